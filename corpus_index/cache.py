@@ -1,0 +1,106 @@
+"""The content-addressed embedding cache: vectors keyed by (backend_spec, revision, input_hash).
+
+Shared across collections and generations, so an unchanged block is never embedded twice and
+switching back to an old model costs nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from corpus_index import lance, predicates
+
+LOOKUP_CHUNK = 2000
+
+
+def cache_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("input_hash", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+            ("created_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+class EmbeddingCache:
+    """One LanceDB table per (backend_spec, revision): ``cache__<slug>``."""
+
+    def __init__(self, uri: str, *, backend_spec: str, revision: str, dim: int) -> None:
+        self.uri = uri
+        self.backend_spec = backend_spec
+        self.revision = revision
+        self.dim = dim
+        self.table_name = f"cache__{lance.slug(backend_spec)}__{lance.slug(revision)}"
+        self._db = lance.connect(uri)
+
+    def _table(self, *, create: bool) -> Any:
+        if self.table_name in lance.table_names(self._db):
+            return self._db.open_table(self.table_name)
+        if not create:
+            return None
+        return self._db.create_table(self.table_name, schema=cache_schema(self.dim), exist_ok=True)
+
+    def lookup(self, hashes: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """Cached vectors for the given input hashes (missing ones are absent from the result)."""
+        table = self._table(create=False)
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        if table is None or not hashes:
+            return found
+        unique = sorted(set(hashes))
+        for start in range(0, len(unique), LOOKUP_CHUNK):
+            chunk = unique[start : start + LOOKUP_CHUNK]
+            result = (
+                table.search()
+                .where(predicates.is_in("input_hash", chunk))
+                .select(["input_hash", "vector"])
+                .limit(len(chunk) + 1)
+                .to_arrow()
+            )
+            if result.num_rows == 0:
+                continue
+            keys = result.column("input_hash").to_pylist()
+            flat = result.column("vector").combine_chunks()
+            vectors = flat.values.to_numpy(zero_copy_only=False).reshape(-1, self.dim)
+            for key, vec in zip(keys, vectors, strict=True):
+                found[key] = vec.astype(np.float32, copy=False)
+        return found
+
+    def put(self, hashes: Sequence[str], vectors: npt.NDArray[np.float32]) -> int:
+        """Store vectors; existing keys are left untouched. Returns how many were offered."""
+        if len(hashes) == 0:
+            return 0
+        now = dt.datetime.now(dt.UTC)
+        table = self._table(create=True)
+        data = pa.table(
+            {
+                "input_hash": pa.array(list(hashes), pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(np.asarray(vectors, dtype=np.float32).ravel(), pa.float32()), self.dim
+                ),
+                "created_at": pa.array([now] * len(hashes), pa.timestamp("us", tz="UTC")),
+            }
+        )
+        table.merge_insert("input_hash").when_not_matched_insert_all().execute(data)
+        return len(hashes)
+
+    def count(self) -> int:
+        table = self._table(create=False)
+        return 0 if table is None else int(table.count_rows())
+
+    def delete(self, hashes: Iterable[str]) -> int:
+        """Remove entries (cache purge at compaction)."""
+        table = self._table(create=False)
+        keys = sorted(set(hashes))
+        if table is None or not keys:
+            return 0
+        before = int(table.count_rows())
+        for start in range(0, len(keys), LOOKUP_CHUNK):
+            table.delete(predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK]))
+        return before - int(table.count_rows())

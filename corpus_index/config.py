@@ -1,0 +1,357 @@
+"""Loading and validating ``corpus.yaml``.
+
+The configuration declares collections (source roots), embedding profiles, namespaces and
+overrides of the embeddable-section registry. Every problem is reported with the key that
+holds it, so ``collections.harbor-deals.tier: must be one of public, restricted`` tells the
+user exactly what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corpus_index.errors import ConfigError
+
+COLLECTION_KINDS = ("uw_deals", "beir")
+TIERS = ("public", "restricted")
+GRANULARITIES = ("block", "paragraph")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+DEFAULT_SECTIONS: dict[str, str] = {
+    "market_analysis": "block",
+    "risk_assessment": "block",
+    "borrower_sponsor": "block",
+    "property": "block",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionConfig:
+    """A configured source root of one kind, owned by one tenant."""
+
+    name: str
+    kind: str
+    path: Path
+    tenant: str
+    acl_groups: tuple[str, ...]
+    tier: str = "restricted"
+    namespace: str = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileConfig:
+    """An embedding profile: embedder backend_spec + input format + chunking profile."""
+
+    name: str
+    embedder: str
+    input_format: str = "default-v1"
+    chunking: str = "sections-v1"
+    namespace: str = "default"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    dimensions: int | None = None
+    batch_size: int = 64
+    max_batch_tokens: int = 8000
+    price_per_million_tokens: float | None = None
+    normalized: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceConfig:
+    """A set of collections served together, with its evaluation settings."""
+
+    name: str
+    golden_set: Path | None = None
+    eval_tolerance: float = 0.02
+    retire_after_hours: float = 24.0
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusConfig:
+    """The whole validated configuration."""
+
+    path: Path
+    collections: dict[str, CollectionConfig]
+    profiles: dict[str, ProfileConfig]
+    namespaces: dict[str, NamespaceConfig]
+    sections: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SECTIONS))
+
+    def collections_in(self, namespace: str) -> list[CollectionConfig]:
+        """Collections served by ``namespace``, in configuration order."""
+        return [c for c in self.collections.values() if c.namespace == namespace]
+
+    def profiles_in(self, namespace: str) -> list[ProfileConfig]:
+        """Profiles that build generations for ``namespace``, in configuration order."""
+        return [p for p in self.profiles.values() if p.namespace == namespace]
+
+    def profile_covers(self, profile: str, collection: str) -> bool:
+        """Whether ``profile`` embeds ``collection`` (they share a namespace)."""
+        p = self.profiles.get(profile)
+        c = self.collections.get(collection)
+        return p is not None and c is not None and p.namespace == c.namespace
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where things live: the configuration and the home folder."""
+
+    config_path: Path
+    home: Path
+
+    @property
+    def warehouse(self) -> Path:
+        return self.home / "warehouse"
+
+    @property
+    def lance_uri(self) -> str:
+        return str(self.home / "lance")
+
+    @property
+    def exports(self) -> Path:
+        return self.home / "exports"
+
+    @property
+    def registry_path(self) -> Path:
+        return self.home / "registry.duckdb"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    def load(self) -> CorpusConfig:
+        """Load and validate the configuration file."""
+        return load_config(self.config_path)
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None, *, cwd: Path | None = None) -> Settings:
+    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (default ``./.corpus``)."""
+    env = os.environ if environ is None else environ
+    base = cwd or Path.cwd()
+    config = Path(env.get("CORPUS_CONFIG") or base / "corpus.yaml")
+    home = Path(env.get("CORPUS_HOME") or base / ".corpus")
+    return Settings(config_path=config.resolve(), home=home.resolve())
+
+
+def load_config(path: Path | str) -> CorpusConfig:
+    """Load ``corpus.yaml`` and validate it.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or a key is invalid (named in the message).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found (set CORPUS_CONFIG)") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: not valid YAML: {exc}") from None
+    return parse_config(raw, path=path)
+
+
+def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
+    """Validate an already-loaded configuration mapping."""
+    base = path.parent
+    _require_mapping(raw, "(top level)", path)
+    _no_unknown(raw, {"collections", "profiles", "namespaces", "sections"}, "", path)
+
+    collections: dict[str, CollectionConfig] = {}
+    for name, spec in _mapping(raw.get("collections"), "collections", path, required=True).items():
+        key = f"collections.{name}"
+        _check_name(name, key, path)
+        _require_mapping(spec, key, path)
+        _no_unknown(spec, {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}, key, path)
+        kind = _choice(spec.get("kind"), COLLECTION_KINDS, f"{key}.kind", path)
+        src = _string(spec.get("path"), f"{key}.path", path)
+        tenant = _string(spec.get("tenant"), f"{key}.tenant", path)
+        groups = _string_list(spec.get("acl_groups"), f"{key}.acl_groups", path)
+        if not groups:
+            raise ConfigError(f"{path}: {key}.acl_groups: at least one ACL group is required")
+        tier = _choice(spec.get("tier", "restricted"), TIERS, f"{key}.tier", path)
+        ns = _string(spec.get("namespace", "default"), f"{key}.namespace", path)
+        _check_name(ns, f"{key}.namespace", path)
+        collections[name] = CollectionConfig(
+            name=name,
+            kind=kind,
+            path=(base / src).resolve(),
+            tenant=tenant,
+            acl_groups=tuple(groups),
+            tier=tier,
+            namespace=ns,
+        )
+
+    profiles: dict[str, ProfileConfig] = {}
+    allowed_profile = {
+        "embedder", "input_format", "chunking", "namespace", "base_url", "api_key_env",
+        "dimensions", "batch_size", "max_batch_tokens", "price_per_million_tokens", "normalized",
+    }
+    for name, spec in _mapping(raw.get("profiles"), "profiles", path, required=True).items():
+        key = f"profiles.{name}"
+        _check_name(name, key, path)
+        _require_mapping(spec, key, path)
+        _no_unknown(spec, allowed_profile, key, path)
+        embedder = _string(spec.get("embedder"), f"{key}.embedder", path)
+        from corpus_index.embedders import validate_backend_spec  # local: avoids a cycle
+
+        problem = validate_backend_spec(embedder)
+        if problem:
+            raise ConfigError(f"{path}: {key}.embedder: {problem}")
+        fmt = _string(spec.get("input_format", "default-v1"), f"{key}.input_format", path)
+        from corpus_index.inputs import INPUT_FORMATS
+
+        if fmt not in INPUT_FORMATS:
+            known = ", ".join(sorted(INPUT_FORMATS))
+            raise ConfigError(f"{path}: {key}.input_format: unknown format {fmt!r} (known: {known})")
+        ns = _string(spec.get("namespace", "default"), f"{key}.namespace", path)
+        profiles[name] = ProfileConfig(
+            name=name,
+            embedder=embedder,
+            input_format=fmt,
+            chunking=_string(spec.get("chunking", "sections-v1"), f"{key}.chunking", path),
+            namespace=ns,
+            base_url=_opt_string(spec.get("base_url"), f"{key}.base_url", path),
+            api_key_env=_string(spec.get("api_key_env", "OPENAI_API_KEY"), f"{key}.api_key_env", path),
+            dimensions=_opt_int(spec.get("dimensions"), f"{key}.dimensions", path),
+            batch_size=_int(spec.get("batch_size", 64), f"{key}.batch_size", path),
+            max_batch_tokens=_int(spec.get("max_batch_tokens", 8000), f"{key}.max_batch_tokens", path),
+            price_per_million_tokens=_opt_float(
+                spec.get("price_per_million_tokens"), f"{key}.price_per_million_tokens", path
+            ),
+            normalized=_opt_bool(spec.get("normalized"), f"{key}.normalized", path),
+        )
+
+    namespaces: dict[str, NamespaceConfig] = {}
+    for name, spec in _mapping(raw.get("namespaces"), "namespaces", path).items():
+        key = f"namespaces.{name}"
+        _check_name(name, key, path)
+        spec = spec or {}
+        _require_mapping(spec, key, path)
+        _no_unknown(spec, {"golden_set", "eval_tolerance", "retire_after_hours"}, key, path)
+        golden = _opt_string(spec.get("golden_set"), f"{key}.golden_set", path)
+        namespaces[name] = NamespaceConfig(
+            name=name,
+            golden_set=(base / golden).resolve() if golden else None,
+            eval_tolerance=_float(spec.get("eval_tolerance", 0.02), f"{key}.eval_tolerance", path),
+            retire_after_hours=_float(
+                spec.get("retire_after_hours", 24.0), f"{key}.retire_after_hours", path
+            ),
+        )
+    used = {c.namespace for c in collections.values()} | {p.namespace for p in profiles.values()}
+    for ns in sorted(used - namespaces.keys()):
+        namespaces[ns] = NamespaceConfig(name=ns)
+    for p in profiles.values():
+        if not any(c.namespace == p.namespace for c in collections.values()):
+            raise ConfigError(
+                f"{path}: profiles.{p.name}.namespace: no collection is in namespace {p.namespace!r}"
+            )
+
+    sections = dict(DEFAULT_SECTIONS)
+    for name, spec in _mapping(raw.get("sections"), "sections", path).items():
+        key = f"sections.{name}"
+        if spec is False or spec is None:
+            sections.pop(name, None)
+            continue
+        _require_mapping(spec, key, path)
+        _no_unknown(spec, {"granularity"}, key, path)
+        sections[name] = _choice(spec.get("granularity", "block"), GRANULARITIES, f"{key}.granularity", path)
+
+    return CorpusConfig(
+        path=path, collections=collections, profiles=profiles, namespaces=namespaces, sections=sections
+    )
+
+
+# -- small validators: each names the key it checks -------------------------------------------
+
+
+def _fail(path: Path, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{path}: {key}: {problem}")
+
+
+def _require_mapping(value: Any, key: str, path: Path) -> None:
+    if not isinstance(value, dict):
+        raise _fail(path, key, f"expected a mapping, got {type(value).__name__}")
+
+
+def _mapping(value: Any, key: str, path: Path, *, required: bool = False) -> dict[str, Any]:
+    if value is None:
+        if required:
+            raise _fail(path, key, "is required")
+        return {}
+    _require_mapping(value, key, path)
+    return {str(k): v for k, v in value.items()}
+
+
+def _no_unknown(spec: dict[str, Any], allowed: set[str], key: str, path: Path) -> None:
+    for k in spec:
+        if k not in allowed:
+            where = f"{key}.{k}" if key else str(k)
+            raise _fail(path, where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _check_name(name: str, key: str, path: Path) -> None:
+    if not _NAME.match(name):
+        raise _fail(path, key, f"{name!r} is not a valid name (lowercase letters, digits, - and _)")
+
+
+def _string(value: Any, key: str, path: Path) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(path, key, "is required and must be a non-empty string")
+    return value
+
+
+def _opt_string(value: Any, key: str, path: Path) -> str | None:
+    return None if value is None else _string(value, key, path)
+
+
+def _string_list(value: Any, key: str, path: Path) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(path, key, "must be a list of non-empty strings")
+    return list(value)
+
+
+def _choice(value: Any, choices: tuple[str, ...], key: str, path: Path) -> str:
+    if value not in choices:
+        raise _fail(path, key, f"must be one of {', '.join(choices)} (got {value!r})")
+    return str(value)
+
+
+def _int(value: Any, key: str, path: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(path, key, f"must be a positive integer (got {value!r})")
+    return value
+
+
+def _opt_int(value: Any, key: str, path: Path) -> int | None:
+    return None if value is None else _int(value, key, path)
+
+
+def _float(value: Any, key: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise _fail(path, key, f"must be a non-negative number (got {value!r})")
+    return float(value)
+
+
+def _opt_float(value: Any, key: str, path: Path) -> float | None:
+    return None if value is None else _float(value, key, path)
+
+
+def _opt_bool(value: Any, key: str, path: Path) -> bool | None:
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise _fail(path, key, f"must be true or false (got {value!r})")
+    return value

@@ -1,0 +1,108 @@
+"""Embedders: one interface, three backends (``st:``, ``openai:``, ``hash:``).
+
+Every embedder has a ``backend_spec`` (what produced the vectors), a ``dim``, whether its
+vectors are L2-``normalized``, a ``revision`` (weights or algorithm version) and
+``embed(texts) -> float32[n, dim]``. Vectors from different backend_specs are never compared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from corpus_index.errors import ConfigError
+
+_HASH_SPEC = re.compile(r"^hash:v1-(\d+)$")
+ST_MODELS = {"all-MiniLM-L6-v2": 384}
+
+
+@dataclass(slots=True)
+class EmbedStats:
+    """Counters an embedder accumulates: calls, inputs, tokens and cost."""
+
+    calls: int = 0
+    inputs: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the pipeline needs from an embedding backend."""
+
+    backend_spec: str
+    dim: int
+    normalized: bool
+    revision: str
+    stats: EmbedStats
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Vectors for ``texts``, shape ``(len(texts), dim)``, float32."""
+        ...
+
+
+def validate_backend_spec(spec: str) -> str | None:
+    """A description of what is wrong with ``spec``, or None if it is well formed."""
+    if m := _HASH_SPEC.match(spec):
+        dim = int(m.group(1))
+        return None if 1 <= dim <= 8192 else f"hash dimension must be 1..8192 (got {dim})"
+    if spec.startswith("st:"):
+        name = spec[3:]
+        if name not in ST_MODELS:
+            return f"unknown sentence-transformers model {name!r} (bundled: {', '.join(ST_MODELS)})"
+        return None
+    if spec.startswith("openai:"):
+        return None if spec[7:] else "openai: needs a model name, e.g. openai:text-embedding-3-small"
+    return f"unknown backend {spec!r} (use st:<model>, openai:<model> or hash:v1-<dim>)"
+
+
+def make_embedder(
+    backend_spec: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    dimensions: int | None = None,
+    batch_size: int = 64,
+    max_batch_tokens: int = 8000,
+    price_per_million_tokens: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Embedder:
+    """Build the embedder a profile names.
+
+    Raises:
+        ConfigError: the backend_spec is malformed or the backend lacks what it needs.
+    """
+    problem = validate_backend_spec(backend_spec)
+    if problem:
+        raise ConfigError(problem)
+    if m := _HASH_SPEC.match(backend_spec):
+        from corpus_index.embedders.hashing import HashEmbedder
+
+        return HashEmbedder(int(m.group(1)))
+    if backend_spec.startswith("st:"):
+        from corpus_index.embedders.local import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(backend_spec[3:], batch_size=batch_size)
+    import os
+
+    from corpus_index.embedders.openai_backend import OpenAIEmbedder
+
+    env = os.environ if environ is None else environ
+    api_key = env.get(api_key_env)
+    if not api_key:
+        raise ConfigError(f"{backend_spec}: set the API key in the environment variable {api_key_env}")
+    return OpenAIEmbedder(
+        backend_spec[7:],
+        base_url=base_url,
+        api_key=api_key,
+        dimensions=dimensions,
+        batch_size=batch_size,
+        max_batch_tokens=max_batch_tokens,
+        price_per_million_tokens=price_per_million_tokens,
+    )

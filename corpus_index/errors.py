@@ -1,0 +1,76 @@
+"""Named exceptions. Permanent errors and retryable errors are distinct types."""
+
+from __future__ import annotations
+
+
+class CorpusError(Exception):
+    """Base class of every error corpus-index raises on purpose."""
+
+
+class ConfigError(CorpusError, ValueError):
+    """The configuration file is invalid; the message names the key and the problem."""
+
+
+class ParseError(CorpusError, ValueError):
+    """A source document could not be parsed; the message names the file and line."""
+
+    def __init__(self, path: str, message: str, *, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+        self.reason = message
+
+
+class PermanentError(CorpusError):
+    """An error that retrying will not fix."""
+
+
+class DimensionMismatchError(PermanentError, ValueError):
+    """A vector's dimension differs from what its profile or generation declares."""
+
+
+class IncompatibleEmbedderError(PermanentError, ValueError):
+    """A query embedder differs from the generation's backend_spec."""
+
+
+class UnknownNamespaceError(PermanentError, KeyError):
+    """The namespace is not configured."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else "unknown namespace"
+
+
+class MissingGenerationError(PermanentError, LookupError):
+    """No generation exists (or none is ACTIVE) where one is required."""
+
+
+class SidecarError(PermanentError, ValueError):
+    """An embedding sidecar is non-conformant; the message names the JSON path of the problem."""
+
+    def __init__(self, json_path: str, message: str, *, source: str | None = None) -> None:
+        where = f"{source}: {json_path}" if source else json_path
+        super().__init__(f"{where}: {message}")
+        self.json_path = json_path
+        self.source = source
+        self.reason = message
+
+
+class InvalidFilterError(PermanentError, ValueError):
+    """A search filter is malformed."""
+
+
+class EmbedderError(PermanentError, RuntimeError):
+    """An embedder failed permanently (bad request, bad credentials, bad response)."""
+
+
+class RetryableError(CorpusError, RuntimeError):
+    """A transient failure (I/O, rate limit, server error) that may succeed on retry."""
+
+
+class CheckFailedError(PermanentError, RuntimeError):
+    """A blocking data-quality check failed."""
+
+
+class PromotionRefusedError(PermanentError, RuntimeError):
+    """A generation may not be promoted; the message names the failed or missing checks."""

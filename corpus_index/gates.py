@@ -1,0 +1,102 @@
+"""Blocking data-quality checks as plain functions: each returns a ``Gate`` outcome.
+
+The Dagster asset checks call these; so can anything else (the CLI, tests, notebooks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+NORM_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The outcome of one check: its name, whether it passed, and figures that explain it."""
+
+    name: str
+    passed: bool
+    description: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "description": self.description, **self.metadata}
+
+
+def vectors_have_profile_dim(vectors: npt.NDArray[np.float32], dim: int, *, reported_dim: int | None = None) -> Gate:
+    actual = int(vectors.shape[1]) if vectors.ndim == 2 else -1
+    bad = actual != dim or (reported_dim is not None and reported_dim != dim)
+    return Gate(
+        "vectors_have_profile_dim",
+        not bad,
+        f"every vector has the profile's dimension {dim}",
+        {"expected_dim": dim, "actual_dim": reported_dim if reported_dim is not None else actual},
+    )
+
+
+def vectors_are_finite(vectors: npt.NDArray[np.float32]) -> Gate:
+    bad = int(np.count_nonzero(~np.isfinite(vectors).all(axis=1))) if vectors.size else 0
+    return Gate("vectors_are_finite", bad == 0, "no NaN or infinite values", {"non_finite_vectors": bad})
+
+
+def vector_norms_match_profile(vectors: npt.NDArray[np.float32], *, normalized: bool) -> Gate:
+    if not normalized or vectors.size == 0:
+        return Gate("vector_norms_match_profile", True, "profile declares unnormalized vectors", {})
+    with np.errstate(invalid="ignore"):
+        norms = np.linalg.norm(vectors, axis=1)
+    off = int(np.count_nonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE)))
+    return Gate(
+        "vector_norms_match_profile",
+        off == 0,
+        f"every vector is L2-normalized (|norm - 1| <= {NORM_TOLERANCE})",
+        {"vectors_off_norm": off},
+    )
+
+
+def vectors_share_one_backend_spec(specs: Iterable[str], expected: str) -> Gate:
+    distinct = sorted(set(specs) | {expected})
+    return Gate(
+        "vectors_share_one_backend_spec",
+        distinct == [expected],
+        f"every vector was produced by {expected}",
+        {"backend_specs": ", ".join(distinct)},
+    )
+
+
+def vectors_match_their_inputs(vector_hashes: Sequence[str], input_hashes: Sequence[str]) -> Gate:
+    vs, ins = set(vector_hashes), set(input_hashes)
+    orphans, missing = len(vs - ins), len(ins - vs)
+    return Gate(
+        "vectors_match_their_inputs",
+        orphans == 0 and missing == 0,
+        "every vector's input_hash is in embedding_inputs and every input has a vector",
+        {"vectors_without_input": orphans, "inputs_without_vector": missing},
+    )
+
+
+def rows_have_tenant_and_acl(rows: pa.Table) -> Gate:
+    if rows.num_rows == 0:
+        return Gate("rows_have_tenant_and_acl", True, "every row has a tenant and ACL groups", {"bad_rows": 0})
+    tenant_bad = pc.or_(pc.is_null(rows["tenant_id"]), pc.equal(pc.utf8_length(rows["tenant_id"]), 0))
+    acl_len = pc.list_value_length(rows["acl_groups"])
+    acl_bad = pc.or_(pc.is_null(acl_len), pc.equal(acl_len, 0))
+    bad = int(pc.sum(pc.or_(pc.fill_null(tenant_bad, True), pc.fill_null(acl_bad, True))).as_py() or 0)
+    return Gate("rows_have_tenant_and_acl", bad == 0, "every row has a tenant and ACL groups", {"bad_rows": bad})
+
+
+def no_rows_from_removed_documents(rows: pa.Table, live_source_ids: Iterable[str]) -> Gate:
+    live = set(live_source_ids)
+    dead = sorted({s for s in rows.column("source_id").to_pylist() if s not in live}) if rows.num_rows else []
+    return Gate(
+        "no_rows_from_removed_documents",
+        not dead,
+        "no row belongs to a document that was removed",
+        {"removed_document_rows": len(dead), "examples": ", ".join(dead[:5])},
+    )

@@ -1,0 +1,44 @@
+"""Content-derived identities: every id in corpus-index comes from content, never position."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize ``value`` as canonical JSON: sorted keys, no whitespace, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_hex(data: bytes | str) -> str:
+    """Hex sha256 of bytes, or of a string encoded as UTF-8."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_hash(content: Any) -> str:
+    """``sha256:`` + hex sha256 of the block content as canonical JSON."""
+    return "sha256:" + sha256_hex(canonical_json(content))
+
+
+def source_version(raw: bytes) -> str:
+    """First 16 hex digits of sha256 of a document's raw bytes."""
+    return sha256_hex(raw)[:16]
+
+
+def input_hash(input_format: str, text: str) -> str:
+    """Key of the embedding cache: sha256 of (input format, input text)."""
+    return sha256_hex(canonical_json([input_format, text]))
+
+
+def chunk_ref(collection: str, doc_id: str, version: str, block_key: str) -> str:
+    """Stable address of one block version."""
+    return f"chunk://{collection}/{doc_id}/v{version}/{block_key}"
+
+
+def vector_id(chunk_ref_: str, input_format: str, backend_spec: str) -> str:
+    """Id of one vector entry, unique within a generation."""
+    return "vec_" + sha256_hex(canonical_json([chunk_ref_, input_format, backend_spec]))[:32]

@@ -1,0 +1,201 @@
+"""Generation tables in LanceDB: one table per generation, one row per vector entry (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from corpus_index import lance, predicates
+from corpus_index.registry import Generation
+
+ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
+FTS_COLUMN = "text"
+
+PROMOTED_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("deal_id", pa.string()),
+    ("asset_class", pa.string()),
+    ("state", pa.string()),
+    ("metro", pa.string()),
+    ("units", pa.int64()),
+    ("deal_date", pa.string()),
+]
+
+
+def vector_entry_schema(generation: Generation) -> pa.Schema:
+    """The schema of a generation table; its metadata records the generation spec."""
+    spec = generation.spec
+    fields = [
+        ("vector_id", pa.string()),
+        ("chunk_ref", pa.string()),
+        ("source_id", pa.string()),
+        ("collection", pa.string()),
+        ("doc_id", pa.string()),
+        ("source_version", pa.string()),
+        ("kind", pa.string()),
+        ("source_type", pa.string()),
+        ("section", pa.string()),
+        ("block_key", pa.string()),
+        ("content_hash", pa.string()),
+        ("input_format", pa.string()),
+        ("input_hash", pa.string()),
+        ("text", pa.string()),
+        ("tenant_id", pa.string()),
+        ("acl_groups", pa.list_(pa.string())),
+        ("tier", pa.string()),
+        ("language", pa.string()),
+        ("event_date", pa.string()),
+        *PROMOTED_COLUMNS,
+        ("metadata", pa.string()),
+        ("backend_spec", pa.string()),
+        ("dim", pa.int32()),
+        ("normalized", pa.bool_()),
+        ("generation", pa.string()),
+        ("namespace", pa.string()),
+        ("run_id", pa.string()),
+        ("vector", pa.list_(pa.float32(), spec.dim)),
+    ]
+    meta = {
+        "corpus_index.generation": generation.id,
+        "corpus_index.spec": json.dumps(
+            {
+                "namespace": spec.namespace,
+                "profile": spec.profile,
+                "backend_spec": spec.backend_spec,
+                "model_revision": spec.model_revision,
+                "dim": spec.dim,
+                "normalized": spec.normalized,
+                "input_format": spec.input_format,
+                "chunking": spec.chunking,
+                "schema_version": spec.schema_version,
+            },
+            sort_keys=True,
+        ),
+    }
+    return pa.schema(fields, metadata=meta)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What one scoped replace did."""
+
+    inserted: int
+    deleted: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """How much of a table its indexes cover."""
+
+    rows: int
+    fts_unindexed: int
+    ann_unindexed: int
+    ann: str  # "ivf_pq" or "exact"
+
+
+class GenerationStore:
+    """Reads and writes the generation tables under one LanceDB URI."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.db = lance.connect(uri)
+
+    def exists(self, generation: Generation) -> bool:
+        return generation.table_name in lance.table_names(self.db)
+
+    def table(self, generation: Generation) -> Any:
+        return self.db.open_table(generation.table_name)
+
+    def ensure(self, generation: Generation) -> Any:
+        if self.exists(generation):
+            return self.table(generation)
+        return self.db.create_table(
+            generation.table_name, schema=vector_entry_schema(generation), exist_ok=True
+        )
+
+    def replace_collection(self, generation: Generation, collection: str, rows: pa.Table) -> WriteResult:
+        """Make the collection's rows in this generation exactly ``rows``, in one commit.
+
+        New rows are inserted and rows no longer present are deleted in the same LanceDB
+        transaction (``merge_insert`` keyed on ``vector_id``), so readers see the old state or
+        the new one. Unchanged rows (same vector_id) are not rewritten.
+        """
+        table = self.ensure(generation)
+        rows = rows.cast(vector_entry_schema(generation))
+        result = (
+            table.merge_insert("vector_id")
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(predicates.eq("collection", collection))
+            .execute(rows)
+        )
+        return WriteResult(
+            inserted=int(result.num_inserted_rows),
+            deleted=int(result.num_deleted_rows),
+            total=int(table.count_rows(predicates.eq("collection", collection))),
+        )
+
+    def delete_where(self, generation: Generation, predicate: str) -> int:
+        if not self.exists(generation):
+            return 0
+        table = self.table(generation)
+        before = int(table.count_rows())
+        table.delete(predicate)
+        return before - int(table.count_rows())
+
+    def count(self, generation: Generation, predicate: str | None = None) -> int:
+        if not self.exists(generation):
+            return 0
+        return int(self.table(generation).count_rows(predicate))
+
+    def refresh_indexes(self, generation: Generation) -> Coverage:
+        """Build or update the FTS and ANN indexes so they cover every row, then compact."""
+        from lancedb.index import FTS
+
+        table = self.ensure(generation)
+        rows = int(table.count_rows())
+        names = {idx.name: idx for idx in table.list_indices()}
+        if rows:
+            if f"{FTS_COLUMN}_idx" not in names:
+                table.create_index(FTS_COLUMN, config=FTS(with_position=False), replace=True)
+            if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
+                table.create_index(
+                    "vector",
+                    config=_ann_config(rows, generation.spec.dim),
+                    replace=True,
+                )
+            table.optimize()
+        return self.coverage(generation)
+
+    def coverage(self, generation: Generation) -> Coverage:
+        if not self.exists(generation):
+            return Coverage(rows=0, fts_unindexed=0, ann_unindexed=0, ann="exact")
+        table = self.table(generation)
+        rows = int(table.count_rows())
+        names = {idx.name for idx in table.list_indices()}
+        fts_unindexed = rows
+        if f"{FTS_COLUMN}_idx" in names:
+            fts_unindexed = int(table.index_stats(f"{FTS_COLUMN}_idx").num_unindexed_rows)
+        if "vector_idx" in names:
+            ann_unindexed = int(table.index_stats("vector_idx").num_unindexed_rows)
+            ann = "ivf_pq"
+        else:
+            ann_unindexed = 0  # exact search scans every row
+            ann = "exact"
+        return Coverage(rows=rows, fts_unindexed=fts_unindexed if rows else 0, ann_unindexed=ann_unindexed, ann=ann)
+
+    def drop(self, generation: Generation) -> bool:
+        if not self.exists(generation):
+            return False
+        self.db.drop_table(generation.table_name)
+        return True
+
+
+def _ann_config(rows: int, dim: int) -> Any:
+    from lancedb.index import IvfPq
+
+    partitions = max(1, min(1024, int(rows**0.5)))
+    sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s >= 1 and dim % s == 0)
+    return IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub_vectors)

@@ -1,0 +1,67 @@
+"""BEIR-format collections: ``corpus.jsonl`` with ``_id``, ``title``, ``text``, optional ``metadata``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from corpus_index.config import CollectionConfig
+from corpus_index.errors import ParseError
+from corpus_index.hashing import chunk_ref, content_hash
+from corpus_index.records import Block, SourceDoc
+
+BLOCK_KEY = "passage/0"
+
+
+def read_documents(root: Path) -> Iterator[SourceDoc]:
+    """One document per line of ``corpus.jsonl``; ``doc_id`` is its ``_id``."""
+    path = root / "corpus.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: a beir collection needs corpus.jsonl")
+    mtime = path.stat().st_mtime
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            raw = raw.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            try:
+                doc_id = str(json.loads(raw)["_id"])
+            except (ValueError, KeyError, TypeError):
+                doc_id = f"line-{n}"  # parse() reports the problem with the line number
+            yield SourceDoc(doc_id=doc_id, path=str(path), raw=raw, size=len(raw), mtime=mtime, line=n)
+
+
+def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
+    """One ``passage`` block per record."""
+    line = doc.line or 1
+    try:
+        record = json.loads(doc.raw)
+    except ValueError as exc:
+        raise ParseError(doc.path, f"not valid JSON: {exc}", line=line) from None
+    if not isinstance(record, dict) or "_id" not in record:
+        raise ParseError(doc.path, "record lacks '_id'", line=line)
+    content = {"title": str(record.get("title") or ""), "text": str(record.get("text") or "")}
+    metadata = record.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ParseError(doc.path, "'metadata' must be an object", line=line)
+    return [
+        Block(
+            collection=collection.name,
+            doc_id=doc.doc_id,
+            source_version=version,
+            kind="beir",
+            source_type="passage",
+            section="passage",
+            block_key=BLOCK_KEY,
+            content=content,
+            content_hash=content_hash(content),
+            chunk_ref=chunk_ref(collection.name, doc.doc_id, version, BLOCK_KEY),
+            tenant_id=collection.tenant,
+            acl_groups=collection.acl_groups,
+            tier=collection.tier,
+            path=doc.path,
+            line=line,
+            metadata={str(k): v for k, v in metadata.items()},
+        )
+    ]

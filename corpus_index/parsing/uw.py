@@ -1,0 +1,205 @@
+"""RFC 0013 underwriting files (``*.uw.md``): YAML front matter, ``## section`` headings,
+fenced ``yaml`` blocks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corpus_index.config import CollectionConfig
+from corpus_index.errors import ParseError
+from corpus_index.hashing import chunk_ref, content_hash
+from corpus_index.records import Block, SourceDoc
+
+SUFFIX = ".uw.md"
+REQUIRED_FRONT_MATTER = ("uw_version", "deal_id", "asset_class", "geo", "units", "date")
+
+
+def read_documents(root: Path) -> Iterator[SourceDoc]:
+    """Every ``*.uw.md`` file under ``root``; ``doc_id`` is the file name without the suffix."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: collection root does not exist or is not a folder")
+    for path in sorted(root.rglob(f"*{SUFFIX}")):
+        rel = path.relative_to(root).as_posix()
+        stat = path.stat()
+        raw = path.read_bytes()
+        yield SourceDoc(
+            doc_id=rel[: -len(SUFFIX)],
+            path=str(path),
+            raw=raw,
+            size=stat.st_size,
+            mtime=stat.st_mtime,
+        )
+
+
+def _yaml_error(path: str, exc: yaml.YAMLError, first_line: int, what: str) -> ParseError:
+    mark = getattr(exc, "problem_mark", None)
+    line = first_line + mark.line if mark is not None else first_line
+    problem = getattr(exc, "problem", None) or str(exc)
+    return ParseError(path, f"broken YAML in {what}: {problem}", line=line)
+
+
+def _jsonable(value: Any) -> Any:
+    """YAML gives dates as date objects; canonical JSON wants strings."""
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def parse_text(path: str, text: str) -> tuple[dict[str, Any], list[tuple[str, int, dict[str, Any]]]]:
+    """Split a ``.uw.md`` text into front matter and ``(section, line, content)`` blocks.
+
+    Raises:
+        ParseError: with the file and the 1-based line of the problem.
+    """
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise ParseError(path, "missing YAML front matter (the file must start with '---')", line=1)
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        raise ParseError(path, "front matter is not closed by '---'", line=1) from None
+    try:
+        front = yaml.safe_load("\n".join(lines[1:end])) or {}
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc, 2, "front matter") from None
+    if not isinstance(front, dict):
+        raise ParseError(path, "front matter must be a mapping", line=2)
+    front = _jsonable(front)
+
+    blocks: list[tuple[str, int, dict[str, Any]]] = []
+    section: str | None = None
+    i = end + 1
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if line.startswith("## "):
+            section = stripped[3:].strip()
+            if not section:
+                raise ParseError(path, "empty section heading", line=i + 1)
+        elif stripped in ("```yaml", "```yml"):
+            start = i + 1
+            j = start
+            while j < len(lines) and lines[j].strip() != "```":
+                j += 1
+            if j >= len(lines):
+                raise ParseError(path, "fenced yaml block is not closed by ```", line=i + 1)
+            if section is None:
+                raise ParseError(path, "yaml block before any '## section' heading", line=i + 1)
+            try:
+                content = yaml.safe_load("\n".join(lines[start:j]))
+            except yaml.YAMLError as exc:
+                raise _yaml_error(path, exc, start + 1, f"section {section!r}") from None
+            if not isinstance(content, dict):
+                raise ParseError(path, f"block in section {section!r} must be a mapping", line=start + 1)
+            blocks.append((section, start + 1, _jsonable(content)))
+            i = j
+        i += 1
+    return front, blocks
+
+
+def _front_matter_fields(path: str, front: dict[str, Any]) -> dict[str, Any]:
+    missing = [k for k in REQUIRED_FRONT_MATTER if k not in front]
+    if missing:
+        raise ParseError(path, f"front matter lacks required field(s): {', '.join(missing)}", line=2)
+    geo = front["geo"]
+    if not isinstance(geo, dict):
+        raise ParseError(path, "front matter 'geo' must be a mapping with state and metro", line=2)
+    units = front["units"]
+    if isinstance(units, bool) or not isinstance(units, int) or units < 0:
+        raise ParseError(path, f"front matter 'units' must be a non-negative integer (got {units!r})", line=2)
+    try:
+        deal_date = dt.date.fromisoformat(str(front["date"])).isoformat()
+    except ValueError:
+        raise ParseError(path, f"front matter 'date' is not an ISO date: {front['date']!r}", line=2) from None
+    return {
+        "deal_id": str(front["deal_id"]),
+        "uw_version": str(front["uw_version"]),
+        "asset_class": str(front["asset_class"]),
+        "subtype": str(front.get("subtype", "")),
+        "state": str(geo.get("state", "")),
+        "metro": str(geo.get("metro", "")),
+        "units": units,
+        "deal_date": deal_date,
+        "title": str(front.get("title", "")),
+    }
+
+
+def _scope(path: str, collection: CollectionConfig, front: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    """The document's ACL and tier: inherited from the collection, optionally narrowed."""
+    tenant = front.get("tenant")
+    if tenant is not None and tenant != collection.tenant:
+        raise ParseError(
+            path,
+            f"tenant {tenant!r} differs from the collection's tenant {collection.tenant!r}; "
+            "a document may narrow its scope, never move it",
+            line=2,
+        )
+    acl = front.get("acl")
+    groups = collection.acl_groups
+    if acl is not None:
+        acl_list = [acl] if isinstance(acl, str) else acl
+        if not isinstance(acl_list, list) or not acl_list:
+            raise ParseError(path, "front matter 'acl' must be a non-empty list of groups", line=2)
+        wider = [g for g in acl_list if g not in collection.acl_groups]
+        if wider:
+            raise ParseError(
+                path,
+                f"acl group(s) {', '.join(map(str, wider))} are not in the collection's "
+                f"acl_groups ({', '.join(collection.acl_groups)}); a document may only narrow them",
+                line=2,
+            )
+        groups = tuple(str(g) for g in acl_list)
+    tier = front.get("tier", collection.tier)
+    if tier not in ("public", "restricted"):
+        raise ParseError(path, f"front matter 'tier' must be public or restricted (got {tier!r})", line=2)
+    if collection.tier == "restricted" and tier == "public":
+        raise ParseError(path, "tier 'public' would widen the collection's 'restricted' tier", line=2)
+    return groups, str(tier)
+
+
+def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
+    """Blocks of one underwriting file, each inheriting the document's scope and metadata."""
+    try:
+        text = doc.raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})") from None
+    front, raw_blocks = parse_text(doc.path, text)
+    meta = _front_matter_fields(doc.path, front)
+    groups, tier = _scope(doc.path, collection, front)
+    counters: dict[str, int] = {}
+    blocks: list[Block] = []
+    for section, line, content in raw_blocks:
+        n = counters.get(section, 0)
+        counters[section] = n + 1
+        key = f"{section}/{n}"
+        blocks.append(
+            Block(
+                collection=collection.name,
+                doc_id=doc.doc_id,
+                source_version=version,
+                kind="uw_deals",
+                source_type="uw_block",
+                section=section,
+                block_key=key,
+                content=content,
+                content_hash=content_hash(content),
+                chunk_ref=chunk_ref(collection.name, doc.doc_id, version, key),
+                tenant_id=collection.tenant,
+                acl_groups=groups,
+                tier=tier,
+                path=doc.path,
+                line=line,
+                event_date=meta["deal_date"],
+                metadata=meta,
+            )
+        )
+    return blocks

@@ -1,0 +1,77 @@
+"""The one place where values become predicate text (LanceDB/DataFusion SQL).
+
+Nothing else in corpus-index pastes a value into a predicate: every literal passes through
+``literal()``, which quotes strings and rejects what it cannot represent safely.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from corpus_index.errors import InvalidFilterError
+
+_COLUMN = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+
+
+def column(name: str) -> str:
+    """A column name, checked against a strict pattern (names are never quoted user text)."""
+    if not _COLUMN.match(name):
+        raise InvalidFilterError(f"invalid column name {name!r}")
+    return name
+
+
+def literal(value: Any) -> str:
+    """A SQL literal for ``value``: strings single-quoted with quotes doubled.
+
+    Raises:
+        InvalidFilterError: the value has a type or content that cannot be a literal.
+    """
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidFilterError(f"filter value must be finite (got {value!r})")
+        return repr(value)
+    if isinstance(value, dt.date | dt.datetime):
+        value = value.isoformat()
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidFilterError("filter value contains a NUL character")
+        return "'" + value.replace("'", "''") + "'"
+    raise InvalidFilterError(f"unsupported filter value type {type(value).__name__}")
+
+
+def eq(name: str, value: Any) -> str:
+    return f"{column(name)} = {literal(value)}"
+
+
+def is_in(name: str, values: Sequence[Any]) -> str:
+    if not values:
+        return "FALSE"
+    return f"{column(name)} IN ({', '.join(literal(v) for v in values)})"
+
+
+def compare(name: str, op: str, value: Any) -> str:
+    if op not in ("=", "!=", "<", "<=", ">", ">="):
+        raise InvalidFilterError(f"unsupported comparison {op!r}")
+    return f"{column(name)} {op} {literal(value)}"
+
+
+def list_overlaps(name: str, values: Sequence[str]) -> str:
+    """True where the list column shares at least one element with ``values``."""
+    if not values:
+        return "FALSE"
+    return f"array_has_any({column(name)}, [{', '.join(literal(v) for v in values)}])"
+
+
+def all_of(parts: Iterable[str]) -> str:
+    parts = [p for p in parts if p]
+    if not parts:
+        return "TRUE"
+    return " AND ".join(f"({p})" for p in parts)

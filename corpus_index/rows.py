@@ -1,0 +1,86 @@
+"""Vector entries: joining blocks, canonical inputs and vectors into generation-table rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index import predicates
+from corpus_index.hashing import vector_id
+from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
+from corpus_index.registry import Generation
+
+
+def build_rows(
+    generation: Generation,
+    *,
+    blocks: pa.Table,
+    inputs: pa.Table,
+    vectors: pa.Table,
+    run_id: str,
+) -> pa.Table:
+    """One row per input of the generation's input format, carrying scope, provenance and vector.
+
+    Raises:
+        KeyError: an input has no vector (the ``embeddings`` checks catch this first).
+    """
+    spec = generation.spec
+    schema = vector_entry_schema(generation)
+    inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
+    if inputs.num_rows == 0:
+        return schema.empty_table()
+    by_chunk = {row["chunk_ref"]: row for row in blocks.to_pylist()}
+    vec_index = {h: i for i, h in enumerate(vectors.column("input_hash").to_pylist())}
+    flat = vectors.column("vector").combine_chunks()
+    matrix = flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim) if len(flat) else np.zeros((0, spec.dim), np.float32)
+
+    out: dict[str, list[object]] = {name: [] for name in schema.names if name != "vector"}
+    order: list[int] = []
+    for inp in inputs.to_pylist():
+        base_ref = str(inp["chunk_ref"]).split("#", 1)[0]
+        block = by_chunk[base_ref]
+        meta = json.loads(str(block["metadata"])) if block["metadata"] else {}
+        order.append(vec_index[inp["input_hash"]])
+        values: dict[str, object] = {
+            "vector_id": vector_id(inp["chunk_ref"], spec.input_format, spec.backend_spec),
+            "chunk_ref": inp["chunk_ref"],
+            "source_id": block["source_id"],
+            "collection": block["collection"],
+            "doc_id": block["doc_id"],
+            "source_version": block["source_version"],
+            "kind": block["kind"],
+            "source_type": block["source_type"],
+            "section": inp["section"],
+            "block_key": inp["block_key"],
+            "content_hash": block["content_hash"],
+            "input_format": spec.input_format,
+            "input_hash": inp["input_hash"],
+            "text": inp["text"],
+            "tenant_id": block["tenant_id"],
+            "acl_groups": block["acl_groups"],
+            "tier": block["tier"],
+            "language": block["language"],
+            "event_date": block["event_date"],
+            "metadata": block["metadata"],
+            "backend_spec": spec.backend_spec,
+            "dim": spec.dim,
+            "normalized": spec.normalized,
+            "generation": generation.id,
+            "namespace": spec.namespace,
+            "run_id": run_id,
+        }
+        for name, _ in PROMOTED_COLUMNS:
+            values[name] = meta.get(name)
+        for name in out:
+            out[name].append(values[name])
+    arrays = [pa.array(out[name], schema.field(name).type) for name in schema.names if name != "vector"]
+    picked = np.ascontiguousarray(matrix[np.asarray(order, dtype=np.int64)], dtype=np.float32)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(picked.ravel(), pa.float32()), spec.dim)
+    return pa.Table.from_arrays([*arrays, vec], schema=schema)
+
+
+def collection_predicate(collection: str) -> str:
+    return predicates.eq("collection", collection)

@@ -1,0 +1,362 @@
+"""RFC 0013 embedding sidecars: ``<deal>.embeddings.json`` beside each ``<deal>.uw.md``.
+
+A sidecar carries one vector per embeddable block, each pinned to the ``content_hash`` of the
+block version it was computed from. When a block changes, its pin no longer matches and the
+entry is marked ``stale: true`` until it is re-embedded. The shape is fixed by
+``schemas/embedding-sidecar.schema.json``; what JSON Schema cannot say (vector length equals
+``embedder.dim``, values finite, keys unique) is checked here.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import functools
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from jsonschema import Draft202012Validator
+
+from corpus_index.errors import ParseError, SidecarError
+from corpus_index.hashing import content_hash
+from corpus_index.parsing.uw import SUFFIX, parse_text
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "embedding-sidecar.schema.json"
+SIDECAR_SUFFIX = ".embeddings.json"
+
+_PIN = re.compile(r"sha256:[0-9a-f]{64}")
+_NORM_TOLERANCE = 1e-3  # float32 vectors written as JSON keep about 7 significant digits
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarEntry:
+    """One embedded block: where it is, which version of it, and its vector."""
+
+    section: str
+    block_key: str
+    content_hash: str
+    vector: Sequence[float]
+    input_hash: str | None = None
+
+
+class StaleResult(NamedTuple):
+    """What :func:`mark_stale` returns: the marked copy and the keys of its stale entries."""
+
+    sidecar: dict[str, Any]
+    stale: list[str]
+
+
+def sidecar_path(uw_path: Path) -> Path:
+    """Where the sidecar of ``uw_path`` lives: ``<deal>.uw.md`` -> ``<deal>.embeddings.json``."""
+    name = uw_path.name
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else uw_path.stem
+    return uw_path.with_name(stem + SIDECAR_SUFFIX)
+
+
+def _timestamp(value: dt.datetime | None) -> str:
+    if value is None:
+        value = dt.datetime.now(dt.UTC)
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise SidecarError(
+            "$.generated_at", f"{value.isoformat()} has no time zone; pass an aware datetime (UTC)"
+        )
+    utc = value.astimezone(dt.UTC).replace(microsecond=0)
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_sidecar(
+    *,
+    uw_version: str,
+    deal_id: str,
+    backend_spec: str,
+    dim: int,
+    input_format: str,
+    entries: Sequence[SidecarEntry],
+    generated_at: dt.datetime | None = None,
+    revision: str | None = None,
+    normalized: bool | None = None,
+) -> dict[str, Any]:
+    """Assemble a sidecar document and validate it.
+
+    Args:
+        uw_version: ``uw_version`` from the source file's front matter.
+        deal_id: ``deal_id`` from the source file's front matter.
+        backend_spec: the embedder that produced the vectors (written as ``embedder.model``).
+        dim: the embedder's dimension; every vector must have this length.
+        input_format: the input format the vectors were computed from (``default-v1``, ...).
+        entries: one per embeddable block, in document order.
+        generated_at: an aware datetime; now (UTC) if omitted. Written in UTC, whole seconds.
+        revision: the embedder's weights or algorithm version, if known.
+        normalized: whether the vectors have unit norm, if known.
+
+    Returns:
+        The sidecar as a JSON-ready dict.
+
+    Raises:
+        SidecarError: the result would not conform (bad pin, wrong vector length, NaN, ...).
+    """
+    embedder: dict[str, Any] = {"model": backend_spec, "dim": dim, "input_format": input_format}
+    if revision is not None:
+        embedder["revision"] = revision
+    if normalized is not None:
+        embedder["normalized"] = normalized
+    blocks: list[dict[str, Any]] = []
+    for entry in entries:
+        block: dict[str, Any] = {
+            "section": entry.section,
+            "block_key": entry.block_key,
+            "content_hash": entry.content_hash,
+            "vector": [float(x) for x in entry.vector],
+        }
+        if entry.input_hash is not None:
+            block["input_hash"] = entry.input_hash
+        blocks.append(block)
+    doc: dict[str, Any] = {
+        "uw_version": uw_version,
+        "deal_id": deal_id,
+        "embedder": embedder,
+        "generated_at": _timestamp(generated_at),
+        "blocks": blocks,
+    }
+    validate_sidecar(doc)
+    return doc
+
+
+@functools.cache
+def _validator() -> Draft202012Validator:
+    try:
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{SCHEMA_PATH}: sidecar schema not found; run from a source checkout of corpus-index"
+        ) from None
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _json_path(parts: Iterable[str | int]) -> str:
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _path_order(parts: Sequence[str | int]) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that puts ``blocks[2]`` before ``blocks[10]``."""
+    return tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in parts)
+
+
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an integer literal too large for a float
+        return False
+
+
+def _schema_problems(doc: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[tuple[tuple[int, int, str], ...], str, str]] = []
+    for error in _validator().iter_errors(doc):
+        parts = list(error.absolute_path)
+        message = error.message
+        if error.validator == "required" and isinstance(error.instance, dict):
+            missing = [k for k in error.validator_value if k not in error.instance]
+            if missing:
+                parts.append(missing[0])
+                message = "is required"
+                if missing[0] == "content_hash":
+                    message += " (RFC 0013: every entry MUST be pinned to a content_hash)"
+        problems.append((_path_order(parts), _json_path(parts), message))
+    problems.sort()
+    return [(where, message) for _, where, message in problems]
+
+
+def _entry_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """Checks JSON Schema cannot express; runs only on a schema-valid document."""
+    problems: list[tuple[str, str]] = []
+    embedder = doc["embedder"]
+    dim: int = embedder["dim"]
+    normalized = embedder.get("normalized")
+    try:
+        dt.datetime.fromisoformat(doc["generated_at"])
+    except ValueError:
+        problems.append(("$.generated_at", f"{doc['generated_at']!r} is not a valid date-time"))
+    seen: dict[str, int] = {}
+    for i, block in enumerate(doc["blocks"]):
+        where = f"$.blocks[{i}]"
+        key: str = block["block_key"]
+        if not _PIN.fullmatch(block["content_hash"]):
+            problems.append(
+                (f"{where}.content_hash", f"{block['content_hash']!r} is not sha256:<64 hex>")
+            )
+        if not key.startswith(block["section"] + "/"):
+            problems.append(
+                (f"{where}.block_key", f"{key!r} does not belong to section {block['section']!r}")
+            )
+        if key in seen:
+            problems.append((f"{where}.block_key", f"{key!r} repeats $.blocks[{seen[key]}]"))
+        seen.setdefault(key, i)
+        vector: list[float] = block["vector"]
+        if len(vector) != dim:
+            problems.append((f"{where}.vector", f"has {len(vector)} values, embedder.dim is {dim}"))
+        bad = next((j for j, x in enumerate(vector) if not _finite(x)), None)
+        if bad is not None:
+            problems.append((f"{where}.vector[{bad}]", f"{vector[bad]!r} is not a finite number"))
+        elif normalized is True:
+            norm = math.sqrt(math.fsum(x * x for x in vector))
+            if abs(norm - 1.0) > _NORM_TOLERANCE:
+                problems.append(
+                    (f"{where}.vector", f"norm is {norm:.6f} but embedder.normalized is true")
+                )
+    return problems
+
+
+def validate_sidecar(doc: Any, *, source: str | os.PathLike[str] | None = None) -> None:
+    """Check a sidecar against the schema and the rules the schema cannot express.
+
+    Args:
+        doc: the parsed sidecar.
+        source: the file it came from, named in error messages.
+
+    Raises:
+        SidecarError: naming the JSON path of the first problem (``$.blocks[2].vector[5]: ...``);
+            further problems are attached as notes.
+    """
+    problems = _schema_problems(doc)
+    if not problems:
+        problems = _entry_problems(doc)
+    if not problems:
+        return
+    json_path, message = problems[0]
+    err = SidecarError(json_path, message, source=None if source is None else os.fspath(source))
+    for other_path, other in problems[1:6]:
+        err.add_note(f"also: {other_path}: {other}")
+    if len(problems) > 6:
+        err.add_note(f"... and {len(problems) - 6} more problem(s)")
+    raise err
+
+
+def mark_stale(sidecar: Mapping[str, Any], current_hashes: Mapping[str, str]) -> StaleResult:
+    """Mark each entry stale or current against the blocks as they are now.
+
+    An entry is stale when its block's current content_hash differs from its pin, or when the
+    block no longer exists. Paragraph entries (``<section>/<n>#p<m>``) follow their block.
+
+    Args:
+        sidecar: a sidecar document; it is validated and not modified.
+        current_hashes: ``block_key -> content_hash`` of the file as it is now
+            (see :func:`current_block_hashes`).
+
+    Returns:
+        A copy with ``stale`` set on every entry, and the stale block keys in entry order.
+
+    Raises:
+        SidecarError: the sidecar is non-conformant.
+    """
+    validate_sidecar(sidecar)
+    marked = copy.deepcopy(dict(sidecar))
+    stale: list[str] = []
+    for block in marked["blocks"]:
+        key: str = block["block_key"]
+        current = current_hashes.get(key.split("#", 1)[0])
+        block["stale"] = current != block["content_hash"]
+        if block["stale"]:
+            stale.append(key)
+    return StaleResult(marked, stale)
+
+
+def current_block_hashes(path: Path, sections: Iterable[str]) -> dict[str, str]:
+    """``block_key -> content_hash`` for the blocks of ``sections`` in a ``.uw.md`` file.
+
+    Block keys are numbered as the parser numbers them: ``<section>/<n>``, ``n`` counting the
+    blocks of that section from 0 in file order.
+
+    Raises:
+        ParseError: the file is not UTF-8 or not a well-formed ``.uw.md`` file.
+        OSError: the file cannot be read.
+    """
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(str(path), f"not UTF-8 text (byte {exc.start})") from None
+    _, blocks = parse_text(str(path), text)
+    wanted = set(sections)
+    counters: dict[str, int] = {}
+    hashes: dict[str, str] = {}
+    for section, _line, content in blocks:
+        n = counters.get(section, 0)
+        counters[section] = n + 1
+        if section in wanted:
+            hashes[f"{section}/{n}"] = content_hash(content)
+    return hashes
+
+
+def _dumps(doc: Mapping[str, Any]) -> str:
+    """Indented JSON, except that each block entry (with its long vector) stays on one line."""
+
+    def dump(value: Any, indent: int | None = None) -> str:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
+
+    items = list(doc.items())
+    lines = ["{"]
+    for i, (key, value) in enumerate(items):
+        comma = "," if i < len(items) - 1 else ""
+        if key == "blocks" and isinstance(value, list) and value:
+            entries = ",\n".join("    " + dump(b) for b in value)
+            lines.append(f"  {dump(key)}: [\n{entries}\n  ]{comma}")
+        else:
+            body = dump(value, indent=2).replace("\n", "\n  ")
+            lines.append(f"  {dump(key)}: {body}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_sidecar(path: Path, sidecar: Mapping[str, Any]) -> None:
+    """Validate ``sidecar`` and write it to ``path`` atomically (temp file, then rename).
+
+    Raises:
+        SidecarError: the sidecar is non-conformant; nothing is written.
+        OSError: the file cannot be written; any previous file is left as it was.
+    """
+    path = Path(path)
+    validate_sidecar(sidecar, source=path)
+    text = _dumps(sidecar)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_sidecar(path: Path, *, validate: bool = True) -> dict[str, Any]:
+    """Read a sidecar file, validating it unless ``validate`` is false.
+
+    Raises:
+        SidecarError: the file is not JSON, not an object, or (when validating) non-conformant.
+        OSError: the file cannot be read.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SidecarError("$", f"not a JSON document ({exc})", source=str(path)) from None
+    if not isinstance(doc, dict):
+        raise SidecarError(
+            "$", f"expected a JSON object, got {type(doc).__name__}", source=str(path)
+        )
+    if validate:
+        validate_sidecar(doc, source=path)
+    return doc

@@ -1,0 +1,1 @@
+"""Dagster partitions, jobs, sensors and schedules: WHEN and HOW the graph is rebuilt."""

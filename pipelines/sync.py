@@ -1,0 +1,149 @@
+"""``corpus sync``: run the asset graph for every configured collection, in this process,
+against the home's Dagster instance, so the runs show in the UI like any other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from corpus_index.config import CorpusConfig
+
+Progress = Callable[[str], None]
+QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class SyncReport:
+    """What one sync did, summed for scripts (``--json``) and people."""
+
+    embedded: int = 0
+    cache_hits: int = 0
+    documents: int = 0
+    quarantined: int = 0
+    collections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed_runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_runs
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "embedded": self.embedded,
+            "cache_hits": self.cache_hits,
+            "documents": self.documents,
+            "quarantined": self.quarantined,
+            "collections": self.collections,
+            "generations": self.generations,
+            "failed_runs": self.failed_runs,
+            "runs": self.runs,
+        }
+
+
+def _value(v: Any) -> Any:
+    return getattr(v, "value", v)
+
+
+def materializations(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Asset name -> metadata (plain values) of every materialization in a run."""
+    out: dict[str, dict[str, Any]] = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization  # type: ignore[union-attr]
+        out[mat.asset_key.to_user_string()] = {k: _value(v) for k, v in mat.metadata.items()}
+    return out
+
+
+def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
+    """Names (``asset:check``) of the checks that failed in a run."""
+    failed = []
+    for ev in result.get_asset_check_evaluations():
+        if not ev.passed:
+            failed.append(f"{ev.asset_key.to_user_string()}:{ev.check_name}")
+    return failed
+
+
+def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
+    """Add a dynamic partition for every configured collection; returns the ones added."""
+    existing = set(instance.get_dynamic_partitions("collections"))
+    missing = [name for name in config.collections if name not in existing]
+    if missing:
+        instance.add_dynamic_partitions("collections", missing)
+    return missing
+
+
+def run_sync(
+    defs: dg.Definitions,
+    config: CorpusConfig,
+    instance: dg.DagsterInstance,
+    *,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Ingest every collection, embed and index it under every profile, refresh each generation."""
+    say = progress or (lambda _msg: None)
+    report = SyncReport()
+    ensure_collection_partitions(instance, config)
+
+    def execute(job: str, key: str | dg.MultiPartitionKey, label: str) -> dg.ExecuteInProcessResult:
+        say(f"{job} {label}")
+        result = defs.resolve_job_def(job).execute_in_process(
+            partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+        )
+        report.runs.append(result.run_id)
+        if not result.success:
+            failure = {"job": job, "partition": label, "run_id": result.run_id,
+                       "failed_checks": failed_checks(result)}
+            errors = [
+                str(ev.event_specific_data.error.message).strip()  # type: ignore[union-attr]
+                for ev in result.all_events
+                if ev.is_step_failure and ev.event_specific_data is not None
+            ]
+            if errors:
+                failure["error"] = errors[0]
+            report.failed_runs.append(failure)
+        return result
+
+    for name in config.collections:
+        entry: dict[str, Any] = {"profiles": {}}
+        mats = materializations(execute("ingest_job", name, name))
+        manifest = mats.get("source_manifest", {})
+        blocks = mats.get("parsed_blocks", {})
+        entry.update(
+            documents=manifest.get("documents", 0),
+            added=manifest.get("added", 0),
+            changed=manifest.get("changed", 0),
+            removed=manifest.get("removed", 0),
+            blocks=blocks.get("blocks", 0),
+            quarantined=blocks.get("quarantined", 0),
+        )
+        report.documents += int(entry["documents"])
+        report.quarantined += int(entry["quarantined"])
+        report.collections[name] = entry
+
+    for profile in config.profiles:
+        for name in config.collections:
+            if not config.profile_covers(profile, name):
+                continue
+            key = dg.MultiPartitionKey({"profile": profile, "collection": name})
+            mats = materializations(execute("embed_job", key, f"{profile}/{name}"))
+            emb = mats.get("embeddings", {})
+            rows = mats.get("index_rows", {})
+            report.embedded += int(emb.get("embedded", 0))
+            report.cache_hits += int(emb.get("cache_hits", 0))
+            report.collections[name]["profiles"][profile] = {
+                "embedded": emb.get("embedded", 0),
+                "cache_hits": emb.get("cache_hits", 0),
+                "rows": rows.get("collection_rows", 0),
+                "generation": rows.get("generation", ""),
+            }
+        gen = materializations(execute("generation_job", profile, profile)).get("index_generation", {})
+        report.generations[profile] = {
+            "generation": gen.get("generation", ""),
+            "status": gen.get("status", ""),
+            "rows": gen.get("rows", 0),
+        }
+    return report
