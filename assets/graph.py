@@ -141,6 +141,18 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             check_results=_results(r.gates),
         )
 
+    @dg.asset(partitions_def=p.profile_collection, group_name="exports", deps=[embeddings], kinds={"json"})
+    def sidecars(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
+        """RFC 0013 sidecars (one ``<doc>.embeddings.json`` per document), every entry pinned to a content_hash."""
+        profile, collection = _profile_collection(context)
+        r = corpus.corpus().sidecars_step(profile, collection)
+        if not r.covered:
+            return dg.MaterializeResult(metadata={"skipped": "no sidecars for this profile and collection"})
+        return dg.MaterializeResult(
+            metadata={"written": r.written, "unchanged": r.unchanged, "removed": r.removed,
+                      "folder": dg.MetadataValue.path(r.folder)}
+        )
+
     @dg.asset(
         partitions_def=p.profile_collection,
         group_name="index",
@@ -151,7 +163,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     def index_rows(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """One collection's vector entries in its profile's live generation (written before old rows are removed)."""
         profile, collection = _profile_collection(context)
-        r = corpus.corpus().index_rows_step(profile, collection, run_id=context.run_id)
+        r = corpus.corpus().index_rows_step(profile, collection, run_id=context.run.run_id)
         if not r.covered:
             return dg.MaterializeResult(
                 metadata={"skipped": f"profile {profile} does not cover collection {collection}"},
@@ -176,7 +188,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     )
     def index_generation(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """A profile's index generation: its table with current FTS and ANN indexes, and its stats."""
-        r = corpus.corpus().generation_step(context.partition_key, run_id=context.run_id)
+        r = corpus.corpus().generation_step(context.partition_key, run_id=context.run.run_id)
         g = r.generation
         return dg.MaterializeResult(
             metadata={
@@ -199,7 +211,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     ) -> dg.MaterializeResult:
         """Which generation serves a namespace's queries; materializing it moves the pointer atomically."""
         c = corpus.corpus()
-        g = promote(c, context.partition_key, config.generation or None, action=config.action, run_id=context.run_id)
+        g = promote(c, context.partition_key, config.generation or None, action=config.action, run_id=context.run.run_id)
         previous = c.registry.previous(context.partition_key)
         return dg.MaterializeResult(
             metadata={
@@ -209,8 +221,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         )
 
     return [
-        source_manifest, parsed_blocks, embedding_inputs, embeddings, index_rows, index_generation,
-        active_generation,
+        source_manifest, parsed_blocks, embedding_inputs, embeddings, sidecars, index_rows,
+        index_generation, active_generation,
     ]
 
 

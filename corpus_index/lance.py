@@ -18,17 +18,16 @@ def connect(uri: str) -> Any:
 
 def table_names(db: Any) -> list[str]:
     """Names of the tables in ``db`` (handles the paginated listing of newer LanceDB)."""
-    result = db.table_names(limit=100000) if _accepts_limit(db) else db.table_names()
-    return list(result)
-
-
-def _accepts_limit(db: Any) -> bool:
-    import inspect
-
-    try:
-        return "limit" in inspect.signature(db.table_names).parameters
-    except (TypeError, ValueError):
-        return False
+    if hasattr(db, "list_tables"):
+        names: list[str] = []
+        page_token = None
+        while True:
+            response = db.list_tables(page_token=page_token, limit=1000)
+            names.extend(response.tables)
+            page_token = getattr(response, "page_token", None)
+            if not page_token:
+                return names
+    return list(db.table_names())
 
 
 def slug(text: str) -> str:

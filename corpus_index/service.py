@@ -7,6 +7,7 @@ returns what happened (counts, check outcomes) for the caller to report.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,17 @@ class EmbeddingsOutcome:
     @property
     def passed(self) -> bool:
         return all(g.passed for g in self.gates)
+
+
+@dataclass(slots=True)
+class SidecarsOutcome:
+    """What the ``sidecars`` step wrote for one profile × collection."""
+
+    covered: bool
+    written: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    folder: str = ""
 
 
 @dataclass(slots=True)
@@ -209,6 +221,69 @@ class Corpus:
                 )
             self.warehouse.write("embeddings", (profile, collection), table)
         return outcome
+
+    def sidecars_step(self, profile: str, collection: str) -> SidecarsOutcome:
+        """RFC 0013 sidecars, one per document: written when their entries changed, removed with
+        their document."""
+        from corpus_index.sidecars import SidecarEntry, build_sidecar, read_sidecar, write_sidecar
+
+        if not self.config.profile_covers(profile, collection) or self.collection(collection).kind != "uw_deals":
+            return SidecarsOutcome(covered=False)
+        spec = self.spec(profile)
+        folder = self.settings.exports / "sidecars" / profile / collection
+        blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
+        inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
+        inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
+        vectors = self._read("embeddings", (profile, collection), None)
+        vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+        flat = vectors["vector"].combine_chunks()
+        matrix = flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim)
+        meta_by_doc: dict[str, dict[str, Any]] = {}
+        for row in blocks.select(["doc_id", "metadata"]).to_pylist():
+            meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+        entries: dict[str, list[SidecarEntry]] = {}
+        for inp in inputs.to_pylist():
+            entries.setdefault(inp["doc_id"], []).append(
+                SidecarEntry(
+                    section=inp["section"],
+                    block_key=inp["block_key"],
+                    content_hash=inp["content_hash"],
+                    vector=matrix[vec_index[inp["input_hash"]]].tolist(),
+                    input_hash=inp["input_hash"],
+                )
+            )
+        written = unchanged = 0
+        for doc_id, doc_entries in sorted(entries.items()):
+            path = folder / f"{doc_id}.embeddings.json"
+            pins = [(e.block_key, e.content_hash, e.input_hash) for e in doc_entries]
+            if path.is_file():
+                old = read_sidecar(path, validate=False)
+                old_pins = [(b.get("block_key"), b.get("content_hash"), b.get("input_hash")) for b in old.get("blocks", [])]
+                if old_pins == pins and old.get("embedder", {}).get("model") == spec.backend_spec:
+                    unchanged += 1
+                    continue
+            meta = meta_by_doc.get(doc_id, {})
+            sidecar = build_sidecar(
+                uw_version=str(meta.get("uw_version", "1.1")),
+                deal_id=str(meta.get("deal_id", doc_id)),
+                backend_spec=spec.backend_spec,
+                dim=spec.dim,
+                input_format=spec.input_format,
+                entries=doc_entries,
+                revision=spec.model_revision,
+                normalized=spec.normalized,
+            )
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_sidecar(path, sidecar)
+            written += 1
+        removed = 0
+        if folder.is_dir():
+            for path in folder.rglob("*.embeddings.json"):
+                doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
+                if doc_id not in entries:
+                    path.unlink()
+                    removed += 1
+        return SidecarsOutcome(covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder))
 
     def index_rows_step(self, profile: str, collection: str, *, run_id: str) -> IndexRowsOutcome:
         """Replace the collection's rows in the profile's live generation (write before delete)."""

@@ -7,7 +7,7 @@ import dagster as dg
 from assets import CorpusPartitions
 
 INGEST_ASSETS = ["source_manifest", "parsed_blocks", "embedding_inputs"]
-EMBED_ASSETS = ["embeddings", "index_rows"]
+EMBED_ASSETS = ["embeddings", "sidecars", "index_rows"]
 
 
 def build_jobs(p: CorpusPartitions) -> list[dg.UnresolvedAssetJobDefinition]:
@@ -15,31 +15,26 @@ def build_jobs(p: CorpusPartitions) -> list[dg.UnresolvedAssetJobDefinition]:
     ingest_job = dg.define_asset_job(
         "ingest_job",
         selection=dg.AssetSelection.assets(*INGEST_ASSETS),
-        partitions_def=p.collections,
         description="Scan, parse and derive canonical inputs for one collection.",
     )
     embed_job = dg.define_asset_job(
         "embed_job",
         selection=dg.AssetSelection.assets(*EMBED_ASSETS),
-        partitions_def=p.profile_collection,
         description="Embed one collection under one profile and write its rows into the profile's generation.",
     )
     generation_job = dg.define_asset_job(
         "generation_job",
         selection=dg.AssetSelection.assets("index_generation"),
-        partitions_def=p.profiles,
         description="Refresh a profile generation's indexes and run its gates.",
     )
     promote_generation_job = dg.define_asset_job(
         "promote_generation_job",
         selection=dg.AssetSelection.assets("active_generation"),
-        partitions_def=p.namespaces,
         description="Point a namespace at a READY generation whose gates all passed.",
     )
     rollback_generation_job = dg.define_asset_job(
         "rollback_generation_job",
         selection=dg.AssetSelection.assets("active_generation"),
-        partitions_def=p.namespaces,
         config={"ops": {"active_generation": {"config": {"action": "rollback", "generation": ""}}}},
         description="Point a namespace back at its previous ACTIVE generation, in one step.",
     )

@@ -219,6 +219,11 @@ class OpenAIEmbedder:
             raise EmbedderError(f"{self.backend_spec}: could not learn the vector dimension")
         return self._dim
 
+    # The Embedder protocol declares plain attributes, which type checkers treat as settable;
+    # the setters exist for that check only, since dim and normalized belong to the model.
+    @dim.setter
+    def dim(self, value: int) -> None:
+        raise AttributeError(f"{self.backend_spec}: dim is fixed by the model and dimensions")
 
     @property
     def normalized(self) -> bool:

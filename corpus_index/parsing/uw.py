@@ -40,6 +40,10 @@ def _yaml_error(path: str, exc: yaml.YAMLError, first_line: int, what: str) -> P
     mark = getattr(exc, "problem_mark", None)
     line = first_line + mark.line if mark is not None else first_line
     problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None and context_mark.line != (mark.line if mark else None):
+        problem = f"{problem} ({context} started at line {first_line + context_mark.line})"
     return ParseError(path, f"broken YAML in {what}: {problem}", line=line)
 
 

@@ -14,6 +14,8 @@ Faults are scripted per request: each request consumes the first entry of ``serv
 - ``{"vector_dim": 7}``: return vectors of that length instead of the requested one.
 - ``{"nan": True}``: put a NaN in the first vector.
 - ``{"shuffle": True}``: return the embeddings in reverse order (``index`` still correct).
+- ``{"float": True}``: answer with float lists even when base64 was asked for, as some
+  OpenAI-compatible servers do.
 """
 
 from __future__ import annotations
@@ -181,6 +183,8 @@ def _make_handler(
             encoding = body.get("encoding_format") or "float"
             if encoding not in ("float", "base64"):
                 return f"unsupported encoding_format {encoding!r}", 400, {}
+            if fault.get("float"):
+                encoding = "float"
 
             vectors = [vector_for(t, dim, full_dim=full_dim) for t in texts]
             if not normalize:

@@ -1,0 +1,106 @@
+"""The asset graph run with dg.materialize on real LanceDB/DuckDB/Parquet, checks asserted."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from corpus_index.cache import EmbeddingCache
+from corpus_index.config import Settings
+from corpus_index.service import Corpus
+from tests.dagster.harness import Graph, check_outcomes, materialized, metadata
+
+
+def test_full_graph_builds_a_ready_generation(home: Settings) -> None:
+    g = Graph(home)
+    r = g.ingest("alpha-deals")
+    assert r.success
+    assert metadata(r, "source_manifest")["added"] == 3
+    assert metadata(r, "parsed_blocks")["quarantined"] == 0
+    r = g.embed("main", "alpha-deals")
+    assert r.success
+    emb = metadata(r, "embeddings")
+    assert emb["dim"] == 64 and emb["backend_spec"] == "hash:v1-64"
+    assert emb["embedded"] + emb["cache_hits"] == emb["inputs"]
+    assert all(check_outcomes(r).values()) and len(check_outcomes(r)) == 7
+    assert metadata(r, "index_rows")["rows_written"] == 12  # 3 deals x 4 embeddable sections
+    assert g.ingest("beta-deals").success and g.embed("main", "beta-deals").success
+    r = g.generation("main")
+    assert r.success
+    md = metadata(r, "index_generation")
+    assert md["rows"] == 24 and md["status"] == "READY"
+    assert check_outcomes(r) == {"row_counts_reconcile": True, "indexes_cover_every_row": True, "no_orphan_vectors": True}
+
+
+def test_second_run_embeds_nothing(home: Settings) -> None:
+    g = Graph(home)
+    g.build_all()
+    r = g.embed("main", "alpha-deals")
+    assert metadata(r, "embeddings")["embedded"] == 0
+    assert metadata(r, "index_rows")["rows_written"] == 0
+    assert metadata(r, "index_rows")["rows_deleted"] == 0
+
+
+def test_off_norm_vectors_fail_the_blocking_check_and_never_reach_the_index(home: Settings) -> None:
+    g = Graph(home)
+    assert g.ingest("alpha-deals").success
+    corpus = Corpus(home)
+    inputs = corpus.warehouse.read("embedding_inputs", ("alpha-deals",))
+    assert inputs is not None
+    hashes = sorted(set(inputs["input_hash"].to_pylist()))
+    spec = corpus.spec("main")
+    # a corrupted cache entry: the embedder is never called for it, the check must still catch it
+    cache = EmbeddingCache(home.lance_uri, backend_spec=spec.backend_spec, revision=spec.model_revision, dim=spec.dim)
+    bad = np.full((1, spec.dim), 3.0, dtype=np.float32)  # finite, but not the unit norm declared
+    cache.put(hashes[:1], bad)
+    r = g.embed("main", "alpha-deals")
+    assert not r.success
+    outcomes = check_outcomes(r)
+    assert outcomes["vector_norms_match_profile"] is False
+    assert outcomes["vectors_are_finite"] is True and outcomes["vectors_have_profile_dim"] is True
+    assert "index_rows" not in materialized(r)
+    assert corpus.warehouse.read("embeddings", ("main", "alpha-deals")) is None  # nothing written
+    gen = corpus.registry.live_generation("main")
+    assert gen is None or corpus.store.count(gen) == 0
+
+
+def test_broken_yaml_is_quarantined_and_the_rest_indexed_without_loss(home: Settings) -> None:
+    g = Graph(home)
+    g.build_all()
+    corpus = Corpus(home)
+    gen = corpus.registry.live_generation("main")
+    assert gen is not None
+    before = corpus.store.count(gen)
+    target = home.config_path.parent / "sources" / "alpha" / "deal-alpha-001.uw.md"
+    lines = target.read_text().splitlines()
+    broken_at = next(i for i, line in enumerate(lines) if line.startswith("  description:")) + 1
+    lines[broken_at - 1] = "  description: [unclosed, list"
+    target.write_text("\n".join(lines) + "\n")
+    (target.parent / "deal-alpha-009.uw.md").write_text(
+        (target.parent / "deal-alpha-000.uw.md").read_text().replace("DEAL-ALPHA-000", "DEAL-ALPHA-009")
+    )
+    r = g.ingest("alpha-deals")
+    assert r.success
+    md = metadata(r, "parsed_blocks")
+    assert md["quarantined"] == 1 and md["stale_documents"] == 1 and md["parsed_documents"] == 1
+    q = corpus.warehouse.read("quarantine", ("alpha-deals",))
+    assert q is not None and q.num_rows == 1
+    error = q["error"][0].as_py()
+    assert "deal-alpha-001.uw.md" in error and f"line {broken_at})" in error
+    assert g.embed("main", "alpha-deals").success
+    assert g.generation("main").success
+    # the broken deal keeps serving its last good version; the new one is added
+    assert corpus.store.count(gen, "source_id = 'alpha-deals/deal-alpha-001'") == 4
+    assert corpus.store.count(gen) == before + 4
+
+
+def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
+    from corpus_index.sidecars import read_sidecar
+
+    g = Graph(home)
+    g.build_all()
+    folder = home.exports / "sidecars" / "main" / "alpha-deals"
+    files = sorted(folder.glob("*.embeddings.json"))
+    assert len(files) == 3
+    doc = read_sidecar(files[0])  # validates against schemas/embedding-sidecar.schema.json
+    assert doc["embedder"]["model"] == "hash:v1-64" and len(doc["blocks"]) == 4
+    assert all(b["content_hash"].startswith("sha256:") for b in doc["blocks"])
