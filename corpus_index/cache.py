@@ -78,13 +78,18 @@ class EmbeddingCache:
             return 0
         now = dt.datetime.now(dt.UTC)
         table = self._table(create=True)
+        # merge_insert only skips keys already in the table, so a key repeated within one call
+        # would be stored twice: keep its first occurrence
+        first: dict[str, int] = {}
+        for i, h in enumerate(hashes):
+            first.setdefault(h, i)
+        rows = list(first.values())
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(hashes), self.dim)[rows]
         data = pa.table(
             {
-                "input_hash": pa.array(list(hashes), pa.string()),
-                "vector": pa.FixedSizeListArray.from_arrays(
-                    pa.array(np.asarray(vectors, dtype=np.float32).ravel(), pa.float32()), self.dim
-                ),
-                "created_at": pa.array([now] * len(hashes), pa.timestamp("us", tz="UTC")),
+                "input_hash": pa.array(list(first), pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel(), pa.float32()), self.dim),
+                "created_at": pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")),
             }
         )
         table.merge_insert("input_hash").when_not_matched_insert_all().execute(data)

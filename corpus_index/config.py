@@ -131,11 +131,14 @@ class Settings:
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None, *, cwd: Path | None = None) -> Settings:
-    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (default ``./.corpus``)."""
+    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (default ``./.corpus``).
+
+    Relative values are taken relative to ``cwd`` (default: the process's working directory).
+    """
     env = os.environ if environ is None else environ
     base = cwd or Path.cwd()
-    config = Path(env.get("CORPUS_CONFIG") or base / "corpus.yaml")
-    home = Path(env.get("CORPUS_HOME") or base / ".corpus")
+    config = base / (env.get("CORPUS_CONFIG") or "corpus.yaml")  # an absolute value replaces base
+    home = base / (env.get("CORPUS_HOME") or ".corpus")
     return Settings(config_path=config.resolve(), home=home.resolve())
 
 

@@ -33,7 +33,9 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
-def embedder(srv: FakeOpenAIServer, model: str = "text-embedding-3-small", **kw: Any) -> OpenAIEmbedder:
+def embedder(
+    srv: FakeOpenAIServer, model: str = "text-embedding-3-small", **kw: Any
+) -> OpenAIEmbedder:
     options: dict[str, Any] = {"api_key": "test", "backoff_base": 0.01, "timeout": 5.0}
     options.update(kw)
     return OpenAIEmbedder(model, base_url=srv.base_url, **options)

@@ -314,6 +314,7 @@ class OpenAIEmbedder:
         if self.dimensions is not None and _supports_dimensions(self.model):
             kwargs["dimensions"] = self.dimensions
         last = "no attempt made"
+        last_exc: Exception | None = None
         for attempt in range(self.max_retries + 1):
             self.stats.calls += 1
             wait: float | None = None
@@ -324,13 +325,13 @@ class OpenAIEmbedder:
                 message = _server_message(exc)
                 if status not in _RETRY_STATUSES and status < 500:
                     raise self._permanent(status, message) from exc
-                last = f"HTTP {status} ({message})"
+                last, last_exc = f"HTTP {status} ({message})", exc
                 wait = _retry_after(exc.response.headers)
             except oa.APITimeoutError as exc:
-                last = f"timeout: no response within {self.timeout:g}s ({exc})"
+                last, last_exc = f"timeout: no response within {self.timeout:g}s", exc
             except oa.APIConnectionError as exc:
-                cause_detail = exc.__cause__ or exc
-                last = f"connection error ({type(cause_detail).__name__}: {cause_detail})"
+                detail = exc.__cause__ or exc
+                last, last_exc = f"connection error ({type(detail).__name__}: {detail})", exc
             except oa.OpenAIError as exc:
                 raise EmbedderError(
                     f"{self.backend_spec}: bad response from {self.base_url}: {exc}"
@@ -342,7 +343,7 @@ class OpenAIEmbedder:
         raise RetryableError(
             f"{self.backend_spec}: gave up after {self.max_retries + 1} attempts "
             f"at {self.base_url}; last error: {last}"
-        )
+        ) from last_exc
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

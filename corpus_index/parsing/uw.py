@@ -175,7 +175,8 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
     try:
         text = doc.raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})") from None
+        line = doc.raw.count(b"\n", 0, exc.start) + 1
+        raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
     front, raw_blocks = parse_text(doc.path, text)
     meta = _front_matter_fields(doc.path, front)
     groups, tier = _scope(doc.path, collection, front)

@@ -149,9 +149,9 @@ def _make_handler(
                 self._send_json(status, _error_body(message, kind), headers)
                 return
 
-            problem, status, payload = self._embed(body, fault)
-            if problem:
-                self._send_json(status, _error_body(problem, "invalid_request_error"))
+            refusal, status, payload = self._embed(body, fault)
+            if refusal:
+                self._send_json(status, _error_body(refusal, "invalid_request_error"))
             else:
                 self._send_json(200, payload)
 

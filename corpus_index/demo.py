@@ -1,0 +1,63 @@
+"""Example searches over the bundled sample corpus, printed by ``make run`` (``corpus demo``)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+import pyarrow.compute as pc
+
+from corpus_index.config import Settings
+from corpus_index.search import Principal, Searcher
+from corpus_index.service import Corpus
+
+EXAMPLES = [
+    (
+        "One risk pattern, many wordings: aging building systems that need immediate capital repairs",
+        "aging building systems that need immediate capital repairs",
+        Principal("meridian", ("uw-team", "credit-committee")),
+        "deferred maintenance",
+    ),
+    (
+        "A large tenant's lease is about to roll, and nobody knows if they stay",
+        "major tenant lease expiring soon with renewal uncertainty",
+        Principal("harbor", ("harbor-analysts", "harbor-credit")),
+        "lease expiration",
+    ),
+    (
+        "Insurance cost shocks from storm and flood exposure",
+        "rising property insurance premiums from hurricane exposure",
+        Principal("meridian", ("uw-team",)),
+        "insurance premium",
+    ),
+]
+
+
+def keyword_matches(corpus: Corpus, phrase: str, principal: Principal, generation: str) -> set[str]:
+    """Deals whose indexed text contains ``phrase`` literally (what grep would find)."""
+    gen = corpus.registry.require(generation)
+    table = corpus.store.table(gen).to_arrow()
+    mask = pc.and_(
+        pc.equal(table["tenant_id"], principal.tenant),
+        pc.match_substring_regex(table["text"], re.escape(phrase), ignore_case=True),
+    )
+    return set(table.filter(mask)["source_id"].to_pylist())
+
+
+def run_demo(settings: Settings, *, k: int = 5) -> None:
+    """Run the example searches and print their hits with provenance."""
+    from corpus_index.cli import print_hits
+
+    corpus = Corpus(settings)
+    searcher = Searcher(corpus)
+    for title, query, principal, phrase in EXAMPLES:
+        click.echo(f"\n=== {title}")
+        click.echo(f"    as tenant {principal.tenant}, groups {', '.join(principal.groups)}")
+        result = searcher.search(query, principal=principal, k=k)
+        print_hits(query, result)
+        deals = {h.source_id for h in result.hits if h.section == "risk_assessment"}
+        literal = keyword_matches(corpus, phrase, principal, result.trace["generation"])
+        click.echo(
+            f"    -> {len(deals)} deals' risk sections found by meaning; "
+            f'the literal phrase "{phrase}" appears in {len(literal)} of this tenant\'s deals'
+        )

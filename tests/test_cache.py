@@ -1,0 +1,140 @@
+"""The embedding cache on a real LanceDB folder: content-addressed, insert-only, per model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache
+from corpus_index.hashing import input_hash
+
+
+def cache(tmp_path: Path, *, spec: str = "hash:v1-4", revision: str = "v1", dim: int = 4) -> EmbeddingCache:
+    return EmbeddingCache(str(tmp_path / "lance"), backend_spec=spec, revision=revision, dim=dim)
+
+
+def vectors(n: int, dim: int = 4, *, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+
+
+def test_put_then_lookup_returns_bit_identical_float32(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    hashes = [input_hash("default-v1", t) for t in ("a", "b", "c")]
+    vecs = vectors(3)
+    # values that a lossy round trip (float64 text, rounding) would change
+    vecs[0] = [np.float32(1 / 3), np.float32(-0.0), np.float32(1e-45), np.float32(3.4028235e38)]
+    assert c.put(hashes, vecs) == 3
+    found = c.lookup(hashes)
+    assert set(found) == set(hashes)
+    for h, v in zip(hashes, vecs, strict=True):
+        assert found[h].dtype == np.float32
+        assert found[h].shape == (4,)
+        assert found[h].tobytes() == v.tobytes()
+
+
+def test_lookup_reports_only_what_is_cached(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    assert c.lookup(["x"]) == {}  # no table yet
+    assert c.count() == 0
+    c.put(["x", "y"], vectors(2))
+    found = c.lookup(["y", "missing", "y", "x", "also-missing"])
+    assert sorted(found) == ["x", "y"]
+    assert c.lookup([]) == {}
+
+
+def test_put_leaves_existing_vectors_untouched(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    first, second = vectors(2, seed=1), vectors(2, seed=2)
+    c.put(["k1", "k2"], first)
+    c.put(["k2", "k3"], second)
+    found = c.lookup(["k1", "k2", "k3"])
+    assert found["k1"].tobytes() == first[0].tobytes()
+    assert found["k2"].tobytes() == first[1].tobytes()  # not overwritten by the second put
+    assert found["k3"].tobytes() == second[1].tobytes()
+    assert c.count() == 3
+
+
+def test_put_with_a_repeated_key_stores_it_once(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    vecs = vectors(3, seed=3)
+    c.put(["dup", "other", "dup"], vecs)
+    assert c.count() == 2
+    assert c.lookup(["dup"])["dup"].tobytes() == vecs[0].tobytes()  # the first offered wins
+
+
+def test_put_of_nothing_creates_nothing(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    assert c.put([], np.zeros((0, 4), np.float32)) == 0
+    assert c.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("other_spec", "other_revision", "other_dim"),
+    [("hash:v1-8", "v1", 8), ("hash:v1-4", "v2", 4), ("openai:text-embedding-3-small@4", "text-embedding-3-small", 4)],
+    ids=["other backend_spec", "other revision", "other backend"],
+)
+def test_each_backend_and_revision_has_its_own_table(
+    tmp_path: Path, other_spec: str, other_revision: str, other_dim: int
+) -> None:
+    a = cache(tmp_path)
+    b = cache(tmp_path, spec=other_spec, revision=other_revision, dim=other_dim)
+    assert a.table_name != b.table_name
+    a.put(["shared-hash"], vectors(1))
+    assert b.lookup(["shared-hash"]) == {}
+    other = vectors(1, other_dim, seed=9)
+    b.put(["shared-hash"], other)
+    assert b.lookup(["shared-hash"])["shared-hash"].tobytes() == other[0].tobytes()
+    assert a.lookup(["shared-hash"])["shared-hash"].tobytes() == vectors(1)[0].tobytes()
+    assert (a.count(), b.count()) == (1, 1)
+
+
+def test_a_second_cache_object_sees_what_the_first_stored(tmp_path: Path) -> None:
+    vecs = vectors(2, seed=4)
+    cache(tmp_path).put(["p", "q"], vecs)
+    found = cache(tmp_path).lookup(["p", "q"])
+    assert found["q"].tobytes() == vecs[1].tobytes()
+
+
+def test_lookup_of_more_hashes_than_one_query_takes(tmp_path: Path) -> None:
+    n = LOOKUP_CHUNK + 700
+    hashes = [input_hash("default-v1", f"text {i}") for i in range(n)]
+    vecs = vectors(n, seed=5)
+    c = cache(tmp_path)
+    for start in range(0, n, 900):  # several puts: several fragments
+        c.put(hashes[start : start + 900], vecs[start : start + 900])
+    missing = [input_hash("default-v1", f"absent {i}") for i in range(50)]
+    found = c.lookup(missing + hashes[::-1])
+    assert len(found) == n
+    assert all(found[h].tobytes() == v.tobytes() for h, v in zip(hashes, vecs, strict=True))
+
+
+def test_delete_removes_only_the_named_entries(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    assert c.delete(["nothing-yet"]) == 0
+    hashes = [f"h{i}" for i in range(LOOKUP_CHUNK + 10)]
+    c.put(hashes, vectors(len(hashes), seed=6))
+    gone = hashes[:5] + hashes[-LOOKUP_CHUNK:]
+    assert c.delete([*gone, "never-stored", hashes[0]]) == len(set(gone))
+    assert c.count() == len(hashes) - len(set(gone))
+    assert set(c.lookup(hashes)) == set(hashes) - set(gone)
+    assert c.delete([]) == 0
+
+
+def test_deleted_key_can_be_stored_again(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    c.put(["k"], vectors(1, seed=7))
+    c.delete(["k"])
+    fresh = vectors(1, seed=8)
+    c.put(["k"], fresh)
+    assert c.lookup(["k"])["k"].tobytes() == fresh[0].tobytes()
+
+
+def test_keys_with_quotes_are_literals(tmp_path: Path) -> None:
+    c = cache(tmp_path)
+    keys = ["it's", "' OR '1'='1", "back\\slash"]
+    c.put(keys, vectors(3, seed=10))
+    assert sorted(c.lookup(["' OR '1'='1"])) == ["' OR '1'='1"]
+    assert c.delete(["' OR '1'='1"]) == 1
+    assert sorted(c.lookup(keys)) == sorted(["it's", "back\\slash"])

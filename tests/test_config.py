@@ -1,0 +1,274 @@
+"""``corpus.yaml`` loading: a valid file, and every invalid key named in its error."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from corpus_index.config import DEFAULT_SECTIONS, load_config, settings_from_env
+from corpus_index.errors import ConfigError
+
+VALID: dict[str, Any] = {
+    "collections": {
+        "alpha-deals": {
+            "kind": "uw_deals",
+            "path": "sources/alpha",
+            "tenant": "alpha",
+            "acl_groups": ["alpha-uw", "alpha-credit"],
+            "namespace": "deals",
+        },
+        "eval_set": {
+            "kind": "beir",
+            "path": "../shared/beir",
+            "tenant": "lab",
+            "acl_groups": "lab-all",
+            "tier": "public",
+            "namespace": "eval",
+        },
+    },
+    "profiles": {
+        "main": {"embedder": "hash:v1-64", "namespace": "deals"},
+        "remote": {
+            "embedder": "openai:text-embedding-3-small",
+            "namespace": "deals",
+            "base_url": "http://127.0.0.1:9/v1",
+            "dimensions": 256,
+            "batch_size": 16,
+            "max_batch_tokens": 2000,
+            "price_per_million_tokens": 0.02,
+            "normalized": True,
+        },
+        "lab": {"embedder": "hash:v1-8", "namespace": "eval"},
+    },
+    "namespaces": {
+        "deals": {"golden_set": "golden/deals.jsonl", "eval_tolerance": 0.05, "retire_after_hours": 1},
+        "eval": None,
+    },
+    "sections": {"debt_terms": {"granularity": "paragraph"}, "property": False},
+}
+
+
+def write(tmp_path: Path, raw: Any) -> Path:
+    folder = tmp_path / "conf"
+    folder.mkdir(exist_ok=True)
+    path = folder / "corpus.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_valid_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID)
+    config = load_config(path)
+    conf_dir = (tmp_path / "conf").resolve()
+
+    alpha = config.collections["alpha-deals"]
+    assert alpha.path == conf_dir / "sources" / "alpha"
+    assert (alpha.kind, alpha.tenant, alpha.acl_groups, alpha.tier, alpha.namespace) == (
+        "uw_deals",
+        "alpha",
+        ("alpha-uw", "alpha-credit"),
+        "restricted",  # the default tier is the safe one
+        "deals",
+    )
+    evals = config.collections["eval_set"]
+    assert evals.path == (tmp_path / "shared" / "beir").resolve()
+    assert (evals.acl_groups, evals.tier) == (("lab-all",), "public")
+
+    main = config.profiles["main"]
+    assert (main.embedder, main.input_format, main.chunking, main.batch_size, main.normalized) == (
+        "hash:v1-64",
+        "default-v1",
+        "sections-v1",
+        64,
+        None,
+    )
+    remote = config.profiles["remote"]
+    assert (remote.base_url, remote.dimensions, remote.batch_size, remote.max_batch_tokens) == (
+        "http://127.0.0.1:9/v1",
+        256,
+        16,
+        2000,
+    )
+    assert (remote.price_per_million_tokens, remote.normalized, remote.api_key_env) == (
+        0.02,
+        True,
+        "OPENAI_API_KEY",
+    )
+
+    deals = config.namespaces["deals"]
+    assert deals.golden_set == conf_dir / "golden" / "deals.jsonl"
+    assert (deals.eval_tolerance, deals.retire_after_hours) == (0.05, 1.0)
+    assert config.namespaces["eval"].golden_set is None
+
+    expected_sections = {k: v for k, v in DEFAULT_SECTIONS.items() if k != "property"}
+    expected_sections["debt_terms"] = "paragraph"
+    assert config.sections == expected_sections
+    assert config.path == path
+
+
+def test_config_helpers_follow_namespaces(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, VALID))
+    assert [c.name for c in config.collections_in("deals")] == ["alpha-deals"]
+    assert [p.name for p in config.profiles_in("deals")] == ["main", "remote"]
+    assert config.profile_covers("main", "alpha-deals")
+    assert not config.profile_covers("main", "eval_set")
+    assert not config.profile_covers("nope", "alpha-deals")
+
+
+def test_namespaces_used_but_not_declared_get_defaults(tmp_path: Path) -> None:
+    raw = copy.deepcopy(VALID)
+    del raw["namespaces"]
+    config = load_config(write(tmp_path, raw))
+    assert sorted(config.namespaces) == ["deals", "eval"]
+    assert config.namespaces["deals"].eval_tolerance == 0.02
+    assert config.namespaces["eval"].golden_set is None
+
+
+def _set(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = raw
+    for part in parents:
+        node = node[part]
+    node[last] = value
+
+
+def _delete(raw: dict[str, Any], dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    node = raw
+    for part in parents:
+        node = node[part]
+    del node[last]
+
+
+_DELETE = object()
+
+INVALID: list[tuple[str, str, Any, str, str]] = [
+    # (case, dotted key to change, new value or _DELETE, key named in the error, problem fragment)
+    ("unknown top-level key", "extras", 1, "extras", "unknown key"),
+    ("unknown collection key", "collections.alpha-deals.colour", "red", "collections.alpha-deals.colour", "unknown key"),
+    ("bad kind", "collections.alpha-deals.kind", "pdfs", "collections.alpha-deals.kind", "must be one of uw_deals, beir"),
+    ("bad tier", "collections.alpha-deals.tier", "secret", "collections.alpha-deals.tier", "must be one of public, restricted"),
+    ("missing tenant", "collections.alpha-deals.tenant", _DELETE, "collections.alpha-deals.tenant", "is required"),
+    ("blank tenant", "collections.alpha-deals.tenant", "  ", "collections.alpha-deals.tenant", "is required"),
+    ("missing path", "collections.alpha-deals.path", _DELETE, "collections.alpha-deals.path", "is required"),
+    ("empty acl_groups", "collections.alpha-deals.acl_groups", [], "collections.alpha-deals.acl_groups", "at least one"),
+    ("missing acl_groups", "collections.alpha-deals.acl_groups", _DELETE, "collections.alpha-deals.acl_groups", "at least one"),
+    ("acl_groups not strings", "collections.alpha-deals.acl_groups", ["a", 3], "collections.alpha-deals.acl_groups", "list of non-empty strings"),
+    ("collection not a mapping", "collections.alpha-deals", "uw_deals", "collections.alpha-deals", "expected a mapping"),
+    ("bad collection name", "collections.Alpha Deals", {"kind": "beir"}, "collections.Alpha Deals", "not a valid name"),
+    ("bad collection namespace", "collections.alpha-deals.namespace", "Deals!", "collections.alpha-deals.namespace", "not a valid name"),
+    ("collections missing", "collections", _DELETE, "collections", "is required"),
+    ("collections not a mapping", "collections", ["a"], "collections", "expected a mapping"),
+    ("profiles missing", "profiles", _DELETE, "profiles", "is required"),
+    ("bad profile name", "profiles.Main", {"embedder": "hash:v1-8", "namespace": "deals"}, "profiles.Main", "not a valid name"),
+    ("unknown profile key", "profiles.main.model", "x", "profiles.main.model", "unknown key"),
+    ("missing embedder", "profiles.main.embedder", _DELETE, "profiles.main.embedder", "is required"),
+    ("unknown backend", "profiles.main.embedder", "bert:base", "profiles.main.embedder", "unknown backend 'bert:base'"),
+    ("hash dim zero", "profiles.main.embedder", "hash:v1-0", "profiles.main.embedder", "hash dimension must be 1..8192"),
+    ("unknown st model", "profiles.main.embedder", "st:nope", "profiles.main.embedder", "unknown sentence-transformers model"),
+    ("openai without model", "profiles.main.embedder", "openai:", "profiles.main.embedder", "needs a model name"),
+    ("unknown input_format", "profiles.main.input_format", "default-v9", "profiles.main.input_format", "unknown format 'default-v9'"),
+    ("profile namespace without collections", "profiles.main.namespace", "lonely", "profiles.main.namespace", "no collection is in namespace 'lonely'"),
+    ("zero batch_size", "profiles.main.batch_size", 0, "profiles.main.batch_size", "positive integer"),
+    ("boolean batch_size", "profiles.main.batch_size", True, "profiles.main.batch_size", "positive integer"),
+    ("string dimensions", "profiles.main.dimensions", "256", "profiles.main.dimensions", "positive integer"),
+    ("negative price", "profiles.main.price_per_million_tokens", -1, "profiles.main.price_per_million_tokens", "non-negative number"),
+    ("normalized not a bool", "profiles.main.normalized", "yes", "profiles.main.normalized", "true or false"),
+    ("blank base_url", "profiles.main.base_url", "", "profiles.main.base_url", "is required"),
+    ("unknown namespace key", "namespaces.deals.owner", "me", "namespaces.deals.owner", "unknown key"),
+    ("negative eval_tolerance", "namespaces.deals.eval_tolerance", -0.1, "namespaces.deals.eval_tolerance", "non-negative"),
+    ("bad namespace name", "namespaces.Bad", {}, "namespaces.Bad", "not a valid name"),
+    ("bad granularity", "sections.debt_terms.granularity", "sentence", "sections.debt_terms.granularity", "must be one of block, paragraph"),
+    ("unknown section key", "sections.debt_terms.weight", 2, "sections.debt_terms.weight", "unknown key"),
+    ("section not a mapping", "sections.debt_terms", "block", "sections.debt_terms", "expected a mapping"),
+]
+
+
+@pytest.mark.parametrize(("case", "dotted", "value", "key", "fragment"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_config_names_the_exact_key(
+    tmp_path: Path, case: str, dotted: str, value: Any, key: str, fragment: str
+) -> None:
+    raw = copy.deepcopy(VALID)
+    if value is _DELETE:
+        _delete(raw, dotted)
+    else:
+        _set(raw, dotted, value)
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {key}: "), message
+    assert fragment in message
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    path = write(tmp_path, ["collections"])
+    with pytest.raises(ConfigError, match=r": \(top level\): expected a mapping, got list"):
+        load_config(path)
+
+
+def test_empty_file_reports_missing_collections(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.yaml"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: collections: is required"
+
+
+def test_non_yaml_file_names_the_line(tmp_path: Path) -> None:
+    text = "collections:\n  alpha: {kind: beir}\nprofiles: {}\n  main: x\n"
+    path = tmp_path / "corpus.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}:4: not valid YAML")
+
+
+def test_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"configuration file not found \(set CORPUS_CONFIG\)"):
+        load_config(tmp_path / "absent.yaml")
+
+
+# -- settings from the environment ----------------------------------------------------------
+
+ENV_CASES: list[tuple[str, dict[str, str], str, str]] = [
+    # (case, environment, expected config relative to tmp, expected home relative to tmp)
+    ("defaults", {}, "work/corpus.yaml", "work/.corpus"),
+    ("empty values fall back to defaults", {"CORPUS_CONFIG": "", "CORPUS_HOME": ""}, "work/corpus.yaml", "work/.corpus"),
+    ("absolute overrides", {"CORPUS_CONFIG": "{tmp}/etc/c.yaml", "CORPUS_HOME": "{tmp}/data"}, "etc/c.yaml", "data"),
+    ("relative overrides resolve against cwd", {"CORPUS_CONFIG": "conf/c.yaml", "CORPUS_HOME": "h"}, "work/conf/c.yaml", "work/h"),
+    ("dot-dot is normalized", {"CORPUS_HOME": "{tmp}/work/../data"}, "work/corpus.yaml", "data"),
+]
+
+
+@pytest.mark.parametrize(("case", "env", "config", "home"), ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_settings_from_env(tmp_path: Path, case: str, env: dict[str, str], config: str, home: str) -> None:
+    tmp = tmp_path.resolve()
+    cwd = tmp / "work"
+    environ = {k: v.format(tmp=tmp) for k, v in env.items()}
+    settings = settings_from_env(environ, cwd=cwd)
+    assert settings.config_path == tmp / config
+    assert settings.home == tmp / home
+    assert settings.registry_path == tmp / home / "registry.duckdb"
+    assert settings.lance_uri == str(tmp / home / "lance")
+    assert settings.warehouse == tmp / home / "warehouse"
+    assert settings.exports == tmp / home / "exports"
+    assert settings.dagster_home == tmp / home / "dagster"
+
+
+def test_settings_load_reads_the_configured_file(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID)
+    settings = settings_from_env({"CORPUS_CONFIG": str(path), "CORPUS_HOME": str(tmp_path / "h")})
+    assert sorted(settings.load().collections) == ["alpha-deals", "eval_set"]
+
+
+def test_settings_from_process_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CORPUS_CONFIG", str(tmp_path / "x.yaml"))
+    monkeypatch.setenv("CORPUS_HOME", str(tmp_path / "home"))
+    settings = settings_from_env()
+    assert settings.config_path == (tmp_path / "x.yaml").resolve()
+    assert settings.home == (tmp_path / "home").resolve()

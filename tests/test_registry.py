@@ -1,0 +1,293 @@
+"""The generation registry on a real DuckDB file: lifecycle, promotion gates, locking."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from corpus_index.errors import MissingGenerationError, PromotionRefusedError, RetryableError
+from corpus_index.registry import GenerationSpec, Registry
+
+SPEC = GenerationSpec(
+    namespace="deals",
+    profile="main",
+    backend_spec="hash:v1-64",
+    model_revision="v1",
+    dim=64,
+    normalized=True,
+    input_format="default-v1",
+    chunking="sections-v1",
+)
+OTHER_MODEL = dataclasses.replace(SPEC, backend_spec="hash:v1-32", dim=32)
+PASSED = {"vectors_have_profile_dim": {"passed": True}, "rows_reconcile": {"passed": True}}
+
+
+def registry(tmp_path: Path, **kwargs: float) -> Registry:
+    return Registry(tmp_path / "home" / "registry.duckdb", **kwargs)
+
+
+def ready(reg: Registry, spec: GenerationSpec, *, rows: int = 10) -> str:
+    gen = reg.open_generation(spec)
+    reg.record_build(gen.id, row_count=rows, checks=PASSED, ready=True)
+    return gen.id
+
+
+def test_open_generation_creates_g0001_building_and_reuses_it(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    first = reg.open_generation(SPEC, run_id="run-1")
+    assert (first.id, first.status, first.table_name, first.row_count) == ("g0001", "BUILDING", "gen_g0001", 0)
+    assert first.spec == SPEC
+    assert first.run_ids == ["run-1"]
+    assert first.ready_at is first.activated_at is first.retired_at is None
+    again = reg.open_generation(SPEC, run_id="run-2")
+    assert again.id == "g0001"
+    reg.open_generation(SPEC, run_id="run-2")
+    assert reg.require("g0001").run_ids == ["run-1", "run-2"]  # each run recorded once
+    assert [g.id for g in reg.generations()] == ["g0001"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"backend_spec": "hash:v1-32", "dim": 32},
+        {"model_revision": "v2"},
+        {"input_format": "default-v2"},
+        {"chunking": "paragraphs-v1"},
+        {"namespace": "other"},
+    ],
+    ids=["backend_spec", "revision", "input_format", "chunking", "namespace"],
+)
+def test_a_different_spec_for_the_same_profile_opens_a_new_generation(tmp_path: Path, change: dict) -> None:  # type: ignore[type-arg]
+    reg = registry(tmp_path)
+    reg.open_generation(SPEC)
+    second = reg.open_generation(dataclasses.replace(SPEC, **change))
+    assert second.id == "g0002"
+    assert second.status == "BUILDING"
+    assert reg.open_generation(SPEC).id == "g0001"  # the first is still live and still matches
+    assert [g.id for g in reg.generations(profile="main")] == ["g0001", "g0002"]
+
+
+def test_normalized_flag_alone_does_not_split_generations(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    reg.open_generation(SPEC)
+    assert reg.open_generation(dataclasses.replace(SPEC, normalized=False)).id == "g0001"
+
+
+def test_retired_or_failed_generations_are_not_reused(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    reg.open_generation(SPEC)
+    reg.set_status("g0001", "FAILED")
+    assert reg.open_generation(SPEC).id == "g0002"
+    reg.set_status("g0002", "RETIRED")
+    assert reg.require("g0002").retired_at is not None
+    assert reg.open_generation(SPEC).id == "g0003"
+    assert reg.live_generation("main").id == "g0003"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="unknown status"):
+        reg.set_status("g0003", "DONE")
+
+
+def test_record_build_makes_building_ready(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    gen = reg.open_generation(SPEC)
+    not_yet = reg.record_build(gen.id, row_count=5, checks={"x": {"passed": False}}, ready=False)
+    assert (not_yet.status, not_yet.row_count, not_yet.ready_at) == ("BUILDING", 5, None)
+    built = reg.record_build(gen.id, row_count=42, checks=PASSED, ready=True)
+    assert (built.status, built.row_count, built.checks) == ("READY", 42, PASSED)
+    assert built.ready_at is not None
+    assert built.updated_at >= built.created_at
+    rebuilt = reg.record_build(gen.id, row_count=43, checks=PASSED, ready=True)
+    assert rebuilt.ready_at == built.ready_at  # the first time it became ready is kept
+
+
+def test_record_checks_and_eval_merge(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    gen_id = ready(reg, SPEC)
+    reg.record_checks(gen_id, {"retrieval_eval": {"passed": True, "ndcg": 0.7}})
+    reg.record_eval(gen_id, {"ndcg@10": 0.7})
+    reg.record_eval(gen_id, {"recall@10": 0.9})
+    gen = reg.require(gen_id)
+    assert gen.checks == {**PASSED, "retrieval_eval": {"passed": True, "ndcg": 0.7}}
+    assert gen.eval == {"ndcg@10": 0.7, "recall@10": 0.9}
+
+
+def test_promote_moves_the_pointer_and_remembers_the_previous(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    assert reg.active("deals") is None
+    assert reg.previous("deals") is None
+    g1 = ready(reg, SPEC)
+    g2 = ready(reg, OTHER_MODEL)
+
+    first = reg.promote(g1, run_id="run-a")
+    assert (first.id, first.status) == ("g0001", "ACTIVE")
+    assert first.activated_at is not None
+    assert reg.active("deals").id == g1  # type: ignore[union-attr]
+    assert reg.previous("deals") is None
+
+    second = reg.promote(g2, run_id="run-b")
+    assert second.status == "ACTIVE"
+    assert reg.active("deals").id == g2  # type: ignore[union-attr]
+    assert reg.previous("deals").id == g1  # type: ignore[union-attr]
+    assert reg.require(g1).status == "READY"  # the old ACTIVE stays live, ready for rollback
+
+    rolled_back = reg.promote(g1, action="rollback")
+    assert rolled_back.status == "ACTIVE"
+    assert reg.require(g2).status == "READY"
+    assert reg.previous("deals").id == g2  # type: ignore[union-attr]
+
+    history = reg.history("deals")
+    assert [(h["action"], h["from_generation"], h["to_generation"], h["run_id"]) for h in history] == [
+        ("promote", None, "g0001", "run-a"),
+        ("promote", "g0001", "g0002", "run-b"),
+        ("rollback", "g0002", "g0001", None),
+    ]
+    assert all(h["namespace"] == "deals" for h in history)
+    assert reg.history("other") == []
+
+
+def test_promoting_the_active_generation_again_changes_nothing(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    g1 = ready(reg, SPEC)
+    reg.promote(g1)
+    assert reg.promote(g1).status == "ACTIVE"
+    assert len(reg.history("deals")) == 1
+    assert reg.previous("deals") is None
+
+
+def test_promote_refuses_a_building_generation(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    gen = reg.open_generation(SPEC)
+    with pytest.raises(PromotionRefusedError, match="g0001 is BUILDING; only a READY generation"):
+        reg.promote(gen.id)
+    assert reg.active("deals") is None
+
+
+@pytest.mark.parametrize("status", ["FAILED", "RETIRED"])
+def test_promote_refuses_dead_generations(tmp_path: Path, status: str) -> None:
+    reg = registry(tmp_path)
+    gen_id = ready(reg, SPEC)
+    reg.set_status(gen_id, status)
+    with pytest.raises(PromotionRefusedError, match=f"is {status}"):
+        reg.promote(gen_id)
+
+
+def test_promote_refuses_a_failed_check_and_names_it(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    g1 = ready(reg, SPEC)
+    reg.promote(g1)
+    g2 = reg.open_generation(OTHER_MODEL).id
+    checks = {
+        "vectors_have_profile_dim": {"passed": True},
+        "retrieval_not_worse": {"passed": False, "ndcg": 0.1},
+        "fts_covers_rows": {},  # a check with no outcome has not passed
+    }
+    reg.record_build(g2, row_count=10, checks=checks, ready=True)
+    with pytest.raises(PromotionRefusedError) as info:
+        reg.promote(g2)
+    assert str(info.value) == "generation g0002 cannot be promoted: failed checks: fts_covers_rows, retrieval_not_worse"
+    assert reg.active("deals").id == g1  # type: ignore[union-attr]
+    assert reg.require(g2).status == "READY"
+
+
+def test_missing_generation(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    assert reg.get("g0042") is None
+    with pytest.raises(MissingGenerationError, match="no generation 'g0042'"):
+        reg.require("g0042")
+    with pytest.raises(MissingGenerationError):
+        reg.promote("g0042")
+
+
+def test_generations_filter_and_to_json(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    reg.open_generation(SPEC)
+    reg.open_generation(dataclasses.replace(SPEC, profile="alt", namespace="lab"))
+    assert [g.id for g in reg.generations(namespace="lab")] == ["g0002"]
+    assert [g.id for g in reg.generations(profile="main", namespace="deals")] == ["g0001"]
+    assert reg.generations(profile="main", namespace="lab") == []
+    data = reg.require("g0001").to_json()
+    assert data["id"] == "g0001"
+    assert data["backend_spec"] == "hash:v1-64"
+    assert data["status"] == "BUILDING"
+    assert data["ready_at"] is None
+    assert isinstance(data["created_at"], str)
+
+
+def test_two_registry_objects_on_one_file_in_sequence(tmp_path: Path) -> None:
+    a = registry(tmp_path)
+    b = registry(tmp_path)
+    g1 = ready(a, SPEC)
+    assert b.open_generation(SPEC).id == g1
+    b.promote(g1)
+    assert a.active("deals").id == g1  # type: ignore[union-attr]
+    g2 = ready(a, OTHER_MODEL)
+    b.promote(g2)
+    assert a.previous("deals").id == g1  # type: ignore[union-attr]
+    assert [h["to_generation"] for h in a.history("deals")] == ["g0001", "g0002"]
+
+
+# -- another process holding the write lock ------------------------------------------------
+
+HOLDER = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("CREATE TABLE IF NOT EXISTS held (x INTEGER)")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
+"""
+
+
+def hold_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the holder has the file open
+    if line.strip() != "locked":
+        proc.kill()
+        raise RuntimeError(f"lock holder did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_connect_retries_then_raises_retryable_while_another_process_writes(tmp_path: Path) -> None:
+    reg = registry(tmp_path, lock_timeout_s=0.6)
+    holder = hold_lock(reg.path, 30)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RetryableError, match="registry is busy") as info:
+            reg.generations()
+        waited = time.monotonic() - started
+        assert holder.poll() is None, "the holder must still hold the lock when the error is raised"
+    finally:
+        stop(holder)
+    assert 0.6 <= waited < 10, f"waited {waited:.2f}s for a 0.6s lock timeout"
+    assert "lock" in str(info.value.__cause__).lower()
+    assert reg.generations() == []  # once the holder is gone, the same object works
+
+
+def test_connect_waits_for_a_lock_released_within_the_timeout(tmp_path: Path) -> None:
+    reg = registry(tmp_path, lock_timeout_s=15)
+    holder = hold_lock(reg.path, 0.8)
+    try:
+        started = time.monotonic()
+        gen = reg.open_generation(SPEC)
+        waited = time.monotonic() - started
+    finally:
+        stop(holder)
+    assert gen.id == "g0001"
+    assert waited >= 0.3, "the registry should have had to wait for the holder"
