@@ -69,41 +69,21 @@ def main(ctx: click.Context, config_path: str | None, home: str | None) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _dagster(settings: Settings) -> tuple[Any, Any, Any]:
-    """Definitions, configuration and the home's Dagster instance (imported lazily: the library
-    itself never imports Dagster; only these orchestration commands reach for it)."""
-    from corpus_index.dagster_home import prepare
-
-    os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home))
-    os.environ["CORPUS_CONFIG"] = str(settings.config_path)
-    os.environ["CORPUS_HOME"] = str(settings.home)
-    import warnings
-
-    warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
-    import dagster as dg
-
-    from definitions import build_definitions
-
-    config = settings.load()
-    return build_definitions(settings), config, dg.DagsterInstance.get()
-
-
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @click.pass_context
 @_handle_errors
 def sync(ctx: click.Context, as_json: bool) -> None:
     """Run the asset graph for every configured collection (the runs show in the Dagster UI)."""
-    from pipelines.sync import run_sync
+    from pipelines.runner import sync as run_sync
 
     settings = _settings(ctx)
-    defs, config, instance = _dagster(settings)
 
     def progress(message: str) -> None:
         if not as_json:
             click.echo(f"  running {message}", err=True)
 
-    report = run_sync(defs, config, instance, progress=progress)
+    report = run_sync(settings, progress=progress)
     if as_json:
         _emit_json(report.to_json())
     else:
@@ -187,23 +167,13 @@ def generations(ctx: click.Context, as_json: bool) -> None:
 
 
 def _run_promotion(ctx: click.Context, namespace: str, generation: str, action: str) -> None:
+    # the orchestration layer is imported lazily: the library itself never imports Dagster
+    from pipelines.runner import run_promotion
+
     settings = _settings(ctx)
-    defs, _config, instance = _dagster(settings)
-    job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
-    run_config = {
-        "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
-        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-    }
-    result = defs.resolve_job_def(job).execute_in_process(
-        partition_key=namespace, instance=instance, run_config=run_config, raise_on_error=False
-    )
+    result = run_promotion(settings, namespace, generation, action)
     if not result.success:
-        messages = [
-            str(ev.event_specific_data.error.message).strip()
-            for ev in result.all_events
-            if ev.is_step_failure and ev.event_specific_data is not None
-        ]
-        detail = messages[0].split("\n")[0] if messages else "see the run in the Dagster UI"
+        detail = result.error or "see the run in the Dagster UI"
         click.echo(f"error: {action} refused for namespace {namespace}: {detail}", err=True)
         sys.exit(EXIT_FAILED)
     from corpus_index.registry import Registry

@@ -302,7 +302,7 @@ def _no_unknown(spec: dict[str, Any], allowed: set[str], key: str, path: Path) -
 
 
 def _check_name(name: str, key: str, path: Path) -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # fullmatch: "$" would also accept a trailing newline
         raise _fail(path, key, f"{name!r} is not a valid name (lowercase letters, digits, - and _)")
 
 

@@ -19,7 +19,7 @@ _COLUMN = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
 
 def column(name: str) -> str:
     """A column name, checked against a strict pattern (names are never quoted user text)."""
-    if not _COLUMN.match(name):
+    if not _COLUMN.fullmatch(name):  # fullmatch: "$" would also accept a trailing newline
         raise InvalidFilterError(f"invalid column name {name!r}")
     return name
 

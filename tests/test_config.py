@@ -160,6 +160,7 @@ INVALID: list[tuple[str, str, Any, str, str]] = [
     ("acl_groups not strings", "collections.alpha-deals.acl_groups", ["a", 3], "collections.alpha-deals.acl_groups", "list of non-empty strings"),
     ("collection not a mapping", "collections.alpha-deals", "uw_deals", "collections.alpha-deals", "expected a mapping"),
     ("bad collection name", "collections.Alpha Deals", {"kind": "beir"}, "collections.Alpha Deals", "not a valid name"),
+    ("name with a trailing newline", "collections.beta\n", {"kind": "beir"}, "collections.beta\n", "not a valid name"),
     ("bad collection namespace", "collections.alpha-deals.namespace", "Deals!", "collections.alpha-deals.namespace", "not a valid name"),
     ("collections missing", "collections", _DELETE, "collections", "is required"),
     ("collections not a mapping", "collections", ["a"], "collections", "expected a mapping"),

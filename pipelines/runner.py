@@ -1,0 +1,80 @@
+"""In-process runs of the jobs against the home's Dagster instance, for the CLI.
+
+The runs land in the same instance the UI reads (``<home>/dagster``), so what the CLI does
+shows in the Dagster UI like any launched run.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from corpus_index.config import CorpusConfig, Settings
+from corpus_index.dagster_home import prepare
+from pipelines.sync import QUIET_RUN_CONFIG, SyncReport, failed_checks, run_sync
+
+warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
+
+
+@dataclass(frozen=True)
+class Home:
+    """The Definitions, configuration and Dagster instance of one corpus home."""
+
+    defs: dg.Definitions
+    config: CorpusConfig
+    instance: dg.DagsterInstance
+
+
+def open_home(settings: Settings) -> Home:
+    """Point Dagster at ``<home>/dagster`` and build the Definitions for ``settings``."""
+    os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home))
+    from definitions import build_definitions
+
+    return Home(build_definitions(settings), settings.load(), dg.DagsterInstance.get())
+
+
+def sync(settings: Settings, *, progress: Any = None) -> SyncReport:
+    home = open_home(settings)
+    return run_sync(home.defs, home.config, home.instance, progress=progress)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """Whether a run succeeded, its id, and the first error if it did not."""
+
+    success: bool
+    run_id: str
+    error: str = ""
+    failed_checks: tuple[str, ...] = ()
+
+
+def run_promotion(settings: Settings, namespace: str, generation: str, action: str) -> JobOutcome:
+    """Materialize ``active_generation`` for ``namespace`` through the promote or rollback job."""
+    home = open_home(settings)
+    job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
+    run_config = {
+        "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
+        **QUIET_RUN_CONFIG,
+    }
+    result = home.defs.resolve_job_def(job).execute_in_process(
+        partition_key=namespace, instance=home.instance, run_config=run_config, raise_on_error=False
+    )
+    return outcome(result)
+
+
+def outcome(result: dg.ExecuteInProcessResult) -> JobOutcome:
+    errors = [
+        str(ev.event_specific_data.error.message).strip()  # type: ignore[union-attr]
+        for ev in result.all_events
+        if ev.is_step_failure and ev.event_specific_data is not None
+    ]
+    return JobOutcome(
+        success=result.success,
+        run_id=result.run_id,
+        error=errors[0].split("\n")[0] if errors else "",
+        failed_checks=tuple(failed_checks(result)),
+    )

@@ -1,0 +1,55 @@
+"""The CLI's contract that needs no model: help on every command, clean errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from corpus_index.cli import main
+from corpus_index.config import Settings
+
+COMMANDS = sorted(main.commands)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output and len(result.output.splitlines()) > 3
+
+
+def test_bad_config_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "corpus.yaml"
+    config.write_text("collections:\n  x:\n    kind: uw_deals\n    path: .\n    tenant: t\n    acl_groups: [g]\n    tier: secret\nprofiles: {}\n")
+    result = CliRunner().invoke(main, ["--config", str(config), "--home", str(tmp_path / "h"), "sync"])
+    assert result.exit_code == 2
+    assert "collections.x.tier" in result.output
+
+
+def test_search_without_a_generation_is_a_clean_error(home: Settings) -> None:
+    result = CliRunner().invoke(
+        main, ["--config", str(home.config_path), "--home", str(home.home), "search", "q", "--tenant", "alpha"]
+    )
+    assert result.exit_code == 2
+    assert "no ACTIVE generation" in result.output and "Traceback" not in result.output
+
+
+def test_sync_promote_search_with_the_hash_embedder(home: Settings) -> None:
+    runner = CliRunner()
+    base = ["--config", str(home.config_path), "--home", str(home.home)]
+    first = runner.invoke(main, [*base, "sync", "--json"])
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.stdout)
+    assert summary["documents"] == 6 and summary["embedded"] > 0
+    assert runner.invoke(main, [*base, "promote"]).exit_code == 0
+    again = json.loads(runner.invoke(main, [*base, "sync", "--json"]).stdout)
+    assert again["embedded"] == 0
+    out = runner.invoke(main, [*base, "search", "anchor tenant lease", "--tenant", "beta", "--group", "beta-team", "--json"])
+    assert out.exit_code == 0, out.output
+    hits = json.loads(out.stdout)["hits"]
+    assert hits and {h["tenant_id"] for h in hits} == {"beta"}
+    gens = json.loads(runner.invoke(main, [*base, "generations", "--json"]).stdout)["generations"]
+    assert [g["status"] for g in gens] == ["ACTIVE"]
