@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from assets.resources import CorpusResource
+from corpus_index.errors import RetryableError
 from corpus_index.gates import Gate
 from corpus_index.service import promote
 
@@ -114,7 +115,6 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         deps=[embedding_inputs],
         check_specs=_specs("embeddings", EMBEDDING_CHECKS, p.profile_collection),
         kinds={"lancedb", "parquet"},
-        retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
     )
     def embeddings(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """Vectors for every embeddable input of a collection under one profile, cache first."""
@@ -124,7 +124,12 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         def progress(done: int, total: int) -> None:
             context.log.info(f"embedded {done}/{total} new inputs for {profile}/{collection}")
 
-        r = c.embeddings_step(profile, collection, progress=progress)
+        try:
+            r = c.embeddings_step(profile, collection, progress=progress)
+        except RetryableError as exc:
+            # transient (rate limits, 5xx, timeouts after the embedder's own retries): retry the
+            # step later; permanent errors (bad request, wrong dimension) fail at once
+            raise dg.RetryRequested(max_retries=2, seconds_to_wait=30) from exc
         if not r.covered:
             return dg.MaterializeResult(
                 metadata={"skipped": f"profile {profile} does not cover collection {collection}"},

@@ -88,7 +88,9 @@ class EmbeddingCache:
         data = pa.table(
             {
                 "input_hash": pa.array(list(first), pa.string()),
-                "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel(), pa.float32()), self.dim),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(matrix.ravel(), pa.float32()), self.dim
+                ),
                 "created_at": pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")),
             }
         )

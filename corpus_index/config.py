@@ -131,7 +131,7 @@ class Settings:
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None, *, cwd: Path | None = None) -> Settings:
-    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (default ``./.corpus``).
+    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (``./.corpus``).
 
     Relative values are taken relative to ``cwd`` (default: the process's working directory).
     """

@@ -147,7 +147,9 @@ def parse_collection(
     for doc_id in sorted(live):
         if doc_id in to_parse:
             continue
-        if doc_id in prev_quarantine:
+        # still quarantined only if the broken version is the live one; a document reverted to
+        # the version it last parsed at is healthy again
+        if prev_quarantine.get(doc_id, {}).get("source_version") == live[doc_id]:
             quarantine_rows.append(prev_quarantine[doc_id])
             if doc_id in prev_rows:
                 stale += 1

@@ -11,7 +11,9 @@ from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache
 from corpus_index.hashing import input_hash
 
 
-def cache(tmp_path: Path, *, spec: str = "hash:v1-4", revision: str = "v1", dim: int = 4) -> EmbeddingCache:
+def cache(
+    tmp_path: Path, *, spec: str = "hash:v1-4", revision: str = "v1", dim: int = 4
+) -> EmbeddingCache:
     return EmbeddingCache(str(tmp_path / "lance"), backend_spec=spec, revision=revision, dim=dim)
 
 
@@ -72,7 +74,11 @@ def test_put_of_nothing_creates_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("other_spec", "other_revision", "other_dim"),
-    [("hash:v1-8", "v1", 8), ("hash:v1-4", "v2", 4), ("openai:text-embedding-3-small@4", "text-embedding-3-small", 4)],
+    [
+        ("hash:v1-8", "v1", 8),
+        ("hash:v1-4", "v2", 4),
+        ("openai:text-embedding-3-small@4", "text-embedding-3-small", 4),
+    ],
     ids=["other backend_spec", "other revision", "other backend"],
 )
 def test_each_backend_and_revision_has_its_own_table(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -38,8 +39,6 @@ def test_vectors_are_identical_across_processes_with_different_hash_seeds() -> N
         "from corpus_index.embedders.hashing import HashEmbedder\n"
         "print(HashEmbedder(64).embed(json.loads(sys.argv[1])).tobytes().hex())\n"
     )
-    import json
-
     outputs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
@@ -122,7 +121,9 @@ def test_word_order_matters_through_bigrams() -> None:
     ],
     ids=["market", "risk", "non-latin"],
 )
-def test_texts_sharing_words_are_closer_than_unrelated_ones(anchor: str, related: str, unrelated: str) -> None:
+def test_texts_sharing_words_are_closer_than_unrelated_ones(
+    anchor: str, related: str, unrelated: str
+) -> None:
     va, vr, vu = HashEmbedder(256).embed([anchor, related, unrelated])
     assert cosine(va, vr) > cosine(va, vu) + 0.3
     assert cosine(va, vr) > 0.4
@@ -132,14 +133,24 @@ def test_stats_count_calls_and_inputs() -> None:
     emb = HashEmbedder(8)
     emb.embed(["a", "b"])
     emb.embed([])
-    assert (emb.stats.calls, emb.stats.inputs, emb.stats.tokens, emb.stats.cost_usd) == (2, 2, 0, 0.0)
+    assert (emb.stats.calls, emb.stats.inputs, emb.stats.tokens, emb.stats.cost_usd) == (
+        2,
+        2,
+        0,
+        0.0,
+    )
 
 
 def test_make_embedder_builds_the_hash_backend() -> None:
     emb = make_embedder("hash:v1-32")
     assert isinstance(emb, HashEmbedder)
     assert isinstance(emb, Embedder)
-    assert (emb.backend_spec, emb.dim, emb.normalized, emb.revision) == ("hash:v1-32", 32, True, "v1")
+    assert (emb.backend_spec, emb.dim, emb.normalized, emb.revision) == (
+        "hash:v1-32",
+        32,
+        True,
+        "v1",
+    )
     assert emb.embed(["x"]).shape == (1, 32)
     assert emb.embed(["x"]).tobytes() == HashEmbedder(32).embed(["x"]).tobytes()
 

@@ -12,7 +12,7 @@ from corpus_index.config import CollectionConfig
 from corpus_index.errors import ConfigError, ParseError
 from corpus_index.hashing import source_version
 from corpus_index.parsing import beir, parse_document, read_documents, uw
-from corpus_index.records import SourceDoc
+from corpus_index.records import Block, SourceDoc
 from tests.corpusgen import deal_text
 
 TENANT = "alpha"
@@ -22,15 +22,19 @@ GROUPS = ("alpha-uw", "alpha-credit")
 def collection(
     root: Path, *, kind: str = "uw_deals", tier: str = "restricted", name: str = "alpha-deals"
 ) -> CollectionConfig:
-    return CollectionConfig(name=name, kind=kind, path=root, tenant=TENANT, acl_groups=GROUPS, tier=tier)
+    return CollectionConfig(
+        name=name, kind=kind, path=root, tenant=TENANT, acl_groups=GROUPS, tier=tier
+    )
 
 
-def doc_from_text(text: str, *, doc_id: str = "deal-1", path: str = "/src/deal-1.uw.md") -> SourceDoc:
+def doc_from_text(
+    text: str, *, doc_id: str = "deal-1", path: str = "/src/deal-1.uw.md"
+) -> SourceDoc:
     raw = text.encode("utf-8")
     return SourceDoc(doc_id=doc_id, path=path, raw=raw, size=len(raw), mtime=0.0)
 
 
-def parse_text(text: str, coll: CollectionConfig | None = None) -> list:  # type: ignore[type-arg]
+def parse_text(text: str, coll: CollectionConfig | None = None) -> list[Block]:
     doc = doc_from_text(text)
     return uw.parse(coll or collection(Path("/src")), doc, source_version(doc.raw))
 
@@ -103,11 +107,19 @@ def test_valid_file_gives_one_block_per_fenced_yaml_keyed_by_section_and_positio
         "risk_assessment/1",
         "debt_terms/0",
     ]
-    assert [b.section for b in blocks] == ["property", "risk_assessment", "risk_assessment", "debt_terms"]
+    assert [b.section for b in blocks] == [
+        "property",
+        "risk_assessment",
+        "risk_assessment",
+        "debt_terms",
+    ]
     assert blocks[0].content == {"name": "Saguaro Flats", "built": 1986}
     # YAML dates become ISO strings so the content has a canonical JSON form
     assert blocks[1].content["inspected"] == "2026-02-20"
-    assert blocks[2].content == {"_meta": {"notes": "second block in the same section"}, "summary": "Deferred maintenance."}
+    assert blocks[2].content == {
+        "_meta": {"notes": "second block in the same section"},
+        "summary": "Deferred maintenance.",
+    }
 
 
 def test_block_line_is_the_first_line_inside_its_fence() -> None:
@@ -156,7 +168,9 @@ def test_blocks_inherit_scope_and_front_matter_metadata() -> None:
 
 
 def test_generated_deal_parses_with_its_narrowed_acl() -> None:
-    text = deal_text("DEAL-GEN", tenant=TENANT, acl=["alpha-uw"], state="TX", metro="Dallas", units=33)
+    text = deal_text(
+        "DEAL-GEN", tenant=TENANT, acl=["alpha-uw"], state="TX", metro="Dallas", units=33
+    )
     blocks = parse_text(text)
     assert [b.block_key for b in blocks] == [
         "property/0",
@@ -195,8 +209,12 @@ SCOPE_OK: list[tuple[str, str, str, tuple[str, ...], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "coll_tier", "extra", "groups", "tier"), SCOPE_OK, ids=[c[0] for c in SCOPE_OK])
-def test_scope_narrowing_rules(case: str, coll_tier: str, extra: str, groups: tuple[str, ...], tier: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "coll_tier", "extra", "groups", "tier"), SCOPE_OK, ids=[c[0] for c in SCOPE_OK]
+)
+def test_scope_narrowing_rules(
+    case: str, coll_tier: str, extra: str, groups: tuple[str, ...], tier: str
+) -> None:
     text = HANDWRITTEN.replace("units: 120\n", f"units: 120\n{extra}")
     blocks = parse_text(text, collection(Path("/src"), tier=coll_tier))
     assert {(b.acl_groups, b.tier, b.tenant_id) for b in blocks} == {(groups, tier, TENANT)}
@@ -236,7 +254,9 @@ def test_broken_yaml_inside_a_block_reports_the_broken_line() -> None:
     expected = line_of(BROKEN_BLOCK, "dangling: value")
     assert info.value.line == expected
     assert info.value.path == "/src/deal-1.uw.md"
-    assert str(info.value).startswith(f"/src/deal-1.uw.md:{expected}: broken YAML in section 'risk_assessment'")
+    assert str(info.value).startswith(
+        f"/src/deal-1.uw.md:{expected}: broken YAML in section 'risk_assessment'"
+    )
 
 
 def test_broken_yaml_in_front_matter_reports_the_broken_line() -> None:
@@ -247,11 +267,19 @@ def test_broken_yaml_in_front_matter_reports_the_broken_line() -> None:
     assert "front matter" in info.value.reason
 
 
-FRONT = 'uw_version: "1.1"\ndeal_id: D-1\nasset_class: office\ngeo: {state: CA, metro: Oakland}\nunits: 10\ndate: 2026-01-01\n'
+FRONT = (
+    'uw_version: "1.1"\ndeal_id: D-1\nasset_class: office\n'
+    "geo: {state: CA, metro: Oakland}\nunits: 10\ndate: 2026-01-01\n"
+)
 
 BROKEN: list[tuple[str, str, str, str]] = [
     # (case, text, text on the reported line (or "@1"/"@2" for a fixed line), message fragment)
-    ("missing front matter", "## property\n```yaml\na: 1\n```\n", "@1", "missing YAML front matter"),
+    (
+        "missing front matter",
+        "## property\n```yaml\na: 1\n```\n",
+        "@1",
+        "missing YAML front matter",
+    ),
     ("empty file", "", "@1", "missing YAML front matter"),
     ("front matter never closed", f"---\n{FRONT}## property\n", "@1", "not closed by '---'"),
     ("front matter not a mapping", "---\n- a\n- b\n---\n", "@2", "must be a mapping"),
@@ -261,10 +289,30 @@ BROKEN: list[tuple[str, str, str, str]] = [
         "```yaml",
         "not closed by ```",
     ),
-    ("block before any section", f"---\n{FRONT}---\n```yaml\na: 1\n```\n", "```yaml", "before any '## section'"),
-    ("empty section heading", f"---\n{FRONT}---\n##   \n```yaml\na: 1\n```\n", "##", "empty section heading"),
-    ("block is a list", f"---\n{FRONT}---\n## property\n```yaml\n- a\n- b\n```\n", "- a", "must be a mapping"),
-    ("block is empty", f"---\n{FRONT}---\n## property\n```yaml\n```\n", "```\n", "must be a mapping"),
+    (
+        "block before any section",
+        f"---\n{FRONT}---\n```yaml\na: 1\n```\n",
+        "```yaml",
+        "before any '## section'",
+    ),
+    (
+        "empty section heading",
+        f"---\n{FRONT}---\n##   \n```yaml\na: 1\n```\n",
+        "##",
+        "empty section heading",
+    ),
+    (
+        "block is a list",
+        f"---\n{FRONT}---\n## property\n```yaml\n- a\n- b\n```\n",
+        "- a",
+        "must be a mapping",
+    ),
+    (
+        "block is empty",
+        f"---\n{FRONT}---\n## property\n```yaml\n```\n",
+        "```\n",
+        "must be a mapping",
+    ),
     (
         "missing required field",
         f"---\n{FRONT.replace('deal_id: D-1', 'title: x')}---\n",
@@ -277,10 +325,30 @@ BROKEN: list[tuple[str, str, str, str]] = [
         "@2",
         "lacks required field(s): geo, units, date",
     ),
-    ("geo not a mapping", f"---\n{FRONT.replace('{state: CA, metro: Oakland}', 'CA')}---\n", "@2", "'geo' must be"),
-    ("negative units", f"---\n{FRONT.replace('units: 10', 'units: -1')}---\n", "@2", "'units' must be"),
-    ("boolean units", f"---\n{FRONT.replace('units: 10', 'units: true')}---\n", "@2", "'units' must be"),
-    ("bad date", f"---\n{FRONT.replace('date: 2026-01-01', 'date: next tuesday')}---\n", "@2", "not an ISO date"),
+    (
+        "geo not a mapping",
+        f"---\n{FRONT.replace('{state: CA, metro: Oakland}', 'CA')}---\n",
+        "@2",
+        "'geo' must be",
+    ),
+    (
+        "negative units",
+        f"---\n{FRONT.replace('units: 10', 'units: -1')}---\n",
+        "@2",
+        "'units' must be",
+    ),
+    (
+        "boolean units",
+        f"---\n{FRONT.replace('units: 10', 'units: true')}---\n",
+        "@2",
+        "'units' must be",
+    ),
+    (
+        "bad date",
+        f"---\n{FRONT.replace('date: 2026-01-01', 'date: next tuesday')}---\n",
+        "@2",
+        "not an ISO date",
+    ),
     (
         "tenant differs from the collection's",
         f"---\n{FRONT}tenant: beta\n---\n",
@@ -294,13 +362,20 @@ BROKEN: list[tuple[str, str, str, str]] = [
         "acl group(s) beta-team are not in the collection's acl_groups",
     ),
     ("empty acl list", f"---\n{FRONT}acl: []\n---\n", "@2", "'acl' must be a non-empty list"),
-    ("unknown tier", f"---\n{FRONT}tier: secret\n---\n", "@2", "'tier' must be public or restricted"),
+    (
+        "unknown tier",
+        f"---\n{FRONT}tier: secret\n---\n",
+        "@2",
+        "'tier' must be public or restricted",
+    ),
     ("public widens restricted", f"---\n{FRONT}tier: public\n---\n", "@2", "would widen"),
 ]
 
 
 @pytest.mark.parametrize(("case", "text", "where", "fragment"), BROKEN, ids=[c[0] for c in BROKEN])
-def test_broken_files_raise_parse_error_with_file_and_line(case: str, text: str, where: str, fragment: str) -> None:
+def test_broken_files_raise_parse_error_with_file_and_line(
+    case: str, text: str, where: str, fragment: str
+) -> None:
     if where.startswith("@"):
         expected = int(where[1:])
     elif where == "```\n":  # the line right after an opening fence that closes at once
@@ -357,7 +432,9 @@ def test_unknown_kind_is_a_config_error(tmp_path: Path) -> None:
 # -- beir ------------------------------------------------------------------------------------
 
 BEIR_LINES = [
-    json.dumps({"_id": "d1", "title": "Rates", "text": "Cap rates rose.", "metadata": {"year": 2024}}),
+    json.dumps(
+        {"_id": "d1", "title": "Rates", "text": "Cap rates rose.", "metadata": {"year": 2024}}
+    ),
     "",
     json.dumps({"_id": 7, "text": "Numeric id, no title."}),
     '{"_id": "d3", "text": "unterminated',
@@ -372,7 +449,9 @@ def write_beir(root: Path) -> Path:
     return root
 
 
-def test_beir_reader_yields_one_document_per_nonblank_line_with_its_line_number(tmp_path: Path) -> None:
+def test_beir_reader_yields_one_document_per_nonblank_line_with_its_line_number(
+    tmp_path: Path,
+) -> None:
     docs = list(read_documents(collection(write_beir(tmp_path), kind="beir")))
     assert [(d.doc_id, d.line) for d in docs] == [
         ("d1", 1),
@@ -394,7 +473,12 @@ def test_beir_good_record_gives_one_passage_block(tmp_path: Path) -> None:
     assert block.content_hash == independent_content_hash(block.content)
     assert block.chunk_ref == f"chunk://eval/d1/v{'v' * 16}/passage/0"
     assert block.metadata == {"year": 2024}
-    assert (block.tenant_id, block.acl_groups, block.tier, block.line) == (TENANT, GROUPS, "public", 1)
+    assert (block.tenant_id, block.acl_groups, block.tier, block.line) == (
+        TENANT,
+        GROUPS,
+        "public",
+        1,
+    )
     (numeric,) = parse_document(coll, docs[1], "v" * 16)
     assert numeric.doc_id == "7"
     assert numeric.content == {"title": "", "text": "Numeric id, no title."}
@@ -402,10 +486,16 @@ def test_beir_good_record_gives_one_passage_block(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("index", "line", "fragment"),
-    [(2, 4, "not valid JSON"), (3, 5, "record lacks '_id'"), (4, 6, "'metadata' must be an object")],
+    [
+        (2, 4, "not valid JSON"),
+        (3, 5, "record lacks '_id'"),
+        (4, 6, "'metadata' must be an object"),
+    ],
     ids=["bad JSON", "no _id", "metadata not an object"],
 )
-def test_beir_bad_records_name_the_file_and_line(tmp_path: Path, index: int, line: int, fragment: str) -> None:
+def test_beir_bad_records_name_the_file_and_line(
+    tmp_path: Path, index: int, line: int, fragment: str
+) -> None:
     coll = collection(write_beir(tmp_path), kind="beir")
     doc = list(read_documents(coll))[index]
     with pytest.raises(ParseError) as info:

@@ -85,8 +85,16 @@ COMPOSED: list[tuple[str, str, str]] = [
     ("is_in strings", predicates.is_in("doc_id", ["a", "b'"]), "doc_id IN ('a', 'b''')"),
     ("is_in nothing", predicates.is_in("doc_id", []), "FALSE"),
     ("compare", predicates.compare("units", ">=", 100), "units >= 100"),
-    ("compare date", predicates.compare("deal_date", "<", dt.date(2026, 2, 1)), "deal_date < '2026-02-01'"),
-    ("overlaps", predicates.list_overlaps("acl_groups", ["g1", "o'g"]), "array_has_any(acl_groups, ['g1', 'o''g'])"),
+    (
+        "compare date",
+        predicates.compare("deal_date", "<", dt.date(2026, 2, 1)),
+        "deal_date < '2026-02-01'",
+    ),
+    (
+        "overlaps",
+        predicates.list_overlaps("acl_groups", ["g1", "o'g"]),
+        "array_has_any(acl_groups, ['g1', 'o''g'])",
+    ),
     ("overlaps nothing", predicates.list_overlaps("acl_groups", []), "FALSE"),
     ("all_of", predicates.all_of(["a = 1", "", "b = 2"]), "(a = 1) AND (b = 2)"),
     ("all_of one", predicates.all_of(["a = 1"]), "(a = 1)"),
@@ -109,10 +117,38 @@ def test_compare_rejects_unknown_operators(op: str) -> None:
 # -- the same predicates evaluated by LanceDB -------------------------------------------------
 
 ROWS = [
-    {"id": 0, "name": "Phoenix", "units": 10, "score": 1e-8, "acl_groups": ["alpha-uw"], "deal_date": "2026-01-15"},
-    {"id": 1, "name": "O'Hare", "units": 200, "score": 0.5, "acl_groups": ["alpha-uw", "alpha-credit"], "deal_date": "2025-06-30"},
-    {"id": 2, "name": "' OR 1=1 --", "units": 55, "score": 2.0, "acl_groups": ["beta-team"], "deal_date": "2026-03-01"},
-    {"id": 3, "name": "back\\slash", "units": 0, "score": 1e20, "acl_groups": [], "deal_date": "2024-12-31"},
+    {
+        "id": 0,
+        "name": "Phoenix",
+        "units": 10,
+        "score": 1e-8,
+        "acl_groups": ["alpha-uw"],
+        "deal_date": "2026-01-15",
+    },
+    {
+        "id": 1,
+        "name": "O'Hare",
+        "units": 200,
+        "score": 0.5,
+        "acl_groups": ["alpha-uw", "alpha-credit"],
+        "deal_date": "2025-06-30",
+    },
+    {
+        "id": 2,
+        "name": "' OR 1=1 --",
+        "units": 55,
+        "score": 2.0,
+        "acl_groups": ["beta-team"],
+        "deal_date": "2026-03-01",
+    },
+    {
+        "id": 3,
+        "name": "back\\slash",
+        "units": 0,
+        "score": 1e20,
+        "acl_groups": [],
+        "deal_date": "2024-12-31",
+    },
 ]
 
 
@@ -134,19 +170,34 @@ ENGINE: list[tuple[str, str, list[int]]] = [
     ("is_in", predicates.is_in("id", [1, 3, 99]), [1, 3]),
     ("is_in nothing", predicates.is_in("id", []), []),
     ("overlaps one group", predicates.list_overlaps("acl_groups", ["alpha-credit"]), [1]),
-    ("overlaps any group", predicates.list_overlaps("acl_groups", ["beta-team", "alpha-uw"]), [0, 1, 2]),
+    (
+        "overlaps any group",
+        predicates.list_overlaps("acl_groups", ["beta-team", "alpha-uw"]),
+        [0, 1, 2],
+    ),
     ("overlaps nothing", predicates.list_overlaps("acl_groups", []), []),
     ("compare int", predicates.compare("units", ">", 50), [1, 2]),
     ("compare tiny float", predicates.compare("score", "<", 1e-7), [0]),
     ("compare huge float", predicates.compare("score", ">=", 1e20), [3]),
     ("compare date string", predicates.compare("deal_date", ">=", dt.date(2026, 1, 1)), [0, 2]),
-    ("all_of", predicates.all_of([predicates.compare("units", ">", 5), predicates.list_overlaps("acl_groups", ["alpha-uw"])]), [0, 1]),
+    (
+        "all_of",
+        predicates.all_of(
+            [
+                predicates.compare("units", ">", 5),
+                predicates.list_overlaps("acl_groups", ["alpha-uw"]),
+            ]
+        ),
+        [0, 1],
+    ),
     ("all_of nothing", predicates.all_of([]), [0, 1, 2, 3]),
 ]
 
 
 @pytest.mark.parametrize(("case", "where", "expected"), ENGINE, ids=[c[0] for c in ENGINE])
-def test_predicates_mean_what_they_say_in_lancedb(table: Any, case: str, where: str, expected: list[int]) -> None:
+def test_predicates_mean_what_they_say_in_lancedb(
+    table: Any, case: str, where: str, expected: list[int]
+) -> None:
     assert ids(table, where) == expected
 
 
@@ -172,7 +223,11 @@ def decoys(value: str) -> list[str]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(value=st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=40))
+@given(
+    value=st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40
+    )
+)
 @example(value="'")
 @example(value="\\")
 @example(value="\\'")

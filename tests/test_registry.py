@@ -40,7 +40,12 @@ def ready(reg: Registry, spec: GenerationSpec, *, rows: int = 10) -> str:
 def test_open_generation_creates_g0001_building_and_reuses_it(tmp_path: Path) -> None:
     reg = registry(tmp_path)
     first = reg.open_generation(SPEC, run_id="run-1")
-    assert (first.id, first.status, first.table_name, first.row_count) == ("g0001", "BUILDING", "gen_g0001", 0)
+    assert (first.id, first.status, first.table_name, first.row_count) == (
+        "g0001",
+        "BUILDING",
+        "gen_g0001",
+        0,
+    )
     assert first.spec == SPEC
     assert first.run_ids == ["run-1"]
     assert first.ready_at is first.activated_at is first.retired_at is None
@@ -139,7 +144,9 @@ def test_promote_moves_the_pointer_and_remembers_the_previous(tmp_path: Path) ->
     assert reg.previous("deals").id == g2  # type: ignore[union-attr]
 
     history = reg.history("deals")
-    assert [(h["action"], h["from_generation"], h["to_generation"], h["run_id"]) for h in history] == [
+    assert [
+        (h["action"], h["from_generation"], h["to_generation"], h["run_id"]) for h in history
+    ] == [
         ("promote", None, "g0001", "run-a"),
         ("promote", "g0001", "g0002", "run-b"),
         ("rollback", "g0002", "g0001", None),
@@ -187,7 +194,9 @@ def test_promote_refuses_a_failed_check_and_names_it(tmp_path: Path) -> None:
     reg.record_build(g2, row_count=10, checks=checks, ready=True)
     with pytest.raises(PromotionRefusedError) as info:
         reg.promote(g2)
-    assert str(info.value) == "generation g0002 cannot be promoted: failed checks: fts_covers_rows, retrieval_not_worse"
+    assert str(info.value) == (
+        "generation g0002 cannot be promoted: failed checks: fts_covers_rows, retrieval_not_worse"
+    )
     assert reg.active("deals").id == g1  # type: ignore[union-attr]
     assert reg.require(g2).status == "READY"
 
@@ -253,7 +262,9 @@ def hold_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
     line = proc.stdout.readline()  # blocks until the holder has the file open
     if line.strip() != "locked":
         proc.kill()
-        raise RuntimeError(f"lock holder did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+        raise RuntimeError(
+            f"lock holder did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+        )
     return proc
 
 

@@ -104,3 +104,42 @@ def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
     doc = read_sidecar(files[0])  # validates against schemas/embedding-sidecar.schema.json
     assert doc["embedder"]["model"] == "hash:v1-64" and len(doc["blocks"]) == 4
     assert all(b["content_hash"].startswith("sha256:") for b in doc["blocks"])
+
+
+def test_openai_profile_through_a_local_server_and_a_bad_answer_blocks_nothing_good(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A remote embedder over the real protocol; a wrong-dimension answer fails the step and
+    leaves the cache, warehouse and index as they were."""
+    from corpus_index.config import Settings
+    from tests.corpusgen import write_home
+    from tests.support.openai_server import serve
+
+    with serve(default_dim=32) as server:
+        config = write_home(
+            tmp_path,
+            embedder="openai:text-embedding-3-small",
+            extra_profiles={},
+        )
+        text = config.read_text().replace(
+            "embedder: openai:text-embedding-3-small",
+            f"embedder: openai:text-embedding-3-small\n    dimensions: 32\n    base_url: {server.base_url}",
+        )
+        config.write_text(text)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        settings = Settings(config_path=config, home=tmp_path / "home")
+        g = Graph(settings)
+        assert g.ingest("alpha-deals").success
+        r = g.embed("main", "alpha-deals")
+        assert r.success, r.all_events
+        assert metadata(r, "embeddings")["dim"] == 32
+        assert all(check_outcomes(r).values())
+        # the source changes; the server now answers with vectors of the wrong dimension
+        src = tmp_path / "sources" / "alpha" / "deal-alpha-000.uw.md"
+        src.write_text(src.read_text().replace("Rents grew four percent", "Rents fell two percent"))
+        assert g.ingest("alpha-deals").success
+        corpus = Corpus(settings)
+        before = corpus.warehouse.read("embeddings", ("main", "alpha-deals"))
+        server.script.append({"vector_dim": 7})
+        r = g.embed("main", "alpha-deals")
+        assert not r.success
+        assert "index_rows" not in materialized(r)
+        assert corpus.warehouse.read("embeddings", ("main", "alpha-deals")).equals(before)  # type: ignore[union-attr]

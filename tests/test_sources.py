@@ -1,0 +1,322 @@
+"""Manifests and incremental parsing: work proportional to change, quarantine that keeps serving."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from corpus_index.config import CollectionConfig
+from corpus_index.errors import ParseError
+from corpus_index.hashing import source_version
+from corpus_index.sources import ParseResult, live_documents, parse_collection, scan_manifest
+from tests.corpusgen import RISKS, deal_text
+
+GROUPS = ["alpha-uw", "alpha-credit"]
+SECTIONS_PER_DEAL = 5  # corpusgen writes five sections, one block each
+
+
+def uw_collection(root: Path) -> CollectionConfig:
+    root.mkdir(parents=True, exist_ok=True)
+    return CollectionConfig(
+        name="alpha-deals", kind="uw_deals", path=root, tenant="alpha", acl_groups=tuple(GROUPS)
+    )
+
+
+def write_deal(root: Path, doc_id: str, **kwargs: object) -> str:
+    text = deal_text(doc_id.upper(), tenant="alpha", acl=GROUPS, **kwargs)  # type: ignore[arg-type]
+    (root / f"{doc_id}.uw.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def break_deal(root: Path, doc_id: str) -> int:
+    """Make one line inside the risk block invalid YAML; returns that 1-based line."""
+    path = root / f"{doc_id}.uw.md"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("severity:"))
+    lines[at] = "  severity: high\n   broken: : indentation"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    broken_line = at + 2  # the inserted second line, 1-based
+    assert "broken: :" in path.read_text(encoding="utf-8").splitlines()[broken_line - 1]
+    return broken_line
+
+
+@dataclass
+class State:
+    """What the pipeline keeps between runs for one collection."""
+
+    manifest: pa.Table | None = None
+    blocks: pa.Table | None = None
+    quarantine: pa.Table | None = None
+
+
+def run(coll: CollectionConfig, state: State) -> tuple[dict[str, int], ParseResult]:
+    scanned = scan_manifest(coll, state.manifest)
+    parsed = parse_collection(coll, scanned.table, state.blocks, state.quarantine)
+    state.manifest, state.blocks, state.quarantine = scanned.table, parsed.blocks, parsed.quarantine
+    diff = {
+        "added": scanned.added,
+        "changed": scanned.changed,
+        "unchanged": scanned.unchanged,
+        "removed": scanned.removed,
+    }
+    return diff, parsed
+
+
+def refs_by_doc(blocks: pa.Table) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for row in blocks.select(["doc_id", "chunk_ref"]).to_pylist():
+        out.setdefault(row["doc_id"], []).append(row["chunk_ref"])
+    return out
+
+
+def counts(result: ParseResult) -> tuple[int, int, int, int]:
+    return (
+        result.parsed_documents,
+        result.carried_documents,
+        result.stale_documents,
+        result.quarantined,
+    )
+
+
+def version_of(root: Path, doc_id: str) -> str:
+    return source_version((root / f"{doc_id}.uw.md").read_bytes())
+
+
+# -- manifests -----------------------------------------------------------------------------
+
+
+def test_manifest_diff_across_scans(tmp_path: Path) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    for doc_id in ("a", "b", "c"):
+        write_deal(root, doc_id)
+
+    first = scan_manifest(coll, None)
+    assert (first.added, first.changed, first.unchanged, first.removed, first.documents) == (
+        3,
+        0,
+        0,
+        0,
+        3,
+    )
+    rows = {r["doc_id"]: r for r in first.table.to_pylist()}
+    raw_a = (root / "a.uw.md").read_bytes()
+    assert rows["a"]["source_version"] == source_version(raw_a)
+    assert rows["a"]["raw_sha256"].startswith(rows["a"]["source_version"])
+    assert rows["a"]["size"] == len(raw_a)
+    assert rows["a"]["source_id"] == "alpha-deals/a"
+    assert rows["a"]["path"] == str(root / "a.uw.md")
+
+    write_deal(root, "b", risk=RISKS[1])  # changed
+    (root / "c.uw.md").unlink()  # removed
+    write_deal(root, "d")  # added
+    second = scan_manifest(coll, first.table)
+    assert (second.added, second.changed, second.unchanged, second.removed) == (1, 1, 1, 1)
+    changes = {r["doc_id"]: r["change"] for r in second.table.to_pylist()}
+    assert changes == {"a": "unchanged", "b": "changed", "c": "removed", "d": "added"}
+    removed = next(r for r in second.table.to_pylist() if r["doc_id"] == "c")
+    assert removed["source_version"] == rows["c"]["source_version"]  # the version that went away
+    assert live_documents(second.table) == {
+        "a": rows["a"]["source_version"],
+        "b": version_of(root, "b"),
+        "d": version_of(root, "d"),
+    }
+
+    third = scan_manifest(coll, second.table)  # a removal is reported once
+    assert (third.added, third.changed, third.unchanged, third.removed) == (0, 0, 3, 0)
+
+    write_deal(root, "c")  # back again: it is new to this manifest
+    fourth = scan_manifest(coll, third.table)
+    assert (fourth.added, fourth.changed, fourth.unchanged, fourth.removed) == (1, 0, 3, 0)
+
+
+def test_touching_a_file_without_changing_bytes_is_unchanged(tmp_path: Path) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    text = write_deal(root, "a")
+    first = scan_manifest(coll, None)
+    (root / "a.uw.md").write_text(text, encoding="utf-8")
+    second = scan_manifest(coll, first.table)
+    assert (second.changed, second.unchanged) == (0, 1)
+
+
+def test_duplicate_beir_ids_fail_the_scan_with_the_line(tmp_path: Path) -> None:
+    root = tmp_path / "beir"
+    root.mkdir()
+    lines = [json.dumps({"_id": "x", "text": "one"}), json.dumps({"_id": "x", "text": "two"})]
+    (root / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    coll = CollectionConfig(name="eval", kind="beir", path=root, tenant="lab", acl_groups=("lab",))
+    with pytest.raises(ParseError, match=r"corpus\.jsonl:2: duplicate document id 'x'"):
+        scan_manifest(coll, None)
+
+
+# -- incremental parsing --------------------------------------------------------------------
+
+
+def test_only_changed_documents_are_parsed_and_the_rest_carried(tmp_path: Path) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    state = State()
+    for doc_id in ("a", "b", "c"):
+        write_deal(root, doc_id)
+
+    diff, first = run(coll, state)
+    assert diff["added"] == 3
+    assert counts(first) == (3, 0, 0, 0)
+    assert first.blocks.num_rows == 3 * SECTIONS_PER_DEAL
+    before = refs_by_doc(first.blocks)
+    rows_a = [r for r in first.blocks.to_pylist() if r["doc_id"] == "a"]
+
+    diff, again = run(coll, state)
+    assert diff["unchanged"] == 3
+    assert counts(again) == (0, 3, 0, 0)
+    assert again.blocks.equals(first.blocks)
+
+    write_deal(root, "b", risk=RISKS[2])
+    (root / "c.uw.md").unlink()
+    write_deal(root, "d")
+    diff, third = run(coll, state)
+    assert diff == {"added": 1, "changed": 1, "unchanged": 1, "removed": 1}
+    assert counts(third) == (2, 1, 0, 0)  # b and d parsed, a carried
+    after = refs_by_doc(third.blocks)
+    assert sorted(after) == ["a", "b", "d"]  # c's blocks are gone
+    assert after["a"] == before["a"]
+    assert [r for r in third.blocks.to_pylist() if r["doc_id"] == "a"] == rows_a  # carried verbatim
+    vb = version_of(root, "b")
+    assert all(f"/b/v{vb}/" in ref for ref in after["b"])
+    assert set(after["b"]).isdisjoint(before["b"])
+
+
+def test_broken_document_is_quarantined_and_its_last_good_blocks_keep_serving(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    state = State()
+    write_deal(root, "a")
+    write_deal(root, "b")
+    _, good = run(coll, state)
+    good_b = [r for r in good.blocks.to_pylist() if r["doc_id"] == "b"]
+    good_version = version_of(root, "b")
+
+    broken_line = break_deal(root, "b")
+    broken_version = version_of(root, "b")
+    diff, broken = run(coll, state)
+    assert diff["changed"] == 1
+    assert counts(broken) == (0, 1, 1, 1)  # nothing parsed, a carried, b stale and quarantined
+    (q,) = broken.quarantine.to_pylist()
+    path = str(root / "b.uw.md")
+    assert (q["doc_id"], q["source_id"], q["source_version"], q["path"], q["line"]) == (
+        "b",
+        "alpha-deals/b",
+        broken_version,
+        path,
+        broken_line,
+    )
+    assert q["error"].startswith(f"{path}:{broken_line}: broken YAML in section 'risk_assessment'")
+    assert [r for r in broken.blocks.to_pylist() if r["doc_id"] == "b"] == good_b
+    assert all(f"/v{good_version}/" in r["chunk_ref"] for r in good_b)
+
+    # nothing changed: the broken version is not parsed again, and it stays quarantined and stale
+    _, still = run(coll, state)
+    assert counts(still) == (0, 2, 1, 1)
+    assert still.quarantine.equals(broken.quarantine)
+    assert still.blocks.equals(broken.blocks)
+
+    write_deal(root, "b", risk=RISKS[3])  # fixed by a new edit
+    _, fixed = run(coll, state)
+    assert counts(fixed) == (1, 1, 0, 0)
+    fixed_b = [r for r in fixed.blocks.to_pylist() if r["doc_id"] == "b"]
+    assert len(fixed_b) == SECTIONS_PER_DEAL
+    assert all(r["source_version"] == version_of(root, "b") for r in fixed_b)
+
+
+def test_reverting_a_broken_edit_to_the_last_good_bytes_clears_quarantine(tmp_path: Path) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    state = State()
+    good_text = write_deal(root, "a")
+    _, good = run(coll, state)
+    break_deal(root, "a")
+    _, broken = run(coll, state)
+    assert counts(broken) == (0, 0, 1, 1)
+
+    (root / "a.uw.md").write_text(good_text, encoding="utf-8")  # e.g. `git checkout` of the file
+    diff, reverted = run(coll, state)
+    assert diff["changed"] == 1
+    assert reverted.quarantined == 0
+    assert reverted.stale_documents == 0
+    assert reverted.blocks.equals(good.blocks)
+
+
+def test_a_document_broken_from_the_start_has_no_blocks(tmp_path: Path) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    state = State()
+    write_deal(root, "a")
+    (root / "bad.uw.md").write_text("no front matter\n", encoding="utf-8")
+    _, result = run(coll, state)
+    assert counts(result) == (1, 0, 0, 1)  # quarantined, but nothing stale: it never served
+    assert sorted(refs_by_doc(result.blocks)) == ["a"]
+    (q,) = result.quarantine.to_pylist()
+    assert (q["doc_id"], q["line"]) == ("bad", 1)
+
+
+def test_removing_a_quarantined_document_drops_its_blocks_and_its_quarantine(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    state = State()
+    write_deal(root, "a")
+    write_deal(root, "b")
+    run(coll, state)
+    break_deal(root, "b")
+    _, broken = run(coll, state)
+    assert broken.quarantined == 1
+
+    (root / "b.uw.md").unlink()
+    diff, removed = run(coll, state)
+    assert diff["removed"] == 1
+    assert counts(removed) == (0, 1, 0, 0)
+    assert sorted(refs_by_doc(removed.blocks)) == ["a"]
+
+
+def test_a_run_that_lost_its_previous_blocks_reparses_everything(tmp_path: Path) -> None:
+    # parsing decides from versions, not diff flags: a manifest that says "unchanged" but
+    # has no parsed blocks behind it (a run died between the two steps) still converges
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    write_deal(root, "a")
+    write_deal(root, "b")
+    first = scan_manifest(coll, None)
+    second = scan_manifest(coll, first.table)
+    assert second.unchanged == 2
+    result = parse_collection(coll, second.table, None, None)
+    assert counts(result) == (2, 0, 0, 0)
+    assert result.blocks.num_rows == 2 * SECTIONS_PER_DEAL
+
+
+def test_beir_bad_line_is_quarantined_with_its_line(tmp_path: Path) -> None:
+    root = tmp_path / "beir"
+    root.mkdir()
+    coll = CollectionConfig(
+        name="eval", kind="beir", path=root, tenant="lab", acl_groups=("lab",), tier="public"
+    )
+    good = [
+        json.dumps({"_id": f"d{i}", "title": f"t{i}", "text": f"passage {i}"}) for i in range(3)
+    ]
+    (root / "corpus.jsonl").write_text(
+        "\n".join([good[0], good[1], '{"_id": "d2", ', good[2]]) + "\n"
+    )
+    state = State()
+    _, result = run(coll, state)
+    assert counts(result) == (3, 0, 0, 1)
+    assert sorted(refs_by_doc(result.blocks)) == ["d0", "d1", "d2"]
+    (q,) = result.quarantine.to_pylist()
+    assert (q["doc_id"], q["path"], q["line"]) == ("line-3", str(root / "corpus.jsonl"), 3)
+    assert "not valid JSON" in q["error"]
