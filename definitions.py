@@ -19,7 +19,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         assets=build_assets(partitions),
         jobs=build_jobs(partitions),
         resources={
-            "corpus": CorpusResource(config_path=str(settings.config_path), home=str(settings.home)),
+            "corpus": CorpusResource(
+                config_path=str(settings.config_path), home=str(settings.home)
+            ),
         },
     )
 

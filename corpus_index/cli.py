@@ -52,8 +52,17 @@ def _emit_json(value: Any) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="corpus.yaml (default: $CORPUS_CONFIG or ./corpus.yaml).")
-@click.option("--home", type=click.Path(file_okay=False), help="Home folder (default: $CORPUS_HOME or ./.corpus).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="corpus.yaml (default: $CORPUS_CONFIG or ./corpus.yaml).",
+)
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    help="Home folder (default: $CORPUS_HOME or ./.corpus).",
+)
 @click.version_option(package_name="corpus-index")
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None, home: str | None) -> None:
@@ -92,13 +101,20 @@ def sync(ctx: click.Context, as_json: bool) -> None:
             f"cache hits {report.cache_hits}, quarantined {report.quarantined}"
         )
         for name, c in report.collections.items():
-            click.echo(f"  {name}: {c['documents']} documents ({c['added']} added, {c['changed']} changed, "
-                       f"{c['removed']} removed), {c['quarantined']} quarantined")
+            click.echo(
+                f"  {name}: {c['documents']} documents ({c['added']} added, {c['changed']} changed, "
+                f"{c['removed']} removed), {c['quarantined']} quarantined"
+            )
         for profile, g in report.generations.items():
-            click.echo(f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows")
+            click.echo(
+                f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows"
+            )
         for failure in report.failed_runs:
-            click.echo(f"  FAILED {failure['job']} {failure['partition']}: "
-                       f"{failure.get('failed_checks') or failure.get('error', '')}", err=True)
+            click.echo(
+                f"  FAILED {failure['job']} {failure['partition']}: "
+                f"{failure.get('failed_checks') or failure.get('error', '')}",
+                err=True,
+            )
     if not report.ok:
         sys.exit(EXIT_FAILED)
 
@@ -107,15 +123,23 @@ def sync(ctx: click.Context, as_json: bool) -> None:
 @click.argument("query")
 @click.option("--tenant", required=True, help="Tenant of the principal asking.")
 @click.option("--group", "groups", multiple=True, help="A group of the principal (repeatable).")
-@click.option("--k", default=5, show_default=True, type=click.IntRange(1, 1000), help="Number of hits.")
+@click.option(
+    "--k", default=5, show_default=True, type=click.IntRange(1, 1000), help="Number of hits."
+)
 @click.option("--namespace", help="Namespace to search (default: the tenant's).")
 @click.option("--generation", help="Search this generation instead of the ACTIVE one.")
 @click.option("--json", "as_json", is_flag=True, help="Print {hits, trace} as JSON.")
 @click.pass_context
 @_handle_errors
 def search(
-    ctx: click.Context, query: str, tenant: str, groups: tuple[str, ...], k: int,
-    namespace: str | None, generation: str | None, as_json: bool,
+    ctx: click.Context,
+    query: str,
+    tenant: str,
+    groups: tuple[str, ...],
+    k: int,
+    namespace: str | None,
+    generation: str | None,
+    as_json: bool,
 ) -> None:
     """Search the ACTIVE generation as a principal (tenant + groups)."""
     from corpus_index.search import Principal, Searcher
@@ -123,25 +147,38 @@ def search(
 
     searcher = Searcher(Corpus(_settings(ctx)))
     result = searcher.search(
-        query, principal=Principal(tenant, tuple(groups)), k=k, namespace=namespace, generation=generation
+        query,
+        principal=Principal(tenant, tuple(groups)),
+        k=k,
+        namespace=namespace,
+        generation=generation,
     )
     if as_json:
         _emit_json(result.to_json())
         return
     if not groups:
-        click.echo("note: no --group given; rows are visible only to principals sharing an ACL group", err=True)
+        click.echo(
+            "note: no --group given; rows are visible only to principals sharing an ACL group",
+            err=True,
+        )
     print_hits(query, result)
 
 
 def print_hits(query: str, result: Any) -> None:
     """Human-readable hits with their provenance."""
-    click.echo(f'\n"{query}"  ({len(result.hits)} hits, generation {result.trace["generation"]}, '
-               f'{result.trace["total_ms"]:.0f} ms)')
+    click.echo(
+        f'\n"{query}"  ({len(result.hits)} hits, generation {result.trace["generation"]}, '
+        f"{result.trace['total_ms']:.0f} ms)"
+    )
     for rank, hit in enumerate(result.hits, start=1):
         p = hit.provenance
-        click.echo(f"{rank:>2}. {hit.score:.3f}  {hit.source_id}  [{hit.section}]  tenant={hit.tenant_id}")
+        click.echo(
+            f"{rank:>2}. {hit.score:.3f}  {hit.source_id}  [{hit.section}]  tenant={hit.tenant_id}"
+        )
         click.echo(f"    {hit.excerpt}")
-        click.echo(f"    {p.chunk_ref}  {p.content_hash[:19]}…  {p.backend_spec}  run {p.run_id[:8]}")
+        click.echo(
+            f"    {p.chunk_ref}  {p.content_hash[:19]}…  {p.backend_spec}  run {p.run_id[:8]}"
+        )
 
 
 @main.command()
@@ -161,9 +198,15 @@ def generations(ctx: click.Context, as_json: bool) -> None:
         click.echo("no generations yet (run `corpus sync`)")
     for g in gens:
         failed = [n for n, c in g.checks.items() if not c.get("passed")]
-        checks = "checks passed" if g.checks and not failed else (f"FAILED: {', '.join(failed)}" if failed else "checks not run")
-        click.echo(f"{g.id}  {g.status:<8} {g.spec.namespace}/{g.spec.profile}  {g.spec.backend_spec}  "
-                   f"dim={g.spec.dim}  rows={g.row_count}  {checks}")
+        checks = (
+            "checks passed"
+            if g.checks and not failed
+            else (f"FAILED: {', '.join(failed)}" if failed else "checks not run")
+        )
+        click.echo(
+            f"{g.id}  {g.status:<8} {g.spec.namespace}/{g.spec.profile}  {g.spec.backend_spec}  "
+            f"dim={g.spec.dim}  rows={g.row_count}  {checks}"
+        )
 
 
 def _run_promotion(ctx: click.Context, namespace: str, generation: str, action: str) -> None:
@@ -180,13 +223,17 @@ def _run_promotion(ctx: click.Context, namespace: str, generation: str, action: 
 
     active = Registry(settings.registry_path).active(namespace)
     if active is not None:
-        click.echo(f"{namespace}: ACTIVE generation is now {active.id} ({active.spec.profile}, "
-                   f"{active.spec.backend_spec}, {active.row_count} rows); run {result.run_id}")
+        click.echo(
+            f"{namespace}: ACTIVE generation is now {active.id} ({active.spec.profile}, "
+            f"{active.spec.backend_spec}, {active.row_count} rows); run {result.run_id}"
+        )
 
 
 @main.command()
 @click.argument("generation", required=False)
-@click.option("--namespace", help="Namespace to promote in (default: the generation's, or every namespace).")
+@click.option(
+    "--namespace", help="Namespace to promote in (default: the generation's, or every namespace)."
+)
 @click.pass_context
 @_handle_errors
 def promote(ctx: click.Context, generation: str | None, namespace: str | None) -> None:
@@ -205,7 +252,11 @@ def promote(ctx: click.Context, generation: str | None, namespace: str | None) -
 
 
 @main.command()
-@click.option("--namespace", default=None, help="Namespace to roll back (default: every namespace with a previous generation).")
+@click.option(
+    "--namespace",
+    default=None,
+    help="Namespace to roll back (default: every namespace with a previous generation).",
+)
 @click.pass_context
 @_handle_errors
 def rollback(ctx: click.Context, namespace: str | None) -> None:

@@ -130,7 +130,9 @@ class Settings:
         return load_config(self.config_path)
 
 
-def settings_from_env(environ: Mapping[str, str] | None = None, *, cwd: Path | None = None) -> Settings:
+def settings_from_env(
+    environ: Mapping[str, str] | None = None, *, cwd: Path | None = None
+) -> Settings:
     """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (``./.corpus``).
 
     Relative values are taken relative to ``cwd`` (default: the process's working directory).
@@ -195,8 +197,17 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
 
     profiles: dict[str, ProfileConfig] = {}
     allowed_profile = {
-        "embedder", "input_format", "chunking", "namespace", "base_url", "api_key_env",
-        "dimensions", "batch_size", "max_batch_tokens", "price_per_million_tokens", "normalized",
+        "embedder",
+        "input_format",
+        "chunking",
+        "namespace",
+        "base_url",
+        "api_key_env",
+        "dimensions",
+        "batch_size",
+        "max_batch_tokens",
+        "price_per_million_tokens",
+        "normalized",
     }
     for name, spec in _mapping(raw.get("profiles"), "profiles", path, required=True).items():
         key = f"profiles.{name}"
@@ -214,7 +225,9 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
 
         if fmt not in INPUT_FORMATS:
             known = ", ".join(sorted(INPUT_FORMATS))
-            raise ConfigError(f"{path}: {key}.input_format: unknown format {fmt!r} (known: {known})")
+            raise ConfigError(
+                f"{path}: {key}.input_format: unknown format {fmt!r} (known: {known})"
+            )
         ns = _string(spec.get("namespace", "default"), f"{key}.namespace", path)
         profiles[name] = ProfileConfig(
             name=name,
@@ -223,10 +236,14 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             chunking=_string(spec.get("chunking", "sections-v1"), f"{key}.chunking", path),
             namespace=ns,
             base_url=_opt_string(spec.get("base_url"), f"{key}.base_url", path),
-            api_key_env=_string(spec.get("api_key_env", "OPENAI_API_KEY"), f"{key}.api_key_env", path),
+            api_key_env=_string(
+                spec.get("api_key_env", "OPENAI_API_KEY"), f"{key}.api_key_env", path
+            ),
             dimensions=_opt_int(spec.get("dimensions"), f"{key}.dimensions", path),
             batch_size=_int(spec.get("batch_size", 64), f"{key}.batch_size", path),
-            max_batch_tokens=_int(spec.get("max_batch_tokens", 8000), f"{key}.max_batch_tokens", path),
+            max_batch_tokens=_int(
+                spec.get("max_batch_tokens", 8000), f"{key}.max_batch_tokens", path
+            ),
             price_per_million_tokens=_opt_float(
                 spec.get("price_per_million_tokens"), f"{key}.price_per_million_tokens", path
             ),
@@ -266,10 +283,16 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             continue
         _require_mapping(spec, key, path)
         _no_unknown(spec, {"granularity"}, key, path)
-        sections[name] = _choice(spec.get("granularity", "block"), GRANULARITIES, f"{key}.granularity", path)
+        sections[name] = _choice(
+            spec.get("granularity", "block"), GRANULARITIES, f"{key}.granularity", path
+        )
 
     return CorpusConfig(
-        path=path, collections=collections, profiles=profiles, namespaces=namespaces, sections=sections
+        path=path,
+        collections=collections,
+        profiles=profiles,
+        namespaces=namespaces,
+        sections=sections,
     )
 
 

@@ -16,7 +16,9 @@ from corpus_index.inputs import input_units
 from corpus_index.records import INPUT_SCHEMA, embedding_schema
 
 
-def build_inputs(blocks: pa.Table, *, sections: Mapping[str, str], input_formats: Iterable[str]) -> pa.Table:
+def build_inputs(
+    blocks: pa.Table, *, sections: Mapping[str, str], input_formats: Iterable[str]
+) -> pa.Table:
     """Embedder inputs for every embeddable block, under each input format in use.
 
     A block is embeddable when its section is in the registry (``sections``: name ->
@@ -34,7 +36,11 @@ def build_inputs(blocks: pa.Table, *, sections: Mapping[str, str], input_formats
         granularity = sections.get(section, "block")
         for fmt in formats:
             for unit in input_units(
-                fmt, section=section, content=content, source_type=source_type, granularity=granularity
+                fmt,
+                section=section,
+                content=content,
+                source_type=source_type,
+                granularity=granularity,
             ):
                 rows.append(
                     {
@@ -97,7 +103,9 @@ def embed_with_cache(
         chunk = misses[start : start + batch_size]
         vectors = np.asarray(embedder.embed([texts_by_hash[h] for h in chunk]), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
-            vectors = np.full((len(chunk), max(1, vectors.shape[-1] if vectors.ndim else 1)), np.nan, np.float32)
+            vectors = np.full(
+                (len(chunk), max(1, vectors.shape[-1] if vectors.ndim else 1)), np.nan, np.float32
+            )
         for h, vec in zip(chunk, vectors, strict=True):
             fresh[h] = vec
         if progress is not None:

@@ -30,7 +30,9 @@ class Gate:
         return {"passed": self.passed, "description": self.description, **self.metadata}
 
 
-def vectors_have_profile_dim(vectors: npt.NDArray[np.float32], dim: int, *, reported_dim: int | None = None) -> Gate:
+def vectors_have_profile_dim(
+    vectors: npt.NDArray[np.float32], dim: int, *, reported_dim: int | None = None
+) -> Gate:
     actual = int(vectors.shape[1]) if vectors.ndim == 2 else -1
     bad = actual != dim or (reported_dim is not None and reported_dim != dim)
     return Gate(
@@ -43,7 +45,9 @@ def vectors_have_profile_dim(vectors: npt.NDArray[np.float32], dim: int, *, repo
 
 def vectors_are_finite(vectors: npt.NDArray[np.float32]) -> Gate:
     bad = int(np.count_nonzero(~np.isfinite(vectors).all(axis=1))) if vectors.size else 0
-    return Gate("vectors_are_finite", bad == 0, "no NaN or infinite values", {"non_finite_vectors": bad})
+    return Gate(
+        "vectors_are_finite", bad == 0, "no NaN or infinite values", {"non_finite_vectors": bad}
+    )
 
 
 def vector_norms_match_profile(vectors: npt.NDArray[np.float32], *, normalized: bool) -> Gate:
@@ -83,17 +87,35 @@ def vectors_match_their_inputs(vector_hashes: Sequence[str], input_hashes: Seque
 
 def rows_have_tenant_and_acl(rows: pa.Table) -> Gate:
     if rows.num_rows == 0:
-        return Gate("rows_have_tenant_and_acl", True, "every row has a tenant and ACL groups", {"bad_rows": 0})
-    tenant_bad = pc.or_(pc.is_null(rows["tenant_id"]), pc.equal(pc.utf8_length(rows["tenant_id"]), 0))
+        return Gate(
+            "rows_have_tenant_and_acl",
+            True,
+            "every row has a tenant and ACL groups",
+            {"bad_rows": 0},
+        )
+    tenant_bad = pc.or_(
+        pc.is_null(rows["tenant_id"]), pc.equal(pc.utf8_length(rows["tenant_id"]), 0)
+    )
     acl_len = pc.list_value_length(rows["acl_groups"])
     acl_bad = pc.or_(pc.is_null(acl_len), pc.equal(acl_len, 0))
-    bad = int(pc.sum(pc.or_(pc.fill_null(tenant_bad, True), pc.fill_null(acl_bad, True))).as_py() or 0)
-    return Gate("rows_have_tenant_and_acl", bad == 0, "every row has a tenant and ACL groups", {"bad_rows": bad})
+    bad = int(
+        pc.sum(pc.or_(pc.fill_null(tenant_bad, True), pc.fill_null(acl_bad, True))).as_py() or 0
+    )
+    return Gate(
+        "rows_have_tenant_and_acl",
+        bad == 0,
+        "every row has a tenant and ACL groups",
+        {"bad_rows": bad},
+    )
 
 
 def no_rows_from_removed_documents(rows: pa.Table, live_source_ids: Iterable[str]) -> Gate:
     live = set(live_source_ids)
-    dead = sorted({s for s in rows.column("source_id").to_pylist() if s not in live}) if rows.num_rows else []
+    dead = (
+        sorted({s for s in rows.column("source_id").to_pylist() if s not in live})
+        if rows.num_rows
+        else []
+    )
     return Gate(
         "no_rows_from_removed_documents",
         not dead,

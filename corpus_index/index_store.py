@@ -116,7 +116,9 @@ class GenerationStore:
             generation.table_name, schema=vector_entry_schema(generation), exist_ok=True
         )
 
-    def replace_collection(self, generation: Generation, collection: str, rows: pa.Table) -> WriteResult:
+    def replace_collection(
+        self, generation: Generation, collection: str, rows: pa.Table
+    ) -> WriteResult:
         """Make the collection's rows in this generation exactly ``rows``, in one commit.
 
         New rows are inserted and rows no longer present are deleted in the same LanceDB
@@ -184,7 +186,12 @@ class GenerationStore:
         else:
             ann_unindexed = 0  # exact search scans every row
             ann = "exact"
-        return Coverage(rows=rows, fts_unindexed=fts_unindexed if rows else 0, ann_unindexed=ann_unindexed, ann=ann)
+        return Coverage(
+            rows=rows,
+            fts_unindexed=fts_unindexed if rows else 0,
+            ann_unindexed=ann_unindexed,
+            ann=ann,
+        )
 
     def drop(self, generation: Generation) -> bool:
         if not self.exists(generation):

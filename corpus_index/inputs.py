@@ -75,7 +75,9 @@ class InputUnit:
     input_hash: str
 
 
-def _default_v1_units(section: str, content: dict[str, Any], source_type: str, granularity: str) -> list[str]:
+def _default_v1_units(
+    section: str, content: dict[str, Any], source_type: str, granularity: str
+) -> list[str]:
     if source_type == "passage":
         return [passage_v1(content)]
     if granularity == "block":
@@ -94,7 +96,12 @@ INPUT_FORMATS: dict[str, FormatFn] = {"default-v1": _default_v1_units}
 
 
 def input_units(
-    input_format: str, *, section: str, content: dict[str, Any], source_type: str, granularity: str = "block"
+    input_format: str,
+    *,
+    section: str,
+    content: dict[str, Any],
+    source_type: str,
+    granularity: str = "block",
 ) -> list[InputUnit]:
     """Embedder inputs of one block under ``input_format``.
 

@@ -205,7 +205,9 @@ class Registry:
             cols = [d[0] for d in cur.description]
             return [self._row_to_generation(row, cols) for row in cur.fetchall()]
 
-    def generations(self, *, namespace: str | None = None, profile: str | None = None) -> list[Generation]:
+    def generations(
+        self, *, namespace: str | None = None, profile: str | None = None
+    ) -> list[Generation]:
         clauses, params = [], []
         if namespace is not None:
             clauses.append("namespace = ?")
@@ -223,7 +225,9 @@ class Registry:
     def require(self, generation_id: str) -> Generation:
         gen = self.get(generation_id)
         if gen is None:
-            raise MissingGenerationError(f"no generation {generation_id!r} (see `corpus generations`)")
+            raise MissingGenerationError(
+                f"no generation {generation_id!r} (see `corpus generations`)"
+            )
         return gen
 
     def open_generation(self, spec: GenerationSpec, *, run_id: str | None = None) -> Generation:
@@ -232,11 +236,14 @@ class Registry:
         Live means BUILDING, READY or ACTIVE: all of them receive the same updates and deletions.
         """
         for gen in reversed(self.generations(profile=spec.profile)):
-            if gen.status in ("BUILDING", "READY", "ACTIVE") and gen.spec.same_vectors_as(spec):
-                if gen.spec.namespace == spec.namespace:
-                    if run_id:
-                        self.add_run(gen.id, run_id)
-                    return gen
+            if (
+                gen.status in ("BUILDING", "READY", "ACTIVE")
+                and gen.spec.same_vectors_as(spec)
+                and gen.spec.namespace == spec.namespace
+            ):
+                if run_id:
+                    self.add_run(gen.id, run_id)
+                return gen
         now = _now()
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
@@ -249,9 +256,20 @@ class Registry:
                    created_at, updated_at, run_ids)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'BUILDING', ?, ?, ?)""",
                 [
-                    gen_id, spec.namespace, spec.profile, spec.backend_spec, spec.model_revision,
-                    spec.dim, spec.normalized, spec.input_format, spec.chunking, spec.schema_version,
-                    table_name, now, now, json.dumps([run_id] if run_id else []),
+                    gen_id,
+                    spec.namespace,
+                    spec.profile,
+                    spec.backend_spec,
+                    spec.model_revision,
+                    spec.dim,
+                    spec.normalized,
+                    spec.input_format,
+                    spec.chunking,
+                    spec.schema_version,
+                    table_name,
+                    now,
+                    now,
+                    json.dumps([run_id] if run_id else []),
                 ],
             )
             con.execute("COMMIT")
@@ -338,7 +356,9 @@ class Registry:
             ).fetchone()
         return self.get(row[0]) if row and row[0] else None
 
-    def promote(self, generation_id: str, *, run_id: str | None = None, action: str = "promote") -> Generation:
+    def promote(
+        self, generation_id: str, *, run_id: str | None = None, action: str = "promote"
+    ) -> Generation:
         """Move the namespace's ACTIVE pointer to ``generation_id`` in one transaction.
 
         Raises:
@@ -367,7 +387,8 @@ class Registry:
                 return gen
             if current is not None:
                 con.execute(
-                    "UPDATE generations SET status = 'READY', updated_at = ? WHERE id = ?", [now, current]
+                    "UPDATE generations SET status = 'READY', updated_at = ? WHERE id = ?",
+                    [now, current],
                 )
             con.execute(
                 "UPDATE generations SET status = 'ACTIVE', activated_at = ?, updated_at = ? WHERE id = ?",

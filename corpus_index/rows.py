@@ -35,7 +35,11 @@ def build_rows(
     by_chunk = {row["chunk_ref"]: row for row in blocks.to_pylist()}
     vec_index = {h: i for i, h in enumerate(vectors.column("input_hash").to_pylist())}
     flat = vectors.column("vector").combine_chunks()
-    matrix = flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim) if len(flat) else np.zeros((0, spec.dim), np.float32)
+    matrix = (
+        flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim)
+        if len(flat)
+        else np.zeros((0, spec.dim), np.float32)
+    )
 
     out: dict[str, list[object]] = {name: [] for name in schema.names if name != "vector"}
     order: list[int] = []
@@ -76,7 +80,9 @@ def build_rows(
             values[name] = meta.get(name)
         for name in out:
             out[name].append(values[name])
-    arrays = [pa.array(out[name], schema.field(name).type) for name in schema.names if name != "vector"]
+    arrays = [
+        pa.array(out[name], schema.field(name).type) for name in schema.names if name != "vector"
+    ]
     picked = np.ascontiguousarray(matrix[np.asarray(order, dtype=np.int64)], dtype=np.float32)
     vec = pa.FixedSizeListArray.from_arrays(pa.array(picked.ravel(), pa.float32()), spec.dim)
     return pa.Table.from_arrays([*arrays, vec], schema=schema)

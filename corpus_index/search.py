@@ -14,7 +14,11 @@ from typing import Any
 import numpy as np
 
 from corpus_index import predicates
-from corpus_index.errors import IncompatibleEmbedderError, MissingGenerationError, UnknownNamespaceError
+from corpus_index.errors import (
+    IncompatibleEmbedderError,
+    MissingGenerationError,
+    UnknownNamespaceError,
+)
 from corpus_index.registry import Generation
 from corpus_index.service import Corpus
 
@@ -108,12 +112,12 @@ class Searcher:
                     f"generation {generation} serves namespace {gen.spec.namespace!r}, not {namespace!r}"
                 )
             return gen
-        gen = self.corpus.registry.active(namespace)
-        if gen is None:
+        active = self.corpus.registry.active(namespace)
+        if active is None:
             raise MissingGenerationError(
                 f"namespace {namespace!r} has no ACTIVE generation (run `corpus sync` then `corpus promote`)"
             )
-        return gen
+        return active
 
     def embed_query(self, query: str, generation: Generation) -> np.ndarray:
         """Embed with the generation's own model; any other model is refused."""
@@ -123,7 +127,10 @@ class Searcher:
                 "which is no longer configured; its queries cannot be embedded"
             )
         embedder = self.corpus.embedder(generation.spec.profile)
-        if embedder.backend_spec != generation.spec.backend_spec or embedder.revision != generation.spec.model_revision:
+        if (
+            embedder.backend_spec != generation.spec.backend_spec
+            or embedder.revision != generation.spec.model_revision
+        ):
             raise IncompatibleEmbedderError(
                 f"query embedder {embedder.backend_spec} (revision {embedder.revision}) differs from "
                 f"generation {generation.id}'s {generation.spec.backend_spec} (revision "
@@ -156,11 +163,23 @@ class Searcher:
                 table.search(vector, vector_column_name="vector")
                 .distance_type("cosine")
                 .where(where, prefilter=True)
-                .select([
-                    "source_id", "collection", "tenant_id", "section", "text", "chunk_ref",
-                    "source_version", "content_hash", "input_format", "backend_spec", "generation", "run_id",
-                    "_distance",
-                ])
+                .select(
+                    [
+                        "source_id",
+                        "collection",
+                        "tenant_id",
+                        "section",
+                        "text",
+                        "chunk_ref",
+                        "source_version",
+                        "content_hash",
+                        "input_format",
+                        "backend_spec",
+                        "generation",
+                        "run_id",
+                        "_distance",
+                    ]
+                )
                 .limit(k)
                 .to_list()
             )

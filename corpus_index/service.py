@@ -25,7 +25,13 @@ from corpus_index.index_store import Coverage, GenerationStore, WriteResult
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, MANIFEST_SCHEMA, QUARANTINE_SCHEMA
 from corpus_index.registry import Generation, GenerationSpec, Registry
 from corpus_index.rows import build_rows
-from corpus_index.sources import ManifestResult, ParseResult, live_documents, parse_collection, scan_manifest
+from corpus_index.sources import (
+    ManifestResult,
+    ParseResult,
+    live_documents,
+    parse_collection,
+    scan_manifest,
+)
 from corpus_index.warehouse import Warehouse
 
 
@@ -166,7 +172,9 @@ class Corpus:
 
     def inputs_step(self, collection: str) -> pa.Table:
         blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-        table = build_inputs(blocks, sections=self.config.sections, input_formats=self.input_formats())
+        table = build_inputs(
+            blocks, sections=self.config.sections, input_formats=self.input_formats()
+        )
         self.warehouse.write("embedding_inputs", (collection,), table)
         return table
 
@@ -189,9 +197,14 @@ class Corpus:
         inputs = inputs.filter(pc.equal(inputs["input_format"], p.input_format))
         texts = dict(zip(inputs["input_hash"].to_pylist(), inputs["text"].to_pylist(), strict=True))
         cache = EmbeddingCache(
-            self.settings.lance_uri, backend_spec=spec.backend_spec, revision=spec.model_revision, dim=spec.dim
+            self.settings.lance_uri,
+            backend_spec=spec.backend_spec,
+            revision=spec.model_revision,
+            dim=spec.dim,
         )
-        result = embed_with_cache(texts, embedder, cache, batch_size=max(p.batch_size, 32), progress=progress)
+        result = embed_with_cache(
+            texts, embedder, cache, batch_size=max(p.batch_size, 32), progress=progress
+        )
         outcome = EmbeddingsOutcome(
             covered=True,
             inputs=len(texts),
@@ -217,7 +230,10 @@ class Corpus:
                 new = table.filter(mask)
                 cache.put(
                     new["input_hash"].to_pylist(),
-                    new["vector"].combine_chunks().values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim),
+                    new["vector"]
+                    .combine_chunks()
+                    .values.to_numpy(zero_copy_only=False)
+                    .reshape(-1, spec.dim),
                 )
             self.warehouse.write("embeddings", (profile, collection), table)
         return outcome
@@ -227,7 +243,10 @@ class Corpus:
         their document."""
         from corpus_index.sidecars import SidecarEntry, build_sidecar, read_sidecar, write_sidecar
 
-        if not self.config.profile_covers(profile, collection) or self.collection(collection).kind != "uw_deals":
+        if (
+            not self.config.profile_covers(profile, collection)
+            or self.collection(collection).kind != "uw_deals"
+        ):
             return SidecarsOutcome(covered=False)
         spec = self.spec(profile)
         folder = self.settings.exports / "sidecars" / profile / collection
@@ -258,7 +277,10 @@ class Corpus:
             pins = [(e.block_key, e.content_hash, e.input_hash) for e in doc_entries]
             if path.is_file():
                 old = read_sidecar(path, validate=False)
-                old_pins = [(b.get("block_key"), b.get("content_hash"), b.get("input_hash")) for b in old.get("blocks", [])]
+                old_pins = [
+                    (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
+                    for b in old.get("blocks", [])
+                ]
                 if old_pins == pins and old.get("embedder", {}).get("model") == spec.backend_spec:
                     unchanged += 1
                     continue
@@ -283,7 +305,9 @@ class Corpus:
                 if doc_id not in entries:
                     path.unlink()
                     removed += 1
-        return SidecarsOutcome(covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder))
+        return SidecarsOutcome(
+            covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder)
+        )
 
     def index_rows_step(self, profile: str, collection: str, *, run_id: str) -> IndexRowsOutcome:
         """Replace the collection's rows in the profile's live generation (write before delete)."""
@@ -316,10 +340,16 @@ class Corpus:
         for name in collections:
             inputs = self.warehouse.read("embedding_inputs", (name,), INPUT_SCHEMA)
             expected[name] = (
-                0 if inputs is None
-                else int(pc.sum(pc.equal(inputs["input_format"], generation.spec.input_format)).as_py() or 0)
+                0
+                if inputs is None
+                else int(
+                    pc.sum(pc.equal(inputs["input_format"], generation.spec.input_format)).as_py()
+                    or 0
+                )
             )
-        actual = {name: self.store.count(generation, _collection_pred(name)) for name in collections}
+        actual = {
+            name: self.store.count(generation, _collection_pred(name)) for name in collections
+        }
         mismatched = sorted(n for n in collections if expected[n] != actual[n])
         orphan_rows = coverage.rows - sum(actual.values())
         checks = [
@@ -327,15 +357,21 @@ class Corpus:
                 "row_counts_reconcile",
                 not mismatched,
                 "rows per collection equal the embeddable inputs of that collection",
-                {"expected_rows": sum(expected.values()), "actual_rows": sum(actual.values()),
-                 "mismatched_collections": ", ".join(mismatched)},
+                {
+                    "expected_rows": sum(expected.values()),
+                    "actual_rows": sum(actual.values()),
+                    "mismatched_collections": ", ".join(mismatched),
+                },
             ),
             gates.Gate(
                 "indexes_cover_every_row",
                 coverage.fts_unindexed == 0 and coverage.ann_unindexed == 0,
                 "the FTS and ANN indexes cover every row",
-                {"fts_unindexed": coverage.fts_unindexed, "ann_unindexed": coverage.ann_unindexed,
-                 "ann": coverage.ann},
+                {
+                    "fts_unindexed": coverage.fts_unindexed,
+                    "ann_unindexed": coverage.ann_unindexed,
+                    "ann": coverage.ann,
+                },
             ),
             gates.Gate(
                 "no_orphan_vectors",
@@ -351,7 +387,9 @@ class Corpus:
             checks={g.name: g.to_json() for g in checks},
             ready=ready,
         )
-        return GenerationOutcome(generation=generation, coverage=coverage, gates=checks, rows_by_collection=actual)
+        return GenerationOutcome(
+            generation=generation, coverage=coverage, gates=checks, rows_by_collection=actual
+        )
 
     def _read(self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None) -> pa.Table:
         table = self.warehouse.read(asset, partition, schema)
@@ -370,7 +408,11 @@ def _collection_pred(name: str) -> str:
 
 
 def promote(
-    corpus: Corpus, namespace: str, generation_id: str | None = None, *, action: str = "promote",
+    corpus: Corpus,
+    namespace: str,
+    generation_id: str | None = None,
+    *,
+    action: str = "promote",
     run_id: str | None = None,
 ) -> Generation:
     """Point ``namespace`` at a generation, atomically.
@@ -389,7 +431,9 @@ def promote(
     if action == "rollback":
         target = reg.previous(namespace)
         if target is None:
-            raise MissingGenerationError(f"namespace {namespace!r} has no previous generation to roll back to")
+            raise MissingGenerationError(
+                f"namespace {namespace!r} has no previous generation to roll back to"
+            )
     elif generation_id:
         target = reg.require(generation_id)
         if target.spec.namespace != namespace:
@@ -397,7 +441,9 @@ def promote(
                 f"generation {generation_id} serves namespace {target.spec.namespace!r}, not {namespace!r}"
             )
     else:
-        candidates = [g for g in reg.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")]
+        candidates = [
+            g for g in reg.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
+        ]
         if not candidates:
             raise MissingGenerationError(
                 f"namespace {namespace!r} has no READY generation (run `corpus sync` first)"

@@ -37,7 +37,9 @@ class Warehouse:
             raise
         return path
 
-    def read(self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None = None) -> pa.Table | None:
+    def read(
+        self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None = None
+    ) -> pa.Table | None:
         """The partition's table, or None if it was never written."""
         path = self.path(asset, *partition)
         if not path.is_file():

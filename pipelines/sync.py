@@ -95,8 +95,12 @@ def run_sync(
         )
         report.runs.append(result.run_id)
         if not result.success:
-            failure = {"job": job, "partition": label, "run_id": result.run_id,
-                       "failed_checks": failed_checks(result)}
+            failure = {
+                "job": job,
+                "partition": label,
+                "run_id": result.run_id,
+                "failed_checks": failed_checks(result),
+            }
             errors = [
                 str(ev.event_specific_data.error.message).strip()  # type: ignore[union-attr]
                 for ev in result.all_events
@@ -140,7 +144,9 @@ def run_sync(
                 "rows": rows.get("collection_rows", 0),
                 "generation": rows.get("generation", ""),
             }
-        gen = materializations(execute("generation_job", profile, profile)).get("index_generation", {})
+        gen = materializations(execute("generation_job", profile, profile)).get(
+            "index_generation", {}
+        )
         report.generations[profile] = {
             "generation": gen.get("generation", ""),
             "status": gen.get("status", ""),

@@ -16,9 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tests.corpusgen import write_home  # noqa: E402
-
 from corpus_index.config import Settings  # noqa: E402
+from tests.corpusgen import write_home  # noqa: E402
 
 
 @pytest.fixture

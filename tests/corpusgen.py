@@ -41,10 +41,16 @@ def deal_text(
         "acl": acl,
     }
     sections = {
-        "property": {"name": f"{deal_id} property", "description": f"A {asset_class} asset in {metro}."},
+        "property": {
+            "name": f"{deal_id} property",
+            "description": f"A {asset_class} asset in {metro}.",
+        },
         "market_analysis": {"summary": market},
         "risk_assessment": {"flags": [{"id": "risk", "description": risk, "severity": "high"}]},
-        "borrower_sponsor": {"sponsor": f"{tenant.title()} Sponsor LLC", "experience": "Ten years in the market."},
+        "borrower_sponsor": {
+            "sponsor": f"{tenant.title()} Sponsor LLC",
+            "experience": "Ten years in the market.",
+        },
         "debt_terms": {"loan_amount": 1000000 + units, "ltv_pct": 65.0, "exit_cap_rate_pct": 6.25},
     }
     body = "\n".join(

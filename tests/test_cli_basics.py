@@ -23,15 +23,29 @@ def test_every_command_has_help(command: str) -> None:
 
 def test_bad_config_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "corpus.yaml"
-    config.write_text("collections:\n  x:\n    kind: uw_deals\n    path: .\n    tenant: t\n    acl_groups: [g]\n    tier: secret\nprofiles: {}\n")
-    result = CliRunner().invoke(main, ["--config", str(config), "--home", str(tmp_path / "h"), "sync"])
+    config.write_text(
+        "collections:\n  x:\n    kind: uw_deals\n    path: .\n    tenant: t\n    acl_groups: [g]\n    tier: secret\nprofiles: {}\n"
+    )
+    result = CliRunner().invoke(
+        main, ["--config", str(config), "--home", str(tmp_path / "h"), "sync"]
+    )
     assert result.exit_code == 2
     assert "collections.x.tier" in result.output
 
 
 def test_search_without_a_generation_is_a_clean_error(home: Settings) -> None:
     result = CliRunner().invoke(
-        main, ["--config", str(home.config_path), "--home", str(home.home), "search", "q", "--tenant", "alpha"]
+        main,
+        [
+            "--config",
+            str(home.config_path),
+            "--home",
+            str(home.home),
+            "search",
+            "q",
+            "--tenant",
+            "alpha",
+        ],
     )
     assert result.exit_code == 2
     assert "no ACTIVE generation" in result.output and "Traceback" not in result.output
@@ -47,7 +61,19 @@ def test_sync_promote_search_with_the_hash_embedder(home: Settings) -> None:
     assert runner.invoke(main, [*base, "promote"]).exit_code == 0
     again = json.loads(runner.invoke(main, [*base, "sync", "--json"]).stdout)
     assert again["embedded"] == 0
-    out = runner.invoke(main, [*base, "search", "anchor tenant lease", "--tenant", "beta", "--group", "beta-team", "--json"])
+    out = runner.invoke(
+        main,
+        [
+            *base,
+            "search",
+            "anchor tenant lease",
+            "--tenant",
+            "beta",
+            "--group",
+            "beta-team",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     hits = json.loads(out.stdout)["hits"]
     assert hits and {h["tenant_id"] for h in hits} == {"beta"}

@@ -150,246 +150,88 @@ def _delete(raw: dict[str, Any], dotted: str) -> None:
 
 _DELETE = object()
 
-INVALID: list[tuple[str, str, Any, str, str]] = [
-    # (case, dotted key to change, new value or _DELETE, key named in the error, problem fragment)
-    ("unknown top-level key", "extras", 1, "extras", "unknown key"),
-    (
-        "unknown collection key",
-        "collections.alpha-deals.colour",
-        "red",
-        "collections.alpha-deals.colour",
-        "unknown key",
-    ),
-    (
-        "bad kind",
-        "collections.alpha-deals.kind",
-        "pdfs",
-        "collections.alpha-deals.kind",
-        "must be one of uw_deals, beir",
-    ),
-    (
-        "bad tier",
-        "collections.alpha-deals.tier",
-        "secret",
-        "collections.alpha-deals.tier",
-        "must be one of public, restricted",
-    ),
-    (
-        "missing tenant",
-        "collections.alpha-deals.tenant",
-        _DELETE,
-        "collections.alpha-deals.tenant",
-        "is required",
-    ),
-    (
-        "blank tenant",
-        "collections.alpha-deals.tenant",
-        "  ",
-        "collections.alpha-deals.tenant",
-        "is required",
-    ),
-    (
-        "missing path",
-        "collections.alpha-deals.path",
-        _DELETE,
-        "collections.alpha-deals.path",
-        "is required",
-    ),
-    (
-        "empty acl_groups",
-        "collections.alpha-deals.acl_groups",
-        [],
-        "collections.alpha-deals.acl_groups",
-        "at least one",
-    ),
-    (
-        "missing acl_groups",
-        "collections.alpha-deals.acl_groups",
-        _DELETE,
-        "collections.alpha-deals.acl_groups",
-        "at least one",
-    ),
+INVALID: list[tuple[str, str, Any, str]] = [
+    # (case, dotted key: changed, and named in the error; new value or _DELETE; problem fragment)
+    ("unknown top-level key", "extras", 1, "unknown key"),
+    ("unknown collection key", "collections.alpha-deals.colour", "red", "unknown key"),
+    ("bad kind", "collections.alpha-deals.kind", "pdfs", "must be one of uw_deals, beir"),
+    ("bad tier", "collections.alpha-deals.tier", "secret", "must be one of public, restricted"),
+    ("missing tenant", "collections.alpha-deals.tenant", _DELETE, "is required"),
+    ("blank tenant", "collections.alpha-deals.tenant", "  ", "is required"),
+    ("missing path", "collections.alpha-deals.path", _DELETE, "is required"),
+    ("empty acl_groups", "collections.alpha-deals.acl_groups", [], "at least one"),
+    ("missing acl_groups", "collections.alpha-deals.acl_groups", _DELETE, "at least one"),
     (
         "acl_groups not strings",
         "collections.alpha-deals.acl_groups",
         ["a", 3],
-        "collections.alpha-deals.acl_groups",
         "list of non-empty strings",
     ),
-    (
-        "collection not a mapping",
-        "collections.alpha-deals",
-        "uw_deals",
-        "collections.alpha-deals",
-        "expected a mapping",
-    ),
-    (
-        "bad collection name",
-        "collections.Alpha Deals",
-        {"kind": "beir"},
-        "collections.Alpha Deals",
-        "not a valid name",
-    ),
-    (
-        "name with a trailing newline",
-        "collections.beta\n",
-        {"kind": "beir"},
-        "collections.beta\n",
-        "not a valid name",
-    ),
-    (
-        "bad collection namespace",
-        "collections.alpha-deals.namespace",
-        "Deals!",
-        "collections.alpha-deals.namespace",
-        "not a valid name",
-    ),
-    ("collections missing", "collections", _DELETE, "collections", "is required"),
-    ("collections not a mapping", "collections", ["a"], "collections", "expected a mapping"),
-    ("profiles missing", "profiles", _DELETE, "profiles", "is required"),
+    ("collection not a mapping", "collections.alpha-deals", "uw_deals", "expected a mapping"),
+    ("bad collection name", "collections.Alpha Deals", {"kind": "beir"}, "not a valid name"),
+    ("name with a trailing newline", "collections.beta\n", {"kind": "beir"}, "not a valid name"),
+    ("bad collection namespace", "collections.alpha-deals.namespace", "Deals!", "not a valid name"),
+    ("collections missing", "collections", _DELETE, "is required"),
+    ("collections not a mapping", "collections", ["a"], "expected a mapping"),
+    ("profiles missing", "profiles", _DELETE, "is required"),
     (
         "bad profile name",
         "profiles.Main",
         {"embedder": "hash:v1-8", "namespace": "deals"},
-        "profiles.Main",
         "not a valid name",
     ),
-    ("unknown profile key", "profiles.main.model", "x", "profiles.main.model", "unknown key"),
-    (
-        "missing embedder",
-        "profiles.main.embedder",
-        _DELETE,
-        "profiles.main.embedder",
-        "is required",
-    ),
-    (
-        "unknown backend",
-        "profiles.main.embedder",
-        "bert:base",
-        "profiles.main.embedder",
-        "unknown backend 'bert:base'",
-    ),
-    (
-        "hash dim zero",
-        "profiles.main.embedder",
-        "hash:v1-0",
-        "profiles.main.embedder",
-        "hash dimension must be 1..8192",
-    ),
+    ("unknown profile key", "profiles.main.model", "x", "unknown key"),
+    ("missing embedder", "profiles.main.embedder", _DELETE, "is required"),
+    ("unknown backend", "profiles.main.embedder", "bert:base", "unknown backend 'bert:base'"),
+    ("hash dim zero", "profiles.main.embedder", "hash:v1-0", "hash dimension must be 1..8192"),
     (
         "unknown st model",
         "profiles.main.embedder",
         "st:nope",
-        "profiles.main.embedder",
         "unknown sentence-transformers model",
     ),
-    (
-        "openai without model",
-        "profiles.main.embedder",
-        "openai:",
-        "profiles.main.embedder",
-        "needs a model name",
-    ),
+    ("openai without model", "profiles.main.embedder", "openai:", "needs a model name"),
     (
         "unknown input_format",
         "profiles.main.input_format",
         "default-v9",
-        "profiles.main.input_format",
         "unknown format 'default-v9'",
     ),
     (
         "profile namespace without collections",
         "profiles.main.namespace",
         "lonely",
-        "profiles.main.namespace",
         "no collection is in namespace 'lonely'",
     ),
-    (
-        "zero batch_size",
-        "profiles.main.batch_size",
-        0,
-        "profiles.main.batch_size",
-        "positive integer",
-    ),
-    (
-        "boolean batch_size",
-        "profiles.main.batch_size",
-        True,
-        "profiles.main.batch_size",
-        "positive integer",
-    ),
-    (
-        "string dimensions",
-        "profiles.main.dimensions",
-        "256",
-        "profiles.main.dimensions",
-        "positive integer",
-    ),
-    (
-        "negative price",
-        "profiles.main.price_per_million_tokens",
-        -1,
-        "profiles.main.price_per_million_tokens",
-        "non-negative number",
-    ),
-    (
-        "normalized not a bool",
-        "profiles.main.normalized",
-        "yes",
-        "profiles.main.normalized",
-        "true or false",
-    ),
-    ("blank base_url", "profiles.main.base_url", "", "profiles.main.base_url", "is required"),
-    (
-        "unknown namespace key",
-        "namespaces.deals.owner",
-        "me",
-        "namespaces.deals.owner",
-        "unknown key",
-    ),
-    (
-        "negative eval_tolerance",
-        "namespaces.deals.eval_tolerance",
-        -0.1,
-        "namespaces.deals.eval_tolerance",
-        "non-negative",
-    ),
-    ("bad namespace name", "namespaces.Bad", {}, "namespaces.Bad", "not a valid name"),
+    ("zero batch_size", "profiles.main.batch_size", 0, "positive integer"),
+    ("boolean batch_size", "profiles.main.batch_size", True, "positive integer"),
+    ("string dimensions", "profiles.main.dimensions", "256", "positive integer"),
+    ("negative price", "profiles.main.price_per_million_tokens", -1, "non-negative number"),
+    ("normalized not a bool", "profiles.main.normalized", "yes", "true or false"),
+    ("blank base_url", "profiles.main.base_url", "", "is required"),
+    ("unknown namespace key", "namespaces.deals.owner", "me", "unknown key"),
+    ("negative eval_tolerance", "namespaces.deals.eval_tolerance", -0.1, "non-negative"),
+    ("bad namespace name", "namespaces.Bad", {}, "not a valid name"),
     (
         "bad granularity",
         "sections.debt_terms.granularity",
         "sentence",
-        "sections.debt_terms.granularity",
         "must be one of block, paragraph",
     ),
-    (
-        "unknown section key",
-        "sections.debt_terms.weight",
-        2,
-        "sections.debt_terms.weight",
-        "unknown key",
-    ),
-    (
-        "section not a mapping",
-        "sections.debt_terms",
-        "block",
-        "sections.debt_terms",
-        "expected a mapping",
-    ),
+    ("unknown section key", "sections.debt_terms.weight", 2, "unknown key"),
+    ("section not a mapping", "sections.debt_terms", "block", "expected a mapping"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("case", "dotted", "value", "key", "fragment"), INVALID, ids=[c[0] for c in INVALID]
-)
+@pytest.mark.parametrize(("case", "key", "value", "fragment"), INVALID, ids=[c[0] for c in INVALID])
 def test_invalid_config_names_the_exact_key(
-    tmp_path: Path, case: str, dotted: str, value: Any, key: str, fragment: str
+    tmp_path: Path, case: str, key: str, value: Any, fragment: str
 ) -> None:
     raw = copy.deepcopy(VALID)
     if value is _DELETE:
-        _delete(raw, dotted)
+        _delete(raw, key)
     else:
-        _set(raw, dotted, value)
+        _set(raw, key, value)
     path = write(tmp_path, raw)
     with pytest.raises(ConfigError) as info:
         load_config(path)

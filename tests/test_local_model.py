@@ -22,5 +22,7 @@ def test_minilm_embeds_offline_with_meaning() -> None:
     assert v.shape == (3, 384) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-3)
     assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.1
-    assert np.array_equal(e.embed(texts[:1])[0], v[0]) or np.allclose(e.embed(texts[:1])[0], v[0], atol=1e-5)
+    assert np.array_equal(e.embed(texts[:1])[0], v[0]) or np.allclose(
+        e.embed(texts[:1])[0], v[0], atol=1e-5
+    )
     assert e.revision != "unknown"

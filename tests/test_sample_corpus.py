@@ -25,11 +25,17 @@ CORPUS = [sys.executable, "-m", "corpus_index.cli"]
 pytestmark = pytest.mark.model
 
 
-def run_cli(home: Path, *args: str, config: Path = ROOT / "corpus.yaml", check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    home: Path, *args: str, config: Path = ROOT / "corpus.yaml", check: bool = True
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CORPUS_CONFIG": str(config), "CORPUS_HOME": str(home)}
-    out = subprocess.run([*CORPUS, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [*CORPUS, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
     if check and out.returncode != 0:
-        raise AssertionError(f"corpus {' '.join(args)} exited {out.returncode}:\n{out.stderr[-3000:]}")
+        raise AssertionError(
+            f"corpus {' '.join(args)} exited {out.returncode}:\n{out.stderr[-3000:]}"
+        )
     return out
 
 
@@ -60,28 +66,55 @@ def test_sync_summary_counts_everything(sample_home: dict[str, Any]) -> None:
     assert first["collections"]["meridian-deals"]["documents"] == 14
     total_inputs = first["embedded"] + first["cache_hits"]
     assert total_inputs == sum(
-        p["embedded"] + p["cache_hits"] for c in first["collections"].values() for p in c["profiles"].values()
+        p["embedded"] + p["cache_hits"]
+        for c in first["collections"].values()
+        for p in c["profiles"].values()
     )
 
 
 def test_second_sync_embeds_nothing(sample_home: dict[str, Any]) -> None:
     second = sample_home["second"]
     assert second["embedded"] == 0
-    assert second["cache_hits"] == sample_home["first"]["embedded"] + sample_home["first"]["cache_hits"]
+    assert (
+        second["cache_hits"]
+        == sample_home["first"]["embedded"] + sample_home["first"]["cache_hits"]
+    )
 
 
 def test_search_json_shape_and_provenance(sample_home: dict[str, Any]) -> None:
     out = run_cli(
-        sample_home["home"], "search", "roofs and plumbing past their useful life",
-        "--tenant", "meridian", "--group", "uw-team", "--k", "3", "--json",
+        sample_home["home"],
+        "search",
+        "roofs and plumbing past their useful life",
+        "--tenant",
+        "meridian",
+        "--group",
+        "uw-team",
+        "--k",
+        "3",
+        "--json",
     )
     doc = json.loads(out.stdout)
     assert set(doc) == {"hits", "trace"}
     assert len(doc["hits"]) == 3
     for hit in doc["hits"]:
-        assert set(hit) == {"score", "source_id", "collection", "tenant_id", "section", "excerpt", "provenance"}
+        assert set(hit) == {
+            "score",
+            "source_id",
+            "collection",
+            "tenant_id",
+            "section",
+            "excerpt",
+            "provenance",
+        }
         assert set(hit["provenance"]) == {
-            "chunk_ref", "source_version", "content_hash", "input_format", "backend_spec", "generation", "run_id",
+            "chunk_ref",
+            "source_version",
+            "content_hash",
+            "input_format",
+            "backend_spec",
+            "generation",
+            "run_id",
         }
         assert hit["tenant_id"] == "meridian"
         assert hit["provenance"]["chunk_ref"].startswith(f"chunk://{hit['collection']}/")
@@ -90,7 +123,11 @@ def test_search_json_shape_and_provenance(sample_home: dict[str, Any]) -> None:
 
 
 def test_unknown_tenant_or_group_matches_nothing(searcher: Searcher) -> None:
-    for principal in [Principal("nobody", ("uw-team",)), Principal("meridian", ("no-such-group",)), Principal("meridian", ())]:
+    for principal in [
+        Principal("nobody", ("uw-team",)),
+        Principal("meridian", ("no-such-group",)),
+        Principal("meridian", ()),
+    ]:
         result = searcher.search("insurance premiums", principal=principal, k=10, namespace="deals")
         assert result.hits == []
 
@@ -117,16 +154,25 @@ def test_restricted_deals_need_their_group(searcher: Searcher) -> None:
     gen = corpus.registry.active("deals")
     assert gen is not None
     rows = corpus.store.table(gen).to_arrow().to_pylist()
-    narrowed = {r["source_id"] for r in rows if r["tenant_id"] == "meridian" and r["acl_groups"] == ["credit-committee"]}
+    narrowed = {
+        r["source_id"]
+        for r in rows
+        if r["tenant_id"] == "meridian" and r["acl_groups"] == ["credit-committee"]
+    }
     assert narrowed, "the sample corpus has deals restricted to credit-committee"
-    hits = searcher.search("grocery anchored retail and hotel deals", principal=Principal("meridian", ("uw-team",)), k=100).hits
+    hits = searcher.search(
+        "grocery anchored retail and hotel deals",
+        principal=Principal("meridian", ("uw-team",)),
+        k=100,
+    ).hits
     assert not {h.source_id for h in hits} & narrowed
 
 
 def test_shared_risk_pattern_is_found_across_different_wordings(searcher: Searcher) -> None:
     result = searcher.search(
         "aging building systems that need immediate capital repairs",
-        principal=Principal("meridian", ("uw-team", "credit-committee")), k=6,
+        principal=Principal("meridian", ("uw-team", "credit-committee")),
+        k=6,
     )
     risk_deals = {h.source_id for h in result.hits if h.section == "risk_assessment"}
     assert len(risk_deals) >= 3
@@ -135,7 +181,15 @@ def test_shared_risk_pattern_is_found_across_different_wordings(searcher: Search
 def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any]) -> None:
     doc = json.loads(run_cli(sample_home["home"], "generations", "--json").stdout)
     [gen] = doc["generations"]
-    assert gen["status"] == "ACTIVE" and gen["backend_spec"] == "st:all-MiniLM-L6-v2" and gen["dim"] == 384
-    rows = sum(p["rows"] for c in sample_home["first"]["collections"].values() for p in c["profiles"].values())
+    assert (
+        gen["status"] == "ACTIVE"
+        and gen["backend_spec"] == "st:all-MiniLM-L6-v2"
+        and gen["dim"] == 384
+    )
+    rows = sum(
+        p["rows"]
+        for c in sample_home["first"]["collections"].values()
+        for p in c["profiles"].values()
+    )
     assert gen["row_count"] == rows > 0
     assert all(c["passed"] for c in gen["checks"].values())

@@ -58,7 +58,9 @@ def validate_backend_spec(spec: str) -> str | None:
             return f"unknown sentence-transformers model {name!r} (bundled: {', '.join(ST_MODELS)})"
         return None
     if spec.startswith("openai:"):
-        return None if spec[7:] else "openai: needs a model name, e.g. openai:text-embedding-3-small"
+        return (
+            None if spec[7:] else "openai: needs a model name, e.g. openai:text-embedding-3-small"
+        )
     return f"unknown backend {spec!r} (use st:<model>, openai:<model> or hash:v1-<dim>)"
 
 
@@ -96,7 +98,9 @@ def make_embedder(
     env = os.environ if environ is None else environ
     api_key = env.get(api_key_env)
     if not api_key:
-        raise ConfigError(f"{backend_spec}: set the API key in the environment variable {api_key_env}")
+        raise ConfigError(
+            f"{backend_spec}: set the API key in the environment variable {api_key_env}"
+        )
     return OpenAIEmbedder(
         backend_spec[7:],
         base_url=base_url,

@@ -29,7 +29,9 @@ def read_documents(root: Path) -> Iterator[SourceDoc]:
                 doc_id = str(json.loads(raw)["_id"])
             except (ValueError, KeyError, TypeError):
                 doc_id = f"line-{n}"  # parse() reports the problem with the line number
-            yield SourceDoc(doc_id=doc_id, path=str(path), raw=raw, size=len(raw), mtime=mtime, line=n)
+            yield SourceDoc(
+                doc_id=doc_id, path=str(path), raw=raw, size=len(raw), mtime=mtime, line=n
+            )
 
 
 def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:

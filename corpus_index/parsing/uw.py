@@ -58,7 +58,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def parse_text(path: str, text: str) -> tuple[dict[str, Any], list[tuple[str, int, dict[str, Any]]]]:
+def parse_text(
+    path: str, text: str
+) -> tuple[dict[str, Any], list[tuple[str, int, dict[str, Any]]]]:
     """Split a ``.uw.md`` text into front matter and ``(section, line, content)`` blocks.
 
     Raises:
@@ -103,7 +105,9 @@ def parse_text(path: str, text: str) -> tuple[dict[str, Any], list[tuple[str, in
             except yaml.YAMLError as exc:
                 raise _yaml_error(path, exc, start + 1, f"section {section!r}") from None
             if not isinstance(content, dict):
-                raise ParseError(path, f"block in section {section!r} must be a mapping", line=start + 1)
+                raise ParseError(
+                    path, f"block in section {section!r} must be a mapping", line=start + 1
+                )
             blocks.append((section, start + 1, _jsonable(content)))
             i = j
         i += 1
@@ -113,17 +117,23 @@ def parse_text(path: str, text: str) -> tuple[dict[str, Any], list[tuple[str, in
 def _front_matter_fields(path: str, front: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in REQUIRED_FRONT_MATTER if k not in front]
     if missing:
-        raise ParseError(path, f"front matter lacks required field(s): {', '.join(missing)}", line=2)
+        raise ParseError(
+            path, f"front matter lacks required field(s): {', '.join(missing)}", line=2
+        )
     geo = front["geo"]
     if not isinstance(geo, dict):
         raise ParseError(path, "front matter 'geo' must be a mapping with state and metro", line=2)
     units = front["units"]
     if isinstance(units, bool) or not isinstance(units, int) or units < 0:
-        raise ParseError(path, f"front matter 'units' must be a non-negative integer (got {units!r})", line=2)
+        raise ParseError(
+            path, f"front matter 'units' must be a non-negative integer (got {units!r})", line=2
+        )
     try:
         deal_date = dt.date.fromisoformat(str(front["date"])).isoformat()
     except ValueError:
-        raise ParseError(path, f"front matter 'date' is not an ISO date: {front['date']!r}", line=2) from None
+        raise ParseError(
+            path, f"front matter 'date' is not an ISO date: {front['date']!r}", line=2
+        ) from None
     return {
         "deal_id": str(front["deal_id"]),
         "uw_version": str(front["uw_version"]),
@@ -137,7 +147,9 @@ def _front_matter_fields(path: str, front: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _scope(path: str, collection: CollectionConfig, front: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+def _scope(
+    path: str, collection: CollectionConfig, front: dict[str, Any]
+) -> tuple[tuple[str, ...], str]:
     """The document's ACL and tier: inherited from the collection, optionally narrowed."""
     tenant = front.get("tenant")
     if tenant is not None and tenant != collection.tenant:
@@ -164,9 +176,13 @@ def _scope(path: str, collection: CollectionConfig, front: dict[str, Any]) -> tu
         groups = tuple(str(g) for g in acl_list)
     tier = front.get("tier", collection.tier)
     if tier not in ("public", "restricted"):
-        raise ParseError(path, f"front matter 'tier' must be public or restricted (got {tier!r})", line=2)
+        raise ParseError(
+            path, f"front matter 'tier' must be public or restricted (got {tier!r})", line=2
+        )
     if collection.tier == "restricted" and tier == "public":
-        raise ParseError(path, "tier 'public' would widen the collection's 'restricted' tier", line=2)
+        raise ParseError(
+            path, "tier 'public' would widen the collection's 'restricted' tier", line=2
+        )
     return groups, str(tier)
 
 

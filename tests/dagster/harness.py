@@ -28,7 +28,9 @@ class Graph:
         if new:
             self.instance.add_dynamic_partitions("collections", new)
 
-    def materialize(self, selection: Iterable[str], partition_key: str | dg.MultiPartitionKey) -> dg.ExecuteInProcessResult:
+    def materialize(
+        self, selection: Iterable[str], partition_key: str | dg.MultiPartitionKey
+    ) -> dg.ExecuteInProcessResult:
         return dg.materialize(
             self.defs.assets,  # type: ignore[arg-type]
             selection=list(selection),
@@ -40,7 +42,9 @@ class Graph:
         )
 
     def ingest(self, collection: str) -> dg.ExecuteInProcessResult:
-        return self.materialize(["source_manifest", "parsed_blocks", "embedding_inputs"], collection)
+        return self.materialize(
+            ["source_manifest", "parsed_blocks", "embedding_inputs"], collection
+        )
 
     def embed(self, profile: str, collection: str) -> dg.ExecuteInProcessResult:
         key = dg.MultiPartitionKey({"profile": profile, "collection": collection})

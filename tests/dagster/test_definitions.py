@@ -14,8 +14,14 @@ from definitions import build_definitions
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED_ASSETS = {
-    "source_manifest", "parsed_blocks", "embedding_inputs", "embeddings", "sidecars",
-    "index_rows", "index_generation", "active_generation",
+    "source_manifest",
+    "parsed_blocks",
+    "embedding_inputs",
+    "embeddings",
+    "sidecars",
+    "index_rows",
+    "index_generation",
+    "active_generation",
 }
 
 
@@ -38,7 +44,13 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         ("index_generation", "no_orphan_vectors"),
     ]:
         assert expected in checks
-    for job in ["ingest_job", "embed_job", "generation_job", "promote_generation_job", "rollback_generation_job"]:
+    for job in [
+        "ingest_job",
+        "embed_job",
+        "generation_job",
+        "promote_generation_job",
+        "rollback_generation_job",
+    ]:
         assert defs.resolve_job_def(job) is not None
 
 
@@ -58,9 +70,20 @@ def test_partitions_follow_config(home: Settings) -> None:
 def test_repository_definitions_load_with_the_bundled_config() -> None:
     """The code location the UI loads (workspace.yaml -> definitions.py) imports cleanly."""
     out = subprocess.run(
-        [sys.executable, "-c", "import definitions; print(len(list(definitions.defs.resolve_asset_graph().get_all_asset_keys())))"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "CORPUS_CONFIG": str(ROOT / "corpus.yaml"), "CORPUS_HOME": "/tmp/unused-home"},
+        [
+            sys.executable,
+            "-c",
+            "import definitions; print(len(list(definitions.defs.resolve_asset_graph().get_all_asset_keys())))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CORPUS_CONFIG": str(ROOT / "corpus.yaml"),
+            "CORPUS_HOME": "/tmp/unused-home",
+        },
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(len(EXPECTED_ASSETS))

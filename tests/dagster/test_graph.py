@@ -28,7 +28,11 @@ def test_full_graph_builds_a_ready_generation(home: Settings) -> None:
     assert r.success
     md = metadata(r, "index_generation")
     assert md["rows"] == 24 and md["status"] == "READY"
-    assert check_outcomes(r) == {"row_counts_reconcile": True, "indexes_cover_every_row": True, "no_orphan_vectors": True}
+    assert check_outcomes(r) == {
+        "row_counts_reconcile": True,
+        "indexes_cover_every_row": True,
+        "no_orphan_vectors": True,
+    }
 
 
 def test_second_run_embeds_nothing(home: Settings) -> None:
@@ -49,7 +53,9 @@ def test_off_norm_vectors_fail_the_blocking_check_and_never_reach_the_index(home
     hashes = sorted(set(inputs["input_hash"].to_pylist()))
     spec = corpus.spec("main")
     # a corrupted cache entry: the embedder is never called for it, the check must still catch it
-    cache = EmbeddingCache(home.lance_uri, backend_spec=spec.backend_spec, revision=spec.model_revision, dim=spec.dim)
+    cache = EmbeddingCache(
+        home.lance_uri, backend_spec=spec.backend_spec, revision=spec.model_revision, dim=spec.dim
+    )
     bad = np.full((1, spec.dim), 3.0, dtype=np.float32)  # finite, but not the unit norm declared
     cache.put(hashes[:1], bad)
     r = g.embed("main", "alpha-deals")
@@ -76,7 +82,9 @@ def test_broken_yaml_is_quarantined_and_the_rest_indexed_without_loss(home: Sett
     lines[broken_at - 1] = "  description: [unclosed, list"
     target.write_text("\n".join(lines) + "\n")
     (target.parent / "deal-alpha-009.uw.md").write_text(
-        (target.parent / "deal-alpha-000.uw.md").read_text().replace("DEAL-ALPHA-000", "DEAL-ALPHA-009")
+        (target.parent / "deal-alpha-000.uw.md")
+        .read_text()
+        .replace("DEAL-ALPHA-000", "DEAL-ALPHA-009")
     )
     r = g.ingest("alpha-deals")
     assert r.success
@@ -106,7 +114,9 @@ def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
     assert all(b["content_hash"].startswith("sha256:") for b in doc["blocks"])
 
 
-def test_openai_profile_through_a_local_server_and_a_bad_answer_blocks_nothing_good(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_openai_profile_through_a_local_server_and_a_bad_answer_blocks_nothing_good(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """A remote embedder over the real protocol; a wrong-dimension answer fails the step and
     leaves the cache, warehouse and index as they were."""
     from corpus_index.config import Settings
