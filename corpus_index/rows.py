@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import predicates
 from corpus_index.hashing import vector_id
 from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
 from corpus_index.registry import Generation
@@ -86,7 +85,3 @@ def build_rows(
     picked = np.ascontiguousarray(matrix[np.asarray(order, dtype=np.int64)], dtype=np.float32)
     vec = pa.FixedSizeListArray.from_arrays(pa.array(picked.ravel(), pa.float32()), spec.dim)
     return pa.Table.from_arrays([*arrays, vec], schema=schema)
-
-
-def collection_predicate(collection: str) -> str:
-    return predicates.eq("collection", collection)

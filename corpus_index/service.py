@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import gates
+from corpus_index import gates, predicates
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
@@ -348,7 +348,8 @@ class Corpus:
                 )
             )
         actual = {
-            name: self.store.count(generation, _collection_pred(name)) for name in collections
+            name: self.store.count(generation, predicates.eq("collection", name))
+            for name in collections
         }
         mismatched = sorted(n for n in collections if expected[n] != actual[n])
         orphan_rows = coverage.rows - sum(actual.values())
@@ -399,12 +400,6 @@ class Corpus:
                 "has not been materialized yet (run `corpus sync`)"
             )
         return table
-
-
-def _collection_pred(name: str) -> str:
-    from corpus_index import predicates
-
-    return predicates.eq("collection", name)
 
 
 def promote(

@@ -15,7 +15,7 @@ import dagster as dg
 
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
-from pipelines.sync import QUIET_RUN_CONFIG, SyncReport, failed_checks, run_sync
+from pipelines.sync import QUIET_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
 
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
 
@@ -67,14 +67,9 @@ def run_promotion(settings: Settings, namespace: str, generation: str, action: s
 
 
 def outcome(result: dg.ExecuteInProcessResult) -> JobOutcome:
-    errors = [
-        str(ev.event_specific_data.error.message).strip()  # type: ignore[union-attr]
-        for ev in result.all_events
-        if ev.is_step_failure and ev.event_specific_data is not None
-    ]
     return JobOutcome(
         success=result.success,
         run_id=result.run_id,
-        error=errors[0].split("\n")[0] if errors else "",
+        error=first_error(result),
         failed_checks=tuple(failed_checks(result)),
     )

@@ -67,6 +67,14 @@ def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
     return failed
 
 
+def first_error(result: dg.ExecuteInProcessResult) -> str:
+    """The first line of the first step failure of a run, or ''."""
+    for ev in result.all_events:
+        if ev.is_step_failure and ev.event_specific_data is not None:
+            return str(ev.event_specific_data.error.message).strip().split("\n")[0]  # type: ignore[union-attr]
+    return ""
+
+
 def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
     """Add a dynamic partition for every configured collection; returns the ones added."""
     existing = set(instance.get_dynamic_partitions("collections"))
@@ -101,13 +109,9 @@ def run_sync(
                 "run_id": result.run_id,
                 "failed_checks": failed_checks(result),
             }
-            errors = [
-                str(ev.event_specific_data.error.message).strip()  # type: ignore[union-attr]
-                for ev in result.all_events
-                if ev.is_step_failure and ev.event_specific_data is not None
-            ]
-            if errors:
-                failure["error"] = errors[0]
+            error = first_error(result)
+            if error:
+                failure["error"] = error
             report.failed_runs.append(failure)
         return result
 

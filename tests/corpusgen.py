@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from textwrap import dedent
 
 import yaml
 
@@ -100,7 +99,3 @@ def write_home(
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
-
-
-def dedented(text: str) -> str:
-    return dedent(text).lstrip()

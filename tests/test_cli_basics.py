@@ -79,3 +79,12 @@ def test_sync_promote_search_with_the_hash_embedder(home: Settings) -> None:
     assert hits and {h["tenant_id"] for h in hits} == {"beta"}
     gens = json.loads(runner.invoke(main, [*base, "generations", "--json"]).stdout)["generations"]
     assert [g["status"] for g in gens] == ["ACTIVE"]
+
+
+def test_promote_without_a_ready_generation_is_refused(home: Settings) -> None:
+    base = ["--config", str(home.config_path), "--home", str(home.home)]
+    result = CliRunner().invoke(main, [*base, "promote"])
+    assert result.exit_code == 1
+    assert "has no READY generation" in result.output
+    rollback = CliRunner().invoke(main, [*base, "rollback"])
+    assert rollback.exit_code == 1 and "no namespace has a previous generation" in rollback.output
