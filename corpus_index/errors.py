@@ -64,6 +64,10 @@ class EmbedderError(PermanentError, RuntimeError):
     """An embedder failed permanently (bad request, bad credentials, bad response)."""
 
 
+class NonFiniteVectorError(EmbedderError):
+    """An embedder answered with NaN or infinite values."""
+
+
 class RetryableError(CorpusError, RuntimeError):
     """A transient failure (I/O, rate limit, server error) that may succeed on retry."""
 
@@ -74,3 +78,23 @@ class CheckFailedError(PermanentError, RuntimeError):
 
 class PromotionRefusedError(PermanentError, RuntimeError):
     """A generation may not be promoted; the message names the failed or missing checks."""
+
+
+class RetireRefusedError(PermanentError, RuntimeError):
+    """A generation may not be retired yet; the message says why."""
+
+
+class InvalidQueryError(PermanentError, ValueError):
+    """A search request is malformed (unknown mode, empty text where text is needed, bad options)."""
+
+
+class MissingIndexError(PermanentError, LookupError):
+    """A generation lacks an index a search mode needs (e.g. the full-text index)."""
+
+
+class ReadOnlyQueryError(PermanentError, ValueError):
+    """A SQL statement other than a read-only SELECT was given to the calibration views."""
+
+
+class IndexUpdateError(CorpusError, RuntimeError):
+    """A sync run that an index update (``CorpusIndex.add``/``remove``) started did not succeed."""

@@ -57,6 +57,13 @@ def is_in(name: str, values: Sequence[Any]) -> str:
     return f"{column(name)} IN ({', '.join(literal(v) for v in values)})"
 
 
+def not_in(name: str, values: Sequence[Any]) -> str:
+    """True where the column holds none of ``values`` (SQL semantics: a NULL never matches)."""
+    if not values:
+        return f"{column(name)} IS NOT NULL"
+    return f"{column(name)} NOT IN ({', '.join(literal(v) for v in values)})"
+
+
 def compare(name: str, op: str, value: Any) -> str:
     if op not in ("=", "!=", "<", "<=", ">", ">="):
         raise InvalidFilterError(f"unsupported comparison {op!r}")
@@ -75,3 +82,11 @@ def all_of(parts: Iterable[str]) -> str:
     if not parts:
         return "TRUE"
     return " AND ".join(f"({p})" for p in parts)
+
+
+def any_of(parts: Iterable[str]) -> str:
+    """Predicates (each built by this module) joined with OR; none is FALSE."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return "FALSE"
+    return " OR ".join(f"({p})" for p in parts)

@@ -1,0 +1,334 @@
+"""RFC 0013's ``CorpusIndex`` (``add``, ``query``, ``remove``) over a corpus-index home.
+
+``add`` and ``remove`` change a ``uw_deals`` collection folder and run the pipeline (the same
+Dagster runs ``corpus sync`` starts, so they show in the UI); ``query`` is a search as one
+principal. The orchestration layer is imported only when ``add``/``remove`` run, so this module
+keeps the library free of Dagster.
+
+Differences from the RFC's TypeScript sketch, on purpose:
+
+- ``add`` takes the file (a path or its bytes); vectors are computed by the pipeline with the
+  namespace's own model and cache, so an ``embeddings`` sidecar, when given, is only checked
+  for conformance and for naming the same model, never trusted as vectors.
+- ``remove`` returns whether a document was removed ("not found" is a value, not an error).
+- Every call acts as a principal (tenant + groups): a principal may only add to and remove from
+  collections of its own tenant that share one of its groups.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corpus_index.config import CollectionConfig, Settings
+from corpus_index.errors import (
+    ConfigError,
+    IncompatibleEmbedderError,
+    IndexUpdateError,
+    ParseError,
+    SidecarError,
+)
+from corpus_index.filters import FilterSpec
+from corpus_index.records import SourceDoc
+from corpus_index.search import Principal, Searcher
+from corpus_index.service import Corpus
+from corpus_index.traces import TraceStore
+
+SUFFIX = ".uw.md"
+_SAFE_NAME = re.compile(r"[^a-z0-9._-]+")
+
+SyncFn = Callable[[Settings], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusHit:
+    """RFC 0013 ``CorpusHit``."""
+
+    deal_id: str
+    section: str
+    content_hash: str
+    score: float
+    excerpt: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deal_id": self.deal_id,
+            "section": self.section,
+            "content_hash": self.content_hash,
+            "score": self.score,
+            "excerpt": self.excerpt,
+        }
+
+
+class CorpusIndex:
+    """RFC 0013 ``CorpusIndex`` for one principal over one namespace of a home."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        principal: Principal,
+        namespace: str | None = None,
+        collection: str | None = None,
+        mode: str = "hybrid",
+        record_traces: bool = True,
+        sync: SyncFn | None = None,
+    ) -> None:
+        """
+        Args:
+            settings: the home and its configuration.
+            principal: who acts; every call is scoped to its tenant and groups.
+            namespace: the namespace to query (default: the principal's tenant's).
+            collection: the ``uw_deals`` collection ``add`` writes to (default: the only one of
+                the principal's tenant in the namespace).
+            mode: search mode of ``query`` for text (``dense``, ``lexical``, ``hybrid``).
+            record_traces: store a trace of each query in the registry.
+            sync: what updates the index after a file changed (default: the Dagster sync,
+                ``pipelines.runner.sync``).
+        """
+        self.settings = settings
+        self.principal = principal
+        self.corpus = Corpus(settings)
+        traces = TraceStore(settings.registry_path) if record_traces else None
+        self.searcher = Searcher(self.corpus, traces=traces)
+        self.namespace = namespace or self.searcher.default_namespace(principal)
+        self.mode = mode
+        self._collection = collection
+        self._sync = sync
+
+    # -- RFC API ---------------------------------------------------------------------------
+
+    def add(
+        self, file: str | os.PathLike[str] | bytes, embeddings: Mapping[str, Any] | None = None
+    ) -> str:
+        """Add (or replace) one underwriting file and update the index; returns its source_id.
+
+        Args:
+            file: a ``.uw.md`` path, or the file's bytes.
+            embeddings: an optional RFC 0013 sidecar for the file; it is validated and must
+                name the namespace's model, but the index embeds the file itself.
+
+        Raises:
+            ParseError: the file is not a valid underwriting file for the collection.
+            SidecarError / IncompatibleEmbedderError: the sidecar is invalid or names another model.
+            ConfigError: no collection the principal may write to.
+            IndexUpdateError: the sync run failed (the file stays; fix it and sync again).
+        """
+        collection = self._target_collection()
+        raw, name = _read_file(file)
+        doc_id = name[: -len(SUFFIX)]
+        source = SourceDoc(doc_id=doc_id, path=name, raw=raw, size=len(raw), mtime=0.0)
+        from corpus_index.parsing import uw
+
+        blocks = uw.parse(collection, source, "0" * 16)  # raises ParseError with the line
+        deal_id = str(blocks[0].metadata["deal_id"]) if blocks else doc_id
+        if embeddings is not None:
+            self._check_sidecar(embeddings, deal_id)
+        existing = self._files_of(deal_id, [collection])
+        target = collection.path / name
+        for path in existing:
+            if path != target:
+                raise ParseError(
+                    str(target),
+                    f"deal {deal_id} is already indexed from {path}; remove it first or add the "
+                    "file under that name",
+                )
+        collection.path.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, raw)
+        self._update()
+        return f"{collection.name}/{doc_id}"
+
+    def query(
+        self,
+        text: str | Sequence[float] | np.ndarray,
+        k: int = 10,
+        filters: FilterSpec = None,
+    ) -> list[CorpusHit]:
+        """The top ``k`` hits for a text (hybrid by default) or a vector (dense).
+
+        Raises:
+            InvalidFilterError, InvalidQueryError, MissingGenerationError,
+            DimensionMismatchError: see ``Searcher.search``.
+        """
+        if isinstance(text, str):
+            result = self.searcher.search(
+                text,
+                principal=self.principal,
+                k=k,
+                namespace=self.namespace,
+                mode=self.mode,
+                filters=filters,
+            )
+        else:
+            result = self.searcher.search(
+                "",
+                principal=self.principal,
+                k=k,
+                namespace=self.namespace,
+                mode="dense",
+                filters=filters,
+                vector=np.asarray(text, dtype=np.float32),
+            )
+        return [
+            CorpusHit(
+                deal_id=h.deal_id or h.doc_id,
+                section=h.section,
+                content_hash=h.provenance.content_hash,
+                score=h.score,
+                excerpt=h.excerpt,
+            )
+            for h in result.hits
+        ]
+
+    def remove(self, deal_id: str) -> bool:
+        """Remove the deal's file(s) from the principal's collections and update the index.
+
+        Returns:
+            False when no file of that deal is in a collection the principal may write to.
+
+        Raises:
+            IndexUpdateError: the sync run failed.
+        """
+        paths = self._files_of(deal_id, self._writable_collections())
+        if not paths:
+            return False
+        for path in paths:
+            path.unlink()
+        self._update()
+        return True
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _writable_collections(self) -> list[CollectionConfig]:
+        groups = set(self.principal.groups)
+        return [
+            c
+            for c in self.corpus.config.collections_in(self.namespace)
+            if c.kind == "uw_deals"
+            and c.tenant == self.principal.tenant
+            and groups.intersection(c.acl_groups)
+        ]
+
+    def _target_collection(self) -> CollectionConfig:
+        writable = self._writable_collections()
+        if self._collection is not None:
+            for c in writable:
+                if c.name == self._collection:
+                    return c
+            raise ConfigError(
+                f"collection {self._collection!r} is not a uw_deals collection of namespace "
+                f"{self.namespace!r} that tenant {self.principal.tenant!r} with groups "
+                f"{', '.join(self.principal.groups) or '(none)'} may write to"
+            )
+        if len(writable) == 1:
+            return writable[0]
+        if not writable:
+            raise ConfigError(
+                f"tenant {self.principal.tenant!r} with groups "
+                f"{', '.join(self.principal.groups) or '(none)'} has no uw_deals collection in "
+                f"namespace {self.namespace!r} to write to"
+            )
+        raise ConfigError(
+            f"tenant {self.principal.tenant!r} may write to {len(writable)} collections "
+            f"({', '.join(c.name for c in writable)}); pass collection=..."
+        )
+
+    def _files_of(self, deal_id: str, collections: list[CollectionConfig]) -> list[Path]:
+        """Files whose front-matter deal_id (or file name) is ``deal_id``."""
+        from corpus_index.parsing import uw
+
+        wanted = {deal_id, deal_id.lower(), deal_id.upper()}
+        found: list[Path] = []
+        for c in collections:
+            if not c.path.is_dir():
+                continue
+            for path in sorted(c.path.rglob(f"*{SUFFIX}")):
+                if path.name[: -len(SUFFIX)] in wanted:
+                    found.append(path)
+                    continue
+                try:
+                    front, _ = uw.parse_text(str(path), path.read_text(encoding="utf-8"))
+                except (ParseError, UnicodeDecodeError):
+                    continue
+                if str(front.get("deal_id")) in wanted:
+                    found.append(path)
+        return found
+
+    def _check_sidecar(self, sidecar: Mapping[str, Any], deal_id: str) -> None:
+        from corpus_index.sidecars import validate_sidecar
+
+        validate_sidecar(dict(sidecar), source="embeddings")
+        models = {p.embedder for p in self.corpus.config.profiles_in(self.namespace)}
+        model = str(sidecar.get("embedder", {}).get("model", ""))
+        if model not in models:
+            raise IncompatibleEmbedderError(
+                f"the sidecar's vectors come from {model!r}; namespace {self.namespace!r} is "
+                f"embedded with {', '.join(sorted(models))}, so they cannot be compared"
+            )
+        if str(sidecar.get("deal_id")) != deal_id:
+            raise SidecarError(
+                "$.deal_id",
+                f"the sidecar is for deal {sidecar.get('deal_id')!r}, not {deal_id!r}",
+                source="embeddings",
+            )
+
+    def _update(self) -> None:
+        sync = self._sync
+        if sync is None:
+            from pipelines.runner import (
+                sync as dagster_sync,  # lazy: the library never imports Dagster
+            )
+
+            sync = dagster_sync
+        report = sync(self.settings)
+        if not getattr(report, "ok", True):
+            failed = getattr(report, "failed_runs", [])
+            raise IndexUpdateError(f"the index update failed: {failed}")
+        if self.corpus.registry.active(self.namespace) is None:
+            self._promote_first_generation()
+
+    def _promote_first_generation(self) -> None:
+        """A brand-new index has no ACTIVE generation yet: promote the one just built."""
+        from pipelines.runner import run_promotion
+
+        outcome = run_promotion(self.settings, self.namespace, "", "promote")
+        if not outcome.success:
+            raise IndexUpdateError(
+                f"the first generation of namespace {self.namespace!r} was not promoted: "
+                f"{outcome.error or 'see the run in the Dagster UI'}"
+            )
+
+
+def _read_file(file: str | os.PathLike[str] | bytes) -> tuple[bytes, str]:
+    """The file's bytes and the name to store it under (``<doc>.uw.md``)."""
+    if isinstance(file, bytes):
+        from corpus_index.parsing import uw
+
+        front, _ = uw.parse_text("<bytes>", file.decode("utf-8"))
+        deal = str(front.get("deal_id") or "")
+        slug = _SAFE_NAME.sub("-", deal.lower()).strip("-.")
+        if not slug:
+            raise ParseError("<bytes>", "front matter has no deal_id to name the file by", line=2)
+        return file, f"{slug}{SUFFIX}"
+    path = Path(file)
+    if not path.name.endswith(SUFFIX):
+        raise ParseError(str(path), f"an underwriting file must be named *{SUFFIX}")
+    return path.read_bytes(), path.name
+
+
+def _atomic_write(target: Path, raw: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,121 @@
+"""Query traces in the registry: what each search did and how long each stage took.
+
+The last ``keep`` traces (default 1000) are kept in ``registry.duckdb``'s ``query_traces``
+table; older ones are pruned in the same short transaction that inserts a new one, since DuckDB
+allows one writing process and the registry must never be held for long.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from corpus_index.registry import Registry
+
+DEFAULT_KEEP = 1000
+
+_DDL = [
+    "CREATE SEQUENCE IF NOT EXISTS query_trace_seq START 1",
+    """CREATE TABLE IF NOT EXISTS query_traces (
+        seq BIGINT PRIMARY KEY,
+        recorded_at TIMESTAMPTZ NOT NULL,
+        kind VARCHAR NOT NULL,
+        tenant VARCHAR NOT NULL,
+        groups JSON NOT NULL,
+        query VARCHAR NOT NULL,
+        namespace VARCHAR,
+        generation VARCHAR,
+        mode VARCHAR,
+        k INTEGER,
+        hits INTEGER NOT NULL,
+        total_ms DOUBLE,
+        trace JSON NOT NULL
+    )""",
+]
+
+
+class TraceStore:
+    """Appends query traces to the registry and keeps only the newest ``keep``."""
+
+    def __init__(
+        self, registry_path: Path, *, keep: int = DEFAULT_KEEP, lock_timeout_s: float = 5.0
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1 (got {keep})")
+        self.registry = Registry(registry_path, lock_timeout_s=lock_timeout_s)
+        self.keep = keep
+        self._ready = False
+
+    def _ensure(self, con: Any) -> None:
+        if not self._ready:
+            for ddl in _DDL:
+                con.execute(ddl)
+            self._ready = True
+
+    def record(
+        self,
+        *,
+        query: str,
+        tenant: str,
+        groups: Sequence[str],
+        trace: dict[str, Any],
+        hits: int,
+        kind: str = "search",
+    ) -> int:
+        """Store one trace; returns its sequence number.
+
+        Raises:
+            RetryableError: the registry stayed locked by another process past the timeout.
+        """
+        with self.registry.connect() as con:
+            self._ensure(con)
+            con.execute("BEGIN TRANSACTION")
+            (seq,) = con.execute("SELECT nextval('query_trace_seq')").fetchone() or (0,)
+            con.execute(
+                """INSERT INTO query_traces (seq, recorded_at, kind, tenant, groups, query,
+                   namespace, generation, mode, k, hits, total_ms, trace)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [
+                    int(seq),
+                    dt.datetime.now(dt.UTC),
+                    kind,
+                    tenant,
+                    json.dumps(list(groups)),
+                    query,
+                    trace.get("namespace"),
+                    trace.get("generation"),
+                    trace.get("mode"),
+                    trace.get("k"),
+                    hits,
+                    trace.get("total_ms"),
+                    json.dumps(trace, default=str, sort_keys=True),
+                ],
+            )
+            con.execute("DELETE FROM query_traces WHERE seq <= ?", [int(seq) - self.keep])
+            con.execute("COMMIT")
+        return int(seq)
+
+    def recent(self, limit: int = 20, *, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The newest ``limit`` traces, newest first (only ``tenant``'s when given)."""
+        where, params = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
+        with self.registry.connect() as con:
+            self._ensure(con)
+            cur = con.execute(
+                f"SELECT * FROM query_traces {where} ORDER BY seq DESC LIMIT ?", [*params, limit]
+            )
+            cols = [d[0] for d in cur.description]
+            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        for row in rows:
+            row["groups"] = json.loads(row["groups"])
+            row["trace"] = json.loads(row["trace"])
+            row["recorded_at"] = row["recorded_at"].isoformat()
+        return rows
+
+    def count(self) -> int:
+        with self.registry.connect() as con:
+            self._ensure(con)
+            (n,) = con.execute("SELECT count(*) FROM query_traces").fetchone() or (0,)
+        return int(n)

@@ -1,0 +1,178 @@
+"""Helpers for the search tests: homes built with the library's own pipeline steps.
+
+``build_home`` runs the same ``Corpus`` steps the Dagster assets call (manifest, parse, inputs,
+embeddings, index rows, generation) in-process, without starting Dagster, then promotes the
+generation through the registry, so a test gets a real LanceDB generation with its FTS index
+in a few seconds. Tests of ``corpus sync`` itself use the Dagster path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from corpus_index.config import Settings
+from corpus_index.registry import Generation
+from corpus_index.service import Corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-run") -> Corpus:
+    """Materialize every collection and profile of ``settings`` and (by default) promote."""
+    corpus = Corpus(settings)
+    for name in corpus.config.collections:
+        corpus.manifest_step(name)
+        corpus.parse_step(name)
+        corpus.inputs_step(name)
+    for profile in corpus.config.profiles:
+        for name in corpus.config.collections:
+            if corpus.config.profile_covers(profile, name):
+                corpus.embeddings_step(profile, name)
+                corpus.index_rows_step(profile, name, run_id=run_id)
+        outcome = corpus.generation_step(profile, run_id=run_id)
+        assert outcome.generation.status in ("READY", "ACTIVE"), outcome.gates
+        if promote:
+            corpus.registry.promote(outcome.generation.id)
+    return corpus
+
+
+def sample_config(root: Path, *, embedder: str = "hash:v1-256") -> Path:
+    """The bundled sample corpus (both tenants) with a fast embedder; returns corpus.yaml."""
+    config = yaml.safe_load((ROOT / "corpus.yaml").read_text())
+    for c in config["collections"].values():
+        c["path"] = str(ROOT / c["path"])
+    config["profiles"] = {"main": {"embedder": embedder, "namespace": "deals"}}
+    config["namespaces"] = {"deals": {}}
+    path = root / "corpus.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def active(corpus: Corpus, namespace: str = "deals") -> Generation:
+    gen = corpus.registry.active(namespace)
+    assert gen is not None
+    return gen
+
+
+def all_rows(corpus: Corpus, namespace: str = "deals") -> list[dict[str, Any]]:
+    """Every row of the ACTIVE generation (the oracle the tests compare searches with)."""
+    table = corpus.store.table(active(corpus, namespace))
+    return [r for r in table.to_arrow().drop_columns(["vector"]).to_pylist()]
+
+
+# -- hand-made generations for property tests -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One document of a generated corpus: its scope, promoted metadata and section texts."""
+
+    collection: str
+    tenant: str
+    acl: tuple[str, ...]
+    doc_id: str
+    sections: tuple[tuple[str, str], ...]
+    deal_id: str | None = None
+    asset_class: str | None = None
+    state: str | None = None
+    metro: str | None = None
+    units: int | None = None
+    deal_date: str | None = None
+
+
+def chunk_ref_of(doc: Doc, section: str) -> str:
+    return f"chunk://{doc.collection}/{doc.doc_id}/v0/{section}/0"
+
+
+def write_generation(corpus: Corpus, gen: Generation, docs: list[Doc]) -> list[dict[str, Any]]:
+    """Replace ``gen``'s table with one row per document section, embedded with the
+    generation's own embedder, and build its FTS index; returns the rows (without vectors).
+
+    This bypasses parsing so a test can put any value (hostile, odd scope) into any column.
+    """
+    from lancedb.index import FTS
+
+    from corpus_index.hashing import sha256_hex
+    from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
+
+    spec = gen.spec
+    rows: list[dict[str, Any]] = []
+    for d in docs:
+        for section, text in d.sections:
+            ref = chunk_ref_of(d, section)
+            row: dict[str, Any] = {
+                "vector_id": "v" + sha256_hex(ref.encode())[:24],
+                "chunk_ref": ref,
+                "source_id": f"{d.collection}/{d.doc_id}",
+                "collection": d.collection,
+                "doc_id": d.doc_id,
+                "source_version": "0" * 16,
+                "kind": "uw_deals",
+                "source_type": "uw_block",
+                "section": section,
+                "block_key": f"{section}/0",
+                "content_hash": "sha256:" + sha256_hex(f"{section}\n{text}".encode()),
+                "input_format": spec.input_format,
+                "input_hash": sha256_hex(text.encode()),
+                "text": text,
+                "tenant_id": d.tenant,
+                "acl_groups": list(d.acl),
+                "tier": "restricted",
+                "language": "en",
+                "event_date": d.deal_date,
+                "metadata": "{}",
+                "backend_spec": spec.backend_spec,
+                "dim": spec.dim,
+                "normalized": spec.normalized,
+                "generation": gen.id,
+                "namespace": spec.namespace,
+                "run_id": "property-test",
+            }
+            for name, _ in PROMOTED_COLUMNS:
+                row[name] = getattr(d, name, None)
+            rows.append(row)
+    vectors = corpus.embedder(spec.profile).embed([r["text"] for r in rows])
+    schema = vector_entry_schema(gen)
+    table = pa.Table.from_pylist(
+        [{**r, "vector": v.tolist()} for r, v in zip(rows, vectors, strict=True)], schema=schema
+    )
+    lance_table = corpus.store.db.create_table(gen.table_name, table, mode="overwrite")
+    lance_table.create_index("text", config=FTS(with_position=False), replace=True)
+    return rows
+
+
+def scratch_home(root: Path, tenants: dict[str, list[str]], *, dim: int = 32) -> Corpus:
+    """A home whose config declares one ``<tenant>-deals`` collection per tenant in namespace
+    ``deals``, plus ``alpha-other`` in namespace ``other``; nothing is ingested."""
+    collections: dict[str, Any] = {}
+    for tenant, groups in tenants.items():
+        (root / "sources" / tenant).mkdir(parents=True, exist_ok=True)
+        collections[f"{tenant}-deals"] = {
+            "kind": "uw_deals",
+            "path": f"sources/{tenant}",
+            "tenant": tenant,
+            "acl_groups": groups,
+            "namespace": "deals",
+        }
+    (root / "sources" / "other").mkdir(parents=True, exist_ok=True)
+    first = next(iter(tenants))
+    collections[f"{first}-other"] = {
+        "kind": "uw_deals",
+        "path": "sources/other",
+        "tenant": first,
+        "acl_groups": tenants[first],
+        "namespace": "other",
+    }
+    config = {
+        "collections": collections,
+        "profiles": {"main": {"embedder": f"hash:v1-{dim}", "namespace": "deals"}},
+        "namespaces": {"deals": {}, "other": {}},
+    }
+    path = root / "corpus.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return Corpus(Settings(config_path=path, home=root / "home"))

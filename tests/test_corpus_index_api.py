@@ -1,0 +1,213 @@
+"""RFC 0013's CorpusIndex: add, query (text or vector, with filters) and remove.
+
+One end-to-end test drives the real Dagster sync (``pipelines.runner.sync``, as ``corpus sync``
+does); the others inject a sync that runs the same library steps in-process, which is faster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from corpus_index.api import CorpusHit, CorpusIndex
+from corpus_index.config import Settings
+from corpus_index.errors import (
+    ConfigError,
+    IncompatibleEmbedderError,
+    IndexUpdateError,
+    InvalidFilterError,
+    ParseError,
+    SidecarError,
+)
+from corpus_index.filters import CorpusFilter, Geo
+from corpus_index.search import Principal
+from corpus_index.sidecars import SidecarEntry, build_sidecar
+from tests.corpusgen import deal_text
+from tests.searchkit import active, build_home
+
+ALPHA = Principal("alpha", ("alpha-uw", "alpha-credit"))
+BETA = Principal("beta", ("beta-team",))
+FLOOD = "A levee breach flooded the parking garage and the insurer cancelled the flood policy."
+
+
+def new_deal(deal_id: str = "DEAL-ALPHA-NEW", **kwargs: Any) -> str:
+    defaults: dict[str, Any] = {
+        "tenant": "alpha",
+        "acl": ["alpha-uw"],
+        "risk": FLOOD,
+        "metro": "Tucson",
+        "units": 77,
+    }
+    return deal_text(deal_id, **{**defaults, **kwargs})
+
+
+@pytest.mark.slow
+def test_add_query_remove_through_the_dagster_sync(home: Settings, tmp_path: Path) -> None:
+    index = CorpusIndex(home, principal=ALPHA)
+    path = tmp_path / "deal-alpha-new.uw.md"
+    path.write_text(new_deal())
+    # a brand-new home: add runs the sync and promotes the first generation
+    assert index.add(path) == "alpha-deals/deal-alpha-new"
+    assert (home.home / ".." / "sources" / "alpha" / "deal-alpha-new.uw.md").resolve().is_file()
+    hits = index.query("levee breach flooded garage", k=3)
+    assert hits and all(isinstance(h, CorpusHit) for h in hits)
+    assert hits[0].deal_id == "DEAL-ALPHA-NEW" and hits[0].section == "risk_assessment"
+    assert hits[0].content_hash.startswith("sha256:") and "levee" in (hits[0].excerpt or "")
+    assert [f.name for f in dataclasses.fields(CorpusHit)] == [
+        "deal_id",
+        "section",
+        "content_hash",
+        "score",
+        "excerpt",
+    ]
+    # another tenant never sees it, even asking for it by its words
+    beta = CorpusIndex(home, principal=BETA)
+    assert "DEAL-ALPHA-NEW" not in {
+        h.deal_id for h in beta.query("levee breach flooded garage", k=50)
+    }
+    assert beta.remove("DEAL-ALPHA-NEW") is False
+    # remove takes it out of the ACTIVE generation
+    assert index.remove("DEAL-ALPHA-NEW") is True
+    assert "DEAL-ALPHA-NEW" not in {
+        h.deal_id for h in index.query("levee breach flooded garage", k=50)
+    }
+    assert index.remove("DEAL-ALPHA-NEW") is False
+
+
+# -- faster: the same library steps, in-process ----------------------------------------------
+
+
+@dataclasses.dataclass
+class Report:
+    ok: bool = True
+    failed_runs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def library_sync(settings: Settings) -> Report:
+    build_home(settings, promote=False)
+    return Report()
+
+
+@pytest.fixture
+def built(home: Settings) -> Settings:
+    build_home(home)
+    return home
+
+
+def test_add_bytes_then_query_with_filters_and_vectors(built: Settings) -> None:
+    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    assert index.add(new_deal().encode()) == "alpha-deals/deal-alpha-new"
+    hits = index.query(
+        "levee flooded garage insurer", k=5, filters=CorpusFilter(geo=Geo(metro="Tucson"))
+    )
+    assert {h.deal_id for h in hits} == {"DEAL-ALPHA-NEW"}
+    assert index.query("levee", filters={"units": {">": 100}}) == []
+    with pytest.raises(InvalidFilterError, match="unknown filter key"):
+        index.query("levee", filters={"colour": "red"})
+    # a vector query is dense: the deal's own risk vector finds its risk block first
+    from corpus_index.service import Corpus
+
+    corpus = Corpus(built)
+    gen = active(corpus)
+    rows = corpus.store.table(gen).search().where("deal_id = 'DEAL-ALPHA-NEW'").limit(10).to_list()
+    risk = next(r for r in rows if r["section"] == "risk_assessment")
+    [first, *_] = index.query(np.asarray(risk["vector"]), k=3)
+    assert (first.deal_id, first.section) == ("DEAL-ALPHA-NEW", "risk_assessment")
+    assert first.score == pytest.approx(1.0, abs=1e-5)
+    assert first.content_hash == risk["content_hash"]
+
+
+def test_add_replaces_a_changed_file(built: Settings) -> None:
+    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    index.add(new_deal().encode())
+    index.add(new_deal(risk="Termites ate the wooden stairs in every building.").encode())
+    lexical = CorpusIndex(built, principal=ALPHA, mode="lexical", sync=library_sync)
+    assert [h.deal_id for h in lexical.query("termites wooden stairs")] == ["DEAL-ALPHA-NEW"]
+    assert lexical.query("levee breach") == []  # the old version's rows are gone
+
+
+def test_add_refuses_files_outside_the_principals_scope(built: Settings, tmp_path: Path) -> None:
+    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    with pytest.raises(ParseError, match="differs from the collection's tenant"):
+        index.add(new_deal(tenant="beta", acl=["beta-team"]).encode())
+    with pytest.raises(ParseError, match="may only narrow"):
+        index.add(new_deal(acl=["beta-team"]).encode())
+    with pytest.raises(ParseError, match=r"must be named \*\.uw\.md"):
+        (tmp_path / "deal.md").write_text(new_deal())
+        index.add(tmp_path / "deal.md")
+    with pytest.raises(ParseError, match="front matter"):
+        index.add(b"no front matter here")
+    # an existing deal under another file name
+    with pytest.raises(ParseError, match="already indexed from"):
+        (tmp_path / "copy.uw.md").write_text(
+            (built.config_path.parent / "sources" / "alpha" / "deal-alpha-000.uw.md").read_text()
+        )
+        index.add(tmp_path / "copy.uw.md")
+    with pytest.raises(ConfigError, match="has no uw_deals collection"):
+        CorpusIndex(built, principal=Principal("alpha", ("nobody",)), sync=library_sync).add(
+            new_deal().encode()
+        )
+    with pytest.raises(ConfigError, match="is not a uw_deals collection"):
+        CorpusIndex(built, principal=ALPHA, collection="beta-deals", sync=library_sync).add(
+            new_deal().encode()
+        )
+    assert not (built.config_path.parent / "sources" / "alpha" / "deal-alpha-new.uw.md").exists()
+
+
+def test_add_checks_a_sidecar_but_embeds_the_file_itself(built: Settings) -> None:
+    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+
+    def sidecar(model: str, dim: int, deal: str = "DEAL-ALPHA-NEW") -> dict[str, Any]:
+        entry = SidecarEntry(
+            "risk_assessment", "risk_assessment/0", "sha256:" + "0" * 64, [0.5] * dim
+        )
+        return build_sidecar(
+            uw_version="1.1",
+            deal_id=deal,
+            backend_spec=model,
+            dim=dim,
+            input_format="default-v1",
+            entries=[entry],
+        )
+
+    with pytest.raises(IncompatibleEmbedderError, match="text-embedding-3-small"):
+        index.add(new_deal().encode(), embeddings=sidecar("openai:text-embedding-3-small", 4))
+    with pytest.raises(SidecarError, match=r"\$\.deal_id: the sidecar is for deal 'DEAL-OTHER'"):
+        index.add(new_deal().encode(), embeddings=sidecar("hash:v1-64", 64, deal="DEAL-OTHER"))
+    assert index.add(new_deal().encode(), embeddings=sidecar("hash:v1-64", 64))
+
+
+def test_remove_only_within_the_principals_collections(built: Settings) -> None:
+    source = built.config_path.parent / "sources" / "alpha" / "deal-alpha-001.uw.md"
+    beta = CorpusIndex(built, principal=BETA, sync=library_sync)
+    assert beta.remove("DEAL-ALPHA-001") is False and source.is_file()
+    alpha = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    before = {h.deal_id for h in alpha.query("roofs anchor windstorm sponsor", k=50)}
+    assert "DEAL-ALPHA-001" in before
+    assert alpha.remove("deal-alpha-001") is True and not source.exists()
+    after = {h.deal_id for h in alpha.query("roofs anchor windstorm sponsor", k=50)}
+    assert after == before - {"DEAL-ALPHA-001"}
+    assert alpha.remove("DEAL-ALPHA-001") is False
+
+
+def test_a_failed_sync_is_an_error(built: Settings) -> None:
+    def failing(settings: Settings) -> Report:
+        return Report(ok=False, failed_runs=[{"job": "embed_job", "partition": "main/alpha-deals"}])
+
+    index = CorpusIndex(built, principal=ALPHA, sync=failing)
+    with pytest.raises(IndexUpdateError, match="embed_job"):
+        index.add(new_deal().encode())
+
+
+def test_query_records_traces_unless_told_not_to(built: Settings) -> None:
+    from corpus_index.traces import TraceStore
+
+    store = TraceStore(built.registry_path)
+    before = store.count()
+    CorpusIndex(built, principal=ALPHA).query("roofs")
+    CorpusIndex(built, principal=ALPHA, record_traces=False).query("roofs")
+    assert store.count() == before + 1

@@ -1,0 +1,631 @@
+"""Dense, lexical and hybrid search through real LanceDB generations (hash embedder).
+
+The expected results come from oracles computed outside the search code: the generation's rows
+read directly, the fusion formulas applied to the two single-retriever rankings, regexes over
+the indexed text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from corpus_index import fusion
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.errors import (
+    DimensionMismatchError,
+    InvalidFilterError,
+    InvalidQueryError,
+    MissingIndexError,
+)
+from corpus_index.filters import Condition, CorpusFilter, Geo
+from corpus_index.search import Hit, Principal, Searcher, block_order
+from corpus_index.service import Corpus
+from tests.corpusgen import deal_text, write_home
+from tests.searchkit import active, all_rows, build_home, sample_config
+
+MERIDIAN = Principal("meridian", ("uw-team", "credit-committee"))
+MERIDIAN_UW = Principal("meridian", ("uw-team",))
+HARBOR = Principal("harbor", ("harbor-analysts", "harbor-credit"))
+MODES = ["dense", "lexical", "hybrid"]
+EVERYTHING = {"k": 500, "candidates": 500, "dedupe": False, "per_doc_cap": None}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    root = tmp_path_factory.mktemp("sample")
+    return build_home(Settings(config_path=sample_config(root), home=root / "home"))
+
+
+@pytest.fixture(scope="module")
+def searcher(sample: Corpus) -> Searcher:
+    return Searcher(sample)
+
+
+@pytest.fixture(scope="module")
+def rows(sample: Corpus) -> list[dict[str, Any]]:
+    return all_rows(sample)
+
+
+def visible(rows: list[dict[str, Any]], p: Principal) -> list[dict[str, Any]]:
+    return [r for r in rows if r["tenant_id"] == p.tenant and set(r["acl_groups"]) & set(p.groups)]
+
+
+def refs(hits: Sequence[Hit]) -> list[str]:
+    return [h.provenance.chunk_ref for h in hits]
+
+
+# -- scope ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "principal", [MERIDIAN, MERIDIAN_UW, HARBOR], ids=lambda p: "/".join(p.groups)
+)
+def test_every_mode_returns_only_rows_the_principal_may_see(
+    searcher: Searcher, rows: list[dict[str, Any]], mode: str, principal: Principal
+) -> None:
+    allowed = {r["chunk_ref"] for r in visible(rows, principal)}
+    result = searcher.search(
+        "insurance premiums and deferred maintenance", principal=principal, mode=mode, **EVERYTHING
+    )
+    assert result.hits, "the query shares words with every tenant's deals"
+    assert set(refs(result.hits)) <= allowed
+    if mode == "dense":  # exact search inside the prefilter returns every eligible row
+        assert set(refs(result.hits)) == allowed
+
+
+def test_narrowed_acl_rows_need_their_group(searcher: Searcher, rows: list[dict[str, Any]]) -> None:
+    narrowed = {r["chunk_ref"] for r in rows if r["acl_groups"] == ["credit-committee"]}
+    assert narrowed, "the sample corpus restricts some deals to credit-committee"
+    for mode in MODES:
+        hits = searcher.search(
+            "grocery anchored retail hotel", principal=MERIDIAN_UW, mode=mode, **EVERYTHING
+        ).hits
+        assert not set(refs(hits)) & narrowed
+        hits = searcher.search(
+            "grocery anchored retail hotel", principal=MERIDIAN, mode=mode, **EVERYTHING
+        ).hits
+        assert set(refs(hits)) & narrowed
+
+
+# -- lexical ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "regex", "principal"),
+    [
+        ("Lowry", r"\blowry\b", HARBOR),
+        ("boilers", r"\bboilers?\b", MERIDIAN),  # the index stems: boilers ~ boiler
+        ("windstorm", r"\bwindstorms?\b", MERIDIAN),
+    ],
+)
+def test_lexical_finds_exactly_the_rows_holding_a_word(
+    searcher: Searcher, rows: list[dict[str, Any]], word: str, regex: str, principal: Principal
+) -> None:
+    pattern = re.compile(regex, re.IGNORECASE)
+    expected = {r["chunk_ref"] for r in visible(rows, principal) if pattern.search(r["text"])}
+    assert expected, f"{word!r} should occur in the sample corpus"
+    hits = searcher.search(word, principal=principal, mode="lexical", **EVERYTHING).hits
+    assert set(refs(hits)) == expected
+    assert all(h.scores["lexical"] > 0 and h.score == h.scores["lexical"] for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_lexical_never_crosses_tenants(searcher: Searcher) -> None:
+    # "Lowry" occurs only in a harbor deal: meridian, even with every group, finds nothing
+    assert searcher.search("Lowry", principal=MERIDIAN, mode="lexical").hits == []
+    assert searcher.search("Lowry", principal=HARBOR, mode="lexical").hits
+
+
+# -- fusion inside the searcher ---------------------------------------------------------------
+
+
+QUERIES = ["roof replacement capital plan", "hurricane insurance", "anchor tenant lease expiring"]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("rrf_k", [60, 1])
+def test_hybrid_is_the_rrf_of_the_two_rankings(searcher: Searcher, query: str, rrf_k: int) -> None:
+    # candidates cover every row, so ties at the depth boundary cannot change the sets
+    opts: dict[str, Any] = {
+        "principal": MERIDIAN,
+        "candidates": 500,
+        "dedupe": False,
+        "per_doc_cap": None,
+    }
+    dense = searcher.search(query, mode="dense", k=500, **opts).hits
+    lexical = searcher.search(query, mode="lexical", k=500, **opts).hits
+    assert dense and lexical
+    expected = fusion.reciprocal_rank_fusion(
+        {"dense": refs(dense), "lexical": refs(lexical)}, k=rrf_k
+    )
+    hybrid = searcher.search(query, mode="hybrid", k=10, rrf_k=rrf_k, **opts).hits
+    assert len(hybrid) == 10
+    assert [h.score for h in hybrid] == [
+        round(s, 6) for s in sorted(expected.values(), reverse=True)[:10]
+    ]
+    for h in hybrid:
+        assert h.score == round(expected[h.provenance.chunk_ref], 6)
+        in_dense = h.provenance.chunk_ref in refs(dense)
+        in_lexical = h.provenance.chunk_ref in refs(lexical)
+        assert ("dense" in h.ranks) == in_dense and ("lexical" in h.ranks) == in_lexical
+        if in_dense:
+            assert h.ranks["dense"] == refs(dense).index(h.provenance.chunk_ref) + 1
+    # ties are broken the same way every time
+    again = searcher.search(query, mode="hybrid", k=10, rrf_k=rrf_k, **opts).hits
+    assert refs(again) == refs(hybrid)
+
+
+def test_hybrid_weights_shift_the_ranking(searcher: Searcher) -> None:
+    opts: dict[str, Any] = {"principal": MERIDIAN, "k": 5, "dedupe": False, "per_doc_cap": None}
+    query = "roof replacement capital plan"
+    dense_only = searcher.search(query, mode="hybrid", weights=(1.0, 0.0), **opts).hits
+    lexical_only = searcher.search(query, mode="hybrid", weights=(0.0, 1.0), **opts).hits
+    assert refs(dense_only) == refs(searcher.search(query, mode="dense", **opts).hits)
+    assert refs(lexical_only)[:3] == refs(searcher.search(query, mode="lexical", **opts).hits)[:3]
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0), (0.8, 0.2)])
+def test_weighted_fusion_of_min_max_scores(
+    searcher: Searcher, weights: tuple[float, float]
+) -> None:
+    opts: dict[str, Any] = {
+        "principal": HARBOR,
+        "candidates": 500,
+        "dedupe": False,
+        "per_doc_cap": None,
+    }
+    query = "street rates self storage"
+    dense = searcher.search(query, mode="dense", k=500, **opts).hits
+    lexical = searcher.search(query, mode="lexical", k=500, **opts).hits
+    expected = fusion.weighted_fusion(
+        {
+            "dense": {h.provenance.chunk_ref: h.scores["dense"] for h in dense},
+            "lexical": {h.provenance.chunk_ref: h.scores["lexical"] for h in lexical},
+        },
+        weights={"dense": weights[0], "lexical": weights[1]},
+    )
+    hybrid = searcher.search(
+        query, mode="hybrid", k=8, fusion_method="weighted", weights=weights, **opts
+    ).hits
+    assert [h.score for h in hybrid] == [
+        round(s, 6) for s in sorted(expected.values(), reverse=True)[:8]
+    ]
+
+
+# -- dedupe and per-document cap --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    """Two tenants, 3 deals each; a tenant's deals share identical market and sponsor blocks.
+
+    Plus one deal whose risk_assessment has three blocks, and a paragraph-granularity section.
+    """
+    root = tmp_path_factory.mktemp("generated")
+    config = write_home(root)
+    text = deal_text("DEAL-ALPHA-BIG", tenant="alpha", acl=["alpha-uw"], units=500)
+    extra = (
+        "## risk_assessment\n```yaml\nnote: First block about the zoning variance hearing.\n```\n"
+        "```yaml\nnote: Second block about the elevator modernization backlog.\n```\n"
+        "```yaml\nnote: Third block about the parking structure repairs.\n```\n"
+        "## property\n```yaml\nhistory: |\n  Built in 1962 as a hosiery mill.\n\n"
+        "  Converted to lofts in 2004.\n\n  Courtyard pool added in 2019.\n```\n"
+    )
+    (root / "sources" / "alpha" / "deal-alpha-big.uw.md").write_text(text + "\n" + extra)
+    import yaml
+
+    doc = yaml.safe_load(config.read_text())
+    doc["sections"] = {
+        "market_analysis": {"granularity": "block"},
+        "risk_assessment": {"granularity": "block"},
+        "borrower_sponsor": {"granularity": "block"},
+        "property": {"granularity": "paragraph"},
+    }
+    config.write_text(yaml.safe_dump(doc))
+    return build_home(Settings(config_path=config, home=root / "home"))
+
+
+ALPHA = Principal("alpha", ("alpha-uw", "alpha-credit"))
+
+
+def test_dedupe_by_content_hash(generated: Corpus) -> None:
+    s = Searcher(generated)
+    query = "Rents grew four percent last year on steady job growth"
+    raw = s.search(
+        query, principal=ALPHA, mode="lexical", k=50, dedupe=False, per_doc_cap=None
+    ).hits
+    market = [h for h in raw if h.section == "market_analysis"]
+    assert len(market) == 4  # the same block in all four alpha deals
+    assert len({h.provenance.content_hash for h in market}) == 1
+    deduped = s.search(query, principal=ALPHA, mode="lexical", k=50, per_doc_cap=None).hits
+    assert [h for h in deduped if h.section == "market_analysis"] == [market[0]]
+    hashes = [
+        (h.provenance.content_hash, h.provenance.chunk_ref.partition("#")[2]) for h in deduped
+    ]
+    assert len(hashes) == len(set(hashes))
+
+
+def test_paragraphs_of_one_block_are_not_collapsed_by_dedupe(generated: Corpus) -> None:
+    hits = (
+        Searcher(generated)
+        .search(
+            "hosiery mill lofts courtyard pool",
+            principal=ALPHA,
+            mode="lexical",
+            k=20,
+            per_doc_cap=None,
+        )
+        .hits
+    )
+    paragraphs = [
+        h for h in hits if h.source_id.endswith("deal-alpha-big") and h.section == "property"
+    ]
+    assert len(paragraphs) >= 2  # same content_hash, different paragraphs
+    assert len({h.provenance.content_hash for h in paragraphs}) == 1
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_per_document_cap(searcher: Searcher, cap: int) -> None:
+    query = "roof insurance tenant lease sponsor market"
+    uncapped = searcher.search(query, principal=MERIDIAN, k=100, per_doc_cap=None).hits
+    assert max(Counter(h.source_id for h in uncapped).values()) > cap  # the cap has work to do
+    capped = searcher.search(query, principal=MERIDIAN, k=100, per_doc_cap=cap).hits
+    counts = Counter(h.source_id for h in capped)
+    assert max(counts.values()) == cap
+    # the cap keeps each document's best hits, in the uncapped order
+    for source in counts:
+        mine = [h.provenance.chunk_ref for h in uncapped if h.source_id == source][:cap]
+        assert [h.provenance.chunk_ref for h in capped if h.source_id == source] == mine
+
+
+# -- parent expansion -------------------------------------------------------------------------
+
+
+def test_expand_section_returns_every_block_in_order(generated: Corpus) -> None:
+    [hit] = (
+        Searcher(generated)
+        .search(
+            "elevator modernization backlog", principal=ALPHA, mode="lexical", k=1, expand="section"
+        )
+        .hits
+    )
+    assert hit.block_key == "risk_assessment/2"  # the deal generator's block comes first
+    keys = [c.block_key for c in hit.context]
+    assert keys == [
+        "risk_assessment/0",
+        "risk_assessment/1",
+        "risk_assessment/2",
+        "risk_assessment/3",
+    ]
+    assert [c.is_hit for c in hit.context] == [False, False, True, False]
+    assert "parking structure" in hit.context[3].text
+
+
+@pytest.mark.parametrize(
+    ("query", "window", "expected"),
+    [
+        (
+            "elevator modernization backlog",
+            1,
+            ["risk_assessment/1", "risk_assessment/2", "risk_assessment/3"],
+        ),
+        ("parking structure repairs", 1, ["risk_assessment/2", "risk_assessment/3"]),
+        ("zoning variance hearing", 0, ["risk_assessment/1"]),
+        # paragraphs: the generator's property block (2 paragraphs) comes before ours (3)
+        ("hosiery mill", 1, ["property/0#p1", "property/1#p0", "property/1#p1"]),
+        ("courtyard pool", 1, ["property/1#p1", "property/1#p2"]),
+        (
+            "courtyard pool",
+            9,
+            ["property/0#p0", "property/0#p1", "property/1#p0", "property/1#p1", "property/1#p2"],
+        ),
+    ],
+)
+def test_expand_neighbours(generated: Corpus, query: str, window: int, expected: list[str]) -> None:
+    [hit] = (
+        Searcher(generated)
+        .search(query, principal=ALPHA, mode="lexical", k=1, expand="neighbours", window=window)
+        .hits
+    )
+    assert [c.block_key for c in hit.context if c.section == hit.section] == expected
+
+
+def test_block_order() -> None:
+    keys = ["s/10", "s/2#p1", "s/2", "s/2#p0", "s/1"]
+    assert sorted(keys, key=block_order) == ["s/1", "s/2", "s/2#p0", "s/2#p1", "s/10"]
+
+
+# -- filters in the search --------------------------------------------------------------------
+
+
+FILTERS: list[tuple[str, Any, Any]] = [
+    (
+        "asset class",
+        CorpusFilter(asset_class="multifamily"),
+        lambda r: r["asset_class"] == "multifamily",
+    ),
+    (
+        "several classes and a size",
+        CorpusFilter(asset_class=("retail", "industrial"), size_units_range=(10, 30)),
+        lambda r: r["asset_class"] in ("retail", "industrial") and 10 <= r["units"] <= 30,
+    ),
+    ("geo", CorpusFilter(geo=Geo(state="AZ")), lambda r: r["state"] == "AZ"),
+    (
+        "dates",
+        CorpusFilter(date_range=("2025-01-01", "2025-12-31")),
+        lambda r: "2025-01-01" <= r["deal_date"] <= "2025-12-31",
+    ),
+    (
+        "generic",
+        [Condition("section", "=", "risk_assessment")],
+        lambda r: r["section"] == "risk_assessment",
+    ),
+    (
+        "mapping",
+        {"metro": ["Phoenix", "Atlanta"], "units": {">": 100}},
+        lambda r: r["metro"] in ("Phoenix", "Atlanta") and r["units"] > 100,
+    ),
+    ("nothing matches", CorpusFilter(geo=Geo(metro="Atlantis")), lambda r: False),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "keep"), FILTERS, ids=[f[0] for f in FILTERS])
+@pytest.mark.parametrize("mode", MODES)
+def test_filters_select_exactly_the_matching_rows(
+    searcher: Searcher, rows: list[dict[str, Any]], case: str, spec: Any, keep: Any, mode: str
+) -> None:
+    expected = {r["chunk_ref"] for r in visible(rows, MERIDIAN) if keep(r)}
+    hits = searcher.search(
+        "capital repairs insurance tenant",
+        principal=MERIDIAN,
+        mode=mode,
+        filters=spec,
+        **EVERYTHING,
+    ).hits
+    assert set(refs(hits)) <= expected
+    if mode == "dense":
+        assert set(refs(hits)) == expected
+    if expected and mode != "lexical":
+        assert hits
+
+
+def test_unknown_filter_key_is_a_clean_error(searcher: Searcher) -> None:
+    with pytest.raises(InvalidFilterError, match="unknown filter key 'colour'"):
+        searcher.search("x", principal=MERIDIAN, filters={"colour": "red"})
+
+
+# -- rerank -----------------------------------------------------------------------------------
+
+
+class WordCountReranker:
+    """Deterministic stand-in for a cross-encoder: counts one word in each passage."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        self.name = f"word-count:{word}"
+        self.calls: list[int] = []
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        self.calls.append(len(texts))
+        return [float(t.lower().count(self.word)) - i * 1e-6 for i, t in enumerate(texts)]
+
+
+def test_rerank_reorders_the_candidates(searcher: Searcher, rows: list[dict[str, Any]]) -> None:
+    reranker = WordCountReranker("insurance")
+    plain = searcher.search("property insurance premiums", principal=MERIDIAN, k=5).hits
+    result = searcher.search(
+        "property insurance premiums", principal=MERIDIAN, k=5, rerank=reranker, rerank_depth=40
+    )
+    assert reranker.calls == [40]
+    counts = [h.excerpt.lower().count("insurance") for h in result.hits]
+    assert counts == sorted(counts, reverse=True)
+    assert [h.ranks["rerank"] for h in result.hits] == [1, 2, 3, 4, 5]
+    assert all("rerank" in h.scores and h.score == h.scores["rerank"] for h in result.hits)
+    assert refs(result.hits) != refs(plain)
+    assert result.trace["rerank"] == "word-count:insurance" and result.trace["rerank_ms"] >= 0
+    allowed = {r["chunk_ref"] for r in visible(rows, MERIDIAN)}
+    assert set(refs(result.hits)) <= allowed
+
+
+def test_rerank_needs_text(searcher: Searcher, sample: Corpus) -> None:
+    vec = np.ones(active(sample).spec.dim, dtype=np.float32)
+    with pytest.raises(InvalidQueryError, match="reranking needs query text"):
+        searcher.search("", principal=MERIDIAN, vector=vec, rerank=WordCountReranker("x"))
+
+
+def test_cross_encoder_needs_a_local_model_folder(tmp_path: Path) -> None:
+    from corpus_index.errors import ConfigError
+    from corpus_index.rerank import make_reranker
+
+    assert make_reranker(None) is None and make_reranker("") is None
+    with pytest.raises(ConfigError, match="not a local model folder"):
+        make_reranker(str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match="config.json"):
+        make_reranker(f"cross-encoder:{tmp_path}")
+
+
+# -- vectors, options, errors, trace ----------------------------------------------------------
+
+
+def test_query_by_vector_equals_query_by_its_text(searcher: Searcher, sample: Corpus) -> None:
+    gen = active(sample)
+    vec = searcher.embed_query("hurricane insurance", gen)
+    by_text = searcher.search("hurricane insurance", principal=HARBOR, mode="dense", k=8)
+    by_vector = searcher.search("", principal=HARBOR, mode="dense", k=8, vector=vec)
+    assert refs(by_vector.hits) == refs(by_text.hits)
+    with pytest.raises(DimensionMismatchError, match="has 256"):
+        searcher.search("", principal=HARBOR, vector=np.ones(3, np.float32))
+    with pytest.raises(InvalidQueryError, match="finite"):
+        searcher.search("", principal=HARBOR, vector=np.zeros(gen.spec.dim, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"mode": "fuzzy"}, "unknown search mode"),
+        ({"fusion_method": "borda"}, "unknown fusion"),
+        ({"expand": "document"}, "unknown expansion"),
+        ({"k": 0}, "k must be"),
+        ({"k": 10, "candidates": 5}, "candidates"),
+        ({"per_doc_cap": 0}, "per-document cap"),
+        ({"weights": (0.0, 0.0)}, "fusion weights"),
+        ({"weights": (-1.0, 1.0)}, "fusion weights"),
+    ],
+)
+def test_bad_options_are_clean_errors(
+    searcher: Searcher, kwargs: dict[str, Any], fragment: str
+) -> None:
+    with pytest.raises(InvalidQueryError, match=fragment):
+        searcher.search("roof", principal=MERIDIAN, **kwargs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("query", ["", "   \n\t"])
+def test_empty_query_is_refused(searcher: Searcher, mode: str, query: str) -> None:
+    with pytest.raises(InvalidQueryError, match="empty"):
+        searcher.search(query, principal=MERIDIAN, mode=mode)
+
+
+def test_trace_times_every_stage(searcher: Searcher) -> None:
+    result = searcher.search("roof replacement", principal=MERIDIAN, k=3, expand="section")
+    t = result.trace
+    for stage in (
+        "resolve",
+        "filter",
+        "embedding",
+        "dense",
+        "lexical",
+        "fusion",
+        "rerank",
+        "expand",
+        "total",
+    ):
+        assert isinstance(t[f"{stage}_ms"], float) and t[f"{stage}_ms"] >= 0, stage
+    assert t["mode"] == "hybrid" and t["fusion"] == "rrf" and t["k"] == 3 and t["candidates"] == 50
+    assert t["counts"]["dense"] > 0 and t["counts"]["lexical"] > 0 and t["counts"]["returned"] == 3
+    assert t["total_ms"] >= t["dense_ms"] + t["lexical_ms"]
+    lexical = searcher.search("roof", principal=MERIDIAN, mode="lexical").trace
+    assert lexical["counts"]["dense"] == 0 and lexical["fusion"] is None
+
+
+def test_the_original_signature_still_works(searcher: Searcher, sample: Corpus) -> None:
+    gen = active(sample)
+    result = searcher.search(
+        "roof replacement", principal=MERIDIAN, k=3, namespace="deals", generation=gen.id
+    )
+    assert len(result.hits) == 3 and result.trace["generation"] == gen.id
+    doc = result.to_json()
+    hit = doc["hits"][0]
+    assert set(hit) == {
+        "score",
+        "source_id",
+        "collection",
+        "tenant_id",
+        "section",
+        "excerpt",
+        "provenance",
+    }
+    assert set(hit["provenance"]) == {
+        "chunk_ref",
+        "source_version",
+        "content_hash",
+        "input_format",
+        "backend_spec",
+        "generation",
+        "run_id",
+    }
+    first = result.hits[0]
+    assert first.deal_id and first.deal_id.startswith("DEAL-") and first.doc_id
+    stages = doc["trace"]["hits"][0]  # each stage's ranks and scores live in the trace
+    assert stages["chunk_ref"] == hit["provenance"]["chunk_ref"]
+    assert stages["ranks"] and stages["scores"]
+    json.dumps(doc)  # plain JSON all the way down
+
+
+def test_lexical_without_a_full_text_index(tmp_path: Path) -> None:
+    config = write_home(tmp_path)
+    corpus = build_home(Settings(config_path=config, home=tmp_path / "home"))
+    corpus.store.table(active(corpus)).drop_index("text_idx")
+    s = Searcher(corpus)
+    p = Principal("alpha", ("alpha-uw",))
+    with pytest.raises(MissingIndexError, match="no full-text index"):
+        s.search("roofs", principal=p, mode="lexical")
+    result = s.search("roofs", principal=p, mode="hybrid")
+    assert result.hits and result.trace["lexical_skipped"] == "no full-text index"
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+
+def cli(corpus: Corpus, *args: str) -> Any:
+    base = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    return CliRunner().invoke(main, [*base, *args])
+
+
+def test_cli_search_modes_filters_and_trace(sample: Corpus, rows: list[dict[str, Any]]) -> None:
+    out = cli(
+        sample,
+        "search",
+        "insurance",
+        "--tenant", "meridian",
+        "--group", "uw-team",
+        "--mode", "lexical",
+        "--filter", "asset_class=multifamily,retail",
+        "--filter", "units>=20",
+        "--k", "50",
+        "--per-doc", "0",
+        "--no-dedupe",
+        "--json",
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    expected = {
+        r["chunk_ref"]
+        for r in visible(rows, MERIDIAN_UW)
+        if r["asset_class"] in ("multifamily", "retail")
+        and r["units"] >= 20
+        and re.search(r"\binsurance\b", r["text"], re.IGNORECASE)
+    }
+    assert expected and {h["provenance"]["chunk_ref"] for h in doc["hits"]} == expected
+    assert doc["trace"]["mode"] == "lexical" and "lexical_ms" in doc["trace"]
+    assert doc["trace"]["filters"] == [
+        {"key": "asset_class", "op": "in", "value": ["multifamily", "retail"]},
+        {"key": "units", "op": ">=", "value": "20"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--filter", "colour=red"], "unknown filter key 'colour'"),
+        (["--filter", "units>=lots"], "units expects an integer"),
+        (["--filter", "nonsense"], "cannot read filter"),
+        (["--mode", "lexical", "--rerank-model", "/no/such/model"], "not a local model folder"),
+    ],
+)
+def test_cli_bad_filters_exit_2_with_a_message(
+    sample: Corpus, args: list[str], fragment: str
+) -> None:
+    out = cli(sample, "search", "roof", "--tenant", "meridian", "--group", "uw-team", *args)
+    assert out.exit_code == 2, out.output
+    assert fragment in out.output and "Traceback" not in out.output
+
+
+def test_cli_human_output_shows_mode_and_context(sample: Corpus) -> None:
+    out = cli(
+        sample, "search", "roof replacement", "--tenant", "meridian", "--group", "uw-team",
+        "--expand", "section", "--k", "2", "--no-trace",
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "hybrid" in out.output and " > [" in out.output
