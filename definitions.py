@@ -6,8 +6,9 @@ import dagster as dg
 
 from assets import CorpusResource, build_assets
 from corpus_index.config import Settings, settings_from_env
-from pipelines.jobs import build_jobs
+from pipelines.jobs import build_jobs, compaction_schedule
 from pipelines.partitions import build_partitions
+from pipelines.sensors import automation_sensor, source_update_sensor
 
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
@@ -18,6 +19,10 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(partitions),
         jobs=build_jobs(partitions),
+        sensors=[source_update_sensor, automation_sensor],
+        schedules=[compaction_schedule],
+        # every step of a run in one process: no per-step interpreter start (and model load)
+        executor=dg.in_process_executor,
         resources={
             "corpus": CorpusResource(
                 config_path=str(settings.config_path), home=str(settings.home)

@@ -6,26 +6,17 @@ import dagster as dg
 
 from assets.resources import CorpusResource
 from corpus_index.errors import RetryableError
-from corpus_index.gates import Gate
+from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
+from corpus_index.plots import bar_chart, markdown_image, save_png
 from corpus_index.service import promote
 
-INGESTION_CHECKS: list[str] = []
-EMBEDDING_CHECKS = [
-    ("vectors_have_profile_dim", "Every vector has the profile's dimension."),
-    ("vectors_are_finite", "No vector holds NaN or infinite values."),
-    ("vector_norms_match_profile", "Vector norms are what the profile declares."),
-    ("vectors_share_one_backend_spec", "All vectors come from the profile's backend_spec."),
-    ("vectors_match_their_inputs", "Every vector's input_hash is in embedding_inputs, and back."),
-]
-INDEX_ROW_CHECKS = [
-    ("rows_have_tenant_and_acl", "Every row has a tenant_id and at least one ACL group."),
-    ("no_rows_from_removed_documents", "No row belongs to a removed document."),
-]
-GENERATION_CHECKS = [
-    ("row_counts_reconcile", "Rows per collection equal that collection's embeddable inputs."),
-    ("indexes_cover_every_row", "The FTS and ANN indexes cover every row."),
-    ("no_orphan_vectors", "Every row belongs to a collection of the namespace."),
-]
+# Source changes flow from an ingest run to every profile's partitions by themselves
+# (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
+AUTOMATION = dg.AutomationCondition.eager()
+
+EMBEDDING_CHECKS = EMBEDDING_GATES
+INDEX_ROW_CHECKS = INDEX_ROW_GATES
+GENERATION_CHECKS = GENERATION_GATES
 
 
 @dataclass(frozen=True)
@@ -83,7 +74,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Every document of a collection with its size, mtime, raw sha256 and version, diffed against the last scan."""
-        r = corpus.corpus().manifest_step(context.partition_key)
+        c = corpus.corpus()
+        r = c.manifest_step(context.partition_key)
+        if c.last_receipt:
+            context.log.info(f"deleted {r.removed} documents; receipt {c.last_receipt}")
         return dg.MaterializeResult(
             metadata={
                 "documents": r.documents,
@@ -91,6 +85,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "changed": r.changed,
                 "unchanged": r.unchanged,
                 "removed": r.removed,
+                "deletion_receipt": dg.MetadataValue.path(c.last_receipt or ""),
             }
         )
 
@@ -146,6 +141,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         group_name="embeddings",
         deps=[embedding_inputs],
         check_specs=_specs("embeddings", EMBEDDING_CHECKS, p.profile_collection),
+        automation_condition=AUTOMATION,
         kinds={"lancedb", "parquet"},
     )
     def embeddings(
@@ -159,7 +155,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             context.log.info(f"embedded {done}/{total} new inputs for {profile}/{collection}")
 
         try:
-            r = c.embeddings_step(profile, collection, progress=progress)
+            r = c.embeddings_step(profile, collection, progress=progress, run_id=context.run.run_id)
         except RetryableError as exc:
             # transient (rate limits, 5xx, timeouts after the embedder's own retries): retry the
             # step later; permanent errors (bad request, wrong dimension) fail at once
@@ -187,7 +183,11 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         )
 
     @dg.asset(
-        partitions_def=p.profile_collection, group_name="exports", deps=[embeddings], kinds={"json"}
+        partitions_def=p.profile_collection,
+        group_name="exports",
+        deps=[embeddings],
+        kinds={"json"},
+        automation_condition=AUTOMATION,
     )
     def sidecars(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """RFC 0013 sidecars (one ``<doc>.embeddings.json`` per document), every entry pinned to a content_hash."""
@@ -211,6 +211,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         group_name="index",
         deps=[embeddings],
         check_specs=_specs("index_rows", INDEX_ROW_CHECKS, p.profile_collection),
+        automation_condition=AUTOMATION,
         kinds={"lancedb"},
     )
     def index_rows(
@@ -246,6 +247,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             )
         ],
         check_specs=_specs("index_generation", GENERATION_CHECKS, p.profiles),
+        automation_condition=AUTOMATION,
         kinds={"lancedb"},
     )
     def index_generation(
@@ -254,8 +256,17 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         """A profile's index generation: its table with current FTS and ANN indexes, and its stats."""
         r = corpus.corpus().generation_step(context.partition_key, run_id=context.run.run_id)
         g = r.generation
+        eval_md: dict[str, dg.MetadataValue] = {}
+        for name in ("recall@5", "mrr@10", "ndcg@10"):
+            if name in r.eval:
+                eval_md[f"eval_{name}"] = dg.MetadataValue.float(float(r.eval[name]))
+        if r.eval_plot is not None:
+            eval_md["eval_comparison"] = dg.MetadataValue.md(
+                markdown_image(r.eval_plot, f"golden-set metrics, namespace {g.spec.namespace}")
+            )
         return dg.MaterializeResult(
             metadata={
+                **eval_md,
                 "generation": g.id,
                 "status": g.status,
                 "rows": r.coverage.rows,
@@ -299,7 +310,43 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             }
         )
 
+    @dg.asset(group_name="evaluation", kinds={"duckdb"})
+    def retrieval_evals(corpus: CorpusResource) -> dg.MaterializeResult:
+        """Retrieval metrics of every `corpus eval` run (BEIR-format datasets), per dataset, mode
+        and generation, with a bar chart of nDCG@10 and Recall@10 side by side."""
+        c = corpus.corpus()
+        runs = c.registry.dataset_evals()
+        latest: dict[tuple[str, str, str], dict[str, object]] = {}
+        for r in runs:
+            latest[(str(r["dataset"]), str(r["mode"]), str(r["generation"]))] = r
+        rows = [
+            "| dataset | mode | generation | backend | nDCG@10 | MRR@10 | R@10 | R@100 | p50 ms |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for (ds, mode, gen), r in sorted(latest.items()):
+            rows.append(
+                f"| {ds} | {mode} | {gen} | {r.get('backend_spec', '')} | {r['ndcg@10']:.3f} | "
+                f"{r['mrr@10']:.3f} | {r.get('recall@10', 0):.3f} | {r.get('recall@100', 0):.3f} | "
+                f"{r.get('latency_p50_ms', 0)} |"
+            )
+        metadata: dict[str, dg.MetadataValue] = {
+            "runs": dg.MetadataValue.int(len(runs)),
+            "results": dg.MetadataValue.md("\n".join(rows) if latest else "no evals yet"),
+        }
+        if latest:
+            series = {
+                f"{ds} {mode} {gen}": {
+                    k: float(r[k]) for k in ("ndcg@10", "mrr@10", "recall@10") if k in r
+                }  # type: ignore[arg-type]
+                for (ds, mode, gen), r in sorted(latest.items())
+            }
+            png = bar_chart(series, ["ndcg@10", "mrr@10", "recall@10"], title="corpus eval")
+            save_png(png, c.settings.reports / "retrieval-evals.png")
+            metadata["chart"] = dg.MetadataValue.md(markdown_image(png, "corpus eval results"))
+        return dg.MaterializeResult(metadata=metadata)
+
     return [
+        retrieval_evals,
         source_manifest,
         parsed_blocks,
         embedding_inputs,

@@ -125,6 +125,10 @@ class Settings:
     def dagster_home(self) -> Path:
         return self.home / "dagster"
 
+    @property
+    def reports(self) -> Path:
+        return self.home / "reports"
+
     def load(self) -> CorpusConfig:
         """Load and validate the configuration file."""
         return load_config(self.config_path)

@@ -33,6 +33,7 @@ def build_inputs(
         if source_type != "passage" and section not in sections:
             continue
         content = json.loads(str(block["content"]))
+        document = json.loads(str(block.get("metadata") or "{}"))
         granularity = sections.get(section, "block")
         for fmt in formats:
             for unit in input_units(
@@ -41,6 +42,7 @@ def build_inputs(
                 content=content,
                 source_type=source_type,
                 granularity=granularity,
+                document=document,
             ):
                 rows.append(
                     {

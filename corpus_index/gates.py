@@ -16,6 +16,41 @@ import pyarrow.compute as pc
 
 NORM_TOLERANCE = 1e-3
 
+# The blocking checks of each gated asset: (name, description). The Dagster asset checks, the
+# registry's record of a generation and promotion's list of required gates all use these names.
+EMBEDDING_GATES = [
+    ("vectors_have_profile_dim", "Every vector has the profile's dimension."),
+    ("vectors_are_finite", "No vector holds NaN or infinite values."),
+    ("vector_norms_match_profile", "Vector norms are what the profile declares."),
+    ("vectors_share_one_backend_spec", "All vectors come from the profile's backend_spec."),
+    ("vectors_match_their_inputs", "Every vector's input_hash is in embedding_inputs, and back."),
+]
+INDEX_ROW_GATES = [
+    ("rows_have_tenant_and_acl", "Every row has a tenant_id and at least one ACL group."),
+    ("no_rows_from_removed_documents", "No row belongs to a removed document."),
+    (
+        "index_rows_pass_expectation_suite",
+        "The Great Expectations suite expectations/index_rows.json passes (not-null, value sets, "
+        "unique vector_id).",
+    ),
+]
+EVAL_GATE = "retrieval_not_worse_than_active"
+GENERATION_GATES = [
+    ("row_counts_reconcile", "Rows per collection equal that collection's embeddable inputs."),
+    ("indexes_cover_every_row", "The FTS and ANN indexes cover every row."),
+    ("no_orphan_vectors", "Every row belongs to a collection of the namespace."),
+    (
+        EVAL_GATE,
+        "Recall@5, MRR@10 and nDCG@10 on the namespace's golden set are not worse than the "
+        "ACTIVE generation's beyond the namespace's eval_tolerance.",
+    ),
+]
+
+
+def check_key(asset: str, check: str, collection: str | None = None) -> str:
+    """How a generation's record names a check: ``asset:check`` or ``asset:check[collection]``."""
+    return f"{asset}:{check}" + (f"[{collection}]" if collection else "")
+
 
 @dataclass(frozen=True, slots=True)
 class Gate:

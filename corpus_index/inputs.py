@@ -76,7 +76,11 @@ class InputUnit:
 
 
 def _default_v1_units(
-    section: str, content: dict[str, Any], source_type: str, granularity: str
+    section: str,
+    content: dict[str, Any],
+    source_type: str,
+    granularity: str,
+    document: dict[str, Any] | None = None,
 ) -> list[str]:
     if source_type == "passage":
         return [passage_v1(content)]
@@ -91,8 +95,48 @@ def _default_v1_units(
     return texts
 
 
-FormatFn = Callable[[str, dict[str, Any], str, str], list[str]]
-INPUT_FORMATS: dict[str, FormatFn] = {"default-v1": _default_v1_units}
+def document_context(document: dict[str, Any]) -> str:
+    """One line situating a block in its document: title, asset class, place, size, date.
+
+    Built from the document's front matter (the block's ``metadata``); missing fields are left
+    out, and an empty front matter gives ''.
+    """
+    title = _norm(str(document.get("title") or document.get("deal_id") or ""))
+    asset = _norm(str(document.get("asset_class") or "")).replace("_", " ")
+    place = ", ".join(
+        _norm(str(document[k])) for k in ("metro", "state") if document.get(k) not in (None, "")
+    )
+    parts = [title]
+    if asset or place:
+        parts.append(" ".join(p for p in (asset, f"in {place}" if place else "") if p))
+    if isinstance(document.get("units"), int):
+        parts.append(f"{document['units']} units")
+    if document.get("deal_date"):
+        parts.append(str(document["deal_date"]))
+    return " | ".join(p for p in parts if p)
+
+
+def _default_v2_units(
+    section: str,
+    content: dict[str, Any],
+    source_type: str,
+    granularity: str,
+    document: dict[str, Any],
+) -> list[str]:
+    """``default-v2``: ``default-v1`` with the document's context line first (contextual
+    retrieval: a block that never names its property still carries where and what it is)."""
+    units = _default_v1_units(section, content, source_type, granularity, document)
+    if source_type == "passage":
+        return units
+    context = document_context(document)
+    return [f"{context}\n{u}" if context else u for u in units]
+
+
+FormatFn = Callable[[str, dict[str, Any], str, str, dict[str, Any]], list[str]]
+INPUT_FORMATS: dict[str, FormatFn] = {
+    "default-v1": _default_v1_units,
+    "default-v2": _default_v2_units,
+}
 
 
 def input_units(
@@ -102,13 +146,14 @@ def input_units(
     content: dict[str, Any],
     source_type: str,
     granularity: str = "block",
+    document: dict[str, Any] | None = None,
 ) -> list[InputUnit]:
     """Embedder inputs of one block under ``input_format``.
 
     Raises:
         KeyError: the format is unknown (configuration validation catches this earlier).
     """
-    texts = INPUT_FORMATS[input_format](section, content, source_type, granularity)
+    texts = INPUT_FORMATS[input_format](section, content, source_type, granularity, document or {})
     if granularity == "block" or source_type == "passage":
         return [InputUnit("", t, input_hash(input_format, t)) for t in texts if t]
     return [InputUnit(f"#p{i}", t, input_hash(input_format, t)) for i, t in enumerate(texts)]

@@ -17,7 +17,12 @@ from typing import Any
 
 import duckdb
 
-from corpus_index.errors import MissingGenerationError, PromotionRefusedError, RetryableError
+from corpus_index.errors import (
+    MissingGenerationError,
+    PromotionRefusedError,
+    RetireRefusedError,
+    RetryableError,
+)
 
 STATUSES = ("BUILDING", "READY", "ACTIVE", "RETIRED", "FAILED")
 SCHEMA_VERSION = 1
@@ -51,6 +56,26 @@ _DDL = [
         generation VARCHAR NOT NULL,
         previous VARCHAR,
         updated_at TIMESTAMPTZ NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS tombstones (
+        source_id VARCHAR PRIMARY KEY,
+        collection VARCHAR NOT NULL,
+        namespace VARCHAR NOT NULL,
+        content_hashes JSON NOT NULL DEFAULT '[]',
+        input_hashes JSON NOT NULL DEFAULT '[]',
+        removed_at TIMESTAMPTZ NOT NULL,
+        reason VARCHAR NOT NULL,
+        receipt VARCHAR,
+        purged_at TIMESTAMPTZ
+    )""",
+    """CREATE TABLE IF NOT EXISTS dataset_evals (
+        dataset VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL,
+        generation VARCHAR NOT NULL,
+        profile VARCHAR NOT NULL,
+        backend_spec VARCHAR NOT NULL,
+        metrics JSON NOT NULL,
+        evaluated_at TIMESTAMPTZ NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS pointer_history (
         namespace VARCHAR NOT NULL,
@@ -295,25 +320,35 @@ class Registry:
     def record_build(
         self, generation_id: str, *, row_count: int, checks: dict[str, Any], ready: bool
     ) -> Generation:
-        """Store the generation's counts and check outcomes; BUILDING becomes READY when ``ready``."""
+        """Store the generation's row count and merge check outcomes; BUILDING becomes READY
+        when ``ready``."""
         gen = self.require(generation_id)
         status = gen.status
         now = _now()
         if gen.status == "BUILDING" and ready:
             status = "READY"
+        merged = {**gen.checks, **checks}
         with self.connect() as con:
             con.execute(
                 """UPDATE generations SET row_count = ?, checks = ?, status = ?, updated_at = ?,
                    ready_at = COALESCE(ready_at, CASE WHEN ? = 'READY' THEN ?::TIMESTAMPTZ END)
                    WHERE id = ?""",
-                [row_count, json.dumps(checks), status, now, status, now, generation_id],
+                [row_count, json.dumps(merged), status, now, status, now, generation_id],
             )
         return self.require(generation_id)
 
-    def record_checks(self, generation_id: str, checks: dict[str, Any]) -> None:
-        """Merge check outcomes (name -> {passed, ...}) into the generation's record."""
+    def record_checks(
+        self, generation_id: str, checks: dict[str, Any], *, keep: set[str] | None = None
+    ) -> None:
+        """Merge check outcomes (name -> {passed, ...}) into the generation's record.
+
+        With ``keep``, outcomes of checks outside ``keep`` (say, of a collection no longer
+        configured) are dropped.
+        """
         gen = self.require(generation_id)
         merged = {**gen.checks, **checks}
+        if keep is not None:
+            merged = {k: v for k, v in merged.items() if k in keep}
         with self.connect() as con:
             con.execute(
                 "UPDATE generations SET checks = ?, updated_at = ? WHERE id = ?",
@@ -357,9 +392,17 @@ class Registry:
         return self.get(row[0]) if row and row[0] else None
 
     def promote(
-        self, generation_id: str, *, run_id: str | None = None, action: str = "promote"
+        self,
+        generation_id: str,
+        *,
+        run_id: str | None = None,
+        action: str = "promote",
+        required: set[str] | None = None,
     ) -> Generation:
         """Move the namespace's ACTIVE pointer to ``generation_id`` in one transaction.
+
+        ``required`` names the checks that must have run and passed; without it, every
+        recorded check must have passed.
 
         Raises:
             PromotionRefusedError: the generation is not READY/ACTIVE, or a gate failed or never ran.
@@ -368,12 +411,11 @@ class Registry:
         if gen.status not in ("READY", "ACTIVE"):
             raise PromotionRefusedError(
                 f"generation {gen.id} is {gen.status}; only a READY generation can be promoted"
+                + _gate_summary(gen, required)
             )
-        failed = sorted(name for name, c in gen.checks.items() if not c.get("passed"))
-        if failed:
-            raise PromotionRefusedError(
-                f"generation {gen.id} cannot be promoted: failed checks: {', '.join(failed)}"
-            )
+        summary = _gate_summary(gen, required)
+        if summary:
+            raise PromotionRefusedError(f"generation {gen.id} cannot be promoted{summary}")
         ns = gen.spec.namespace
         now = _now()
         with self.connect() as con:
@@ -408,6 +450,171 @@ class Registry:
             con.execute("COMMIT")
         return self.require(gen.id)
 
+    def deactivated_at(self, generation_id: str) -> dt.datetime | None:
+        """When ``generation_id`` last stopped being ACTIVE, if it ever served."""
+        with self.connect() as con:
+            row = con.execute(
+                "SELECT max(changed_at) FROM pointer_history WHERE from_generation = ?",
+                [generation_id],
+            ).fetchone()
+        return row[0] if row and row[0] else None
+
+    def retire(
+        self, generation_id: str, *, window_hours: float, now: dt.datetime | None = None
+    ) -> Generation:
+        """Mark a generation RETIRED, after the safety window, never the ACTIVE one nor the
+        rollback target. Retiring a RETIRED generation again is a no-op (so a crash between
+        this and dropping its table can be finished by retiring again).
+
+        Raises:
+            RetireRefusedError: ACTIVE, the rollback target, or inside the safety window.
+        """
+        gen = self.require(generation_id)
+        if gen.status == "RETIRED":
+            return gen
+        now = now or _now()
+        served = self.deactivated_at(gen.id)
+        reference = served or gen.ready_at or gen.created_at
+        age_h = (now - reference).total_seconds() / 3600
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            row = con.execute(
+                "SELECT generation, previous FROM active_pointers WHERE namespace = ?",
+                [gen.spec.namespace],
+            ).fetchone()
+            active, previous = (row[0], row[1]) if row else (None, None)
+            refusal = ""
+            if gen.id == active:
+                refusal = f"generation {gen.id} is ACTIVE in namespace {gen.spec.namespace!r}"
+            elif gen.id == previous:
+                refusal = (
+                    f"generation {gen.id} is the rollback target of namespace "
+                    f"{gen.spec.namespace!r} (`corpus rollback` would return to it)"
+                )
+            elif age_h < window_hours:
+                refusal = (
+                    f"generation {gen.id} is inside its safety window: {age_h:.2f} h since "
+                    f"{'it last served' if served else 'it was built'}, "
+                    f"the window is {window_hours:g} h (namespaces.{gen.spec.namespace}."
+                    "retire_after_hours)"
+                )
+            if refusal:
+                con.execute("ROLLBACK")
+                raise RetireRefusedError(f"cannot retire: {refusal}")
+            con.execute(
+                """UPDATE generations SET status = 'RETIRED', retired_at = ?, updated_at = ?
+                   WHERE id = ?""",
+                [now, now, gen.id],
+            )
+            con.execute("COMMIT")
+        return self.require(gen.id)
+
+    # -- evaluations on BEIR-format datasets (corpus eval) ----------------------------------
+
+    def record_dataset_evals(self, results: list[dict[str, Any]]) -> None:
+        now = _now()
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            for r in results:
+                con.execute(
+                    "INSERT INTO dataset_evals VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        r["dataset"],
+                        r["mode"],
+                        r["generation"],
+                        r["profile"],
+                        r["backend_spec"],
+                        json.dumps(r),
+                        now,
+                    ],
+                )
+            con.execute("COMMIT")
+
+    def dataset_evals(self, dataset: str | None = None) -> list[dict[str, Any]]:
+        """Every recorded run, oldest first (each the JSON ``corpus eval --json`` printed)."""
+        where, params = ("WHERE dataset = ?", [dataset]) if dataset else ("", [])
+        with self.connect() as con:
+            rows = con.execute(
+                f"SELECT metrics FROM dataset_evals {where} ORDER BY evaluated_at", params
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # -- tombstones --------------------------------------------------------------------------
+
+    def add_tombstones(self, rows: list[dict[str, Any]]) -> None:
+        """Record removed sources (source_id, collection, namespace, content_hashes,
+        input_hashes, reason, receipt); a source removed again gets a fresh tombstone."""
+        if not rows:
+            return
+        now = _now()
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            for r in rows:
+                con.execute(
+                    """INSERT INTO tombstones (source_id, collection, namespace, content_hashes,
+                       input_hashes, removed_at, reason, receipt, purged_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)
+                       ON CONFLICT (source_id) DO UPDATE SET collection = excluded.collection,
+                       namespace = excluded.namespace, content_hashes = excluded.content_hashes,
+                       input_hashes = excluded.input_hashes, removed_at = excluded.removed_at,
+                       reason = excluded.reason, receipt = excluded.receipt, purged_at = NULL""",
+                    [
+                        r["source_id"],
+                        r["collection"],
+                        r["namespace"],
+                        json.dumps(sorted(r.get("content_hashes", []))),
+                        json.dumps(sorted(r.get("input_hashes", []))),
+                        now,
+                        r.get("reason", "removed"),
+                        r.get("receipt"),
+                    ],
+                )
+            con.execute("COMMIT")
+
+    def tombstones(
+        self, *, namespace: str | None = None, pending_purge: bool = False
+    ) -> list[dict[str, Any]]:
+        clauses, params = [], []
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        if pending_purge:
+            clauses.append("purged_at IS NULL")
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        with self.connect() as con:
+            cur = con.execute(f"SELECT * FROM tombstones {where} ORDER BY source_id", params)
+            cols = [d[0] for d in cur.description]
+            out = []
+            for row in cur.fetchall():
+                r = dict(zip(cols, row, strict=True))
+                r["content_hashes"] = json.loads(r["content_hashes"])
+                r["input_hashes"] = json.loads(r["input_hashes"])
+                out.append(r)
+            return out
+
+    def tombstone(self, source_id: str) -> dict[str, Any] | None:
+        found = [t for t in self.tombstones() if t["source_id"] == source_id]
+        return found[0] if found else None
+
+    def lift_tombstones(self, source_ids: list[str]) -> int:
+        """A source that came back is live again: its tombstone no longer applies."""
+        if not source_ids:
+            return 0
+        with self.connect() as con:
+            before = con.execute("SELECT count(*) FROM tombstones").fetchone()
+            con.execute("DELETE FROM tombstones WHERE list_contains(?, source_id)", [source_ids])
+            after = con.execute("SELECT count(*) FROM tombstones").fetchone()
+        return int((before or (0,))[0]) - int((after or (0,))[0])
+
+    def mark_purged(self, source_ids: list[str]) -> None:
+        if not source_ids:
+            return
+        with self.connect() as con:
+            con.execute(
+                "UPDATE tombstones SET purged_at = ? WHERE list_contains(?, source_id)",
+                [_now(), source_ids],
+            )
+
     def history(self, namespace: str) -> list[dict[str, Any]]:
         with self.connect() as con:
             cur = con.execute(
@@ -415,3 +622,16 @@ class Registry:
             )
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _gate_summary(gen: Generation, required: set[str] | None) -> str:
+    """'': every required gate ran and passed; else ': failed checks: ...; checks not run: ...'."""
+    names = set(gen.checks) if required is None else required
+    failed = sorted(n for n in names if n in gen.checks and not gen.checks[n].get("passed"))
+    missing = sorted(n for n in names if n not in gen.checks)
+    parts = []
+    if failed:
+        parts.append(f"failed checks: {', '.join(failed)}")
+    if missing:
+        parts.append(f"checks not run: {', '.join(missing)}")
+    return (": " + "; ".join(parts)) if parts else ""

@@ -15,12 +15,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import gates, predicates
+from corpus_index import expectations, gates, predicates
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedding import build_inputs, embed_with_cache
-from corpus_index.errors import ConfigError
+from corpus_index.errors import (
+    ConfigError,
+    DimensionMismatchError,
+    NonFiniteVectorError,
+    PromotionRefusedError,
+)
 from corpus_index.index_store import Coverage, GenerationStore, WriteResult
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, MANIFEST_SCHEMA, QUARANTINE_SCHEMA
 from corpus_index.registry import Generation, GenerationSpec, Registry
@@ -88,6 +93,8 @@ class GenerationOutcome:
     coverage: Coverage
     gates: list[gates.Gate]
     rows_by_collection: dict[str, int]
+    eval: dict[str, Any] = field(default_factory=dict)
+    eval_plot: bytes | None = None
 
 
 class Corpus:
@@ -99,6 +106,7 @@ class Corpus:
         self.warehouse = Warehouse(settings.warehouse)
         self.registry = Registry(settings.registry_path)
         self._store: GenerationStore | None = None
+        self.last_receipt: str | None = None
 
     @property
     def store(self) -> GenerationStore:
@@ -152,9 +160,24 @@ class Corpus:
     # -- ingestion (per collection) --------------------------------------------------------
 
     def manifest_step(self, collection: str) -> ManifestResult:
+        """Scan the collection; a removed document is deleted from every store at once."""
+        from corpus_index.deletion import propagate_deletion
+
         previous = self.warehouse.read("source_manifest", (collection,))
         result = scan_manifest(self.collection(collection), previous)
+        changes = result.table.select(["source_id", "change"]).to_pylist()
+        removed = [r["source_id"] for r in changes if r["change"] == "removed"]
+        added = [r["source_id"] for r in changes if r["change"] == "added"]
+        self.registry.lift_tombstones(added)
+        receipt = propagate_deletion(
+            self,
+            collection,
+            removed,
+            namespace=self.collection(collection).namespace,
+            reason="source file removed",
+        )
         self.warehouse.write("source_manifest", (collection,), result.table)
+        self.last_receipt = receipt.path if receipt is not None else None
         return result
 
     def parse_step(self, collection: str) -> ParseResult:
@@ -181,12 +204,18 @@ class Corpus:
     # -- embedding and index (per profile × collection) ------------------------------------
 
     def embeddings_step(
-        self, profile: str, collection: str, *, progress: Callable[[int, int], None] | None = None
+        self,
+        profile: str,
+        collection: str,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        run_id: str | None = None,
     ) -> EmbeddingsOutcome:
         """Embed the partition's new input hashes; the rest come from the cache.
 
         The vectors are written (to the warehouse and the cache) only when every gate passed;
-        otherwise the last good partition stays as it was.
+        otherwise the last good partition stays as it was. The gates' outcomes are recorded on
+        the profile's live generation, whose promotion requires them.
         """
         if not self.config.profile_covers(profile, collection):
             return EmbeddingsOutcome(covered=False)
@@ -202,9 +231,35 @@ class Corpus:
             revision=spec.model_revision,
             dim=spec.dim,
         )
-        result = embed_with_cache(
-            texts, embedder, cache, batch_size=max(p.batch_size, 32), progress=progress
-        )
+        generation = self.registry.open_generation(spec, run_id=run_id)
+        try:
+            result = embed_with_cache(
+                texts, embedder, cache, batch_size=max(p.batch_size, 32), progress=progress
+            )
+        except (DimensionMismatchError, NonFiniteVectorError) as exc:
+            # the embedder itself rejected the answer: the gate it would have failed reports
+            # it like any other failure, and the others are marked failed as not evaluated
+            failed = (
+                "vectors_have_profile_dim"
+                if isinstance(exc, DimensionMismatchError)
+                else "vectors_are_finite"
+            )
+            outcome = EmbeddingsOutcome(
+                covered=True, inputs=len(texts), dim=spec.dim, backend_spec=embedder.backend_spec
+            )
+            outcome.gates = [
+                gates.Gate(
+                    name,
+                    False,
+                    desc,
+                    {"error": str(exc)}
+                    if name == failed
+                    else {"not_evaluated": f"the embedder's answer was rejected ({failed})"},
+                )
+                for name, desc in gates.EMBEDDING_GATES
+            ]
+            self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
+            return outcome
         outcome = EmbeddingsOutcome(
             covered=True,
             inputs=len(texts),
@@ -222,6 +277,7 @@ class Corpus:
             gates.vectors_share_one_backend_spec([embedder.backend_spec], spec.backend_spec),
             gates.vectors_match_their_inputs(result.hashes, list(texts)),
         ]
+        self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
         if outcome.passed:
             table = result.to_table(spec.dim)
             fresh = set(result.fresh_hashes)
@@ -320,14 +376,58 @@ class Corpus:
         rows = build_rows(generation, blocks=blocks, inputs=inputs, vectors=vectors, run_id=run_id)
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
         live = {f"{collection}/{d}" for d in live_documents(manifest)}
+        # tombstones replay: a source deleted before this generation existed never enters it,
+        # even from stale inputs (a source that really comes back lifts its tombstone at scan)
+        dead = sorted(
+            t["source_id"]
+            for t in self.registry.tombstones(namespace=generation.spec.namespace)
+            if t["collection"] == collection
+        )
+        if dead:
+            rows = rows.filter(pc.invert(pc.is_in(rows["source_id"], pa.array(dead, pa.string()))))
         outcome = IndexRowsOutcome(covered=True, generation=generation.id, rows=rows.num_rows)
         outcome.gates = [
             gates.rows_have_tenant_and_acl(rows),
             gates.no_rows_from_removed_documents(rows, live),
+            expectations.validate(rows, "index_rows"),
         ]
+        self._record_partition_checks(generation, "index_rows", collection, outcome.gates)
         if outcome.passed:
             outcome.write = self.store.replace_collection(generation, collection, rows)
         return outcome
+
+    def _record_partition_checks(
+        self, generation: Generation, asset: str, collection: str, outcomes: list[gates.Gate]
+    ) -> None:
+        self.registry.record_checks(
+            generation.id,
+            {gates.check_key(asset, g.name, collection): g.to_json() for g in outcomes},
+        )
+
+    def required_checks(self, profile: str, *, for_rollback: bool = False) -> set[str]:
+        """Every gate a generation of ``profile`` must have run and passed to be promoted:
+        the embeddings and index_rows checks of each collection it covers, and its own.
+
+        Rolling back skips the eval gate: the rollback target served before, and comparing it
+        with the generation it replaces is exactly what a rollback overrides.
+        """
+        p = self.profile(profile)
+        required = {
+            gates.check_key(asset, name, c.name)
+            for c in self.config.collections_in(p.namespace)
+            if self.config.profile_covers(profile, c.name)
+            for asset, checks in (
+                ("embeddings", gates.EMBEDDING_GATES),
+                ("index_rows", gates.INDEX_ROW_GATES),
+            )
+            for name, _ in checks
+        }
+        required |= {
+            gates.check_key("index_generation", name)
+            for name, _ in gates.GENERATION_GATES
+            if not (for_rollback and name == gates.EVAL_GATE)
+        }
+        return required
 
     def generation_step(self, profile: str, *, run_id: str | None = None) -> GenerationOutcome:
         """Bring the profile's generation's indexes up to date and evaluate its gates."""
@@ -381,16 +481,111 @@ class Corpus:
                 {"orphan_rows": orphan_rows},
             ),
         ]
-        ready = all(g.passed for g in checks)
+        eval_gate, metrics = self._eval_gate(generation)
+        checks.append(eval_gate)
+        keyed = {gates.check_key("index_generation", g.name): g.to_json() for g in checks}
+        required = self.required_checks(profile)
+        recorded = {**generation.checks, **keyed}
+        # READY: built and every integrity gate passed; the eval gate is judged at promotion
+        ready = all(
+            recorded.get(name, {}).get("passed", False)
+            for name in required
+            if name != gates.check_key("index_generation", gates.EVAL_GATE)
+        )
+        self.registry.record_checks(generation.id, keyed, keep=required)
         generation = self.registry.record_build(
-            generation.id,
-            row_count=coverage.rows,
-            checks={g.name: g.to_json() for g in checks},
-            ready=ready,
+            generation.id, row_count=coverage.rows, checks={}, ready=ready
         )
+        plot = self.eval_plot(ns, highlight=generation.id) if metrics else None
         return GenerationOutcome(
-            generation=generation, coverage=coverage, gates=checks, rows_by_collection=actual
+            generation=generation,
+            coverage=coverage,
+            gates=checks,
+            rows_by_collection=actual,
+            eval=metrics,
+            eval_plot=plot,
         )
+
+    def _eval_gate(self, generation: Generation) -> tuple[gates.Gate, dict[str, Any]]:
+        """Evaluate ``generation`` on the golden set and compare it with the ACTIVE generation."""
+        from corpus_index.evaluation import (
+            GATE_METRICS,
+            evaluate_generation,
+            load_golden,
+            regressions,
+        )
+
+        ns = self.config.namespaces[generation.spec.namespace]
+        if ns.golden_set is None:
+            return (
+                gates.Gate(
+                    gates.EVAL_GATE,
+                    True,
+                    "no golden set is configured for this namespace; nothing to compare",
+                    {"skipped": f"namespaces.{ns.name}.golden_set is not set"},
+                ),
+                {},
+            )
+        golden = load_golden(ns.golden_set)
+        metrics = evaluate_generation(self, generation, golden)
+        self.registry.record_eval(generation.id, {"golden": metrics})
+        active = self.registry.active(ns.name)
+        baseline: dict[str, Any] = {}
+        if active is not None and active.id != generation.id:
+            baseline = active.eval.get("golden", {})
+            stale = baseline.get("golden_sha256") != golden.sha256
+            if stale and active.spec.profile in self.config.profiles:
+                baseline = evaluate_generation(self, active, golden)
+                self.registry.record_eval(active.id, {"golden": baseline})
+        worse = regressions(metrics, baseline, ns.eval_tolerance) if baseline else {}
+        detail: dict[str, Any] = {f"{m}": metrics.get(m) for m in GATE_METRICS} | {
+            "baseline_generation": active.id if active is not None else "",
+            "tolerance": ns.eval_tolerance,
+            "regressed": ", ".join(f"{m} -{d:.3f}" for m, d in worse.items()),
+            "queries": metrics.get("queries"),
+        }
+        for m in GATE_METRICS:
+            if m in baseline:
+                detail[f"active_{m}"] = baseline[m]
+        if not baseline:
+            what = (
+                "no ACTIVE generation to compare with"
+                if active is None or active.id != generation.id
+                else "this is the ACTIVE generation"
+            )
+            detail["baseline"] = what
+        return (
+            gates.Gate(
+                gates.EVAL_GATE,
+                not worse,
+                f"golden-set retrieval is not worse than the ACTIVE generation's beyond {ns.eval_tolerance}",
+                detail,
+            ),
+            metrics,
+        )
+
+    def eval_plot(self, namespace: str, *, highlight: str | None = None) -> bytes | None:
+        """A bar chart of the golden-set metrics of every non-retired generation of
+        ``namespace``, saved as ``<home>/reports/eval-<namespace>.png``; the PNG bytes."""
+        from corpus_index.evaluation import GATE_METRICS
+        from corpus_index.plots import bar_chart, save_png
+
+        series = {
+            f"{g.id} {g.spec.profile} ({g.status})": g.eval["golden"]
+            for g in self.registry.generations(namespace=namespace)
+            if g.status != "RETIRED" and g.eval.get("golden")
+        }
+        if not series:
+            return None
+        label = next((k for k in series if highlight and k.startswith(f"{highlight} ")), None)
+        png = bar_chart(
+            series,
+            GATE_METRICS,
+            title=f"golden-set retrieval, namespace {namespace}",
+            highlight=label,
+        )
+        save_png(png, self.settings.reports / f"eval-{namespace}.png")
+        return png
 
     def _read(self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None) -> pa.Table:
         table = self.warehouse.read(asset, partition, schema)
@@ -444,4 +639,36 @@ def promote(
                 f"namespace {namespace!r} has no READY generation (run `corpus sync` first)"
             )
         target = candidates[-1]
-    return reg.promote(target.id, run_id=run_id, action=action)
+    if target.spec.profile not in corpus.config.profiles:
+        raise PromotionRefusedError(
+            f"generation {target.id} was built by profile {target.spec.profile!r}, which is no "
+            "longer configured, so its queries could not be embedded; add the profile back to "
+            f"{action} to it"
+        )
+    required = corpus.required_checks(target.spec.profile, for_rollback=action == "rollback")
+    return reg.promote(target.id, run_id=run_id, action=action, required=required)
+
+
+@dataclass(frozen=True, slots=True)
+class RetireOutcome:
+    """A retired generation and whether its table was dropped now."""
+
+    generation: Generation
+    table_dropped: bool
+
+
+def retire(corpus: Corpus, generation_id: str) -> RetireOutcome:
+    """Retire a generation and drop its table, once the namespace's safety window has passed.
+
+    Never the ACTIVE generation nor the rollback target. Retiring again after a crash between
+    the two steps finishes the job.
+
+    Raises:
+        MissingGenerationError, RetireRefusedError.
+    """
+    gen = corpus.registry.require(generation_id)
+    ns = corpus.config.namespaces.get(gen.spec.namespace)
+    window = ns.retire_after_hours if ns is not None else 0.0
+    retired = corpus.registry.retire(gen.id, window_hours=window)
+    dropped = corpus.store.drop(retired)
+    return RetireOutcome(generation=retired, table_dropped=dropped)

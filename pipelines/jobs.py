@@ -1,17 +1,128 @@
 """Jobs over the asset graph: one per partitioning, so each can run on its own key."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: Dagster reads the op annotations at definition time
 
 import dagster as dg
 
-from assets import CorpusPartitions
+from assets import CorpusPartitions, CorpusResource
+from corpus_index.compaction import compact
+from corpus_index.deletion import namespace_of, purge_collection
+from corpus_index.service import retire
 
 INGEST_ASSETS = ["source_manifest", "parsed_blocks", "embedding_inputs"]
 EMBED_ASSETS = ["embeddings", "sidecars", "index_rows"]
 
 
-def build_jobs(p: CorpusPartitions) -> list[dg.UnresolvedAssetJobDefinition]:
-    """ingest (per collection), embed (per profile × collection), generation (per profile), promotion."""
+class RetireConfig(dg.Config):  # type: ignore[misc]
+    """The generation to retire (``g<NNNN>``)."""
+
+    generation: str
+
+
+@dg.op(description="Retire a generation and drop its table, after the safety window.")
+def retire_generation(
+    context: dg.OpExecutionContext, config: RetireConfig, corpus: CorpusResource
+) -> dg.Output[dict[str, object]]:
+    """Refused (the run fails, naming why) for the ACTIVE generation, the rollback target, or
+    one still inside its namespace's ``retire_after_hours``."""
+    out = retire(corpus.corpus(), config.generation)
+    g = out.generation
+    context.log.info(f"retired {g.id} ({g.spec.profile}); table dropped: {out.table_dropped}")
+    value = {"generation": g.id, "status": g.status, "table_dropped": out.table_dropped}
+    return dg.Output(
+        value,
+        metadata={
+            "generation": g.id,
+            "profile": g.spec.profile,
+            "namespace": g.spec.namespace,
+            "table": g.table_name,
+            "table_dropped": out.table_dropped,
+        },
+    )
+
+
+@dg.job(description="Retire a READY or BUILDING generation that no longer serves.")
+def retire_generation_job() -> None:
+    retire_generation()
+
+
+class PurgeConfig(dg.Config):  # type: ignore[misc]
+    """A collection no longer in the configuration."""
+
+    collection: str
+
+
+@dg.op(description="Delete every source of a collection removed from the config, everywhere.")
+def purge_collection_op(
+    context: dg.OpExecutionContext, config: PurgeConfig, corpus: CorpusResource
+) -> dg.Output[dict[str, object]]:
+    c = corpus.corpus()
+    if config.collection in c.config.collections:
+        raise ValueError(
+            f"collection {config.collection!r} is still configured; remove it from "
+            f"{c.config.path} to purge it"
+        )
+    receipt = purge_collection(c, config.collection, namespace_of(c, config.collection))
+    sources = len(receipt.source_ids) if receipt else 0
+    context.log.info(f"purged collection {config.collection}: {sources} sources")
+    return dg.Output(
+        {"collection": config.collection, "sources": sources},
+        metadata={
+            "collection": config.collection,
+            "sources": sources,
+            "receipt": receipt.path if receipt else "",
+        },
+    )
+
+
+@dg.job(description="Purge a collection removed from the config from every generation and store.")
+def purge_collection_job() -> None:
+    purge_collection_op()
+
+
+class CompactionConfig(dg.Config):  # type: ignore[misc]
+    """Old LanceDB versions younger than this are kept (unless a deletion is pending purge)."""
+
+    retention_hours: float = 24.0
+
+
+@dg.op(description="LanceDB optimize and old-version cleanup; unused cache entries purged.")
+def compact_op(
+    context: dg.OpExecutionContext, config: CompactionConfig, corpus: CorpusResource
+) -> dg.Output[dict[str, object]]:
+    report = compact(corpus.corpus(), retention_hours=config.retention_hours)
+    context.log.info(
+        f"compacted {len(report.tables)} tables; {report.cache_entries_purged} cache entries "
+        f"purged; {len(report.tombstones_purged)} deletions physically purged"
+    )
+    return dg.Output(
+        report.to_json(),
+        metadata={
+            "tables": len(report.tables),
+            "cache_entries_purged": report.cache_entries_purged,
+            "tombstones_purged": len(report.tombstones_purged),
+            "seconds": round(report.seconds, 2),
+        },
+    )
+
+
+@dg.job(description="Compact every live index and cache table (see `corpus compact`).")
+def compaction_job() -> None:
+    compact_op()
+
+
+compaction_schedule = dg.ScheduleDefinition(
+    name="compaction_schedule",
+    job=compaction_job,
+    cron_schedule="15 3 * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Nightly compaction: FTS/ANN cover new rows, old versions and unused cache go.",
+)
+
+
+def build_jobs(p: CorpusPartitions) -> list[object]:
+    """ingest (per collection), embed (per profile × collection), generation (per profile),
+    promotion, rollback and retirement."""
     ingest_job = dg.define_asset_job(
         "ingest_job",
         selection=dg.AssetSelection.assets(*INGEST_ASSETS),
@@ -38,4 +149,19 @@ def build_jobs(p: CorpusPartitions) -> list[dg.UnresolvedAssetJobDefinition]:
         config={"ops": {"active_generation": {"config": {"action": "rollback", "generation": ""}}}},
         description="Point a namespace back at its previous ACTIVE generation, in one step.",
     )
-    return [ingest_job, embed_job, generation_job, promote_generation_job, rollback_generation_job]
+    eval_report_job = dg.define_asset_job(
+        "eval_report_job",
+        selection=dg.AssetSelection.assets("retrieval_evals"),
+        description="Refresh the retrieval_evals asset from the registry (corpus eval runs it).",
+    )
+    return [
+        eval_report_job,
+        ingest_job,
+        embed_job,
+        generation_job,
+        promote_generation_job,
+        rollback_generation_job,
+        retire_generation_job,
+        purge_collection_job,
+        compaction_job,
+    ]

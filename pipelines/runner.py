@@ -15,7 +15,7 @@ import dagster as dg
 
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
-from pipelines.sync import QUIET_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
+from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
 
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
 
@@ -58,10 +58,46 @@ def run_promotion(settings: Settings, namespace: str, generation: str, action: s
     job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
     run_config = {
         "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
-        **QUIET_RUN_CONFIG,
+        **SILENT_RUN_CONFIG,
     }
     result = home.defs.resolve_job_def(job).execute_in_process(
         partition_key=namespace, instance=home.instance, run_config=run_config, raise_on_error=False
+    )
+    return outcome(result)
+
+
+def run_retire(settings: Settings, generation: str) -> JobOutcome:
+    """Run ``retire_generation_job`` for ``generation``."""
+    home = open_home(settings)
+    run_config = {
+        "ops": {"retire_generation": {"config": {"generation": generation}}},
+        **SILENT_RUN_CONFIG,
+    }
+    result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
+        instance=home.instance, run_config=run_config, raise_on_error=False
+    )
+    return outcome(result)
+
+
+def run_compaction(settings: Settings, retention_hours: float) -> tuple[JobOutcome, dict[str, Any]]:
+    """Run ``compaction_job``; the outcome and the compaction report."""
+    home = open_home(settings)
+    run_config = {
+        "ops": {"compact_op": {"config": {"retention_hours": retention_hours}}},
+        **SILENT_RUN_CONFIG,
+    }
+    result = home.defs.resolve_job_def("compaction_job").execute_in_process(
+        instance=home.instance, run_config=run_config, raise_on_error=False
+    )
+    report = result.output_for_node("compact_op") if result.success else {}
+    return outcome(result), report
+
+
+def run_eval_report(settings: Settings) -> JobOutcome:
+    """Materialize ``retrieval_evals`` so the UI shows the newest `corpus eval` figures."""
+    home = open_home(settings)
+    result = home.defs.resolve_job_def("eval_report_job").execute_in_process(
+        instance=home.instance, run_config=SILENT_RUN_CONFIG, raise_on_error=False
     )
     return outcome(result)
 

@@ -13,6 +13,9 @@ from corpus_index.config import CorpusConfig
 
 Progress = Callable[[str], None]
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# for runs whose expected failure is a refusal the CLI reports in one line (promote, rollback,
+# retire): the stack trace stays in the run's event log, visible in the UI
+SILENT_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass
@@ -27,6 +30,7 @@ class SyncReport:
     generations: dict[str, dict[str, Any]] = field(default_factory=dict)
     failed_runs: list[dict[str, Any]] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    purged_collections: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -42,6 +46,7 @@ class SyncReport:
             "generations": self.generations,
             "failed_runs": self.failed_runs,
             "runs": self.runs,
+            "purged_collections": self.purged_collections,
         }
 
 
@@ -68,10 +73,27 @@ def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def first_error(result: dg.ExecuteInProcessResult) -> str:
-    """The first line of the first step failure of a run, or ''."""
+    """The first line of the first step failure of a run, or ''.
+
+    Dagster wraps what the step raised ("Error occurred while executing op ..."); the message
+    of the innermost cause is the one that says what went wrong.
+    """
     for ev in result.all_events:
         if ev.is_step_failure and ev.event_specific_data is not None:
-            return str(ev.event_specific_data.error.message).strip().split("\n")[0]  # type: ignore[union-attr]
+            error = ev.event_specific_data.error  # type: ignore[union-attr]
+            while error is not None and getattr(error, "cause", None) is not None:
+                error = error.cause
+            if error is None:
+                continue
+            message = str(error.message).strip()
+            cls = getattr(error, "cls_name", "") or ""
+            prefix = f"{cls}: "
+            # SerializableErrorInfo messages read "module.Class: text"; keep the text
+            if ": " in message.split("\n")[0] and message.split(": ", 1)[0].endswith(cls):
+                message = message.split(": ", 1)[1]
+            elif message.startswith(prefix):
+                message = message[len(prefix) :]
+            return message.split("\n")[0]
     return ""
 
 
@@ -82,6 +104,37 @@ def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusCon
     if missing:
         instance.add_dynamic_partitions("collections", missing)
     return missing
+
+
+def purge_removed_collections(
+    defs: dg.Definitions, config: CorpusConfig, instance: dg.DagsterInstance, report: SyncReport
+) -> None:
+    """Collections whose partition exists but that left the config: purged through
+    ``purge_collection_job`` (so the UI shows it), then their partition removed."""
+    gone = sorted(set(instance.get_dynamic_partitions("collections")) - set(config.collections))
+    for name in gone:
+        result = defs.resolve_job_def("purge_collection_job").execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "ops": {"purge_collection_op": {"config": {"collection": name}}},
+                **QUIET_RUN_CONFIG,
+            },
+        )
+        report.runs.append(result.run_id)
+        if not result.success:
+            report.failed_runs.append(
+                {
+                    "job": "purge_collection_job",
+                    "partition": name,
+                    "run_id": result.run_id,
+                    "failed_checks": [],
+                    "error": first_error(result),
+                }
+            )
+            continue
+        instance.delete_dynamic_partition("collections", name)
+        report.purged_collections.append(name)
 
 
 def run_sync(
@@ -95,6 +148,7 @@ def run_sync(
     say = progress or (lambda _msg: None)
     report = SyncReport()
     ensure_collection_partitions(instance, config)
+    purge_removed_collections(defs, config, instance, report)
 
     def execute(job: str, key: str | dg.MultiPartitionKey, label: str) -> dg.ExecuteInProcessResult:
         say(f"{job} {label}")
@@ -125,6 +179,7 @@ def run_sync(
             added=manifest.get("added", 0),
             changed=manifest.get("changed", 0),
             removed=manifest.get("removed", 0),
+            deletion_receipt=manifest.get("deletion_receipt") or None,
             blocks=blocks.get("blocks", 0),
             quarantined=blocks.get("quarantined", 0),
         )

@@ -157,3 +157,47 @@ def test_default_v1_is_deterministic_and_leaks_no_numbers(
     notes = content.get("_meta", {}).get("notes", [])
     expected_lines = 1 + _visible_strings(body) + _visible_strings(notes)
     assert len(lines) == expected_lines, "a boolean, null or empty value produced a line"
+
+
+DOCUMENT = {
+    "deal_id": "DEAL-2024-0093",
+    "title": "Lakeview Courtyard Apartments",
+    "asset_class": "multifamily",
+    "metro": "Chicago",
+    "state": "IL",
+    "units": 58,
+    "deal_date": "2024-05-16",
+}
+
+
+def test_default_v2_puts_the_document_context_first() -> None:
+    content = {"summary": "Rents   grew.", "_meta": {"notes": "watch supply"}}
+    (v1,) = input_units(
+        "default-v1", section="market_analysis", content=content, source_type="uw_block"
+    )
+    (v2,) = input_units(
+        "default-v2",
+        section="market_analysis",
+        content=content,
+        source_type="uw_block",
+        document=DOCUMENT,
+    )
+    assert v2.text == (
+        "Lakeview Courtyard Apartments | multifamily in Chicago, IL | 58 units | 2024-05-16\n"
+        + v1.text
+    )
+    # a new format is a new name: the same text under another format has another hash
+    assert v1.input_hash != v2.input_hash
+
+
+def test_default_v2_degrades_to_v1_without_context_and_leaves_passages_alone() -> None:
+    content = {"summary": "x"}
+    (v1,) = input_units("default-v1", section="s", content=content, source_type="uw_block")
+    (bare,) = input_units("default-v2", section="s", content=content, source_type="uw_block")
+    assert bare.text == v1.text
+    passage = {"title": "T", "text": "body"}
+    (p1,) = input_units("default-v1", section="passage", content=passage, source_type="passage")
+    (p2,) = input_units(
+        "default-v2", section="passage", content=passage, source_type="passage", document=DOCUMENT
+    )
+    assert p1.text == p2.text == "T body"

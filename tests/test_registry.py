@@ -101,7 +101,9 @@ def test_record_build_makes_building_ready(tmp_path: Path) -> None:
     not_yet = reg.record_build(gen.id, row_count=5, checks={"x": {"passed": False}}, ready=False)
     assert (not_yet.status, not_yet.row_count, not_yet.ready_at) == ("BUILDING", 5, None)
     built = reg.record_build(gen.id, row_count=42, checks=PASSED, ready=True)
-    assert (built.status, built.row_count, built.checks) == ("READY", 42, PASSED)
+    # outcomes merge: a check not re-run keeps its last outcome
+    assert (built.status, built.row_count) == ("READY", 42)
+    assert built.checks == {"x": {"passed": False}, **PASSED}
     assert built.ready_at is not None
     assert built.updated_at >= built.created_at
     rebuilt = reg.record_build(gen.id, row_count=43, checks=PASSED, ready=True)
@@ -301,3 +303,74 @@ def test_connect_waits_for_a_lock_released_within_the_timeout(tmp_path: Path) ->
         stop(holder)
     assert gen.id == "g0001"
     assert waited >= 0.3, "the registry should have had to wait for the holder"
+
+
+def test_promote_requires_every_named_gate_to_have_run(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    g1 = ready(reg, SPEC)
+    required = {*PASSED, "index_generation:retrieval_not_worse_than_active"}
+    with pytest.raises(PromotionRefusedError) as info:
+        reg.promote(g1, required=required)
+    assert str(info.value) == (
+        "generation g0001 cannot be promoted: checks not run: "
+        "index_generation:retrieval_not_worse_than_active"
+    )
+    reg.record_checks(g1, {"index_generation:retrieval_not_worse_than_active": {"passed": True}})
+    assert reg.promote(g1, required=required).status == "ACTIVE"
+
+
+def test_record_checks_keep_drops_outcomes_no_longer_required(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    g1 = ready(reg, SPEC)
+    reg.record_checks(g1, {"embeddings:vectors_are_finite[gone]": {"passed": False}})
+    reg.record_checks(g1, {}, keep=set(PASSED))
+    assert reg.require(g1).checks == PASSED
+
+
+def test_retire_refuses_active_rollback_target_and_window(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from corpus_index.errors import RetireRefusedError
+
+    reg = registry(tmp_path)
+    g1 = ready(reg, SPEC)
+    g2 = ready(reg, OTHER_MODEL)
+    g3 = ready(reg, dataclasses.replace(SPEC, backend_spec="hash:v1-16", dim=16))
+    reg.promote(g1)
+    reg.promote(g2)  # g1 is now the rollback target
+    with pytest.raises(RetireRefusedError, match="g0002 is ACTIVE"):
+        reg.retire(g2, window_hours=0)
+    with pytest.raises(RetireRefusedError, match="g0001 is the rollback target"):
+        reg.retire(g1, window_hours=0)
+    # g3 never served: its window counts from when it became READY
+    with pytest.raises(RetireRefusedError, match="safety window: 0.00 h since it was built"):
+        reg.retire(g3, window_hours=24)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=25)
+    retired = reg.retire(g3, window_hours=24, now=later)
+    assert retired.status == "RETIRED" and retired.retired_at is not None
+    assert reg.retire(g3, window_hours=24).status == "RETIRED"  # again: a no-op
+    # a RETIRED generation never receives rows again: the same spec opens a new one
+    again = reg.open_generation(dataclasses.replace(SPEC, backend_spec="hash:v1-16", dim=16))
+    assert again.id == "g0004" and again.status == "BUILDING"
+
+
+def test_retire_window_counts_from_when_it_last_served(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from corpus_index.errors import RetireRefusedError
+
+    reg = registry(tmp_path)
+    g1, g2, g3 = (
+        ready(reg, SPEC),
+        ready(reg, OTHER_MODEL),
+        ready(reg, dataclasses.replace(SPEC, backend_spec="hash:v1-16", dim=16)),
+    )
+    for g in (g1, g2, g3):  # g1 served, then g2; now g3 serves and g2 is the rollback target
+        reg.promote(g)
+    served_until = reg.deactivated_at(g1)
+    assert served_until is not None
+    with pytest.raises(RetireRefusedError, match="since it last served"):
+        reg.retire(g1, window_hours=1, now=served_until + dt.timedelta(minutes=59))
+    assert reg.retire(g1, window_hours=1, now=served_until + dt.timedelta(minutes=61)).status == (
+        "RETIRED"
+    )

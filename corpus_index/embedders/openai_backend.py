@@ -21,7 +21,13 @@ import numpy as np
 import numpy.typing as npt
 
 from corpus_index.embedders import EmbedStats
-from corpus_index.errors import ConfigError, DimensionMismatchError, EmbedderError, RetryableError
+from corpus_index.errors import (
+    ConfigError,
+    DimensionMismatchError,
+    EmbedderError,
+    NonFiniteVectorError,
+    RetryableError,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KNOWN_DIMS = {
@@ -391,7 +397,7 @@ class OpenAIEmbedder:
         matrix = np.stack(rows)
         if not np.isfinite(matrix).all():
             bad = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
-            raise EmbedderError(
+            raise NonFiniteVectorError(
                 f"{self.backend_spec}: the server returned non-finite values (NaN or inf) "
                 f"in the vector for input {bad} of the batch"
             )

@@ -30,3 +30,30 @@ def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -
     if collection.kind == "beir":
         return beir.parse(collection, doc, version)
     raise ConfigError(f"collections.{collection.name}.kind: no parser for {collection.kind!r}")
+
+
+def fingerprint(collection: CollectionConfig) -> str:
+    """A cheap digest of the collection's files (relative path, size, mtime in ns), read with
+    ``stat`` only: it changes when a document is added, changed or removed. A missing root
+    fingerprints as ``missing``."""
+    import hashlib
+
+    root = collection.path
+    if not root.is_dir():
+        return "missing"
+    if collection.kind == "uw_deals":
+        paths = sorted(root.rglob(f"*{uw.SUFFIX}"))
+    elif collection.kind == "beir":
+        paths = [root / "corpus.jsonl"] if (root / "corpus.jsonl").is_file() else []
+    else:
+        raise ConfigError(f"collections.{collection.name}.kind: no reader for {collection.kind!r}")
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # removed between the listing and the stat
+            continue
+        digest.update(
+            f"{path.relative_to(root).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode()
+        )
+    return f"{len(paths)}:{digest.hexdigest()[:24]}"

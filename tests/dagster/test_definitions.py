@@ -22,6 +22,7 @@ EXPECTED_ASSETS = {
     "index_rows",
     "index_generation",
     "active_generation",
+    "retrieval_evals",
 }
 
 
@@ -42,6 +43,8 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         ("index_generation", "row_counts_reconcile"),
         ("index_generation", "indexes_cover_every_row"),
         ("index_generation", "no_orphan_vectors"),
+        ("index_rows", "index_rows_pass_expectation_suite"),
+        ("index_generation", "retrieval_not_worse_than_active"),
     ]:
         assert expected in checks
     for job in [
@@ -50,8 +53,24 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         "generation_job",
         "promote_generation_job",
         "rollback_generation_job",
+        "retire_generation_job",
+        "purge_collection_job",
+        "compaction_job",
+        "eval_report_job",
     ]:
         assert defs.resolve_job_def(job) is not None
+    assert {s.name for s in defs.sensors or []} == {
+        "source_update_sensor",
+        "corpus_automation_sensor",
+    }
+    assert {s.name for s in defs.schedules or []} == {"compaction_schedule"}
+    # source changes flow downstream by declarative automation; promotion never does
+    for name in ("embeddings", "sidecars", "index_rows", "index_generation"):
+        assert defs.resolve_assets_def(name).automation_conditions_by_key
+        assert all(defs.resolve_assets_def(name).automation_conditions_by_key.values())
+    assert not any(
+        defs.resolve_assets_def("active_generation").automation_conditions_by_key.values()
+    )
 
 
 def test_partitions_follow_config(home: Settings) -> None:

@@ -16,6 +16,10 @@ Faults are scripted per request: each request consumes the first entry of ``serv
 - ``{"shuffle": True}``: return the embeddings in reverse order (``index`` still correct).
 - ``{"float": True}``: answer with float lists even when base64 was asked for, as some
   OpenAI-compatible servers do.
+
+``serve(embed=...)`` backs the server with a real embedding function instead (for example the
+hash embedder or MiniLM), for tests that need vectors with meaning: a self-hosted model behind
+an OpenAI-compatible endpoint.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -79,6 +83,7 @@ def _make_handler(
     api_key: str | None,
     default_dim: int,
     normalize: bool,
+    embed: EmbedFn | None,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -186,7 +191,10 @@ def _make_handler(
             if fault.get("float"):
                 encoding = "float"
 
-            vectors = [vector_for(t, dim, full_dim=full_dim) for t in texts]
+            if embed is not None:
+                vectors = [np.asarray(v, dtype="<f4") for v in embed(texts, dim)]
+            else:
+                vectors = [vector_for(t, dim, full_dim=full_dim) for t in texts]
             if not normalize:
                 vectors = [(v * np.float32(3.0)).astype("<f4") for v in vectors]
             if fault.get("nan"):
@@ -214,9 +222,16 @@ def _make_handler(
     return Handler
 
 
+EmbedFn = Callable[[Sequence[str], int], Any]
+
+
 @contextmanager
 def serve(
-    *, api_key: str | None = None, default_dim: int = 1536, normalize: bool = True
+    *,
+    api_key: str | None = None,
+    default_dim: int = 1536,
+    normalize: bool = True,
+    embed: EmbedFn | None = None,
 ) -> Iterator[FakeOpenAIServer]:
     """Run the server for the duration of the ``with`` block.
 
@@ -224,6 +239,8 @@ def serve(
         api_key: the only bearer token accepted; None accepts any non-empty token.
         default_dim: vector length for models this server does not know.
         normalize: False returns vectors of norm 3 (a model that does not normalize).
+        embed: ``embed(texts, dim)`` computes the vectors (a real model behind the endpoint);
+            by default they are deterministic random unit vectors per text.
 
     Yields:
         The server's address, the JSON bodies it received and its mutable fault script.
@@ -232,7 +249,13 @@ def serve(
     stopping = threading.Event()
     state = FakeOpenAIServer(base_url="")
     handler = _make_handler(
-        state, lock, stopping, api_key=api_key, default_dim=default_dim, normalize=normalize
+        state,
+        lock,
+        stopping,
+        api_key=api_key,
+        default_dim=default_dim,
+        normalize=normalize,
+        embed=embed,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True

@@ -1,0 +1,379 @@
+"""Deletion that reaches every store, with a tombstone and a receipt (DESIGN §8).
+
+When a source disappears (its file is removed, or its whole collection leaves the config), its
+rows become ineligible at once in every live generation (ACTIVE, READY, BUILDING): they are
+deleted from each generation table first, then from the sidecars and the warehouse. A tombstone
+in the registry keeps the fact (so a generation built later never receives the source again) and
+a receipt file lists every artifact removed, with counts and times. Embedding-cache entries
+derived only from the source, and old LanceDB versions that still hold its rows, go at the next
+compaction; ``audit_deletion`` reports anything that remains anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_index import lance, predicates
+
+if TYPE_CHECKING:
+    from corpus_index.service import Corpus
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(slots=True)
+class Receipt:
+    """What one deletion removed, where, and when."""
+
+    receipt_id: str
+    reason: str
+    collection: str
+    namespace: str
+    source_ids: list[str]
+    started_at: str
+    finished_at: str = ""
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    path: str = ""
+
+    def removed(self, store: str, location: str, count: int, unit: str) -> None:
+        self.artifacts.append(
+            {"store": store, "location": location, unit: count, "removed_at": _now()}
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "receipt_id": self.receipt_id,
+            "reason": self.reason,
+            "collection": self.collection,
+            "namespace": self.namespace,
+            "source_ids": self.source_ids,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "artifacts": self.artifacts,
+            "pending_until_compaction": self.pending,
+        }
+
+
+def _hashes_of(table: pa.Table | None, ids: set[str], column: str) -> set[str]:
+    if table is None or table.num_rows == 0 or column not in table.column_names:
+        return set()
+    mask = pc.is_in(table["source_id"], pa.array(sorted(ids), pa.string()))
+    return {h for h in table.filter(mask)[column].to_pylist() if h}
+
+
+def _by_source(table: pa.Table | None, ids: set[str], column: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    if table is None or table.num_rows == 0 or column not in table.column_names:
+        return out
+    for source, value in zip(
+        table["source_id"].to_pylist(), table[column].to_pylist(), strict=True
+    ):
+        if source in ids and value:
+            out.setdefault(source, set()).add(value)
+    return out
+
+
+def _without(table: pa.Table, ids: set[str]) -> tuple[pa.Table, int]:
+    mask = pc.invert(pc.is_in(table["source_id"], pa.array(sorted(ids), pa.string())))
+    kept = table.filter(mask)
+    return kept, table.num_rows - kept.num_rows
+
+
+def propagate_deletion(
+    corpus: Corpus,
+    collection: str,
+    source_ids: Iterable[str],
+    *,
+    namespace: str,
+    reason: str,
+) -> Receipt | None:
+    """Remove ``source_ids`` of ``collection`` from every generation, sidecar and warehouse
+    partition; record tombstones and write a receipt. Returns None when there is nothing to do."""
+    ids = set(source_ids)
+    if not ids:
+        return None
+    receipt = Receipt(
+        receipt_id=uuid.uuid4().hex[:12],
+        reason=reason,
+        collection=collection,
+        namespace=namespace,
+        source_ids=sorted(ids),
+        started_at=_now(),
+    )
+    wh = corpus.warehouse
+    blocks = wh.read("parsed_blocks", (collection,))
+    inputs = wh.read("embedding_inputs", (collection,))
+    input_hashes = _hashes_of(inputs, ids, "input_hash")
+
+    # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
+    where = predicates.all_of(
+        [predicates.eq("collection", collection), predicates.is_in("source_id", sorted(ids))]
+    )
+    for gen in corpus.registry.generations():
+        if gen.status == "RETIRED" or not corpus.store.exists(gen):
+            continue
+        n = corpus.store.delete_where(gen, where)
+        receipt.removed("lance", f"{gen.table_name} ({gen.id}, {gen.status})", n, "rows")
+
+    # 2. sidecars of every profile
+    doc_ids = {s.split("/", 1)[1] for s in ids if "/" in s}
+    sidecar_root = corpus.settings.exports / "sidecars"
+    if sidecar_root.is_dir():
+        for profile_dir in sorted(p for p in sidecar_root.iterdir() if p.is_dir()):
+            for doc_id in sorted(doc_ids):
+                path = profile_dir / collection / f"{doc_id}.embeddings.json"
+                if path.is_file():
+                    path.unlink()
+                    receipt.removed("exports", str(path), 1, "files")
+
+    # 3. warehouse rows
+    for asset in ("parsed_blocks", "embedding_inputs", "quarantine"):
+        table = wh.read(asset, (collection,))
+        if table is None or "source_id" not in table.column_names:
+            continue
+        kept, n = _without(table, ids)
+        if n:
+            wh.write(asset, (collection,), kept)
+            receipt.removed("warehouse", str(wh.path(asset, collection)), n, "rows")
+    remaining_inputs = wh.read("embedding_inputs", (collection,))
+    still_used = (
+        set(remaining_inputs["input_hash"].to_pylist()) if remaining_inputs is not None else set()
+    )
+    only_theirs = sorted(input_hashes - still_used)
+    embeddings_root = corpus.settings.warehouse / "embeddings"
+    if embeddings_root.is_dir() and only_theirs:
+        for profile_dir in sorted(p for p in embeddings_root.iterdir() if p.is_dir()):
+            table = wh.read("embeddings", (profile_dir.name, collection))
+            if table is None:
+                continue
+            mask = pc.invert(pc.is_in(table["input_hash"], pa.array(only_theirs, pa.string())))
+            kept = table.filter(mask)
+            if kept.num_rows != table.num_rows:
+                wh.write("embeddings", (profile_dir.name, collection), kept)
+                receipt.removed(
+                    "warehouse",
+                    str(wh.path("embeddings", profile_dir.name, collection)),
+                    table.num_rows - kept.num_rows,
+                    "rows",
+                )
+    receipt.pending = [
+        f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
+        "older LanceDB versions of the generation tables that still hold the rows",
+    ]
+    receipt.finished_at = _now()
+    path = (
+        corpus.settings.home
+        / "receipts"
+        / f"{receipt.started_at[:19].replace(':', '')}-{collection}-{receipt.receipt_id}.json"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(receipt.to_json(), indent=2) + "\n", encoding="utf-8")
+    receipt.path = str(path)
+    content_by_source = _by_source(blocks, ids, "content_hash")
+    inputs_by_source = _by_source(inputs, ids, "input_hash")
+    corpus.registry.add_tombstones(
+        [
+            {
+                "source_id": s,
+                "collection": collection,
+                "namespace": namespace,
+                "content_hashes": sorted(content_by_source.get(s, ())),
+                "input_hashes": sorted(inputs_by_source.get(s, ())),
+                "reason": reason,
+                "receipt": str(path),
+            }
+            for s in sorted(ids)
+        ]
+    )
+    return receipt
+
+
+def namespace_of(corpus: Corpus, collection: str) -> str:
+    """The namespace a collection's rows were indexed under (for one no longer configured)."""
+    if collection in corpus.config.collections:
+        return corpus.config.collections[collection].namespace
+    for gen in corpus.registry.generations():
+        if (
+            gen.status != "RETIRED"
+            and corpus.store.exists(gen)
+            and corpus.store.count(gen, predicates.eq("collection", collection))
+        ):
+            return gen.spec.namespace
+    return ""
+
+
+def purge_collection(corpus: Corpus, collection: str, namespace: str) -> Receipt | None:
+    """A collection removed from the config: every one of its sources is deleted as above, and
+    its warehouse partitions and sidecar folders go entirely."""
+    manifest = corpus.warehouse.read("source_manifest", (collection,))
+    ids: set[str] = set()
+    if manifest is not None:
+        ids = {r for r in manifest["source_id"].to_pylist() if r}
+    receipt = propagate_deletion(
+        corpus, collection, ids, namespace=namespace, reason="collection removed from config"
+    )
+    # rows of sources the manifest never listed (none expected) go with the collection
+    where = predicates.eq("collection", collection)
+    for gen in corpus.registry.generations():
+        if gen.status != "RETIRED" and corpus.store.exists(gen):
+            corpus.store.delete_where(gen, where)
+    for path in corpus.warehouse.delete_collection(collection):
+        if receipt is not None:
+            receipt.removed("warehouse", path, 1, "files")
+    sidecar_root = corpus.settings.exports / "sidecars"
+    if sidecar_root.is_dir():
+        import shutil
+
+        for folder in sidecar_root.glob(f"*/{collection}"):
+            shutil.rmtree(folder)
+            if receipt is not None:
+                receipt.removed("exports", str(folder), 1, "folders")
+    if receipt is not None and receipt.path:
+        Path(receipt.path).write_text(
+            json.dumps(receipt.to_json(), indent=2) + "\n", encoding="utf-8"
+        )
+    return receipt
+
+
+# -- audit -----------------------------------------------------------------------------------
+
+
+def live_input_hashes(corpus: Corpus) -> set[str]:
+    """Every input hash some configured collection's current inputs use."""
+    live: set[str] = set()
+    for name in corpus.config.collections:
+        table = corpus.warehouse.read("embedding_inputs", (name,))
+        if table is not None:
+            live.update(table["input_hash"].to_pylist())
+    return live
+
+
+def _table_versions(db: Any, name: str) -> list[int]:
+    return sorted(int(v["version"]) for v in db.open_table(name).list_versions())
+
+
+def _count_at(db: Any, name: str, version: int | None, where: str) -> int:
+    table = db.open_table(name)
+    if version is not None:
+        table.checkout(version)
+    return int(table.count_rows(where))
+
+
+def audit_deletion(corpus: Corpus, source_id: str) -> dict[str, Any]:
+    """Search every store for ``source_id`` and its content and input hashes.
+
+    Returns ``{"source_id", "tombstone", "remaining": [...], "shared": [...], "clean"}``:
+    ``remaining`` lists what still holds the deleted source (current or old table versions,
+    cache entries no live source uses, sidecars, warehouse rows); ``shared`` lists hashes that a
+    live source also has (identical text elsewhere), which are not the deleted source's to purge.
+    """
+    tomb = corpus.registry.tombstone(source_id)
+    content_hashes = sorted(tomb["content_hashes"]) if tomb else []
+    input_hashes = sorted(tomb["input_hashes"]) if tomb else []
+    live_inputs = live_input_hashes(corpus)
+    exclusive_inputs = [h for h in input_hashes if h not in live_inputs]
+    remaining: list[dict[str, Any]] = []
+    shared: list[dict[str, Any]] = []
+    db = lance.connect(corpus.settings.lance_uri)
+    by_source = predicates.eq("source_id", source_id)
+    for name in sorted(lance.table_names(db)):
+        if name.startswith("gen_"):
+            store, where, match = "lance", by_source, "source_id"
+        elif name.startswith("cache__") and exclusive_inputs:
+            store, match = "cache", "input_hash"
+            where = predicates.is_in("input_hash", exclusive_inputs)
+        else:
+            continue
+        versions = _table_versions(db, name)
+        for v in versions:
+            n = _count_at(db, name, v, where)
+            if n:
+                remaining.append(
+                    {
+                        "store": store,
+                        "table": name,
+                        "version": v,
+                        "current": v == versions[-1],
+                        "rows": n,
+                        "match": match,
+                    }
+                )
+    shared_inputs = [h for h in input_hashes if h in live_inputs]
+    if shared_inputs:
+        shared.append(
+            {
+                "store": "cache",
+                "input_hashes": len(shared_inputs),
+                "why": "identical input text in a live source; kept for it",
+            }
+        )
+    needles = [source_id, *content_hashes]
+    exports = corpus.settings.exports
+    if exports.is_dir():
+        doc_id = source_id.split("/", 1)[-1]
+        for path in sorted(exports.rglob("*")):
+            if not path.is_file():
+                continue
+            if path.name == f"{doc_id}.embeddings.json" and source_id.split("/", 1)[0] in str(path):
+                remaining.append({"store": "exports", "path": str(path), "match": "file name"})
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="ignore")
+            except OSError:
+                continue
+            hits = [n for n in needles if n in text]
+            if hits and source_id in hits:
+                remaining.append({"store": "exports", "path": str(path), "match": "source_id"})
+    warehouse = corpus.settings.warehouse
+    if warehouse.is_dir():
+        for path in sorted(warehouse.rglob("*.parquet")):
+            table = pq.read_table(path)
+            cols = table.column_names
+            if "source_id" in cols:
+                n = int(pc.sum(pc.equal(table["source_id"], source_id)).as_py() or 0)
+                if n and "change" in cols:
+                    # the manifest keeps one 'removed' row until the next scan: that row is the
+                    # record of the deletion, not the source's content
+                    removed = pc.and_(
+                        pc.equal(table["source_id"], source_id),
+                        pc.equal(table["change"], "removed"),
+                    )
+                    n -= int(pc.sum(removed).as_py() or 0)
+                if n:
+                    remaining.append(
+                        {"store": "warehouse", "path": str(path), "rows": n, "match": "source_id"}
+                    )
+            elif "input_hash" in cols and exclusive_inputs:
+                mask = pc.is_in(table["input_hash"], pa.array(exclusive_inputs, pa.string()))
+                n = int(pc.sum(mask).as_py() or 0)
+                if n:
+                    remaining.append(
+                        {"store": "warehouse", "path": str(path), "rows": n, "match": "input_hash"}
+                    )
+    return {
+        "source_id": source_id,
+        "tombstone": {
+            k: (v.isoformat() if isinstance(v, dt.datetime) else v)
+            for k, v in (tomb or {}).items()
+            if k not in ("content_hashes", "input_hashes")
+        }
+        or None,
+        "content_hashes": len(content_hashes),
+        "input_hashes": len(input_hashes),
+        "remaining": remaining,
+        "shared": shared,
+        "clean": not remaining,
+    }

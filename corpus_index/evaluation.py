@@ -1,0 +1,154 @@
+"""Retrieval evaluation of a generation on its namespace's golden set, and the eval gate.
+
+A golden set (YAML, named by ``namespaces.<ns>.golden_set``) lists queries, each asked as a
+principal (tenant + groups), with graded relevant ``(source_id, section)`` pairs. Every query
+goes through the real search path against the generation under test, so the figures are what a
+user of that generation would get.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from corpus_index.errors import ConfigError
+from corpus_index.metrics import evaluate, percentile
+
+if TYPE_CHECKING:
+    from corpus_index.registry import Generation
+    from corpus_index.service import Corpus
+
+GATE_METRICS = ("recall@5", "mrr@10", "ndcg@10")
+EVAL_K = 10
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenQuery:
+    """One judged query, asked as ``tenant`` with ``groups``."""
+
+    id: str
+    text: str
+    tenant: str
+    groups: tuple[str, ...]
+    relevant: dict[str, int]  # judged_id(source_id, section) -> grade
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenSet:
+    path: Path
+    sha256: str
+    queries: list[GoldenQuery]
+
+
+def judged_id(source_id: str, section: str) -> str:
+    """The unit a golden set judges: one section of one document."""
+    return f"{source_id}#{section}"
+
+
+def load_golden(path: Path) -> GoldenSet:
+    """Read and validate a golden set; errors name the file and the query.
+
+    Raises:
+        ConfigError: the file is missing, not YAML, or a query lacks a field.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: golden set not found") from None
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("queries"), list):
+        raise ConfigError(f"{path}: a golden set needs a list under 'queries'")
+    if not data["queries"]:
+        raise ConfigError(f"{path}: the golden set has no queries")
+    queries: list[GoldenQuery] = []
+    seen: set[str] = set()
+    for i, q in enumerate(data["queries"]):
+        where = f"{path}: queries[{i}]"
+        if not isinstance(q, dict):
+            raise ConfigError(f"{where}: must be a mapping")
+        for key in ("id", "text", "tenant", "relevant"):
+            if not q.get(key):
+                raise ConfigError(f"{where}: missing {key!r}")
+        qid = str(q["id"])
+        if qid in seen:
+            raise ConfigError(f"{where}: duplicate query id {qid!r}")
+        seen.add(qid)
+        relevant: dict[str, int] = {}
+        for j, r in enumerate(q["relevant"]):
+            if not isinstance(r, dict) or not r.get("source_id") or not r.get("section"):
+                raise ConfigError(f"{where}.relevant[{j}]: needs source_id and section")
+            grade = r.get("grade", 1)
+            if not isinstance(grade, int) or grade < 1:
+                raise ConfigError(f"{where}.relevant[{j}]: grade must be a positive integer")
+            relevant[judged_id(str(r["source_id"]), str(r["section"]))] = grade
+        queries.append(
+            GoldenQuery(
+                id=qid,
+                text=str(q["text"]),
+                tenant=str(q["tenant"]),
+                groups=tuple(str(g) for g in q.get("groups") or ()),
+                relevant=relevant,
+            )
+        )
+    return GoldenSet(path=path, sha256=hashlib.sha256(raw).hexdigest(), queries=queries)
+
+
+def evaluate_generation(
+    corpus: Corpus, generation: Generation, golden: GoldenSet, *, k: int = EVAL_K
+) -> dict[str, Any]:
+    """Ask every golden query against ``generation`` (its own embedder) and score the rankings."""
+    from corpus_index.search import Principal, Searcher
+
+    searcher = Searcher(corpus)
+    run: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    mode = ""
+    for q in golden.queries:
+        t0 = time.perf_counter()
+        result = searcher.search(
+            q.text,
+            principal=Principal(q.tenant, q.groups),
+            k=k,
+            namespace=generation.spec.namespace,
+            generation=generation.id,
+        )
+        latencies.append((time.perf_counter() - t0) * 1000)
+        run[q.id] = [judged_id(h.source_id, h.section) for h in result.hits]
+        mode = str(result.trace.get("mode", ""))
+    metrics = evaluate(run, {q.id: q.relevant for q in golden.queries}, recall_ks=(5, 10))
+    return {
+        **metrics,
+        "mode": mode,
+        "latency_p50_ms": round(percentile(latencies, 50), 2),
+        "latency_p95_ms": round(percentile(latencies, 95), 2),
+        "golden_set": str(golden.path),
+        "golden_sha256": golden.sha256,
+        "generation": generation.id,
+        "row_count": generation.row_count,
+        "evaluated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def regressions(
+    candidate: dict[str, Any], baseline: dict[str, Any], tolerance: float
+) -> dict[str, float]:
+    """Gate metrics where ``candidate`` is worse than ``baseline`` by more than ``tolerance``
+    (absolute), with the drop for each."""
+    out = {}
+    for name in GATE_METRICS:
+        if name in baseline and name in candidate:
+            drop = float(baseline[name]) - float(candidate[name])
+            if drop > tolerance + 1e-9:
+                out[name] = round(drop, 6)
+    return out

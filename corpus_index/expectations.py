@@ -1,0 +1,115 @@
+"""The one adapter between our tables and Great Expectations 1.x suites.
+
+Suites live as JSON under ``expectations/`` (``<name>.json``, GX's own suite format), so they
+can be reviewed and edited without touching code. GX validates pandas, so the adapter converts
+the Arrow table (vector column dropped: no expectation reads it) at this boundary and nowhere
+else. GX is imported on first use: it takes seconds to import.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from corpus_index.errors import ConfigError
+from corpus_index.gates import Gate
+
+SUITE_DIR = Path(__file__).resolve().parent.parent / "expectations"
+SAMPLE_LIMIT = 5
+
+
+def suite_path(name: str) -> Path:
+    return SUITE_DIR / f"{name}.json"
+
+
+@functools.cache
+def _load_suite(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: expectation suite not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("expectations"), list):
+        raise ConfigError(f"{path}: a suite needs a list under 'expectations'")
+    return data
+
+
+@functools.cache
+def _context() -> Any:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
+
+
+def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> Gate:
+    """Validate ``table`` against ``expectations/<suite>.json``; a Gate that names each failure.
+
+    Raises:
+        ConfigError: the suite file is missing or not a suite.
+    """
+    from great_expectations.core.expectation_suite import ExpectationSuite
+
+    path = suite_path(suite)
+    data = _load_suite(path)
+    name = check_name or f"{suite}_pass_expectation_suite"
+    columns = [c for c in table.column_names if c != "vector"]
+    missing = sorted(
+        {
+            str(e.get("kwargs", {}).get("column"))
+            for e in data["expectations"]
+            if e.get("kwargs", {}).get("column") not in (None, *columns)
+        }
+    )
+    if missing:
+        return Gate(
+            name,
+            False,
+            f"the table has every column suite {suite} checks",
+            {"suite": str(path), "missing_columns": ", ".join(missing)},
+        )
+    frame = table.select(columns).to_pandas()
+    context = _context()
+    gx_suite = ExpectationSuite(
+        name=f"{suite}-{id(frame)}", expectations=data["expectations"], meta=data.get("meta", {})
+    )
+    source = context.data_sources.add_pandas(f"rows-{id(frame)}")
+    try:
+        batch = (
+            source.add_dataframe_asset("rows")
+            .add_batch_definition_whole_dataframe("all")
+            .get_batch(batch_parameters={"dataframe": frame})
+        )
+        result = batch.validate(gx_suite)
+    finally:
+        context.data_sources.delete(source.name)
+    failures = []
+    for r in result.results:
+        if r.success:
+            continue
+        cfg = r.expectation_config
+        column = cfg.kwargs.get("column", "")
+        sample = (r.result or {}).get("partial_unexpected_list", [])[:SAMPLE_LIMIT]
+        count = (r.result or {}).get("unexpected_count")
+        failures.append(f"{cfg.type}({column}): {count} unexpected, e.g. {sample!r}")
+    return Gate(
+        name,
+        bool(result.success),
+        f"rows pass the Great Expectations suite {suite} ({len(data['expectations'])} expectations)",
+        {
+            "suite": str(path),
+            "expectations": len(data["expectations"]),
+            "failed_expectations": len(failures),
+            "failures": "; ".join(failures),
+            "rows": table.num_rows,
+        },
+    )

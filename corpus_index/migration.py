@@ -1,0 +1,170 @@
+"""``corpus plan-migration PROFILE``: what backfilling a profile would cost, before it runs.
+
+Reads the parsed blocks already in the warehouse, derives the profile's canonical inputs in
+memory (nothing is written), and asks the profile's embedding cache which input hashes it
+already holds. Tokens are counted with the model's own tokenizer where one is at hand (tiktoken
+for OpenAI models, the local model's ``tokenizer.json``), else estimated at 4 characters each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corpus_index.cache import EmbeddingCache
+from corpus_index.embedding import build_inputs
+from corpus_index.records import BLOCK_SCHEMA
+from corpus_index.service import Corpus
+
+
+@dataclass(slots=True)
+class CollectionPlan:
+    collection: str
+    inputs: int = 0
+    distinct_inputs: int = 0
+    cache_hits: int = 0
+    to_embed: int = 0
+    tokens_to_embed: int = 0
+    ingested: bool = True
+
+
+@dataclass(slots=True)
+class MigrationPlan:
+    """The estimate for one profile, summed over the collections it covers."""
+
+    profile: str
+    namespace: str
+    backend_spec: str
+    model_revision: str
+    dim: int
+    input_format: str
+    existing_generation: str | None
+    active_generation: str | None
+    token_counter: str
+    price_per_million_tokens: float | None
+    collections: list[CollectionPlan] = field(default_factory=list)
+
+    @property
+    def inputs(self) -> int:
+        return sum(c.distinct_inputs for c in self.collections)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(c.cache_hits for c in self.collections)
+
+    @property
+    def to_embed(self) -> int:
+        return sum(c.to_embed for c in self.collections)
+
+    @property
+    def tokens_to_embed(self) -> int:
+        return sum(c.tokens_to_embed for c in self.collections)
+
+    @property
+    def cost_usd(self) -> float | None:
+        if self.price_per_million_tokens is None:
+            return None
+        return round(self.tokens_to_embed * self.price_per_million_tokens / 1e6, 10)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "namespace": self.namespace,
+            "backend_spec": self.backend_spec,
+            "model_revision": self.model_revision,
+            "dim": self.dim,
+            "input_format": self.input_format,
+            "existing_generation": self.existing_generation,
+            "active_generation": self.active_generation,
+            "inputs": self.inputs,
+            "cache_hits": self.cache_hits,
+            "to_embed": self.to_embed,
+            "tokens_to_embed": self.tokens_to_embed,
+            "token_counter": self.token_counter,
+            "price_per_million_tokens": self.price_per_million_tokens,
+            "cost_usd": self.cost_usd,
+            "collections": [asdict(c) for c in self.collections],
+        }
+
+
+def _estimate(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def token_counter(corpus: Corpus, profile: str) -> tuple[Callable[[str], int], str]:
+    """The best token counter available offline for ``profile``'s model, and its name."""
+    spec = corpus.profile(profile).embedder
+    if spec.startswith("openai:"):
+        from corpus_index.embedders.openai_backend import _token_counter
+
+        model = spec.split(":", 1)[1].split("@", 1)[0]
+        count = _token_counter(model)
+        return count, ("tiktoken" if count.__name__ == "count" else "estimate (4 chars/token)")
+    if spec.startswith("st:"):
+        from corpus_index.embedders.local import model_path
+
+        tokenizer_file = Path(model_path(spec.split(":", 1)[1])) / "tokenizer.json"
+        if tokenizer_file.is_file():
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(tokenizer_file))
+            tok.no_truncation()
+
+            def count(text: str) -> int:
+                return len(tok.encode(text).ids)
+
+            return count, "model tokenizer"
+    return _estimate, "estimate (4 chars/token)"
+
+
+def plan_migration(corpus: Corpus, profile: str) -> MigrationPlan:
+    """Estimate inputs, cache hits, tokens and cost of building ``profile``'s generation."""
+    p = corpus.profile(profile)
+    spec = corpus.spec(profile)
+    live = corpus.registry.live_generation(profile)
+    active = corpus.registry.active(p.namespace)
+    count, counter_name = token_counter(corpus, profile)
+    plan = MigrationPlan(
+        profile=profile,
+        namespace=p.namespace,
+        backend_spec=spec.backend_spec,
+        model_revision=spec.model_revision,
+        dim=spec.dim,
+        input_format=p.input_format,
+        existing_generation=live.id
+        if live is not None and live.spec.same_vectors_as(spec)
+        else None,
+        active_generation=active.id if active is not None else None,
+        token_counter=counter_name,
+        price_per_million_tokens=p.price_per_million_tokens,
+    )
+    cache = EmbeddingCache(
+        corpus.settings.lance_uri,
+        backend_spec=spec.backend_spec,
+        revision=spec.model_revision,
+        dim=spec.dim,
+    )
+    for c in corpus.config.collections_in(p.namespace):
+        if not corpus.config.profile_covers(profile, c.name):
+            continue
+        entry = CollectionPlan(collection=c.name)
+        plan.collections.append(entry)
+        blocks = corpus.warehouse.read("parsed_blocks", (c.name,), BLOCK_SCHEMA)
+        if blocks is None:
+            entry.ingested = False
+            continue
+        inputs = build_inputs(
+            blocks, sections=corpus.config.sections, input_formats={p.input_format}
+        )
+        texts = dict(zip(inputs["input_hash"].to_pylist(), inputs["text"].to_pylist(), strict=True))
+        entry.inputs = inputs.num_rows
+        entry.distinct_inputs = len(texts)
+        cached = set(cache.lookup(list(texts)))
+        entry.cache_hits = len(cached)
+        missing: Sequence[str] = [h for h in texts if h not in cached]
+        entry.to_embed = len(missing)
+        entry.tokens_to_embed = sum(count(texts[h]) for h in missing)
+    return plan

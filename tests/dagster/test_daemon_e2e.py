@@ -1,0 +1,64 @@
+"""End to end with the real Dagster daemon and webserver: an added file becomes searchable and
+a deleted one disappears, with no command run by hand (source_update_sensor + automation)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from corpus_index.config import Settings
+from corpus_index.search import Principal, Searcher
+from corpus_index.service import Corpus
+from pipelines.devserver import dagster_dev
+from pipelines.runner import run_promotion, sync
+from tests.corpusgen import deal_text, write_home
+
+pytestmark = pytest.mark.slow
+LIMIT_S = 120
+PHRASE = "A funicular railway climbs to the property from the harbor ferry landing."
+NEW = "alpha-deals/deal-alpha-new"
+
+
+def found(settings: Settings) -> bool:
+    hits = (
+        Searcher(Corpus(settings))
+        .search(
+            "funicular railway harbor ferry landing",
+            principal=Principal("alpha", ("alpha-uw",)),
+            k=5,
+        )
+        .hits
+    )
+    return any(h.source_id == NEW for h in hits)
+
+
+def wait_for(settings: Settings, present: bool, log: Path) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < LIMIT_S:
+        if found(settings) == present:
+            return time.monotonic() - t0
+        time.sleep(2.0)
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+    raise AssertionError(f"not {'found' if present else 'gone'} within {LIMIT_S} s\n{tail}")
+
+
+def test_daemon_picks_up_an_added_and_a_deleted_file(tmp_path: Path) -> None:
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    assert sync(settings).ok
+    assert run_promotion(settings, "deals", "", "promote").success
+    path = tmp_path / "sources" / "alpha" / "deal-alpha-new.uw.md"
+    with dagster_dev(settings, sensor_interval_s=10) as server:
+        time.sleep(5)  # let the first sensor tick record the cursor
+        path.write_text(
+            deal_text("DEAL-ALPHA-NEW", tenant="alpha", acl=["alpha-uw"], market=PHRASE),
+            encoding="utf-8",
+        )
+        added_s = wait_for(settings, True, server.log)
+        path.unlink()
+        deleted_s = wait_for(settings, False, server.log)
+    print(f"searchable after {added_s:.1f} s, gone after {deleted_s:.1f} s")
+    tomb = Corpus(settings).registry.tombstone(NEW)
+    assert tomb is not None and Path(tomb["receipt"]).is_file()

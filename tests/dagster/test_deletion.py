@@ -1,0 +1,174 @@
+"""Deletion reaches every generation, sidecar and warehouse row, with a tombstone, a receipt,
+and an audit that is clean once compaction has run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.registry import Registry
+from corpus_index.search import Principal, Searcher
+from corpus_index.service import Corpus
+from pipelines.runner import run_promotion, sync
+from tests.corpusgen import write_home
+
+pytestmark = pytest.mark.slow
+GONE = "alpha-deals/deal-alpha-001"
+
+
+def two_profile_home(tmp_path: Path) -> Settings:
+    config = write_home(
+        tmp_path, extra_profiles={"alt": {"embedder": "hash:v1-32", "namespace": "deals"}}
+    )
+    return Settings(config_path=config, home=tmp_path / "home")
+
+
+def rows_of(corpus: Corpus, source_id: str) -> dict[str, int]:
+    return {
+        g.id: corpus.store.count(g, f"source_id = '{source_id}'")
+        for g in corpus.registry.generations()
+    }
+
+
+def test_removed_file_leaves_every_generation_and_store(tmp_path: Path) -> None:
+    settings = two_profile_home(tmp_path)
+    assert sync(settings).ok
+    assert run_promotion(settings, "deals", "g0001", "promote").success
+    corpus = Corpus(settings)
+    assert set(rows_of(corpus, GONE).values()) == {4}  # both generations hold its 4 sections
+    sidecars = sorted((settings.exports / "sidecars").glob("*/alpha-deals/deal-alpha-001.*"))
+    assert len(sidecars) == 2
+
+    (tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md").unlink()
+    report = sync(settings)
+    assert report.ok, report.failed_runs
+    assert report.collections["alpha-deals"]["removed"] == 1
+
+    assert set(rows_of(corpus, GONE).values()) == {0}
+    assert not any(p.exists() for p in sidecars)
+    for asset in ("parsed_blocks", "embedding_inputs"):
+        table = corpus.warehouse.read(asset, ("alpha-deals",))
+        assert table is not None and GONE not in table["source_id"].to_pylist()
+    hits = (
+        Searcher(corpus)
+        .search(
+            "roofs boilers anchor tenant lease windstorm",
+            principal=Principal("alpha", ("alpha-uw",)),
+            k=50,
+        )
+        .hits
+    )
+    assert hits and GONE not in {h.source_id for h in hits}
+
+    tomb = Registry(settings.registry_path).tombstone(GONE)
+    assert tomb is not None and tomb["reason"] == "source file removed"
+    assert (
+        len(tomb["content_hashes"]) == 5 and len(tomb["input_hashes"]) == 4
+    )  # 5 blocks, 4 embedded
+    receipt = json.loads(Path(tomb["receipt"]).read_text())
+    assert receipt["source_ids"] == [GONE]
+    by_store: dict[str, int] = {}
+    for a in receipt["artifacts"]:
+        by_store[a["store"]] = by_store.get(a["store"], 0) + a.get("rows", a.get("files", 0))
+        assert a["removed_at"] >= receipt["started_at"]
+    lance_rows = [a for a in receipt["artifacts"] if a["store"] == "lance"]
+    assert sorted(a["rows"] for a in lance_rows) == [4, 4]  # ACTIVE g0001 and READY g0002
+    assert by_store["exports"] == 2 and by_store["warehouse"] >= 5 + 4
+
+    # the audit finds what is left: old LanceDB versions and cache entries; compaction clears it
+    cli = CliRunner()
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = cli.invoke(main, [*args, "audit-deletion", GONE, "--json"])
+    audit = json.loads(out.output)
+    assert out.exit_code == 1 and not audit["clean"]
+    stores = {r["store"] for r in audit["remaining"]}
+    assert stores == {"lance", "cache"}
+    assert all(not r["current"] for r in audit["remaining"] if r["store"] == "lance")
+    out = cli.invoke(main, [*args, "compact", "--json"])
+    assert out.exit_code == 0, out.output
+    compaction = json.loads(out.output)
+    # its property section is its own; its other inputs have identical text in live deals
+    # (the shared sponsor and market blocks, and beta-000 carries the same risk flag)
+    assert compaction["tombstones_purged"] == [GONE] and compaction["cache_entries_purged"] == 2
+    out = cli.invoke(main, [*args, "audit-deletion", GONE])
+    assert out.exit_code == 0, out.output
+    assert "clean: nothing remains" in out.output
+    # and the generations are whole: every row indexed, still searchable
+    for g in corpus.registry.generations():
+        cov = corpus.store.coverage(g)
+        assert cov.rows == 20 and cov.fts_unindexed == 0
+
+
+def test_a_source_that_comes_back_is_indexed_again(tmp_path: Path) -> None:
+    settings = two_profile_home(tmp_path)
+    path = tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md"
+    text = path.read_text()
+    assert sync(settings).ok
+    path.unlink()
+    assert sync(settings).ok
+    path.write_text(text)
+    report = sync(settings)
+    assert report.ok and report.embedded == 0  # vectors still in the cache until compaction
+    corpus = Corpus(settings)
+    assert set(rows_of(corpus, GONE).values()) == {4}
+    assert corpus.registry.tombstone(GONE) is None
+
+
+def test_tombstones_replay_into_a_generation_built_later(tmp_path: Path) -> None:
+    """A generation built after the deletion from inputs that still mention the source (say a
+    restored warehouse backup) never receives it."""
+    settings = two_profile_home(tmp_path)
+    assert sync(settings).ok
+    backup = tmp_path / "warehouse-backup"
+    shutil.copytree(settings.warehouse, backup)
+    (tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md").unlink()
+    assert sync(settings).ok
+    shutil.rmtree(settings.warehouse)
+    shutil.copytree(backup, settings.warehouse)  # the stale inputs are back
+    config = yaml.safe_load(settings.config_path.read_text())
+    config["profiles"]["late"] = {"embedder": "hash:v1-16", "namespace": "deals"}
+    settings.config_path.write_text(yaml.safe_dump(config))
+    corpus = Corpus(settings)
+    for collection in ("alpha-deals", "beta-deals"):
+        corpus.embeddings_step("late", collection)
+        outcome = corpus.index_rows_step("late", collection, run_id="test")
+        assert outcome.passed
+    late = corpus.registry.live_generation("late")
+    assert late is not None
+    assert corpus.store.count(late, f"source_id = '{GONE}'") == 0
+    assert corpus.store.count(late, "collection = 'alpha-deals'") == 8
+
+
+def test_a_collection_removed_from_config_is_purged(tmp_path: Path) -> None:
+    settings = two_profile_home(tmp_path)
+    assert sync(settings).ok
+    config = yaml.safe_load(settings.config_path.read_text())
+    del config["collections"]["beta-deals"]
+    settings.config_path.write_text(yaml.safe_dump(config))
+    report = sync(settings)
+    assert report.ok, report.failed_runs
+    assert report.purged_collections == ["beta-deals"]
+    corpus = Corpus(settings)
+    for g in corpus.registry.generations():
+        assert corpus.store.count(g, "collection = 'beta-deals'") == 0
+        assert corpus.store.count(g, "collection = 'alpha-deals'") == 12
+    assert not list(settings.warehouse.rglob("beta-deals*"))
+    assert not list((settings.exports / "sidecars").glob("*/beta-deals"))
+    tombs = Registry(settings.registry_path).tombstones()
+    assert sorted(t["source_id"] for t in tombs) == [
+        f"beta-deals/deal-beta-{i:03d}" for i in range(3)
+    ]
+    assert {t["reason"] for t in tombs} == {"collection removed from config"}
+    for g in corpus.registry.generations():
+        assert pc.sum(pc.equal(corpus.store.table(g).to_arrow()["tenant_id"], "beta")).as_py() in (
+            None,
+            0,
+        )

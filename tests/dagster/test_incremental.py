@@ -1,0 +1,188 @@
+"""Cost proportional to the change, writes before deletes, and a kill -9 that loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from corpus_index.config import Settings
+from corpus_index.embedders.hashing import HashEmbedder
+from corpus_index.search import Principal, Searcher
+from corpus_index.service import Corpus
+from pipelines.runner import run_promotion, sync
+from tests.corpusgen import write_home
+from tests.support.openai_server import FakeOpenAIServer, serve
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+DEAL = Path("sources") / "beta" / "deal-beta-001.uw.md"
+QUERY = ("beta", ("beta-team",), "rents market growth jobs")
+
+
+def served_home(tmp_path: Path, server: FakeOpenAIServer) -> Settings:
+    """The generated home with one profile embedding through the local OpenAI-protocol server."""
+    config_path = write_home(tmp_path)
+    config = yaml.safe_load(config_path.read_text())
+    config["profiles"] = {
+        "remote": {
+            "embedder": "openai:text-embedding-3-small",
+            "dimensions": 64,
+            "base_url": server.base_url,
+            "namespace": "deals",
+            "batch_size": 16,
+        }
+    }
+    config_path.write_text(yaml.safe_dump(config))
+    return Settings(config_path=config_path, home=tmp_path / "home")
+
+
+def inputs_sent(server: FakeOpenAIServer, since: int = 0) -> int:
+    return sum(len(r["input"]) for r in server.requests[since:])
+
+
+def answers(settings: Settings) -> list[dict[str, Any]]:
+    tenant, groups, text = QUERY
+    return [
+        h.to_json()
+        for h in Searcher(Corpus(settings))
+        .search(text, principal=Principal(tenant, groups), k=10, mode="dense")
+        .hits
+    ]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    model = HashEmbedder(64)
+    with serve(embed=lambda texts, dim: model.embed(list(texts))) as srv:
+        yield srv
+
+
+def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    settings = served_home(tmp_path, server)
+    assert sync(settings).ok
+    corpus = Corpus(settings)
+    distinct = set()
+    for collection in ("alpha-deals", "beta-deals"):
+        table = corpus.warehouse.read("embedding_inputs", (collection,))
+        assert table is not None
+        distinct |= set(table["input_hash"].to_pylist())
+    # every distinct input embedded once across collections (identical text is shared)
+    assert inputs_sent(server) == len(distinct) < 24
+    gen = corpus.registry.live_generation("remote")
+    assert gen is not None
+    table = corpus.store.table(gen)
+    version_before = table.version
+
+    deal = tmp_path / DEAL
+    deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew eleven"))
+    mark = len(server.requests)
+    report = sync(settings)
+    assert report.ok
+    assert inputs_sent(server, mark) == 1 and len(server.requests) - mark == 1
+    assert report.embedded == 1
+    beta = report.collections["beta-deals"]
+    assert (beta["changed"], beta["added"], beta["removed"]) == (1, 0, 0)
+    assert report.collections["alpha-deals"]["changed"] == 0
+
+    # write before delete: every version between the two states holds the whole collection,
+    # and the replacement is one commit (new row in, old row out, together)
+    table = corpus.store.table(gen)
+    versions = [v["version"] for v in table.list_versions() if v["version"] > version_before]
+    assert versions
+    for v in versions:
+        at = corpus.store.table(gen)
+        at.checkout(v)
+        assert at.count_rows("collection = 'beta-deals'") >= 12, f"version {v} lost rows"
+    old_row = "source_id = 'beta-deals/deal-beta-001' AND text LIKE '%Rents grew four%'"
+
+    def at(version: int, where: str) -> int:
+        t = corpus.store.table(gen)
+        t.checkout(version)
+        return int(t.count_rows(where))
+
+    commit = next(v for v in versions if at(v, "text LIKE '%Rents grew eleven%'") == 1)
+    assert at(commit - 1, old_row) == 1 and at(commit - 1, "text LIKE '%eleven%'") == 0
+    assert at(commit, old_row) == 0  # the old row left in the same commit the new one arrived
+
+
+def _kill_mid_sync(
+    settings: Settings, server: FakeOpenAIServer, *, hold_s: float, after_s: float
+) -> None:
+    """Start `corpus sync` in a subprocess, and SIGKILL it ``after_s`` seconds after its first
+    embedding request reached the server (which holds that request ``hold_s`` seconds)."""
+    server.script.append({"sleep": hold_s})
+    mark = len(server.requests)
+    env = {**os.environ, "OPENAI_API_KEY": "test-key", "LANCE_LOG": "error"}
+    proc = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [
+            sys.executable,
+            "-m",
+            "corpus_index.cli",
+            "--config",
+            str(settings.config_path),
+            "--home",
+            str(settings.home),
+            "sync",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while len(server.requests) == mark:
+            assert proc.poll() is None, "sync ended before it embedded anything"
+            assert time.monotonic() < deadline, "sync never reached the embedder"
+            time.sleep(0.05)
+        time.sleep(after_s)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize(
+    ("hold_s", "after_s"),
+    [(30.0, 0.5), (0.2, 1.5)],
+    ids=["while-embedding", "after-embedding"],
+)
+def test_kill_9_mid_sync_keeps_serving_and_the_next_run_converges(
+    tmp_path: Path, server: FakeOpenAIServer, hold_s: float, after_s: float
+) -> None:
+    settings = served_home(tmp_path, server)
+    assert sync(settings).ok
+    assert run_promotion(settings, "deals", "", "promote").success
+    before = answers(settings)
+    assert before
+
+    deal = tmp_path / DEAL
+    deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew eleven"))
+    _kill_mid_sync(settings, server, hold_s=hold_s, after_s=after_s)
+
+    # the previous state (or, if the kill came after the commit, the new one) still serves
+    after_kill = answers(settings)
+    texts = {h["excerpt"] for h in after_kill}
+    assert len(after_kill) == len(before)
+    assert after_kill == before or any("eleven" in t for t in texts)
+
+    server.script.clear()
+    report = sync(settings)
+    assert report.ok, report.failed_runs
+    corpus = Corpus(settings)
+    gen = corpus.registry.active("deals")
+    assert gen is not None and gen.status == "ACTIVE"
+    assert all(c["passed"] for c in gen.checks.values())
+    assert corpus.store.count(gen, "text LIKE '%Rents grew eleven%'") == 1
+    assert corpus.store.count(gen) == 24

@@ -1,0 +1,114 @@
+"""source_update_sensor on a real Dagster instance: partitions, run requests, cursor, purge."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from assets import CorpusResource
+from corpus_index.config import Settings
+from pipelines.sensors import scan_sources, source_update_sensor
+from tests.corpusgen import write_home
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> dg.DagsterInstance:
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
+        yield inst
+
+
+def tick(settings: Settings, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
+    context = dg.build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        resources={
+            "corpus": CorpusResource(config_path=str(settings.config_path), home=str(settings.home))
+        },
+    )
+    result = source_update_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    # apply the partition requests the way the daemon does
+    for req in result.dynamic_partitions_requests or []:
+        if isinstance(req, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        else:
+            for key in req.partition_keys:
+                instance.delete_dynamic_partition(req.partitions_def_name, key)
+    return result
+
+
+def keys(result: dg.SensorResult) -> list[tuple[str, str | None, str]]:
+    return sorted(
+        (r.job_name or "", r.partition_key, r.run_key or "") for r in result.run_requests or []
+    )
+
+
+def test_sensor_follows_the_sources(tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+
+    first = tick(settings, instance, None)
+    assert [(j, p) for j, p, _ in keys(first)] == [
+        ("ingest_job", "alpha-deals"),
+        ("ingest_job", "beta-deals"),
+    ]
+    assert sorted(instance.get_dynamic_partitions("collections")) == ["alpha-deals", "beta-deals"]
+    cursor = first.cursor
+    assert cursor is not None and set(json.loads(cursor)) == {"alpha-deals", "beta-deals"}
+
+    # nothing changed: nothing requested, same cursor
+    quiet = tick(settings, instance, cursor)
+    assert keys(quiet) == [] and quiet.cursor == cursor
+
+    # a changed file requests its collection only; the run key is the new state
+    deal = tmp_path / "sources" / "beta" / "deal-beta-000.uw.md"
+    deal.write_text(deal.read_text().replace("Rents grew", "Rents fell"))
+    changed = tick(settings, instance, cursor)
+    assert [(j, p) for j, p, _ in keys(changed)] == [("ingest_job", "beta-deals")]
+    # deterministic: the same state asked twice gives the same run key (the daemon dedupes it)
+    assert keys(tick(settings, instance, cursor)) == keys(changed)
+    cursor = changed.cursor
+
+    # an added and a removed file both change the fingerprint
+    (tmp_path / "sources" / "alpha" / "new.uw.md").write_text(deal.read_text())
+    added = tick(settings, instance, cursor)
+    assert [p for _, p, _ in keys(added)] == ["alpha-deals"]
+    cursor = added.cursor
+    os.remove(tmp_path / "sources" / "alpha" / "new.uw.md")
+    removed = tick(settings, instance, cursor)
+    assert [p for _, p, _ in keys(removed)] == ["alpha-deals"]
+    assert keys(removed) != keys(added)
+    cursor = removed.cursor
+
+    # a collection added to the config gets a partition; one removed is purged
+    config = yaml.safe_load(config_path.read_text())
+    config["collections"]["gamma-deals"] = {
+        **config["collections"].pop("beta-deals"),
+        "path": "sources/alpha",
+    }
+    config_path.write_text(yaml.safe_dump(config))
+    reshaped = tick(settings, instance, cursor)
+    assert [(j, p) for j, p, _ in keys(reshaped)] == [
+        ("ingest_job", "gamma-deals"),
+        ("purge_collection_job", None),
+    ]
+    purge = next(r for r in reshaped.run_requests or [] if r.job_name == "purge_collection_job")
+    assert purge.run_config == {
+        "ops": {"purge_collection_op": {"config": {"collection": "beta-deals"}}}
+    }
+    assert sorted(instance.get_dynamic_partitions("collections")) == ["alpha-deals", "gamma-deals"]
+
+
+def test_scan_marks_a_missing_root(tmp_path: Path) -> None:
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    (tmp_path / "sources" / "beta").rename(tmp_path / "elsewhere")
+    scan = scan_sources(settings.load(), {}, ["alpha-deals", "beta-deals"])
+    assert scan.cursor["beta-deals"] == "missing"
+    assert scan.cursor["alpha-deals"].startswith("3:")

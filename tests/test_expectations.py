@@ -1,0 +1,75 @@
+"""The Great Expectations adapter: the real GX 1.x suite over Arrow rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from corpus_index import expectations
+from corpus_index.errors import ConfigError
+
+ROW = {
+    "vector_id": "vec_" + "a" * 32,
+    "chunk_ref": "chunk://c/d/v/risk_assessment/0",
+    "source_id": "c/d",
+    "collection": "c",
+    "section": "risk_assessment",
+    "text": "risk",
+    "tenant_id": "t",
+    "content_hash": "sha256:" + "b" * 64,
+    "input_hash": "c" * 64,
+    "backend_spec": "hash:v1-8",
+    "generation": "g0001",
+    "tier": "restricted",
+    "kind": "uw_deals",
+    "source_type": "uw_block",
+}
+
+
+def table(rows: list[dict[str, object]]) -> pa.Table:
+    t = pa.Table.from_pylist(rows)
+    return t.append_column("vector", pa.array([[0.0] * 4] * len(rows), pa.list_(pa.float32(), 4)))
+
+
+def test_good_rows_pass_the_suite() -> None:
+    gate = expectations.validate(
+        table([ROW, {**ROW, "vector_id": "vec_" + "d" * 32, "chunk_ref": "x"}]), "index_rows"
+    )
+    assert gate.passed, gate.metadata
+    assert gate.name == "index_rows_pass_expectation_suite"
+    suite = json.loads(expectations.suite_path("index_rows").read_text())
+    assert gate.metadata["expectations"] == len(suite["expectations"]) >= 10
+
+
+def test_each_kind_of_failure_is_named() -> None:
+    rows = [
+        ROW,
+        {**ROW, "chunk_ref": "other"},  # duplicate vector_id
+        {**ROW, "vector_id": "vec_" + "e" * 32, "chunk_ref": "third", "tier": "secret"},
+        {**ROW, "vector_id": "vec_" + "f" * 32, "chunk_ref": "fourth", "tenant_id": None},
+    ]
+    gate = expectations.validate(table(rows), "index_rows")
+    assert not gate.passed
+    failures = gate.metadata["failures"]
+    assert "expect_column_values_to_be_unique(vector_id): 2 unexpected" in failures
+    assert "expect_column_values_to_be_in_set(tier): 1 unexpected, e.g. ['secret']" in failures
+    assert "expect_column_values_to_not_be_null(tenant_id): 1 unexpected" in failures
+    assert gate.metadata["failed_expectations"] == 3
+
+
+def test_a_missing_column_fails_without_calling_gx() -> None:
+    rows = [{k: v for k, v in ROW.items() if k != "tier"}]
+    gate = expectations.validate(table(rows), "index_rows")
+    assert not gate.passed and gate.metadata["missing_columns"] == "tier"
+
+
+def test_unknown_suite_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(expectations, "SUITE_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="expectation suite not found"):
+        expectations.validate(table([ROW]), "nope")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ConfigError, match=r"broken.json:1: invalid JSON"):
+        expectations.validate(table([ROW]), "broken")
