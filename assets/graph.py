@@ -12,7 +12,11 @@ from corpus_index.service import promote
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
-AUTOMATION = dg.AutomationCondition.eager()
+# A partition never materialized is left alone: a new profile is built by an explicit backfill
+# (after `corpus plan-migration`), never by surprise; once built it follows every change.
+AUTOMATION = (dg.AutomationCondition.eager() & ~dg.AutomationCondition.missing()).with_label(
+    "eager, once backfilled"
+)
 
 EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES
