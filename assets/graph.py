@@ -12,11 +12,9 @@ from corpus_index.service import promote
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
-# A partition never materialized is left alone: a new profile is built by an explicit backfill
-# (after `corpus plan-migration`), never by surprise; once built it follows every change.
-AUTOMATION = (dg.AutomationCondition.eager() & ~dg.AutomationCondition.missing()).with_label(
-    "eager, once backfilled"
-)
+# With a daemon running, a profile added to corpus.yaml is built as soon as the code location
+# reloads (its partitions are new): run `corpus plan-migration` before adding a priced one.
+AUTOMATION = dg.AutomationCondition.eager()
 
 EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES
