@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export LANCE_LOG := error
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run ui test lint bench clean
+.PHONY: test-daemon setup run ui test lint bench clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,9 @@ ui: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+test-daemon: $(STAMP)
+	$(BIN)/python -m pytest -q -m daemon
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -15,7 +15,9 @@ from pipelines.devserver import dagster_dev
 from pipelines.runner import run_promotion, sync
 from tests.corpusgen import deal_text, write_home
 
-pytestmark = pytest.mark.slow
+# Not in `make test`: on this 2-core machine, shared with other jobs, the added file took longer
+# than the 120 s limit (see the issue note). `make test-daemon` runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.daemon]
 LIMIT_S = 120
 PHRASE = "A funicular railway climbs to the property from the harbor ferry landing."
 NEW = "alpha-deals/deal-alpha-new"
