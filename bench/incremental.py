@@ -1,0 +1,388 @@
+"""Incremental sync: full build of a generated collection, then one changed block, synced again.
+
+Writes N generated ``.uw.md`` deals (four embeddable sections each, no two sections alike, so
+every block is a distinct input) to a temporary folder, configures one ``uw_deals`` collection
+and one profile, and runs ``pipelines.runner.sync`` (what ``corpus sync`` runs) in these phases,
+each in its own child process so each has its own peak RSS, as separate ``corpus sync``
+invocations would:
+
+1. ``tiny-build``, ``tiny-noop``: a one-deal home, built, then synced with nothing changed.
+   The no-op sync of a one-deal home is the fixed cost of a sync (three Dagster runs: ingest,
+   embed, generation, each with its run setup, event-log writes and step launches) with
+   next to no data work: the "fixed per-run start overhead".
+2. ``full``: the full build of the N-deal home.
+3. ``noop``: the N-deal home synced again with nothing changed (fixed cost + whatever work is
+   still proportional to the corpus size rather than to the change).
+4. one block (``market_analysis`` of one deal) is edited, and ``incremental`` syncs it. Its
+   ``embedded`` must be exactly 1.
+
+Figures: seconds of each phase, embedded counts, Dagster's overhead outside steps and each
+step's seconds (from the instance's run records), the incremental cost beyond the fixed
+overhead as a % of the full build (target <= 2%), and memory: ru_maxrss of each phase's process
+and a VmRSS peak sampled every 50 ms during the sync, next to the corpus and warehouse sizes.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/incremental.py                   # 10,000 deals, hash:v1-384 (~5 min)
+    .venv/bin/python bench/incremental.py --deals 2000      # quicker
+    .venv/bin/python bench/incremental.py --model           # MiniLM, 1,000 deals by default
+    .venv/bin/python bench/incremental.py --model --deals 10000   # ~40,000 inputs: 25+ min
+    .venv/bin/python bench/incremental.py --json
+    .venv/bin/python bench/incremental.py --deals 2000 --profile 30   # + a cProfiled extra sync
+
+``hash:v1-384`` makes embedding nearly free, so the figures isolate the pipeline's own cost;
+``--model`` (``st:all-MiniLM-L6-v2``) shows the same with a real model, whose load time is
+measured and excluded in every phase alike (each child loads and warms it before its sync).
+Options: ``--deals N``, ``--model``, ``--home DIR`` (an empty folder to build in, kept
+afterwards; default a temporary folder, removed), ``--threads`` (2), ``--json``.
+
+Other processes on the machine share the cores: figures are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402  (sets up sys.path for the project; imports nothing heavy)
+
+TARGET_PCT = 2.0
+HASH_SPEC = "hash:v1-384"
+MODEL_SPEC = "st:all-MiniLM-L6-v2"
+TENANT, ACL = "bench", ["bench-uw"]
+COLLECTION = "deals"
+CHANGED_DEAL = 4242  # the deal whose market_analysis block is edited (mod --deals)
+MARKER = "BENCH_PHASE_RESULT "
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--deals", type=int, default=None, help="10000 (hash) / 1000 (--model)")
+    ap.add_argument("--model", action="store_true", help=f"embed with {MODEL_SPEC}")
+    ap.add_argument("--home", type=Path, default=None, help="empty folder to build in (kept)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the measured phases, edit the block again and run one more incremental "
+        "sync under cProfile; print its N most expensive functions (cumulative and own time)",
+    )
+    ap.add_argument("--phase", default=None, help=argparse.SUPPRESS)  # child process mode
+    ap.add_argument("--config", type=Path, default=None, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+# -- child: one timed sync --------------------------------------------------------------------
+
+
+def child(args: argparse.Namespace) -> int:
+    _common.configure(threads=args.threads)
+    _common.point_project_at(args.config, args.home)
+    t0 = time.perf_counter()
+    import numpy  # noqa: F401  (loaded under the thread settings above)
+
+    from corpus_index.config import Settings
+    from pipelines import runner  # noqa: F401  (dagster and the project, imported untimed)
+
+    import_s = time.perf_counter() - t0
+    model_load_s = 0.0
+    if args.model:
+        _common.set_torch_threads(args.threads)
+        from corpus_index.embedders import local
+
+        t0 = time.perf_counter()
+        model = local._load(local.model_path(MODEL_SPEC[3:]))
+        model.encode(["warm up"], show_progress_bar=False)
+        model_load_s = time.perf_counter() - t0
+    settings = Settings(config_path=args.config, home=args.home)
+    rss_start = _common.rss_mib()
+    cpu0 = time.process_time()
+    profile_text = ""
+    with _common.RssSampler() as mem:
+        if args.profile:
+            import cProfile
+            import io
+            import pstats
+
+            profiler = cProfile.Profile()
+            timing = profiler.runcall(_common.timed_sync, settings)
+            buf = io.StringIO()
+            stats = pstats.Stats(profiler, stream=buf).strip_dirs()
+            stats.sort_stats("cumulative").print_stats(args.profile)
+            stats.sort_stats("tottime").print_stats(args.profile)
+            profile_text = buf.getvalue()
+        else:
+            timing = _common.timed_sync(settings)
+    out = {
+        "phase": args.phase,
+        "import_s": round(import_s, 3),
+        "model_load_s": round(model_load_s, 3),
+        "cpu_s": round(time.process_time() - cpu0, 3),
+        "rss_start_mib": round(rss_start, 1),
+        "rss_peak_sampled_mib": round(mem.peak, 1),
+        "maxrss_mib": round(_common.maxrss_mib(), 1),
+        **timing.to_json(),
+        "step_memory": timing.step_memory(mem),
+    }
+    if profile_text:
+        out["profile"] = profile_text
+    print(MARKER + json.dumps(out), flush=True)
+    return 0 if timing.report.ok else 1
+
+
+def run_phase(args: argparse.Namespace, phase: str, home: Path, config: Path) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--phase",
+        phase,
+        "--home",
+        str(home),
+        "--config",
+        str(config),
+        "--threads",
+        str(args.threads),
+    ]
+    if args.model:
+        cmd.append("--model")
+    if phase == "profiled":
+        cmd += ["--profile", str(args.profile)]
+    if not args.json:
+        print(f"  ... {phase}", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARKER):
+            result: dict[str, Any] = json.loads(line[len(MARKER) :])
+            if not result["ok"]:
+                sys.exit(f"error: phase {phase}: a run failed: {result['failed_runs']}")
+            return result
+    sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+    sys.exit(f"error: phase {phase} exited {proc.returncode} without a result")
+
+
+# -- parent: build the corpus, run the phases, report -----------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.phase:
+        return child(args)
+    deals = args.deals if args.deals is not None else (1000 if args.model else 10_000)
+    if deals < 1:
+        sys.exit("error: --deals must be at least 1")
+    _common.configure(threads=args.threads)
+    if args.home is not None:
+        root = args.home.resolve()
+        if root.exists() and any(root.iterdir()):
+            sys.exit(f"error: --home {root} is not empty")
+        root.mkdir(parents=True, exist_ok=True)
+        cleanup = False
+    else:
+        root = Path(tempfile.mkdtemp(prefix="bench-incremental-"))
+        cleanup = True
+    try:
+        return run(args, root, deals)
+    finally:
+        if cleanup:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, root: Path, deals: int) -> int:
+    embedder = MODEL_SPEC if args.model else HASH_SPEC
+    notes: list[str] = []
+    if args.model:
+        notes.append(
+            f"MiniLM embeds roughly 25-30 short passages/s on 2 idle cores (fewer when they are "
+            f"shared): {deals} deals x 4 sections = {4 * deals} inputs, ~{4 * deals / 27 / 60:.0f}+ "
+            "min of embedding in the full build (the default is 1,000 deals because 10,000 "
+            "would take ~25 min or more)"
+        )
+
+    tiny = root / "tiny"
+    _common.write_deals(tiny / "source", 1, tenant=TENANT, acl=ACL)
+    tiny_config = _common.write_config(
+        tiny / "corpus.yaml",
+        collection=COLLECTION,
+        kind="uw_deals",
+        source=tiny / "source",
+        embedder=embedder,
+        tenant=TENANT,
+        acl=ACL,
+    )
+    home = root / "home"
+    source = root / "source"
+    t0 = time.perf_counter()
+    _common.write_deals(source, deals, tenant=TENANT, acl=ACL)
+    generate_s = time.perf_counter() - t0
+    config = _common.write_config(
+        home / "corpus.yaml",
+        collection=COLLECTION,
+        kind="uw_deals",
+        source=source,
+        embedder=embedder,
+        tenant=TENANT,
+        acl=ACL,
+    )
+
+    phases: dict[str, dict[str, Any]] = {}
+    phases["tiny-build"] = run_phase(args, "tiny-build", tiny / "home", tiny_config)
+    phases["tiny-noop"] = run_phase(args, "tiny-noop", tiny / "home", tiny_config)
+    phases["full"] = run_phase(args, "full", home, config)
+    phases["noop"] = run_phase(args, "noop", home, config)
+
+    changed = CHANGED_DEAL % deals
+    path = source / f"deal-{changed:06d}.uw.md"
+    path.write_text(_common.deal_text(changed, tenant=TENANT, acl=ACL, variant=1), encoding="utf-8")
+    phases["incremental"] = run_phase(args, "incremental", home, config)
+    if args.profile:
+        path.write_text(
+            _common.deal_text(changed, tenant=TENANT, acl=ACL, variant=2), encoding="utf-8"
+        )
+        profiled = run_phase(args, "profiled", home, config)
+
+    full, incr, noop = phases["full"], phases["incremental"], phases["noop"]
+    fixed_s = phases["tiny-noop"]["wall_s"]
+    beyond_s = incr["wall_s"] - fixed_s
+    beyond_pct = 100.0 * beyond_s / full["wall_s"]
+    # the same in process CPU seconds: less sensitive to other processes on the cores
+    beyond_cpu_pct = 100.0 * (incr["cpu_s"] - phases["tiny-noop"]["cpu_s"]) / full["cpu_s"]
+    embedded_ok = incr["embedded"] == 1
+    sizes = {
+        "corpus_mib": round(_common.dir_mib(source), 2),
+        "warehouse_mib": round(_common.dir_mib(home / "warehouse"), 2),
+        "lance_mib": round(_common.dir_mib(home / "lance"), 2),
+        "exports_mib": round(_common.dir_mib(home / "exports"), 2),
+        "dagster_mib": round(_common.dir_mib(home / "dagster"), 2),
+        "registry_mib": round(_common.dir_mib(home / "registry.duckdb"), 2),
+    }
+    result = {
+        "deals": deals,
+        "inputs": full["embedded"] + full["cache_hits"],
+        "embedder": embedder,
+        "threads": args.threads,
+        "generate_s": round(generate_s, 2),
+        "changed_document": f"{COLLECTION}/deal-{changed:06d} (market_analysis)",
+        "full_build_s": full["wall_s"],
+        "full_embedded": full["embedded"],
+        "noop_s": noop["wall_s"],
+        "noop_embedded": noop["embedded"],
+        "incremental_s": incr["wall_s"],
+        "incremental_embedded": incr["embedded"],
+        "incremental_embedded_is_1": embedded_ok,
+        "fixed_overhead_s": fixed_s,
+        "fixed_overhead_what": "wall time of a no-op sync of a one-deal home (3 Dagster runs)",
+        "incremental_dagster_outside_steps_s": incr["dagster_overhead_s"],
+        "incremental_beyond_fixed_s": round(beyond_s, 3),
+        "incremental_beyond_fixed_pct_of_full": round(beyond_pct, 3),
+        "incremental_beyond_fixed_pct_of_full_by_cpu": round(beyond_cpu_pct, 3),
+        "target_pct": TARGET_PCT,
+        "pass_incremental": beyond_pct <= TARGET_PCT and embedded_ok,
+        "sizes": sizes,
+        "notes": notes,
+        "phases": phases,
+    }
+    if args.profile:
+        result["profiled_incremental"] = profiled
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_text(result)
+        if args.profile:
+            pr = result["profiled_incremental"]
+            print(
+                f"\n  cProfile of one more incremental sync (embedded {pr['embedded']}, "
+                f"{pr['wall_s']:.2f} s under the profiler):"
+            )
+            print(pr["profile"])
+    return 0 if result["pass_incremental"] else 1
+
+
+def print_text(r: dict[str, Any]) -> None:
+    p = r["phases"]
+    full, noop, incr = p["full"], p["noop"], p["incremental"]
+    tiny_b, tiny_n = p["tiny-build"], p["tiny-noop"]
+    print(
+        f"incremental benchmark: {r['deals']} deals, {r['inputs']} inputs, {r['embedder']}, "
+        f"{r['threads']} threads"
+    )
+    for note in r["notes"]:
+        print(f"  note: {note}")
+    print(f"  corpus generated in {r['generate_s']:.1f} s; changed: {r['changed_document']}")
+    if r["embedder"].startswith("st:"):
+        print(
+            f"  model load + warm-up per process {full['model_load_s']:.1f} s (excluded everywhere)"
+        )
+    print(
+        f"  {'phase':<12} {'wall s':>9} {'CPU s':>8} {'embedded':>9} {'cache hits':>10} "
+        f"{'Dagster-outside-steps s':>24}"
+    )
+    for name, ph in p.items():
+        print(
+            f"  {name:<12} {ph['wall_s']:9.2f} {ph['cpu_s']:8.1f} {ph['embedded']:9d} "
+            f"{ph['cache_hits']:10d} {ph['dagster_overhead_s']:24.2f}"
+        )
+    print(f"  full build          {r['full_build_s']:9.2f} s, embedded {r['full_embedded']}")
+    print(
+        f"  incremental sync    {r['incremental_s']:9.2f} s, embedded {r['incremental_embedded']} "
+        f"({'exactly 1: OK' if r['incremental_embedded_is_1'] else 'NOT 1: FAIL'})"
+    )
+    print(f"  no-op sync          {r['noop_s']:9.2f} s (same home, nothing changed)")
+    print(
+        f"  fixed overhead      {r['fixed_overhead_s']:9.2f} s = {r['fixed_overhead_what']}; "
+        f"of which Dagster outside steps {tiny_n['dagster_overhead_s']:.2f} s "
+        f"(1-deal build: {tiny_b['wall_s']:.2f} s)"
+    )
+    print(
+        f"  incremental beyond fixed overhead {r['incremental_beyond_fixed_s']:.2f} s = "
+        f"{r['incremental_beyond_fixed_pct_of_full']:.2f}% of the full build   "
+        f"target <= {r['target_pct']}%  {'PASS' if r['pass_incremental'] else 'FAIL'}"
+    )
+    print(
+        f"    (the same in process CPU seconds: "
+        f"{r['incremental_beyond_fixed_pct_of_full_by_cpu']:.2f}% of the full build's CPU)"
+    )
+    print("  step seconds         full   no-op  incremental")
+    names = list(full["steps"])
+    for step in names:
+        print(
+            f"    {step:<17} {full['steps'][step]:7.2f} {noop['steps'].get(step, 0):7.2f} "
+            f"{incr['steps'].get(step, 0):12.2f}"
+        )
+    s = r["sizes"]
+    print(
+        f"  on disk: corpus {s['corpus_mib']:.1f} MiB, warehouse {s['warehouse_mib']:.1f} MiB, "
+        f"lance {s['lance_mib']:.1f} MiB, exports {s['exports_mib']:.1f} MiB, "
+        f"dagster {s['dagster_mib']:.1f} MiB, registry {s['registry_mib']:.1f} MiB"
+    )
+    print("  memory (MiB)      RSS at start  sampled peak  ru_maxrss  peak-start")
+    for name in ("tiny-noop", "full", "noop", "incremental"):
+        ph = p[name]
+        print(
+            f"    {name:<14} {ph['rss_start_mib']:12.0f} {ph['rss_peak_sampled_mib']:13.0f} "
+            f"{ph['maxrss_mib']:10.0f} {ph['rss_peak_sampled_mib'] - ph['rss_start_mib']:11.0f}"
+        )
+    print("  RSS rise during each step, MiB (sampled peak inside the step - RSS when it started;")
+    print("  the first step to import a library, e.g. lancedb or GX, also carries that import)")
+    print("    step                full   no-op  incremental")
+    for step in names:
+        cells = [
+            p[ph].get("step_memory", {}).get(step, {}).get("rise_mib", 0.0)
+            for ph in ("full", "noop", "incremental")
+        ]
+        print(f"    {step:<17} {cells[0]:7.0f} {cells[1]:7.0f} {cells[2]:12.0f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
