@@ -177,6 +177,10 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
 
     cpu: dict[str, float] = {}
 
+    def say(message: str) -> None:  # progress on stderr, so a killed run still told something
+        if not args.json:
+            print(f"  ... {message}", file=sys.stderr, flush=True)
+
     def raw_side() -> tuple[float, object]:
         start, cpu0 = time.perf_counter(), time.process_time()
         vectors = model.encode(
@@ -187,12 +191,15 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
             show_progress_bar=False,
         )
         cpu["raw"] = time.process_time() - cpu0
-        return time.perf_counter() - start, vectors
+        secs = time.perf_counter() - start
+        say(f"raw side: {secs:.2f} s, {len(texts) / secs:.2f} passages/s")
+        return secs, vectors
 
     def pipeline_side() -> _common.SyncTiming:
         cpu0 = time.process_time()
         timing = _common.timed_sync(settings)
         cpu["pipeline"] = time.process_time() - cpu0
+        say(f"pipeline side: {timing.wall_s:.2f} s, embedded {timing.report.embedded}")
         return timing
 
     rss_before = _common.rss_mib()

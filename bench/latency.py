@@ -484,8 +484,11 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
     from corpus_index.search import _has_fts
 
     micro_calls = {
-        "registry.active(namespace) [2 DuckDB connections]": lambda: corpus.registry.active(
-            NAMESPACE
+        "registry.active(namespace), uncached [1 DuckDB connection]": (
+            lambda: corpus.registry.active(NAMESPACE)
+        ),
+        "registry.active(namespace, cached=True) [stat only]": (
+            lambda: corpus.registry.active(NAMESPACE, cached=True)
         ),
         "store.exists + store.table (list + open the table)": (
             lambda: corpus.store.exists(gen) and corpus.store.table(gen)

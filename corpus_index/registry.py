@@ -168,6 +168,8 @@ class Registry:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         self._initialized = False
+        # namespace -> (the registry files' state when read, the ACTIVE generation or None)
+        self._active_cache: dict[str, tuple[tuple[int, ...], Generation | None]] = {}
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -377,12 +379,46 @@ class Registry:
 
     # -- active pointers -------------------------------------------------------------------
 
-    def active(self, namespace: str) -> Generation | None:
+    def active(self, namespace: str, *, cached: bool = False) -> Generation | None:
+        """The namespace's ACTIVE generation, read in one query on one connection.
+
+        With ``cached``, the answer is reused while ``registry.duckdb`` and its WAL are unchanged
+        on disk (size and mtime): every commit, by this process or another, appends to the WAL
+        or checkpoints into the file, so a promotion or rollback elsewhere is seen by the next
+        call. The query path uses it; it saves opening the database on every search.
+        """
+        if cached:
+            state = self._files_state()
+            hit = self._active_cache.get(namespace)
+            if hit is not None and hit[0] == state:
+                return hit[1]
+        else:
+            state = None
         with self.connect() as con:
-            row = con.execute(
-                "SELECT generation FROM active_pointers WHERE namespace = ?", [namespace]
-            ).fetchone()
-        return self.get(row[0]) if row else None
+            cur = con.execute(
+                "SELECT g.* FROM active_pointers p JOIN generations g ON g.id = p.generation "
+                "WHERE p.namespace = ?",
+                [namespace],
+            )
+            cols = [d[0] for d in cur.description]
+            row = cur.fetchone()
+        gen = self._row_to_generation(row, cols) if row else None
+        if cached and state is not None:
+            # the state read before the query: a commit racing it changes the files again,
+            # so the next call re-reads rather than trusting an answer older than the files
+            self._active_cache[namespace] = (state, gen)
+        return gen
+
+    def _files_state(self) -> tuple[int, ...]:
+        state: list[int] = []
+        for path in (self.path, self.path.with_name(self.path.name + ".wal")):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                state += [-1, -1, -1]
+            else:
+                state += [st.st_size, st.st_mtime_ns, st.st_ino]
+        return tuple(state)
 
     def previous(self, namespace: str) -> Generation | None:
         with self.connect() as con:

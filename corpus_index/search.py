@@ -45,7 +45,9 @@ FUSIONS = ("rrf", "weighted")
 EXPANSIONS = ("section", "neighbours")
 DEFAULT_PER_DOC_CAP = 3
 MIN_CANDIDATES = 50
-ANN_REFINE_FACTOR = 5  # exact re-ranking of the ANN candidates (bench/latency.py: recall@10 >= 0.95)
+ANN_REFINE_FACTOR = (
+    5  # exact re-ranking of the ANN candidates (bench/latency.py: recall@10 >= 0.95)
+)
 
 _RESULT_COLUMNS = [
     "vector_id",
@@ -235,7 +237,7 @@ class Searcher:
                     f"generation {generation} serves namespace {gen.spec.namespace!r}, not {namespace!r}"
                 )
             return gen
-        active = self.corpus.registry.active(namespace)
+        active = self.corpus.registry.active(namespace, cached=True)
         if active is None:
             raise MissingGenerationError(
                 f"namespace {namespace!r} has no ACTIVE generation (run `corpus sync` then `corpus promote`)"

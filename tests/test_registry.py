@@ -240,6 +240,35 @@ def test_two_registry_objects_on_one_file_in_sequence(tmp_path: Path) -> None:
     assert [h["to_generation"] for h in a.history("deals")] == ["g0001", "g0002"]
 
 
+PROMOTER = """
+import sys
+from pathlib import Path
+from corpus_index.registry import Registry
+Registry(Path(sys.argv[1])).promote(sys.argv[2])
+"""
+
+
+def test_cached_active_is_reused_until_the_registry_changes_on_disk(tmp_path: Path) -> None:
+    reader = registry(tmp_path)
+    writer = registry(tmp_path)
+    assert reader.active("deals", cached=True) is None
+    g1 = ready(writer, SPEC)
+    assert reader.active("deals", cached=True) is None  # READY is not ACTIVE
+    writer.promote(g1)
+    first = reader.active("deals", cached=True)
+    assert first is not None and first.id == g1 and first.status == "ACTIVE"
+    assert reader.active("deals", cached=True) is first  # unchanged files: no database read
+    assert reader.active("deals") == first  # the uncached read agrees
+    g2 = ready(writer, OTHER_MODEL)
+    writer.promote(g2)  # another Registry object in this process
+    assert reader.active("deals", cached=True).id == g2  # type: ignore[union-attr]
+    # another process moves the pointer back: the cached reader sees it on its next call
+    subprocess.run([sys.executable, "-c", PROMOTER, str(writer.path), g1], check=True)
+    again = reader.active("deals", cached=True)
+    assert again is not None and again.id == g1 and again.status == "ACTIVE"
+    assert reader.active("other", cached=True) is None
+
+
 # -- another process holding the write lock ------------------------------------------------
 
 HOLDER = """
