@@ -416,7 +416,8 @@ def compare_rankings(
 ) -> dict[str, Any]:
     """Per query: is the pipeline's top-10 the raw system's? For hybrid, do the two top-10s
     differ only in the order of documents whose naive RRF scores are exactly equal (a tie,
-    broken by doc id in the naive run and by vector_id, a hash, in the pipeline)?"""
+    broken by doc id in the naive run; in the pipeline by the weighted-fusion score, then by
+    vector_id)?"""
     from corpus_index.metrics import evaluate
 
     out: dict[str, Any] = {}

@@ -4,6 +4,11 @@ Reciprocal rank fusion (Cormack, Clarke & BÃ¼ttcher, SIGIR 2009): ``score(d) = Î
 with ranks starting at 1 and a list that lacks ``d`` contributing nothing. Weighted fusion
 min-max normalizes each list's scores to [0, 1] first (cosine similarities and BM25 scores live
 on different scales) and sums ``w_i * norm_i(d)``.
+
+RRF ties are common (rank 3 in one list and absent from the other ties with the reverse), and
+which one comes first moves nDCG by a few thousandths. The pipeline breaks them by the weighted
+fusion score, so among equal ranks the candidate the retrievers scored more confidently comes
+first, and only then by id.
 """
 
 from __future__ import annotations
@@ -76,9 +81,14 @@ def weighted_fusion(
     return fused
 
 
-def ranked(scores: Mapping[str, float]) -> list[str]:
-    """Ids by descending score; ties broken by id so the order is deterministic."""
-    return sorted(scores, key=lambda d: (-scores[d], d))
+def ranked(scores: Mapping[str, float], tiebreak: Mapping[str, float] | None = None) -> list[str]:
+    """Ids by descending score, then descending ``tiebreak`` (when given), then id.
+
+    Scores are compared at 12 decimals, so sums that are equal but were added in another order
+    (``1/61 + 1/65`` and ``1/65 + 1/61``) tie instead of being split by a rounding error.
+    """
+    tb = tiebreak or {}
+    return sorted(scores, key=lambda d: (-round(scores[d], 12), -tb.get(d, 0.0), d))
 
 
 def dedupe(items: Sequence[T], key: Callable[[T], Hashable]) -> list[T]:

@@ -566,26 +566,29 @@ def _fuse(
         c.scores["lexical"] = round(float(row["_score"]), 6)
         c.ranks["lexical"] = rank
         lexical_ids.append(row["vector_id"])
+    tiebreak: dict[str, float] | None = None
     if mode == "dense":
         scores = {v: by_id[v].scores["dense"] for v in dense_ids}
     elif mode == "lexical":
         scores = {v: by_id[v].scores["lexical"] for v in lexical_ids}
     else:
         w = {"dense": weights[0], "lexical": weights[1]}
+        weighted = fusion.weighted_fusion(
+            {
+                "dense": {v: by_id[v].scores["dense"] for v in dense_ids},
+                "lexical": {v: by_id[v].scores["lexical"] for v in lexical_ids},
+            },
+            weights=w,
+        )
         if method == "rrf":
             scores = fusion.reciprocal_rank_fusion(
                 {"dense": dense_ids, "lexical": lexical_ids}, k=rrf_k, weights=w
             )
+            tiebreak = weighted  # equal RRF scores: the more confidently scored candidate first
         else:
-            scores = fusion.weighted_fusion(
-                {
-                    "dense": {v: by_id[v].scores["dense"] for v in dense_ids},
-                    "lexical": {v: by_id[v].scores["lexical"] for v in lexical_ids},
-                },
-                weights=w,
-            )
+            scores = weighted
     out = []
-    for rank, vid in enumerate(fusion.ranked(scores), start=1):
+    for rank, vid in enumerate(fusion.ranked(scores, tiebreak), start=1):
         c = by_id[vid]
         c.final = scores[vid]
         if mode == "hybrid":

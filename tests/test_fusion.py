@@ -94,6 +94,43 @@ def test_ranked_is_deterministic_on_ties() -> None:
     assert fusion.ranked({"z": 1.0, "a": 1.0, "m": 2.0}) == ["m", "a", "z"]
 
 
+def test_ranked_breaks_score_ties_by_the_tiebreak_then_id() -> None:
+    scores = {"a": 1.0, "b": 1.0, "c": 1.0, "d": 2.0}
+    assert fusion.ranked(scores, {"b": 0.9, "c": 0.4}) == ["d", "b", "c", "a"]  # a has none: 0
+
+
+def test_equal_rrf_sums_added_in_another_order_still_tie() -> None:
+    # x is rank 3 in dense and 7 in lexical, y the reverse: mathematically equal sums that
+    # floating point may split by one ulp; the tiebreak must decide, not the rounding error
+    rankings = {
+        "dense": ["p", "q", "x", "r", "s", "t", "y"],
+        "lexical": ["p", "q", "y", "r", "s", "t", "x"],
+    }
+    fused = fusion.reciprocal_rank_fusion(rankings)
+    assert fused["x"] == approx(fused["y"])
+    order = fusion.ranked(fused, {"x": 0.1, "y": 0.8})
+    assert order.index("y") < order.index("x")
+    order = fusion.ranked(fused, {"x": 0.8, "y": 0.1})
+    assert order.index("x") < order.index("y")
+
+
+def test_hybrid_rrf_ties_go_to_the_more_confident_candidate() -> None:
+    from corpus_index.search import _fuse
+
+    def row(vid: str, **extra: float) -> dict[str, object]:
+        return {"vector_id": vid, **extra}
+
+    # "a" is dense rank 2 (cosine 0.50), "b" lexical rank 2 (BM25 9.9 of 10): equal RRF scores;
+    # b sits near the top of its list's score range, a near the bottom of its own
+    dense = [row("top", _distance=0.1), row("a", _distance=0.5), row("low", _distance=0.52)]
+    lexical = [row("top", _score=10.0), row("b", _score=9.9), row("tail", _score=1.0)]
+    out = [
+        c.row["vector_id"]
+        for c in _fuse(dense, lexical, mode="hybrid", method="rrf", rrf_k=60, weights=(1.0, 1.0))
+    ]
+    assert out[:3] == ["top", "b", "a"]  # by id alone "a" would come first
+
+
 def test_dedupe_keeps_the_first_of_each_key() -> None:
     items = [("a", "h1"), ("b", "h2"), ("c", "h1"), ("d", "h3"), ("e", "h2")]
     assert fusion.dedupe(items, key=lambda x: x[1]) == [("a", "h1"), ("b", "h2"), ("d", "h3")]
