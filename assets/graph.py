@@ -232,6 +232,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             metadata={
                 "generation": r.generation,
                 "rows": r.rows,
+                "rows_validated": r.built,
+                "sources_touched": r.touched_sources,
                 "rows_written": w.inserted if w else 0,
                 "rows_deleted": w.deleted if w else 0,
                 "collection_rows": w.total if w else 0,

@@ -138,6 +138,17 @@ def propagate_deletion(
                 if path.is_file():
                     path.unlink()
                     receipt.removed("exports", str(path), 1, "files")
+            pins = wh.read("sidecar_pins", (profile_dir.name, collection))
+            if pins is not None:
+                kept, n = _without(pins, ids)
+                if n:
+                    wh.write("sidecar_pins", (profile_dir.name, collection), kept)
+                    receipt.removed(
+                        "warehouse",
+                        str(wh.path("sidecar_pins", profile_dir.name, collection)),
+                        n,
+                        "rows",
+                    )
 
     # 3. warehouse rows
     for asset in ("parsed_blocks", "embedding_inputs", "quarantine"):

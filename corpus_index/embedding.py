@@ -9,23 +9,78 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index.cache import EmbeddingCache
 from corpus_index.embedders import Embedder
+from corpus_index.hashing import canonical_json
 from corpus_index.inputs import input_units
 from corpus_index.records import INPUT_SCHEMA, embedding_schema
 
+INPUT_RULE_KEY = b"corpus_index.input_rule"
+
+
+def input_rule(sections: Mapping[str, str], input_formats: Iterable[str]) -> bytes:
+    """What, besides a block itself, decides its inputs: recorded on each ``embedding_inputs``
+    partition, so rows built under another rule are never reused."""
+    return canonical_json(
+        {"sections": dict(sorted(sections.items())), "formats": sorted(set(input_formats))}
+    ).encode()
+
 
 def build_inputs(
-    blocks: pa.Table, *, sections: Mapping[str, str], input_formats: Iterable[str]
+    blocks: pa.Table,
+    *,
+    sections: Mapping[str, str],
+    input_formats: Iterable[str],
+    previous: pa.Table | None = None,
 ) -> pa.Table:
     """Embedder inputs for every embeddable block, under each input format in use.
 
     A block is embeddable when its section is in the registry (``sections``: name ->
     granularity) or it is a passage record. Paragraph granularity yields one input per
     paragraph, addressed ``<chunk_ref>#p<n>``.
+
+    ``previous`` is the partition as last written: when it was built under the same rule, the
+    rows of every block it already covers are taken from it instead of being rebuilt (a
+    chunk_ref names the block's source version, so an unchanged chunk_ref is an unchanged
+    block). The result is the same table either way, rows in block order, tagged with the rule.
     """
     formats = sorted(set(input_formats))
+    rule = input_rule(sections, formats)
+    reused: pa.Table | None = None
+    todo = blocks
+    if (
+        previous is not None
+        and previous.num_rows
+        and (previous.schema.metadata or {}).get(INPUT_RULE_KEY) == rule
+    ):
+        bases = pa.array([r.split("#", 1)[0] for r in previous["chunk_ref"].to_pylist()])
+        reused = previous.filter(pc.is_in(bases, blocks["chunk_ref"])).cast(INPUT_SCHEMA)
+        todo = blocks.filter(pc.invert(pc.is_in(blocks["chunk_ref"], bases)))
+    built = _build_input_rows(todo, sections=sections, formats=formats)
+    table = built if reused is None else pa.concat_tables([reused, built])
+    if reused is not None and reused.num_rows and built.num_rows:
+        # back into block order (the order a rebuild from scratch gives), formats kept in order
+        position = {ref: i for i, ref in enumerate(blocks["chunk_ref"].to_pylist())}
+        fmt_rank = {f: i for i, f in enumerate(formats)}
+        keys = [
+            (position[r.split("#", 1)[0]], fmt_rank.get(f, len(formats)), n)
+            for n, (r, f) in enumerate(
+                zip(
+                    table["chunk_ref"].to_pylist(),
+                    table["input_format"].to_pylist(),
+                    strict=True,
+                )
+            )
+        ]
+        table = table.take(pa.array(sorted(range(len(keys)), key=keys.__getitem__)))
+    return table.replace_schema_metadata({INPUT_RULE_KEY: rule})
+
+
+def _build_input_rows(
+    blocks: pa.Table, *, sections: Mapping[str, str], formats: list[str]
+) -> pa.Table:
     rows: list[dict[str, object]] = []
     for block in blocks.to_pylist():
         section = str(block["section"])
@@ -72,15 +127,37 @@ class EmbedResult:
     cost_usd: float = 0.0
     fresh_hashes: list[str] = field(default_factory=list)
 
-    def to_table(self, dim: int) -> pa.Table:
+    def to_table(self, dim: int, *, identity: bytes | None = None) -> pa.Table:
+        """The ``embeddings`` partition; ``identity`` (see :func:`vectors_identity`) tags it."""
         flat = pa.array(np.ascontiguousarray(self.vectors, dtype=np.float32).ravel(), pa.float32())
-        return pa.table(
+        table = pa.table(
             {
                 "input_hash": pa.array(self.hashes, pa.string()),
                 "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
             },
             schema=embedding_schema(dim),
         )
+        return table.replace_schema_metadata({VECTORS_KEY: identity}) if identity else table
+
+
+VECTORS_KEY = b"corpus_index.vectors"
+
+
+def vectors_identity(backend_spec: str, revision: str, dim: int) -> bytes:
+    """Which embedder produced an ``embeddings`` partition: only a partition with the current
+    profile's identity lends its vectors to the next run."""
+    return canonical_json([backend_spec, revision, dim]).encode()
+
+
+def known_vectors(previous: pa.Table | None, identity: bytes) -> dict[str, npt.NDArray[np.float32]]:
+    """``input_hash -> vector`` of a previous partition written by the same embedder."""
+    if previous is None or (previous.schema.metadata or {}).get(VECTORS_KEY) != identity:
+        return {}
+    flat = previous["vector"].combine_chunks()
+    if len(flat) == 0:
+        return {}
+    matrix = flat.values.to_numpy(zero_copy_only=False).reshape(len(flat), -1)
+    return dict(zip(previous["input_hash"].to_pylist(), matrix, strict=True))
 
 
 def embed_with_cache(
@@ -90,14 +167,20 @@ def embed_with_cache(
     *,
     batch_size: int = 256,
     progress: Callable[[int, int], None] | None = None,
+    known: Mapping[str, npt.NDArray[np.float32]] | None = None,
 ) -> EmbedResult:
     """Vectors for every input hash: cached ones are read, only misses reach the embedder.
+
+    ``known`` holds vectors already at hand from the same embedder (the partition as last
+    written): those hashes are not looked up in the cache at all. They count as cache hits.
 
     New vectors are NOT written to the cache here: the caller stores them after the blocking
     checks passed, so a broken embedder never poisons the cache.
     """
     hashes = sorted(texts_by_hash)
-    found = cache.lookup(hashes) if cache is not None else {}
+    found = {h: known[h] for h in hashes if h in known} if known else {}
+    if cache is not None:
+        found.update(cache.lookup([h for h in hashes if h not in found]))
     misses = [h for h in hashes if h not in found]
     tokens_before, cost_before = embedder.stats.tokens, embedder.stats.cost_usd
     fresh: dict[str, npt.NDArray[np.float32]] = {}

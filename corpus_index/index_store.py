@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +132,55 @@ class GenerationStore:
             table.merge_insert("vector_id")
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(predicates.eq("collection", collection))
+            .execute(rows)
+        )
+        return WriteResult(
+            inserted=int(result.num_inserted_rows),
+            deleted=int(result.num_deleted_rows),
+            total=int(table.count_rows(predicates.eq("collection", collection))),
+        )
+
+    def collection_ids(self, generation: Generation, collection: str) -> dict[str, str]:
+        """``vector_id -> source_id`` of every row the collection has in this generation."""
+        if not self.exists(generation):
+            return {}
+        table = self.table(generation)
+        where = predicates.eq("collection", collection)
+        n = int(table.count_rows(where))
+        if n == 0:
+            return {}
+        got = table.search().where(where).select(["vector_id", "source_id"]).limit(n + 1).to_arrow()
+        return dict(zip(got["vector_id"].to_pylist(), got["source_id"].to_pylist(), strict=True))
+
+    def replace_sources(
+        self, generation: Generation, collection: str, rows: pa.Table, sources: Iterable[str]
+    ) -> WriteResult:
+        """Make the rows of ``sources`` (of ``collection``) exactly ``rows``, in one commit.
+
+        Like :meth:`replace_collection`, but only the named sources' rows are compared and
+        removed, so a change to one document costs one document: rows of other sources are
+        not read or rewritten.
+        """
+        table = self.ensure(generation)
+        rows = rows.cast(vector_entry_schema(generation))
+        scope = predicates.all_of(
+            [
+                predicates.eq("collection", collection),
+                predicates.is_in("source_id", sorted(set(sources))),
+            ]
+        )
+        if rows.num_rows == 0:  # only removals: one delete commit
+            before = int(table.count_rows(scope))
+            table.delete(scope)
+            return WriteResult(
+                inserted=0,
+                deleted=before - int(table.count_rows(scope)),
+                total=int(table.count_rows(predicates.eq("collection", collection))),
+            )
+        result = (
+            table.merge_insert("vector_id")
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(scope)
             .execute(rows)
         )
         return WriteResult(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -19,14 +21,20 @@ from corpus_index import expectations, gates, predicates
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
-from corpus_index.embedding import build_inputs, embed_with_cache
+from corpus_index.embedding import (
+    build_inputs,
+    embed_with_cache,
+    known_vectors,
+    vectors_identity,
+)
 from corpus_index.errors import (
     ConfigError,
     DimensionMismatchError,
     NonFiniteVectorError,
     PromotionRefusedError,
 )
-from corpus_index.index_store import Coverage, GenerationStore, WriteResult
+from corpus_index.hashing import canonical_json, sha256_hex, vector_id
+from corpus_index.index_store import Coverage, GenerationStore, WriteResult, vector_entry_schema
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, MANIFEST_SCHEMA, QUARANTINE_SCHEMA
 from corpus_index.registry import Generation, GenerationSpec, Registry
 from corpus_index.rows import build_rows
@@ -70,13 +78,20 @@ class SidecarsOutcome:
     folder: str = ""
 
 
+# Above this many changed sources, ``index_rows`` rewrites the collection in one merge keyed on
+# every row rather than naming each source in the merge's delete scope.
+REPLACE_WHOLE_COLLECTION_ABOVE = 500
+
+
 @dataclass(slots=True)
 class IndexRowsOutcome:
     """What the ``index_rows`` step did for one profile × collection."""
 
     covered: bool
     generation: str = ""
-    rows: int = 0
+    rows: int = 0  # rows the collection holds in the generation once written
+    built: int = 0  # rows built, validated and offered to the write (the touched sources')
+    touched_sources: int = 0  # sources whose rows differed from the generation's
     write: WriteResult | None = None
     gates: list[gates.Gate] = field(default_factory=list)
 
@@ -196,7 +211,10 @@ class Corpus:
     def inputs_step(self, collection: str) -> pa.Table:
         blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
         table = build_inputs(
-            blocks, sections=self.config.sections, input_formats=self.input_formats()
+            blocks,
+            sections=self.config.sections,
+            input_formats=self.input_formats(),
+            previous=self.warehouse.read("embedding_inputs", (collection,)),
         )
         self.warehouse.write("embedding_inputs", (collection,), table)
         return table
@@ -232,9 +250,16 @@ class Corpus:
             dim=spec.dim,
         )
         generation = self.registry.open_generation(spec, run_id=run_id)
+        identity = vectors_identity(spec.backend_spec, spec.model_revision, spec.dim)
+        known = known_vectors(self.warehouse.read("embeddings", (profile, collection)), identity)
         try:
             result = embed_with_cache(
-                texts, embedder, cache, batch_size=max(p.batch_size, 32), progress=progress
+                texts,
+                embedder,
+                cache,
+                batch_size=max(p.batch_size, 32),
+                progress=progress,
+                known=known,
             )
         except (DimensionMismatchError, NonFiniteVectorError) as exc:
             # the embedder itself rejected the answer: the gate it would have failed reports
@@ -279,7 +304,7 @@ class Corpus:
         ]
         self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
         if outcome.passed:
-            table = result.to_table(spec.dim)
+            table = result.to_table(spec.dim, identity=identity)
             fresh = set(result.fresh_hashes)
             if fresh:
                 mask = pa.array([h in fresh for h in result.hashes])
@@ -297,7 +322,13 @@ class Corpus:
     def sidecars_step(self, profile: str, collection: str) -> SidecarsOutcome:
         """RFC 0013 sidecars, one per document: written when their entries changed, removed with
         their document."""
-        from corpus_index.sidecars import SidecarEntry, build_sidecar, read_sidecar, write_sidecar
+        from corpus_index.sidecars import (
+            SIDECAR_PINS_SCHEMA,
+            SidecarEntry,
+            build_sidecar,
+            read_sidecar,
+            write_sidecar,
+        )
 
         if (
             not self.config.profile_covers(profile, collection)
@@ -309,51 +340,103 @@ class Corpus:
         blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
         inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
         inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
-        vectors = self._read("embeddings", (profile, collection), None)
-        vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
-        flat = vectors["vector"].combine_chunks()
-        matrix = flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim)
-        meta_by_doc: dict[str, dict[str, Any]] = {}
-        for row in blocks.select(["doc_id", "metadata"]).to_pylist():
-            meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
-        entries: dict[str, list[SidecarEntry]] = {}
-        for inp in inputs.to_pylist():
-            entries.setdefault(inp["doc_id"], []).append(
-                SidecarEntry(
-                    section=inp["section"],
-                    block_key=inp["block_key"],
-                    content_hash=inp["content_hash"],
-                    vector=matrix[vec_index[inp["input_hash"]]].tolist(),
-                    input_hash=inp["input_hash"],
-                )
+        pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
+        rows_by_doc: dict[str, list[dict[str, Any]]] = {}
+        for inp in inputs.select(
+            ["doc_id", "section", "block_key", "content_hash", "input_hash"]
+        ).to_pylist():
+            pins_by_doc.setdefault(inp["doc_id"], []).append(
+                (inp["block_key"], inp["content_hash"], inp["input_hash"])
             )
+            rows_by_doc.setdefault(inp["doc_id"], []).append(inp)
+        # what each sidecar was written from, and its file's size and mtime then: an unchanged
+        # document whose file nobody touched is skipped without opening it
+        identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
+        digests = {
+            doc_id: sha256_hex(canonical_json([*identity, pins]))
+            for doc_id, pins in pins_by_doc.items()
+        }
+        previous = self.warehouse.read("sidecar_pins", (profile, collection), SIDECAR_PINS_SCHEMA)
+        known = (
+            {
+                r["doc_id"]: (r["digest"], r["size"], r["mtime_ns"])
+                for r in previous.select(["doc_id", "digest", "size", "mtime_ns"]).to_pylist()
+            }
+            if previous is not None
+            else {}
+        )
+        meta_by_doc: dict[str, dict[str, Any]] | None = None
+        matrix: Any = None
+        vec_index: dict[str, int] = {}
+        pin_rows: list[dict[str, Any]] = []
         written = unchanged = 0
-        for doc_id, doc_entries in sorted(entries.items()):
+        for doc_id in sorted(pins_by_doc):
             path = folder / f"{doc_id}.embeddings.json"
-            pins = [(e.block_key, e.content_hash, e.input_hash) for e in doc_entries]
-            if path.is_file():
+            st = _stat(path)
+            digest = digests[doc_id]
+            fresh = st is not None and known.get(doc_id) == (digest, st.st_size, st.st_mtime_ns)
+            if not fresh and st is not None:  # touched or never recorded: compare its pins
                 old = read_sidecar(path, validate=False)
                 old_pins = [
                     (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
                     for b in old.get("blocks", [])
                 ]
-                if old_pins == pins and old.get("embedder", {}).get("model") == spec.backend_spec:
-                    unchanged += 1
-                    continue
-            meta = meta_by_doc.get(doc_id, {})
-            sidecar = build_sidecar(
-                uw_version=str(meta.get("uw_version", "1.1")),
-                deal_id=str(meta.get("deal_id", doc_id)),
-                backend_spec=spec.backend_spec,
-                dim=spec.dim,
-                input_format=spec.input_format,
-                entries=doc_entries,
-                revision=spec.model_revision,
-                normalized=spec.normalized,
+                fresh = (
+                    old_pins == pins_by_doc[doc_id]
+                    and old.get("embedder", {}).get("model") == spec.backend_spec
+                )
+            if not fresh:
+                if matrix is None:  # the vectors are read once, and only when a sidecar is due
+                    vectors = self._read("embeddings", (profile, collection), None)
+                    vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+                    flat = vectors["vector"].combine_chunks()
+                    matrix = flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim)
+                    meta_by_doc = {}
+                    for row in blocks.select(["doc_id", "metadata"]).to_pylist():
+                        meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+                assert meta_by_doc is not None
+                meta = meta_by_doc.get(doc_id, {})
+                sidecar = build_sidecar(
+                    uw_version=str(meta.get("uw_version", "1.1")),
+                    deal_id=str(meta.get("deal_id", doc_id)),
+                    backend_spec=spec.backend_spec,
+                    dim=spec.dim,
+                    input_format=spec.input_format,
+                    entries=[
+                        SidecarEntry(
+                            section=inp["section"],
+                            block_key=inp["block_key"],
+                            content_hash=inp["content_hash"],
+                            vector=matrix[vec_index[inp["input_hash"]]].tolist(),
+                            input_hash=inp["input_hash"],
+                        )
+                        for inp in rows_by_doc[doc_id]
+                    ],
+                    revision=spec.model_revision,
+                    normalized=spec.normalized,
+                )
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_sidecar(path, sidecar)
+                st = _stat(path)
+                written += 1
+            else:
+                unchanged += 1
+            assert st is not None
+            pin_rows.append(
+                {
+                    "source_id": f"{collection}/{doc_id}",
+                    "doc_id": doc_id,
+                    "digest": digest,
+                    "size": st.st_size,
+                    "mtime_ns": st.st_mtime_ns,
+                }
             )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_sidecar(path, sidecar)
-            written += 1
+        self.warehouse.write(
+            "sidecar_pins",
+            (profile, collection),
+            pa.Table.from_pylist(pin_rows, schema=SIDECAR_PINS_SCHEMA),
+        )
+        entries = pins_by_doc
         removed = 0
         if folder.is_dir():
             for path in folder.rglob("*.embeddings.json"):
@@ -370,30 +453,73 @@ class Corpus:
         if not self.config.profile_covers(profile, collection):
             return IndexRowsOutcome(covered=False)
         generation = self.registry.open_generation(self.spec(profile), run_id=run_id)
-        blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
+        spec = generation.spec
         inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
-        vectors = self._read("embeddings", (profile, collection), None)
-        rows = build_rows(generation, blocks=blocks, inputs=inputs, vectors=vectors, run_id=run_id)
+        inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
         live = {f"{collection}/{d}" for d in live_documents(manifest)}
         # tombstones replay: a source deleted before this generation existed never enters it,
         # even from stale inputs (a source that really comes back lifts its tombstone at scan)
         dead = sorted(
             t["source_id"]
-            for t in self.registry.tombstones(namespace=generation.spec.namespace)
+            for t in self.registry.tombstones(namespace=spec.namespace)
             if t["collection"] == collection
         )
         if dead:
-            rows = rows.filter(pc.invert(pc.is_in(rows["source_id"], pa.array(dead, pa.string()))))
-        outcome = IndexRowsOutcome(covered=True, generation=generation.id, rows=rows.num_rows)
+            inputs = inputs.filter(
+                pc.invert(pc.is_in(inputs["source_id"], pa.array(dead, pa.string())))
+            )
+        # what the collection must hold, against what it holds: only the sources whose rows
+        # differ are rebuilt and rewritten (a vector_id names chunk, version, format and model)
+        wanted = dict(
+            zip(
+                (
+                    vector_id(ref, spec.input_format, spec.backend_spec)
+                    for ref in inputs["chunk_ref"].to_pylist()
+                ),
+                inputs["source_id"].to_pylist(),
+                strict=True,
+            )
+        )
+        present = self.store.collection_ids(generation, collection)
+        touched = {s for v, s in wanted.items() if v not in present} | {
+            s for v, s in present.items() if v not in wanted
+        }
+        whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not present
+        if not whole:
+            scope = pa.array(sorted(touched), pa.string())
+            inputs = inputs.filter(pc.is_in(inputs["source_id"], scope))
+        blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
+        if not whole:
+            blocks = blocks.filter(pc.is_in(blocks["source_id"], scope))
+        vectors = self._read("embeddings", (profile, collection), None)
+        rows = (
+            build_rows(generation, blocks=blocks, inputs=inputs, vectors=vectors, run_id=run_id)
+            if inputs.num_rows
+            else vector_entry_schema(generation).empty_table()
+        )
+        outcome = IndexRowsOutcome(
+            covered=True,
+            generation=generation.id,
+            rows=len(wanted),
+            built=rows.num_rows,
+            touched_sources=len(touched),
+        )
         outcome.gates = [
             gates.rows_have_tenant_and_acl(rows),
-            gates.no_rows_from_removed_documents(rows, live),
+            gates.no_rows_from_removed_documents(
+                pa.table({"source_id": pa.array(sorted(set(wanted.values())), pa.string())}), live
+            ),
             expectations.validate(rows, "index_rows"),
         ]
         self._record_partition_checks(generation, "index_rows", collection, outcome.gates)
         if outcome.passed:
-            outcome.write = self.store.replace_collection(generation, collection, rows)
+            if whole:
+                outcome.write = self.store.replace_collection(generation, collection, rows)
+            elif touched:
+                outcome.write = self.store.replace_sources(generation, collection, rows, touched)
+            else:
+                outcome.write = WriteResult(inserted=0, deleted=0, total=len(present))
         return outcome
 
     def _record_partition_checks(
@@ -672,3 +798,10 @@ def retire(corpus: Corpus, generation_id: str) -> RetireOutcome:
     retired = corpus.registry.retire(gen.id, window_hours=window)
     dropped = corpus.store.drop(retired)
     return RetireOutcome(generation=retired, table_dropped=dropped)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+import pyarrow as pa
 from jsonschema import Draft202012Validator
 
 from corpus_index.errors import ParseError, SidecarError
@@ -58,6 +60,19 @@ def sidecar_path(uw_path: Path) -> Path:
     name = uw_path.name
     stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else uw_path.stem
     return uw_path.with_name(stem + SIDECAR_SUFFIX)
+
+
+# The warehouse's record of what each sidecar file was written from (``digest``: sha256 of the
+# embedder identity and the entries' pins) and the file's size and mtime right after writing.
+SIDECAR_PINS_SCHEMA = pa.schema(
+    [
+        ("source_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("digest", pa.string()),
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+    ]
+)
 
 
 def _timestamp(value: dt.datetime | None) -> str:
@@ -160,9 +175,27 @@ def _finite(x: float) -> bool:
         return False
 
 
+def _skeleton(doc: Any) -> Any:
+    """``doc`` with each vector cut to its first value, for the schema validator.
+
+    The schema says only that a vector is a non-empty array of numbers; walking thousands of
+    floats through the JSON Schema validator costs ~20 ms per sidecar, so the values after the
+    first are checked by :func:`_entry_problems` instead (type, count, finiteness, norm).
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("blocks"), list):
+        return doc
+    blocks = [
+        {**b, "vector": b["vector"][:1]}
+        if isinstance(b, dict) and isinstance(b.get("vector"), list)
+        else b
+        for b in doc["blocks"]
+    ]
+    return {**doc, "blocks": blocks}
+
+
 def _schema_problems(doc: Any) -> list[tuple[str, str]]:
     problems: list[tuple[tuple[tuple[int, int, str], ...], str, str]] = []
-    for error in _validator().iter_errors(doc):
+    for error in _validator().iter_errors(_skeleton(doc)):
         parts = list(error.absolute_path)
         message = error.message
         if error.validator == "required" and isinstance(error.instance, dict):
@@ -203,13 +236,31 @@ def _entry_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
             problems.append((f"{where}.block_key", f"{key!r} repeats $.blocks[{seen[key]}]"))
         seen.setdefault(key, i)
         vector: list[float] = block["vector"]
+        not_number = next(
+            (
+                j
+                for j, x in enumerate(vector)
+                if isinstance(x, bool) or not isinstance(x, int | float)
+            ),
+            None,
+        )
+        if not_number is not None:
+            problems.append(
+                (f"{where}.vector[{not_number}]", f"{vector[not_number]!r} is not of type 'number'")
+            )
+            continue
         if len(vector) != dim:
             problems.append((f"{where}.vector", f"has {len(vector)} values, embedder.dim is {dim}"))
-        bad = next((j for j, x in enumerate(vector) if not _finite(x)), None)
+        try:
+            values = np.asarray(vector, dtype=np.float64)
+            finite = bool(np.isfinite(values).all())
+        except OverflowError:  # an integer literal too large for a float
+            finite = False
+        bad = None if finite else next((j for j, x in enumerate(vector) if not _finite(x)), None)
         if bad is not None:
             problems.append((f"{where}.vector[{bad}]", f"{vector[bad]!r} is not a finite number"))
         elif normalized is True:
-            norm = math.sqrt(math.fsum(x * x for x in vector))
+            norm = math.sqrt(float(np.dot(values, values)))
             if abs(norm - 1.0) > _NORM_TOLERANCE:
                 problems.append(
                     (f"{where}.vector", f"norm is {norm:.6f} but embedder.normalized is true")

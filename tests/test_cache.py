@@ -144,3 +144,33 @@ def test_keys_with_quotes_are_literals(tmp_path: Path) -> None:
     assert sorted(c.lookup(["' OR '1'='1"])) == ["' OR '1'='1"]
     assert c.delete(["' OR '1'='1"]) == 1
     assert sorted(c.lookup(keys)) == sorted(["it's", "back\\slash"])
+
+
+def test_a_previous_partition_lends_its_vectors_only_to_the_same_embedder(tmp_path: Path) -> None:
+    from corpus_index.embedders import make_embedder
+    from corpus_index.embedding import embed_with_cache, known_vectors, vectors_identity
+
+    embedder = make_embedder("hash:v1-4")
+    texts = {input_hash("default-v1", t): t for t in ("a", "b", "c")}
+    c = cache(tmp_path)
+    first = embed_with_cache(texts, embedder, c)
+    assert first.embedded == 3
+    identity = vectors_identity("hash:v1-4", embedder.revision, 4)
+    partition = first.to_table(4, identity=identity)
+    # nothing was put in the cache: only the partition can supply these vectors
+    known = known_vectors(partition, identity)
+    assert set(known) == set(texts)
+    inputs = embedder.stats.inputs
+    second = embed_with_cache(
+        {**texts, input_hash("default-v1", "d"): "d"}, embedder, c, known=known
+    )
+    assert (second.embedded, second.cache_hits) == (1, 3)
+    assert embedder.stats.inputs == inputs + 1  # only "d" reached the embedder
+    assert second.vectors[[second.hashes.index(h) for h in first.hashes]].tobytes() == (
+        first.vectors.tobytes()
+    )
+    # another model, another revision, or an untagged partition: nothing is lent
+    assert known_vectors(partition, vectors_identity("hash:v1-4", "other", 4)) == {}
+    assert known_vectors(partition, vectors_identity("hash:v1-8", embedder.revision, 8)) == {}
+    assert known_vectors(first.to_table(4), identity) == {}
+    assert known_vectors(None, identity) == {}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 
 from corpus_index.cache import EmbeddingCache
@@ -113,6 +116,23 @@ def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
     doc = read_sidecar(files[0])  # validates against schemas/embedding-sidecar.schema.json
     assert doc["embedder"]["model"] == "hash:v1-64" and len(doc["blocks"]) == 4
     assert all(b["content_hash"].startswith("sha256:") for b in doc["blocks"])
+
+    # a rerun opens no file nobody touched; a tampered, deleted or touched one is checked again
+    corpus = Corpus(home)
+    again = corpus.sidecars_step("main", "alpha-deals")
+    assert (again.written, again.unchanged, again.removed) == (0, 3, 0)
+    tampered = dict(doc, blocks=doc["blocks"][:1])
+    files[0].write_text(json.dumps(tampered), encoding="utf-8")
+    files[1].unlink()
+    stat = files[2].stat()
+    os.utime(files[2], ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # same bytes, new mtime
+    fixed = corpus.sidecars_step("main", "alpha-deals")
+    assert (fixed.written, fixed.unchanged, fixed.removed) == (2, 1, 0)
+    keys = [b["block_key"] for b in doc["blocks"]]
+    assert [b["block_key"] for b in read_sidecar(files[0])["blocks"]] == keys  # whole again
+    assert files[1].is_file()
+    settled = corpus.sidecars_step("main", "alpha-deals")
+    assert (settled.written, settled.unchanged) == (0, 3)
 
 
 def test_openai_profile_through_a_local_server_and_a_bad_answer_blocks_nothing_good(
