@@ -5,8 +5,13 @@ Each tick fingerprints every configured collection (file names, sizes and mtimes
 and compares with the cursor. A changed collection gets an ``ingest_job`` run for its partition;
 declarative automation carries the change downstream to every profile (the ACTIVE generation's
 and any BUILDING one's). A collection new in the config gets its dynamic partition; one that
-left the config is purged from every store and its partition removed. Run keys are the
-fingerprints, so the same state never runs twice, and the cursor is plain JSON.
+left the config is purged from every store and its partition removed.
+
+The cursor is plain JSON: ``{"fingerprints": {collection: fingerprint}, "changes": {collection:
+n}}``, ``n`` counting the changes seen in that collection. A run key is
+``ingest:<collection>:<n>:<fingerprint>``: the same cursor and the same files give the same key
+(so a repeated tick never runs twice), while a folder that returns to an earlier state (a file
+added, then deleted) is a new change with a new key; the daemon skips a run key it has seen.
 """
 
 import json
@@ -31,23 +36,43 @@ def sensor_interval() -> int:
 class SourceScan:
     """What one tick decided (kept apart from Dagster's types so it can be tested directly)."""
 
-    ingest: dict[str, str] = field(default_factory=dict)  # collection -> fingerprint
+    ingest: dict[str, str] = field(default_factory=dict)  # collection -> run key
     add_partitions: list[str] = field(default_factory=list)
-    purge: list[str] = field(default_factory=list)
-    cursor: dict[str, str] = field(default_factory=dict)
+    purge: dict[str, str] = field(default_factory=dict)  # collection -> run key
+    cursor: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
-def scan_sources(config: CorpusConfig, cursor: dict[str, str], partitions: list[str]) -> SourceScan:
+def read_cursor(raw: str | None) -> tuple[dict[str, str], dict[str, int]]:
+    """Fingerprints and change counts from a cursor (a flat ``{collection: fingerprint}``, the
+    earlier format, reads as counts of zero)."""
+    data = json.loads(raw) if raw else {}
+    if "fingerprints" in data:
+        return dict(data["fingerprints"]), {k: int(v) for k, v in data.get("changes", {}).items()}
+    return dict(data), {}
+
+
+def scan_sources(
+    config: CorpusConfig,
+    fingerprints: dict[str, str],
+    partitions: list[str],
+    changes: dict[str, int] | None = None,
+) -> SourceScan:
     scan = SourceScan()
+    counts = dict(changes or {})
     existing = set(partitions)
+    seen: dict[str, str] = {}
     for name, collection in config.collections.items():
         fp = fingerprint(collection)
-        scan.cursor[name] = fp
+        seen[name] = fp
         if name not in existing:
             scan.add_partitions.append(name)
-        if cursor.get(name) != fp or name not in existing:
-            scan.ingest[name] = fp
-    scan.purge = sorted(existing - set(config.collections))
+        if fingerprints.get(name) != fp or name not in existing:
+            counts[name] = counts.get(name, 0) + 1
+            scan.ingest[name] = f"ingest:{name}:{counts[name]}:{fp}"
+    for name in sorted(existing - set(config.collections)):
+        counts[name] = counts.get(name, 0) + 1
+        scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
+    scan.cursor = {"fingerprints": seen, "changes": dict(sorted(counts.items()))}
     return scan
 
 
@@ -62,26 +87,26 @@ def source_update_sensor(
     context: dg.SensorEvaluationContext, corpus: CorpusResource
 ) -> dg.SensorResult:
     config = corpus.settings().load()
-    cursor = json.loads(context.cursor) if context.cursor else {}
+    fingerprints, changes = read_cursor(context.cursor)
     partitions = list(context.instance.get_dynamic_partitions("collections"))
-    scan = scan_sources(config, cursor, partitions)
+    scan = scan_sources(config, fingerprints, partitions, changes)
     requests = [
         dg.RunRequest(
-            run_key=f"ingest:{name}:{fp}",
+            run_key=key,
             job_name="ingest_job",
             partition_key=name,
             tags={"corpus/trigger": "source_update_sensor"},
         )
-        for name, fp in scan.ingest.items()
+        for name, key in scan.ingest.items()
     ]
     requests += [
         dg.RunRequest(
-            run_key=f"purge:{name}:{cursor.get(name, '')}",
+            run_key=key,
             job_name="purge_collection_job",
             run_config={"ops": {"purge_collection_op": {"config": {"collection": name}}}},
             tags={"corpus/trigger": "source_update_sensor"},
         )
-        for name in scan.purge
+        for name, key in scan.purge.items()
     ]
     dynamic: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     if scan.add_partitions:
@@ -89,7 +114,9 @@ def source_update_sensor(
             dg.AddDynamicPartitionsRequest("collections", partition_keys=scan.add_partitions)
         )
     if scan.purge:
-        dynamic.append(dg.DeleteDynamicPartitionsRequest("collections", partition_keys=scan.purge))
+        dynamic.append(
+            dg.DeleteDynamicPartitionsRequest("collections", partition_keys=sorted(scan.purge))
+        )
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=dynamic,

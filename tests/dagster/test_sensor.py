@@ -12,7 +12,7 @@ import yaml
 
 from assets import CorpusResource
 from corpus_index.config import Settings
-from pipelines.sensors import scan_sources, source_update_sensor
+from pipelines.sensors import read_cursor, scan_sources, source_update_sensor
 from tests.corpusgen import write_home
 
 
@@ -60,7 +60,9 @@ def test_sensor_follows_the_sources(tmp_path: Path, instance: dg.DagsterInstance
     ]
     assert sorted(instance.get_dynamic_partitions("collections")) == ["alpha-deals", "beta-deals"]
     cursor = first.cursor
-    assert cursor is not None and set(json.loads(cursor)) == {"alpha-deals", "beta-deals"}
+    assert cursor is not None
+    assert set(json.loads(cursor)["fingerprints"]) == {"alpha-deals", "beta-deals"}
+    assert json.loads(cursor)["changes"] == {"alpha-deals": 1, "beta-deals": 1}
 
     # nothing changed: nothing requested, same cursor
     quiet = tick(settings, instance, cursor)
@@ -84,6 +86,12 @@ def test_sensor_follows_the_sources(tmp_path: Path, instance: dg.DagsterInstance
     removed = tick(settings, instance, cursor)
     assert [p for _, p, _ in keys(removed)] == ["alpha-deals"]
     assert keys(removed) != keys(added)
+    # the folder is back to its first state, but this is a new change: a key never used before
+    # (the daemon would skip a repeated one, and the deletion would never be ingested)
+    (alpha_first,) = [k for _, p, k in keys(first) if p == "alpha-deals"]
+    (alpha_now,) = [k for _, p, k in keys(removed)]
+    assert alpha_now.split(":")[-1] == alpha_first.split(":")[-1]  # same fingerprint
+    assert alpha_now != alpha_first
     cursor = removed.cursor
 
     # a collection added to the config gets a partition; one removed is purged
@@ -110,5 +118,16 @@ def test_scan_marks_a_missing_root(tmp_path: Path) -> None:
     settings = Settings(config_path=config_path, home=tmp_path / "home")
     (tmp_path / "sources" / "beta").rename(tmp_path / "elsewhere")
     scan = scan_sources(settings.load(), {}, ["alpha-deals", "beta-deals"])
-    assert scan.cursor["beta-deals"] == "missing"
-    assert scan.cursor["alpha-deals"].startswith("3:")
+    assert scan.cursor["fingerprints"]["beta-deals"] == "missing"
+    assert scan.cursor["fingerprints"]["alpha-deals"].startswith("3:")
+
+
+def test_a_cursor_in_the_earlier_flat_format_still_reads(tmp_path: Path) -> None:
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    now = scan_sources(settings.load(), {}, [])
+    flat = json.dumps(now.cursor["fingerprints"])
+    fingerprints, changes = read_cursor(flat)
+    assert fingerprints == now.cursor["fingerprints"] and changes == {}
+    quiet = scan_sources(settings.load(), fingerprints, ["alpha-deals", "beta-deals"], changes)
+    assert quiet.ingest == {} and quiet.purge == {}
