@@ -8,7 +8,7 @@ from assets.resources import CorpusResource
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
 from corpus_index.plots import bar_chart, markdown_image, save_png
-from corpus_index.service import promote
+from corpus_index.service import promote, stale_rows
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -16,6 +16,7 @@ from corpus_index.service import promote
 # reloads (its partitions are new): run `corpus plan-migration` before adding a priced one.
 AUTOMATION = dg.AutomationCondition.eager()
 
+PARSE_CHECK = "every_document_parses"
 EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES
 GENERATION_CHECKS = GENERATION_GATES
@@ -96,6 +97,19 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         group_name="ingestion",
         deps=[source_manifest],
         kinds={"parquet"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                PARSE_CHECK,
+                asset="parsed_blocks",
+                description=(
+                    "every live document parses; one that stopped parsing keeps serving its "
+                    "last good version, marked stale in the registry (not blocking: the other "
+                    "documents' changes go on)"
+                ),
+                blocking=False,
+                partitions_def=p.collections,
+            )
+        ],
     )
     def parsed_blocks(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -107,6 +121,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         quarantine_md = "\n".join(
             f"- `{q['source_id']}`: {q['error']}" for q in r.quarantine.to_pylist()
         )
+        stale = [s["source_id"] for s in stale_rows(r)]
         return dg.MaterializeResult(
             metadata={
                 "blocks": r.blocks.num_rows,
@@ -115,7 +130,20 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "quarantined": r.quarantined,
                 "stale_documents": r.stale_documents,
                 "quarantine": dg.MetadataValue.md(quarantine_md or "none"),
-            }
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=PARSE_CHECK,
+                    passed=r.quarantined == 0,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={
+                        "quarantined": r.quarantined,
+                        "stale_serving_last_good": len(stale),
+                        "stale": ", ".join(stale[:20]),
+                        "first_error": (r.quarantine["error"][0].as_py() if r.quarantined else ""),
+                    },
+                )
+            ],
         )
 
     @dg.asset(

@@ -109,6 +109,12 @@ def sync(ctx: click.Context, as_json: bool) -> None:
             click.echo(
                 f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows"
             )
+        for row in report.stale:
+            click.echo(
+                f"  STALE {row['source_id']}: serving its last good version "
+                f"({row['serving_version']}) since {row['since']}; {row['error']}",
+                err=True,
+            )
         for failure in report.failed_runs:
             click.echo(
                 f"  FAILED {failure['job']} {failure['partition']}: "

@@ -180,6 +180,7 @@ def propagate_deletion(
                     table.num_rows - kept.num_rows,
                     "rows",
                 )
+    corpus.registry.clear_stale(sorted(ids))
     receipt.pending = [
         f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
         "older LanceDB versions of the generation tables that still hold the rows",
@@ -241,6 +242,7 @@ def purge_collection(corpus: Corpus, collection: str, namespace: str) -> Receipt
     for gen in corpus.registry.generations():
         if gen.status != "RETIRED" and corpus.store.exists(gen):
             corpus.store.delete_where(gen, where)
+    corpus.registry.set_stale(collection, [])
     for path in corpus.warehouse.delete_collection(collection):
         if receipt is not None:
             receipt.removed("warehouse", path, 1, "files")

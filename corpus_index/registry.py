@@ -68,6 +68,16 @@ _DDL = [
         receipt VARCHAR,
         purged_at TIMESTAMPTZ
     )""",
+    """CREATE TABLE IF NOT EXISTS stale_sources (
+        source_id VARCHAR PRIMARY KEY,
+        collection VARCHAR NOT NULL,
+        serving_version VARCHAR NOT NULL,
+        broken_version VARCHAR NOT NULL,
+        path VARCHAR,
+        line BIGINT,
+        error VARCHAR NOT NULL,
+        since TIMESTAMPTZ NOT NULL
+    )""",
     """CREATE TABLE IF NOT EXISTS dataset_evals (
         dataset VARCHAR NOT NULL,
         mode VARCHAR NOT NULL,
@@ -631,6 +641,55 @@ class Registry:
     def tombstone(self, source_id: str) -> dict[str, Any] | None:
         found = [t for t in self.tombstones() if t["source_id"] == source_id]
         return found[0] if found else None
+
+    # -- stale sources: a document that stopped parsing, still serving its last good version --
+
+    def set_stale(self, collection: str, rows: list[dict[str, Any]]) -> None:
+        """Make the collection's stale sources exactly ``rows`` (source_id, serving_version,
+        broken_version, path, line, error); one still broken at the same version keeps its
+        ``since``, a fixed or removed one is cleared."""
+        now = _now()
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            kept = {
+                (sid, ver): since
+                for sid, ver, since in con.execute(
+                    "SELECT source_id, broken_version, since FROM stale_sources "
+                    "WHERE collection = ?",
+                    [collection],
+                ).fetchall()
+            }
+            con.execute("DELETE FROM stale_sources WHERE collection = ?", [collection])
+            for r in rows:
+                con.execute(
+                    "INSERT INTO stale_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        r["source_id"],
+                        collection,
+                        r["serving_version"],
+                        r["broken_version"],
+                        r.get("path"),
+                        r.get("line"),
+                        r["error"],
+                        kept.get((r["source_id"], r["broken_version"]), now),
+                    ],
+                )
+            con.execute("COMMIT")
+
+    def clear_stale(self, source_ids: list[str]) -> None:
+        """Deleted sources are no longer stale: they no longer serve at all."""
+        if source_ids:
+            with self.connect() as con:
+                con.execute(
+                    "DELETE FROM stale_sources WHERE list_contains(?, source_id)", [source_ids]
+                )
+
+    def stale_sources(self, collection: str | None = None) -> list[dict[str, Any]]:
+        where, params = ("WHERE collection = ?", [collection]) if collection else ("", [])
+        with self.connect() as con:
+            cur = con.execute(f"SELECT * FROM stale_sources {where} ORDER BY source_id", params)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
     def lift_tombstones(self, source_ids: list[str]) -> int:
         """A source that came back is live again: its tombstone no longer applies."""

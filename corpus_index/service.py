@@ -206,6 +206,7 @@ class Corpus:
         # blocks first: a reader that sees the new quarantine list also sees the blocks it implies
         self.warehouse.write("parsed_blocks", (collection,), result.blocks)
         self.warehouse.write("quarantine", (collection,), result.quarantine)
+        self.registry.set_stale(collection, stale_rows(result))
         return result
 
     def inputs_step(self, collection: str) -> pa.Table:
@@ -805,3 +806,26 @@ def _stat(path: Path) -> os.stat_result | None:
         return path.stat()
     except FileNotFoundError:
         return None
+
+
+def stale_rows(result: ParseResult) -> list[dict[str, Any]]:
+    """The quarantined documents whose last good version is still in the blocks (still serving)."""
+    serving = dict(
+        zip(
+            result.blocks["source_id"].to_pylist(),
+            result.blocks["source_version"].to_pylist(),
+            strict=True,
+        )
+    )
+    return [
+        {
+            "source_id": q["source_id"],
+            "serving_version": serving[q["source_id"]],
+            "broken_version": q["source_version"],
+            "path": q["path"],
+            "line": q["line"],
+            "error": q["error"],
+        }
+        for q in result.quarantine.to_pylist()
+        if q["source_id"] in serving
+    ]

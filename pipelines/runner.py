@@ -38,8 +38,15 @@ def open_home(settings: Settings) -> Home:
 
 
 def sync(settings: Settings, *, progress: Any = None) -> SyncReport:
+    from corpus_index.registry import Registry
+
     home = open_home(settings)
-    return run_sync(home.defs, home.config, home.instance, progress=progress)
+    report = run_sync(home.defs, home.config, home.instance, progress=progress)
+    report.stale = [
+        {**row, "since": row["since"].isoformat()}
+        for row in Registry(settings.registry_path).stale_sources()
+    ]
+    return report
 
 
 @dataclass(frozen=True)

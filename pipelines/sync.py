@@ -31,6 +31,8 @@ class SyncReport:
     failed_runs: list[dict[str, Any]] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     purged_collections: list[str] = field(default_factory=list)
+    # documents that stopped parsing and serve their last good version (the registry's record)
+    stale: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -47,6 +49,7 @@ class SyncReport:
             "failed_runs": self.failed_runs,
             "runs": self.runs,
             "purged_collections": self.purged_collections,
+            "stale": self.stale,
         }
 
 

@@ -79,6 +79,22 @@ def test_sync_promote_search_with_the_hash_embedder(home: Settings) -> None:
     assert hits and {h["tenant_id"] for h in hits} == {"beta"}
     gens = json.loads(runner.invoke(main, [*base, "generations", "--json"]).stdout)["generations"]
     assert [g["status"] for g in gens] == ["ACTIVE"]
+    assert again["stale"] == []
+
+    # a deal that stops parsing is reported stale, serving its last good version
+    deal = home.config_path.parent / "sources" / "beta" / "deal-beta-000.uw.md"
+    deal.write_text(
+        deal.read_text().replace(
+            "## market_analysis\n```yaml\n", "## market_analysis\n```yaml\n: [\n"
+        )
+    )
+    broken = runner.invoke(main, [*base, "sync"])
+    assert broken.exit_code == 0, broken.output
+    assert "STALE beta-deals/deal-beta-000: serving its last good version" in broken.output
+    (stale,) = json.loads(runner.invoke(main, [*base, "sync", "--json"]).stdout)["stale"]
+    assert (
+        stale["source_id"] == "beta-deals/deal-beta-000" and "deal-beta-000.uw.md" in stale["error"]
+    )
 
 
 def test_promote_without_a_ready_generation_is_refused(home: Settings) -> None:

@@ -98,11 +98,22 @@ def test_broken_yaml_is_quarantined_and_the_rest_indexed_without_loss(home: Sett
     assert q is not None and q.num_rows == 1
     error = q["error"][0].as_py()
     assert "deal-alpha-001.uw.md" in error and f"line {broken_at})" in error
+    # a failed (non-blocking) check, and the registry marks the document stale
+    assert check_outcomes(r) == {"every_document_parses": False}
+    (stale,) = corpus.registry.stale_sources()
+    assert stale["source_id"] == "alpha-deals/deal-alpha-001" and stale["error"] == error
+    assert stale["serving_version"] != stale["broken_version"]
     assert g.embed("main", "alpha-deals").success
     assert g.generation("main").success
     # the broken deal keeps serving its last good version; the new one is added
     assert corpus.store.count(gen, "source_id = 'alpha-deals/deal-alpha-001'") == 4
     assert corpus.store.count(gen) == before + 4
+    # fixing the file clears it: the check passes and nothing is stale any more
+    lines[broken_at - 1] = "  description: A fixed description."
+    target.write_text("\n".join(lines) + "\n")
+    r = g.ingest("alpha-deals")
+    assert check_outcomes(r) == {"every_document_parses": True}
+    assert corpus.registry.stale_sources() == []
 
 
 def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
