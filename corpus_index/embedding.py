@@ -181,7 +181,11 @@ def embed_with_cache(
     found = {h: known[h] for h in hashes if h in known} if known else {}
     if cache is not None:
         found.update(cache.lookup([h for h in hashes if h not in found]))
-    misses = [h for h in hashes if h not in found]
+    # longest texts first, as sentence-transformers orders one big call: each batch then holds
+    # texts of similar length and pads little (in hash order, every batch pads to its longest)
+    misses = sorted(
+        (h for h in hashes if h not in found), key=lambda h: (-len(texts_by_hash[h]), h)
+    )
     tokens_before, cost_before = embedder.stats.tokens, embedder.stats.cost_usd
     fresh: dict[str, npt.NDArray[np.float32]] = {}
     for start in range(0, len(misses), batch_size):

@@ -174,3 +174,30 @@ def test_a_previous_partition_lends_its_vectors_only_to_the_same_embedder(tmp_pa
     assert known_vectors(partition, vectors_identity("hash:v1-8", embedder.revision, 8)) == {}
     assert known_vectors(first.to_table(4), identity) == {}
     assert known_vectors(None, identity) == {}
+
+
+def test_misses_reach_the_embedder_longest_first_in_batches(tmp_path: Path) -> None:
+    """Batches of similar length pad little: the order one big sentence-transformers call uses."""
+    from corpus_index.embedders import make_embedder
+    from corpus_index.embedding import embed_with_cache
+
+    real = make_embedder("hash:v1-4")
+    batches: list[list[str]] = []
+
+    class Recording:  # the real hash embedder, with the batches it was given written down
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            batches.append(list(texts))
+            return real.embed(texts)
+
+    words = [" ".join(["w"] * n) + f" {i}" for i, n in enumerate([3, 40, 7, 1, 25, 12, 9])]
+    texts = {input_hash("default-v1", t): t for t in words}
+    result = embed_with_cache(texts, Recording(), cache(tmp_path), batch_size=3)  # type: ignore[arg-type]
+    sent = [t for b in batches for t in b]
+    assert sent == sorted(words, key=len, reverse=True)
+    assert [len(b) for b in batches] == [3, 3, 1]
+    by_hash = dict(zip(result.hashes, result.vectors, strict=True))
+    for h, t in texts.items():  # each vector still belongs to its own text
+        assert by_hash[h].tobytes() == real.embed([t])[0].astype(np.float32).tobytes()
