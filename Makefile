@@ -34,7 +34,7 @@ ui: $(STAMP)
 		&& DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 test-daemon: $(STAMP)
 	$(BIN)/python -m pytest -q -m daemon

@@ -302,9 +302,13 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
 
 def padded_tokens(model: object, texts: list[str], batch_size: int) -> dict[str, float]:
     """Token positions the model computes (every text padded to its batch's longest), in the
-    pipeline's call pattern (hash order, ``batch_size`` texts a call, so sorting by length can
-    only happen inside each call) and in one ``encode`` call (sorted by length over all texts).
-    A count, not a timing: no noise from other processes."""
+    pipeline's call pattern (``texts`` in input-hash order, re-ordered longest first by character
+    count as ``embed_with_cache`` does, ``batch_size`` texts a call) and in one ``encode`` call
+    (which sentence-transformers also orders longest first by character count, over all texts;
+    ``real`` is the count with no padding at all). A count, not a timing: no noise from other
+    processes."""
+    import numpy as np
+
     cap = int(getattr(model, "max_seq_length", 512) or 512)
     tokenizer = model.tokenizer  # type: ignore[attr-defined]
     lengths = [min(len(ids), cap) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
@@ -318,8 +322,10 @@ def padded_tokens(model: object, texts: list[str], batch_size: int) -> dict[str,
             quadratic += longest * longest * len(batch)  # attention grows with length squared
         return linear, quadratic
 
-    pipe, pipe_q = padded(lengths)
-    raw, raw_q = padded(sorted(lengths, reverse=True))
+    by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # stable: hash order
+    pipe, pipe_q = padded([lengths[i] for i in by_chars])
+    one_call = np.argsort([-len(t) for t in texts])  # SentenceTransformer.encode's own order
+    raw, raw_q = padded([lengths[i] for i in one_call])
     real = sum(lengths)
     return {
         "real": real,
