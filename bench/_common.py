@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,25 @@ def set_torch_threads(threads: int) -> None:
     torch.set_num_threads(threads)
     with contextlib.suppress(RuntimeError):  # already set, or parallel work already started
         torch.set_num_interop_threads(1)
+
+
+@contextlib.contextmanager
+def bench_home(given: Path | None, prefix: str, *, must_be_empty: bool = False) -> Iterator[Path]:
+    """The folder a benchmark builds in: ``--home`` (created if needed, kept afterwards) or a
+    temporary folder removed at the end. ``must_be_empty`` refuses a ``--home`` with files in it
+    (an old embedding cache there would hide the work being measured)."""
+    if given is not None:
+        home = given.resolve()
+        if must_be_empty and home.exists() and any(home.iterdir()):
+            sys.exit(f"error: --home {home} is not empty")
+        home.mkdir(parents=True, exist_ok=True)
+        yield home
+        return
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def point_project_at(config_path: Path, home: Path) -> None:

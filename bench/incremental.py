@@ -44,10 +44,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -183,20 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     if deals < 1:
         sys.exit("error: --deals must be at least 1")
     _common.configure(threads=args.threads)
-    if args.home is not None:
-        root = args.home.resolve()
-        if root.exists() and any(root.iterdir()):
-            sys.exit(f"error: --home {root} is not empty")
-        root.mkdir(parents=True, exist_ok=True)
-        cleanup = False
-    else:
-        root = Path(tempfile.mkdtemp(prefix="bench-incremental-"))
-        cleanup = True
-    try:
+    with _common.bench_home(args.home, "bench-incremental-", must_be_empty=True) as root:
         return run(args, root, deals)
-    finally:
-        if cleanup:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def run(args: argparse.Namespace, root: Path, deals: int) -> int:

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,17 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def prepare_home(args: argparse.Namespace) -> tuple[Path, Path, Path, bool]:
-    """(home, config, source folder, whether to remove home afterwards)."""
-    if args.home is not None:
-        home = args.home.resolve()
-        if home.exists() and any(home.iterdir()):
-            sys.exit(f"error: --home {home} is not empty (its embedding cache would hide the work)")
-        home.mkdir(parents=True, exist_ok=True)
-        cleanup = False
-    else:
-        home = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
-        cleanup = True
+def prepare_home(args: argparse.Namespace, home: Path) -> tuple[Path, Path]:
+    """(config, source folder) of the benchmark's corpus in ``home``."""
     corpus = args.data / "corpus.jsonl"
     if not corpus.is_file():
         sys.exit(f"error: {corpus} not found (--data must be a BEIR folder)")
@@ -106,19 +95,16 @@ def prepare_home(args: argparse.Namespace) -> tuple[Path, Path, Path, bool]:
         acl=["bench-readers"],
         batch_size=args.batch_size,
     )
-    return home, config, source, cleanup
+    return config, source
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _common.configure(threads=args.threads)
-    home, config_path, _source, cleanup = prepare_home(args)
-    _common.point_project_at(config_path, home)
-    try:
+    with _common.bench_home(args.home, "bench-ingest-", must_be_empty=True) as home:
+        config_path, _source = prepare_home(args, home)
+        _common.point_project_at(config_path, home)
         return run(args, home, config_path)
-    finally:
-        if cleanup:
-            shutil.rmtree(home, ignore_errors=True)
 
 
 def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:

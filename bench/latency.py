@@ -44,9 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -324,20 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     import numpy
 
     np = numpy
-    if args.home is not None:
-        home = args.home.resolve()
-        home.mkdir(parents=True, exist_ok=True)
-        cleanup = False
-    else:
-        home = Path(tempfile.mkdtemp(prefix="bench-latency-"))
-        cleanup = True
-    config_path = write_config(home)
-    _common.point_project_at(config_path, home)
-    try:
+    with _common.bench_home(args.home, "bench-latency-") as home:
+        config_path = write_config(home)
+        _common.point_project_at(config_path, home)
         return run(args, home, config_path)
-    finally:
-        if cleanup:
-            shutil.rmtree(home, ignore_errors=True)
 
 
 def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:

@@ -45,9 +45,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -245,20 +243,10 @@ def raw_baselines(
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _common.configure(threads=1)  # BLAS/OpenMP: 1 thread, both sides; torch set explicitly
-    if args.home is not None:
-        home = args.home.resolve()
-        home.mkdir(parents=True, exist_ok=True)
-        cleanup = False
-    else:
-        home = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
-        cleanup = True
-    config_path = write_user_config(home)
-    _common.point_project_at(config_path, home)
-    try:
+    with _common.bench_home(args.home, "bench-retrieval-") as home:
+        config_path = write_user_config(home)
+        _common.point_project_at(config_path, home)
         return run(args, home, config_path)
-    finally:
-        if cleanup:
-            shutil.rmtree(home, ignore_errors=True)
 
 
 def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:

@@ -437,12 +437,11 @@ class Corpus:
             (profile, collection),
             pa.Table.from_pylist(pin_rows, schema=SIDECAR_PINS_SCHEMA),
         )
-        entries = pins_by_doc
         removed = 0
         if folder.is_dir():
             for path in folder.rglob("*.embeddings.json"):
                 doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
-                if doc_id not in entries:
+                if doc_id not in pins_by_doc:
                     path.unlink()
                     removed += 1
         return SidecarsOutcome(
