@@ -55,27 +55,36 @@ def build_inputs(
         and previous.num_rows
         and (previous.schema.metadata or {}).get(INPUT_RULE_KEY) == rule
     ):
-        bases = pa.array([r.split("#", 1)[0] for r in previous["chunk_ref"].to_pylist()])
+        bases = _base_refs(previous["chunk_ref"])
         reused = previous.filter(pc.is_in(bases, blocks["chunk_ref"])).cast(INPUT_SCHEMA)
         todo = blocks.filter(pc.invert(pc.is_in(blocks["chunk_ref"], bases)))
     built = _build_input_rows(todo, sections=sections, formats=formats)
     table = built if reused is None else pa.concat_tables([reused, built])
     if reused is not None and reused.num_rows and built.num_rows:
-        # back into block order (the order a rebuild from scratch gives), formats kept in order
-        position = {ref: i for i, ref in enumerate(blocks["chunk_ref"].to_pylist())}
-        fmt_rank = {f: i for i, f in enumerate(formats)}
-        keys = [
-            (position[r.split("#", 1)[0]], fmt_rank.get(f, len(formats)), n)
-            for n, (r, f) in enumerate(
-                zip(
-                    table["chunk_ref"].to_pylist(),
-                    table["input_format"].to_pylist(),
-                    strict=True,
-                )
+        # back into block order (the order a rebuild from scratch gives), formats in the order
+        # given, units of a block in the order built
+        order = pa.table(
+            {
+                "block": pc.index_in(_base_refs(table["chunk_ref"]), blocks["chunk_ref"]),
+                "format": pc.fill_null(
+                    pc.index_in(table["input_format"], pa.array(formats, pa.string())),
+                    len(formats),
+                ),
+                "n": pa.array(np.arange(table.num_rows)),
+            }
+        )
+        table = table.take(
+            pc.sort_indices(
+                order,
+                sort_keys=[("block", "ascending"), ("format", "ascending"), ("n", "ascending")],
             )
-        ]
-        table = table.take(pa.array(sorted(range(len(keys)), key=keys.__getitem__)))
+        )
     return table.replace_schema_metadata({INPUT_RULE_KEY: rule})
+
+
+def _base_refs(refs: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """The block's chunk_ref of each input's (an input of a paragraph adds ``#p<n>``)."""
+    return pc.replace_substring_regex(refs, pattern="#.*$", replacement="")
 
 
 def _build_input_rows(
@@ -149,15 +158,32 @@ def vectors_identity(backend_spec: str, revision: str, dim: int) -> bytes:
     return canonical_json([backend_spec, revision, dim]).encode()
 
 
-def known_vectors(previous: pa.Table | None, identity: bytes) -> dict[str, npt.NDArray[np.float32]]:
-    """``input_hash -> vector`` of a previous partition written by the same embedder."""
-    if previous is None or (previous.schema.metadata or {}).get(VECTORS_KEY) != identity:
-        return {}
-    flat = previous["vector"].combine_chunks()
-    if len(flat) == 0:
-        return {}
-    matrix = flat.values.to_numpy(zero_copy_only=False).reshape(len(flat), -1)
-    return dict(zip(previous["input_hash"].to_pylist(), matrix, strict=True))
+def reuse_split(
+    previous: pa.Table | None, identity: bytes, hashes: pa.Array
+) -> tuple[pa.Table | None, pa.Array]:
+    """Split the wanted ``hashes`` into the rows a previous ``embeddings`` partition written by
+    the same embedder already holds, and the hashes it does not.
+
+    Returns ``(reused rows, hashes still to embed)``; no rows are reused from a partition
+    written by another embedder (or an untagged one).
+    """
+    if (
+        previous is None
+        or previous.num_rows == 0
+        or (previous.schema.metadata or {}).get(VECTORS_KEY) != identity
+    ):
+        return None, hashes
+    reused = previous.filter(pc.is_in(previous["input_hash"], hashes))
+    return reused, hashes.filter(pc.invert(pc.is_in(hashes, reused["input_hash"])))
+
+
+def vector_matrix(table: pa.Table | None, dim: int) -> npt.NDArray[np.float32]:
+    """The ``vector`` column of an ``embeddings`` table as an ``(n, dim)`` float32 matrix."""
+    if table is None or table.num_rows == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    flat = table["vector"].combine_chunks()
+    matrix: npt.NDArray[np.float32] = flat.values.to_numpy(zero_copy_only=False)
+    return matrix.reshape(len(flat), dim)
 
 
 def embed_with_cache(
@@ -167,20 +193,16 @@ def embed_with_cache(
     *,
     batch_size: int = 256,
     progress: Callable[[int, int], None] | None = None,
-    known: Mapping[str, npt.NDArray[np.float32]] | None = None,
 ) -> EmbedResult:
     """Vectors for every input hash: cached ones are read, only misses reach the embedder.
-
-    ``known`` holds vectors already at hand from the same embedder (the partition as last
-    written): those hashes are not looked up in the cache at all. They count as cache hits.
 
     New vectors are NOT written to the cache here: the caller stores them after the blocking
     checks passed, so a broken embedder never poisons the cache.
     """
     hashes = sorted(texts_by_hash)
-    found = {h: known[h] for h in hashes if h in known} if known else {}
-    if cache is not None:
-        found.update(cache.lookup([h for h in hashes if h not in found]))
+    found: dict[str, npt.NDArray[np.float32]] = {}
+    if cache is not None and hashes:
+        found.update(cache.lookup(hashes))
     # longest texts first, as sentence-transformers orders one big call: each batch then holds
     # texts of similar length and pads little (in hash order, every batch pads to its longest)
     misses = sorted(

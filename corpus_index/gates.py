@@ -157,3 +157,21 @@ def no_rows_from_removed_documents(rows: pa.Table, live_source_ids: Iterable[str
         "no row belongs to a document that was removed",
         {"removed_document_rows": len(dead), "examples": ", ".join(dead[:5])},
     )
+
+
+def combine(parts: Sequence[Gate], *, summed: Sequence[str] = ()) -> Gate:
+    """One gate from the same check run over several batches: it passes when every batch
+    passed; its figures are the first failing batch's (else the last's), with the ``summed``
+    figures added up over all batches."""
+    if not parts:
+        raise ValueError("combine needs at least one gate")
+    failing = [g for g in parts if not g.passed]
+    base = failing[0] if failing else parts[-1]
+    metadata = dict(base.metadata)
+    for key in summed:
+        values = [g.metadata.get(key) for g in parts]
+        if all(isinstance(v, int) for v in values):
+            metadata[key] = sum(values)
+    if len(parts) > 1:
+        metadata["batches"] = len(parts)
+    return Gate(base.name, not failing, base.description, metadata)

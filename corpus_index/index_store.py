@@ -117,17 +117,32 @@ class GenerationStore:
             generation.table_name, schema=vector_entry_schema(generation), exist_ok=True
         )
 
+    def append(
+        self, generation: Generation, collection: str, rows: pa.Table | pa.RecordBatchReader
+    ) -> WriteResult:
+        """Add the rows of a collection that has none in this generation, in one commit
+        (``rows`` may be a stream: it is written as it is read)."""
+        table = self.ensure(generation)
+        before = int(table.count_rows())
+        table.add(_conformed(rows, generation))
+        return WriteResult(
+            inserted=int(table.count_rows()) - before,
+            deleted=0,
+            total=int(table.count_rows(predicates.eq("collection", collection))),
+        )
+
     def replace_collection(
-        self, generation: Generation, collection: str, rows: pa.Table
+        self, generation: Generation, collection: str, rows: pa.Table | pa.RecordBatchReader
     ) -> WriteResult:
         """Make the collection's rows in this generation exactly ``rows``, in one commit.
 
         New rows are inserted and rows no longer present are deleted in the same LanceDB
         transaction (``merge_insert`` keyed on ``vector_id``), so readers see the old state or
-        the new one. Unchanged rows (same vector_id) are not rewritten.
+        the new one. Unchanged rows (same vector_id) are not rewritten. ``rows`` may be a
+        stream; an error raised while it is read abandons the write uncommitted.
         """
         table = self.ensure(generation)
-        rows = rows.cast(vector_entry_schema(generation))
+        rows = _conformed(rows, generation)
         result = (
             table.merge_insert("vector_id")
             .when_not_matched_insert_all()
@@ -140,17 +155,20 @@ class GenerationStore:
             total=int(table.count_rows(predicates.eq("collection", collection))),
         )
 
-    def collection_ids(self, generation: Generation, collection: str) -> dict[str, str]:
-        """``vector_id -> source_id`` of every row the collection has in this generation."""
+    def collection_refs(self, generation: Generation, collection: str) -> pa.Table:
+        """``chunk_ref`` and ``source_id`` of every row the collection has in this generation."""
+        empty = pa.table(
+            {"chunk_ref": pa.array([], pa.string()), "source_id": pa.array([], pa.string())}
+        )
         if not self.exists(generation):
-            return {}
+            return empty
         table = self.table(generation)
         where = predicates.eq("collection", collection)
         n = int(table.count_rows(where))
         if n == 0:
-            return {}
-        got = table.search().where(where).select(["vector_id", "source_id"]).limit(n + 1).to_arrow()
-        return dict(zip(got["vector_id"].to_pylist(), got["source_id"].to_pylist(), strict=True))
+            return empty
+        got = table.search().where(where).select(["chunk_ref", "source_id"]).limit(n + 1).to_arrow()
+        return got.select(["chunk_ref", "source_id"])
 
     def replace_sources(
         self, generation: Generation, collection: str, rows: pa.Table, sources: Iterable[str]
@@ -256,3 +274,15 @@ def _ann_config(rows: int, dim: int) -> Any:
     partitions = max(1, min(1024, int(rows**0.5)))
     sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s >= 1 and dim % s == 0)
     return IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub_vectors)
+
+
+def _conformed(
+    rows: pa.Table | pa.RecordBatchReader, generation: Generation
+) -> pa.Table | pa.RecordBatchReader:
+    """``rows`` in the generation table's schema (a stream must already be in it)."""
+    schema = vector_entry_schema(generation)
+    if isinstance(rows, pa.RecordBatchReader):
+        if not rows.schema.equals(schema):
+            raise ValueError(f"rows stream schema differs from {generation.table_name}'s")
+        return rows
+    return rows.cast(schema)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,9 +23,11 @@ from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedding import (
+    VECTORS_KEY,
     build_inputs,
     embed_with_cache,
-    known_vectors,
+    reuse_split,
+    vector_matrix,
     vectors_identity,
 )
 from corpus_index.errors import (
@@ -33,9 +36,15 @@ from corpus_index.errors import (
     NonFiniteVectorError,
     PromotionRefusedError,
 )
-from corpus_index.hashing import canonical_json, sha256_hex, vector_id
+from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.index_store import Coverage, GenerationStore, WriteResult, vector_entry_schema
-from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, MANIFEST_SCHEMA, QUARANTINE_SCHEMA
+from corpus_index.records import (
+    BLOCK_SCHEMA,
+    INPUT_SCHEMA,
+    MANIFEST_SCHEMA,
+    QUARANTINE_SCHEMA,
+    embedding_schema,
+)
 from corpus_index.registry import Generation, GenerationSpec, Registry
 from corpus_index.rows import build_rows
 from corpus_index.sources import (
@@ -90,7 +99,7 @@ class IndexRowsOutcome:
     covered: bool
     generation: str = ""
     rows: int = 0  # rows the collection holds in the generation once written
-    built: int = 0  # rows built, validated and offered to the write (the touched sources')
+    built: int = 0  # rows built and checked (the touched sources', or all when rebuilt)
     touched_sources: int = 0  # sources whose rows differed from the generation's
     write: WriteResult | None = None
     gates: list[gates.Gate] = field(default_factory=list)
@@ -98,6 +107,101 @@ class IndexRowsOutcome:
     @property
     def passed(self) -> bool:
         return all(g.passed for g in self.gates)
+
+
+# ``embeddings`` embeds, checks and writes this many vectors at a time
+EMBED_WINDOW = 8192
+
+# ``index_rows`` builds, checks and writes this many rows at a time: its memory follows the
+# batch, not the collection. (Each batch is one Great Expectations validation, ~1 s of fixed cost.)
+ROWS_PER_BATCH = 16384
+
+
+class _CheckedBatches:
+    """Index rows of a collection, built batch by batch and checked before they are yielded.
+
+    The first batch that fails a check stops the stream (the write it feeds is abandoned
+    uncommitted); the gates report every batch checked until then.
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        generation: Generation,
+        profile: str,
+        collection: str,
+        inputs: pa.Table,
+        blocks: pa.Table,
+        *,
+        run_id: str,
+    ) -> None:
+        self.corpus, self.generation = corpus, generation
+        self.profile, self.collection = profile, collection
+        self.inputs, self.blocks, self.run_id = inputs, blocks, run_id
+        self.schema = vector_entry_schema(generation)
+        self.rows = 0
+        self.tenant: list[gates.Gate] = []
+        self.suite: list[gates.Gate] = []
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in (*self.tenant, *self.suite))
+
+    def batches(self) -> Iterator[pa.Table]:
+        n = self.inputs.num_rows
+        for start in range(0, max(n, 1), ROWS_PER_BATCH):
+            chunk = self.inputs.slice(start, ROWS_PER_BATCH)
+            if chunk.num_rows:
+                vectors = self.corpus.warehouse.read(
+                    "embeddings",
+                    (self.profile, self.collection),
+                    where=pc.field("input_hash").isin(pc.unique(chunk["input_hash"])),
+                )
+                if vectors is None:
+                    raise FileNotFoundError(
+                        f"{self.corpus.warehouse.path('embeddings', self.profile, self.collection)}"
+                        ": embeddings have not been materialized yet (run `corpus sync`)"
+                    )
+                sources = pc.unique(chunk["source_id"])
+                rows = build_rows(
+                    self.generation,
+                    blocks=self.blocks.filter(pc.is_in(self.blocks["source_id"], sources)),
+                    inputs=chunk,
+                    vectors=vectors,
+                    run_id=self.run_id,
+                )
+            else:
+                rows = self.schema.empty_table()
+            self.rows += rows.num_rows
+            self.tenant.append(gates.rows_have_tenant_and_acl(rows))
+            self.suite.append(expectations.validate(rows, "index_rows"))
+            if not self.passed:
+                raise _BatchRejected(f"index rows {start}..{start + chunk.num_rows} failed a check")
+            yield rows
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(
+            self.schema, (b for rows in self.batches() for b in rows.to_batches())
+        )
+
+    def table(self) -> pa.Table:
+        try:
+            return pa.concat_tables(list(self.batches()))
+        except _BatchRejected:
+            return self.schema.empty_table()
+
+    def drain(self) -> None:
+        self.table()
+
+    def tenant_gate(self) -> gates.Gate:
+        return gates.combine(self.tenant, summed=("bad_rows",))
+
+    def suite_gate(self) -> gates.Gate:
+        return gates.combine(self.suite, summed=("rows", "failed_expectations"))
+
+
+class _BatchRejected(Exception):
+    """A batch of index rows failed a blocking check (the gates say which)."""
 
 
 @dataclass(slots=True)
@@ -230,10 +334,13 @@ class Corpus:
         progress: Callable[[int, int], None] | None = None,
         run_id: str | None = None,
     ) -> EmbeddingsOutcome:
-        """Embed the partition's new input hashes; the rest come from the cache.
+        """Embed the partition's new input hashes; the rest come from the previous partition
+        or the cache.
 
-        The vectors are written (to the warehouse and the cache) only when every gate passed;
-        otherwise the last good partition stays as it was. The gates' outcomes are recorded on
+        Vectors are embedded, checked and written EMBED_WINDOW at a time. The new partition
+        replaces the old one only when every gate passed; otherwise the last good partition
+        stays as it was. New vectors reach the cache only from a window whose vectors passed
+        the per-vector checks, so a broken embedder never poisons it. The gates' outcomes are recorded on
         the profile's live generation, whose promotion requires them.
         """
         if not self.config.profile_covers(profile, collection):
@@ -243,7 +350,8 @@ class Corpus:
         embedder = self.embedder(profile)
         inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
         inputs = inputs.filter(pc.equal(inputs["input_format"], p.input_format))
-        texts = dict(zip(inputs["input_hash"].to_pylist(), inputs["text"].to_pylist(), strict=True))
+        distinct = pc.unique(inputs["input_hash"])
+        hashes = distinct.take(pc.sort_indices(distinct))
         cache = EmbeddingCache(
             self.settings.lance_uri,
             backend_spec=spec.backend_spec,
@@ -252,72 +360,114 @@ class Corpus:
         )
         generation = self.registry.open_generation(spec, run_id=run_id)
         identity = vectors_identity(spec.backend_spec, spec.model_revision, spec.dim)
-        known = known_vectors(self.warehouse.read("embeddings", (profile, collection)), identity)
-        try:
-            result = embed_with_cache(
-                texts,
-                embedder,
-                cache,
-                batch_size=max(p.batch_size, 32),
-                progress=progress,
-                known=known,
-            )
-        except (DimensionMismatchError, NonFiniteVectorError) as exc:
-            # the embedder itself rejected the answer: the gate it would have failed reports
-            # it like any other failure, and the others are marked failed as not evaluated
-            failed = (
-                "vectors_have_profile_dim"
-                if isinstance(exc, DimensionMismatchError)
-                else "vectors_are_finite"
-            )
-            outcome = EmbeddingsOutcome(
-                covered=True, inputs=len(texts), dim=spec.dim, backend_spec=embedder.backend_spec
-            )
-            outcome.gates = [
-                gates.Gate(
-                    name,
-                    False,
-                    desc,
-                    {"error": str(exc)}
-                    if name == failed
-                    else {"not_evaluated": f"the embedder's answer was rejected ({failed})"},
-                )
-                for name, desc in gates.EMBEDDING_GATES
-            ]
-            self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
-            return outcome
+        # the partition as last written lends the vectors it holds (same embedder only); only
+        # the hashes it lacks are looked up in the cache, and only the misses are embedded
+        previous = self.warehouse.read("embeddings", (profile, collection))
+        reused, todo = reuse_split(previous, identity, hashes)
+        n_reused = reused.num_rows if reused is not None else 0
+        unchanged = previous is not None and len(todo) == 0 and n_reused == previous.num_rows
         outcome = EmbeddingsOutcome(
             covered=True,
-            inputs=len(texts),
-            embedded=result.embedded,
-            cache_hits=result.cache_hits,
-            tokens=result.tokens,
-            cost_usd=result.cost_usd,
-            dim=int(result.vectors.shape[1]) if result.vectors.ndim == 2 else 0,
+            inputs=len(hashes),
+            cache_hits=n_reused,
+            dim=spec.dim,
             backend_spec=embedder.backend_spec,
         )
+        # checked and written EMBED_WINDOW vectors at a time; the new partition replaces the old
+        # only once every window passed, and a window's new vectors reach the cache only after
+        # they passed the per-vector checks (dimension, finiteness, norm)
+        per_vector: dict[str, list[gates.Gate]] = {"dim": [], "finite": [], "norm": []}
+        written: list[str] = []
+
+        def check(vectors: Any, window_hashes: list[str]) -> bool:
+            per_vector["dim"].append(
+                gates.vectors_have_profile_dim(vectors, spec.dim, reported_dim=embedder.dim)
+            )
+            per_vector["finite"].append(gates.vectors_are_finite(vectors))
+            per_vector["norm"].append(
+                gates.vector_norms_match_profile(vectors, normalized=spec.normalized)
+            )
+            written.extend(window_hashes)
+            return all(g[-1].passed for g in per_vector.values())
+
+        schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity})
+        with self.warehouse.writer("embeddings", (profile, collection), schema) as out:
+            ok = True
+            if reused is not None:
+                for piece in reused.to_batches(max_chunksize=EMBED_WINDOW):
+                    part = pa.Table.from_batches([piece])
+                    ok = ok and check(vector_matrix(part, spec.dim), part["input_hash"].to_pylist())
+                    out.write(part)
+            for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
+                window = todo.slice(start, EMBED_WINDOW)
+                wanted = inputs.filter(pc.is_in(inputs["input_hash"], window))
+                texts = dict(
+                    zip(wanted["input_hash"].to_pylist(), wanted["text"].to_pylist(), strict=True)
+                )
+                try:
+                    result = embed_with_cache(
+                        texts,
+                        embedder,
+                        cache,
+                        batch_size=max(p.batch_size, 32),
+                        progress=_offset_progress(progress, start, len(todo)),
+                    )
+                except (DimensionMismatchError, NonFiniteVectorError) as exc:
+                    return self._rejected_embeddings(generation, collection, outcome, exc)
+                outcome.embedded += result.embedded
+                outcome.cache_hits += result.cache_hits
+                outcome.tokens += result.tokens
+                outcome.cost_usd += result.cost_usd
+                ok = check(result.vectors, result.hashes)
+                if not ok:
+                    outcome.dim = int(result.vectors.shape[1]) if result.vectors.ndim == 2 else 0
+                    break
+                table = result.to_table(spec.dim)
+                out.write(table)
+                if result.fresh_hashes:
+                    fresh = set(result.fresh_hashes)
+                    new = table.filter(pa.array([h in fresh for h in result.hashes]))
+                    cache.put(new["input_hash"].to_pylist(), vector_matrix(new, spec.dim))
+            if not per_vector["dim"]:  # nothing to embed at all: check the empty partition
+                check(np.zeros((0, spec.dim), np.float32), [])
+            outcome.gates = [
+                gates.combine(per_vector["dim"]),
+                gates.combine(per_vector["finite"], summed=("non_finite_vectors",)),
+                gates.combine(per_vector["norm"], summed=("vectors_off_norm",)),
+                gates.vectors_share_one_backend_spec([embedder.backend_spec], spec.backend_spec),
+                gates.vectors_match_their_inputs(written, hashes.to_pylist()),
+            ]
+            self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
+            if outcome.passed and not unchanged:
+                out.commit()
+        return outcome
+
+    def _rejected_embeddings(
+        self,
+        generation: Generation,
+        collection: str,
+        outcome: EmbeddingsOutcome,
+        exc: DimensionMismatchError | NonFiniteVectorError,
+    ) -> EmbeddingsOutcome:
+        """The embedder itself rejected an answer: the gate it would have failed reports it
+        like any other failure, and the others are marked failed as not evaluated."""
+        failed = (
+            "vectors_have_profile_dim"
+            if isinstance(exc, DimensionMismatchError)
+            else "vectors_are_finite"
+        )
         outcome.gates = [
-            gates.vectors_have_profile_dim(result.vectors, spec.dim, reported_dim=embedder.dim),
-            gates.vectors_are_finite(result.vectors),
-            gates.vector_norms_match_profile(result.vectors, normalized=spec.normalized),
-            gates.vectors_share_one_backend_spec([embedder.backend_spec], spec.backend_spec),
-            gates.vectors_match_their_inputs(result.hashes, list(texts)),
+            gates.Gate(
+                name,
+                False,
+                desc,
+                {"error": str(exc)}
+                if name == failed
+                else {"not_evaluated": f"the embedder's answer was rejected ({failed})"},
+            )
+            for name, desc in gates.EMBEDDING_GATES
         ]
         self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
-        if outcome.passed:
-            table = result.to_table(spec.dim, identity=identity)
-            fresh = set(result.fresh_hashes)
-            if fresh:
-                mask = pa.array([h in fresh for h in result.hashes])
-                new = table.filter(mask)
-                cache.put(
-                    new["input_hash"].to_pylist(),
-                    new["vector"]
-                    .combine_chunks()
-                    .values.to_numpy(zero_copy_only=False)
-                    .reshape(-1, spec.dim),
-                )
-            self.warehouse.write("embeddings", (profile, collection), table)
         return outcome
 
     def sidecars_step(self, profile: str, collection: str) -> SidecarsOutcome:
@@ -338,7 +488,6 @@ class Corpus:
             return SidecarsOutcome(covered=False)
         spec = self.spec(profile)
         folder = self.settings.exports / "sidecars" / profile / collection
-        blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
         inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
         inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
         pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
@@ -366,16 +515,17 @@ class Corpus:
             if previous is not None
             else {}
         )
-        meta_by_doc: dict[str, dict[str, Any]] | None = None
-        matrix: Any = None
-        vec_index: dict[str, int] = {}
-        pin_rows: list[dict[str, Any]] = []
-        written = unchanged = 0
+        # which sidecars are due: missing, touched, or written from other pins
+        stats: dict[str, os.stat_result | None] = {}
+        due: list[str] = []
         for doc_id in sorted(pins_by_doc):
             path = folder / f"{doc_id}.embeddings.json"
-            st = _stat(path)
-            digest = digests[doc_id]
-            fresh = st is not None and known.get(doc_id) == (digest, st.st_size, st.st_mtime_ns)
+            st = stats[doc_id] = _stat(path)
+            fresh = st is not None and known.get(doc_id) == (
+                digests[doc_id],
+                st.st_size,
+                st.st_mtime_ns,
+            )
             if not fresh and st is not None:  # touched or never recorded: compare its pins
                 old = read_sidecar(path, validate=False)
                 old_pins = [
@@ -387,15 +537,22 @@ class Corpus:
                     and old.get("embedder", {}).get("model") == spec.backend_spec
                 )
             if not fresh:
-                if matrix is None:  # the vectors are read once, and only when a sidecar is due
-                    vectors = self._read("embeddings", (profile, collection), None)
-                    vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
-                    flat = vectors["vector"].combine_chunks()
-                    matrix = flat.values.to_numpy(zero_copy_only=False).reshape(-1, spec.dim)
-                    meta_by_doc = {}
-                    for row in blocks.select(["doc_id", "metadata"]).to_pylist():
-                        meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
-                assert meta_by_doc is not None
+                due.append(doc_id)
+        if due:  # only the due documents' vectors and metadata are read
+            due_hashes = pa.array(
+                sorted({pin[2] for d in due for pin in pins_by_doc[d]}), pa.string()
+            )
+            vectors = self._read("embeddings", (profile, collection), None)
+            vectors = vectors.filter(pc.is_in(vectors["input_hash"], due_hashes))
+            vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+            matrix = vector_matrix(vectors, spec.dim)
+            blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
+            due_blocks = blocks.filter(pc.is_in(blocks["doc_id"], pa.array(due, pa.string())))
+            meta_by_doc: dict[str, dict[str, Any]] = {}
+            for row in due_blocks.select(["doc_id", "metadata"]).to_pylist():
+                meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+            for doc_id in due:
+                path = folder / f"{doc_id}.embeddings.json"
                 meta = meta_by_doc.get(doc_id, {})
                 sidecar = build_sidecar(
                     uw_version=str(meta.get("uw_version", "1.1")),
@@ -418,32 +575,39 @@ class Corpus:
                 )
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_sidecar(path, sidecar)
-                st = _stat(path)
-                written += 1
-            else:
-                unchanged += 1
+                stats[doc_id] = _stat(path)
+        pin_rows: list[dict[str, Any]] = []
+        for doc_id in sorted(pins_by_doc):
+            st = stats[doc_id]
             assert st is not None
             pin_rows.append(
                 {
                     "source_id": f"{collection}/{doc_id}",
                     "doc_id": doc_id,
-                    "digest": digest,
+                    "digest": digests[doc_id],
                     "size": st.st_size,
                     "mtime_ns": st.st_mtime_ns,
                 }
             )
+        written, unchanged = len(due), len(pins_by_doc) - len(due)
         self.warehouse.write(
             "sidecar_pins",
             (profile, collection),
             pa.Table.from_pylist(pin_rows, schema=SIDECAR_PINS_SCHEMA),
         )
+        # sidecars of documents gone since the last run; with no record of what was written
+        # (a home from before sidecar_pins), every file in the folder is checked
         removed = 0
-        if folder.is_dir():
-            for path in folder.rglob("*.embeddings.json"):
-                doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
-                if doc_id not in pins_by_doc:
-                    path.unlink()
-                    removed += 1
+        if previous is not None:
+            gone = sorted(set(known) - set(pins_by_doc))
+            candidates = [folder / f"{doc_id}.embeddings.json" for doc_id in gone]
+        else:
+            candidates = sorted(folder.rglob("*.embeddings.json")) if folder.is_dir() else []
+        for path in candidates:
+            doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
+            if doc_id not in pins_by_doc and path.is_file():
+                path.unlink()
+                removed += 1
         return SidecarsOutcome(
             covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder)
         )
@@ -470,56 +634,66 @@ class Corpus:
                 pc.invert(pc.is_in(inputs["source_id"], pa.array(dead, pa.string())))
             )
         # what the collection must hold, against what it holds: only the sources whose rows
-        # differ are rebuilt and rewritten (a vector_id names chunk, version, format and model)
-        wanted = dict(
-            zip(
-                (
-                    vector_id(ref, spec.input_format, spec.backend_spec)
-                    for ref in inputs["chunk_ref"].to_pylist()
-                ),
-                inputs["source_id"].to_pylist(),
-                strict=True,
-            )
+        # differ are rebuilt and rewritten. Every row of a generation has its input format and
+        # embedder, so a chunk_ref (chunk and source version) names one vector_id.
+        present = self.store.collection_refs(generation, collection)
+        added = inputs.filter(pc.invert(pc.is_in(inputs["chunk_ref"], present["chunk_ref"])))
+        gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], inputs["chunk_ref"])))
+        touched = set(pc.unique(added["source_id"]).to_pylist()) | set(
+            pc.unique(gone["source_id"]).to_pylist()
         )
-        present = self.store.collection_ids(generation, collection)
-        touched = {s for v, s in wanted.items() if v not in present} | {
-            s for v, s in present.items() if v not in wanted
-        }
-        whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not present
+        whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not present.num_rows
+        n_wanted = inputs.num_rows
+        wanted_sources = pc.unique(inputs["source_id"])
         if not whole:
             scope = pa.array(sorted(touched), pa.string())
             inputs = inputs.filter(pc.is_in(inputs["source_id"], scope))
         blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
         if not whole:
             blocks = blocks.filter(pc.is_in(blocks["source_id"], scope))
-        vectors = self._read("embeddings", (profile, collection), None)
-        rows = (
-            build_rows(generation, blocks=blocks, inputs=inputs, vectors=vectors, run_id=run_id)
-            if inputs.num_rows
-            else vector_entry_schema(generation).empty_table()
-        )
         outcome = IndexRowsOutcome(
             covered=True,
             generation=generation.id,
-            rows=len(wanted),
-            built=rows.num_rows,
+            rows=n_wanted,
             touched_sources=len(touched),
         )
-        outcome.gates = [
-            gates.rows_have_tenant_and_acl(rows),
-            gates.no_rows_from_removed_documents(
-                pa.table({"source_id": pa.array(sorted(set(wanted.values())), pa.string())}), live
-            ),
-            expectations.validate(rows, "index_rows"),
-        ]
+        removed_gate = gates.no_rows_from_removed_documents(
+            pa.table({"source_id": wanted_sources.sort()}), live
+        )
+        # rows are built, checked and written ROWS_PER_BATCH at a time, and every batch goes
+        # to LanceDB in one commit: a batch that fails a check stops the stream and nothing is
+        # committed, so the previous rows keep serving
+        checked = _CheckedBatches(
+            self, generation, profile, collection, inputs, blocks, run_id=run_id
+        )
+        try:
+            if not removed_gate.passed or (not whole and not touched):
+                checked.drain()  # report every check; write nothing
+            elif whole and inputs.num_rows and not present.num_rows:
+                outcome.write = self.store.append(generation, collection, checked.reader())
+            elif whole and inputs.num_rows:
+                outcome.write = self.store.replace_collection(
+                    generation, collection, checked.reader()
+                )
+            else:  # a few sources (or none left): small enough to build before writing
+                rows = checked.table()
+                if checked.passed:
+                    outcome.write = (
+                        self.store.replace_collection(generation, collection, rows)
+                        if whole
+                        else self.store.replace_sources(generation, collection, rows, touched)
+                    )
+        except Exception:
+            if checked.passed:
+                raise
+            outcome.write = None  # a batch failed its checks: the stream stopped, no commit
+        if removed_gate.passed and not whole and not touched:
+            outcome.write = WriteResult(inserted=0, deleted=0, total=present.num_rows)
+        outcome.built = checked.rows
+        outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate()]
         self._record_partition_checks(generation, "index_rows", collection, outcome.gates)
-        if outcome.passed:
-            if whole:
-                outcome.write = self.store.replace_collection(generation, collection, rows)
-            elif touched:
-                outcome.write = self.store.replace_sources(generation, collection, rows, touched)
-            else:
-                outcome.write = WriteResult(inserted=0, deleted=0, total=len(present))
+        if not outcome.passed:
+            outcome.write = None
         return outcome
 
     def _record_partition_checks(
@@ -798,6 +972,16 @@ def retire(corpus: Corpus, generation_id: str) -> RetireOutcome:
     retired = corpus.registry.retire(gen.id, window_hours=window)
     dropped = corpus.store.drop(retired)
     return RetireOutcome(generation=retired, table_dropped=dropped)
+
+
+def _offset_progress(
+    progress: Callable[[int, int], None] | None, offset: int, total: int
+) -> Callable[[int, int], None] | None:
+    """A window's progress callback reporting against the whole step's total."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, _window_total: report(offset + done, total)
 
 
 def _stat(path: Path) -> os.stat_result | None:

@@ -8,15 +8,24 @@ a document that stopped parsing, so it keeps serving while its error is visible.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ParseError
 from corpus_index.hashing import sha256_hex
-from corpus_index.parsing import parse_document, read_documents
+from corpus_index.parsing import (
+    list_documents,
+    load_document,
+    load_documents,
+    parse_document,
+    read_documents,
+)
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA, QUARANTINE_SCHEMA, Block
 
 
@@ -35,33 +44,56 @@ class ManifestResult:
         return self.added + self.changed + self.unchanged
 
 
+# A manifest records when its scan started; a file whose size and mtime are as recorded is
+# trusted unchanged (not read again) only if that mtime is this much older than the scan that
+# recorded it, so a write in the same clock tick as the scan is never missed (git's rule).
+SCANNED_AT_KEY = b"corpus_index.scanned_at"
+RACY_SECONDS = 1.0
+
+
 def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> ManifestResult:
-    """Fingerprint every document under the collection root and diff against ``previous``."""
+    """Fingerprint every document under the collection root and diff against ``previous``.
+
+    Documents are hashed by content. For kinds with one file per document, a file whose path,
+    size and mtime equal the previous manifest's (and are older than that scan) keeps its
+    recorded hash without being read, so a scan costs a ``stat`` per unchanged file.
+    """
+    scanned_at = time.time()
     before: dict[str, str] = {}
+    recorded: dict[str, tuple[str, int, float, str]] = {}
     if previous is not None:
-        for row in previous.select(["doc_id", "source_version", "change"]).to_pylist():
+        trust_before = float((previous.schema.metadata or {}).get(SCANNED_AT_KEY, b"0"))
+        trust_before -= RACY_SECONDS
+        cols = ["doc_id", "source_version", "change", "path", "size", "mtime", "raw_sha256"]
+        for row in previous.select(cols).to_pylist():
             if row["change"] != "removed":
                 before[row["doc_id"]] = row["source_version"]
+                if row["mtime"] < trust_before:
+                    recorded[row["doc_id"]] = (
+                        row["path"],
+                        row["size"],
+                        row["mtime"],
+                        row["raw_sha256"],
+                    )
     rows = []
     counts = {"added": 0, "changed": 0, "unchanged": 0, "removed": 0}
     seen: set[str] = set()
-    for doc in read_documents(collection):
-        if doc.doc_id in seen:
-            raise ParseError(doc.path, f"duplicate document id {doc.doc_id!r}", line=doc.line)
-        seen.add(doc.doc_id)
-        digest = sha256_hex(doc.raw)
+    for doc_id, path, size, mtime, digest, line in _fingerprints(collection, recorded):
+        if doc_id in seen:
+            raise ParseError(path, f"duplicate document id {doc_id!r}", line=line)
+        seen.add(doc_id)
         version = digest[:16]
-        old = before.get(doc.doc_id)
+        old = before.get(doc_id)
         change = "added" if old is None else ("unchanged" if old == version else "changed")
         counts[change] += 1
         rows.append(
             {
                 "collection": collection.name,
-                "doc_id": doc.doc_id,
-                "source_id": f"{collection.name}/{doc.doc_id}",
-                "path": doc.path,
-                "size": doc.size,
-                "mtime": doc.mtime,
+                "doc_id": doc_id,
+                "source_id": f"{collection.name}/{doc_id}",
+                "path": path,
+                "size": size,
+                "mtime": mtime,
                 "raw_sha256": digest,
                 "source_version": version,
                 "change": change,
@@ -84,7 +116,34 @@ def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> Ma
                 }
             )
     table = pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA)
+    table = table.replace_schema_metadata({SCANNED_AT_KEY: repr(scanned_at).encode()})
     return ManifestResult(table=table, **counts)
+
+
+def _fingerprints(
+    collection: CollectionConfig, recorded: dict[str, tuple[str, int, float, str]]
+) -> Iterator[tuple[str, str, int, float, str, int | None]]:
+    """``(doc_id, path, size, mtime, sha256 of the raw bytes, line)`` of every document;
+    ``line`` is the record's line for many-records-per-file kinds, else None."""
+    listing = list_documents(collection)
+    if listing is None:  # many records per file: read them all
+        for doc in read_documents(collection):
+            yield doc.doc_id, doc.path, doc.size, doc.mtime, sha256_hex(doc.raw), doc.line
+        return
+    for doc_id, path in listing:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # removed between the listing and the stat
+            continue
+        known = recorded.get(doc_id)
+        if known is not None and known[:3] == (path, st.st_size, st.st_mtime):
+            yield doc_id, path, st.st_size, st.st_mtime, known[3], None
+            continue
+        try:
+            doc = load_document(collection, doc_id, path)
+        except FileNotFoundError:
+            continue
+        yield doc_id, path, doc.size, doc.mtime, sha256_hex(doc.raw), None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +180,19 @@ def parse_collection(
 
     Which documents to parse is decided by comparing the manifest's versions with what was
     parsed (or quarantined) before, not by the manifest's diff flags, so a run that died
-    between two steps converges on the next one.
+    between two steps converges on the next one. Only the documents to parse are opened; the
+    rest are carried forward as Arrow rows, never as Python objects.
     """
     live = live_documents(manifest)
     parsed_version: dict[str, str] = {}
-    prev_rows: dict[str, list[dict[str, object]]] = {}
-    if previous_blocks is not None:
-        for row in previous_blocks.to_pylist():
-            prev_rows.setdefault(str(row["doc_id"]), []).append(row)
-            parsed_version[str(row["doc_id"])] = str(row["source_version"])
+    if previous_blocks is not None and previous_blocks.num_rows:
+        parsed_version = dict(
+            zip(
+                previous_blocks["doc_id"].to_pylist(),
+                previous_blocks["source_version"].to_pylist(),
+                strict=True,
+            )
+        )
     prev_quarantine: dict[str, dict[str, object]] = {}
     if previous_quarantine is not None:
         for row in previous_quarantine.to_pylist():
@@ -141,9 +204,9 @@ def parse_collection(
         if parsed_version.get(doc_id) != version
         and prev_quarantine.get(doc_id, {}).get("source_version") != version
     }
-    out_rows: list[dict[str, object]] = []
+    carry: set[str] = set()  # documents whose previous blocks are kept
     quarantine_rows: list[dict[str, object]] = []
-    carried = stale = 0
+    stale = 0
     for doc_id in sorted(live):
         if doc_id in to_parse:
             continue
@@ -151,19 +214,21 @@ def parse_collection(
         # the version it last parsed at is healthy again
         if prev_quarantine.get(doc_id, {}).get("source_version") == live[doc_id]:
             quarantine_rows.append(prev_quarantine[doc_id])
-            if doc_id in prev_rows:
+            if doc_id in parsed_version:
                 stale += 1
-        if doc_id in prev_rows:
-            out_rows.extend(prev_rows[doc_id])
-            carried += 1
+        if doc_id in parsed_version:
+            carry.add(doc_id)
+    carried = len(carry)
 
+    new_rows: list[dict[str, object]] = []
     parsed = 0
     if to_parse:
-        for doc in _iter_docs(collection, to_parse):
+        paths = dict(zip(manifest["doc_id"].to_pylist(), manifest["path"].to_pylist(), strict=True))
+        for doc in load_documents(collection, {d: paths[d] for d in to_parse}):
             version = live[doc.doc_id]
             try:
                 blocks: Iterable[Block] = parse_document(collection, doc, version)
-                out_rows.extend(b.to_row() for b in blocks)
+                new_rows.extend(b.to_row() for b in blocks)
                 parsed += 1
             except ParseError as exc:
                 quarantine_rows.append(
@@ -177,21 +242,23 @@ def parse_collection(
                         "error": str(exc),
                     }
                 )
-                if doc.doc_id in prev_rows:  # last good version keeps serving, marked stale
-                    out_rows.extend(prev_rows[doc.doc_id])
+                if doc.doc_id in parsed_version:  # last good version keeps serving, stale
+                    carry.add(doc.doc_id)
                     stale += 1
-    out_rows.sort(key=lambda r: (str(r["doc_id"]), str(r["block_key"])))
+    parts = [pa.Table.from_pylist(new_rows, schema=BLOCK_SCHEMA)]
+    if carry and previous_blocks is not None:
+        kept = previous_blocks.filter(
+            pc.is_in(previous_blocks["doc_id"], pa.array(sorted(carry), pa.string()))
+        )
+        parts.insert(0, kept.cast(BLOCK_SCHEMA))
+    blocks_table = pa.concat_tables(parts).combine_chunks()
+    # (doc_id, block_key) order; Arrow compares strings by UTF-8 bytes, i.e. by code point
+    blocks_table = blocks_table.sort_by([("doc_id", "ascending"), ("block_key", "ascending")])
     quarantine_rows.sort(key=lambda r: str(r["doc_id"]))
     return ParseResult(
-        blocks=pa.Table.from_pylist(out_rows, schema=BLOCK_SCHEMA),
+        blocks=blocks_table,
         quarantine=pa.Table.from_pylist(quarantine_rows, schema=QUARANTINE_SCHEMA),
         parsed_documents=parsed,
         carried_documents=carried,
         stale_documents=stale,
     )
-
-
-def _iter_docs(collection: CollectionConfig, wanted: set[str]):  # type: ignore[no-untyped-def]
-    for doc in read_documents(collection):
-        if doc.doc_id in wanted:
-            yield doc

@@ -1,14 +1,28 @@
-"""The Parquet warehouse: one file per asset and partition, written atomically."""
+"""The Parquet warehouse: one file per asset and partition, written atomically.
+
+Vector columns (fixed-size lists of float32) are stored packed, one fixed-size binary value of
+``4 * dim`` little-endian bytes per row, and unpacked on read: Parquet's nested-list encoding
+makes a 40,000 x 384 column take ~0.4 s to write and to read, the packed form a tenth of that.
+The packed field carries its dimension in its metadata, so any Parquet reader can unpack it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+PACKED_DIM_KEY = b"corpus_index.packed_float32_dim"
+# rows per Parquet row group: a filtered read holds one group at a time, not the partition
+ROW_GROUP_ROWS = 8192
 
 
 class Warehouse:
@@ -30,21 +44,49 @@ class Warehouse:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(
+                pack_vectors(table), tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS
+            )
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
         return path
 
+    @contextlib.contextmanager
+    def writer(
+        self, asset: str, partition: tuple[str, ...], schema: pa.Schema
+    ) -> Iterator[PartitionWriter]:
+        """Write one partition piece by piece; it replaces the old file atomically when the
+        block exits without an error and ``commit()`` was called, else the old file stays."""
+        path = self.path(asset, *partition)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        out = PartitionWriter(Path(tmp), schema)
+        try:
+            yield out
+            out.close()
+            if out.committed:
+                os.replace(tmp, path)
+        finally:
+            out.close()
+            Path(tmp).unlink(missing_ok=True)
+
     def read(
-        self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None = None
+        self,
+        asset: str,
+        partition: tuple[str, ...],
+        schema: pa.Schema | None = None,
+        *,
+        where: pc.Expression | None = None,
     ) -> pa.Table | None:
-        """The partition's table, or None if it was never written."""
+        """The partition's table (only the rows matching ``where``, read one row group at a
+        time), or None if it was never written."""
         path = self.path(asset, *partition)
         if not path.is_file():
             return None
-        table = pq.read_table(path)
+        table = unpack_vectors(pq.read_table(path, filters=where))
         return table.cast(schema) if schema is not None else table
 
     def delete(self, asset: str, partition: tuple[str, ...]) -> bool:
@@ -67,3 +109,76 @@ class Warehouse:
                 shutil.rmtree(path)
                 removed.append(str(path))
         return removed
+
+
+class PartitionWriter:
+    """Appends tables (in ``schema``) to one partition file, a row group at a time."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows = 0
+        self.committed = False
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
+            path, pack_vectors(schema.empty_table()).schema, compression="zstd"
+        )
+
+    def write(self, table: pa.Table) -> None:
+        assert self._writer is not None, "the partition writer is closed"
+        if table.num_rows:
+            packed = pack_vectors(table.cast(self.schema))
+            self._writer.write_table(packed, row_group_size=ROW_GROUP_ROWS)
+            self.rows += table.num_rows
+
+    def commit(self) -> None:
+        self.committed = True
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def pack_vectors(table: pa.Table) -> pa.Table:
+    """Each non-null float32 fixed-size-list column as fixed-size binary (see the module doc)."""
+    for i, field in enumerate(table.schema):
+        t = field.type
+        if not (pa.types.is_fixed_size_list(t) and t.value_type == pa.float32()):
+            continue
+        column = table.column(i).combine_chunks()
+        if column.null_count:
+            continue
+        flat = column.flatten()
+        if flat.null_count:
+            continue
+        values = np.ascontiguousarray(flat.to_numpy(zero_copy_only=False), dtype="<f4")
+        dim = t.list_size
+        packed = pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(4 * dim), len(column), [None, pa.py_buffer(values)]
+        )
+        meta = {**(field.metadata or {}), PACKED_DIM_KEY: str(dim).encode()}
+        table = table.set_column(i, pa.field(field.name, packed.type, metadata=meta), packed)
+    return table
+
+
+def unpack_vectors(table: pa.Table) -> pa.Table:
+    """The inverse of :func:`pack_vectors`; other tables are returned as they are."""
+    for i, field in enumerate(table.schema):
+        meta = field.metadata or {}
+        if PACKED_DIM_KEY not in meta:
+            continue
+        dim = int(meta[PACKED_DIM_KEY])
+        chunks = []
+        for chunk in table.column(i).chunks:
+            values = pa.Array.from_buffers(
+                pa.float32(),
+                len(chunk) * dim,
+                [None, chunk.buffers()[1]],
+                offset=chunk.offset * dim,
+            )
+            chunks.append(pa.FixedSizeListArray.from_arrays(values, dim))
+        rest = {k: v for k, v in meta.items() if k != PACKED_DIM_KEY}
+        unpacked = pa.chunked_array(chunks, pa.list_(pa.float32(), dim))
+        table = table.set_column(
+            i, pa.field(field.name, unpacked.type, metadata=rest or None), unpacked
+        )
+    return table

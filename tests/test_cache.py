@@ -147,8 +147,15 @@ def test_keys_with_quotes_are_literals(tmp_path: Path) -> None:
 
 
 def test_a_previous_partition_lends_its_vectors_only_to_the_same_embedder(tmp_path: Path) -> None:
+    import pyarrow as pa
+
     from corpus_index.embedders import make_embedder
-    from corpus_index.embedding import embed_with_cache, known_vectors, vectors_identity
+    from corpus_index.embedding import (
+        embed_with_cache,
+        reuse_split,
+        vector_matrix,
+        vectors_identity,
+    )
 
     embedder = make_embedder("hash:v1-4")
     texts = {input_hash("default-v1", t): t for t in ("a", "b", "c")}
@@ -158,22 +165,29 @@ def test_a_previous_partition_lends_its_vectors_only_to_the_same_embedder(tmp_pa
     identity = vectors_identity("hash:v1-4", embedder.revision, 4)
     partition = first.to_table(4, identity=identity)
     # nothing was put in the cache: only the partition can supply these vectors
-    known = known_vectors(partition, identity)
-    assert set(known) == set(texts)
+    d = input_hash("default-v1", "d")
+    wanted = pa.array(sorted([*texts, d]), pa.string())
+    reused, todo = reuse_split(partition, identity, wanted)
+    assert reused is not None
+    assert sorted(reused["input_hash"].to_pylist()) == sorted(texts)
+    assert todo.to_pylist() == [d]
+    assert vector_matrix(reused, 4).tobytes() == first.vectors.tobytes()
     inputs = embedder.stats.inputs
-    second = embed_with_cache(
-        {**texts, input_hash("default-v1", "d"): "d"}, embedder, c, known=known
-    )
-    assert (second.embedded, second.cache_hits) == (1, 3)
+    second = embed_with_cache({d: "d"}, embedder, c)
+    assert (second.embedded, second.cache_hits) == (1, 0)
     assert embedder.stats.inputs == inputs + 1  # only "d" reached the embedder
-    assert second.vectors[[second.hashes.index(h) for h in first.hashes]].tobytes() == (
-        first.vectors.tobytes()
-    )
+    # a hash no longer wanted is not lent
+    dropped, _ = reuse_split(partition, identity, pa.array([d], pa.string()))
+    assert dropped is not None and dropped.num_rows == 0
     # another model, another revision, or an untagged partition: nothing is lent
-    assert known_vectors(partition, vectors_identity("hash:v1-4", "other", 4)) == {}
-    assert known_vectors(partition, vectors_identity("hash:v1-8", embedder.revision, 8)) == {}
-    assert known_vectors(first.to_table(4), identity) == {}
-    assert known_vectors(None, identity) == {}
+    for other_identity, table in (
+        (vectors_identity("hash:v1-4", "other", 4), partition),
+        (vectors_identity("hash:v1-8", embedder.revision, 8), partition),
+        (identity, first.to_table(4)),
+        (identity, None),
+    ):
+        none, all_todo = reuse_split(table, other_identity, wanted)
+        assert none is None and all_todo.to_pylist() == wanted.to_pylist()
 
 
 def test_misses_reach_the_embedder_longest_first_in_batches(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +14,14 @@ import pytest
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ParseError
 from corpus_index.hashing import source_version
-from corpus_index.sources import ParseResult, live_documents, parse_collection, scan_manifest
+from corpus_index.sources import (
+    RACY_SECONDS,
+    SCANNED_AT_KEY,
+    ParseResult,
+    live_documents,
+    parse_collection,
+    scan_manifest,
+)
 from tests.corpusgen import RISKS, deal_text
 
 GROUPS = ["alpha-uw", "alpha-credit"]
@@ -142,6 +151,56 @@ def test_touching_a_file_without_changing_bytes_is_unchanged(tmp_path: Path) -> 
     (root / "a.uw.md").write_text(text, encoding="utf-8")
     second = scan_manifest(coll, first.table)
     assert (second.changed, second.unchanged) == (0, 1)
+
+
+def _same_size_edit(path: Path) -> None:
+    """Change one byte of ``path``, keeping its size and its mtime (as ``cp -p`` or a careful
+    editor could): only reading the file can tell."""
+    st = path.stat()
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"units:") + len(b"units:") + 1
+    raw[at] = ord("9") if raw[at] != ord("9") else ord("8")
+    path.write_bytes(bytes(raw))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_file_whose_size_and_mtime_are_as_recorded_is_not_read_again(tmp_path: Path) -> None:
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    for doc_id in ("a", "b"):
+        write_deal(root, doc_id)
+        old = time.time() - 3600  # written long before the scan
+        os.utime(root / f"{doc_id}.uw.md", (old, old))
+    first = scan_manifest(coll, None)
+    assert float(first.table.schema.metadata[SCANNED_AT_KEY]) == pytest.approx(time.time(), abs=60)
+    version_a = version_of(root, "a")
+
+    _same_size_edit(root / "a.uw.md")
+    assert version_of(root, "a") != version_a
+    second = scan_manifest(coll, first.table)
+    # trusted by stat, as git trusts its index: the recorded hash is kept, the file not read
+    assert (second.changed, second.unchanged) == (0, 2)
+    assert live_documents(second.table)["a"] == version_a
+
+    later = time.time() - 1800  # any real write moves the mtime: now it is read and hashed
+    os.utime(root / "a.uw.md", (later, later))
+    third = scan_manifest(coll, second.table)
+    assert (third.changed, third.unchanged) == (1, 1)
+    assert live_documents(third.table)["a"] == version_of(root, "a")
+
+
+def test_a_file_written_in_the_scans_clock_tick_is_read_again(tmp_path: Path) -> None:
+    """Racy timestamps: a file whose mtime is within RACY_SECONDS of the scan that recorded it
+    may have changed after it was read in the same tick, so the next scan hashes it again."""
+    root = tmp_path / "deals"
+    coll = uw_collection(root)
+    write_deal(root, "a")  # mtime: now, the same moment as the scan below
+    first = scan_manifest(coll, None)
+    _same_size_edit(root / "a.uw.md")
+    second = scan_manifest(coll, first.table)
+    assert (second.changed, second.unchanged) == (1, 0)
+    assert live_documents(second.table)["a"] == version_of(root, "a")
+    assert RACY_SECONDS >= 1.0
 
 
 def test_duplicate_beir_ids_fail_the_scan_with_the_line(tmp_path: Path) -> None:

@@ -19,6 +19,40 @@ def read_documents(collection: CollectionConfig) -> Iterator[SourceDoc]:
     raise ConfigError(f"collections.{collection.name}.kind: no reader for {collection.kind!r}")
 
 
+def list_documents(collection: CollectionConfig) -> list[tuple[str, str]] | None:
+    """``(doc_id, path)`` of every document without reading any, for kinds with one file per
+    document; None for kinds with many records per file (``beir``), read whole instead."""
+    if collection.kind == "uw_deals":
+        return uw.list_documents(collection.path)
+    if collection.kind == "beir":
+        return None
+    raise ConfigError(f"collections.{collection.name}.kind: no reader for {collection.kind!r}")
+
+
+def load_document(collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
+    """One document of a one-file-per-document kind (see :func:`list_documents`), read now."""
+    if collection.kind == "uw_deals":
+        return uw.load_document(doc_id, path)
+    raise ConfigError(
+        f"collections.{collection.name}.kind: {collection.kind!r} has no document files"
+    )
+
+
+def load_documents(collection: CollectionConfig, paths: dict[str, str]) -> Iterator[SourceDoc]:
+    """The documents named in ``paths`` (doc_id -> path, as a manifest records them), in doc_id
+    order. One-file-per-document kinds open only those files; other kinds read the root once."""
+    if collection.kind == "uw_deals":
+        for doc_id in sorted(paths):
+            try:
+                yield uw.load_document(doc_id, paths[doc_id])
+            except FileNotFoundError:  # removed since the scan: the next scan records it
+                continue
+        return
+    for doc in read_documents(collection):
+        if doc.doc_id in paths:
+            yield doc
+
+
 def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
     """Blocks of one document.
 

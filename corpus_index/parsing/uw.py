@@ -4,6 +4,7 @@ fenced ``yaml`` blocks."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,21 +20,37 @@ SUFFIX = ".uw.md"
 REQUIRED_FRONT_MATTER = ("uw_version", "deal_id", "asset_class", "geo", "units", "date")
 
 
-def read_documents(root: Path) -> Iterator[SourceDoc]:
-    """Every ``*.uw.md`` file under ``root``; ``doc_id`` is the file name without the suffix."""
+def list_documents(root: Path) -> list[tuple[str, str]]:
+    """``(doc_id, path)`` of every ``*.uw.md`` file under ``root``, in path order (the order
+    of ``sorted(Path.rglob(...))``), without opening any of them."""
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: collection root does not exist or is not a folder")
-    for path in sorted(root.rglob(f"*{SUFFIX}")):
-        rel = path.relative_to(root).as_posix()
-        stat = path.stat()
-        raw = path.read_bytes()
-        yield SourceDoc(
-            doc_id=rel[: -len(SUFFIX)],
-            path=str(path),
-            raw=raw,
-            size=stat.st_size,
-            mtime=stat.st_mtime,
-        )
+    found: list[tuple[tuple[str, ...], str]] = []
+    stack: list[tuple[Path, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        folder, parts = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):  # as rglob: no symlinked folders
+                    stack.append((Path(entry.path), (*parts, entry.name)))
+                elif entry.name.endswith(SUFFIX) and entry.is_file():
+                    found.append(((*parts, entry.name), entry.path))
+    found.sort()
+    return [("/".join(rel)[: -len(SUFFIX)], path) for rel, path in found]
+
+
+def load_document(doc_id: str, path: str) -> SourceDoc:
+    """One document, read now."""
+    with open(path, "rb") as fh:
+        stat = os.fstat(fh.fileno())
+        raw = fh.read()
+    return SourceDoc(doc_id=doc_id, path=path, raw=raw, size=stat.st_size, mtime=stat.st_mtime)
+
+
+def read_documents(root: Path) -> Iterator[SourceDoc]:
+    """Every ``*.uw.md`` file under ``root``; ``doc_id`` is the file name without the suffix."""
+    for doc_id, path in list_documents(root):
+        yield load_document(doc_id, path)
 
 
 def _yaml_error(path: str, exc: yaml.YAMLError, first_line: int, what: str) -> ParseError:

@@ -1,0 +1,111 @@
+"""embeddings and index_rows work a batch at a time: checked per batch, committed once."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from corpus_index import predicates, service
+from corpus_index.config import Settings
+from corpus_index.service import Corpus
+from pipelines.runner import sync
+from tests.corpusgen import write_home
+
+pytestmark = pytest.mark.slow
+COLLECTION = "alpha-deals"
+
+
+def refs(corpus: Corpus, generation: object) -> list[str]:
+    got = corpus.store.collection_refs(generation, COLLECTION)  # type: ignore[arg-type]
+    return sorted(got["chunk_ref"].to_pylist())
+
+
+def test_rows_stream_in_batches_and_a_failing_batch_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    assert sync(settings).ok
+    corpus = Corpus(settings)
+    generation = corpus.registry.open_generation(corpus.spec("main"), run_id="test")
+    served = refs(corpus, generation)
+    n = len(served)
+    assert n > 6
+    monkeypatch.setattr(service, "ROWS_PER_BATCH", 3)
+
+    # rebuilt from nothing: appended in one stream of batches, each one checked
+    corpus.store.delete_where(generation, predicates.eq("collection", COLLECTION))
+    assert refs(corpus, generation) == []
+    out = corpus.index_rows_step("main", COLLECTION, run_id="rebuild")
+    assert out.passed and out.write is not None
+    assert (out.built, out.write.inserted, out.write.total) == (n, n, n)
+    suite = next(g for g in out.gates if g.name.endswith("pass_expectation_suite"))
+    assert suite.metadata["batches"] == math.ceil(n / 3)
+    assert suite.metadata["rows"] == n
+    assert refs(corpus, generation) == served
+
+    # the last document's blocks lose their tenant: its rows fail in the last batch, after
+    # earlier batches already went into the write; nothing is committed
+    blocks = corpus.warehouse.read("parsed_blocks", (COLLECTION,))
+    assert blocks is not None
+    last = blocks["doc_id"][-1].as_py()
+    is_last = pc.equal(blocks["doc_id"], last)
+    tenant = pc.if_else(is_last, pa.scalar("", pa.string()), blocks["tenant_id"])
+    corpus.warehouse.write(
+        "parsed_blocks",
+        (COLLECTION,),
+        blocks.set_column(blocks.schema.get_field_index("tenant_id"), "tenant_id", tenant),
+    )
+    version = corpus.store.table(generation).version
+    monkeypatch.setattr(service, "REPLACE_WHOLE_COLLECTION_ABOVE", -1)  # rewrite every source
+    out = corpus.index_rows_step("main", COLLECTION, run_id="broken")
+    assert not out.passed and out.write is None
+    tenant_gate = next(g for g in out.gates if g.name == "rows_have_tenant_and_acl")
+    assert not tenant_gate.passed and tenant_gate.metadata["bad_rows"] > 0
+    assert tenant_gate.metadata["batches"] >= 2  # earlier batches had passed into the write
+    assert corpus.store.table(generation).version == version
+    assert refs(corpus, generation) == served
+    assert corpus.store.count(generation, predicates.eq("tenant_id", "")) == 0
+
+
+def test_embeddings_are_checked_window_by_window_and_a_bad_window_writes_no_partition(
+    home: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corpus_index.cache import EmbeddingCache
+    from tests.dagster.harness import Graph
+
+    assert Graph(home).ingest("alpha-deals").success
+    corpus = Corpus(home)
+    inputs = corpus.warehouse.read("embedding_inputs", ("alpha-deals",))
+    assert inputs is not None
+    hashes = sorted(set(inputs["input_hash"].to_pylist()))
+    assert len(hashes) > 6
+    spec = corpus.spec("main")
+    cache = EmbeddingCache(
+        home.lance_uri, backend_spec=spec.backend_spec, revision=spec.model_revision, dim=spec.dim
+    )
+    # the last hash (the last window's) has a corrupted cache entry: finite, off the unit norm
+    cache.put(hashes[-1:], np.full((1, spec.dim), 3.0, dtype=np.float32))
+    monkeypatch.setattr(service, "EMBED_WINDOW", 3)
+    last_window = hashes[(len(hashes) - 1) // 3 * 3 :]
+
+    out = corpus.embeddings_step("main", "alpha-deals")
+    assert not out.passed
+    norm = next(g for g in out.gates if g.name == "vector_norms_match_profile")
+    assert not norm.passed and norm.metadata["vectors_off_norm"] == 1
+    assert norm.metadata["batches"] == math.ceil(len(hashes) / 3)
+    assert corpus.warehouse.read("embeddings", ("main", "alpha-deals")) is None
+    # the windows that passed their checks are cached; the failing window's new vectors are not
+    cached = set(cache.lookup(hashes))
+    assert cached == set(hashes[: len(hashes) - len(last_window)]) | {hashes[-1]}
+
+    cache.delete(hashes[-1:])
+    out = corpus.embeddings_step("main", "alpha-deals")
+    assert out.passed
+    assert (out.embedded, out.cache_hits) == (len(last_window), len(hashes) - len(last_window))
+    table = corpus.warehouse.read("embeddings", ("main", "alpha-deals"))
+    assert table is not None and sorted(table["input_hash"].to_pylist()) == hashes
