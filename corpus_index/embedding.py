@@ -90,8 +90,22 @@ def _base_refs(refs: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
 def _build_input_rows(
     blocks: pa.Table, *, sections: Mapping[str, str], formats: list[str]
 ) -> pa.Table:
+    """Input rows of ``blocks``, converted to Arrow a batch of blocks at a time."""
+    parts = [
+        _input_rows_of(batch.to_pylist(), sections=sections, formats=formats)
+        for batch in blocks.to_batches(max_chunksize=INPUT_BATCH)
+    ]
+    return pa.concat_tables(parts) if parts else INPUT_SCHEMA.empty_table()
+
+
+INPUT_BATCH = 4096  # blocks turned into input rows between two conversions to Arrow
+
+
+def _input_rows_of(
+    blocks: list[dict[str, object]], *, sections: Mapping[str, str], formats: list[str]
+) -> pa.Table:
     rows: list[dict[str, object]] = []
-    for block in blocks.to_pylist():
+    for block in blocks:
         section = str(block["section"])
         source_type = str(block["source_type"])
         if source_type != "passage" and section not in sections:

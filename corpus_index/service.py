@@ -109,12 +109,33 @@ class IndexRowsOutcome:
         return all(g.passed for g in self.gates)
 
 
+# what ``index_rows`` reads of parsed_blocks (see rows.build_rows)
+ROW_BLOCK_COLUMNS = [
+    "chunk_ref",
+    "source_id",
+    "collection",
+    "doc_id",
+    "source_version",
+    "kind",
+    "source_type",
+    "content_hash",
+    "tenant_id",
+    "acl_groups",
+    "tier",
+    "language",
+    "event_date",
+    "metadata",
+]
+
+# ``sidecars`` builds the due sidecars of this many documents at a time
+SIDECAR_BATCH = 1000
+
 # ``embeddings`` embeds, checks and writes this many vectors at a time
 EMBED_WINDOW = 8192
 
 # ``index_rows`` builds, checks and writes this many rows at a time: its memory follows the
 # batch, not the collection. (Each batch is one Great Expectations validation, ~1 s of fixed cost.)
-ROWS_PER_BATCH = 16384
+ROWS_PER_BATCH = 8192
 
 
 class _CheckedBatches:
@@ -181,7 +202,8 @@ class _CheckedBatches:
 
     def reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(
-            self.schema, (b for rows in self.batches() for b in rows.to_batches())
+            self.schema,
+            (b for rows in self.batches() for b in rows.to_batches()),
         )
 
     def table(self) -> pa.Table:
@@ -491,14 +513,11 @@ class Corpus:
         inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
         inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
         pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
-        rows_by_doc: dict[str, list[dict[str, Any]]] = {}
-        for inp in inputs.select(
-            ["doc_id", "section", "block_key", "content_hash", "input_hash"]
-        ).to_pylist():
-            pins_by_doc.setdefault(inp["doc_id"], []).append(
-                (inp["block_key"], inp["content_hash"], inp["input_hash"])
-            )
-            rows_by_doc.setdefault(inp["doc_id"], []).append(inp)
+        for doc_id, block_key, content_hash, ihash in zip(
+            *(inputs[c].to_pylist() for c in ("doc_id", "block_key", "content_hash", "input_hash")),
+            strict=True,
+        ):
+            pins_by_doc.setdefault(doc_id, []).append((block_key, content_hash, ihash))
         # what each sidecar was written from, and its file's size and mtime then: an unchanged
         # document whose file nobody touched is skipped without opening it
         identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
@@ -538,20 +557,43 @@ class Corpus:
                 )
             if not fresh:
                 due.append(doc_id)
-        if due:  # only the due documents' vectors and metadata are read
-            due_hashes = pa.array(
-                sorted({pin[2] for d in due for pin in pins_by_doc[d]}), pa.string()
+        # due sidecars are built SIDECAR_BATCH documents at a time: only those documents'
+        # inputs, vectors and metadata are read
+        for start in range(0, len(due), SIDECAR_BATCH):
+            batch = due[start : start + SIDECAR_BATCH]
+            docs = pa.array(batch, pa.string())
+            rows_by_doc: dict[str, list[dict[str, Any]]] = {}
+            for inp in (
+                inputs.filter(pc.is_in(inputs["doc_id"], docs))
+                .select(["doc_id", "section", "block_key", "content_hash", "input_hash"])
+                .to_pylist()
+            ):
+                rows_by_doc.setdefault(inp["doc_id"], []).append(inp)
+            batch_hashes = pa.array(
+                sorted({pin[2] for d in batch for pin in pins_by_doc[d]}), pa.string()
             )
-            vectors = self._read("embeddings", (profile, collection), None)
-            vectors = vectors.filter(pc.is_in(vectors["input_hash"], due_hashes))
+            vectors = self.warehouse.read(
+                "embeddings",
+                (profile, collection),
+                where=pc.field("input_hash").isin(batch_hashes),
+            )
+            if vectors is None:
+                raise FileNotFoundError(
+                    f"{self.warehouse.path('embeddings', profile, collection)}: embeddings for "
+                    f"{profile}/{collection} have not been materialized yet (run `corpus sync`)"
+                )
             vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
             matrix = vector_matrix(vectors, spec.dim)
-            blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-            due_blocks = blocks.filter(pc.is_in(blocks["doc_id"], pa.array(due, pa.string())))
+            metadata = self.warehouse.read(
+                "parsed_blocks",
+                (collection,),
+                where=pc.field("doc_id").isin(docs),
+                columns=["doc_id", "metadata"],
+            )
             meta_by_doc: dict[str, dict[str, Any]] = {}
-            for row in due_blocks.select(["doc_id", "metadata"]).to_pylist():
+            for row in metadata.to_pylist() if metadata is not None else []:
                 meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
-            for doc_id in due:
+            for doc_id in batch:
                 path = folder / f"{doc_id}.embeddings.json"
                 meta = meta_by_doc.get(doc_id, {})
                 sidecar = build_sidecar(
@@ -648,9 +690,18 @@ class Corpus:
         if not whole:
             scope = pa.array(sorted(touched), pa.string())
             inputs = inputs.filter(pc.is_in(inputs["source_id"], scope))
-        blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-        if not whole:
-            blocks = blocks.filter(pc.is_in(blocks["source_id"], scope))
+        # the block columns a row carries (not the content: the input's text stands for it)
+        blocks = self.warehouse.read(
+            "parsed_blocks",
+            (collection,),
+            where=None if whole else pc.field("source_id").isin(scope),
+            columns=ROW_BLOCK_COLUMNS,
+        )
+        if blocks is None:
+            raise FileNotFoundError(
+                f"{self.warehouse.path('parsed_blocks', collection)}: parsed_blocks for "
+                f"{collection} has not been materialized yet (run `corpus sync`)"
+            )
         outcome = IndexRowsOutcome(
             covered=True,
             generation=generation.id,

@@ -49,6 +49,7 @@ class ManifestResult:
 # recorded it, so a write in the same clock tick as the scan is never missed (git's rule).
 SCANNED_AT_KEY = b"corpus_index.scanned_at"
 RACY_SECONDS = 1.0
+PARSE_BATCH = 500  # documents parsed between two conversions of their blocks to Arrow
 
 
 def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> ManifestResult:
@@ -220,6 +221,9 @@ def parse_collection(
             carry.add(doc_id)
     carried = len(carry)
 
+    # new blocks become Arrow every PARSE_BATCH documents: never a Python row per block of the
+    # whole collection at once
+    new_parts: list[pa.Table] = []
     new_rows: list[dict[str, object]] = []
     parsed = 0
     if to_parse:
@@ -230,6 +234,9 @@ def parse_collection(
                 blocks: Iterable[Block] = parse_document(collection, doc, version)
                 new_rows.extend(b.to_row() for b in blocks)
                 parsed += 1
+                if parsed % PARSE_BATCH == 0:
+                    new_parts.append(pa.Table.from_pylist(new_rows, schema=BLOCK_SCHEMA))
+                    new_rows = []
             except ParseError as exc:
                 quarantine_rows.append(
                     {
@@ -245,13 +252,14 @@ def parse_collection(
                 if doc.doc_id in parsed_version:  # last good version keeps serving, stale
                     carry.add(doc.doc_id)
                     stale += 1
-    parts = [pa.Table.from_pylist(new_rows, schema=BLOCK_SCHEMA)]
+    parts = [*new_parts, pa.Table.from_pylist(new_rows, schema=BLOCK_SCHEMA)]
     if carry and previous_blocks is not None:
         kept = previous_blocks.filter(
             pc.is_in(previous_blocks["doc_id"], pa.array(sorted(carry), pa.string()))
         )
         parts.insert(0, kept.cast(BLOCK_SCHEMA))
-    blocks_table = pa.concat_tables(parts).combine_chunks()
+    del new_rows
+    blocks_table = pa.concat_tables(parts)
     # (doc_id, block_key) order; Arrow compares strings by UTF-8 bytes, i.e. by code point
     blocks_table = blocks_table.sort_by([("doc_id", "ascending"), ("block_key", "ascending")])
     quarantine_rows.sort(key=lambda r: str(r["doc_id"]))

@@ -80,13 +80,14 @@ class Warehouse:
         schema: pa.Schema | None = None,
         *,
         where: pc.Expression | None = None,
+        columns: list[str] | None = None,
     ) -> pa.Table | None:
         """The partition's table (only the rows matching ``where``, read one row group at a
-        time), or None if it was never written."""
+        time; only ``columns`` if given), or None if it was never written."""
         path = self.path(asset, *partition)
         if not path.is_file():
             return None
-        table = unpack_vectors(pq.read_table(path, filters=where))
+        table = unpack_vectors(pq.read_table(path, filters=where, columns=columns))
         return table.cast(schema) if schema is not None else table
 
     def delete(self, asset: str, partition: tuple[str, ...]) -> bool:

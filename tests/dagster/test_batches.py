@@ -109,3 +109,33 @@ def test_embeddings_are_checked_window_by_window_and_a_bad_window_writes_no_part
     assert (out.embedded, out.cache_hits) == (len(last_window), len(hashes) - len(last_window))
     table = corpus.warehouse.read("embeddings", ("main", "alpha-deals"))
     assert table is not None and sorted(table["input_hash"].to_pylist()) == hashes
+
+
+def test_sidecars_built_in_small_batches_match_one_batch(
+    home: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from tests.dagster.harness import Graph
+
+    g = Graph(home)
+    assert g.ingest("alpha-deals").success and g.embed("main", "alpha-deals").success
+    corpus = Corpus(home)
+    folder = home.exports / "sidecars" / "main" / "alpha-deals"
+
+    def contents() -> dict[str, dict[str, object]]:
+        out = {}
+        for path in sorted(folder.glob("*.embeddings.json")):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data.pop("generated_at", None)
+            out[path.name] = data
+        return out
+
+    whole = contents()
+    assert len(whole) == 3
+    for path in folder.glob("*.embeddings.json"):
+        path.unlink()
+    monkeypatch.setattr(service, "SIDECAR_BATCH", 2)
+    out = corpus.sidecars_step("main", "alpha-deals")
+    assert (out.written, out.unchanged) == (3, 0)
+    assert contents() == whole
