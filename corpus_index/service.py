@@ -362,8 +362,8 @@ class Corpus:
         Vectors are embedded, checked and written EMBED_WINDOW at a time. The new partition
         replaces the old one only when every gate passed; otherwise the last good partition
         stays as it was. New vectors reach the cache only from a window whose vectors passed
-        the per-vector checks, so a broken embedder never poisons it. The gates' outcomes are recorded on
-        the profile's live generation, whose promotion requires them.
+        the per-vector checks, so a broken embedder never poisons it. The gates' outcomes are
+        recorded on the profile's live generation, whose promotion requires them.
         """
         if not self.config.profile_covers(profile, collection):
             return EmbeddingsOutcome(covered=False)

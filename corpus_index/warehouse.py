@@ -39,19 +39,10 @@ class Warehouse:
 
     def write(self, asset: str, partition: tuple[str, ...], table: pa.Table) -> Path:
         """Replace one partition; readers see the old file or the new one, never half of either."""
-        path = self.path(asset, *partition)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            pq.write_table(
-                pack_vectors(table), tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS
-            )
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        with self.writer(asset, partition, table.schema) as out:
+            out.write(table)
+            out.commit()
+        return self.path(asset, *partition)
 
     @contextlib.contextmanager
     def writer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from corpus_index.config import CollectionConfig
@@ -41,16 +42,16 @@ def load_document(collection: CollectionConfig, doc_id: str, path: str) -> Sourc
 def load_documents(collection: CollectionConfig, paths: dict[str, str]) -> Iterator[SourceDoc]:
     """The documents named in ``paths`` (doc_id -> path, as a manifest records them), in doc_id
     order. One-file-per-document kinds open only those files; other kinds read the root once."""
-    if collection.kind == "uw_deals":
-        for doc_id in sorted(paths):
-            try:
-                yield uw.load_document(doc_id, paths[doc_id])
-            except FileNotFoundError:  # removed since the scan: the next scan records it
-                continue
+    if collection.kind == "beir":  # many records per file: read it once
+        for doc in read_documents(collection):
+            if doc.doc_id in paths:
+                yield doc
         return
-    for doc in read_documents(collection):
-        if doc.doc_id in paths:
-            yield doc
+    for doc_id in sorted(paths):
+        try:
+            yield load_document(collection, doc_id, paths[doc_id])
+        except FileNotFoundError:  # removed since the scan: the next scan records it
+            continue
 
 
 def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
@@ -76,18 +77,17 @@ def fingerprint(collection: CollectionConfig) -> str:
     if not root.is_dir():
         return "missing"
     if collection.kind == "uw_deals":
-        paths = sorted(root.rglob(f"*{uw.SUFFIX}"))
+        files = [(doc_id + uw.SUFFIX, path) for doc_id, path in uw.list_documents(root)]
     elif collection.kind == "beir":
-        paths = [root / "corpus.jsonl"] if (root / "corpus.jsonl").is_file() else []
+        corpus = root / "corpus.jsonl"
+        files = [("corpus.jsonl", str(corpus))] if corpus.is_file() else []
     else:
         raise ConfigError(f"collections.{collection.name}.kind: no reader for {collection.kind!r}")
     digest = hashlib.sha256()
-    for path in paths:
+    for rel, path in files:
         try:
-            stat = path.stat()
+            stat = os.stat(path)
         except FileNotFoundError:  # removed between the listing and the stat
             continue
-        digest.update(
-            f"{path.relative_to(root).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode()
-        )
-    return f"{len(paths)}:{digest.hexdigest()[:24]}"
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return f"{len(files)}:{digest.hexdigest()[:24]}"
