@@ -104,20 +104,26 @@ class Warehouse:
 
 
 class PartitionWriter:
-    """Appends tables (in ``schema``) to one partition file, a row group at a time."""
+    """Appends tables (in ``schema``) to one partition file, a row group at a time.
+
+    The file's own schema is that of the first table as packed (a vector column with nulls
+    stays unpacked), so every later table must pack the same way.
+    """
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path = path
         self.schema = schema
         self.rows = 0
         self.committed = False
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
-            path, pack_vectors(schema.empty_table()).schema, compression="zstd"
-        )
+        self._writer: pq.ParquetWriter | None = None
+        self._closed = False
 
     def write(self, table: pa.Table) -> None:
-        assert self._writer is not None, "the partition writer is closed"
+        assert not self._closed, "the partition writer is closed"
+        packed = pack_vectors(table.cast(self.schema))
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, packed.schema, compression="zstd")
         if table.num_rows:
-            packed = pack_vectors(table.cast(self.schema))
             self._writer.write_table(packed, row_group_size=ROW_GROUP_ROWS)
             self.rows += table.num_rows
 
@@ -125,9 +131,13 @@ class PartitionWriter:
         self.committed = True
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self._closed:
+            return
+        if self._writer is None:  # nothing written: the file still carries the schema
+            self.write(self.schema.empty_table())
+        assert self._writer is not None
+        self._writer.close()
+        self._closed = True
 
 
 def pack_vectors(table: pa.Table) -> pa.Table:
