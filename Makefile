@@ -9,6 +9,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LANCE_LOG := error
 export TOKENIZERS_PARALLELISM := false
+# test files are spread over this many worker processes (one per core on the 2-core target)
+TEST_WORKERS ?= 2
 
 .PHONY: test-daemon setup run ui test lint bench clean
 
@@ -34,7 +36,7 @@ ui: $(STAMP)
 		&& DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q --durations=10 -n $(TEST_WORKERS) --dist loadfile
 
 test-daemon: $(STAMP)
 	$(BIN)/python -m pytest -q -m daemon
