@@ -7,6 +7,7 @@ import dagster as dg
 from assets.resources import CorpusResource
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
+from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
 from corpus_index.service import promote, stale_rows
 
@@ -73,6 +74,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     """Every asset of the graph, wired to ``p``'s partitions."""
 
     @dg.asset(partitions_def=p.collections, group_name="ingestion", kinds={"parquet"})
+    @releasing  # the step's tables are freed by now: give the memory back
     def source_manifest(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
@@ -111,6 +113,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             )
         ],
     )
+    @releasing
     def parsed_blocks(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
@@ -152,6 +155,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         deps=[parsed_blocks],
         kinds={"parquet"},
     )
+    @releasing
     def embedding_inputs(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
@@ -174,6 +178,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         automation_condition=AUTOMATION,
         kinds={"lancedb", "parquet"},
     )
+    @releasing
     def embeddings(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
@@ -219,6 +224,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         kinds={"json"},
         automation_condition=AUTOMATION,
     )
+    @releasing
     def sidecars(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """RFC 0013 sidecars (one ``<doc>.embeddings.json`` per document), every entry pinned to a content_hash."""
         profile, collection = _profile_collection(context)
@@ -244,6 +250,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         automation_condition=AUTOMATION,
         kinds={"lancedb"},
     )
+    @releasing
     def index_rows(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
@@ -282,6 +289,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         automation_condition=AUTOMATION,
         kinds={"lancedb"},
     )
+    @releasing
     def index_generation(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import expectations, gates, predicates
+from corpus_index import expectations, gates, memory, predicates
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
@@ -109,6 +109,10 @@ class IndexRowsOutcome:
         return all(g.passed for g in self.gates)
 
 
+# the inputs' columns held for a whole partition; their text is read a window at a time
+INPUT_KEY_SCHEMA = pa.schema([f for f in INPUT_SCHEMA if f.name != "text"])
+INPUT_KEY_COLUMNS = INPUT_KEY_SCHEMA.names
+
 # what ``index_rows`` reads of parsed_blocks (see rows.build_rows)
 ROW_BLOCK_COLUMNS = [
     "chunk_ref",
@@ -173,16 +177,23 @@ class _CheckedBatches:
         for start in range(0, max(n, 1), ROWS_PER_BATCH):
             chunk = self.inputs.slice(start, ROWS_PER_BATCH)
             if chunk.num_rows:
+                # the batch's texts and vectors only, never the whole collection's
+                hashes = pc.unique(chunk["input_hash"])
                 vectors = self.corpus.warehouse.read(
                     "embeddings",
                     (self.profile, self.collection),
-                    where=pc.field("input_hash").isin(pc.unique(chunk["input_hash"])),
+                    where=pc.field("input_hash").isin(hashes),
                 )
                 if vectors is None:
                     raise FileNotFoundError(
                         f"{self.corpus.warehouse.path('embeddings', self.profile, self.collection)}"
                         ": embeddings have not been materialized yet (run `corpus sync`)"
                     )
+                texts = self.corpus.input_texts(self.collection, hashes)
+                chunk = chunk.append_column(
+                    "text",
+                    pa.array([texts[h] for h in chunk["input_hash"].to_pylist()], pa.string()),
+                )
                 sources = pc.unique(chunk["source_id"])
                 rows = build_rows(
                     self.generation,
@@ -242,6 +253,7 @@ class Corpus:
     """One home folder and its configuration."""
 
     def __init__(self, settings: Settings, config: CorpusConfig | None = None) -> None:
+        memory.configure()
         self.settings = settings
         self.config = config or settings.load()
         self.warehouse = Warehouse(settings.warehouse)
@@ -300,6 +312,7 @@ class Corpus:
 
     # -- ingestion (per collection) --------------------------------------------------------
 
+    @memory.releasing
     def manifest_step(self, collection: str) -> ManifestResult:
         """Scan the collection; a removed document is deleted from every store at once."""
         from corpus_index.deletion import propagate_deletion
@@ -321,6 +334,7 @@ class Corpus:
         self.last_receipt = receipt.path if receipt is not None else None
         return result
 
+    @memory.releasing
     def parse_step(self, collection: str) -> ParseResult:
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
         result = parse_collection(
@@ -335,6 +349,7 @@ class Corpus:
         self.registry.set_stale(collection, stale_rows(result))
         return result
 
+    @memory.releasing
     def inputs_step(self, collection: str) -> pa.Table:
         blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
         table = build_inputs(
@@ -348,6 +363,7 @@ class Corpus:
 
     # -- embedding and index (per profile × collection) ------------------------------------
 
+    @memory.releasing
     def embeddings_step(
         self,
         profile: str,
@@ -370,8 +386,7 @@ class Corpus:
         p = self.profile(profile)
         spec = self.spec(profile)
         embedder = self.embedder(profile)
-        inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
-        inputs = inputs.filter(pc.equal(inputs["input_format"], p.input_format))
+        inputs = self._input_keys(collection, p.input_format)
         distinct = pc.unique(inputs["input_hash"])
         hashes = distinct.take(pc.sort_indices(distinct))
         cache = EmbeddingCache(
@@ -422,10 +437,7 @@ class Corpus:
                     out.write(part)
             for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
                 window = todo.slice(start, EMBED_WINDOW)
-                wanted = inputs.filter(pc.is_in(inputs["input_hash"], window))
-                texts = dict(
-                    zip(wanted["input_hash"].to_pylist(), wanted["text"].to_pylist(), strict=True)
-                )
+                texts = self.input_texts(collection, window)
                 try:
                     result = embed_with_cache(
                         texts,
@@ -492,6 +504,7 @@ class Corpus:
         self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
         return outcome
 
+    @memory.releasing
     def sidecars_step(self, profile: str, collection: str) -> SidecarsOutcome:
         """RFC 0013 sidecars, one per document: written when their entries changed, removed with
         their document."""
@@ -510,8 +523,7 @@ class Corpus:
             return SidecarsOutcome(covered=False)
         spec = self.spec(profile)
         folder = self.settings.exports / "sidecars" / profile / collection
-        inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
-        inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
+        inputs = self._input_keys(collection, spec.input_format)
         pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
         for doc_id, block_key, content_hash, ihash in zip(
             *(inputs[c].to_pylist() for c in ("doc_id", "block_key", "content_hash", "input_hash")),
@@ -654,14 +666,14 @@ class Corpus:
             covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder)
         )
 
+    @memory.releasing
     def index_rows_step(self, profile: str, collection: str, *, run_id: str) -> IndexRowsOutcome:
         """Replace the collection's rows in the profile's live generation (write before delete)."""
         if not self.config.profile_covers(profile, collection):
             return IndexRowsOutcome(covered=False)
         generation = self.registry.open_generation(self.spec(profile), run_id=run_id)
         spec = generation.spec
-        inputs = self._read("embedding_inputs", (collection,), INPUT_SCHEMA)
-        inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
+        inputs = self._input_keys(collection, spec.input_format)
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
         live = {f"{collection}/{d}" for d in live_documents(manifest)}
         # tombstones replay: a source deleted before this generation existed never enters it,
@@ -780,6 +792,7 @@ class Corpus:
         }
         return required
 
+    @memory.releasing
     def generation_step(self, profile: str, *, run_id: str | None = None) -> GenerationOutcome:
         """Bring the profile's generation's indexes up to date and evaluate its gates."""
         generation = self.registry.open_generation(self.spec(profile), run_id=run_id)
@@ -789,7 +802,7 @@ class Corpus:
         collections = [c.name for c in self.config.collections_in(ns)]
         expected: dict[str, int] = {}
         for name in collections:
-            inputs = self.warehouse.read("embedding_inputs", (name,), INPUT_SCHEMA)
+            inputs = self.warehouse.read("embedding_inputs", (name,), columns=["input_format"])
             expected[name] = (
                 0
                 if inputs is None
@@ -937,6 +950,33 @@ class Corpus:
         )
         save_png(png, self.settings.reports / f"eval-{namespace}.png")
         return png
+
+    def _input_keys(self, collection: str, input_format: str) -> pa.Table:
+        """The collection's inputs of one format, without their text (read per window)."""
+        table = self.warehouse.read(
+            "embedding_inputs",
+            (collection,),
+            where=pc.field("input_format") == input_format,
+            columns=INPUT_KEY_COLUMNS,
+        )
+        if table is None:
+            raise FileNotFoundError(
+                f"{self.warehouse.path('embedding_inputs', collection)}: embedding_inputs for "
+                f"{collection} has not been materialized yet (run `corpus sync`)"
+            )
+        return table.cast(INPUT_KEY_SCHEMA)
+
+    def input_texts(self, collection: str, hashes: pa.Array) -> dict[str, str]:
+        """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash)."""
+        table = self.warehouse.read(
+            "embedding_inputs",
+            (collection,),
+            where=pc.field("input_hash").isin(hashes),
+            columns=["input_hash", "text"],
+        )
+        if table is None:
+            return {}
+        return dict(zip(table["input_hash"].to_pylist(), table["text"].to_pylist(), strict=True))
 
     def _read(self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None) -> pa.Table:
         table = self.warehouse.read(asset, partition, schema)

@@ -1,0 +1,81 @@
+"""Keeping a long pipeline process's memory bounded: allocator settings and giving freed memory
+back to the operating system between steps.
+
+LanceDB's engine allocates through glibc's ``malloc`` on many worker threads. glibc gives each
+thread that contends its own arena (up to 8 per core) and keeps what a thread freed in that arena,
+so a process that writes 40,000 rows to LanceDB holds on to most of the memory the write used,
+long after it was freed (measured: 225 MiB still resident after four 10,000-row ``add`` calls,
+50 MiB with two arenas and a trim). ``configure()`` caps the arenas at two; ``release()``
+returns Arrow's unused pool memory and trims the ``malloc`` heap, in about a millisecond. It
+runs no garbage collection: Arrow buffers are freed by reference counting, and a full
+collection costs 0.45 s in a process with Dagster loaded. Both do nothing where glibc is not
+the C library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter number for the arena cap
+ARENA_MAX = 2
+# LanceDB's full-text index builder buffers up to this many MiB per worker before it spills a
+# part to disk (read once per process, from the environment, at the first index build)
+FTS_PARTITION_MIB = "64"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@functools.cache
+def _libc() -> Any | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+    except OSError:
+        return None
+    if not hasattr(libc, "malloc_trim") or not hasattr(libc, "mallopt"):
+        return None  # not glibc (musl, macOS)
+    return libc
+
+
+@functools.cache
+def configure() -> bool:
+    """Cap glibc's malloc arenas and bound LanceDB's FTS build buffer, once per process.
+    Returns whether the arena cap was set. ``MALLOC_ARENA_MAX`` in the environment wins."""
+    os.environ.setdefault("LANCE_FTS_PARTITION_SIZE", FTS_PARTITION_MIB)
+    libc = _libc()
+    if libc is None or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    return bool(libc.mallopt(M_ARENA_MAX, ARENA_MAX))
+
+
+def release() -> None:
+    """Give memory already freed by Python, Arrow and native code back to the operating system."""
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        pass
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def releasing(fn: F) -> F:
+    """Decorate a pipeline step: whatever it allocated and freed is released when it returns."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            release()
+
+    return wrapper  # type: ignore[return-value]
