@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -76,6 +77,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="after the measured phases, edit the block again and run one more incremental "
         "sync under cProfile; print its N most expensive functions (cumulative and own time)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure the fixed overhead and the incremental sync N times each, interleaved "
+        "(each incremental sync changes the block again), and compare their medians",
     )
     ap.add_argument("--phase", default=None, help=argparse.SUPPRESS)  # child process mode
     ap.add_argument("--config", type=Path, default=None, help=argparse.SUPPRESS)
@@ -232,19 +241,37 @@ def run(args: argparse.Namespace, root: Path, deals: int) -> int:
     path = source / f"deal-{changed:06d}.uw.md"
     path.write_text(_common.deal_text(changed, tenant=TENANT, acl=ACL, variant=1), encoding="utf-8")
     phases["incremental"] = run_phase(args, "incremental", home, config)
+    # repeats interleave the two phases compared, so a noisy minute weighs on both alike
+    for k in range(2, args.repeat + 1):
+        phases[f"tiny-noop#{k}"] = run_phase(args, "tiny-noop", tiny / "home", tiny_config)
+        path.write_text(
+            _common.deal_text(changed, tenant=TENANT, acl=ACL, variant=k), encoding="utf-8"
+        )
+        phases[f"incremental#{k}"] = run_phase(args, "incremental", home, config)
     if args.profile:
         path.write_text(
-            _common.deal_text(changed, tenant=TENANT, acl=ACL, variant=2), encoding="utf-8"
+            _common.deal_text(changed, tenant=TENANT, acl=ACL, variant=args.repeat + 1),
+            encoding="utf-8",
         )
         profiled = run_phase(args, "profiled", home, config)
 
     full, incr, noop = phases["full"], phases["incremental"], phases["noop"]
-    fixed_s = phases["tiny-noop"]["wall_s"]
-    beyond_s = incr["wall_s"] - fixed_s
+    fixed_runs = [ph for name, ph in phases.items() if name.split("#")[0] == "tiny-noop"]
+    incr_runs = [ph for name, ph in phases.items() if name.split("#")[0] == "incremental"]
+    fixed_s = statistics.median(ph["wall_s"] for ph in fixed_runs)
+    incr_s = statistics.median(ph["wall_s"] for ph in incr_runs)
+    beyond_s = incr_s - fixed_s
     beyond_pct = 100.0 * beyond_s / full["wall_s"]
     # the same in process CPU seconds: less sensitive to other processes on the cores
-    beyond_cpu_pct = 100.0 * (incr["cpu_s"] - phases["tiny-noop"]["cpu_s"]) / full["cpu_s"]
-    embedded_ok = incr["embedded"] == 1
+    beyond_cpu_pct = (
+        100.0
+        * (
+            statistics.median(ph["cpu_s"] for ph in incr_runs)
+            - statistics.median(ph["cpu_s"] for ph in fixed_runs)
+        )
+        / full["cpu_s"]
+    )
+    embedded_ok = all(ph["embedded"] == 1 for ph in incr_runs)
     sizes = {
         "corpus_mib": round(_common.dir_mib(source), 2),
         "warehouse_mib": round(_common.dir_mib(home / "warehouse"), 2),
@@ -264,7 +291,10 @@ def run(args: argparse.Namespace, root: Path, deals: int) -> int:
         "full_embedded": full["embedded"],
         "noop_s": noop["wall_s"],
         "noop_embedded": noop["embedded"],
-        "incremental_s": incr["wall_s"],
+        "repeat": args.repeat,
+        "incremental_s": incr_s,
+        "incremental_s_runs": [ph["wall_s"] for ph in incr_runs],
+        "fixed_overhead_s_runs": [ph["wall_s"] for ph in fixed_runs],
         "incremental_embedded": incr["embedded"],
         "incremental_embedded_is_1": embedded_ok,
         "fixed_overhead_s": fixed_s,
@@ -325,6 +355,10 @@ def print_text(r: dict[str, Any]) -> None:
         f"({'exactly 1: OK' if r['incremental_embedded_is_1'] else 'NOT 1: FAIL'})"
     )
     print(f"  no-op sync          {r['noop_s']:9.2f} s (same home, nothing changed)")
+    if r["repeat"] > 1:
+        runs = ", ".join(f"{s:.2f}" for s in r["incremental_s_runs"])
+        fixed = ", ".join(f"{s:.2f}" for s in r["fixed_overhead_s_runs"])
+        print(f"  medians of {r['repeat']} runs: incremental {runs}; fixed overhead {fixed}")
     print(
         f"  fixed overhead      {r['fixed_overhead_s']:9.2f} s = {r['fixed_overhead_what']}; "
         f"of which Dagster outside steps {tiny_n['dagster_overhead_s']:.2f} s "
