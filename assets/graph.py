@@ -74,7 +74,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     """Every asset of the graph, wired to ``p``'s partitions."""
 
     @dg.asset(partitions_def=p.collections, group_name="ingestion", kinds={"parquet"})
-    @releasing  # the step's tables are freed by now: give the memory back
+    @releasing  # once the step's tables are freed, their memory goes back to the OS
     def source_manifest(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:

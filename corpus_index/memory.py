@@ -69,7 +69,9 @@ def release() -> None:
 
 
 def releasing(fn: F) -> F:
-    """Decorate a pipeline step: whatever it allocated and freed is released when it returns."""
+    """Decorate an asset's compute function: whatever its step allocated and freed is released
+    when it returns (by then the step's tables, held until the function's metadata was built,
+    are freed too)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -179,16 +179,11 @@ class _CheckedBatches:
             if chunk.num_rows:
                 # the batch's texts and vectors only, never the whole collection's
                 hashes = pc.unique(chunk["input_hash"])
-                vectors = self.corpus.warehouse.read(
+                vectors = self.corpus._read(
                     "embeddings",
                     (self.profile, self.collection),
                     where=pc.field("input_hash").isin(hashes),
                 )
-                if vectors is None:
-                    raise FileNotFoundError(
-                        f"{self.corpus.warehouse.path('embeddings', self.profile, self.collection)}"
-                        ": embeddings have not been materialized yet (run `corpus sync`)"
-                    )
                 texts = self.corpus.input_texts(self.collection, hashes)
                 chunk = chunk.append_column(
                     "text",
@@ -312,7 +307,6 @@ class Corpus:
 
     # -- ingestion (per collection) --------------------------------------------------------
 
-    @memory.releasing
     def manifest_step(self, collection: str) -> ManifestResult:
         """Scan the collection; a removed document is deleted from every store at once."""
         from corpus_index.deletion import propagate_deletion
@@ -334,7 +328,6 @@ class Corpus:
         self.last_receipt = receipt.path if receipt is not None else None
         return result
 
-    @memory.releasing
     def parse_step(self, collection: str) -> ParseResult:
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
         result = parse_collection(
@@ -349,7 +342,6 @@ class Corpus:
         self.registry.set_stale(collection, stale_rows(result))
         return result
 
-    @memory.releasing
     def inputs_step(self, collection: str) -> pa.Table:
         blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
         table = build_inputs(
@@ -363,7 +355,6 @@ class Corpus:
 
     # -- embedding and index (per profile × collection) ------------------------------------
 
-    @memory.releasing
     def embeddings_step(
         self,
         profile: str,
@@ -504,7 +495,6 @@ class Corpus:
         self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
         return outcome
 
-    @memory.releasing
     def sidecars_step(self, profile: str, collection: str) -> SidecarsOutcome:
         """RFC 0013 sidecars, one per document: written when their entries changed, removed with
         their document."""
@@ -584,16 +574,11 @@ class Corpus:
             batch_hashes = pa.array(
                 sorted({pin[2] for d in batch for pin in pins_by_doc[d]}), pa.string()
             )
-            vectors = self.warehouse.read(
+            vectors = self._read(
                 "embeddings",
                 (profile, collection),
                 where=pc.field("input_hash").isin(batch_hashes),
             )
-            if vectors is None:
-                raise FileNotFoundError(
-                    f"{self.warehouse.path('embeddings', profile, collection)}: embeddings for "
-                    f"{profile}/{collection} have not been materialized yet (run `corpus sync`)"
-                )
             vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
             matrix = vector_matrix(vectors, spec.dim)
             metadata = self.warehouse.read(
@@ -666,7 +651,6 @@ class Corpus:
             covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder)
         )
 
-    @memory.releasing
     def index_rows_step(self, profile: str, collection: str, *, run_id: str) -> IndexRowsOutcome:
         """Replace the collection's rows in the profile's live generation (write before delete)."""
         if not self.config.profile_covers(profile, collection):
@@ -703,17 +687,12 @@ class Corpus:
             scope = pa.array(sorted(touched), pa.string())
             inputs = inputs.filter(pc.is_in(inputs["source_id"], scope))
         # the block columns a row carries (not the content: the input's text stands for it)
-        blocks = self.warehouse.read(
+        blocks = self._read(
             "parsed_blocks",
             (collection,),
             where=None if whole else pc.field("source_id").isin(scope),
             columns=ROW_BLOCK_COLUMNS,
         )
-        if blocks is None:
-            raise FileNotFoundError(
-                f"{self.warehouse.path('parsed_blocks', collection)}: parsed_blocks for "
-                f"{collection} has not been materialized yet (run `corpus sync`)"
-            )
         outcome = IndexRowsOutcome(
             covered=True,
             generation=generation.id,
@@ -792,7 +771,6 @@ class Corpus:
         }
         return required
 
-    @memory.releasing
     def generation_step(self, profile: str, *, run_id: str | None = None) -> GenerationOutcome:
         """Bring the profile's generation's indexes up to date and evaluate its gates."""
         generation = self.registry.open_generation(self.spec(profile), run_id=run_id)
@@ -953,18 +931,13 @@ class Corpus:
 
     def _input_keys(self, collection: str, input_format: str) -> pa.Table:
         """The collection's inputs of one format, without their text (read per window)."""
-        table = self.warehouse.read(
+        return self._read(
             "embedding_inputs",
             (collection,),
+            INPUT_KEY_SCHEMA,
             where=pc.field("input_format") == input_format,
             columns=INPUT_KEY_COLUMNS,
         )
-        if table is None:
-            raise FileNotFoundError(
-                f"{self.warehouse.path('embedding_inputs', collection)}: embedding_inputs for "
-                f"{collection} has not been materialized yet (run `corpus sync`)"
-            )
-        return table.cast(INPUT_KEY_SCHEMA)
 
     def input_texts(self, collection: str, hashes: pa.Array) -> dict[str, str]:
         """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash)."""
@@ -978,8 +951,17 @@ class Corpus:
             return {}
         return dict(zip(table["input_hash"].to_pylist(), table["text"].to_pylist(), strict=True))
 
-    def _read(self, asset: str, partition: tuple[str, ...], schema: pa.Schema | None) -> pa.Table:
-        table = self.warehouse.read(asset, partition, schema)
+    def _read(
+        self,
+        asset: str,
+        partition: tuple[str, ...],
+        schema: pa.Schema | None = None,
+        *,
+        where: pc.Expression | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """Like ``Warehouse.read``, but a partition never written is an error naming its file."""
+        table = self.warehouse.read(asset, partition, schema, where=where, columns=columns)
         if table is None:
             raise FileNotFoundError(
                 f"{self.warehouse.path(asset, *partition)}: {asset} for {'/'.join(partition)} "
