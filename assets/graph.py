@@ -9,7 +9,7 @@ from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
-from corpus_index.service import promote, stale_rows
+from corpus_index.service import promote
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -124,10 +124,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         quarantine_md = "\n".join(
             f"- `{q['source_id']}`: {q['error']}" for q in r.quarantine.to_pylist()
         )
-        stale = [s["source_id"] for s in stale_rows(r)]
+        stale = [str(s["source_id"]) for s in r.stale]
         return dg.MaterializeResult(
             metadata={
-                "blocks": r.blocks.num_rows,
+                "blocks": r.block_rows,
                 "parsed_documents": r.parsed_documents,
                 "carried_documents": r.carried_documents,
                 "quarantined": r.quarantined,
@@ -160,13 +160,12 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Canonical embedder input text and input_hash of every embeddable block, per input format."""
-        table = corpus.corpus().inputs_step(context.partition_key)
-        formats = sorted(set(table["input_format"].to_pylist()))
+        written = corpus.corpus().inputs_step(context.partition_key)
         return dg.MaterializeResult(
             metadata={
-                "inputs": table.num_rows,
-                "input_formats": ", ".join(formats),
-                "distinct_input_hashes": len(set(table["input_hash"].to_pylist())),
+                "inputs": written.rows,
+                "input_formats": ", ".join(written.formats),
+                "distinct_input_hashes": written.distinct_hashes,
             }
         )
 

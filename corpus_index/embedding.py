@@ -15,7 +15,8 @@ from corpus_index.cache import EmbeddingCache
 from corpus_index.embedders import Embedder
 from corpus_index.hashing import canonical_json
 from corpus_index.inputs import input_units
-from corpus_index.records import INPUT_SCHEMA, embedding_schema
+from corpus_index.ordered import DocCursor, whole_documents
+from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, embedding_schema
 
 INPUT_RULE_KEY = b"corpus_index.input_rule"
 
@@ -35,30 +36,77 @@ def build_inputs(
     input_formats: Iterable[str],
     previous: pa.Table | None = None,
 ) -> pa.Table:
-    """Embedder inputs for every embeddable block, under each input format in use.
+    """:func:`build_inputs_into` over tables in memory, the result collected into one table."""
+    parts: list[pa.Table] = []
+    rule = build_inputs_into(
+        parts.append,
+        blocks.to_batches(),
+        sections=sections,
+        input_formats=input_formats,
+        previous=previous.to_batches() if previous is not None else None,
+        previous_rule=(previous.schema.metadata or {}).get(INPUT_RULE_KEY)
+        if previous is not None
+        else None,
+    )
+    table = pa.concat_tables(parts) if parts else INPUT_SCHEMA.empty_table()
+    return table.replace_schema_metadata({INPUT_RULE_KEY: rule})
+
+
+def build_inputs_into(
+    sink: Callable[[pa.Table], None],
+    blocks: Iterable[pa.RecordBatch],
+    *,
+    sections: Mapping[str, str],
+    input_formats: Iterable[str],
+    previous: Iterable[pa.RecordBatch] | None = None,
+    previous_rule: bytes | None = None,
+    what: str = "embedding_inputs",
+) -> bytes:
+    """Embedder inputs for every embeddable block, under each input format in use; returns
+    the rule they were built under (see :func:`input_rule`).
 
     A block is embeddable when its section is in the registry (``sections``: name ->
     granularity) or it is a passage record. Paragraph granularity yields one input per
     paragraph, addressed ``<chunk_ref>#p<n>``.
 
-    ``previous`` is the partition as last written: when it was built under the same rule, the
-    rows of every block it already covers are taken from it instead of being rebuilt (a
-    chunk_ref names the block's source version, so an unchanged chunk_ref is an unchanged
-    block). The result is the same table either way, rows in block order, tagged with the rule.
+    ``blocks`` is a stream in ``(doc_id, block_key)`` order; inputs reach ``sink`` in block
+    order, INPUT_BATCH blocks' worth (whole documents) at a time. ``previous`` is the
+    partition as last written, in the same order: when it was built under the same rule
+    (``previous_rule``), the rows of every block it already covers are taken from it instead of
+    being rebuilt (a chunk_ref names the block's source version, so an unchanged chunk_ref is
+    an unchanged block). It is read forward beside ``blocks``, a range of documents at a time.
+    The rows are the same either way.
     """
     formats = sorted(set(input_formats))
     rule = input_rule(sections, formats)
+    prior = None
+    if previous is not None and previous_rule == rule:
+        prior = DocCursor(previous, INPUT_SCHEMA, what=f"{what} (previous)")
+    for chunk in whole_documents(blocks, BLOCK_SCHEMA, INPUT_BATCH, what=f"{what} (blocks)"):
+        reused = None
+        if prior is not None:
+            reused = prior.through(chunk["doc_id"][-1].as_py())
+        table = _inputs_of(chunk, reused, sections=sections, formats=formats)
+        if table.num_rows:
+            sink(table)
+    return rule
+
+
+def _inputs_of(
+    blocks: pa.Table,
+    previous: pa.Table | None,
+    *,
+    sections: Mapping[str, str],
+    formats: list[str],
+) -> pa.Table:
+    """Input rows of ``blocks`` in block order, taken from ``previous`` where it has them."""
     reused: pa.Table | None = None
     todo = blocks
-    if (
-        previous is not None
-        and previous.num_rows
-        and (previous.schema.metadata or {}).get(INPUT_RULE_KEY) == rule
-    ):
+    if previous is not None and previous.num_rows:
         bases = _base_refs(previous["chunk_ref"])
         reused = previous.filter(pc.is_in(bases, blocks["chunk_ref"])).cast(INPUT_SCHEMA)
         todo = blocks.filter(pc.invert(pc.is_in(blocks["chunk_ref"], bases)))
-    built = _build_input_rows(todo, sections=sections, formats=formats)
+    built = _input_rows_of(todo.to_pylist(), sections=sections, formats=formats)
     table = built if reused is None else pa.concat_tables([reused, built])
     if reused is not None and reused.num_rows and built.num_rows:
         # back into block order (the order a rebuild from scratch gives), formats in the order
@@ -79,7 +127,7 @@ def build_inputs(
                 sort_keys=[("block", "ascending"), ("format", "ascending"), ("n", "ascending")],
             )
         )
-    return table.replace_schema_metadata({INPUT_RULE_KEY: rule})
+    return table
 
 
 def _base_refs(refs: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -87,18 +135,7 @@ def _base_refs(refs: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return pc.replace_substring_regex(refs, pattern="#.*$", replacement="")
 
 
-def _build_input_rows(
-    blocks: pa.Table, *, sections: Mapping[str, str], formats: list[str]
-) -> pa.Table:
-    """Input rows of ``blocks``, converted to Arrow a batch of blocks at a time."""
-    parts = [
-        _input_rows_of(batch.to_pylist(), sections=sections, formats=formats)
-        for batch in blocks.to_batches(max_chunksize=INPUT_BATCH)
-    ]
-    return pa.concat_tables(parts) if parts else INPUT_SCHEMA.empty_table()
-
-
-INPUT_BATCH = 4096  # blocks turned into input rows between two conversions to Arrow
+INPUT_BATCH = 4096  # blocks (whole documents) turned into input rows and written together
 
 
 def _input_rows_of(

@@ -23,9 +23,11 @@ from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedding import (
+    INPUT_RULE_KEY,
     VECTORS_KEY,
-    build_inputs,
+    build_inputs_into,
     embed_with_cache,
+    input_rule,
     reuse_split,
     vector_matrix,
     vectors_identity,
@@ -49,12 +51,22 @@ from corpus_index.registry import Generation, GenerationSpec, Registry
 from corpus_index.rows import build_rows
 from corpus_index.sources import (
     ManifestResult,
-    ParseResult,
+    ParseSummary,
+    PreviousBlocks,
     live_documents,
-    parse_collection,
+    parse_into,
     scan_manifest,
 )
 from corpus_index.warehouse import Warehouse
+
+
+@dataclass(frozen=True, slots=True)
+class InputsSummary:
+    """What the ``embedding_inputs`` step wrote for one collection."""
+
+    rows: int
+    formats: list[str]
+    distinct_hashes: int
 
 
 @dataclass(slots=True)
@@ -328,30 +340,58 @@ class Corpus:
         self.last_receipt = receipt.path if receipt is not None else None
         return result
 
-    def parse_step(self, collection: str) -> ParseResult:
+    def parse_step(self, collection: str) -> ParseSummary:
+        """Parse what changed; the blocks partition is rewritten a range of documents at a
+        time, merging new blocks with those carried from the partition it replaces."""
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
-        result = parse_collection(
-            self.collection(collection),
-            manifest,
-            self.warehouse.read("parsed_blocks", (collection,), BLOCK_SCHEMA),
-            self.warehouse.read("quarantine", (collection,), QUARANTINE_SCHEMA),
-        )
+        key = ("parsed_blocks", (collection,))
+        previous = None
+        versions = self.warehouse.read(*key, columns=["doc_id", "source_version"])
+        if versions is not None:
+            previous = PreviousBlocks(
+                versions=versions, batches=lambda: self.warehouse.batches(*key, BLOCK_SCHEMA)
+            )
         # blocks first: a reader that sees the new quarantine list also sees the blocks it implies
-        self.warehouse.write("parsed_blocks", (collection,), result.blocks)
+        with self.warehouse.writer(*key, BLOCK_SCHEMA) as out:
+            result = parse_into(
+                out.write,
+                self.collection(collection),
+                manifest,
+                previous,
+                self.warehouse.read("quarantine", (collection,), QUARANTINE_SCHEMA),
+            )
+            out.commit()
         self.warehouse.write("quarantine", (collection,), result.quarantine)
-        self.registry.set_stale(collection, stale_rows(result))
+        self.registry.set_stale(collection, result.stale)
         return result
 
-    def inputs_step(self, collection: str) -> pa.Table:
-        blocks = self._read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-        table = build_inputs(
-            blocks,
-            sections=self.config.sections,
-            input_formats=self.input_formats(),
-            previous=self.warehouse.read("embedding_inputs", (collection,)),
+    def inputs_step(self, collection: str) -> InputsSummary:
+        """Rewrite the collection's inputs a range of documents at a time, reusing the rows of
+        unchanged blocks from the partition it replaces."""
+        blocks = ("parsed_blocks", (collection,))
+        if self.warehouse.metadata(*blocks) is None:
+            self._read(*blocks, columns=["doc_id"])  # raises, naming the file
+        key = ("embedding_inputs", (collection,))
+        formats = self.input_formats()
+        rule = input_rule(self.config.sections, formats)
+        previous_rule = (self.warehouse.metadata(*key) or {}).get(INPUT_RULE_KEY)
+        with self.warehouse.writer(*key, INPUT_SCHEMA.with_metadata({INPUT_RULE_KEY: rule})) as out:
+            build_inputs_into(
+                out.write,
+                self.warehouse.batches(*blocks, BLOCK_SCHEMA),
+                sections=self.config.sections,
+                input_formats=formats,
+                previous=self.warehouse.batches(*key) if previous_rule == rule else None,
+                previous_rule=previous_rule,
+                what=f"embedding_inputs of {collection}",
+            )
+            out.commit()
+        keys = self._read(*key, columns=["input_format", "input_hash"])
+        return InputsSummary(
+            rows=keys.num_rows,
+            formats=sorted(pc.unique(keys["input_format"]).to_pylist()),
+            distinct_hashes=int(pc.count_distinct(keys["input_hash"]).as_py()),
         )
-        self.warehouse.write("embedding_inputs", (collection,), table)
-        return table
 
     # -- embedding and index (per profile × collection) ------------------------------------
 
@@ -1062,26 +1102,3 @@ def _stat(path: Path) -> os.stat_result | None:
         return path.stat()
     except FileNotFoundError:
         return None
-
-
-def stale_rows(result: ParseResult) -> list[dict[str, Any]]:
-    """The quarantined documents whose last good version is still in the blocks (still serving)."""
-    serving = dict(
-        zip(
-            result.blocks["source_id"].to_pylist(),
-            result.blocks["source_version"].to_pylist(),
-            strict=True,
-        )
-    )
-    return [
-        {
-            "source_id": q["source_id"],
-            "serving_version": serving[q["source_id"]],
-            "broken_version": q["source_version"],
-            "path": q["path"],
-            "line": q["line"],
-            "error": q["error"],
-        }
-        for q in result.quarantine.to_pylist()
-        if q["source_id"] in serving
-    ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ParseError
 from corpus_index.hashing import sha256_hex
+from corpus_index.ordered import DocCursor
 from corpus_index.parsing import (
     list_documents,
     load_document,
@@ -26,7 +27,13 @@ from corpus_index.parsing import (
     parse_document,
     read_documents,
 )
-from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA, QUARANTINE_SCHEMA, Block
+from corpus_index.records import (
+    BLOCK_SCHEMA,
+    MANIFEST_SCHEMA,
+    QUARANTINE_SCHEMA,
+    Block,
+    SourceDoc,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +56,7 @@ class ManifestResult:
 # recorded it, so a write in the same clock tick as the scan is never missed (git's rule).
 SCANNED_AT_KEY = b"corpus_index.scanned_at"
 RACY_SECONDS = 1.0
-PARSE_BATCH = 500  # documents parsed between two conversions of their blocks to Arrow
+PARSE_BATCH = 500  # documents whose blocks are merged, sorted and written together
 
 
 def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> ManifestResult:
@@ -148,18 +155,42 @@ def _fingerprints(
 
 
 @dataclass(frozen=True, slots=True)
-class ParseResult:
-    """Blocks of every live document, and the quarantine list."""
+class ParseSummary:
+    """What parsing a collection did; the blocks themselves went to the sink."""
 
-    blocks: pa.Table
+    block_rows: int
     quarantine: pa.Table
     parsed_documents: int
     carried_documents: int
     stale_documents: int  # quarantined but still serving their last good version
+    # one row per stale document: source_id, serving_version, broken_version, path, line, error
+    stale: list[dict[str, object]]
 
     @property
     def quarantined(self) -> int:
         return int(self.quarantine.num_rows)
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult(ParseSummary):
+    """A :class:`ParseSummary` with the blocks collected in memory (small collections, tests)."""
+
+    blocks: pa.Table
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousBlocks:
+    """The blocks partition as last written: the version of each block's document, and a way
+    to stream every block in ``(doc_id, block_key)`` order."""
+
+    versions: pa.Table  # doc_id, source_version (one row per block, or per document)
+    batches: Callable[[], Iterable[pa.RecordBatch]]
+
+    @classmethod
+    def of_table(cls, blocks: pa.Table | None) -> PreviousBlocks | None:
+        if blocks is None:
+            return None
+        return cls(versions=blocks.select(["doc_id", "source_version"]), batches=blocks.to_batches)
 
 
 def live_documents(manifest: pa.Table) -> dict[str, str]:
@@ -177,20 +208,46 @@ def parse_collection(
     previous_blocks: pa.Table | None,
     previous_quarantine: pa.Table | None,
 ) -> ParseResult:
+    """:func:`parse_into` with the blocks collected into one table."""
+    parts: list[pa.Table] = []
+    summary = parse_into(
+        parts.append,
+        collection,
+        manifest,
+        PreviousBlocks.of_table(previous_blocks),
+        previous_quarantine,
+    )
+    blocks = pa.concat_tables(parts) if parts else BLOCK_SCHEMA.empty_table()
+    fields = {f: getattr(summary, f) for f in ParseSummary.__dataclass_fields__}
+    return ParseResult(**fields, blocks=blocks)
+
+
+def parse_into(
+    sink: Callable[[pa.Table], None],
+    collection: CollectionConfig,
+    manifest: pa.Table,
+    previous: PreviousBlocks | None,
+    previous_quarantine: pa.Table | None,
+) -> ParseSummary:
     """Parse what changed, carry forward the rest, quarantine what fails.
 
     Which documents to parse is decided by comparing the manifest's versions with what was
     parsed (or quarantined) before, not by the manifest's diff flags, so a run that died
     between two steps converges on the next one. Only the documents to parse are opened; the
     rest are carried forward as Arrow rows, never as Python objects.
+
+    Blocks reach ``sink`` in ``(doc_id, block_key)`` order, PARSE_BATCH documents at a time:
+    the new blocks of a range of documents merged with the carried blocks of the same range,
+    read forward from ``previous``. Nothing holds the whole collection's blocks.
     """
     live = live_documents(manifest)
     parsed_version: dict[str, str] = {}
-    if previous_blocks is not None and previous_blocks.num_rows:
+    if previous is not None and previous.versions.num_rows:
+        versions = previous.versions.group_by(["doc_id", "source_version"]).aggregate([])
         parsed_version = dict(
             zip(
-                previous_blocks["doc_id"].to_pylist(),
-                previous_blocks["source_version"].to_pylist(),
+                versions["doc_id"].to_pylist(),
+                versions["source_version"].to_pylist(),
                 strict=True,
             )
         )
@@ -221,22 +278,28 @@ def parse_collection(
             carry.add(doc_id)
     carried = len(carry)
 
-    # new blocks become Arrow every PARSE_BATCH documents: never a Python row per block of the
-    # whole collection at once
-    new_parts: list[pa.Table] = []
-    new_rows: list[dict[str, object]] = []
-    parsed = 0
+    docs: Iterator[SourceDoc] = iter(())
     if to_parse:
         paths = dict(zip(manifest["doc_id"].to_pylist(), manifest["path"].to_pylist(), strict=True))
-        for doc in load_documents(collection, {d: paths[d] for d in to_parse}):
+        docs = load_documents(collection, {d: paths[d] for d in to_parse})  # in doc_id order
+    pending = next(docs, None)
+    kept = DocCursor(
+        previous.batches() if previous is not None and carry else (),
+        BLOCK_SCHEMA,
+        what=f"parsed_blocks of {collection.name}",
+    )
+    order = sorted(live)
+    parsed = written = 0
+    for start in range(0, len(order), PARSE_BATCH):
+        last = order[min(start + PARSE_BATCH, len(order)) - 1]
+        rows: list[dict[str, object]] = []
+        while pending is not None and pending.doc_id <= last:
+            doc, pending = pending, next(docs, None)
             version = live[doc.doc_id]
             try:
                 blocks: Iterable[Block] = parse_document(collection, doc, version)
-                new_rows.extend(b.to_row() for b in blocks)
+                rows.extend(b.to_row() for b in blocks)
                 parsed += 1
-                if parsed % PARSE_BATCH == 0:
-                    new_parts.append(pa.Table.from_pylist(new_rows, schema=BLOCK_SCHEMA))
-                    new_rows = []
             except ParseError as exc:
                 quarantine_rows.append(
                     {
@@ -252,21 +315,36 @@ def parse_collection(
                 if doc.doc_id in parsed_version:  # last good version keeps serving, stale
                     carry.add(doc.doc_id)
                     stale += 1
-    parts = [*new_parts, pa.Table.from_pylist(new_rows, schema=BLOCK_SCHEMA)]
-    if carry and previous_blocks is not None:
-        kept = previous_blocks.filter(
-            pc.is_in(previous_blocks["doc_id"], pa.array(sorted(carry), pa.string()))
+        previous_rows = kept.through(last)
+        carried_rows = previous_rows.filter(
+            pc.is_in(previous_rows["doc_id"], pa.array(sorted(carry), pa.string()))
         )
-        parts.insert(0, kept.cast(BLOCK_SCHEMA))
-    del new_rows
-    blocks_table = pa.concat_tables(parts)
-    # (doc_id, block_key) order; Arrow compares strings by UTF-8 bytes, i.e. by code point
-    blocks_table = blocks_table.sort_by([("doc_id", "ascending"), ("block_key", "ascending")])
+        del previous_rows
+        # (doc_id, block_key) order; Arrow compares strings by UTF-8 bytes, i.e. by code point,
+        # as Python's sorted() does
+        table = pa.concat_tables(
+            [carried_rows, pa.Table.from_pylist(rows, schema=BLOCK_SCHEMA)]
+        ).sort_by([("doc_id", "ascending"), ("block_key", "ascending")])
+        if table.num_rows:
+            sink(table)
+            written += table.num_rows
     quarantine_rows.sort(key=lambda r: str(r["doc_id"]))
-    return ParseResult(
-        blocks=blocks_table,
+    return ParseSummary(
+        block_rows=written,
         quarantine=pa.Table.from_pylist(quarantine_rows, schema=QUARANTINE_SCHEMA),
         parsed_documents=parsed,
         carried_documents=carried,
         stale_documents=stale,
+        stale=[
+            {
+                "source_id": q["source_id"],
+                "serving_version": parsed_version[str(q["doc_id"])],
+                "broken_version": q["source_version"],
+                "path": q["path"],
+                "line": q["line"],
+                "error": q["error"],
+            }
+            for q in quarantine_rows
+            if str(q["doc_id"]) in carry
+        ],
     )

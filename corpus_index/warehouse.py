@@ -81,6 +81,30 @@ class Warehouse:
         table = unpack_vectors(pq.read_table(path, filters=where, columns=columns))
         return table.cast(schema) if schema is not None else table
 
+    def batches(
+        self,
+        asset: str,
+        partition: tuple[str, ...],
+        schema: pa.Schema | None = None,
+        *,
+        columns: list[str] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The partition's rows in file order, a row group at a time (none if never written)."""
+        path = self.path(asset, *partition)
+        if not path.is_file():
+            return
+        with pq.ParquetFile(path) as pf:
+            for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns):
+                table = unpack_vectors(pa.Table.from_batches([batch]))
+                yield from (table.cast(schema) if schema is not None else table).to_batches()
+
+    def metadata(self, asset: str, partition: tuple[str, ...]) -> dict[bytes, bytes] | None:
+        """The partition's schema metadata, read from the file's footer (None if never written)."""
+        path = self.path(asset, *partition)
+        if not path.is_file():
+            return None
+        return dict(pq.read_schema(path).metadata or {})
+
     def delete(self, asset: str, partition: tuple[str, ...]) -> bool:
         path = self.path(asset, *partition)
         if path.is_file():

@@ -41,11 +41,9 @@ def load_document(collection: CollectionConfig, doc_id: str, path: str) -> Sourc
 
 def load_documents(collection: CollectionConfig, paths: dict[str, str]) -> Iterator[SourceDoc]:
     """The documents named in ``paths`` (doc_id -> path, as a manifest records them), in doc_id
-    order. One-file-per-document kinds open only those files; other kinds read the root once."""
-    if collection.kind == "beir":  # many records per file: read it once
-        for doc in read_documents(collection):
-            if doc.doc_id in paths:
-                yield doc
+    order, one at a time. One-file-per-document kinds open only those files."""
+    if collection.kind == "beir":  # many records per file: located first, then read in order
+        yield from beir.load_documents(collection.path, paths)
         return
     for doc_id in sorted(paths):
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from corpus_index.config import CollectionConfig
@@ -16,21 +16,68 @@ BLOCK_KEY = "passage/0"
 
 def read_documents(root: Path) -> Iterator[SourceDoc]:
     """One document per line of ``corpus.jsonl``; ``doc_id`` is its ``_id``."""
+    for doc, _ in _records(root):
+        yield doc
+
+
+def load_documents(root: Path, doc_ids: Iterable[str]) -> Iterator[SourceDoc]:
+    """The records of ``doc_ids``, in doc_id order (a repeated id in file order).
+
+    The file is read twice: once for where each wanted record starts, then once in doc_id
+    order, seeking to each, so no more than one record is held at a time.
+    """
+    wanted = set(doc_ids)
+    where: dict[str, list[tuple[int, int]]] = {}  # doc_id -> [(offset, line)]
+    for doc, offset in _records(root, keep_raw=False):
+        if doc.doc_id in wanted:
+            where.setdefault(doc.doc_id, []).append((offset, doc.line or 0))
+    if not where:
+        return
+    path = _corpus_file(root)
+    mtime = path.stat().st_mtime
+    with path.open("rb") as fh:
+        for doc_id in sorted(where):
+            for offset, line in where[doc_id]:
+                fh.seek(offset)
+                raw = fh.readline().rstrip(b"\r\n")
+                yield SourceDoc(
+                    doc_id=doc_id, path=str(path), raw=raw, size=len(raw), mtime=mtime, line=line
+                )
+
+
+def _corpus_file(root: Path) -> Path:
     path = root / "corpus.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: a beir collection needs corpus.jsonl")
+    return path
+
+
+def _records(root: Path, *, keep_raw: bool = True) -> Iterator[tuple[SourceDoc, int]]:
+    """Each non-blank line's document and the byte offset it starts at; without ``keep_raw``
+    the documents carry no bytes (their ``size`` still counts them)."""
+    path = _corpus_file(root)
     mtime = path.stat().st_mtime
+    offset = 0
     with path.open("rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            raw = raw.rstrip(b"\r\n")
+        for n, line in enumerate(fh, start=1):
+            start, offset = offset, offset + len(line)
+            raw = line.rstrip(b"\r\n")
             if not raw.strip():
                 continue
             try:
                 doc_id = str(json.loads(raw)["_id"])
             except (ValueError, KeyError, TypeError):
                 doc_id = f"line-{n}"  # parse() reports the problem with the line number
-            yield SourceDoc(
-                doc_id=doc_id, path=str(path), raw=raw, size=len(raw), mtime=mtime, line=n
+            yield (
+                SourceDoc(
+                    doc_id=doc_id,
+                    path=str(path),
+                    raw=raw if keep_raw else b"",
+                    size=len(raw),
+                    mtime=mtime,
+                    line=n,
+                ),
+                start,
             )
 
 
