@@ -37,25 +37,27 @@ def _checked(batches: Iterable[pa.RecordBatch], what: str) -> Iterator[pa.Table]
 def whole_documents(
     batches: Iterable[pa.RecordBatch], schema: pa.Schema, rows: int, *, what: str
 ) -> Iterator[pa.Table]:
-    """Tables of about ``rows`` rows (more only when one document has more) from a stream in
-    ``doc_id`` order, never splitting a document between two tables."""
-    pending: list[pa.Table] = []
-    held = 0
+    """Tables of at most ``rows`` rows from a stream in ``doc_id`` order, never splitting a
+    document between two tables (a document with more rows than that goes alone)."""
+    pending = schema.empty_table()
     for table in _checked(batches, what):
-        pending.append(table)
-        held += table.num_rows
-        if held < rows:
-            continue
-        whole = pa.concat_tables(pending)
-        last = whole["doc_id"][-1]
-        complete = int(pc.sum(pc.less(whole["doc_id"], last)).as_py() or 0)
-        if complete:  # everything before the last document, which may continue in the stream
-            yield whole.slice(0, complete).cast(schema)
-            pending, held = [whole.slice(complete)], whole.num_rows - complete
-        else:
-            pending, held = [whole], whole.num_rows
-    if held:
-        yield pa.concat_tables(pending).cast(schema)
+        pending = pa.concat_tables([pending, table.cast(schema)])
+        while pending.num_rows > rows:
+            ids = pending["doc_id"]
+            at = ids[rows]  # the first row past a full table
+            cut = _count(pc.less(ids, at))  # the documents that fit whole
+            if not cut:  # the first document alone is longer: it goes once it is complete
+                cut = _count(pc.less_equal(ids, at))
+                if cut == pending.num_rows:
+                    break  # it may go on in the next batch
+            yield pending.slice(0, cut)
+            pending = pending.slice(cut)
+    if pending.num_rows:
+        yield pending
+
+
+def _count(mask: pa.ChunkedArray) -> int:
+    return int(pc.sum(mask).as_py() or 0)
 
 
 class DocCursor:
@@ -78,7 +80,7 @@ class DocCursor:
                     self._done = True
                     break
             ids = self._head["doc_id"]
-            n = int(pc.sum(pc.less_equal(ids, last_doc)).as_py() or 0)
+            n = _count(pc.less_equal(ids, last_doc))
             if n == self._head.num_rows:
                 parts.append(self._head)
                 self._head = None

@@ -7,9 +7,10 @@ returns what happened (counts, check outcomes) for the caller to report.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from corpus_index.errors import (
 )
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.index_store import Coverage, GenerationStore, WriteResult, vector_entry_schema
+from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import (
     BLOCK_SCHEMA,
     INPUT_SCHEMA,
@@ -142,6 +144,7 @@ ROW_BLOCK_COLUMNS = [
     "event_date",
     "metadata",
 ]
+ROW_BLOCK_SCHEMA = pa.schema([BLOCK_SCHEMA.field(c) for c in ROW_BLOCK_COLUMNS])
 
 # ``sidecars`` builds the due sidecars of this many documents at a time
 SIDECAR_BATCH = 1000
@@ -168,7 +171,7 @@ class _CheckedBatches:
         profile: str,
         collection: str,
         inputs: pa.Table,
-        blocks: pa.Table,
+        blocks: Iterable[pa.RecordBatch],
         *,
         run_id: str,
     ) -> None:
@@ -185,10 +188,17 @@ class _CheckedBatches:
         return all(g.passed for g in (*self.tenant, *self.suite))
 
     def batches(self) -> Iterator[pa.Table]:
-        n = self.inputs.num_rows
-        for start in range(0, max(n, 1), ROWS_PER_BATCH):
-            chunk = self.inputs.slice(start, ROWS_PER_BATCH)
-            if chunk.num_rows:
+        """About ROWS_PER_BATCH rows at a time, whole documents each, built from the batch's
+        inputs, their vectors and texts, and the blocks of the same documents (read forward
+        beside the inputs: both are in doc_id order)."""
+        what = f"index rows of {self.collection}"
+        chunks = whole_documents(
+            self.inputs.to_batches(), self.inputs.schema, ROWS_PER_BATCH, what=f"{what} (inputs)"
+        )
+        blocks = DocCursor(self.blocks, ROW_BLOCK_SCHEMA, what=f"{what} (parsed_blocks)")
+        start = 0
+        for chunk in itertools.chain(chunks, [] if self.inputs.num_rows else [None]):
+            if chunk is not None:
                 # the batch's texts and vectors only, never the whole collection's
                 hashes = pc.unique(chunk["input_hash"])
                 vectors = self.corpus._read(
@@ -201,10 +211,9 @@ class _CheckedBatches:
                     "text",
                     pa.array([texts[h] for h in chunk["input_hash"].to_pylist()], pa.string()),
                 )
-                sources = pc.unique(chunk["source_id"])
                 rows = build_rows(
                     self.generation,
-                    blocks=self.blocks.filter(pc.is_in(self.blocks["source_id"], sources)),
+                    blocks=blocks.through(chunk["doc_id"][-1].as_py()),
                     inputs=chunk,
                     vectors=vectors,
                     run_id=self.run_id,
@@ -215,7 +224,8 @@ class _CheckedBatches:
             self.tenant.append(gates.rows_have_tenant_and_acl(rows))
             self.suite.append(expectations.validate(rows, "index_rows"))
             if not self.passed:
-                raise _BatchRejected(f"index rows {start}..{start + chunk.num_rows} failed a check")
+                raise _BatchRejected(f"index rows {start}..{start + rows.num_rows} failed a check")
+            start += rows.num_rows
             yield rows
 
     def reader(self) -> pa.RecordBatchReader:
@@ -369,8 +379,7 @@ class Corpus:
         """Rewrite the collection's inputs a range of documents at a time, reusing the rows of
         unchanged blocks from the partition it replaces."""
         blocks = ("parsed_blocks", (collection,))
-        if self.warehouse.metadata(*blocks) is None:
-            self._read(*blocks, columns=["doc_id"])  # raises, naming the file
+        self._require(*blocks)
         key = ("embedding_inputs", (collection,))
         formats = self.input_formats()
         rule = input_rule(self.config.sections, formats)
@@ -430,7 +439,9 @@ class Corpus:
         identity = vectors_identity(spec.backend_spec, spec.model_revision, spec.dim)
         # the partition as last written lends the vectors it holds (same embedder only); only
         # the hashes it lacks are looked up in the cache, and only the misses are embedded
-        previous = self.warehouse.read("embeddings", (profile, collection))
+        # (its hashes decide; its vectors are streamed into the new partition below)
+        key = ("embeddings", (profile, collection))
+        previous = self.warehouse.read(*key, columns=["input_hash"])
         reused, todo = reuse_split(previous, identity, hashes)
         n_reused = reused.num_rows if reused is not None else 0
         unchanged = previous is not None and len(todo) == 0 and n_reused == previous.num_rows
@@ -459,11 +470,13 @@ class Corpus:
             return all(g[-1].passed for g in per_vector.values())
 
         schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity})
-        with self.warehouse.writer("embeddings", (profile, collection), schema) as out:
+        with self.warehouse.writer(*key, schema) as out:
             ok = True
-            if reused is not None:
-                for piece in reused.to_batches(max_chunksize=EMBED_WINDOW):
-                    part = pa.Table.from_batches([piece])
+            lent = reused["input_hash"] if reused is not None and n_reused else None
+            for batch in self.warehouse.batches(*key) if lent is not None else ():
+                part = pa.Table.from_batches([batch])
+                part = part.filter(pc.is_in(part["input_hash"], lent))
+                if part.num_rows:
                     ok = ok and check(vector_matrix(part, spec.dim), part["input_hash"].to_pylist())
                     out.write(part)
             for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
@@ -726,12 +739,19 @@ class Corpus:
         if not whole:
             scope = pa.array(sorted(touched), pa.string())
             inputs = inputs.filter(pc.is_in(inputs["source_id"], scope))
-        # the block columns a row carries (not the content: the input's text stands for it)
-        blocks = self._read(
-            "parsed_blocks",
-            (collection,),
-            where=None if whole else pc.field("source_id").isin(scope),
-            columns=ROW_BLOCK_COLUMNS,
+        # the block columns a row carries (not the content: the input's text stands for it),
+        # streamed beside the inputs for a whole collection, read at once for a few sources
+        key = ("parsed_blocks", (collection,))
+        self._require(*key)
+        blocks: Iterable[pa.RecordBatch] = (
+            self.warehouse.batches(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
+            if whole
+            else self._read(
+                *key,
+                ROW_BLOCK_SCHEMA,
+                where=pc.field("source_id").isin(scope),
+                columns=ROW_BLOCK_COLUMNS,
+            ).to_batches()
         )
         outcome = IndexRowsOutcome(
             covered=True,
@@ -1001,13 +1021,19 @@ class Corpus:
         columns: list[str] | None = None,
     ) -> pa.Table:
         """Like ``Warehouse.read``, but a partition never written is an error naming its file."""
+        self._require(asset, partition)
         table = self.warehouse.read(asset, partition, schema, where=where, columns=columns)
-        if table is None:
+        assert table is not None
+        return table
+
+    def _require(self, asset: str, partition: tuple[str, ...]) -> None:
+        """Raises FileNotFoundError, naming the file, if the partition was never written."""
+        path = self.warehouse.path(asset, *partition)
+        if not path.is_file():
             raise FileNotFoundError(
-                f"{self.warehouse.path(asset, *partition)}: {asset} for {'/'.join(partition)} "
+                f"{path}: {asset} for {'/'.join(partition)} "
                 "has not been materialized yet (run `corpus sync`)"
             )
-        return table
 
 
 def promote(

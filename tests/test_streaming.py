@@ -34,9 +34,11 @@ def test_whole_documents_never_splits_a_document() -> None:
         docs = set(chunk["doc_id"].to_pylist())
         assert not docs & seen, "a document reached two chunks"
         seen |= docs
-    # once 4 rows are held, every complete document goes: b (5 rows) waits until the stream
-    # moves past it, and leaves with c, complete in the same batch
-    assert [c.num_rows for c in chunks] == [3, 6, 2, 4]
+    # at most 4 rows each, but b (5 rows) goes whole, alone
+    assert [c.num_rows for c in chunks] == [3, 5, 3, 4]
+    # one batch bigger than a table is cut the same way
+    chunks = list(whole_documents(stream(ids, 100), SCHEMA, 4, what="t"))
+    assert [c.num_rows for c in chunks] == [3, 5, 3, 4]
 
 
 def test_doc_cursor_hands_out_each_row_once_by_document_range() -> None:
