@@ -73,12 +73,27 @@ class Warehouse:
         where: pc.Expression | None = None,
         columns: list[str] | None = None,
     ) -> pa.Table | None:
-        """The partition's table (only the rows matching ``where``, read one row group at a
-        time; only ``columns`` if given), or None if it was never written."""
+        """The partition's table (only the rows matching ``where``; only ``columns`` if given,
+        which must then include the columns ``where`` names), or None if it was never written.
+
+        A filtered read holds one row group and the rows kept so far, never the whole file.
+        """
         path = self.path(asset, *partition)
         if not path.is_file():
             return None
-        table = unpack_vectors(pq.read_table(path, filters=where, columns=columns))
+        if where is None:
+            table = pq.read_table(path, columns=columns)
+        else:
+            with pq.ParquetFile(path) as pf:
+                kept = [
+                    pa.Table.from_batches([batch]).filter(where)
+                    for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns)
+                ]
+                empty = pf.schema_arrow.empty_table()
+            table = pa.concat_tables(kept) if kept else empty
+            if columns is not None:
+                table = table.select(columns)
+        table = unpack_vectors(table)
         return table.cast(schema) if schema is not None else table
 
     def batches(

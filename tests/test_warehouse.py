@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from corpus_index.records import embedding_schema
 from corpus_index.warehouse import PACKED_DIM_KEY, Warehouse
@@ -63,3 +64,38 @@ def test_a_column_with_null_vectors_is_stored_as_it_is(tmp_path: Path) -> None:
     assert pq.read_table(path).schema.field("vector").type == pa.list_(pa.float32(), 2)
     back = wh.read("embeddings", ("p", "c"))
     assert back is not None and back.equals(table)
+
+
+def test_filtered_reads_and_batches_span_row_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.compute as pc
+
+    from corpus_index import warehouse
+
+    monkeypatch.setattr(warehouse, "ROW_GROUP_ROWS", 7)  # 300 rows: 43 row groups
+    wh = Warehouse(tmp_path)
+    table = vectors_table(300, 4)
+    path = wh.write("embeddings", ("p", "c"), table)
+    assert pq.ParquetFile(path).num_row_groups == 43
+    wanted = [f"h{i:04d}" for i in (0, 6, 7, 150, 299)]
+    got = wh.read("embeddings", ("p", "c"), where=pc.field("input_hash").isin(wanted))
+    assert got is not None and got["input_hash"].to_pylist() == wanted
+    picked = table.filter(pc.is_in(table["input_hash"], pa.array(wanted)))
+    assert got["vector"].to_pylist() == picked["vector"].to_pylist()
+    assert got.schema.metadata[KEY] == b"identity"
+    only = wh.read(
+        "embeddings", ("p", "c"), where=pc.field("input_hash") == "h0150", columns=["input_hash"]
+    )
+    assert only is not None and only.column_names == ["input_hash"] and only.num_rows == 1
+    none = wh.read("embeddings", ("p", "c"), where=pc.field("input_hash") == "nope")
+    assert (
+        none is not None and none.num_rows == 0 and none["vector"].type == pa.list_(pa.float32(), 4)
+    )
+    batches = list(wh.batches("embeddings", ("p", "c")))
+    assert max(b.num_rows for b in batches) == 7
+    assert pa.Table.from_batches(batches)["vector"].to_pylist() == table["vector"].to_pylist()
+    assert list(wh.batches("embeddings", ("p", "missing"))) == []
+    meta = wh.metadata("embeddings", ("p", "c"))
+    assert meta is not None and meta[KEY] == b"identity"
+    assert wh.metadata("embeddings", ("p", "missing")) is None
