@@ -428,6 +428,24 @@ def write_deals(folder: Path, count: int, *, tenant: str, acl: list[str]) -> Non
         )
 
 
+DEALS_TENANT, DEALS_ACL, DEALS_COLLECTION = "bench", ["bench-uw"], "deals"
+
+
+def deals_home(source: Path, config: Path, count: int, *, embedder: str) -> Path:
+    """``count`` generated deals under ``source`` (tenant ``bench``) and, at ``config``, a
+    corpus.yaml with them as its one collection (``deals``) and one profile; returns ``config``."""
+    write_deals(source, count, tenant=DEALS_TENANT, acl=DEALS_ACL)
+    return write_config(
+        config,
+        collection=DEALS_COLLECTION,
+        kind="uw_deals",
+        source=source,
+        embedder=embedder,
+        tenant=DEALS_TENANT,
+        acl=DEALS_ACL,
+    )
+
+
 def write_config(
     path: Path,
     *,

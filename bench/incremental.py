@@ -57,8 +57,8 @@ import _common  # noqa: E402  (sets up sys.path for the project; imports nothing
 TARGET_PCT = 2.0
 HASH_SPEC = "hash:v1-384"
 MODEL_SPEC = "st:all-MiniLM-L6-v2"
-TENANT, ACL = "bench", ["bench-uw"]
-COLLECTION = "deals"
+TENANT, ACL = _common.DEALS_TENANT, _common.DEALS_ACL
+COLLECTION = _common.DEALS_COLLECTION
 CHANGED_DEAL = 4242  # the deal whose market_analysis block is edited (mod --deals)
 MARKER = "BENCH_PHASE_RESULT "
 
@@ -206,30 +206,12 @@ def run(args: argparse.Namespace, root: Path, deals: int) -> int:
         )
 
     tiny = root / "tiny"
-    _common.write_deals(tiny / "source", 1, tenant=TENANT, acl=ACL)
-    tiny_config = _common.write_config(
-        tiny / "corpus.yaml",
-        collection=COLLECTION,
-        kind="uw_deals",
-        source=tiny / "source",
-        embedder=embedder,
-        tenant=TENANT,
-        acl=ACL,
-    )
+    tiny_config = _common.deals_home(tiny / "source", tiny / "corpus.yaml", 1, embedder=embedder)
     home = root / "home"
     source = root / "source"
     t0 = time.perf_counter()
-    _common.write_deals(source, deals, tenant=TENANT, acl=ACL)
+    config = _common.deals_home(source, home / "corpus.yaml", deals, embedder=embedder)
     generate_s = time.perf_counter() - t0
-    config = _common.write_config(
-        home / "corpus.yaml",
-        collection=COLLECTION,
-        kind="uw_deals",
-        source=source,
-        embedder=embedder,
-        tenant=TENANT,
-        acl=ACL,
-    )
 
     phases: dict[str, dict[str, Any]] = {}
     phases["tiny-build"] = run_phase(args, "tiny-build", tiny / "home", tiny_config)

@@ -36,8 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets up sys.path for the project; imports nothing heavy)
 
 HASH_SPEC = "hash:v1-384"
-TENANT, ACL = "bench", ["bench-uw"]
-COLLECTION = "deals"
 INCREMENTAL = Path(__file__).resolve().parent / "incremental.py"
 MARKER = "BENCH_PHASE_RESULT "
 
@@ -63,17 +61,8 @@ def build(args: argparse.Namespace, root: Path, deals: int) -> dict[str, Any]:
     """One full build of a fresh ``deals``-deal home, in a child process; its figures."""
     source, home = root / f"source-{deals}", root / f"home-{deals}"
     t0 = time.perf_counter()
-    _common.write_deals(source, deals, tenant=TENANT, acl=ACL)
+    config = _common.deals_home(source, home / "corpus.yaml", deals, embedder=HASH_SPEC)
     generate_s = time.perf_counter() - t0
-    config = _common.write_config(
-        home / "corpus.yaml",
-        collection=COLLECTION,
-        kind="uw_deals",
-        source=source,
-        embedder=HASH_SPEC,
-        tenant=TENANT,
-        acl=ACL,
-    )
     if not args.json:
         print(f"  ... {deals} deals", file=sys.stderr, flush=True)
     cmd = [sys.executable, str(INCREMENTAL), "--phase", "full", "--home", str(home)]
@@ -93,9 +82,7 @@ def build(args: argparse.Namespace, root: Path, deals: int) -> dict[str, Any]:
         "rss_start_mib": phase["rss_start_mib"],
         "peak_mib": phase["rss_peak_sampled_mib"],
         "maxrss_mib": phase["maxrss_mib"],
-        "step_rise_mib": {
-            step: m["rise_mib"] for step, m in phase.get("step_memory", {}).items()
-        },
+        "step_rise_mib": {step: m["rise_mib"] for step, m in phase.get("step_memory", {}).items()},
         "lance_mib": round(_common.dir_mib(home / "lance"), 2),
         "warehouse_mib": round(_common.dir_mib(home / "warehouse"), 2),
         "corpus_mib": round(_common.dir_mib(source), 2),
