@@ -198,6 +198,7 @@ class _CheckedBatches:
         blocks = DocCursor(self.blocks, ROW_BLOCK_SCHEMA, what=f"{what} (parsed_blocks)")
         start = 0
         for chunk in itertools.chain(chunks, [] if self.inputs.num_rows else [None]):
+            memory.release()  # what the last batch's reads and LanceDB's write freed
             if chunk is not None:
                 # the batch's texts and vectors only, never the whole collection's
                 hashes = pc.unique(chunk["input_hash"])
@@ -506,6 +507,7 @@ class Corpus:
                     fresh = set(result.fresh_hashes)
                     new = table.filter(pa.array([h in fresh for h in result.hashes]))
                     cache.put(new["input_hash"].to_pylist(), vector_matrix(new, spec.dim))
+                memory.release()  # what the window's reads and LanceDB's write freed
             if not per_vector["dim"]:  # nothing to embed at all: check the empty partition
                 check(np.zeros((0, spec.dim), np.float32), [])
             outcome.gates = [
