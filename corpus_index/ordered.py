@@ -68,16 +68,14 @@ class DocCursor:
         self._tables = _checked(batches, what)
         self._schema = schema
         self._head: pa.Table | None = None
-        self._done = False
 
     def through(self, last_doc: str) -> pa.Table:
         """Rows not yet returned whose ``doc_id`` is at most ``last_doc``."""
         parts: list[pa.Table] = []
         while True:
             if self._head is None:
-                self._head = next(self._tables, None) if not self._done else None
+                self._head = next(self._tables, None)  # None again and again once exhausted
                 if self._head is None:
-                    self._done = True
                     break
             ids = self._head["doc_id"]
             n = _count(pc.less_equal(ids, last_doc))

@@ -744,17 +744,17 @@ class Corpus:
         # the block columns a row carries (not the content: the input's text stands for it),
         # streamed beside the inputs for a whole collection, read at once for a few sources
         key = ("parsed_blocks", (collection,))
-        self._require(*key)
-        blocks: Iterable[pa.RecordBatch] = (
-            self.warehouse.batches(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
-            if whole
-            else self._read(
+        blocks: Iterable[pa.RecordBatch]
+        if whole:
+            self._require(*key)
+            blocks = self.warehouse.batches(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
+        else:
+            blocks = self._read(
                 *key,
                 ROW_BLOCK_SCHEMA,
                 where=pc.field("source_id").isin(scope),
                 columns=ROW_BLOCK_COLUMNS,
             ).to_batches()
-        )
         outcome = IndexRowsOutcome(
             covered=True,
             generation=generation.id,
