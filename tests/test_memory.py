@@ -53,6 +53,30 @@ def test_configure_bounds_the_fts_build_buffer_and_is_idempotent(
     assert os.environ["LANCE_FTS_PARTITION_SIZE"] == "512"  # the operator's setting wins
 
 
+@linux_glibc
+def test_configure_points_arrow_at_malloc_unless_the_environment_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pyarrow as pa
+
+    try:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        memory.configure.cache_clear()
+        memory.configure()
+        assert pa.default_memory_pool().backend_name == "system"
+
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        memory.configure.cache_clear()
+        memory.configure()
+        assert pa.default_memory_pool().backend_name == "mimalloc"  # the operator's choice
+    finally:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+        memory.configure.cache_clear()
+        memory.configure()
+
+
 def test_releasing_keeps_the_signature_and_releases_on_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
