@@ -109,15 +109,29 @@ def vectors_share_one_backend_spec(specs: Iterable[str], expected: str) -> Gate:
     )
 
 
-def vectors_match_their_inputs(vector_hashes: Sequence[str], input_hashes: Sequence[str]) -> Gate:
-    vs, ins = set(vector_hashes), set(input_hashes)
-    orphans, missing = len(vs - ins), len(ins - vs)
+def vectors_match_their_inputs(
+    vector_hashes: Sequence[str] | pa.Array | pa.ChunkedArray,
+    input_hashes: Sequence[str] | pa.Array | pa.ChunkedArray,
+) -> Gate:
+    """Counted on Arrow arrays (hash tables of the distinct keys, not Python sets of strings)."""
+    vs = pc.unique(_string_array(vector_hashes))
+    ins = pc.unique(_string_array(input_hashes))
+    orphans = len(vs) - int(pc.sum(pc.is_in(vs, value_set=ins)).as_py() or 0)
+    missing = len(ins) - int(pc.sum(pc.is_in(ins, value_set=vs)).as_py() or 0)
     return Gate(
         "vectors_match_their_inputs",
         orphans == 0 and missing == 0,
         "every vector's input_hash is in embedding_inputs and every input has a vector",
         {"vectors_without_input": orphans, "inputs_without_vector": missing},
     )
+
+
+def _string_array(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+    if isinstance(values, pa.Array):
+        return values
+    return pa.array(list(values), pa.string())
 
 
 def rows_have_tenant_and_acl(rows: pa.Table) -> Gate:

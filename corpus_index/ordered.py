@@ -89,3 +89,12 @@ class DocCursor:
         if not parts:
             return self._schema.empty_table()
         return pa.concat_tables([p.cast(self._schema) for p in parts])
+
+    def rest(self) -> pa.Table:
+        """Every row not yet returned."""
+        parts = [] if self._head is None else [self._head]
+        parts.extend(self._tables)
+        self._head = None
+        if not parts:
+            return self._schema.empty_table()
+        return pa.concat_tables([p.cast(self._schema) for p in parts])

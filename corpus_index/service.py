@@ -126,6 +126,14 @@ class IndexRowsOutcome:
 # the inputs' columns held for a whole partition; their text is read a window at a time
 INPUT_KEY_SCHEMA = pa.schema([f for f in INPUT_SCHEMA if f.name != "text"])
 INPUT_KEY_COLUMNS = INPUT_KEY_SCHEMA.names
+# what ``index_rows`` reads of embedding_inputs to decide which sources' rows change
+INPUT_REF_SCHEMA = pa.schema(
+    [INPUT_SCHEMA.field(c) for c in ("chunk_ref", "source_id", "input_format")]
+)
+# what ``embeddings`` reads of embedding_inputs: the hashes of one format
+INPUT_HASH_SCHEMA = pa.schema(
+    [INPUT_SCHEMA.field("input_hash"), INPUT_SCHEMA.field("input_format")]
+)
 
 # what ``index_rows`` reads of parsed_blocks (see rows.build_rows)
 ROW_BLOCK_COLUMNS = [
@@ -146,8 +154,21 @@ ROW_BLOCK_COLUMNS = [
 ]
 ROW_BLOCK_SCHEMA = pa.schema([BLOCK_SCHEMA.field(c) for c in ROW_BLOCK_COLUMNS])
 
-# ``sidecars`` builds the due sidecars of this many documents at a time
-SIDECAR_BATCH = 1000
+# ``sidecars`` checks, builds and records the sidecars of this many inputs' documents at a time
+# (the due ones among them take one filtered read of the vectors per range)
+SIDECAR_ROWS = 16384
+# what ``sidecars`` reads of embedding_inputs: a document's pins and its sections
+SIDECAR_INPUT_COLUMNS = [
+    "doc_id",
+    "section",
+    "block_key",
+    "content_hash",
+    "input_format",
+    "input_hash",
+]
+SIDECAR_INPUT_SCHEMA = pa.schema([INPUT_SCHEMA.field(c) for c in SIDECAR_INPUT_COLUMNS])
+# what ``sidecars`` reads of parsed_blocks: each document's metadata
+BLOCK_META_SCHEMA = pa.schema([BLOCK_SCHEMA.field("doc_id"), BLOCK_SCHEMA.field("metadata")])
 
 # ``embeddings`` embeds, checks and writes this many vectors at a time
 EMBED_WINDOW = 8192
@@ -170,7 +191,7 @@ class _CheckedBatches:
         generation: Generation,
         profile: str,
         collection: str,
-        inputs: pa.Table,
+        inputs: Iterable[pa.RecordBatch],
         blocks: Iterable[pa.RecordBatch],
         *,
         run_id: str,
@@ -193,34 +214,15 @@ class _CheckedBatches:
         beside the inputs: both are in doc_id order)."""
         what = f"index rows of {self.collection}"
         chunks = whole_documents(
-            self.inputs.to_batches(), self.inputs.schema, ROWS_PER_BATCH, what=f"{what} (inputs)"
+            self.inputs, INPUT_KEY_SCHEMA, ROWS_PER_BATCH, what=f"{what} (inputs)"
         )
         blocks = DocCursor(self.blocks, ROW_BLOCK_SCHEMA, what=f"{what} (parsed_blocks)")
         start = 0
-        for chunk in itertools.chain(chunks, [] if self.inputs.num_rows else [None]):
+        first = next(chunks, None)
+        # no inputs at all: one empty batch, so that the checks still run and report
+        for chunk in itertools.chain([first], chunks):
             memory.release()  # what the last batch's reads and LanceDB's write freed
-            if chunk is not None:
-                # the batch's texts and vectors only, never the whole collection's
-                hashes = pc.unique(chunk["input_hash"])
-                vectors = self.corpus._read(
-                    "embeddings",
-                    (self.profile, self.collection),
-                    where=pc.field("input_hash").isin(hashes),
-                )
-                texts = self.corpus.input_texts(self.collection, hashes)
-                chunk = chunk.append_column(
-                    "text",
-                    pa.array([texts[h] for h in chunk["input_hash"].to_pylist()], pa.string()),
-                )
-                rows = build_rows(
-                    self.generation,
-                    blocks=blocks.through(chunk["doc_id"][-1].as_py()),
-                    inputs=chunk,
-                    vectors=vectors,
-                    run_id=self.run_id,
-                )
-            else:
-                rows = self.schema.empty_table()
+            rows = self.schema.empty_table() if chunk is None else self._rows(chunk, blocks)
             self.rows += rows.num_rows
             self.tenant.append(gates.rows_have_tenant_and_acl(rows))
             self.suite.append(expectations.validate(rows, "index_rows"))
@@ -228,6 +230,27 @@ class _CheckedBatches:
                 raise _BatchRejected(f"index rows {start}..{start + rows.num_rows} failed a check")
             start += rows.num_rows
             yield rows
+
+    def _rows(self, chunk: pa.Table, blocks: DocCursor) -> pa.Table:
+        """The rows of one batch of inputs: only its texts and vectors are read."""
+        hashes = pc.unique(chunk["input_hash"])
+        vectors = self.corpus._read(
+            "embeddings",
+            (self.profile, self.collection),
+            where=pc.field("input_hash").isin(hashes),
+        )
+        texts = self.corpus.input_texts(self.collection, hashes)
+        chunk = chunk.append_column(
+            "text",
+            pa.array([texts[h] for h in chunk["input_hash"].to_pylist()], pa.string()),
+        )
+        return build_rows(
+            self.generation,
+            blocks=blocks.through(chunk["doc_id"][-1].as_py()),
+            inputs=chunk,
+            vectors=vectors,
+            run_id=self.run_id,
+        )
 
     def reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(
@@ -427,8 +450,16 @@ class Corpus:
         p = self.profile(profile)
         spec = self.spec(profile)
         embedder = self.embedder(profile)
-        inputs = self._input_keys(collection, p.input_format)
-        distinct = pc.unique(inputs["input_hash"])
+        # only the hashes: the rest of the inputs' keys is not needed to embed
+        distinct = pc.unique(
+            self._read(
+                "embedding_inputs",
+                (collection,),
+                INPUT_HASH_SCHEMA,
+                where=pc.field("input_format") == p.input_format,
+                columns=INPUT_HASH_SCHEMA.names,
+            )["input_hash"]
+        )
         hashes = distinct.take(pc.sort_indices(distinct))
         cache = EmbeddingCache(
             self.settings.lance_uri,
@@ -457,9 +488,9 @@ class Corpus:
         # only once every window passed, and a window's new vectors reach the cache only after
         # they passed the per-vector checks (dimension, finiteness, norm)
         per_vector: dict[str, list[gates.Gate]] = {"dim": [], "finite": [], "norm": []}
-        written: list[str] = []
+        written: list[pa.Array] = []  # the hashes given vectors, as Arrow (not Python strings)
 
-        def check(vectors: Any, window_hashes: list[str]) -> bool:
+        def check(vectors: Any, window_hashes: pa.Array) -> bool:
             per_vector["dim"].append(
                 gates.vectors_have_profile_dim(vectors, spec.dim, reported_dim=embedder.dim)
             )
@@ -467,7 +498,7 @@ class Corpus:
             per_vector["norm"].append(
                 gates.vector_norms_match_profile(vectors, normalized=spec.normalized)
             )
-            written.extend(window_hashes)
+            written.append(window_hashes)
             return all(g[-1].passed for g in per_vector.values())
 
         schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity})
@@ -478,7 +509,9 @@ class Corpus:
                 part = pa.Table.from_batches([batch])
                 part = part.filter(pc.is_in(part["input_hash"], lent))
                 if part.num_rows:
-                    ok = ok and check(vector_matrix(part, spec.dim), part["input_hash"].to_pylist())
+                    ok = ok and check(
+                        vector_matrix(part, spec.dim), part["input_hash"].combine_chunks()
+                    )
                     out.write(part)
             for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
                 window = todo.slice(start, EMBED_WINDOW)
@@ -497,7 +530,7 @@ class Corpus:
                 outcome.cache_hits += result.cache_hits
                 outcome.tokens += result.tokens
                 outcome.cost_usd += result.cost_usd
-                ok = check(result.vectors, result.hashes)
+                ok = check(result.vectors, pa.array(result.hashes, pa.string()))
                 if not ok:
                     outcome.dim = int(result.vectors.shape[1]) if result.vectors.ndim == 2 else 0
                     break
@@ -509,13 +542,13 @@ class Corpus:
                     cache.put(new["input_hash"].to_pylist(), vector_matrix(new, spec.dim))
                 memory.release()  # what the window's reads and LanceDB's write freed
             if not per_vector["dim"]:  # nothing to embed at all: check the empty partition
-                check(np.zeros((0, spec.dim), np.float32), [])
+                check(np.zeros((0, spec.dim), np.float32), pa.array([], pa.string()))
             outcome.gates = [
                 gates.combine(per_vector["dim"]),
                 gates.combine(per_vector["finite"], summed=("non_finite_vectors",)),
                 gates.combine(per_vector["norm"], summed=("vectors_off_norm",)),
                 gates.vectors_share_one_backend_spec([embedder.backend_spec], spec.backend_spec),
-                gates.vectors_match_their_inputs(written, hashes.to_pylist()),
+                gates.vectors_match_their_inputs(pa.chunked_array(written, pa.string()), hashes),
             ]
             self._record_partition_checks(generation, "embeddings", collection, outcome.gates)
             if outcome.passed and not unchanged:
@@ -552,14 +585,13 @@ class Corpus:
 
     def sidecars_step(self, profile: str, collection: str) -> SidecarsOutcome:
         """RFC 0013 sidecars, one per document: written when their entries changed, removed with
-        their document."""
-        from corpus_index.sidecars import (
-            SIDECAR_PINS_SCHEMA,
-            SidecarEntry,
-            build_sidecar,
-            read_sidecar,
-            write_sidecar,
-        )
+        their document.
+
+        The inputs are read in ``doc_id`` order, SIDECAR_ROWS rows of whole documents at a
+        time, beside the pins recorded by the last run (``sidecar_pins``, in the same order):
+        the step holds one range of documents, never the collection's keys.
+        """
+        from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
 
         if (
             not self.config.profile_covers(profile, collection)
@@ -568,142 +600,50 @@ class Corpus:
             return SidecarsOutcome(covered=False)
         spec = self.spec(profile)
         folder = self.settings.exports / "sidecars" / profile / collection
-        inputs = self._input_keys(collection, spec.input_format)
-        pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
-        for doc_id, block_key, content_hash, ihash in zip(
-            *(inputs[c].to_pylist() for c in ("doc_id", "block_key", "content_hash", "input_hash")),
-            strict=True,
-        ):
-            pins_by_doc.setdefault(doc_id, []).append((block_key, content_hash, ihash))
-        # what each sidecar was written from, and its file's size and mtime then: an unchanged
-        # document whose file nobody touched is skipped without opening it
-        identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
-        digests = {
-            doc_id: sha256_hex(canonical_json([*identity, pins]))
-            for doc_id, pins in pins_by_doc.items()
-        }
-        previous = self.warehouse.read("sidecar_pins", (profile, collection), SIDECAR_PINS_SCHEMA)
-        known = (
-            {
-                r["doc_id"]: (r["digest"], r["size"], r["mtime_ns"])
-                for r in previous.select(["doc_id", "digest", "size", "mtime_ns"]).to_pylist()
-            }
-            if previous is not None
-            else {}
+        inputs_key = ("embedding_inputs", (collection,))
+        pins_key = ("sidecar_pins", (profile, collection))
+        self._require(*inputs_key)
+        ranges = whole_documents(
+            self.warehouse.batches(
+                *inputs_key, SIDECAR_INPUT_SCHEMA, columns=SIDECAR_INPUT_COLUMNS
+            ),
+            SIDECAR_INPUT_SCHEMA,
+            SIDECAR_ROWS,
+            what=str(self.warehouse.path("embedding_inputs", collection)),
         )
-        # which sidecars are due: missing, touched, or written from other pins
-        stats: dict[str, os.stat_result | None] = {}
-        due: list[str] = []
-        for doc_id in sorted(pins_by_doc):
-            path = folder / f"{doc_id}.embeddings.json"
-            st = stats[doc_id] = _stat(path)
-            fresh = st is not None and known.get(doc_id) == (
-                digests[doc_id],
-                st.st_size,
-                st.st_mtime_ns,
-            )
-            if not fresh and st is not None:  # touched or never recorded: compare its pins
-                old = read_sidecar(path, validate=False)
-                old_pins = [
-                    (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
-                    for b in old.get("blocks", [])
-                ]
-                fresh = (
-                    old_pins == pins_by_doc[doc_id]
-                    and old.get("embedder", {}).get("model") == spec.backend_spec
-                )
-            if not fresh:
-                due.append(doc_id)
-        # due sidecars are built SIDECAR_BATCH documents at a time: only those documents'
-        # inputs, vectors and metadata are read
-        for start in range(0, len(due), SIDECAR_BATCH):
-            batch = due[start : start + SIDECAR_BATCH]
-            docs = pa.array(batch, pa.string())
-            rows_by_doc: dict[str, list[dict[str, Any]]] = {}
-            for inp in (
-                inputs.filter(pc.is_in(inputs["doc_id"], docs))
-                .select(["doc_id", "section", "block_key", "content_hash", "input_hash"])
-                .to_pylist()
-            ):
-                rows_by_doc.setdefault(inp["doc_id"], []).append(inp)
-            batch_hashes = pa.array(
-                sorted({pin[2] for d in batch for pin in pins_by_doc[d]}), pa.string()
-            )
-            vectors = self._read(
-                "embeddings",
-                (profile, collection),
-                where=pc.field("input_hash").isin(batch_hashes),
-            )
-            vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
-            matrix = vector_matrix(vectors, spec.dim)
-            metadata = self.warehouse.read(
-                "parsed_blocks",
-                (collection,),
-                where=pc.field("doc_id").isin(docs),
-                columns=["doc_id", "metadata"],
-            )
-            meta_by_doc: dict[str, dict[str, Any]] = {}
-            for row in metadata.to_pylist() if metadata is not None else []:
-                meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
-            for doc_id in batch:
-                path = folder / f"{doc_id}.embeddings.json"
-                meta = meta_by_doc.get(doc_id, {})
-                sidecar = build_sidecar(
-                    uw_version=str(meta.get("uw_version", "1.1")),
-                    deal_id=str(meta.get("deal_id", doc_id)),
-                    backend_spec=spec.backend_spec,
-                    dim=spec.dim,
-                    input_format=spec.input_format,
-                    entries=[
-                        SidecarEntry(
-                            section=inp["section"],
-                            block_key=inp["block_key"],
-                            content_hash=inp["content_hash"],
-                            vector=matrix[vec_index[inp["input_hash"]]].tolist(),
-                            input_hash=inp["input_hash"],
-                        )
-                        for inp in rows_by_doc[doc_id]
-                    ],
-                    revision=spec.model_revision,
-                    normalized=spec.normalized,
-                )
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_sidecar(path, sidecar)
-                stats[doc_id] = _stat(path)
-        pin_rows: list[dict[str, Any]] = []
-        for doc_id in sorted(pins_by_doc):
-            st = stats[doc_id]
-            assert st is not None
-            pin_rows.append(
-                {
-                    "source_id": f"{collection}/{doc_id}",
-                    "doc_id": doc_id,
-                    "digest": digests[doc_id],
-                    "size": st.st_size,
-                    "mtime_ns": st.st_mtime_ns,
-                }
-            )
-        written, unchanged = len(due), len(pins_by_doc) - len(due)
-        self.warehouse.write(
-            "sidecar_pins",
-            (profile, collection),
-            pa.Table.from_pylist(pin_rows, schema=SIDECAR_PINS_SCHEMA),
+        # with no record of what was written (a home from before sidecar_pins), every file in
+        # the folder is checked at the end against the documents seen
+        pins_path = self.warehouse.path("sidecar_pins", profile, collection)
+        recorded = pins_path.is_file()
+        pins = DocCursor(
+            self.warehouse.batches(*pins_key, SIDECAR_PINS_SCHEMA),
+            SIDECAR_PINS_SCHEMA,
+            what=str(pins_path),
         )
-        # sidecars of documents gone since the last run; with no record of what was written
-        # (a home from before sidecar_pins), every file in the folder is checked
-        removed = 0
-        if previous is not None:
-            gone = sorted(set(known) - set(pins_by_doc))
-            candidates = [folder / f"{doc_id}.embeddings.json" for doc_id in gone]
-        else:
-            candidates = sorted(folder.rglob("*.embeddings.json")) if folder.is_dir() else []
-        for path in candidates:
-            doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
-            if doc_id not in pins_by_doc and path.is_file():
-                path.unlink()
-                removed += 1
+        work = _SidecarWork(self, spec, profile, collection, folder)
+        seen: set[str] = set()
+        with self.warehouse.writer(*pins_key, SIDECAR_PINS_SCHEMA) as out:
+            for table in ranges:
+                last = table["doc_id"][-1].as_py()
+                mine = table.filter(pc.equal(table["input_format"], spec.input_format))
+                out.write(work.range(mine, pins.through(last)))
+                if not recorded:
+                    seen.update(pc.unique(mine["doc_id"]).to_pylist())
+                memory.release()
+            work.remove_gone(pins.rest())
+            if not recorded and folder.is_dir():
+                for path in sorted(folder.rglob("*.embeddings.json")):
+                    doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
+                    if doc_id not in seen:
+                        path.unlink()
+                        work.removed += 1
+            out.commit()
         return SidecarsOutcome(
-            covered=True, written=written, unchanged=unchanged, removed=removed, folder=str(folder)
+            covered=True,
+            written=work.written,
+            unchanged=work.unchanged,
+            removed=work.removed,
+            folder=str(folder),
         )
 
     def index_rows_step(self, profile: str, collection: str, *, run_id: str) -> IndexRowsOutcome:
@@ -712,35 +652,70 @@ class Corpus:
             return IndexRowsOutcome(covered=False)
         generation = self.registry.open_generation(self.spec(profile), run_id=run_id)
         spec = generation.spec
-        inputs = self._input_keys(collection, spec.input_format)
         manifest = self._read("source_manifest", (collection,), MANIFEST_SCHEMA)
         live = {f"{collection}/{d}" for d in live_documents(manifest)}
         # tombstones replay: a source deleted before this generation existed never enters it,
         # even from stale inputs (a source that really comes back lifts its tombstone at scan)
-        dead = sorted(
-            t["source_id"]
-            for t in self.registry.tombstones(namespace=spec.namespace)
-            if t["collection"] == collection
+        dead = pa.array(
+            sorted(
+                t["source_id"]
+                for t in self.registry.tombstones(namespace=spec.namespace)
+                if t["collection"] == collection
+            ),
+            pa.string(),
         )
-        if dead:
-            inputs = inputs.filter(
-                pc.invert(pc.is_in(inputs["source_id"], pa.array(dead, pa.string())))
-            )
+
+        def wanted(batch: pa.RecordBatch) -> pa.RecordBatch:
+            mask = pc.equal(batch["input_format"], spec.input_format)
+            if len(dead):
+                mask = pc.and_(mask, pc.invert(pc.is_in(batch["source_id"], dead)))
+            return batch.filter(mask)
+
         # what the collection must hold, against what it holds: only the sources whose rows
         # differ are rebuilt and rewritten. Every row of a generation has its input format and
-        # embedder, so a chunk_ref (chunk and source version) names one vector_id.
+        # embedder, so a chunk_ref (chunk and source version) names one vector_id. Only the
+        # inputs' refs decide it: their other columns are read a batch of rows at a time below.
+        inputs_key = ("embedding_inputs", (collection,))
+        refs = pa.Table.from_batches(
+            [
+                wanted(b)
+                for b in self._read(
+                    *inputs_key, INPUT_REF_SCHEMA, columns=INPUT_REF_SCHEMA.names
+                ).to_batches()
+            ],
+            INPUT_REF_SCHEMA,
+        )
         present = self.store.collection_refs(generation, collection)
-        added = inputs.filter(pc.invert(pc.is_in(inputs["chunk_ref"], present["chunk_ref"])))
-        gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], inputs["chunk_ref"])))
+        added = refs.filter(pc.invert(pc.is_in(refs["chunk_ref"], present["chunk_ref"])))
+        gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], refs["chunk_ref"])))
         touched = set(pc.unique(added["source_id"]).to_pylist()) | set(
             pc.unique(gone["source_id"]).to_pylist()
         )
         whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not present.num_rows
-        n_wanted = inputs.num_rows
-        wanted_sources = pc.unique(inputs["source_id"])
-        if not whole:
+        n_wanted = refs.num_rows
+        wanted_sources = pc.unique(refs["source_id"])
+        del refs, added, gone
+        # the inputs the rows are built from: streamed for a whole collection, read at once for
+        # a few sources
+        inputs: Iterable[pa.RecordBatch]
+        if whole:
+            inputs = (
+                wanted(b)
+                for b in self.warehouse.batches(
+                    *inputs_key, INPUT_KEY_SCHEMA, columns=INPUT_KEY_COLUMNS
+                )
+            )
+        else:
             scope = pa.array(sorted(touched), pa.string())
-            inputs = inputs.filter(pc.is_in(inputs["source_id"], scope))
+            inputs = [
+                wanted(b)
+                for b in self._read(
+                    *inputs_key,
+                    INPUT_KEY_SCHEMA,
+                    where=pc.field("source_id").isin(scope),
+                    columns=INPUT_KEY_COLUMNS,
+                ).to_batches()
+            ]
         # the block columns a row carries (not the content: the input's text stands for it),
         # streamed beside the inputs for a whole collection, read at once for a few sources
         key = ("parsed_blocks", (collection,))
@@ -773,9 +748,9 @@ class Corpus:
         try:
             if not removed_gate.passed or (not whole and not touched):
                 checked.drain()  # report every check; write nothing
-            elif whole and inputs.num_rows and not present.num_rows:
+            elif whole and n_wanted and not present.num_rows:
                 outcome.write = self.store.append(generation, collection, checked.reader())
-            elif whole and inputs.num_rows:
+            elif whole and n_wanted:
                 outcome.write = self.store.replace_collection(
                     generation, collection, checked.reader()
                 )
@@ -991,16 +966,6 @@ class Corpus:
         save_png(png, self.settings.reports / f"eval-{namespace}.png")
         return png
 
-    def _input_keys(self, collection: str, input_format: str) -> pa.Table:
-        """The collection's inputs of one format, without their text (read per window)."""
-        return self._read(
-            "embedding_inputs",
-            (collection,),
-            INPUT_KEY_SCHEMA,
-            where=pc.field("input_format") == input_format,
-            columns=INPUT_KEY_COLUMNS,
-        )
-
     def input_texts(self, collection: str, hashes: pa.Array) -> dict[str, str]:
         """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash)."""
         table = self.warehouse.read(
@@ -1123,6 +1088,156 @@ def _offset_progress(
         return None
     report = progress
     return lambda done, _window_total: report(offset + done, total)
+
+
+class _SidecarWork:
+    """The sidecars of one range of documents at a time: which are due, building them,
+    removing those of documents gone, and the pins to record (see ``Corpus.sidecars_step``)."""
+
+    def __init__(
+        self, corpus: Corpus, spec: Any, profile: str, collection: str, folder: Path
+    ) -> None:
+        self.corpus, self.spec, self.profile, self.collection = corpus, spec, profile, collection
+        self.folder = folder
+        self.identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
+        self.written = self.unchanged = self.removed = 0
+        self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
+
+    def path(self, doc_id: str) -> Path:
+        return self.folder / f"{doc_id}.embeddings.json"
+
+    def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
+        """Bring the sidecars of ``inputs``' documents up to date; the pins to record for them.
+        ``previous`` holds the pins recorded last time for the same range of doc_ids."""
+        from corpus_index.sidecars import SIDECAR_PINS_SCHEMA, read_sidecar
+
+        pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
+        for doc_id, block_key, content_hash, ihash in zip(
+            *(inputs[c].to_pylist() for c in ("doc_id", "block_key", "content_hash", "input_hash")),
+            strict=True,
+        ):
+            pins_by_doc.setdefault(doc_id, []).append((block_key, content_hash, ihash))
+        # what each sidecar was written from, and its file's size and mtime then: an unchanged
+        # document whose file nobody touched is skipped without opening it
+        digests = {
+            doc_id: sha256_hex(canonical_json([*self.identity, pins]))
+            for doc_id, pins in pins_by_doc.items()
+        }
+        known = {r["doc_id"]: (r["digest"], r["size"], r["mtime_ns"]) for r in previous.to_pylist()}
+        self.remove_gone(previous.filter(pc.invert(pc.is_in(previous["doc_id"], inputs["doc_id"]))))
+        # which sidecars are due: missing, touched, or written from other pins
+        stats: dict[str, os.stat_result | None] = {}
+        due: list[str] = []
+        for doc_id in sorted(pins_by_doc):
+            path = self.path(doc_id)
+            st = stats[doc_id] = _stat(path)
+            fresh = st is not None and known.get(doc_id) == (
+                digests[doc_id],
+                st.st_size,
+                st.st_mtime_ns,
+            )
+            if not fresh and st is not None:  # touched or never recorded: compare its pins
+                old = read_sidecar(path, validate=False)
+                old_pins = [
+                    (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
+                    for b in old.get("blocks", [])
+                ]
+                fresh = (
+                    old_pins == pins_by_doc[doc_id]
+                    and old.get("embedder", {}).get("model") == self.spec.backend_spec
+                )
+            if not fresh:
+                due.append(doc_id)
+        if due:
+            self._build(due, inputs)
+            stats.update((doc_id, _stat(self.path(doc_id))) for doc_id in due)
+        self.written += len(due)
+        self.unchanged += len(pins_by_doc) - len(due)
+        pin_rows: list[dict[str, Any]] = []
+        for doc_id in sorted(pins_by_doc):
+            st = stats[doc_id]
+            assert st is not None
+            pin_rows.append(
+                {
+                    "source_id": f"{self.collection}/{doc_id}",
+                    "doc_id": doc_id,
+                    "digest": digests[doc_id],
+                    "size": st.st_size,
+                    "mtime_ns": st.st_mtime_ns,
+                }
+            )
+        return pa.Table.from_pylist(pin_rows, schema=SIDECAR_PINS_SCHEMA)
+
+    def _build(self, due: list[str], inputs: pa.Table) -> None:
+        """Write the due sidecars: one filtered read of the vectors for all of them, and the
+        documents' metadata read forward from parsed_blocks."""
+        from corpus_index.sidecars import SidecarEntry, build_sidecar, write_sidecar
+
+        spec = self.spec
+        rows_by_doc: dict[str, list[dict[str, Any]]] = {}
+        for row in inputs.filter(
+            pc.is_in(inputs["doc_id"], pa.array(due, pa.string()))
+        ).to_pylist():
+            rows_by_doc.setdefault(row["doc_id"], []).append(row)
+        hashes = pc.unique(
+            pa.array([r["input_hash"] for d in due for r in rows_by_doc[d]], pa.string())
+        )
+        vectors = self.corpus._read(
+            "embeddings",
+            (self.profile, self.collection),
+            where=pc.field("input_hash").isin(hashes),
+        )
+        vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+        matrix = vector_matrix(vectors, spec.dim)
+        if self._metadata is None:
+            warehouse = self.corpus.warehouse
+            self._metadata = DocCursor(
+                warehouse.batches(
+                    "parsed_blocks",
+                    (self.collection,),
+                    BLOCK_META_SCHEMA,
+                    columns=BLOCK_META_SCHEMA.names,
+                ),
+                BLOCK_META_SCHEMA,
+                what=str(warehouse.path("parsed_blocks", self.collection)),
+            )
+        blocks = self._metadata.through(due[-1])
+        blocks = blocks.filter(pc.is_in(blocks["doc_id"], pa.array(due, pa.string())))
+        meta_by_doc: dict[str, dict[str, Any]] = {}
+        for row in blocks.to_pylist():
+            meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+        for doc_id in due:
+            meta = meta_by_doc.get(doc_id, {})
+            sidecar = build_sidecar(
+                uw_version=str(meta.get("uw_version", "1.1")),
+                deal_id=str(meta.get("deal_id", doc_id)),
+                backend_spec=spec.backend_spec,
+                dim=spec.dim,
+                input_format=spec.input_format,
+                entries=[
+                    SidecarEntry(
+                        section=r["section"],
+                        block_key=r["block_key"],
+                        content_hash=r["content_hash"],
+                        vector=matrix[vec_index[r["input_hash"]]].tolist(),
+                        input_hash=r["input_hash"],
+                    )
+                    for r in rows_by_doc[doc_id]
+                ],
+                revision=spec.model_revision,
+                normalized=spec.normalized,
+            )
+            path = self.path(doc_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_sidecar(path, sidecar)
+
+    def remove_gone(self, pins: pa.Table) -> None:
+        """Remove the sidecars of documents whose pins were recorded but that have no inputs."""
+        for doc_id in pins["doc_id"].to_pylist():
+            path = self.path(doc_id)
+            if path.is_file():
+                path.unlink()
+                self.removed += 1
 
 
 def _stat(path: Path) -> os.stat_result | None:

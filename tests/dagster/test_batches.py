@@ -138,7 +138,51 @@ def test_sidecars_built_in_small_batches_match_one_batch(
     assert len(whole) == 3
     for path in folder.glob("*.embeddings.json"):
         path.unlink()
-    monkeypatch.setattr(service, "SIDECAR_BATCH", 2)
+    monkeypatch.setattr(service, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
     out = corpus.sidecars_step("main", "alpha-deals")
     assert (out.written, out.unchanged) == (3, 0)
     assert contents() == whole
+
+
+def test_sidecars_in_ranges_remove_gone_documents_and_strays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removed deals in the middle and at the end of the doc_id order lose their sidecars, one
+    range of documents at a time; without recorded pins, stray files are found by listing."""
+    settings = Settings(
+        config_path=write_home(tmp_path, deals_per_tenant=5), home=tmp_path / "home"
+    )
+    assert sync(settings).ok
+    monkeypatch.setattr(service, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
+    corpus = Corpus(settings)
+    folder = settings.exports / "sidecars" / "main" / COLLECTION
+    names = sorted(p.name for p in folder.glob("*.embeddings.json"))
+    assert len(names) == 5
+    saved = {p.name: p.read_bytes() for p in folder.glob("*.embeddings.json")}
+    pins_before = corpus.warehouse.read("sidecar_pins", ("main", COLLECTION))
+    for deal in ("deal-alpha-002", "deal-alpha-004"):
+        (tmp_path / "sources" / "alpha" / f"{deal}.uw.md").unlink()
+    corpus.manifest_step(COLLECTION)  # deletion removes their sidecars and pins at once
+    corpus.parse_step(COLLECTION)
+    corpus.inputs_step(COLLECTION)
+    assert len(list(folder.glob("*.embeddings.json"))) == 3
+    # had that not happened (files and pins as before), the step itself removes them
+    for name, data in saved.items():
+        (folder / name).write_bytes(data)
+    assert pins_before is not None
+    corpus.warehouse.write("sidecar_pins", ("main", COLLECTION), pins_before)
+    out = corpus.sidecars_step("main", COLLECTION)
+    assert (out.written, out.unchanged, out.removed) == (0, 3, 2)
+    left = sorted(p.name for p in folder.glob("*.embeddings.json"))
+    assert left == [n for n in names if "-002." not in n and "-004." not in n]
+    pins = corpus.warehouse.read("sidecar_pins", ("main", COLLECTION))
+    assert pins is not None and pins["doc_id"].to_pylist() == [n.split(".")[0] for n in left]
+
+    # a home without recorded pins: every file is compared, and one no document owns goes
+    corpus.warehouse.delete("sidecar_pins", ("main", COLLECTION))
+    (folder / "deal-alpha-999.embeddings.json").write_text("{}", encoding="utf-8")
+    out = corpus.sidecars_step("main", COLLECTION)
+    assert (out.written, out.unchanged, out.removed) == (0, 3, 1)
+    assert sorted(p.name for p in folder.glob("*.embeddings.json")) == left
+    again = corpus.sidecars_step("main", COLLECTION)
+    assert (again.written, again.unchanged, again.removed) == (0, 3, 0)
