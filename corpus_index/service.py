@@ -1109,7 +1109,7 @@ class _SidecarWork:
     def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
         """Bring the sidecars of ``inputs``' documents up to date; the pins to record for them.
         ``previous`` holds the pins recorded last time for the same range of doc_ids."""
-        from corpus_index.sidecars import SIDECAR_PINS_SCHEMA, read_sidecar
+        from corpus_index.sidecars import SIDECAR_PINS_SCHEMA, SidecarError, read_sidecar
 
         pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
         for doc_id, block_key, content_hash, ihash in zip(
@@ -1137,13 +1137,17 @@ class _SidecarWork:
                 st.st_mtime_ns,
             )
             if not fresh and st is not None:  # touched or never recorded: compare its pins
-                old = read_sidecar(path, validate=False)
+                try:
+                    old = read_sidecar(path, validate=False)
+                except SidecarError:  # not JSON (a torn or foreign file): written again
+                    old = {}
                 old_pins = [
                     (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
                     for b in old.get("blocks", [])
                 ]
                 fresh = (
-                    old_pins == pins_by_doc[doc_id]
+                    bool(old_pins)
+                    and old_pins == pins_by_doc[doc_id]
                     and old.get("embedder", {}).get("model") == self.spec.backend_spec
                 )
             if not fresh:
@@ -1229,7 +1233,7 @@ class _SidecarWork:
             )
             path = self.path(doc_id)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_sidecar(path, sidecar)
+            write_sidecar(path, sidecar, validate=False)  # build_sidecar validated it
 
     def remove_gone(self, pins: pa.Table) -> None:
         """Remove the sidecars of documents whose pins were recorded but that have no inputs."""

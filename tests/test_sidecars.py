@@ -134,6 +134,9 @@ def test_write_refuses_a_nonconformant_sidecar_and_keeps_the_old_file(
         write_sidecar(out, broken)
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["deal.embeddings.json"]
+    # validate=False is for a document build_sidecar has just validated: it is not checked again
+    write_sidecar(out, broken, validate=False)
+    assert "content_hash" not in json.loads(out.read_text(encoding="utf-8"))["blocks"][0]
 
 
 def test_read_rejects_non_json(tmp_path: Path) -> None:

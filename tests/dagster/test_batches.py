@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -186,3 +187,10 @@ def test_sidecars_in_ranges_remove_gone_documents_and_strays(
     assert sorted(p.name for p in folder.glob("*.embeddings.json")) == left
     again = corpus.sidecars_step("main", COLLECTION)
     assert (again.written, again.unchanged, again.removed) == (0, 3, 0)
+
+    # a torn file (not JSON) is written again, not an error
+    torn = folder / left[0]
+    torn.write_text('{"blocks": [', encoding="utf-8")
+    fixed = corpus.sidecars_step("main", COLLECTION)
+    assert (fixed.written, fixed.unchanged, fixed.removed) == (1, 2, 0)
+    assert json.loads(torn.read_text(encoding="utf-8"))["blocks"]
