@@ -38,6 +38,7 @@ from corpus_index.errors import (
     DimensionMismatchError,
     NonFiniteVectorError,
     PromotionRefusedError,
+    SidecarError,
 )
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.index_store import Coverage, GenerationStore, WriteResult, vector_entry_schema
@@ -1109,7 +1110,7 @@ class _SidecarWork:
     def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
         """Bring the sidecars of ``inputs``' documents up to date; the pins to record for them.
         ``previous`` holds the pins recorded last time for the same range of doc_ids."""
-        from corpus_index.sidecars import SIDECAR_PINS_SCHEMA, SidecarError, read_sidecar
+        from corpus_index.sidecars import SIDECAR_PINS_SCHEMA, read_sidecar
 
         pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
         for doc_id, block_key, content_hash, ihash in zip(
