@@ -125,8 +125,6 @@ class IndexRowsOutcome:
 
 
 # the inputs' columns held for a whole partition; their text is read a window at a time
-INPUT_KEY_SCHEMA = pa.schema([f for f in INPUT_SCHEMA if f.name != "text"])
-INPUT_KEY_COLUMNS = INPUT_KEY_SCHEMA.names
 # what ``index_rows`` reads of embedding_inputs to decide which sources' rows change
 INPUT_REF_SCHEMA = pa.schema(
     [INPUT_SCHEMA.field(c) for c in ("chunk_ref", "source_id", "input_format")]
@@ -214,9 +212,7 @@ class _CheckedBatches:
         inputs, their vectors and texts, and the blocks of the same documents (read forward
         beside the inputs: both are in doc_id order)."""
         what = f"index rows of {self.collection}"
-        chunks = whole_documents(
-            self.inputs, INPUT_KEY_SCHEMA, ROWS_PER_BATCH, what=f"{what} (inputs)"
-        )
+        chunks = whole_documents(self.inputs, INPUT_SCHEMA, ROWS_PER_BATCH, what=f"{what} (inputs)")
         blocks = DocCursor(self.blocks, ROW_BLOCK_SCHEMA, what=f"{what} (parsed_blocks)")
         start = 0
         first = next(chunks, None)
@@ -233,17 +229,11 @@ class _CheckedBatches:
             yield rows
 
     def _rows(self, chunk: pa.Table, blocks: DocCursor) -> pa.Table:
-        """The rows of one batch of inputs: only its texts and vectors are read."""
-        hashes = pc.unique(chunk["input_hash"])
+        """The rows of one batch of inputs (with their texts): only its vectors are read."""
         vectors = self.corpus._read(
             "embeddings",
             (self.profile, self.collection),
-            where=pc.field("input_hash").isin(hashes),
-        )
-        texts = self.corpus.input_texts(self.collection, hashes)
-        chunk = chunk.append_column(
-            "text",
-            pa.array([texts[h] for h in chunk["input_hash"].to_pylist()], pa.string()),
+            where=pc.field("input_hash").isin(pc.unique(chunk["input_hash"])),
         )
         return build_rows(
             self.generation,
@@ -696,25 +686,19 @@ class Corpus:
         n_wanted = refs.num_rows
         wanted_sources = pc.unique(refs["source_id"])
         del refs, added, gone
-        # the inputs the rows are built from: streamed for a whole collection, read at once for
-        # a few sources
+        # the inputs the rows are built from, with their texts: streamed for a whole collection,
+        # read at once for a few sources
         inputs: Iterable[pa.RecordBatch]
         if whole:
-            inputs = (
-                wanted(b)
-                for b in self.warehouse.batches(
-                    *inputs_key, INPUT_KEY_SCHEMA, columns=INPUT_KEY_COLUMNS
-                )
-            )
+            inputs = (wanted(b) for b in self.warehouse.batches(*inputs_key, INPUT_SCHEMA))
         else:
             scope = pa.array(sorted(touched), pa.string())
             inputs = [
                 wanted(b)
                 for b in self._read(
                     *inputs_key,
-                    INPUT_KEY_SCHEMA,
+                    INPUT_SCHEMA,
                     where=pc.field("source_id").isin(scope),
-                    columns=INPUT_KEY_COLUMNS,
                 ).to_batches()
             ]
         # the block columns a row carries (not the content: the input's text stands for it),
