@@ -83,6 +83,7 @@ def build(args: argparse.Namespace, root: Path, deals: int) -> dict[str, Any]:
         "peak_mib": phase["rss_peak_sampled_mib"],
         "maxrss_mib": phase["maxrss_mib"],
         "step_rise_mib": {step: m["rise_mib"] for step, m in phase.get("step_memory", {}).items()},
+        "step_peak_mib": {step: m["peak_mib"] for step, m in phase.get("step_memory", {}).items()},
         "lance_mib": round(_common.dir_mib(home / "lance"), 2),
         "warehouse_mib": round(_common.dir_mib(home / "warehouse"), 2),
         "corpus_mib": round(_common.dir_mib(source), 2),
@@ -140,11 +141,18 @@ def print_text(r: dict[str, Any]) -> None:
             f"{run['maxrss_mib']:9.0f} {run['lance_mib']:8.1f} {run['warehouse_mib']:9.1f} "
             f"{run['corpus_mib']:7.1f}"
         )
-    print("  RSS rise during each step, MiB (sampled peak inside the step - RSS when it started)")
+    print(
+        "  each step's sampled peak RSS / its rise over the RSS it started from, MiB "
+        "(the highest peak is the build's)"
+    )
     steps = list(runs[-1]["step_rise_mib"])
-    print("    " + f"{'step':<17}" + "".join(f"{run['deals']:>8d}" for run in runs))
+    print("    " + f"{'step':<17}" + "".join(f"{run['deals']:>12d}" for run in runs))
     for step in steps:
-        cells = "".join(f"{run['step_rise_mib'].get(step, 0.0):8.0f}" for run in runs)
+        cells = "".join(
+            f"{run.get('step_peak_mib', {}).get(step, 0.0):7.0f}/"
+            f"{run['step_rise_mib'].get(step, 0.0):<4.0f}"
+            for run in runs
+        )
         print(f"    {step:<17}{cells}")
     print("  growth per 1,000 deals     peak RSS   LanceDB data   share")
     for iv in r["intervals"]:
