@@ -4,7 +4,7 @@ For each size (default 2,500, 5,000, 10,000 and 20,000 generated deals, four emb
 sections each; ``hash:v1-384``, so embedding costs next to nothing and the figures are the
 pipeline's own), writes the deals, then runs one full build (``corpus sync``: three Dagster
 runs) in its own process, through ``bench/incremental.py``'s child mode, and prints its peak
-RSS, the RSS rise of each step, and the size of the data it produced.
+RSS, each step's peak RSS and rise, and the size of the data it produced.
 
 A pipeline that held the corpus would grow by at least the data it holds: its peak RSS would
 rise, per 1,000 deals, at least by what the index data on disk rises (LanceDB: the generation
