@@ -7,7 +7,7 @@ switching back to an old model costs nothing.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,16 +53,7 @@ class EmbeddingCache:
         found: dict[str, npt.NDArray[np.float32]] = {}
         if table is None or not hashes:
             return found
-        unique = sorted(set(hashes))
-        for start in range(0, len(unique), LOOKUP_CHUNK):
-            chunk = unique[start : start + LOOKUP_CHUNK]
-            result = (
-                table.search()
-                .where(predicates.is_in("input_hash", chunk))
-                .select(["input_hash", "vector"])
-                .limit(None)  # every match: a key stored twice by racing writers returns twice
-                .to_arrow()
-            )
+        for result in _matching(table, sorted(set(hashes)), ["input_hash", "vector"]):
             if result.num_rows == 0:
                 continue
             keys = result.column("input_hash").to_pylist()
@@ -88,8 +79,9 @@ class EmbeddingCache:
         first: dict[str, int] = {}
         for i, h in enumerate(hashes):
             first.setdefault(h, i)
-        for key in self._present(table, list(first)):
-            del first[key]
+        for result in _matching(table, list(first), ["input_hash"]):  # the keys it holds
+            for key in result.column("input_hash").to_pylist():
+                first.pop(key, None)
         if not first:
             return len(hashes)
         rows = list(first.values())
@@ -108,22 +100,6 @@ class EmbeddingCache:
         table.add(data)
         return len(hashes)
 
-    @staticmethod
-    def _present(table: Any, keys: Sequence[str]) -> set[str]:
-        """Which of ``keys`` the table holds (reads the key column only)."""
-        present: set[str] = set()
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = keys[start : start + LOOKUP_CHUNK]
-            result = (
-                table.search()
-                .where(predicates.is_in("input_hash", chunk))
-                .select(["input_hash"])
-                .limit(None)
-                .to_arrow()
-            )
-            present.update(result.column("input_hash").to_pylist())
-        return present
-
     def count(self) -> int:
         table = self._table(create=False)
         return 0 if table is None else int(table.count_rows())
@@ -138,3 +114,17 @@ class EmbeddingCache:
         for start in range(0, len(keys), LOOKUP_CHUNK):
             table.delete(predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK]))
         return before - int(table.count_rows())
+
+
+def _matching(table: Any, keys: Sequence[str], columns: list[str]) -> Iterator[pa.Table]:
+    """``columns`` of the rows whose key is among ``keys``, LOOKUP_CHUNK keys per query; every
+    match, so a key stored twice by racing writers comes back twice."""
+    for start in range(0, len(keys), LOOKUP_CHUNK):
+        chunk = keys[start : start + LOOKUP_CHUNK]
+        yield (
+            table.search()
+            .where(predicates.is_in("input_hash", chunk))
+            .select(columns)
+            .limit(None)
+            .to_arrow()
+        )

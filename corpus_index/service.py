@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -124,7 +124,6 @@ class IndexRowsOutcome:
         return all(g.passed for g in self.gates)
 
 
-# the inputs' columns held for a whole partition; their text is read a window at a time
 # what ``index_rows`` reads of embedding_inputs to decide which sources' rows change
 INPUT_REF_SCHEMA = pa.schema(
     [INPUT_SCHEMA.field(c) for c in ("chunk_ref", "source_id", "input_format")]
@@ -175,6 +174,10 @@ EMBED_WINDOW = 8192
 # ``index_rows`` builds, checks and writes this many rows at a time: its memory follows the
 # batch, not the collection. (Each batch is one Great Expectations validation, ~1 s of fixed cost.)
 ROWS_PER_BATCH = 8192
+
+
+# a table or one of its batches: what ``index_rows`` filters alike
+_Rows = TypeVar("_Rows", pa.Table, pa.RecordBatch)
 
 
 class _CheckedBatches:
@@ -656,26 +659,18 @@ class Corpus:
             pa.string(),
         )
 
-        def wanted(batch: pa.RecordBatch) -> pa.RecordBatch:
-            mask = pc.equal(batch["input_format"], spec.input_format)
+        def wanted(data: _Rows) -> _Rows:
+            mask = pc.equal(data["input_format"], spec.input_format)
             if len(dead):
-                mask = pc.and_(mask, pc.invert(pc.is_in(batch["source_id"], dead)))
-            return batch.filter(mask)
+                mask = pc.and_(mask, pc.invert(pc.is_in(data["source_id"], dead)))
+            return data.filter(mask)
 
         # what the collection must hold, against what it holds: only the sources whose rows
         # differ are rebuilt and rewritten. Every row of a generation has its input format and
         # embedder, so a chunk_ref (chunk and source version) names one vector_id. Only the
         # inputs' refs decide it: their other columns are read a batch of rows at a time below.
         inputs_key = ("embedding_inputs", (collection,))
-        refs = pa.Table.from_batches(
-            [
-                wanted(b)
-                for b in self._read(
-                    *inputs_key, INPUT_REF_SCHEMA, columns=INPUT_REF_SCHEMA.names
-                ).to_batches()
-            ],
-            INPUT_REF_SCHEMA,
-        )
+        refs = wanted(self._read(*inputs_key, INPUT_REF_SCHEMA, columns=INPUT_REF_SCHEMA.names))
         present = self.store.collection_refs(generation, collection)
         added = refs.filter(pc.invert(pc.is_in(refs["chunk_ref"], present["chunk_ref"])))
         gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], refs["chunk_ref"])))
@@ -693,14 +688,9 @@ class Corpus:
             inputs = (wanted(b) for b in self.warehouse.batches(*inputs_key, INPUT_SCHEMA))
         else:
             scope = pa.array(sorted(touched), pa.string())
-            inputs = [
-                wanted(b)
-                for b in self._read(
-                    *inputs_key,
-                    INPUT_SCHEMA,
-                    where=pc.field("source_id").isin(scope),
-                ).to_batches()
-            ]
+            inputs = wanted(
+                self._read(*inputs_key, INPUT_SCHEMA, where=pc.field("source_id").isin(scope))
+            ).to_batches()
         # the block columns a row carries (not the content: the input's text stands for it),
         # streamed beside the inputs for a whole collection, read at once for a few sources
         key = ("parsed_blocks", (collection,))
