@@ -5,8 +5,14 @@ LanceDB's engine allocates through glibc's ``malloc`` on many worker threads. gl
 thread that contends its own arena (up to 8 per core) and keeps what a thread freed in that arena,
 so a process that writes 40,000 rows to LanceDB holds on to most of the memory the write used,
 long after it was freed (measured: 225 MiB still resident after four 10,000-row ``add`` calls,
-50 MiB with two arenas and a trim). Arrow's own pool (mimalloc) keeps freed pages the same
-way. ``configure()`` caps the arenas at two and points Arrow at ``malloc``; ``release()``
+50 MiB with two arenas and a trim). Worse, glibc raises its ``mmap`` threshold to the size of
+the largest block freed so far (up to 32 MiB), so after the first large Arrow buffer is freed,
+every later one of that size lands in an arena and stays resident after ``free``, until a
+trim: a step that decodes a Parquet row group after another held each one's freed pages, and
+peaked higher the more row groups it read. Arrow's own pool (mimalloc) keeps freed pages the
+same way. ``configure()`` caps the arenas at two, fixes the ``mmap`` threshold at 1 MiB (a
+larger block is mapped on its own and unmapped when freed) and points Arrow at ``malloc``;
+``release()``
 returns Arrow's unused pool memory and trims the ``malloc`` heap, in about a millisecond. It
 runs no garbage collection: Arrow buffers are freed by reference counting, and a full
 collection costs 0.45 s in a process with Dagster loaded. Both do nothing where glibc is not
@@ -24,6 +30,10 @@ from typing import Any, TypeVar
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter number for the arena cap
 ARENA_MAX = 2
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number for the mmap threshold
+# blocks of this size and up get their own mapping, returned to the system by free(); setting
+# it also stops glibc from raising it (and the trim threshold) as large blocks are freed
+MMAP_THRESHOLD = 1 << 20
 # LanceDB's full-text index builder buffers up to this many MiB per worker before it spills a
 # part to disk (read once per process, from the environment, at the first index build)
 FTS_PARTITION_MIB = "64"
@@ -47,15 +57,23 @@ def _libc() -> Any | None:
 
 @functools.cache
 def configure() -> bool:
-    """Cap glibc's malloc arenas, allocate Arrow buffers with ``malloc``, and bound LanceDB's
-    FTS build buffer, once per process. Returns whether the arena cap was set.
-    ``MALLOC_ARENA_MAX`` and ``ARROW_DEFAULT_MEMORY_POOL`` in the environment win."""
+    """Cap glibc's malloc arenas, fix its ``mmap`` threshold, allocate Arrow buffers with
+    ``malloc``, and bound LanceDB's FTS build buffer, once per process. Returns whether the
+    arena cap was set. ``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_`` and
+    ``ARROW_DEFAULT_MEMORY_POOL`` in the environment win.
+
+    Measured at 20,000 and 40,000 generated deals, one step in a fresh process: the fixed
+    threshold took ``index_rows``'s peak from 759 / 912 MiB to 702 / 769 MiB, and an IVF_PQ
+    build over 80,000 / 160,000 vectors from a rise of 346 / 401 MiB to 318 / 324 MiB, in
+    the same time."""
     os.environ.setdefault("LANCE_FTS_PARTITION_SIZE", FTS_PARTITION_MIB)
     libc = _libc()
     if libc is None:
         return False
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         _use_system_arrow_pool()
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     return bool(libc.mallopt(M_ARENA_MAX, ARENA_MAX))
