@@ -2,8 +2,10 @@
 
 Suites live as JSON under ``expectations/`` (``<name>.json``, GX's own suite format), so they
 can be reviewed and edited without touching code. GX validates pandas, so the adapter converts
-the Arrow table (vector column dropped: no expectation reads it) at this boundary and nowhere
-else. GX is imported on first use: it takes seconds to import.
+the Arrow table at this boundary and nowhere else, and only the columns the suite's
+expectations name (all but the vector column if one reads the whole table): GX hashes the
+frame it is given, and the columns no expectation reads (JSON metadata, ACL lists) cost most
+of that. GX is imported on first use: it takes seconds to import.
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ def _load_suite(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("expectations"), list):
         raise ConfigError(f"{path}: a suite needs a list under 'expectations'")
     return data
+
+
+# the kwargs that name the columns an expectation reads
+_COLUMN_KWARGS = ("column", "column_A", "column_B")
+
+
+def frame_columns(table_columns: list[str], suite: dict[str, Any]) -> list[str]:
+    """The columns of a table the suite's expectations read, in table order: those they name,
+    or every column but ``vector`` where one checks the whole table (``expect_table_*``) or
+    none names a column."""
+    named: set[str] = set()
+    for e in suite["expectations"]:
+        kwargs = e.get("kwargs", {})
+        if str(e.get("type", "")).startswith("expect_table_"):
+            named.clear()
+            break
+        named.update(str(kwargs[k]) for k in _COLUMN_KWARGS if k in kwargs)
+        named.update(str(c) for c in kwargs.get("column_list", []))
+    return [c for c in table_columns if c != "vector" and (not named or c in named)]
 
 
 @functools.cache
@@ -77,7 +98,7 @@ def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> G
             f"the table has every column suite {suite} checks",
             {"suite": str(path), "missing_columns": ", ".join(missing)},
         )
-    frame = table.select(columns).to_pandas()
+    frame = table.select(frame_columns(columns, data)).to_pandas()
     context = _context()
     gx_suite = ExpectationSuite(
         name=f"{suite}-{id(frame)}", expectations=data["expectations"], meta=data.get("meta", {})

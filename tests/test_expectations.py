@@ -73,3 +73,27 @@ def test_unknown_suite_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(ConfigError, match=r"broken.json:1: invalid JSON"):
         expectations.validate(table([ROW]), "broken")
+
+
+def test_only_the_columns_the_suite_reads_reach_gx() -> None:
+    suite = {
+        "expectations": [
+            {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "b"}},
+            {"type": "expect_column_pair_values_to_be_equal", "kwargs": {"column_A": "d"}},
+            {"type": "expect_compound_columns_to_be_unique", "kwargs": {"column_list": ["a"]}},
+        ]
+    }
+    columns = ["a", "b", "c", "d", "vector"]
+    assert expectations.frame_columns(columns, suite) == ["a", "b", "d"]
+    whole = {"expectations": [*suite["expectations"], {"type": "expect_table_row_count_to_equal"}]}
+    assert expectations.frame_columns(columns, whole) == ["a", "b", "c", "d"]
+    assert expectations.frame_columns(columns, {"expectations": []}) == ["a", "b", "c", "d"]
+
+
+def test_columns_no_expectation_reads_are_not_converted() -> None:
+    # a column pandas cannot take (a union) fails the conversion if it reaches GX
+    odd = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.array([1]), pa.array(["x"])])
+    with pytest.raises(pa.ArrowNotImplementedError):
+        pa.table({"odd": odd}).to_pandas()
+    gate = expectations.validate(table([ROW]).append_column("odd", odd), "index_rows")
+    assert gate.passed, gate.metadata
