@@ -60,7 +60,7 @@ from corpus_index.sources import (
     parse_into,
     scan_manifest,
 )
-from corpus_index.warehouse import Warehouse
+from corpus_index.warehouse import KeyedReader, Warehouse
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +205,7 @@ class _CheckedBatches:
         self.rows = 0
         self.tenant: list[gates.Gate] = []
         self.suite: list[gates.Gate] = []
+        self._vectors: KeyedReader | None = None
 
     @property
     def passed(self) -> bool:
@@ -233,11 +234,9 @@ class _CheckedBatches:
 
     def _rows(self, chunk: pa.Table, blocks: DocCursor) -> pa.Table:
         """The rows of one batch of inputs (with their texts): only its vectors are read."""
-        vectors = self.corpus._read(
-            "embeddings",
-            (self.profile, self.collection),
-            where=pc.field("input_hash").isin(pc.unique(chunk["input_hash"])),
-        )
+        if self._vectors is None:
+            self._vectors = self.corpus._keyed("embeddings", (self.profile, self.collection))
+        vectors = self._vectors.lookup(chunk["input_hash"])
         return build_rows(
             self.generation,
             blocks=blocks.through(chunk["doc_id"][-1].as_py()),
@@ -469,6 +468,10 @@ class Corpus:
         key = ("embeddings", (profile, collection))
         previous = self.warehouse.read(*key, columns=["input_hash"])
         reused, todo = reuse_split(previous, identity, hashes)
+        # embedded in the inputs' order (documents in doc_id order), not the hashes': a
+        # window's texts, and later a batch of index rows' vectors, then sit in a row group or
+        # two of their files (see Warehouse.keyed)
+        todo = distinct.filter(pc.is_in(distinct, value_set=todo))
         n_reused = reused.num_rows if reused is not None else 0
         unchanged = previous is not None and len(todo) == 0 and n_reused == previous.num_rows
         outcome = EmbeddingsOutcome(
@@ -507,9 +510,16 @@ class Corpus:
                         vector_matrix(part, spec.dim), part["input_hash"].combine_chunks()
                     )
                     out.write(part)
+            texts_by_hash = (
+                self.warehouse.keyed(
+                    "embedding_inputs", (collection,), "input_hash", columns=["input_hash", "text"]
+                )
+                if len(todo)
+                else None
+            )
             for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
                 window = todo.slice(start, EMBED_WINDOW)
-                texts = self.input_texts(collection, window)
+                texts = self.input_texts(collection, window, reader=texts_by_hash)
                 try:
                     result = embed_with_cache(
                         texts,
@@ -941,17 +951,28 @@ class Corpus:
         save_png(png, self.settings.reports / f"eval-{namespace}.png")
         return png
 
-    def input_texts(self, collection: str, hashes: pa.Array) -> dict[str, str]:
-        """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash)."""
-        table = self.warehouse.read(
-            "embedding_inputs",
-            (collection,),
-            where=pc.field("input_hash").isin(hashes),
-            columns=["input_hash", "text"],
-        )
-        if table is None:
-            return {}
+    def input_texts(
+        self, collection: str, hashes: pa.Array, *, reader: KeyedReader | None = None
+    ) -> dict[str, str]:
+        """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash);
+        ``reader``, from :meth:`Warehouse.keyed` over the inputs by hash, saves reading their
+        hashes again."""
+        if reader is None:
+            reader = self.warehouse.keyed(
+                "embedding_inputs", (collection,), "input_hash", columns=["input_hash", "text"]
+            )
+            if reader is None:
+                return {}
+        table = reader.lookup(hashes)
         return dict(zip(table["input_hash"].to_pylist(), table["text"].to_pylist(), strict=True))
+
+    def _keyed(self, asset: str, partition: tuple[str, ...]) -> KeyedReader:
+        """``Warehouse.keyed`` by ``input_hash``; a partition never written is an error naming
+        its file."""
+        self._require(asset, partition)
+        reader = self.warehouse.keyed(asset, partition, "input_hash")
+        assert reader is not None
+        return reader
 
     def _read(
         self,
@@ -1077,6 +1098,7 @@ class _SidecarWork:
         self.identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
         self.written = self.unchanged = self.removed = 0
         self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
+        self._vectors: KeyedReader | None = None  # the embeddings by hash, opened when first due
 
     def path(self, doc_id: str) -> Path:
         return self.folder / f"{doc_id}.embeddings.json"
@@ -1161,11 +1183,9 @@ class _SidecarWork:
         hashes = pc.unique(
             pa.array([r["input_hash"] for d in due for r in rows_by_doc[d]], pa.string())
         )
-        vectors = self.corpus._read(
-            "embeddings",
-            (self.profile, self.collection),
-            where=pc.field("input_hash").isin(hashes),
-        )
+        if self._vectors is None:
+            self._vectors = self.corpus._keyed("embeddings", (self.profile, self.collection))
+        vectors = self._vectors.lookup(hashes)
         vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
         matrix = vector_matrix(vectors, spec.dim)
         if self._metadata is None:

@@ -66,18 +66,24 @@ def test_a_column_with_null_vectors_is_stored_as_it_is(tmp_path: Path) -> None:
     assert back is not None and back.equals(table)
 
 
+def in_43_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Warehouse, pa.Table]:
+    """A warehouse holding 300 vectors as embeddings p/c, 7 rows per row group."""
+    from corpus_index import warehouse
+
+    monkeypatch.setattr(warehouse, "ROW_GROUP_ROWS", 7)
+    wh = Warehouse(tmp_path)
+    table = vectors_table(300, 4)
+    path = wh.write("embeddings", ("p", "c"), table)
+    assert pq.ParquetFile(path).num_row_groups == 43
+    return wh, table
+
+
 def test_filtered_reads_and_batches_span_row_groups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import pyarrow.compute as pc
 
-    from corpus_index import warehouse
-
-    monkeypatch.setattr(warehouse, "ROW_GROUP_ROWS", 7)  # 300 rows: 43 row groups
-    wh = Warehouse(tmp_path)
-    table = vectors_table(300, 4)
-    path = wh.write("embeddings", ("p", "c"), table)
-    assert pq.ParquetFile(path).num_row_groups == 43
+    wh, table = in_43_row_groups(tmp_path, monkeypatch)
     wanted = [f"h{i:04d}" for i in (0, 6, 7, 150, 299)]
     got = wh.read("embeddings", ("p", "c"), where=pc.field("input_hash").isin(wanted))
     assert got is not None and got["input_hash"].to_pylist() == wanted
@@ -99,3 +105,45 @@ def test_filtered_reads_and_batches_span_row_groups(
     meta = wh.metadata("embeddings", ("p", "c"))
     assert meta is not None and meta[KEY] == b"identity"
     assert wh.metadata("embeddings", ("p", "missing")) is None
+
+
+def test_keyed_lookups_decode_only_the_row_groups_holding_the_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wh, table = in_43_row_groups(tmp_path, monkeypatch)
+    decoded: list[tuple[int, object]] = []
+    real = pq.ParquetFile.read_row_group
+
+    def counting(self: pq.ParquetFile, i: int, columns: object = None, **kw: object) -> pa.Table:
+        decoded.append((i, columns))
+        return real(self, i, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+    reader = wh.keyed("embeddings", ("p", "c"), "input_hash")
+    assert reader is not None
+    assert len(decoded) == 43 and all(c == ["input_hash"] for _, c in decoded)  # keys only
+    decoded.clear()
+
+    wanted = ["h0299", "h0008", "h0007", "h0008"]  # out of order, repeated
+    got = reader.lookup(pa.array(wanted))
+    assert got["input_hash"].to_pylist() == ["h0007", "h0008", "h0299"]  # file order, once
+    assert got["vector"].type == pa.list_(pa.float32(), 4)
+    assert got["vector"].to_pylist() == table.take([7, 8, 299])["vector"].to_pylist()
+    assert got.schema.metadata[KEY] == b"identity"
+    assert sorted(i for i, _ in decoded) == [1, 42]  # rows 7-13 and 294-299
+
+    decoded.clear()
+    none = reader.lookup(pa.array(["nope"]))
+    assert none.num_rows == 0 and none["vector"].type == pa.list_(pa.float32(), 4)
+    assert decoded == []
+
+    # the file replaced meanwhile: the reader still reads the one it opened
+    wh.write("embeddings", ("p", "c"), vectors_table(3, 4))
+    assert reader.lookup(pa.array(["h0150"]))["input_hash"].to_pylist() == ["h0150"]
+    reader.close()
+
+    texts = wh.keyed("embeddings", ("p", "c"), "input_hash", columns=["input_hash"])
+    assert texts is not None and texts.lookup(pa.array(["h0001"])).column_names == ["input_hash"]
+    with pytest.raises(ValueError, match="must include the key"):
+        wh.keyed("embeddings", ("p", "c"), "input_hash", columns=["vector"])
+    assert wh.keyed("embeddings", ("p", "missing"), "input_hash") is None
