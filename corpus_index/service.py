@@ -443,8 +443,11 @@ class Corpus:
         p = self.profile(profile)
         spec = self.spec(profile)
         embedder = self.embedder(profile)
-        # only the hashes: the rest of the inputs' keys is not needed to embed
-        distinct = pc.unique(
+        # only the hashes (the rest of the inputs' keys is not needed to embed), each once, in
+        # the inputs' order (documents in doc_id order), as they are embedded: a window's texts,
+        # and later a batch of index rows' vectors, sit in a row group or two of their files
+        # (see Warehouse.keyed)
+        hashes = pc.unique(
             self._read(
                 "embedding_inputs",
                 (collection,),
@@ -453,7 +456,6 @@ class Corpus:
                 columns=INPUT_HASH_SCHEMA.names,
             )["input_hash"]
         )
-        hashes = distinct.take(pc.sort_indices(distinct))
         cache = EmbeddingCache(
             self.settings.lance_uri,
             backend_spec=spec.backend_spec,
@@ -468,10 +470,6 @@ class Corpus:
         key = ("embeddings", (profile, collection))
         previous = self.warehouse.read(*key, columns=["input_hash"])
         reused, todo = reuse_split(previous, identity, hashes)
-        # embedded in the inputs' order (documents in doc_id order), not the hashes': a
-        # window's texts, and later a batch of index rows' vectors, then sit in a row group or
-        # two of their files (see Warehouse.keyed)
-        todo = distinct.filter(pc.is_in(distinct, value_set=todo))
         n_reused = reused.num_rows if reused is not None else 0
         unchanged = previous is not None and len(todo) == 0 and n_reused == previous.num_rows
         outcome = EmbeddingsOutcome(
@@ -510,19 +508,17 @@ class Corpus:
                         vector_matrix(part, spec.dim), part["input_hash"].combine_chunks()
                     )
                     out.write(part)
-            texts_by_hash = (
-                self.warehouse.keyed(
-                    "embedding_inputs", (collection,), "input_hash", columns=["input_hash", "text"]
-                )
+            texts = (
+                self._keyed("embedding_inputs", (collection,), columns=["input_hash", "text"])
                 if len(todo)
                 else None
             )
             for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
                 window = todo.slice(start, EMBED_WINDOW)
-                texts = self.input_texts(collection, window, reader=texts_by_hash)
+                assert texts is not None
                 try:
                     result = embed_with_cache(
-                        texts,
+                        _texts(texts, window),
                         embedder,
                         cache,
                         batch_size=max(p.batch_size, 32),
@@ -951,26 +947,13 @@ class Corpus:
         save_png(png, self.settings.reports / f"eval-{namespace}.png")
         return png
 
-    def input_texts(
-        self, collection: str, hashes: pa.Array, *, reader: KeyedReader | None = None
-    ) -> dict[str, str]:
-        """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash);
-        ``reader``, from :meth:`Warehouse.keyed` over the inputs by hash, saves reading their
-        hashes again."""
-        if reader is None:
-            reader = self.warehouse.keyed(
-                "embedding_inputs", (collection,), "input_hash", columns=["input_hash", "text"]
-            )
-            if reader is None:
-                return {}
-        table = reader.lookup(hashes)
-        return dict(zip(table["input_hash"].to_pylist(), table["text"].to_pylist(), strict=True))
-
-    def _keyed(self, asset: str, partition: tuple[str, ...]) -> KeyedReader:
+    def _keyed(
+        self, asset: str, partition: tuple[str, ...], *, columns: list[str] | None = None
+    ) -> KeyedReader:
         """``Warehouse.keyed`` by ``input_hash``; a partition never written is an error naming
         its file."""
         self._require(asset, partition)
-        reader = self.warehouse.keyed(asset, partition, "input_hash")
+        reader = self.warehouse.keyed(asset, partition, "input_hash", columns=columns)
         assert reader is not None
         return reader
 
@@ -997,6 +980,12 @@ class Corpus:
                 f"{path}: {asset} for {'/'.join(partition)} "
                 "has not been materialized yet (run `corpus sync`)"
             )
+
+
+def _texts(inputs: KeyedReader, hashes: pa.Array) -> dict[str, str]:
+    """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash)."""
+    table = inputs.lookup(hashes)
+    return dict(zip(table["input_hash"].to_pylist(), table["text"].to_pylist(), strict=True))
 
 
 def promote(
