@@ -101,11 +101,21 @@ def _inputs_of(
 ) -> pa.Table:
     """Input rows of ``blocks`` in block order, taken from ``previous`` where it has them."""
     reused: pa.Table | None = None
-    todo = blocks
+    # only embeddable blocks: a section in the registry, or a passage record
+    todo = blocks.filter(
+        pc.or_(
+            pc.equal(blocks["source_type"], "passage"),
+            pc.is_in(blocks["section"], value_set=pa.array(sorted(sections), pa.string())),
+        )
+    )
     if previous is not None and previous.num_rows:
         bases = _base_refs(previous["chunk_ref"])
-        reused = previous.filter(pc.is_in(bases, blocks["chunk_ref"])).cast(INPUT_SCHEMA)
-        todo = blocks.filter(pc.invert(pc.is_in(blocks["chunk_ref"], bases)))
+        lent = pc.is_in(bases, value_set=todo["chunk_ref"])
+        todo = todo.filter(pc.invert(pc.is_in(todo["chunk_ref"], value_set=bases)))
+        if not todo.num_rows:  # nothing new in this range: its previous rows, in block order
+            kept = previous if pc.all(lent).as_py() else previous.filter(lent)
+            return kept.cast(INPUT_SCHEMA)
+        reused = previous.filter(lent).cast(INPUT_SCHEMA)
     built = _input_rows_of(todo.to_pylist(), sections=sections, formats=formats)
     table = built if reused is None else pa.concat_tables([reused, built])
     if reused is not None and reused.num_rows and built.num_rows:
@@ -201,6 +211,9 @@ class EmbedResult:
 
 
 VECTORS_KEY = b"corpus_index.vectors"
+# the per-vector checks every vector of an ``embeddings`` partition passed (a partition is
+# committed only when all passed): the profile's dimension and whether norms must be 1
+CHECKED_KEY = b"corpus_index.vectors_checked"
 
 
 def vectors_identity(backend_spec: str, revision: str, dim: int) -> bytes:

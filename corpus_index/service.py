@@ -6,6 +6,7 @@ returns what happened (counts, check outcomes) for the caller to report.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -24,6 +25,7 @@ from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedding import (
+    CHECKED_KEY,
     INPUT_RULE_KEY,
     VECTORS_KEY,
     build_inputs_into,
@@ -60,7 +62,7 @@ from corpus_index.sources import (
     parse_into,
     scan_manifest,
 )
-from corpus_index.warehouse import KeyedReader, Warehouse
+from corpus_index.warehouse import KeyedReader, Warehouse, unpack_vectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,10 +470,16 @@ class Corpus:
         # the hashes it lacks are looked up in the cache, and only the misses are embedded
         # (its hashes decide; its vectors are streamed into the new partition below)
         key = ("embeddings", (profile, collection))
-        previous = self.warehouse.read(*key, columns=["input_hash"])
-        reused, todo = reuse_split(previous, identity, hashes)
+        previous = self.warehouse.keyed(*key, "input_hash")
+        reused, todo = reuse_split(
+            pa.table({"input_hash": previous.keys}).replace_schema_metadata(previous.metadata)
+            if previous is not None
+            else None,
+            identity,
+            hashes,
+        )
         n_reused = reused.num_rows if reused is not None else 0
-        unchanged = previous is not None and len(todo) == 0 and n_reused == previous.num_rows
+        unchanged = previous is not None and len(todo) == 0 and n_reused == len(previous.keys)
         outcome = EmbeddingsOutcome(
             covered=True,
             inputs=len(hashes),
@@ -485,6 +493,11 @@ class Corpus:
         per_vector: dict[str, list[gates.Gate]] = {"dim": [], "finite": [], "norm": []}
         written: list[pa.Array] = []  # the hashes given vectors, as Arrow (not Python strings)
 
+        # a partition is committed only when every vector passed the per-vector checks, and it
+        # records which: vectors it lends under the same checks are not checked again
+        checked = canonical_json({"dim": spec.dim, "normalized": spec.normalized}).encode()
+        lent_checked = previous is not None and previous.metadata.get(CHECKED_KEY) == checked
+
         def check(vectors: Any, window_hashes: pa.Array) -> bool:
             per_vector["dim"].append(
                 gates.vectors_have_profile_dim(vectors, spec.dim, reported_dim=embedder.dim)
@@ -496,18 +509,28 @@ class Corpus:
             written.append(window_hashes)
             return all(g[-1].passed for g in per_vector.values())
 
-        schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity})
-        with self.warehouse.writer(*key, schema) as out:
+        schema = embedding_schema(spec.dim).with_metadata(
+            {VECTORS_KEY: identity, CHECKED_KEY: checked}
+        )
+        with self.warehouse.writer(*key, schema) as out, previous or contextlib.nullcontext():
             ok = True
-            lent = reused["input_hash"] if reused is not None and n_reused else None
-            for batch in self.warehouse.batches(*key) if lent is not None else ():
-                part = pa.Table.from_batches([batch])
-                part = part.filter(pc.is_in(part["input_hash"], lent))
-                if part.num_rows:
+            # the previous partition's rows that are lent, decided once over its hashes, read
+            # from the same open file (a filter per batch would rebuild the set of wanted
+            # hashes once per batch)
+            lent = (
+                previous.select(pc.is_in(previous.keys, value_set=hashes))
+                if previous is not None and n_reused
+                else ()
+            )
+            for packed in lent:
+                part = unpack_vectors(packed)
+                if lent_checked:
+                    written.append(part["input_hash"].combine_chunks())
+                else:
                     ok = ok and check(
                         vector_matrix(part, spec.dim), part["input_hash"].combine_chunks()
                     )
-                    out.write(part)
+                out.write(part)
             texts = (
                 self._keyed("embedding_inputs", (collection,), columns=["input_hash", "text"])
                 if len(todo)
@@ -1084,13 +1107,23 @@ class _SidecarWork:
     ) -> None:
         self.corpus, self.spec, self.profile, self.collection = corpus, spec, profile, collection
         self.folder = folder
-        self.identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
+        identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
+        self._identity = canonical_json(identity) + "\n"
+        self._folder = os.fspath(folder)
         self.written = self.unchanged = self.removed = 0
         self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
         self._vectors: KeyedReader | None = None  # the embeddings by hash, opened when first due
 
     def path(self, doc_id: str) -> Path:
         return self.folder / f"{doc_id}.embeddings.json"
+
+    def file(self, doc_id: str) -> str:
+        """:meth:`path` as a string, built without pathlib (called for every document)."""
+        return f"{self._folder}/{doc_id}.embeddings.json"
+
+    def digest(self, pins: list[tuple[str, str, str]]) -> str:
+        """What a sidecar is written from: the embedder's identity and its entries' pins."""
+        return sha256_hex(self._identity + "\x1e".join("\x1f".join(pin) for pin in pins))
 
     def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
         """Bring the sidecars of ``inputs``' documents up to date; the pins to record for them.
@@ -1105,18 +1138,25 @@ class _SidecarWork:
             pins_by_doc.setdefault(doc_id, []).append((block_key, content_hash, ihash))
         # what each sidecar was written from, and its file's size and mtime then: an unchanged
         # document whose file nobody touched is skipped without opening it
-        digests = {
-            doc_id: sha256_hex(canonical_json([*self.identity, pins]))
-            for doc_id, pins in pins_by_doc.items()
-        }
-        known = {r["doc_id"]: (r["digest"], r["size"], r["mtime_ns"]) for r in previous.to_pylist()}
+        digests = {doc_id: self.digest(pins) for doc_id, pins in pins_by_doc.items()}
+        known = dict(
+            zip(
+                previous["doc_id"].to_pylist(),
+                zip(
+                    previous["digest"].to_pylist(),
+                    previous["size"].to_pylist(),
+                    previous["mtime_ns"].to_pylist(),
+                    strict=True,
+                ),
+                strict=True,
+            )
+        )
         self.remove_gone(previous.filter(pc.invert(pc.is_in(previous["doc_id"], inputs["doc_id"]))))
         # which sidecars are due: missing, touched, or written from other pins
         stats: dict[str, os.stat_result | None] = {}
         due: list[str] = []
         for doc_id in sorted(pins_by_doc):
-            path = self.path(doc_id)
-            st = stats[doc_id] = _stat(path)
+            st = stats[doc_id] = _stat(self.file(doc_id))
             fresh = st is not None and known.get(doc_id) == (
                 digests[doc_id],
                 st.st_size,
@@ -1124,7 +1164,7 @@ class _SidecarWork:
             )
             if not fresh and st is not None:  # touched or never recorded: compare its pins
                 try:
-                    old = read_sidecar(path, validate=False)
+                    old = read_sidecar(self.path(doc_id), validate=False)
                 except SidecarError:  # not JSON (a torn or foreign file): written again
                     old = {}
                 old_pins = [
@@ -1143,20 +1183,23 @@ class _SidecarWork:
             stats.update((doc_id, _stat(self.path(doc_id))) for doc_id in due)
         self.written += len(due)
         self.unchanged += len(pins_by_doc) - len(due)
-        pin_rows: list[dict[str, Any]] = []
-        for doc_id in sorted(pins_by_doc):
+        order = sorted(pins_by_doc)
+        sizes, mtimes = [], []
+        for doc_id in order:
             st = stats[doc_id]
             assert st is not None
-            pin_rows.append(
-                {
-                    "source_id": f"{self.collection}/{doc_id}",
-                    "doc_id": doc_id,
-                    "digest": digests[doc_id],
-                    "size": st.st_size,
-                    "mtime_ns": st.st_mtime_ns,
-                }
-            )
-        return pa.Table.from_pylist(pin_rows, schema=SIDECAR_PINS_SCHEMA)
+            sizes.append(st.st_size)
+            mtimes.append(st.st_mtime_ns)
+        return pa.table(
+            {
+                "source_id": [f"{self.collection}/{doc_id}" for doc_id in order],
+                "doc_id": order,
+                "digest": [digests[doc_id] for doc_id in order],
+                "size": sizes,
+                "mtime_ns": mtimes,
+            },
+            schema=SIDECAR_PINS_SCHEMA,
+        )
 
     def _build(self, due: list[str], inputs: pa.Table) -> None:
         """Write the due sidecars: one filtered read of the vectors for all of them, and the
@@ -1228,8 +1271,8 @@ class _SidecarWork:
                 self.removed += 1
 
 
-def _stat(path: Path) -> os.stat_result | None:
+def _stat(path: str | Path) -> os.stat_result | None:
     try:
-        return path.stat()
+        return os.stat(path)
     except FileNotFoundError:
         return None

@@ -289,6 +289,7 @@ def parse_into(
         what=f"parsed_blocks of {collection.name}",
     )
     order = sorted(live)
+    carry_ids = pa.array(sorted(carry), pa.string())
     parsed = written = 0
     for start in range(0, len(order), PARSE_BATCH):
         last = order[min(start + PARSE_BATCH, len(order)) - 1]
@@ -315,16 +316,21 @@ def parse_into(
                 if doc.doc_id in parsed_version:  # last good version keeps serving, stale
                     carry.add(doc.doc_id)
                     stale += 1
-        previous_rows = kept.through(last)
-        carried_rows = previous_rows.filter(
-            pc.is_in(previous_rows["doc_id"], pa.array(sorted(carry), pa.string()))
-        )
-        del previous_rows
+        carried_rows = kept.through(last)
+        if len(carry) != len(carry_ids):  # a stale document joined (carry only grows)
+            carry_ids = pa.array(sorted(carry), pa.string())
+        keep = pc.is_in(carried_rows["doc_id"], value_set=carry_ids)
+        if not pc.all(keep).as_py():
+            carried_rows = carried_rows.filter(keep)
         # (doc_id, block_key) order; Arrow compares strings by UTF-8 bytes, i.e. by code point,
-        # as Python's sorted() does
-        table = pa.concat_tables(
-            [carried_rows, pa.Table.from_pylist(rows, schema=BLOCK_SCHEMA)]
-        ).sort_by([("doc_id", "ascending"), ("block_key", "ascending")])
+        # as Python's sorted() does. A range with nothing parsed is the previous rows, in order.
+        table = (
+            pa.concat_tables(
+                [carried_rows, pa.Table.from_pylist(rows, schema=BLOCK_SCHEMA)]
+            ).sort_by([("doc_id", "ascending"), ("block_key", "ascending")])
+            if rows
+            else carried_rows
+        )
         if table.num_rows:
             sink(table)
             written += table.num_rows

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 PACKED_DIM_KEY = b"corpus_index.packed_float32_dim"
@@ -76,7 +77,8 @@ class Warehouse:
         """The partition's table (only the rows matching ``where``; only ``columns`` if given,
         which must then include the columns ``where`` names), or None if it was never written.
 
-        A filtered read holds one row group and the rows kept so far, never the whole file.
+        A filtered read holds one row group and the rows kept so far, never the whole file, and
+        decodes only the row groups whose statistics do not rule ``where`` out.
         """
         path = self.path(asset, *partition)
         if not path.is_file():
@@ -84,15 +86,17 @@ class Warehouse:
         if where is None:
             table = pq.read_table(path, columns=columns)
         else:
-            with pq.ParquetFile(path) as pf:
-                kept = [
-                    pa.Table.from_batches([batch]).filter(where)
-                    for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns)
-                ]
-                empty = pf.schema_arrow.empty_table()
-            table = pa.concat_tables(kept) if kept else empty
-            if columns is not None:
-                table = table.select(columns)
+            # row groups whose statistics rule ``where`` out are skipped undecoded (partitions
+            # in doc_id order: a few sources' rows sit in a row group or two); one row group
+            # is decoded at a time, on this thread
+            table = ds.dataset(path, format="parquet").to_table(
+                columns=columns,
+                filter=where,
+                batch_size=ROW_GROUP_ROWS,
+                batch_readahead=1,
+                fragment_readahead=1,
+                use_threads=False,
+            )
         table = unpack_vectors(table)
         return table.cast(schema) if schema is not None else table
 
@@ -180,19 +184,39 @@ class KeyedReader:
             or [pa.array([], self._file.schema_arrow.field(key).type)]
         )
 
+    @property
+    def keys(self) -> pa.Array:
+        """The key column, whole, in file order."""
+        return self._keys
+
+    @property
+    def metadata(self) -> dict[bytes, bytes]:
+        """The file's schema metadata."""
+        return dict(self._file.schema_arrow.metadata or {})
+
     def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
         """Every row whose key is in ``keys``, in file order (vector columns unpacked)."""
-        found = pc.is_in(self._keys, value_set=pc.unique(keys))
-        parts, start = [], 0
-        for i, n in enumerate(self._rows):
-            mask = found.slice(start, n)
-            start += n
-            if pc.any(mask).as_py():
-                parts.append(self._file.read_row_group(i, columns=self.columns).filter(mask))
+        parts = list(self.select(pc.is_in(self._keys, value_set=pc.unique(keys))))
         if not parts:
             empty = self._file.schema_arrow.empty_table()
             parts = [empty.select(self.columns) if self.columns is not None else empty]
         return unpack_vectors(pa.concat_tables(parts))
+
+    def select(self, mask: pa.Array | pa.ChunkedArray) -> Iterator[pa.Table]:
+        """The rows where ``mask`` (one boolean per row of the file, as :attr:`keys`) is true,
+        a row group at a time, in file order; row groups with none are not decoded. Vector
+        columns stay packed (see :func:`unpack_vectors`)."""
+        if len(mask) != len(self._keys):
+            raise ValueError(f"{self.path}: a mask of {len(mask)} rows for {len(self._keys)}")
+        if isinstance(mask, pa.ChunkedArray):
+            mask = mask.combine_chunks()
+        start = 0
+        for i, n in enumerate(self._rows):
+            part = mask.slice(start, n)
+            start += n
+            if part.true_count:
+                table = self._file.read_row_group(i, columns=self.columns)
+                yield table if part.true_count == n else table.filter(part)
 
     def close(self) -> None:
         self._file.close()

@@ -147,3 +147,35 @@ def test_keyed_lookups_decode_only_the_row_groups_holding_the_keys(
     with pytest.raises(ValueError, match="must include the key"):
         wh.keyed("embeddings", ("p", "c"), "input_hash", columns=["vector"])
     assert wh.keyed("embeddings", ("p", "missing"), "input_hash") is None
+
+
+def test_keyed_select_decodes_only_the_row_groups_with_selected_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.compute as pc
+
+    wh, table = in_43_row_groups(tmp_path, monkeypatch)
+    decoded: list[int] = []
+    real = pq.ParquetFile.read_row_group
+
+    def counting(self: pq.ParquetFile, i: int, columns: object = None, **kw: object) -> pa.Table:
+        decoded.append(i)
+        return real(self, i, columns=columns, **kw)
+
+    with wh.keyed("embeddings", ("p", "c"), "input_hash") as reader:
+        assert reader.keys.equals(table["input_hash"].combine_chunks())
+        assert reader.metadata[KEY] == b"identity"
+        monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+        # every row of groups 0 and 2, one row of group 5, none elsewhere
+        mask = pc.is_in(
+            reader.keys, pa.array([f"h{i:04d}" for i in [*range(7), *range(14, 21), 40]])
+        )
+        parts = list(reader.select(mask))
+        assert decoded == [0, 2, 5]
+        assert [p.num_rows for p in parts] == [7, 7, 1]
+        got = pa.concat_tables(parts)
+        assert got["input_hash"].to_pylist() == table.filter(mask)["input_hash"].to_pylist()
+        assert got["vector"].type == pa.binary(16)  # packed, as stored
+        assert list(reader.select(pa.chunked_array([mask]))) != []  # chunked masks too
+        with pytest.raises(ValueError, match="a mask of 3 rows for 300"):
+            list(reader.select(pa.array([True, False, True])))
