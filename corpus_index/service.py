@@ -1121,24 +1121,33 @@ class _SidecarWork:
         """:meth:`path` as a string, built without pathlib (called for every document)."""
         return f"{self._folder}/{doc_id}.embeddings.json"
 
-    def digest(self, pins: list[tuple[str, str, str]]) -> str:
-        """What a sidecar is written from: the embedder's identity and its entries' pins."""
-        return sha256_hex(self._identity + "\x1e".join("\x1f".join(pin) for pin in pins))
+    def digest(self, pins: list[str]) -> str:
+        """What a sidecar is written from: the embedder's identity and its entries' pins
+        (each ``block_key``, ``content_hash`` and ``input_hash`` joined by PIN_SEP)."""
+        return sha256_hex(self._identity + "\x1e".join(pins))
 
     def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
         """Bring the sidecars of ``inputs``' documents up to date; the pins to record for them.
         ``previous`` holds the pins recorded last time for the same range of doc_ids."""
         from corpus_index.sidecars import SIDECAR_PINS_SCHEMA, read_sidecar
 
-        pins_by_doc: dict[str, list[tuple[str, str, str]]] = {}
-        for doc_id, block_key, content_hash, ihash in zip(
-            *(inputs[c].to_pylist() for c in ("doc_id", "block_key", "content_hash", "input_hash")),
-            strict=True,
-        ):
-            pins_by_doc.setdefault(doc_id, []).append((block_key, content_hash, ihash))
+        # each input's pin (block_key, content_hash, input_hash) joined in Arrow, then each
+        # document's pins (its rows are contiguous: the range is in doc_id order) in Python
+        pin_text = pc.binary_join_element_wise(
+            inputs["block_key"], inputs["content_hash"], inputs["input_hash"], PIN_SEP
+        ).to_pylist()
+        spans: dict[str, tuple[int, int]] = {}
+        doc_ids = inputs["doc_id"].to_pylist()
+        start = 0
+        for end in range(1, len(doc_ids) + 1):
+            if end == len(doc_ids) or doc_ids[end] != doc_ids[start]:
+                spans[doc_ids[start]] = (start, end)
+                start = end
         # what each sidecar was written from, and its file's size and mtime then: an unchanged
         # document whose file nobody touched is skipped without opening it
-        digests = {doc_id: self.digest(pins) for doc_id, pins in pins_by_doc.items()}
+        digests = {
+            doc_id: self.digest(pin_text[start:end]) for doc_id, (start, end) in spans.items()
+        }
         known = dict(
             zip(
                 previous["doc_id"].to_pylist(),
@@ -1155,7 +1164,8 @@ class _SidecarWork:
         # which sidecars are due: missing, touched, or written from other pins
         stats: dict[str, os.stat_result | None] = {}
         due: list[str] = []
-        for doc_id in sorted(pins_by_doc):
+        order = sorted(spans)
+        for doc_id in order:
             st = stats[doc_id] = _stat(self.file(doc_id))
             fresh = st is not None and known.get(doc_id) == (
                 digests[doc_id],
@@ -1171,9 +1181,10 @@ class _SidecarWork:
                     (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
                     for b in old.get("blocks", [])
                 ]
+                start, end = spans[doc_id]
                 fresh = (
                     bool(old_pins)
-                    and old_pins == pins_by_doc[doc_id]
+                    and old_pins == [tuple(p.split(PIN_SEP)) for p in pin_text[start:end]]
                     and old.get("embedder", {}).get("model") == self.spec.backend_spec
                 )
             if not fresh:
@@ -1182,8 +1193,7 @@ class _SidecarWork:
             self._build(due, inputs)
             stats.update((doc_id, _stat(self.path(doc_id))) for doc_id in due)
         self.written += len(due)
-        self.unchanged += len(pins_by_doc) - len(due)
-        order = sorted(pins_by_doc)
+        self.unchanged += len(spans) - len(due)
         sizes, mtimes = [], []
         for doc_id in order:
             st = stats[doc_id]
@@ -1269,6 +1279,9 @@ class _SidecarWork:
             if path.is_file():
                 path.unlink()
                 self.removed += 1
+
+
+PIN_SEP = "\x1f"
 
 
 def _stat(path: str | Path) -> os.stat_result | None:

@@ -73,17 +73,21 @@ def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> Ma
         trust_before = float((previous.schema.metadata or {}).get(SCANNED_AT_KEY, b"0"))
         trust_before -= RACY_SECONDS
         cols = ["doc_id", "source_version", "change", "path", "size", "mtime", "raw_sha256"]
-        for row in previous.select(cols).to_pylist():
-            if row["change"] != "removed":
-                before[row["doc_id"]] = row["source_version"]
-                if row["mtime"] < trust_before:
-                    recorded[row["doc_id"]] = (
-                        row["path"],
-                        row["size"],
-                        row["mtime"],
-                        row["raw_sha256"],
-                    )
-    rows = []
+        for doc_id, version, change, path, size, mtime, raw in zip(
+            *(previous[c].to_pylist() for c in cols), strict=True
+        ):
+            if change != "removed":
+                before[doc_id] = version
+                if mtime < trust_before:
+                    recorded[doc_id] = (path, size, mtime, raw)
+    # the manifest's columns (MANIFEST_SCHEMA but the collection's and the source ids, derived)
+    doc_ids: list[str] = []
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[float] = []
+    digests: list[str] = []
+    versions: list[str] = []
+    changes: list[str] = []
     counts = {"added": 0, "changed": 0, "unchanged": 0, "removed": 0}
     seen: set[str] = set()
     for doc_id, path, size, mtime, digest, line in _fingerprints(collection, recorded):
@@ -94,36 +98,37 @@ def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> Ma
         old = before.get(doc_id)
         change = "added" if old is None else ("unchanged" if old == version else "changed")
         counts[change] += 1
-        rows.append(
-            {
-                "collection": collection.name,
-                "doc_id": doc_id,
-                "source_id": f"{collection.name}/{doc_id}",
-                "path": path,
-                "size": size,
-                "mtime": mtime,
-                "raw_sha256": digest,
-                "source_version": version,
-                "change": change,
-            }
-        )
+        doc_ids.append(doc_id)
+        paths.append(path)
+        sizes.append(size)
+        mtimes.append(mtime)
+        digests.append(digest)
+        versions.append(version)
+        changes.append(change)
     for doc_id, version in sorted(before.items()):
         if doc_id not in seen:
             counts["removed"] += 1
-            rows.append(
-                {
-                    "collection": collection.name,
-                    "doc_id": doc_id,
-                    "source_id": f"{collection.name}/{doc_id}",
-                    "path": "",
-                    "size": 0,
-                    "mtime": 0.0,
-                    "raw_sha256": "",
-                    "source_version": version,
-                    "change": "removed",
-                }
-            )
-    table = pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA)
+            doc_ids.append(doc_id)
+            paths.append("")
+            sizes.append(0)
+            mtimes.append(0.0)
+            digests.append("")
+            versions.append(version)
+            changes.append("removed")
+    table = pa.table(
+        {
+            "collection": pa.array([collection.name] * len(doc_ids), pa.string()),
+            "doc_id": doc_ids,
+            "source_id": [f"{collection.name}/{d}" for d in doc_ids],
+            "path": paths,
+            "size": sizes,
+            "mtime": mtimes,
+            "raw_sha256": digests,
+            "source_version": versions,
+            "change": changes,
+        },
+        schema=MANIFEST_SCHEMA,
+    )
     table = table.replace_schema_metadata({SCANNED_AT_KEY: repr(scanned_at).encode()})
     return ManifestResult(table=table, **counts)
 
