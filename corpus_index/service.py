@@ -472,7 +472,10 @@ class Corpus:
         key = ("embeddings", (profile, collection))
         previous = self.warehouse.keyed(*key, "input_hash")
         reused, todo = reuse_split(
-            pa.table({"input_hash": previous.keys}).replace_schema_metadata(previous.metadata)
+            # with each hash's row in the file: the rows lent are read by that, below
+            pa.table(
+                {"input_hash": previous.keys, "row": np.arange(len(previous.keys))}
+            ).replace_schema_metadata(previous.metadata)
             if previous is not None
             else None,
             identity,
@@ -514,14 +517,14 @@ class Corpus:
         )
         with self.warehouse.writer(*key, schema) as out, previous or contextlib.nullcontext():
             ok = True
-            # the previous partition's rows that are lent, decided once over its hashes, read
-            # from the same open file (a filter per batch would rebuild the set of wanted
-            # hashes once per batch)
-            lent = (
-                previous.select(pc.is_in(previous.keys, value_set=hashes))
-                if previous is not None and n_reused
-                else ()
-            )
+            # the previous partition's rows that are lent, read from the same open file by
+            # their row numbers (a filter per batch would rebuild the set of wanted hashes
+            # once per batch)
+            lent: Iterable[pa.Table] = ()
+            if previous is not None and reused is not None and n_reused:
+                mask = np.zeros(len(previous.keys), dtype=bool)
+                mask[reused["row"].to_numpy()] = True
+                lent = previous.select(pa.array(mask))
             for packed in lent:
                 part = unpack_vectors(packed)
                 if lent_checked:
@@ -1098,6 +1101,9 @@ def _offset_progress(
     return lambda done, _window_total: report(offset + done, total)
 
 
+PIN_SEP = "\x1f"  # between the block_key, content_hash and input_hash of a sidecar entry's pin
+
+
 class _SidecarWork:
     """The sidecars of one range of documents at a time: which are due, building them,
     removing those of documents gone, and the pins to record (see ``Corpus.sidecars_step``)."""
@@ -1114,12 +1120,12 @@ class _SidecarWork:
         self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
         self._vectors: KeyedReader | None = None  # the embeddings by hash, opened when first due
 
-    def path(self, doc_id: str) -> Path:
-        return self.folder / f"{doc_id}.embeddings.json"
-
     def file(self, doc_id: str) -> str:
-        """:meth:`path` as a string, built without pathlib (called for every document)."""
+        """The document's sidecar file, built as a string (called for every document)."""
         return f"{self._folder}/{doc_id}.embeddings.json"
+
+    def path(self, doc_id: str) -> Path:
+        return Path(self.file(doc_id))
 
     def digest(self, pins: list[str]) -> str:
         """What a sidecar is written from: the embedder's identity and its entries' pins
@@ -1279,9 +1285,6 @@ class _SidecarWork:
             if path.is_file():
                 path.unlink()
                 self.removed += 1
-
-
-PIN_SEP = "\x1f"
 
 
 def _stat(path: str | Path) -> os.stat_result | None:

@@ -78,8 +78,8 @@ class Warehouse:
         where: pc.Expression | None = None,
         columns: list[str] | None = None,
     ) -> pa.Table | None:
-        """The partition's table (only the rows matching ``where``; only ``columns`` if given,
-        which must then include the columns ``where`` names), or None if it was never written.
+        """The partition's table (only the rows matching ``where``; only ``columns`` if given),
+        or None if it was never written.
 
         A filtered read holds one row group and the rows kept so far, never the whole file, and
         decodes only the row groups whose statistics do not rule ``where`` out.
