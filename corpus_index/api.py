@@ -36,12 +36,13 @@ from corpus_index.errors import (
     SidecarError,
 )
 from corpus_index.filters import FilterSpec
+from corpus_index.kinds import kind_of
+from corpus_index.kinds.uw_deals import SUFFIX
 from corpus_index.records import SourceDoc
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 
-SUFFIX = ".uw.md"
 _SAFE_NAME = re.compile(r"[^a-z0-9._-]+")
 
 SyncFn = Callable[[Settings], Any]
@@ -125,9 +126,8 @@ class CorpusIndex:
         raw, name = _read_file(file)
         doc_id = name[: -len(SUFFIX)]
         source = SourceDoc(doc_id=doc_id, path=name, raw=raw, size=len(raw), mtime=0.0)
-        from corpus_index.parsing import uw
-
-        blocks = uw.parse(collection, source, "0" * 16)  # raises ParseError with the line
+        # raises ParseError with the line
+        blocks = kind_of(collection).parse(collection, source, "0" * 16)
         deal_id = str(blocks[0].metadata["deal_id"]) if blocks else doc_id
         if embeddings is not None:
             self._check_sidecar(embeddings, deal_id)
@@ -211,7 +211,7 @@ class CorpusIndex:
         return [
             c
             for c in self.corpus.config.collections_in(self.namespace)
-            if c.kind == "uw_deals"
+            if kind_of(c).writable
             and c.tenant == self.principal.tenant
             and groups.intersection(c.acl_groups)
         ]
@@ -242,7 +242,7 @@ class CorpusIndex:
 
     def _files_of(self, deal_id: str, collections: list[CollectionConfig]) -> list[Path]:
         """Files whose front-matter deal_id (or file name) is ``deal_id``."""
-        from corpus_index.parsing import uw
+        from corpus_index.kinds import uw_deals as uw
 
         wanted = {deal_id, deal_id.lower(), deal_id.upper()}
         found: list[Path] = []
@@ -309,7 +309,7 @@ class CorpusIndex:
 def _read_file(file: str | os.PathLike[str] | bytes) -> tuple[bytes, str]:
     """The file's bytes and the name to store it under (``<doc>.uw.md``)."""
     if isinstance(file, bytes):
-        from corpus_index.parsing import uw
+        from corpus_index.kinds import uw_deals as uw
 
         front, _ = uw.parse_text("<bytes>", file.decode("utf-8"))
         deal = str(front.get("deal_id") or "")

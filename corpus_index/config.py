@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from corpus_index.errors import ConfigError
+from corpus_index.kinds import KINDS
 
-COLLECTION_KINDS = ("uw_deals", "beir")
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -180,7 +180,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _check_name(name, key, path)
         _require_mapping(spec, key, path)
         _no_unknown(spec, {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}, key, path)
-        kind = _choice(spec.get("kind"), COLLECTION_KINDS, f"{key}.kind", path)
+        kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
         tenant = _string(spec.get("tenant"), f"{key}.tenant", path)
         groups = _string_list(spec.get("acl_groups"), f"{key}.acl_groups", path)

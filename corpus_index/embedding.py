@@ -15,6 +15,7 @@ from corpus_index.cache import EmbeddingCache
 from corpus_index.embedders import Embedder
 from corpus_index.hashing import canonical_json
 from corpus_index.inputs import input_units
+from corpus_index.kinds import unit_granularity
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, embedding_schema
 
@@ -65,9 +66,9 @@ def build_inputs_into(
     """Embedder inputs for every embeddable block, under each input format in use; returns
     the rule they were built under (see :func:`input_rule`).
 
-    A block is embeddable when its section is in the registry (``sections``: name ->
-    granularity) or it is a passage record. Paragraph granularity yields one input per
-    paragraph, addressed ``<chunk_ref>#p<n>``.
+    Which blocks are embeddable, and how each is cut, their kind decides from the section
+    registry (``sections``: name -> granularity; see ``CollectionKind.granularity``).
+    Paragraph granularity yields one input per paragraph, addressed ``<chunk_ref>#p<n>``.
 
     ``blocks`` is a stream in ``(doc_id, block_key)`` order; inputs reach ``sink`` in block
     order, INPUT_BATCH blocks' worth (whole documents) at a time. ``previous`` is the
@@ -101,13 +102,7 @@ def _inputs_of(
 ) -> pa.Table:
     """Input rows of ``blocks`` in block order, taken from ``previous`` where it has them."""
     reused: pa.Table | None = None
-    # only embeddable blocks: a section in the registry, or a passage record
-    todo = blocks.filter(
-        pc.or_(
-            pc.equal(blocks["source_type"], "passage"),
-            pc.is_in(blocks["section"], value_set=pa.array(sorted(sections), pa.string())),
-        )
-    )
+    todo = blocks.filter(_embeddable(blocks, sections))
     if previous is not None and previous.num_rows:
         bases = _base_refs(previous["chunk_ref"])
         lent = pc.is_in(bases, value_set=todo["chunk_ref"])
@@ -140,6 +135,18 @@ def _inputs_of(
     return table
 
 
+def _embeddable(blocks: pa.Table, sections: Mapping[str, str]) -> pa.ChunkedArray:
+    """Which blocks their kind embeds: decided once per distinct (kind, section), then matched
+    by column."""
+    keys = pc.binary_join_element_wise(blocks["kind"], blocks["section"], "\x00")
+    kept = []
+    for key in pc.unique(keys).to_pylist():
+        kind, section = key.split("\x00", 1)
+        if unit_granularity(kind, section, sections) is not None:
+            kept.append(key)
+    return pc.is_in(keys, value_set=pa.array(kept, pa.string()))
+
+
 def _base_refs(refs: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """The block's chunk_ref of each input's (an input of a paragraph adds ``#p<n>``)."""
     return pc.replace_substring_regex(refs, pattern="#.*$", replacement="")
@@ -155,11 +162,11 @@ def _input_rows_of(
     for block in blocks:
         section = str(block["section"])
         source_type = str(block["source_type"])
-        if source_type != "passage" and section not in sections:
+        granularity = unit_granularity(str(block["kind"]), section, sections)
+        if granularity is None:
             continue
         content = json.loads(str(block["content"]))
         document = json.loads(str(block.get("metadata") or "{}"))
-        granularity = sections.get(section, "block")
         for fmt in formats:
             for unit in input_units(
                 fmt,

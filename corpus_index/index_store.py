@@ -9,20 +9,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from corpus_index import lance, predicates
+from corpus_index import kinds, lance, predicates
 from corpus_index.registry import Generation
 
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
 FTS_COLUMN = "text"
 
-PROMOTED_COLUMNS: list[tuple[str, pa.DataType]] = [
-    ("deal_id", pa.string()),
-    ("asset_class", pa.string()),
-    ("state", pa.string()),
-    ("metro", pa.string()),
-    ("units", pa.int64()),
-    ("deal_date", pa.string()),
-]
+# the filter columns every generation table carries: the union the collection kinds promote
+PROMOTED_COLUMNS = kinds.PROMOTED_COLUMNS
 
 
 def vector_entry_schema(generation: Generation) -> pa.Schema:

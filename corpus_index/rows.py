@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from corpus_index.hashing import vector_id
 from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
+from corpus_index.kinds import kind_named
 from corpus_index.registry import Generation
 
 
@@ -46,6 +47,7 @@ def build_rows(
         base_ref = str(inp["chunk_ref"]).split("#", 1)[0]
         block = by_chunk[base_ref]
         meta = json.loads(str(block["metadata"])) if block["metadata"] else {}
+        promoted = kind_named(str(block["kind"])).promote(meta)
         order.append(vec_index[inp["input_hash"]])
         values: dict[str, object] = {
             "vector_id": vector_id(inp["chunk_ref"], spec.input_format, spec.backend_spec),
@@ -76,7 +78,7 @@ def build_rows(
             "run_id": run_id,
         }
         for name, _ in PROMOTED_COLUMNS:
-            values[name] = meta.get(name)
+            values[name] = promoted.get(name)
         for name in out:
             out[name].append(values[name])
     arrays = [

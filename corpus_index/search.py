@@ -34,6 +34,7 @@ from corpus_index.errors import (
 )
 from corpus_index.filters import FilterSpec, as_filter, compile_filter, filterable_columns
 from corpus_index.index_store import FTS_COLUMN
+from corpus_index.kinds import excerpt_of
 from corpus_index.registry import Generation
 from corpus_index.rerank import Reranker
 from corpus_index.service import Corpus
@@ -56,6 +57,7 @@ _RESULT_COLUMNS = [
     "doc_id",
     "deal_id",
     "tenant_id",
+    "kind",
     "section",
     "block_key",
     "text",
@@ -651,7 +653,7 @@ def _hit(c: _Candidate, context: tuple[ContextChunk, ...] = ()) -> Hit:
         collection=row["collection"],
         tenant_id=row["tenant_id"],
         section=row["section"],
-        excerpt=excerpt(row["text"]),
+        excerpt=excerpt(excerpt_of(row)),
         provenance=Provenance(
             chunk_ref=row["chunk_ref"],
             source_version=row["source_version"],

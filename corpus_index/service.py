@@ -44,6 +44,7 @@ from corpus_index.errors import (
 )
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.index_store import Coverage, GenerationStore, WriteResult, vector_entry_schema
+from corpus_index.kinds import kind_of
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import (
     BLOCK_SCHEMA,
@@ -621,7 +622,7 @@ class Corpus:
 
         if (
             not self.config.profile_covers(profile, collection)
-            or self.collection(collection).kind != "uw_deals"
+            or not kind_of(self.collection(collection)).sidecars
         ):
             return SidecarsOutcome(covered=False)
         spec = self.spec(profile)

@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 
 from corpus_index.errors import ParseError, SidecarError
 from corpus_index.hashing import content_hash
-from corpus_index.parsing.uw import SUFFIX, parse_text
+from corpus_index.kinds.uw_deals import SUFFIX, parse_text
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "embedding-sidecar.schema.json"
 SIDECAR_SUFFIX = ".embeddings.json"

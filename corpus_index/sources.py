@@ -19,14 +19,14 @@ import pyarrow.compute as pc
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ParseError
 from corpus_index.hashing import sha256_hex
-from corpus_index.ordered import DocCursor
-from corpus_index.parsing import (
+from corpus_index.kinds import (
     list_documents,
     load_document,
     load_documents,
     parse_document,
     read_documents,
 )
+from corpus_index.ordered import DocCursor
 from corpus_index.records import (
     BLOCK_SCHEMA,
     MANIFEST_SCHEMA,

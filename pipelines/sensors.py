@@ -22,7 +22,7 @@ import dagster as dg
 
 from assets import CorpusResource
 from corpus_index.config import CorpusConfig
-from corpus_index.parsing import fingerprint
+from corpus_index.kinds import fingerprint
 
 DEFAULT_INTERVAL_S = 30
 

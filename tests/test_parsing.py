@@ -11,7 +11,8 @@ import pytest
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ConfigError, ParseError
 from corpus_index.hashing import source_version
-from corpus_index.parsing import beir, parse_document, read_documents, uw
+from corpus_index.kinds import beir, parse_document, read_documents
+from corpus_index.kinds import uw_deals as uw
 from corpus_index.records import Block, SourceDoc
 from tests.corpusgen import deal_text
 
@@ -423,9 +424,10 @@ def test_uw_reader_refuses_a_missing_root(tmp_path: Path) -> None:
 
 def test_unknown_kind_is_a_config_error(tmp_path: Path) -> None:
     coll = collection(tmp_path, kind="messages")
-    with pytest.raises(ConfigError, match=r"collections\.alpha-deals\.kind: no reader"):
+    unknown = r"collections\.alpha-deals\.kind: unknown collection kind 'messages' \(known: "
+    with pytest.raises(ConfigError, match=unknown):
         read_documents(coll)
-    with pytest.raises(ConfigError, match=r"collections\.alpha-deals\.kind: no parser"):
+    with pytest.raises(ConfigError, match=unknown):
         parse_document(coll, doc_from_text(HANDWRITTEN), "0" * 16)
 
 

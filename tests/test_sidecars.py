@@ -16,7 +16,7 @@ from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import CorpusError, SidecarError
 from corpus_index.hashing import content_hash
 from corpus_index.inputs import input_units
-from corpus_index.parsing.uw import parse_text
+from corpus_index.kinds.uw_deals import parse_text
 from corpus_index.sidecars import (
     SidecarEntry,
     build_sidecar,

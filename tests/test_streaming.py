@@ -12,8 +12,8 @@ import pytest
 
 from corpus_index import embedding, sources
 from corpus_index.config import CollectionConfig, Settings
+from corpus_index.kinds import load_documents
 from corpus_index.ordered import DocCursor, OrderError, whole_documents
-from corpus_index.parsing import load_documents
 from corpus_index.service import Corpus
 from tests.corpusgen import RISKS, deal_text, write_home
 

@@ -18,7 +18,7 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError
 from corpus_index.filters import CorpusFilter
-from corpus_index.parsing.uw import parse_text
+from corpus_index.kinds.uw_deals import parse_text
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore

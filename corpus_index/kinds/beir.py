@@ -1,17 +1,24 @@
-"""BEIR-format collections: ``corpus.jsonl`` with ``_id``, ``title``, ``text``, optional ``metadata``."""
+"""The ``beir`` kind: ``corpus.jsonl`` with ``_id``, ``title``, ``text``, optional ``metadata``,
+one passage per record (evaluation collections)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from corpus_index.config import CollectionConfig
-from corpus_index.errors import ParseError
+from corpus_index.errors import ConfigError, ParseError
 from corpus_index.hashing import chunk_ref, content_hash
+from corpus_index.kinds.base import KindDefaults
 from corpus_index.records import Block, SourceDoc
 
+if TYPE_CHECKING:
+    from corpus_index.config import CollectionConfig
+
 BLOCK_KEY = "passage/0"
+SOURCE_TYPE = "passage"
+CORPUS_FILE = "corpus.jsonl"
 
 
 def read_documents(root: Path) -> Iterator[SourceDoc]:
@@ -46,7 +53,7 @@ def load_documents(root: Path, doc_ids: Iterable[str]) -> Iterator[SourceDoc]:
 
 
 def _corpus_file(root: Path) -> Path:
-    path = root / "corpus.jsonl"
+    path = root / CORPUS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: a beir collection needs corpus.jsonl")
     return path
@@ -99,18 +106,59 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
             collection=collection.name,
             doc_id=doc.doc_id,
             source_version=version,
-            kind="beir",
-            source_type="passage",
-            section="passage",
+            kind=BEIR.name,
+            source_type=SOURCE_TYPE,
+            section=SOURCE_TYPE,
             block_key=BLOCK_KEY,
             content=content,
             content_hash=content_hash(content),
             chunk_ref=chunk_ref(collection.name, doc.doc_id, version, BLOCK_KEY),
             tenant_id=collection.tenant,
             acl_groups=collection.acl_groups,
-            tier=collection.tier,
+            tier=BEIR.default_tier(collection, SOURCE_TYPE),
             path=doc.path,
             line=line,
             metadata={str(k): v for k, v in metadata.items()},
         )
     ]
+
+
+class Beir(KindDefaults):
+    """Passage records: every record one embeddable block, no filter columns, the stored
+    ``title text`` as its excerpt."""
+
+    name = "beir"
+
+    def list_documents(self, collection: CollectionConfig) -> None:
+        """None: many records share one file, so the collection is read whole."""
+        return None
+
+    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
+        """See :func:`read_documents`."""
+        return read_documents(collection.path)
+
+    def load_document(self, doc_id: str, path: str) -> SourceDoc:
+        """Refused: a record is found by reading its file (:meth:`load_documents`).
+
+        Raises:
+            ConfigError: always.
+        """
+        raise ConfigError(f"{path}: a beir record {doc_id!r} has no file of its own")
+
+    def load_documents(
+        self, collection: CollectionConfig, paths: Mapping[str, str]
+    ) -> Iterator[SourceDoc]:
+        """See :func:`load_documents`."""
+        return load_documents(collection.path, paths)
+
+    def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:
+        """``corpus.jsonl``, when it is there."""
+        corpus = collection.path / CORPUS_FILE
+        return [(CORPUS_FILE, str(corpus))] if corpus.is_file() else []
+
+    def parse(self, collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
+        """See :func:`parse`."""
+        return parse(collection, doc, version)
+
+
+BEIR = Beir()

@@ -1,56 +1,27 @@
-"""RFC 0013 underwriting files (``*.uw.md``): YAML front matter, ``## section`` headings,
-fenced ``yaml`` blocks."""
+"""The ``uw_deals`` kind: RFC 0013 underwriting files (``*.uw.md``) with YAML front matter,
+``## section`` headings and fenced ``yaml`` blocks, one block each."""
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import yaml
 
-from corpus_index.config import CollectionConfig
 from corpus_index.errors import ParseError
 from corpus_index.hashing import chunk_ref, content_hash
+from corpus_index.kinds.base import FileKind
 from corpus_index.records import Block, SourceDoc
+
+if TYPE_CHECKING:
+    from corpus_index.config import CollectionConfig
 
 SUFFIX = ".uw.md"
 REQUIRED_FRONT_MATTER = ("uw_version", "deal_id", "asset_class", "geo", "units", "date")
-
-
-def list_documents(root: Path) -> list[tuple[str, str]]:
-    """``(doc_id, path)`` of every ``*.uw.md`` file under ``root``, in path order (the order
-    of ``sorted(Path.rglob(...))``), without opening any of them."""
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: collection root does not exist or is not a folder")
-    found: list[tuple[tuple[str, ...], str]] = []
-    stack: list[tuple[Path, tuple[str, ...]]] = [(root, ())]
-    while stack:
-        folder, parts = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):  # as rglob: no symlinked folders
-                    stack.append((Path(entry.path), (*parts, entry.name)))
-                elif entry.name.endswith(SUFFIX) and entry.is_file():
-                    found.append(((*parts, entry.name), entry.path))
-    found.sort()
-    return [("/".join(rel)[: -len(SUFFIX)], path) for rel, path in found]
-
-
-def load_document(doc_id: str, path: str) -> SourceDoc:
-    """One document, read now."""
-    with open(path, "rb") as fh:
-        stat = os.fstat(fh.fileno())
-        raw = fh.read()
-    return SourceDoc(doc_id=doc_id, path=path, raw=raw, size=stat.st_size, mtime=stat.st_mtime)
-
-
-def read_documents(root: Path) -> Iterator[SourceDoc]:
-    """Every ``*.uw.md`` file under ``root``; ``doc_id`` is the file name without the suffix."""
-    for doc_id, path in list_documents(root):
-        yield load_document(doc_id, path)
+SOURCE_TYPE = "uw_block"
 
 
 def _yaml_error(path: str, exc: yaml.YAMLError, first_line: int, what: str) -> ParseError:
@@ -165,7 +136,7 @@ def _front_matter_fields(path: str, front: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scope(
-    path: str, collection: CollectionConfig, front: dict[str, Any]
+    path: str, collection: CollectionConfig, front: dict[str, Any], default_tier: str
 ) -> tuple[tuple[str, ...], str]:
     """The document's ACL and tier: inherited from the collection, optionally narrowed."""
     tenant = front.get("tenant")
@@ -191,7 +162,7 @@ def _scope(
                 line=2,
             )
         groups = tuple(str(g) for g in acl_list)
-    tier = front.get("tier", collection.tier)
+    tier = front.get("tier", default_tier)
     if tier not in ("public", "restricted"):
         raise ParseError(
             path, f"front matter 'tier' must be public or restricted (got {tier!r})", line=2
@@ -212,7 +183,9 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
         raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
     front, raw_blocks = parse_text(doc.path, text)
     meta = _front_matter_fields(doc.path, front)
-    groups, tier = _scope(doc.path, collection, front)
+    groups, tier = _scope(
+        doc.path, collection, front, UW_DEALS.default_tier(collection, SOURCE_TYPE)
+    )
     counters: dict[str, int] = {}
     blocks: list[Block] = []
     for section, line, content in raw_blocks:
@@ -224,8 +197,8 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
                 collection=collection.name,
                 doc_id=doc.doc_id,
                 source_version=version,
-                kind="uw_deals",
-                source_type="uw_block",
+                kind=UW_DEALS.name,
+                source_type=SOURCE_TYPE,
                 section=section,
                 block_key=key,
                 content=content,
@@ -241,3 +214,84 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
             )
         )
     return blocks
+
+
+# -- excerpts: a block's values as prose ------------------------------------------------------
+
+NAMING_KEYS = frozenset({"id", "name", "title", "type"})  # a value that names its item
+_INDEX = re.compile(r"\[\d+\]$")
+_END = (".", "!", "?", ":", "…")
+
+
+def prose(text: str, *, section: str) -> str:
+    """A block's canonical input (``default-v1`` or ``-v2``, whole or one paragraph) read back as
+    prose: the values in source order, without their field paths, the section and context lines.
+
+    A value of one or two words means little alone (``severity: high``), so it keeps its field
+    name as a label; one that names its item (``id``, ``name``) reads as that name. A longer
+    value is a sentence of its own.
+    """
+    lines = text.split("\n")
+    if section in lines:  # the format's header (v2 puts the document's context line above it)
+        lines = lines[lines.index(section) + 1 :]
+    return " ".join(_sentence(line) for line in lines if line.strip())
+
+
+def _sentence(line: str) -> str:
+    path, sep, value = line.partition(": ")
+    if not sep:
+        return _ended(line.strip())
+    value = value.strip()
+    leaf = _INDEX.sub("", path.rsplit(".", 1)[-1])
+    if len(value.split()) > 2:
+        return _ended(value)
+    words = value.replace("_", " ")
+    if leaf in NAMING_KEYS:
+        return _ended(words[:1].upper() + words[1:])
+    return _ended(f"{leaf.replace('_', ' ').capitalize()}: {words}")
+
+
+def _ended(text: str) -> str:
+    return text if not text or text.endswith(_END) else f"{text}."
+
+
+# -- the kind ---------------------------------------------------------------------------------
+
+PROMOTED_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("deal_id", pa.string()),
+    ("asset_class", pa.string()),
+    ("state", pa.string()),
+    ("metro", pa.string()),
+    ("units", pa.int64()),
+    ("deal_date", pa.string()),
+)
+
+
+class UwDeals(FileKind):
+    """Underwriting files: blocks by section, embedded per the section registry, filtered by the
+    deal's front matter, with RFC 0013 sidecars, and writable through ``CorpusIndex``."""
+
+    name = "uw_deals"
+    suffix = SUFFIX
+    sidecars = True
+    writable = True
+    promoted_columns = PROMOTED_COLUMNS
+
+    def parse(self, collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
+        """See :func:`parse`."""
+        return parse(collection, doc, version)
+
+    def granularity(self, section: str, sections: Mapping[str, str]) -> str | None:
+        """The section registry's granularity; None for a section it leaves out (financials)."""
+        return sections.get(section)
+
+    def promote(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """The deal's id, asset class, place, size and date, from its front matter."""
+        return {name: metadata.get(name) for name, _ in PROMOTED_COLUMNS}
+
+    def excerpt(self, text: str, *, section: str) -> str:
+        """See :func:`prose`."""
+        return prose(text, section=section)
+
+
+UW_DEALS = UwDeals()

@@ -1,0 +1,182 @@
+"""Collection kinds: one module per kind behind :class:`CollectionKind`, registered in ``KINDS``.
+
+Adding a kind means a module that implements the protocol (usually on :class:`FileKind` or
+:class:`KindDefaults`), one line in ``KINDS`` and its tests. Nothing outside this package asks
+which kind a collection is; it asks the kind (``kind_of(collection).sidecars``, ...).
+
+The functions below are the collection-level front door the pipeline steps use: each finds the
+collection's kind and hands it the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from corpus_index.errors import ConfigError
+from corpus_index.kinds.base import CollectionKind, FileKind, KindDefaults, list_files
+from corpus_index.kinds.beir import BEIR
+from corpus_index.kinds.uw_deals import UW_DEALS
+from corpus_index.records import Block, SourceDoc
+
+if TYPE_CHECKING:  # config imports this registry to validate kind names
+    from corpus_index.config import CollectionConfig
+
+__all__ = [
+    "KINDS",
+    "PROMOTED_COLUMNS",
+    "CollectionKind",
+    "FileKind",
+    "KindDefaults",
+    "excerpt_of",
+    "fingerprint",
+    "kind_named",
+    "kind_of",
+    "list_documents",
+    "list_files",
+    "load_document",
+    "load_documents",
+    "parse_document",
+    "read_documents",
+    "register",
+    "unit_granularity",
+    "unregister",
+]
+
+KINDS: dict[str, CollectionKind] = {
+    UW_DEALS.name: UW_DEALS,
+    BEIR.name: BEIR,
+}
+
+
+def _union(kinds: Mapping[str, CollectionKind]) -> tuple[tuple[str, pa.DataType], ...]:
+    columns: dict[str, pa.DataType] = {}
+    for kind in kinds.values():
+        for name, type_ in kind.promoted_columns:
+            if columns.setdefault(name, type_) != type_:
+                raise ConfigError(
+                    f"kind {kind.name!r} promotes {name!r} as {type_}, another kind as "
+                    f"{columns[name]}; a promoted column has one type"
+                )
+    return tuple(columns.items())
+
+
+# The promoted filter columns of every generation table: the union over the kinds listed above.
+# It is fixed when this module loads, because a generation's schema never changes.
+PROMOTED_COLUMNS: tuple[tuple[str, pa.DataType], ...] = _union(KINDS)
+
+
+def register(kind: CollectionKind) -> None:
+    """Make ``kind`` available under its name (for a kind that lives outside this package).
+
+    Raises:
+        ConfigError: the name is taken, or the kind promotes a column that the generation
+            schema lacks (a kind with new filter columns is listed in ``KINDS`` itself).
+    """
+    if kind.name in KINDS:
+        raise ConfigError(f"collection kind {kind.name!r} is already registered")
+    known = dict(PROMOTED_COLUMNS)
+    extra = [name for name, type_ in kind.promoted_columns if known.get(name) != type_]
+    if extra:
+        raise ConfigError(
+            f"kind {kind.name!r} promotes {', '.join(extra)}, which generation tables lack; "
+            "list the kind in corpus_index.kinds.KINDS so its columns join the schema"
+        )
+    KINDS[kind.name] = kind
+
+
+def unregister(name: str) -> None:
+    """Forget the kind registered as ``name`` (a no-op when there is none)."""
+    KINDS.pop(name, None)
+
+
+def kind_named(name: str, *, collection: str | None = None) -> CollectionKind:
+    """The kind registered as ``name``.
+
+    Raises:
+        ConfigError: no such kind; the message names the collection when given.
+    """
+    kind = KINDS.get(name)
+    if kind is None:
+        where = f"collections.{collection}.kind" if collection else "kind"
+        raise ConfigError(
+            f"{where}: unknown collection kind {name!r} (known: {', '.join(sorted(KINDS))})"
+        )
+    return kind
+
+
+def kind_of(collection: CollectionConfig) -> CollectionKind:
+    """The kind of ``collection``.
+
+    Raises:
+        ConfigError: the collection names a kind that is not registered.
+    """
+    return kind_named(collection.kind, collection=collection.name)
+
+
+def read_documents(collection: CollectionConfig) -> Iterator[SourceDoc]:
+    """Every document under the collection's root, in a stable order."""
+    return kind_of(collection).read_documents(collection)
+
+
+def list_documents(collection: CollectionConfig) -> list[tuple[str, str]] | None:
+    """``(doc_id, path)`` of every document without reading any, or None for kinds with many
+    records per file (read whole instead)."""
+    return kind_of(collection).list_documents(collection)
+
+
+def load_document(collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
+    """One document of a kind that lists its documents, read now."""
+    return kind_of(collection).load_document(doc_id, path)
+
+
+def load_documents(collection: CollectionConfig, paths: Mapping[str, str]) -> Iterator[SourceDoc]:
+    """The documents named in ``paths`` (doc_id -> path, as a manifest records them), in doc_id
+    order, one at a time."""
+    return kind_of(collection).load_documents(collection, paths)
+
+
+def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
+    """Blocks of one document.
+
+    Raises:
+        ParseError: the document is malformed; the message names the file and line.
+    """
+    return kind_of(collection).parse(collection, doc, version)
+
+
+def fingerprint(collection: CollectionConfig) -> str:
+    """A cheap digest of the collection's files (relative path, size, mtime in ns), read with
+    ``stat`` only: it changes when a document is added, changed or removed. A missing root
+    fingerprints as ``missing``."""
+    if not collection.path.is_dir():
+        return "missing"
+    files = kind_of(collection).fingerprint_files(collection)
+    digest = hashlib.sha256()
+    for rel, path in files:
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:  # removed between the listing and the stat
+            continue
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return f"{len(files)}:{digest.hexdigest()[:24]}"
+
+
+def unit_granularity(kind: str, section: str, sections: Mapping[str, str]) -> str | None:
+    """How a block of ``kind`` in ``section`` is embedded (``block`` or ``paragraph``), or None
+    when it is not (given the configured section registry)."""
+    return kind_named(kind).granularity(section, sections)
+
+
+def excerpt_of(row: Mapping[str, Any]) -> str:
+    """A hit's excerpt as its kind renders it from the row's ``text`` and ``section``; a row of
+    a kind no longer registered shows its stored text."""
+    text = str(row.get("text") or "")
+    kind = KINDS.get(str(row.get("kind") or ""))
+    if kind is None:
+        return " ".join(text.split())
+    return kind.excerpt(text, section=str(row.get("section") or ""))
