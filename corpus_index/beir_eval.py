@@ -25,6 +25,7 @@ import yaml
 
 from corpus_index.config import Settings
 from corpus_index.errors import ConfigError
+from corpus_index.kinds.beir import BEIR
 from corpus_index.metrics import evaluate, percentile
 
 MODES = ("dense", "lexical", "hybrid")
@@ -107,7 +108,7 @@ def eval_settings(settings: Settings, dataset: Dataset, profile: str) -> Setting
     config = {
         "collections": {
             dataset.name: {
-                "kind": "beir",
+                "kind": BEIR.name,
                 "path": str(dataset.path),
                 "tenant": namespace,
                 "acl_groups": [EVAL_GROUP],

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from corpus_index.errors import ConfigError
 from corpus_index.gates import Gate
+from corpus_index.kinds import registered_values
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "expectations"
 SAMPLE_LIMIT = 5
@@ -110,7 +111,8 @@ def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> G
             .add_batch_definition_whole_dataframe("all")
             .get_batch(batch_parameters={"dataframe": frame})
         )
-        result = batch.validate(gx_suite)
+        # suites name what the kind registry allows as parameters, never as a copied list
+        result = batch.validate(gx_suite, expectation_parameters=registered_values())
     finally:
         context.data_sources.delete(source.name)
     failures = []

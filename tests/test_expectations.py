@@ -60,6 +60,19 @@ def test_each_kind_of_failure_is_named() -> None:
     assert gate.metadata["failed_expectations"] == 3
 
 
+def test_kinds_and_source_types_are_the_registered_ones() -> None:
+    rows = [
+        ROW,
+        {**ROW, "vector_id": "vec_" + "e" * 32, "chunk_ref": "b", "kind": "beir"},
+        {**ROW, "vector_id": "vec_" + "f" * 32, "chunk_ref": "c", "source_type": "passage"},
+        {**ROW, "vector_id": "vec_" + "0" * 32, "chunk_ref": "d", "kind": "pdfs"},
+        {**ROW, "vector_id": "vec_" + "1" * 32, "chunk_ref": "e", "source_type": "scan"},
+    ]
+    failures = expectations.validate(table(rows), "index_rows").metadata["failures"]
+    assert "expect_column_values_to_be_in_set(kind): 1 unexpected, e.g. ['pdfs']" in failures
+    assert "(source_type): 1 unexpected, e.g. ['scan']" in failures
+
+
 def test_a_missing_column_fails_without_calling_gx() -> None:
     rows = [{k: v for k, v in ROW.items() if k != "tier"}]
     gate = expectations.validate(table(rows), "index_rows")

@@ -519,6 +519,27 @@ def test_trace_times_every_stage(searcher: Searcher) -> None:
     assert lexical["counts"]["dense"] == 0 and lexical["fusion"] is None
 
 
+FIELD_PATH = re.compile(r"\w\[\d+\]|[A-Za-z_]\w*\.[A-Za-z_]\w*: |^[a-z_]+: ")
+
+
+def test_excerpts_read_as_prose_while_fts_keeps_the_canonical_input(searcher: Searcher) -> None:
+    result = searcher.search(
+        "galvanized plumbing slab leaks", principal=MERIDIAN, k=5, mode="lexical"
+    )
+    assert result.hits
+    for hit in result.hits:
+        assert not FIELD_PATH.search(hit.excerpt), hit.excerpt
+        assert not hit.excerpt.startswith(hit.section)
+    risk = next(h for h in result.hits if h.doc_id == "deal-2026-0042")
+    assert risk.section == "risk_assessment"
+    assert risk.excerpt.startswith(
+        "Building systems end of life. Severity: high. Domestic water supply is the original"
+    )
+    # what was embedded and what FTS matched is still the canonical input, paths and all
+    (row,) = [r for r in all_rows(searcher.corpus) if r["chunk_ref"] == risk.provenance.chunk_ref]
+    assert row["text"].startswith("risk_assessment\nflags[0].id: building_systems_end_of_life")
+
+
 def test_the_original_signature_still_works(searcher: Searcher, sample: Corpus) -> None:
     gen = active(sample)
     result = searcher.search(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from corpus_index.errors import ConfigError
-from corpus_index.kinds.base import CollectionKind, FileKind, KindDefaults, list_files
+from corpus_index.kinds.base import CollectionKind, FileKind, KindDefaults, list_files, new_block
 from corpus_index.kinds.beir import BEIR
 from corpus_index.kinds.uw_deals import UW_DEALS
 from corpus_index.records import Block, SourceDoc
@@ -40,9 +40,11 @@ __all__ = [
     "list_files",
     "load_document",
     "load_documents",
+    "new_block",
     "parse_document",
     "read_documents",
     "register",
+    "registered_values",
     "unit_granularity",
     "unregister",
 ]
@@ -164,6 +166,15 @@ def fingerprint(collection: CollectionConfig) -> str:
             continue
         digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return f"{len(files)}:{digest.hexdigest()[:24]}"
+
+
+def registered_values() -> dict[str, list[str]]:
+    """What the registry allows today, by the names a data-quality suite uses for them
+    (``{"$PARAMETER": "registered_kinds"}``): kind names and their blocks' source types."""
+    return {
+        "registered_kinds": sorted(KINDS),
+        "registered_source_types": sorted({t for k in KINDS.values() for t in k.source_types}),
+    }
 
 
 def unit_granularity(kind: str, section: str, sections: Mapping[str, str]) -> str | None:

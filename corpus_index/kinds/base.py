@@ -7,17 +7,18 @@ documents. The steps never ask which kind they hold; they ask the kind (DESIGN Â
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from corpus_index.records import SourceDoc
+from corpus_index.hashing import chunk_ref, content_hash
+from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:  # config imports the registry to validate kind names
     from corpus_index.config import CollectionConfig
-    from corpus_index.records import Block
 
 
 class CollectionKind(Protocol):
@@ -33,8 +34,9 @@ class CollectionKind(Protocol):
 
     Blocks:
         ``parse`` turns one document into blocks (raising ``ParseError`` with file and line);
-        each block's ``kind`` is the kind's ``name``, and its tier starts at ``default_tier``
-        for its ``source_type`` (a document may narrow it, never widen it).
+        each block's ``kind`` is the kind's ``name``, its ``source_type`` one of
+        ``source_types``, and its tier starts at ``default_tier`` for that source type (a
+        document may narrow it, never widen it).
         ``granularity`` says whether a block of a section is an embeddable unit and how it is
         cut (``block`` or ``paragraph``), given the configured section registry; None leaves
         the block out of the index.
@@ -56,11 +58,24 @@ class CollectionKind(Protocol):
         of ``kind: group`` beside them. No kind registered today is grouped.
     """
 
-    name: str
-    sidecars: bool
-    writable: bool
-    grouped: bool
-    promoted_columns: tuple[tuple[str, pa.DataType], ...]
+    # read-only members, so a kind may declare them as plain class attributes
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source_types(self) -> tuple[str, ...]: ...
+
+    @property
+    def sidecars(self) -> bool: ...
+
+    @property
+    def writable(self) -> bool: ...
+
+    @property
+    def grouped(self) -> bool: ...
+
+    @property
+    def promoted_columns(self) -> tuple[tuple[str, pa.DataType], ...]: ...
 
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]] | None: ...
 
@@ -87,8 +102,9 @@ class CollectionKind(Protocol):
 
 class KindDefaults:
     """What most kinds do: no capabilities, every block a whole unit, the collection's tier,
-    no promoted columns, the stored text as the excerpt."""
+    no promoted columns, the block's values as its excerpt."""
 
+    source_types: tuple[str, ...] = ()
     sidecars = False
     writable = False
     grouped = False
@@ -107,8 +123,8 @@ class KindDefaults:
         return {}
 
     def excerpt(self, text: str, *, section: str) -> str:
-        """The stored text, whitespace collapsed."""
-        return " ".join(text.split())
+        """The block's values as prose (see :func:`prose`)."""
+        return prose(text, section=section)
 
 
 class FileKind(KindDefaults):
@@ -149,6 +165,46 @@ class FileKind(KindDefaults):
         return [(doc_id + self.suffix, path) for doc_id, path in self.list_documents(collection)]
 
 
+def new_block(
+    kind: CollectionKind,
+    collection: CollectionConfig,
+    doc: SourceDoc,
+    version: str,
+    *,
+    source_type: str,
+    section: str,
+    block_key: str,
+    content: dict[str, Any],
+    line: int,
+    acl_groups: tuple[str, ...] | None = None,
+    tier: str | None = None,
+    event_date: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Block:
+    """A block of ``doc`` with its identity derived from content and version (content_hash,
+    chunk_ref) and the collection's scope, narrowed where ``acl_groups`` or ``tier`` say so
+    (``tier`` defaults to the kind's ``default_tier`` for the source type)."""
+    return Block(
+        collection=collection.name,
+        doc_id=doc.doc_id,
+        source_version=version,
+        kind=kind.name,
+        source_type=source_type,
+        section=section,
+        block_key=block_key,
+        content=content,
+        content_hash=content_hash(content),
+        chunk_ref=chunk_ref(collection.name, doc.doc_id, version, block_key),
+        tenant_id=collection.tenant,
+        acl_groups=collection.acl_groups if acl_groups is None else acl_groups,
+        tier=kind.default_tier(collection, source_type) if tier is None else tier,
+        path=doc.path,
+        line=line,
+        event_date=event_date,
+        metadata=metadata or {},
+    )
+
+
 def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
     """``(doc_id, path)`` of every file named ``*<suffix>`` under ``root``, in path order (the
     order of ``sorted(Path.rglob(...))``), without opening any; symlinked folders are not
@@ -171,3 +227,40 @@ def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
                     found.append(((*parts, entry.name), entry.path))
     found.sort()
     return [("/".join(rel)[: -len(suffix)], path) for rel, path in found]
+
+
+NAMING_KEYS = frozenset({"id", "name", "title", "type"})  # a value that names its item
+_INDEX = re.compile(r"\[\d+\]$")
+_END = (".", "!", "?", ":", "â€¦")
+
+
+def prose(text: str, *, section: str) -> str:
+    """A block's canonical input (``default-v1`` or ``-v2``, whole or one paragraph) read back as
+    prose: the values in source order, without their field paths, the section and context lines.
+
+    A value of one or two words means little alone (``severity: high``), so it keeps its field
+    name as a label; one that names its item (``id``, ``name``) reads as that name. A longer
+    value is a sentence of its own.
+    """
+    lines = text.split("\n")
+    if section in lines:  # the format's header (v2 puts the document's context line above it)
+        lines = lines[lines.index(section) + 1 :]
+    return " ".join(_sentence(line) for line in lines if line.strip())
+
+
+def _sentence(line: str) -> str:
+    path, sep, value = line.partition(": ")
+    if not sep:
+        return _ended(line.strip())
+    value = value.strip()
+    leaf = _INDEX.sub("", path.rsplit(".", 1)[-1])
+    if len(value.split()) > 2:
+        return _ended(value)
+    words = value.replace("_", " ")
+    if leaf in NAMING_KEYS:
+        return _ended(words[:1].upper() + words[1:])
+    return _ended(f"{leaf.replace('_', ' ').capitalize()}: {words}")
+
+
+def _ended(text: str) -> str:
+    return text if not text or text.endswith(_END) else f"{text}."

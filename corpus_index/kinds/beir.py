@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ConfigError, ParseError
-from corpus_index.hashing import chunk_ref, content_hash
-from corpus_index.kinds.base import KindDefaults
+from corpus_index.kinds.base import KindDefaults, new_block
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -102,21 +101,15 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
     if not isinstance(metadata, dict):
         raise ParseError(doc.path, "'metadata' must be an object", line=line)
     return [
-        Block(
-            collection=collection.name,
-            doc_id=doc.doc_id,
-            source_version=version,
-            kind=BEIR.name,
+        new_block(
+            BEIR,
+            collection,
+            doc,
+            version,
             source_type=SOURCE_TYPE,
             section=SOURCE_TYPE,
             block_key=BLOCK_KEY,
             content=content,
-            content_hash=content_hash(content),
-            chunk_ref=chunk_ref(collection.name, doc.doc_id, version, BLOCK_KEY),
-            tenant_id=collection.tenant,
-            acl_groups=collection.acl_groups,
-            tier=BEIR.default_tier(collection, SOURCE_TYPE),
-            path=doc.path,
             line=line,
             metadata={str(k): v for k, v in metadata.items()},
         )
@@ -128,6 +121,7 @@ class Beir(KindDefaults):
     ``title text`` as its excerpt."""
 
     name = "beir"
+    source_types = (SOURCE_TYPE,)
 
     def list_documents(self, collection: CollectionConfig) -> None:
         """None: many records share one file, so the collection is read whole."""
@@ -159,6 +153,10 @@ class Beir(KindDefaults):
     def parse(self, collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
         """See :func:`parse`."""
         return parse(collection, doc, version)
+
+    def excerpt(self, text: str, *, section: str) -> str:
+        """The passage's ``title text`` as stored (it has no field paths to drop)."""
+        return " ".join(text.split())
 
 
 BEIR = Beir()

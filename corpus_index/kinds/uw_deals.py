@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -12,8 +11,7 @@ import pyarrow as pa
 import yaml
 
 from corpus_index.errors import ParseError
-from corpus_index.hashing import chunk_ref, content_hash
-from corpus_index.kinds.base import FileKind
+from corpus_index.kinds.base import FileKind, new_block
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -193,66 +191,23 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
         counters[section] = n + 1
         key = f"{section}/{n}"
         blocks.append(
-            Block(
-                collection=collection.name,
-                doc_id=doc.doc_id,
-                source_version=version,
-                kind=UW_DEALS.name,
+            new_block(
+                UW_DEALS,
+                collection,
+                doc,
+                version,
                 source_type=SOURCE_TYPE,
                 section=section,
                 block_key=key,
                 content=content,
-                content_hash=content_hash(content),
-                chunk_ref=chunk_ref(collection.name, doc.doc_id, version, key),
-                tenant_id=collection.tenant,
+                line=line,
                 acl_groups=groups,
                 tier=tier,
-                path=doc.path,
-                line=line,
                 event_date=meta["deal_date"],
                 metadata=meta,
             )
         )
     return blocks
-
-
-# -- excerpts: a block's values as prose ------------------------------------------------------
-
-NAMING_KEYS = frozenset({"id", "name", "title", "type"})  # a value that names its item
-_INDEX = re.compile(r"\[\d+\]$")
-_END = (".", "!", "?", ":", "…")
-
-
-def prose(text: str, *, section: str) -> str:
-    """A block's canonical input (``default-v1`` or ``-v2``, whole or one paragraph) read back as
-    prose: the values in source order, without their field paths, the section and context lines.
-
-    A value of one or two words means little alone (``severity: high``), so it keeps its field
-    name as a label; one that names its item (``id``, ``name``) reads as that name. A longer
-    value is a sentence of its own.
-    """
-    lines = text.split("\n")
-    if section in lines:  # the format's header (v2 puts the document's context line above it)
-        lines = lines[lines.index(section) + 1 :]
-    return " ".join(_sentence(line) for line in lines if line.strip())
-
-
-def _sentence(line: str) -> str:
-    path, sep, value = line.partition(": ")
-    if not sep:
-        return _ended(line.strip())
-    value = value.strip()
-    leaf = _INDEX.sub("", path.rsplit(".", 1)[-1])
-    if len(value.split()) > 2:
-        return _ended(value)
-    words = value.replace("_", " ")
-    if leaf in NAMING_KEYS:
-        return _ended(words[:1].upper() + words[1:])
-    return _ended(f"{leaf.replace('_', ' ').capitalize()}: {words}")
-
-
-def _ended(text: str) -> str:
-    return text if not text or text.endswith(_END) else f"{text}."
 
 
 # -- the kind ---------------------------------------------------------------------------------
@@ -269,9 +224,12 @@ PROMOTED_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 
 class UwDeals(FileKind):
     """Underwriting files: blocks by section, embedded per the section registry, filtered by the
-    deal's front matter, with RFC 0013 sidecars, and writable through ``CorpusIndex``."""
+    deal's front matter, with RFC 0013 sidecars, and writable through ``CorpusIndex``; a hit
+    reads as the block's values (a risk flag's description and mitigant), see
+    :func:`~corpus_index.kinds.base.prose`."""
 
     name = "uw_deals"
+    source_types = (SOURCE_TYPE,)
     suffix = SUFFIX
     sidecars = True
     writable = True
@@ -288,10 +246,6 @@ class UwDeals(FileKind):
     def promote(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """The deal's id, asset class, place, size and date, from its front matter."""
         return {name: metadata.get(name) for name, _ in PROMOTED_COLUMNS}
-
-    def excerpt(self, text: str, *, section: str) -> str:
-        """See :func:`prose`."""
-        return prose(text, section=section)
 
 
 UW_DEALS = UwDeals()
