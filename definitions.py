@@ -5,7 +5,8 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import CorpusResource, build_assets
-from corpus_index.config import Settings, settings_from_env
+from corpus_index.config import Settings
+from corpus_index.environment import configure_environment
 from pipelines.jobs import build_jobs, compaction_schedule
 from pipelines.partitions import build_partitions
 from pipelines.sensors import automation_sensor, source_update_sensor
@@ -13,7 +14,8 @@ from pipelines.sensors import automation_sensor, source_update_sensor
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     """Definitions for ``settings``, by default those the environment names (CORPUS_CONFIG, CORPUS_HOME)."""
-    settings = settings or settings_from_env()
+    environment = configure_environment()  # the one place the process environment is read
+    settings = settings or environment.settings
     config = settings.load()
     partitions = build_partitions(config)
     return dg.Definitions(

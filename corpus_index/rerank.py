@@ -61,8 +61,6 @@ class CrossEncoderReranker:
 
 @functools.lru_cache(maxsize=2)
 def _load_cross_encoder(path: str) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         from sentence_transformers import CrossEncoder
     except ImportError:

@@ -116,3 +116,28 @@ def outcome(result: dg.ExecuteInProcessResult) -> JobOutcome:
         error=first_error(result),
         failed_checks=tuple(failed_checks(result)),
     )
+
+
+class DagsterRunner:
+    """``corpus_index.runner.PipelineRunner`` on the home's Dagster instance: the runner the
+    CLI and ``CorpusIndex`` load through the ``corpus_index.runners`` entry point."""
+
+    def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
+        return sync(settings, progress=progress)
+
+    def promote(self, settings: Settings, namespace: str, generation: str) -> JobOutcome:
+        return run_promotion(settings, namespace, generation, "promote")
+
+    def rollback(self, settings: Settings, namespace: str) -> JobOutcome:
+        return run_promotion(settings, namespace, "", "rollback")
+
+    def retire(self, settings: Settings, generation: str) -> JobOutcome:
+        return run_retire(settings, generation)
+
+    def compact(
+        self, settings: Settings, retention_hours: float
+    ) -> tuple[JobOutcome, dict[str, Any]]:
+        return run_compaction(settings, retention_hours)
+
+    def eval_report(self, settings: Settings) -> JobOutcome:
+        return run_eval_report(settings)
