@@ -33,12 +33,11 @@ def configure(*, threads: int) -> None:
     Must run before numpy/torch are imported; ``set_torch_threads`` finishes the job once torch
     is loaded.
     """
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["LANCE_LOG"] = "error"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     for var in THREAD_VARS:
         os.environ[var] = str(threads)
+    from corpus_index.environment import configure_environment
+
+    configure_environment()  # offline model, quiet LanceDB, allocator settings
 
 
 def set_torch_threads(threads: int) -> None:

@@ -258,6 +258,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
     from corpus_index.embedders import local
     from corpus_index.metrics import evaluate, percentile
     from corpus_index.search import Searcher
+    from pipelines.runner import DagsterRunner
 
     say = (
         (lambda m: print(m, file=sys.stderr, flush=True))
@@ -316,6 +317,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
                 modes=MODES,
                 ks=KS,
                 progress=progress,
+                runner=DagsterRunner(),
             )
         finally:
             Searcher.search = original  # type: ignore[method-assign]
