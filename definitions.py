@@ -9,6 +9,7 @@ from corpus_index.config import Settings
 from corpus_index.environment import configure_environment
 from pipelines.jobs import build_jobs, compaction_schedule
 from pipelines.partitions import build_partitions
+from pipelines.runner import DagsterRunner
 from pipelines.sensors import automation_sensor, source_update_sensor
 
 
@@ -33,4 +34,13 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location's Definitions, built when Dagster loads them (not at import)."""
+    return build_definitions()
+
+
+def dagster_runner() -> DagsterRunner:
+    """The pipeline runner of the ``corpus`` CLI and ``CorpusIndex`` (entry point
+    ``corpus_index.runners: dagster``): jobs run in-process on the home's Dagster instance."""
+    return DagsterRunner(build_definitions)

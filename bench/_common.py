@@ -179,7 +179,7 @@ class RunTiming:
 
 @dataclass
 class SyncTiming:
-    """A timed ``pipelines.runner.sync``: total wall time, the report, and the runs."""
+    """A timed ``DagsterRunner.sync`` (``definitions.dagster_runner()``): total wall time, the report, and the runs."""
 
     wall_s: float
     report: Any
@@ -235,7 +235,7 @@ class SyncTiming:
 
 
 def timed_sync(settings: Any) -> SyncTiming:
-    """Run the whole asset graph once (``pipelines.runner.sync``), timing every run.
+    """Run the whole asset graph once (``DagsterRunner.sync`` (``definitions.dagster_runner()``)), timing every run.
 
     ``run_sync`` calls ``progress`` just before each job starts, so the gaps between calls are
     each run's wall time as the caller sees it; the step durations come from the Dagster
@@ -243,7 +243,7 @@ def timed_sync(settings: Any) -> SyncTiming:
     """
     import dagster as dg
 
-    from pipelines.runner import sync
+    from definitions import dagster_runner
 
     runs: list[RunTiming] = []
     marks: list[float] = []
@@ -254,7 +254,7 @@ def timed_sync(settings: Any) -> SyncTiming:
         runs.append(RunTiming(job=job, partition=partition))
 
     start = time.perf_counter()
-    report = sync(settings, progress=progress)
+    report = dagster_runner().sync(settings, progress=progress)
     end = time.perf_counter()
     marks.append(end)
     for i, run in enumerate(runs):

@@ -1,7 +1,7 @@
 """The pipeline runner the library's faces (CLI, ``CorpusIndex``, ``corpus eval``) are given.
 
 The library never imports the orchestration layer: what runs the asset graph (by default the
-Dagster runner, ``pipelines.runner.DagsterRunner``) is found through the
+Dagster runner, ``definitions.dagster_runner()``) is found through the
 ``corpus_index.runners`` entry-point group that the installed distribution declares, and loaded
 only when a command needs it. ``CORPUS_RUNNER`` (``module:attribute``, read by
 ``configure_environment``) or a runner passed in explicitly override it.
@@ -109,7 +109,12 @@ def load_runner(
                 "or set CORPUS_RUNNER=module:attribute"
             )
             raise error
-        factory = found[name].load()
+        try:
+            factory = found[name].load()
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(
+                f"the pipeline runner {name!r} ({found[name].value}) cannot be loaded: {exc}"
+            ) from None
     runner = factory()
     if not isinstance(runner, PipelineRunner):
         raise ConfigError(f"{target or name}: not a pipeline runner (see corpus_index.runner)")

@@ -24,7 +24,7 @@ configure_environment()  # what every entry point does first (the CLI, definitio
 # through CORPUS_RUNNER (for in-process and subprocess runs alike). The entry point itself is
 # checked against pyproject.toml in tests/test_library_boundary.py.
 if DEFAULT_RUNNER not in {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}:
-    os.environ.setdefault("CORPUS_RUNNER", "pipelines.runner:DagsterRunner")
+    os.environ.setdefault("CORPUS_RUNNER", "definitions:dagster_runner")
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """RFC 0013's CorpusIndex: add, query (text or vector, with filters) and remove.
 
-One end-to-end test drives the real Dagster runner (``pipelines.runner.DagsterRunner``, as
+One end-to-end test drives the real Dagster runner (``definitions.dagster_runner()``, as
 ``corpus sync`` does); the others inject a runner whose sync runs the same library steps
 in-process, which is faster.
 """
@@ -48,9 +48,9 @@ def new_deal(deal_id: str = "DEAL-ALPHA-NEW", **kwargs: Any) -> str:
 
 @pytest.mark.slow
 def test_add_query_remove_through_the_dagster_sync(home: Settings, tmp_path: Path) -> None:
-    from pipelines.runner import DagsterRunner
+    from definitions import dagster_runner
 
-    index = CorpusIndex(home, principal=ALPHA, runner=DagsterRunner())
+    index = CorpusIndex(home, principal=ALPHA, runner=dagster_runner())
     path = tmp_path / "deal-alpha-new.uw.md"
     path.write_text(new_deal())
     # a brand-new home: add runs the sync and promotes the first generation
