@@ -306,6 +306,7 @@ def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
     type=click.Choice([*("dense", "lexical", "hybrid"), "all"]),
     default="hybrid",
     show_default=True,
+    help="Search mode to score, or all three.",
 )
 @click.option("--k", "ks", default="1,5,10,100", show_default=True, help="Recall cut-offs.")
 @click.option("--limit", type=int, help="Only the first N queries (a quick look).")

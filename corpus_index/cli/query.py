@@ -271,7 +271,13 @@ def similar(
     type=click.IntRange(1, 1000),
     help="Neighbours per deal and section in the neighbours view.",
 )
-@click.option("--max-rows", default=10000, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--max-rows",
+    default=10000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Return at most this many rows.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {columns, rows, views} as JSON.")
 @click.pass_context
 @handle_errors
@@ -348,6 +354,7 @@ def _cell(value: Any) -> str:
     type=click.Choice(["dense", "lexical", "hybrid"]),
     default="hybrid",
     show_default=True,
+    help="As for search.",
 )
 @click.option("--filter", "filter_exprs", multiple=True, metavar="EXPR", help="As for search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the matches as JSON.")
@@ -405,7 +412,13 @@ def risk_patterns_command(
 
 
 @main.command()
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Number of traces, newest first.",
+)
 @click.option("--tenant", help="Only this tenant's queries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the traces as JSON.")
 @click.pass_context
