@@ -68,6 +68,10 @@ def _load_cross_encoder(path: str) -> Any:
             "reranking with a cross-encoder needs sentence-transformers: "
             "pip install 'corpus-index[local-model]'"
         ) from None
+    from corpus_index.embedders.local import log, quiet_weight_loading
+
+    quiet_weight_loading()
+    log.info("loading model %s", path)
     return CrossEncoder(path, device="cpu")
 
 

@@ -129,18 +129,3 @@ def _load_target(target: str) -> Any:
         return getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"CORPUS_RUNNER={target!r} cannot be loaded: {exc}") from None
-
-
-class LazyRunner:
-    """A runner resolved on first use, so commands that run no job never load one."""
-
-    def __init__(self, load: Callable[[], PipelineRunner]) -> None:
-        self._load = load
-        self._runner: PipelineRunner | None = None
-
-    @property
-    def runner(self) -> PipelineRunner:
-        if self._runner is None:
-            self._runner = self._load()
-        return self._runner
-

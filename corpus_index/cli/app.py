@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,9 +76,30 @@ def runner_of(ctx: click.Context) -> PipelineRunner:
     return session(ctx).runner()
 
 
+class _FirstSearchNote(logging.Handler):
+    """Turns the library's "loading model <path>" into one stderr line for a person."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        path = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
+        name = path.rstrip("/").rsplit("/", 1)[-1] or "the model"
+        click.echo(f"loading model {name} (first search)", err=True)
+
+
+def announce_model_loading() -> None:
+    """Say once on stderr when a search loads a local model (its progress bars are off)."""
+    from corpus_index.embedders import local
+
+    if not any(isinstance(h, _FirstSearchNote) for h in local.log.handlers):
+        local.log.addHandler(_FirstSearchNote())
+        local.log.setLevel(logging.INFO)
+        local.log.propagate = False
+
+
 def searcher(ctx: click.Context, *, record: bool = True) -> Searcher:
     """A searcher over the home, storing a trace of each query unless ``record`` is false."""
     from corpus_index.search import Searcher
+
+    announce_model_loading()
     from corpus_index.service import Corpus
     from corpus_index.traces import TraceStore
 
