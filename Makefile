@@ -43,6 +43,7 @@ test-daemon: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy corpus_index
 
 clean:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import CorpusResource, build_assets
-from corpus_index.config import Settings, settings_from_env
+from corpus_index.config import Settings
+from corpus_index.environment import configure_environment
 from pipelines.jobs import build_jobs, compaction_schedule
 from pipelines.partitions import build_partitions
+from pipelines.runner import DagsterRunner
 from pipelines.sensors import automation_sensor, source_update_sensor
 
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     """Definitions for ``settings``, by default those the environment names (CORPUS_CONFIG, CORPUS_HOME)."""
-    settings = settings or settings_from_env()
+    environment = configure_environment()  # the one place the process environment is read
+    settings = settings or environment.settings
     config = settings.load()
     partitions = build_partitions(config)
     return dg.Definitions(
@@ -31,4 +34,13 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location's Definitions, built when Dagster loads them (not at import)."""
+    return build_definitions()
+
+
+def dagster_runner() -> DagsterRunner:
+    """The pipeline runner of the ``corpus`` CLI and ``CorpusIndex`` (entry point
+    ``corpus_index.runners: dagster``): jobs run in-process on the home's Dagster instance."""
+    return DagsterRunner(build_definitions)

@@ -33,12 +33,11 @@ def configure(*, threads: int) -> None:
     Must run before numpy/torch are imported; ``set_torch_threads`` finishes the job once torch
     is loaded.
     """
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["LANCE_LOG"] = "error"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     for var in THREAD_VARS:
         os.environ[var] = str(threads)
+    from corpus_index.environment import configure_environment
+
+    configure_environment()  # offline model, quiet LanceDB, allocator settings
 
 
 def set_torch_threads(threads: int) -> None:
@@ -180,7 +179,7 @@ class RunTiming:
 
 @dataclass
 class SyncTiming:
-    """A timed ``pipelines.runner.sync``: total wall time, the report, and the runs."""
+    """A timed ``DagsterRunner.sync`` (``definitions.dagster_runner()``): total wall time, the report, and the runs."""
 
     wall_s: float
     report: Any
@@ -236,7 +235,7 @@ class SyncTiming:
 
 
 def timed_sync(settings: Any) -> SyncTiming:
-    """Run the whole asset graph once (``pipelines.runner.sync``), timing every run.
+    """Run the whole asset graph once (``DagsterRunner.sync`` (``definitions.dagster_runner()``)), timing every run.
 
     ``run_sync`` calls ``progress`` just before each job starts, so the gaps between calls are
     each run's wall time as the caller sees it; the step durations come from the Dagster
@@ -244,7 +243,7 @@ def timed_sync(settings: Any) -> SyncTiming:
     """
     import dagster as dg
 
-    from pipelines.runner import sync
+    from definitions import dagster_runner
 
     runs: list[RunTiming] = []
     marks: list[float] = []
@@ -255,7 +254,7 @@ def timed_sync(settings: Any) -> SyncTiming:
         runs.append(RunTiming(job=job, partition=partition))
 
     start = time.perf_counter()
-    report = sync(settings, progress=progress)
+    report = dagster_runner().sync(settings, progress=progress)
     end = time.perf_counter()
     marks.append(end)
     for i, run in enumerate(runs):

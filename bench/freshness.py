@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -23,16 +22,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("LANCE_LOG", "error")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import yaml  # noqa: E402
 
 from corpus_index.config import Settings  # noqa: E402
+from corpus_index.environment import configure_environment  # noqa: E402
 from corpus_index.search import Principal, Searcher  # noqa: E402
 from corpus_index.service import Corpus  # noqa: E402
+from definitions import dagster_runner  # noqa: E402
 from pipelines.devserver import dagster_dev  # noqa: E402
-from pipelines.runner import run_promotion, sync  # noqa: E402
+
+configure_environment()
 
 TARGET_S = 60.0
 NEW_DEAL = """---
@@ -105,7 +105,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="corpus-freshness-") as tmp:
         settings = home(Path(tmp), args.model)
         t0 = time.monotonic()
-        if not sync(settings).ok or not run_promotion(settings, "deals", "", "promote").success:
+        if not dagster_runner().sync(settings).ok or not dagster_runner().promote(settings, "deals", "").success:
             print("initial sync failed", file=sys.stderr)
             return 1
         setup_s = time.monotonic() - t0

@@ -2,7 +2,7 @@
 
 Writes N generated ``.uw.md`` deals (four embeddable sections each, no two sections alike, so
 every block is a distinct input) to a temporary folder, configures one ``uw_deals`` collection
-and one profile, and runs ``pipelines.runner.sync`` (what ``corpus sync`` runs) in these phases,
+and one profile, and runs ``DagsterRunner.sync`` (``definitions.dagster_runner()``) (what ``corpus sync`` runs) in these phases,
 each in its own child process so each has its own peak RSS, as separate ``corpus sync``
 invocations would:
 

@@ -1,6 +1,6 @@
 """Ingest throughput: SciFact through the whole pipeline vs ``model.encode`` on the same texts.
 
-The pipeline side is ``pipelines.runner.sync`` (what ``corpus sync`` runs: ingest, embed and
+The pipeline side is ``DagsterRunner.sync`` (``definitions.dagster_runner()``) (what ``corpus sync`` runs: ingest, embed and
 generation jobs in-process against a fresh home's Dagster instance) over a generated
 ``corpus.yaml`` with one ``beir`` collection and one ``st:all-MiniLM-L6-v2`` profile. The raw
 side is one ``SentenceTransformer.encode`` call over exactly the distinct input texts the

@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
-    from corpus_index import search as search_mod
+    from corpus_index import retrieval
     from corpus_index.config import Settings
     from corpus_index.metrics import percentile
     from corpus_index.search import Principal, Searcher, candidate_depth, eligibility
@@ -392,7 +392,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
     searcher = Searcher(corpus)
     k = args.k
     depth = candidate_depth(k)
-    columns = list(search_mod._RESULT_COLUMNS)
+    columns = list(retrieval.RESULT_COLUMNS)
     lat: dict[str, list[float]] = {
         f"{s} {m}": [] for m in MODES for s in ("pipeline", "raw", "pinned")
     }
@@ -469,7 +469,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
         return round(percentile(xs, p), 2)
 
     # where the pipeline's extra time goes: the per-search calls the raw side does not make
-    from corpus_index.search import _has_fts
+    from corpus_index.retrieval import has_fts as _has_fts
 
     micro_calls = {
         "registry.active(namespace), uncached [1 DuckDB connection]": (

@@ -3,7 +3,7 @@
 For each BEIR dataset (``/work/shared/evaldata/<name>``):
 
 * pipeline side: ``corpus_index.beir_eval.run_eval`` ingests the dataset through the real asset
-  graph (``pipelines.runner.sync``) into ``<home>/evals/<name>/`` with one profile
+  graph (``DagsterRunner.sync`` (``definitions.dagster_runner()``)) into ``<home>/evals/<name>/`` with one profile
   ``st:all-MiniLM-L6-v2``, promotes it, and scores every query of each mode through
   ``Searcher.search`` (k=100, so 500 candidates per retriever; no per-document cap; dedupe by
   content_hash on, as ``run_eval`` runs it).
@@ -258,6 +258,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
     from corpus_index.embedders import local
     from corpus_index.metrics import evaluate, percentile
     from corpus_index.search import Searcher
+    from definitions import dagster_runner
 
     say = (
         (lambda m: print(m, file=sys.stderr, flush=True))
@@ -316,6 +317,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
                 modes=MODES,
                 ks=KS,
                 progress=progress,
+                runner=dagster_runner(),
             )
         finally:
             Searcher.search = original  # type: ignore[method-assign]

@@ -1,9 +1,9 @@
 """RFC 0013's ``CorpusIndex`` (``add``, ``query``, ``remove``) over a corpus-index home.
 
-``add`` and ``remove`` change a ``uw_deals`` collection folder and run the pipeline (the same
-Dagster runs ``corpus sync`` starts, so they show in the UI); ``query`` is a search as one
-principal. The orchestration layer is imported only when ``add``/``remove`` run, so this module
-keeps the library free of Dagster.
+``add`` and ``remove`` change a ``uw_deals`` collection folder and run the pipeline through the
+injected ``PipelineRunner`` (by default the installed one: the same Dagster runs ``corpus sync``
+starts, so they show in the UI); ``query`` is a search as one principal. The runner is loaded
+only when ``add``/``remove`` run, so this module keeps the library free of Dagster.
 
 Differences from the RFC's TypeScript sketch, on purpose:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,13 +39,12 @@ from corpus_index.filters import FilterSpec
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.uw_deals import SUFFIX
 from corpus_index.records import SourceDoc
+from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 
 _SAFE_NAME = re.compile(r"[^a-z0-9._-]+")
-
-SyncFn = Callable[[Settings], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +79,7 @@ class CorpusIndex:
         collection: str | None = None,
         mode: str = "hybrid",
         record_traces: bool = True,
-        sync: SyncFn | None = None,
+        runner: PipelineRunner | None = None,
     ) -> None:
         """
         Args:
@@ -91,8 +90,8 @@ class CorpusIndex:
                 the principal's tenant in the namespace).
             mode: search mode of ``query`` for text (``dense``, ``lexical``, ``hybrid``).
             record_traces: store a trace of each query in the registry.
-            sync: what updates the index after a file changed (default: the Dagster sync,
-                ``pipelines.runner.sync``).
+            runner: what updates the index after a file changed (default: the installed
+                runner, ``corpus_index.runner.load_runner()``: the Dagster one).
         """
         self.settings = settings
         self.principal = principal
@@ -102,7 +101,7 @@ class CorpusIndex:
         self.namespace = namespace or self.searcher.default_namespace(principal)
         self.mode = mode
         self._collection = collection
-        self._sync = sync
+        self._runner = runner
 
     # -- RFC API ---------------------------------------------------------------------------
 
@@ -279,26 +278,23 @@ class CorpusIndex:
                 source="embeddings",
             )
 
-    def _update(self) -> None:
-        sync = self._sync
-        if sync is None:
-            from pipelines.runner import (
-                sync as dagster_sync,  # lazy: the library never imports Dagster
-            )
+    @property
+    def runner(self) -> PipelineRunner:
+        """The pipeline runner, loaded on first use."""
+        if self._runner is None:
+            self._runner = load_runner()
+        return self._runner
 
-            sync = dagster_sync
-        report = sync(self.settings)
-        if not getattr(report, "ok", True):
-            failed = getattr(report, "failed_runs", [])
-            raise IndexUpdateError(f"the index update failed: {failed}")
+    def _update(self) -> None:
+        report = self.runner.sync(self.settings)
+        if not report.ok:
+            raise IndexUpdateError(f"the index update failed: {report.failed_runs}")
         if self.corpus.registry.active(self.namespace) is None:
             self._promote_first_generation()
 
     def _promote_first_generation(self) -> None:
         """A brand-new index has no ACTIVE generation yet: promote the one just built."""
-        from pipelines.runner import run_promotion
-
-        outcome = run_promotion(self.settings, self.namespace, "", "promote")
+        outcome = self.runner.promote(self.settings, self.namespace, "")
         if not outcome.success:
             raise IndexUpdateError(
                 f"the first generation of namespace {self.namespace!r} was not promoted: "

@@ -27,6 +27,7 @@ from corpus_index.config import Settings
 from corpus_index.errors import ConfigError
 from corpus_index.kinds.beir import BEIR
 from corpus_index.metrics import evaluate, percentile
+from corpus_index.runner import PipelineRunner, load_runner
 
 MODES = ("dense", "lexical", "hybrid")
 DEFAULT_KS = (1, 5, 10, 100)
@@ -138,12 +139,15 @@ def run_eval(
     ks: Sequence[int] = DEFAULT_KS,
     limit: int | None = None,
     progress: Callable[[str], None] | None = None,
+    runner: PipelineRunner | None = None,
 ) -> list[dict[str, Any]]:
-    """Ingest, index and promote the dataset in its own home, then score every mode."""
+    """Ingest, index and promote the dataset in its own home, then score every mode.
+
+    ``runner`` runs the pipeline (default: the installed one, ``corpus_index.runner``).
+    """
     from corpus_index.registry import Registry
     from corpus_index.search import Principal, Searcher
     from corpus_index.service import Corpus, promote
-    from pipelines.runner import sync
 
     say = progress or (lambda _m: None)
     dataset = load_dataset(dataset_dir)
@@ -151,7 +155,7 @@ def run_eval(
     profile = profile or next(iter(user.profiles))
     es = eval_settings(settings, dataset, profile)
     say(f"syncing {dataset.name} ({dataset.path}) under profile {profile} in {es.home}")
-    report = sync(es)
+    report = (runner or load_runner()).sync(es)
     if not report.ok:
         raise ConfigError(f"{dataset.path}: the pipeline failed: {report.failed_runs}")
     corpus = Corpus(es)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import click
 import pyarrow.compute as pc
 
 from corpus_index.config import Settings
-from corpus_index.search import Principal, Searcher
+from corpus_index.search import Principal, Searcher, SearchResult
 from corpus_index.service import Corpus
 
 EXAMPLES = [
@@ -44,17 +45,23 @@ def keyword_matches(corpus: Corpus, phrase: str, principal: Principal, generatio
     return set(table.filter(mask)["source_id"].to_pylist())
 
 
-def run_demo(settings: Settings, *, k: int = 5) -> None:
-    """Run the example searches and print their hits with provenance."""
-    from corpus_index.cli import print_hits
+def run_demo(
+    settings: Settings, *, show: Callable[[str, SearchResult], None], k: int = 5
+) -> None:
+    """Run the example searches and print their hits with provenance.
 
+    Args:
+        settings: the home holding the sample corpus.
+        show: prints one query's hits (the CLI's ``print_hits``).
+        k: hits per query.
+    """
     corpus = Corpus(settings)
     searcher = Searcher(corpus)
     for title, query, principal, phrase in EXAMPLES:
         click.echo(f"\n=== {title}")
         click.echo(f"    as tenant {principal.tenant}, groups {', '.join(principal.groups)}")
         result = searcher.search(query, principal=principal, k=k)
-        print_hits(query, result)
+        show(query, result)
         deals = {h.source_id for h in result.hits if h.section == "risk_assessment"}
         literal = keyword_matches(corpus, phrase, principal, result.trace["generation"])
         click.echo(

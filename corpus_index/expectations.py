@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,6 @@ def frame_columns(table_columns: list[str], suite: dict[str, Any]) -> list[str]:
 
 @functools.cache
 def _context() -> Any:
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 

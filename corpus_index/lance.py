@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
-
-os.environ.setdefault("LANCE_LOG", "error")
 
 
 def connect(uri: str) -> Any:

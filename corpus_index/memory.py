@@ -35,7 +35,8 @@ M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number for the mmap threshold
 # it also stops glibc from raising it (and the trim threshold) as large blocks are freed
 MMAP_THRESHOLD = 1 << 20
 # LanceDB's full-text index builder buffers up to this many MiB per worker before it spills a
-# part to disk (read once per process, from the environment, at the first index build)
+# part to disk (read once per process, from the environment, at the first index build; set by
+# corpus_index.environment)
 FTS_PARTITION_MIB = "64"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,8 +66,8 @@ def configure() -> bool:
     Measured at 20,000 and 40,000 generated deals, one step in a fresh process: the fixed
     threshold took ``index_rows``'s peak from 759 / 912 MiB to 702 / 769 MiB, and an IVF_PQ
     build over 80,000 / 160,000 vectors from a rise of 346 / 401 MiB to 318 / 324 MiB, in
-    the same time."""
-    os.environ.setdefault("LANCE_FTS_PARTITION_SIZE", FTS_PARTITION_MIB)
+    the same time. (``LANCE_FTS_PARTITION_SIZE`` is one of the process defaults that
+    ``corpus_index.environment.configure_environment`` sets.)"""
     libc = _libc()
     if libc is None:
         return False

@@ -61,8 +61,6 @@ class CrossEncoderReranker:
 
 @functools.lru_cache(maxsize=2)
 def _load_cross_encoder(path: str) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         from sentence_transformers import CrossEncoder
     except ImportError:
@@ -70,6 +68,10 @@ def _load_cross_encoder(path: str) -> Any:
             "reranking with a cross-encoder needs sentence-transformers: "
             "pip install 'corpus-index[local-model]'"
         ) from None
+    from corpus_index.embedders.local import log, quiet_weight_loading
+
+    quiet_weight_loading()
+    log.info("loading model %s", path)
     return CrossEncoder(path, device="cpu")
 
 

@@ -26,6 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from corpus_index import predicates
+from corpus_index.eligibility import eligible_rows
 from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError
 from corpus_index.filters import Condition, FilterSpec, as_filter
 from corpus_index.records import BLOCK_SCHEMA
@@ -329,17 +330,16 @@ def calibration_views(
 
 
 def _visible_blocks(searcher: Searcher, principal: Principal, namespace: str) -> pa.Table:
-    groups = set(principal.groups)
+    """The parsed blocks of the namespace that the search eligibility rule lets ``principal`` see."""
     out: list[dict[str, Any]] = []
+    collections = [c.name for c in searcher.corpus.config.collections_in(namespace)]
     for c in searcher.corpus.config.collections_in(namespace):
         if c.tenant != principal.tenant:
-            continue
+            continue  # the rule would drop every row: skip reading the partition
         table = searcher.corpus.warehouse.read("parsed_blocks", (c.name,), BLOCK_SCHEMA)
         if table is None:
             continue
-        for b in table.to_pylist():
-            if b["tenant_id"] != principal.tenant or not groups.intersection(b["acl_groups"]):
-                continue
+        for b in eligible_rows(table, principal, collections).to_pylist():
             meta = json.loads(b["metadata"] or "{}")
             out.append(
                 {

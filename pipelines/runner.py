@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,9 @@ from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_e
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
 
 
+Build = Callable[[Settings], dg.Definitions]
+
+
 @dataclass(frozen=True)
 class Home:
     """The Definitions, configuration and Dagster instance of one corpus home."""
@@ -27,26 +31,6 @@ class Home:
     defs: dg.Definitions
     config: CorpusConfig
     instance: dg.DagsterInstance
-
-
-def open_home(settings: Settings) -> Home:
-    """Point Dagster at ``<home>/dagster`` and build the Definitions for ``settings``."""
-    os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home))
-    from definitions import build_definitions
-
-    return Home(build_definitions(settings), settings.load(), dg.DagsterInstance.get())
-
-
-def sync(settings: Settings, *, progress: Any = None) -> SyncReport:
-    from corpus_index.registry import Registry
-
-    home = open_home(settings)
-    report = run_sync(home.defs, home.config, home.instance, progress=progress)
-    report.stale = [
-        {**row, "since": row["since"].isoformat()}
-        for row in Registry(settings.registry_path).stale_sources()
-    ]
-    return report
 
 
 @dataclass(frozen=True)
@@ -59,54 +43,93 @@ class JobOutcome:
     failed_checks: tuple[str, ...] = ()
 
 
-def run_promotion(settings: Settings, namespace: str, generation: str, action: str) -> JobOutcome:
-    """Materialize ``active_generation`` for ``namespace`` through the promote or rollback job."""
-    home = open_home(settings)
-    job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
-    run_config = {
-        "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
-        **SILENT_RUN_CONFIG,
-    }
-    result = home.defs.resolve_job_def(job).execute_in_process(
-        partition_key=namespace, instance=home.instance, run_config=run_config, raise_on_error=False
-    )
-    return outcome(result)
+class DagsterRunner:
+    """``corpus_index.runner.PipelineRunner`` on the home's Dagster instance.
 
+    ``build`` assembles the Definitions of a home: ``definitions.build_definitions``, which
+    hands itself in (``definitions.dagster_runner``, the ``corpus_index.runners`` entry point),
+    so this layer never imports the one above it.
+    """
 
-def run_retire(settings: Settings, generation: str) -> JobOutcome:
-    """Run ``retire_generation_job`` for ``generation``."""
-    home = open_home(settings)
-    run_config = {
-        "ops": {"retire_generation": {"config": {"generation": generation}}},
-        **SILENT_RUN_CONFIG,
-    }
-    result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
-        instance=home.instance, run_config=run_config, raise_on_error=False
-    )
-    return outcome(result)
+    def __init__(self, build: Build) -> None:
+        self.build = build
 
+    def open_home(self, settings: Settings) -> Home:
+        """Point Dagster at ``<home>/dagster`` and build the Definitions for ``settings``."""
+        os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home))
+        return Home(self.build(settings), settings.load(), dg.DagsterInstance.get())
 
-def run_compaction(settings: Settings, retention_hours: float) -> tuple[JobOutcome, dict[str, Any]]:
-    """Run ``compaction_job``; the outcome and the compaction report."""
-    home = open_home(settings)
-    run_config = {
-        "ops": {"compact_op": {"config": {"retention_hours": retention_hours}}},
-        **SILENT_RUN_CONFIG,
-    }
-    result = home.defs.resolve_job_def("compaction_job").execute_in_process(
-        instance=home.instance, run_config=run_config, raise_on_error=False
-    )
-    report = result.output_for_node("compact_op") if result.success else {}
-    return outcome(result), report
+    def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
+        """Run the asset graph for every configured collection."""
+        from corpus_index.registry import Registry
 
+        home = self.open_home(settings)
+        report = run_sync(home.defs, home.config, home.instance, progress=progress)
+        report.stale = [
+            {**row, "since": row["since"].isoformat()}
+            for row in Registry(settings.registry_path).stale_sources()
+        ]
+        return report
 
-def run_eval_report(settings: Settings) -> JobOutcome:
-    """Materialize ``retrieval_evals`` so the UI shows the newest `corpus eval` figures."""
-    home = open_home(settings)
-    result = home.defs.resolve_job_def("eval_report_job").execute_in_process(
-        instance=home.instance, run_config=SILENT_RUN_CONFIG, raise_on_error=False
-    )
-    return outcome(result)
+    def promote(self, settings: Settings, namespace: str, generation: str) -> JobOutcome:
+        """Materialize ``active_generation`` for ``namespace`` through the promote job."""
+        return self._promotion(settings, namespace, generation, "promote")
+
+    def rollback(self, settings: Settings, namespace: str) -> JobOutcome:
+        """Materialize ``active_generation`` for ``namespace`` through the rollback job."""
+        return self._promotion(settings, namespace, "", "rollback")
+
+    def _promotion(
+        self, settings: Settings, namespace: str, generation: str, action: str
+    ) -> JobOutcome:
+        home = self.open_home(settings)
+        job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
+        run_config = {
+            "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
+            **SILENT_RUN_CONFIG,
+        }
+        result = home.defs.resolve_job_def(job).execute_in_process(
+            partition_key=namespace,
+            instance=home.instance,
+            run_config=run_config,
+            raise_on_error=False,
+        )
+        return outcome(result)
+
+    def retire(self, settings: Settings, generation: str) -> JobOutcome:
+        """Run ``retire_generation_job`` for ``generation``."""
+        home = self.open_home(settings)
+        run_config = {
+            "ops": {"retire_generation": {"config": {"generation": generation}}},
+            **SILENT_RUN_CONFIG,
+        }
+        result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
+            instance=home.instance, run_config=run_config, raise_on_error=False
+        )
+        return outcome(result)
+
+    def compact(
+        self, settings: Settings, retention_hours: float
+    ) -> tuple[JobOutcome, dict[str, Any]]:
+        """Run ``compaction_job``; the outcome and the compaction report."""
+        home = self.open_home(settings)
+        run_config = {
+            "ops": {"compact_op": {"config": {"retention_hours": retention_hours}}},
+            **SILENT_RUN_CONFIG,
+        }
+        result = home.defs.resolve_job_def("compaction_job").execute_in_process(
+            instance=home.instance, run_config=run_config, raise_on_error=False
+        )
+        report = result.output_for_node("compact_op") if result.success else {}
+        return outcome(result), report
+
+    def eval_report(self, settings: Settings) -> JobOutcome:
+        """Materialize ``retrieval_evals`` so the UI shows the newest `corpus eval` figures."""
+        home = self.open_home(settings)
+        result = home.defs.resolve_job_def("eval_report_job").execute_in_process(
+            instance=home.instance, run_config=SILENT_RUN_CONFIG, raise_on_error=False
+        )
+        return outcome(result)
 
 
 def outcome(result: dg.ExecuteInProcessResult) -> JobOutcome:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-os.environ.setdefault("LANCE_LOG", "error")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from corpus_index.config import Settings  # noqa: E402
+from corpus_index.environment import configure_environment  # noqa: E402
+from corpus_index.runner import DEFAULT_RUNNER, ENTRY_POINT_GROUP  # noqa: E402
 from tests.corpusgen import write_home  # noqa: E402
+
+configure_environment()  # what every entry point does first (the CLI, definitions.py)
+# An editable install made before pyproject.toml declared the runner entry point has no such
+# entry point in its metadata until it is reinstalled; the CLI then finds the Dagster runner
+# through CORPUS_RUNNER (for in-process and subprocess runs alike). The entry point itself is
+# checked against pyproject.toml in tests/test_library_boundary.py.
+if DEFAULT_RUNNER not in {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}:
+    os.environ.setdefault("CORPUS_RUNNER", "definitions:dagster_runner")
 
 
 @pytest.fixture

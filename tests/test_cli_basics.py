@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -14,11 +15,39 @@ from corpus_index.config import Settings
 COMMANDS = sorted(main.commands)
 
 
+def missing_help(group: click.Group) -> list[str]:
+    """Commands of ``group`` without help text, and their options without help (by name)."""
+    missing = []
+    for name, command in sorted(group.commands.items()):
+        if not (command.help or "").strip():
+            missing.append(name)
+        for param in command.params:
+            undocumented = isinstance(param, click.Option) and not (param.help or "").strip()
+            if undocumented and param.name != "help":
+                missing.append(f"{name} {param.opts[0]}")
+    return missing
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help(command: str) -> None:
+    assert missing_help(click.Group(commands={command: main.commands[command]})) == []
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0, result.output
-    assert "Usage:" in result.output and len(result.output.splitlines()) > 3
+    assert main.commands[command].help.split("\n")[0].strip()[:40] in " ".join(
+        result.output.split()
+    )
+
+
+def test_the_help_check_reports_a_command_without_help() -> None:
+    group = click.Group("copy", commands=dict(main.commands))
+
+    @group.command("bare")
+    @click.option("--quiet", is_flag=True)
+    def bare(quiet: bool) -> None:
+        pass
+
+    assert missing_help(group) == ["bare", "bare --quiet"]
+    assert "bare" not in main.commands  # the copy, not the real group, got the command
 
 
 def test_bad_config_names_the_key(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """RFC 0013's CorpusIndex: add, query (text or vector, with filters) and remove.
 
-One end-to-end test drives the real Dagster sync (``pipelines.runner.sync``, as ``corpus sync``
-does); the others inject a sync that runs the same library steps in-process, which is faster.
+One end-to-end test drives the real Dagster runner (``definitions.dagster_runner()``, as
+``corpus sync`` does); the others inject a runner whose sync runs the same library steps
+in-process, which is faster.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def new_deal(deal_id: str = "DEAL-ALPHA-NEW", **kwargs: Any) -> str:
 
 @pytest.mark.slow
 def test_add_query_remove_through_the_dagster_sync(home: Settings, tmp_path: Path) -> None:
-    index = CorpusIndex(home, principal=ALPHA)
+    from definitions import dagster_runner
+
+    index = CorpusIndex(home, principal=ALPHA, runner=dagster_runner())
     path = tmp_path / "deal-alpha-new.uw.md"
     path.write_text(new_deal())
     # a brand-new home: add runs the sync and promotes the first generation
@@ -87,9 +90,17 @@ class Report:
     failed_runs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
-def library_sync(settings: Settings) -> Report:
-    build_home(settings, promote=False)
-    return Report()
+class LibraryRunner:
+    """Syncs with the library steps in-process (``build_home``); ``report`` overrides the result."""
+
+    def __init__(self, report: Report | None = None) -> None:
+        self.report = report
+
+    def sync(self, settings: Settings, *, progress: Any = None) -> Report:
+        if self.report is not None:
+            return self.report
+        build_home(settings, promote=False)
+        return Report()
 
 
 @pytest.fixture
@@ -99,7 +110,7 @@ def built(home: Settings) -> Settings:
 
 
 def test_add_bytes_then_query_with_filters_and_vectors(built: Settings) -> None:
-    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
     assert index.add(new_deal().encode()) == "alpha-deals/deal-alpha-new"
     hits = index.query(
         "levee flooded garage insurer", k=5, filters=CorpusFilter(geo=Geo(metro="Tucson"))
@@ -122,16 +133,16 @@ def test_add_bytes_then_query_with_filters_and_vectors(built: Settings) -> None:
 
 
 def test_add_replaces_a_changed_file(built: Settings) -> None:
-    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
     index.add(new_deal().encode())
     index.add(new_deal(risk="Termites ate the wooden stairs in every building.").encode())
-    lexical = CorpusIndex(built, principal=ALPHA, mode="lexical", sync=library_sync)
+    lexical = CorpusIndex(built, principal=ALPHA, mode="lexical", runner=LibraryRunner())
     assert [h.deal_id for h in lexical.query("termites wooden stairs")] == ["DEAL-ALPHA-NEW"]
     assert lexical.query("levee breach") == []  # the old version's rows are gone
 
 
 def test_add_refuses_files_outside_the_principals_scope(built: Settings, tmp_path: Path) -> None:
-    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
     with pytest.raises(ParseError, match="differs from the collection's tenant"):
         index.add(new_deal(tenant="beta", acl=["beta-team"]).encode())
     with pytest.raises(ParseError, match="may only narrow"):
@@ -148,18 +159,18 @@ def test_add_refuses_files_outside_the_principals_scope(built: Settings, tmp_pat
         )
         index.add(tmp_path / "copy.uw.md")
     with pytest.raises(ConfigError, match="has no uw_deals collection"):
-        CorpusIndex(built, principal=Principal("alpha", ("nobody",)), sync=library_sync).add(
+        CorpusIndex(built, principal=Principal("alpha", ("nobody",)), runner=LibraryRunner()).add(
             new_deal().encode()
         )
     with pytest.raises(ConfigError, match="is not a uw_deals collection"):
-        CorpusIndex(built, principal=ALPHA, collection="beta-deals", sync=library_sync).add(
+        CorpusIndex(built, principal=ALPHA, collection="beta-deals", runner=LibraryRunner()).add(
             new_deal().encode()
         )
     assert not (built.config_path.parent / "sources" / "alpha" / "deal-alpha-new.uw.md").exists()
 
 
 def test_add_checks_a_sidecar_but_embeds_the_file_itself(built: Settings) -> None:
-    index = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
 
     def sidecar(model: str, dim: int, deal: str = "DEAL-ALPHA-NEW") -> dict[str, Any]:
         entry = SidecarEntry(
@@ -183,9 +194,9 @@ def test_add_checks_a_sidecar_but_embeds_the_file_itself(built: Settings) -> Non
 
 def test_remove_only_within_the_principals_collections(built: Settings) -> None:
     source = built.config_path.parent / "sources" / "alpha" / "deal-alpha-001.uw.md"
-    beta = CorpusIndex(built, principal=BETA, sync=library_sync)
+    beta = CorpusIndex(built, principal=BETA, runner=LibraryRunner())
     assert beta.remove("DEAL-ALPHA-001") is False and source.is_file()
-    alpha = CorpusIndex(built, principal=ALPHA, sync=library_sync)
+    alpha = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
     before = {h.deal_id for h in alpha.query("roofs anchor windstorm sponsor", k=50)}
     assert "DEAL-ALPHA-001" in before
     assert alpha.remove("deal-alpha-001") is True and not source.exists()
@@ -195,10 +206,8 @@ def test_remove_only_within_the_principals_collections(built: Settings) -> None:
 
 
 def test_a_failed_sync_is_an_error(built: Settings) -> None:
-    def failing(settings: Settings) -> Report:
-        return Report(ok=False, failed_runs=[{"job": "embed_job", "partition": "main/alpha-deals"}])
-
-    index = CorpusIndex(built, principal=ALPHA, sync=failing)
+    failing = Report(ok=False, failed_runs=[{"job": "embed_job", "partition": "main/alpha-deals"}])
+    index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner(failing))
     with pytest.raises(IndexUpdateError, match="embed_job"):
         index.add(new_deal().encode())
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -307,17 +304,6 @@ def test_401_names_the_key_variable() -> None:
     assert "401" in message
     assert "Incorrect API key" in message
     assert "OPENAI_API_KEY" in message
-
-
-def test_server_refuses_requests_without_a_key(server: FakeOpenAIServer) -> None:
-    body = json.dumps({"model": "text-embedding-3-small", "input": "hi"}).encode()
-    request = urllib.request.Request(
-        f"{server.base_url}/embeddings", data=body, headers={"Content-Type": "application/json"}
-    )
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=5)
-    assert info.value.code == 401
-    assert json.loads(info.value.read())["error"]["message"] == "Missing API key."
 
 
 def test_server_error_for_empty_text_is_permanent(server: FakeOpenAIServer) -> None:

@@ -115,7 +115,7 @@ def test_equal_rrf_sums_added_in_another_order_still_tie() -> None:
 
 
 def test_hybrid_rrf_ties_go_to_the_more_confident_candidate() -> None:
-    from corpus_index.search import _fuse
+    from corpus_index.retrieval import fuse as _fuse
 
     def row(vid: str, **extra: float) -> dict[str, object]:
         return {"vector_id": vid, **extra}

@@ -26,3 +26,29 @@ def test_minilm_embeds_offline_with_meaning() -> None:
         e.embed(texts[:1])[0], v[0], atol=1e-5
     )
     assert e.revision != "unknown"
+
+
+def test_loading_the_model_prints_no_progress_bar_and_the_cli_says_so_once() -> None:
+    """transformers' "Loading weights" bar is off; the CLI's note is one line per process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from corpus_index.cli.app import announce_model_loading\n"
+        "from corpus_index.embedders import make_embedder\n"
+        "announce_model_loading()\n"
+        "e = make_embedder('st:all-MiniLM-L6-v2')\n"
+        "e.embed(['first search']); e.embed(['second search'])\n"
+        "make_embedder('st:all-MiniLM-L6-v2').embed(['third'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Loading weights" not in out.stderr
+    assert out.stderr.count("loading model all-MiniLM-L6-v2 (first search)") == 1, out.stderr

@@ -86,18 +86,18 @@ def test_configure_returns_freed_large_blocks_without_a_trim() -> None:
     assert given_back("configured") > 48  # 64 MiB freed, unmapped at once
 
 
-def test_configure_bounds_the_fts_build_buffer_and_is_idempotent(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("LANCE_FTS_PARTITION_SIZE", raising=False)
+def test_the_environment_bounds_the_fts_build_buffer_and_configure_is_idempotent() -> None:
+    from corpus_index.environment import configure_environment
+
+    environ: dict[str, str] = {}
+    configure_environment(environ)
+    assert environ["LANCE_FTS_PARTITION_SIZE"] == memory.FTS_PARTITION_MIB
+    environ = {"LANCE_FTS_PARTITION_SIZE": "512"}
+    configure_environment(environ)
+    assert environ["LANCE_FTS_PARTITION_SIZE"] == "512"  # the operator's setting wins
     memory.configure.cache_clear()
     first = memory.configure()
-    assert os.environ["LANCE_FTS_PARTITION_SIZE"] == memory.FTS_PARTITION_MIB
     assert memory.configure() is first  # once per process
-    monkeypatch.setenv("LANCE_FTS_PARTITION_SIZE", "512")
-    memory.configure.cache_clear()
-    memory.configure()
-    assert os.environ["LANCE_FTS_PARTITION_SIZE"] == "512"  # the operator's setting wins
 
 
 @linux_glibc

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import functools
-import os
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from corpus_index.embedders import ST_MODELS, EmbedStats
+from corpus_index.embedders.base import ST_MODELS, EmbedStats
 from corpus_index.errors import ConfigError
+
+# "loading model <path>" at INFO when weights are read (once per process and model); the CLI
+# turns it into one line on stderr
+log = logging.getLogger(__name__)
 
 
 def model_path(name: str) -> str:
@@ -33,16 +37,24 @@ def model_path(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+def _load(path: str, name: str = "") -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
         raise ConfigError(
             "sentence-transformers is not installed: pip install 'corpus-index[local-model]'"
         ) from None
+    quiet_weight_loading()
+    log.info("loading model %s", name or path)
     return SentenceTransformer(path, device="cpu")
+
+
+def quiet_weight_loading() -> None:
+    """Switch off transformers' tqdm bars: its "Loading weights" bar would print on every
+    process's first load (every CLI search). Loading is reported once, through ``log``."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def _revision(path: str) -> str:
@@ -75,7 +87,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def model(self) -> Any:
-        return _load(self._path)
+        return _load(self._path, self.name)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.stats.calls += 1

@@ -14,7 +14,7 @@ import pytest
 from corpus_index import predicates, service
 from corpus_index.config import Settings
 from corpus_index.service import Corpus
-from pipelines.runner import sync
+from definitions import dagster_runner
 from tests.corpusgen import write_home
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def test_rows_stream_in_batches_and_a_failing_batch_commits_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     corpus = Corpus(settings)
     generation = corpus.registry.open_generation(corpus.spec("main"), run_id="test")
     served = refs(corpus, generation)
@@ -160,7 +160,7 @@ def test_sidecars_in_ranges_remove_gone_documents_and_strays(
     settings = Settings(
         config_path=write_home(tmp_path, deals_per_tenant=5), home=tmp_path / "home"
     )
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     monkeypatch.setattr(service, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
     corpus = Corpus(settings)
     folder = settings.exports / "sidecars" / "main" / COLLECTION

@@ -11,8 +11,8 @@ import pytest
 from corpus_index.config import Settings
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus
+from definitions import dagster_runner
 from pipelines.devserver import dagster_dev
-from pipelines.runner import run_promotion, sync
 from tests.corpusgen import deal_text, write_home
 
 # `make test-daemon` runs this test alone. On a quiet 2-core machine: searchable after ~40 s,
@@ -60,8 +60,8 @@ def wait_for_tombstone(settings: Settings, log: Path) -> dict:
 def test_daemon_picks_up_an_added_and_a_deleted_file(tmp_path: Path) -> None:
     config_path = write_home(tmp_path)
     settings = Settings(config_path=config_path, home=tmp_path / "home")
-    assert sync(settings).ok
-    assert run_promotion(settings, "deals", "", "promote").success
+    assert dagster_runner().sync(settings).ok
+    assert dagster_runner().promote(settings, "deals", "").success
     path = tmp_path / "sources" / "alpha" / "deal-alpha-new.uw.md"
     with dagster_dev(settings, sensor_interval_s=10) as server:
         time.sleep(5)  # let the first sensor tick record the cursor

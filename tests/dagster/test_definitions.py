@@ -92,7 +92,7 @@ def test_repository_definitions_load_with_the_bundled_config() -> None:
         [
             sys.executable,
             "-c",
-            "import definitions; print(len(list(definitions.defs.resolve_asset_graph().get_all_asset_keys())))",
+            "import definitions; print(len(list(definitions.defs().resolve_asset_graph().get_all_asset_keys())))",
         ],
         cwd=ROOT,
         capture_output=True,

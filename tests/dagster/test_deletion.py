@@ -17,7 +17,7 @@ from corpus_index.config import Settings
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus
-from pipelines.runner import run_promotion, sync
+from definitions import dagster_runner
 from tests.corpusgen import write_home
 
 pytestmark = pytest.mark.slow
@@ -40,15 +40,15 @@ def rows_of(corpus: Corpus, source_id: str) -> dict[str, int]:
 
 def test_removed_file_leaves_every_generation_and_store(tmp_path: Path) -> None:
     settings = two_profile_home(tmp_path)
-    assert sync(settings).ok
-    assert run_promotion(settings, "deals", "g0001", "promote").success
+    assert dagster_runner().sync(settings).ok
+    assert dagster_runner().promote(settings, "deals", "g0001").success
     corpus = Corpus(settings)
     assert set(rows_of(corpus, GONE).values()) == {4}  # both generations hold its 4 sections
     sidecars = sorted((settings.exports / "sidecars").glob("*/alpha-deals/deal-alpha-001.*"))
     assert len(sidecars) == 2
 
     (tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md").unlink()
-    report = sync(settings)
+    report = dagster_runner().sync(settings)
     assert report.ok, report.failed_runs
     assert report.collections["alpha-deals"]["removed"] == 1
 
@@ -111,11 +111,11 @@ def test_a_source_that_comes_back_is_indexed_again(tmp_path: Path) -> None:
     settings = two_profile_home(tmp_path)
     path = tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md"
     text = path.read_text()
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     path.unlink()
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     path.write_text(text)
-    report = sync(settings)
+    report = dagster_runner().sync(settings)
     assert report.ok and report.embedded == 0  # vectors still in the cache until compaction
     corpus = Corpus(settings)
     assert set(rows_of(corpus, GONE).values()) == {4}
@@ -126,11 +126,11 @@ def test_tombstones_replay_into_a_generation_built_later(tmp_path: Path) -> None
     """A generation built after the deletion from inputs that still mention the source (say a
     restored warehouse backup) never receives it."""
     settings = two_profile_home(tmp_path)
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     backup = tmp_path / "warehouse-backup"
     shutil.copytree(settings.warehouse, backup)
     (tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md").unlink()
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     shutil.rmtree(settings.warehouse)
     shutil.copytree(backup, settings.warehouse)  # the stale inputs are back
     config = yaml.safe_load(settings.config_path.read_text())
@@ -149,11 +149,11 @@ def test_tombstones_replay_into_a_generation_built_later(tmp_path: Path) -> None
 
 def test_a_collection_removed_from_config_is_purged(tmp_path: Path) -> None:
     settings = two_profile_home(tmp_path)
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     config = yaml.safe_load(settings.config_path.read_text())
     del config["collections"]["beta-deals"]
     settings.config_path.write_text(yaml.safe_dump(config))
-    report = sync(settings)
+    report = dagster_runner().sync(settings)
     assert report.ok, report.failed_runs
     assert report.purged_collections == ["beta-deals"]
     corpus = Corpus(settings)

@@ -17,7 +17,7 @@ from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus
-from pipelines.runner import run_promotion, sync
+from definitions import dagster_runner
 from tests.corpusgen import write_home
 from tests.support.openai_server import FakeOpenAIServer, serve
 
@@ -70,7 +70,7 @@ def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
     tmp_path: Path, server: FakeOpenAIServer
 ) -> None:
     settings = served_home(tmp_path, server)
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     corpus = Corpus(settings)
     distinct = set()
     for collection in ("alpha-deals", "beta-deals"):
@@ -87,7 +87,7 @@ def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
     deal = tmp_path / DEAL
     deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew eleven"))
     mark = len(server.requests)
-    report = sync(settings)
+    report = dagster_runner().sync(settings)
     assert report.ok
     assert inputs_sent(server, mark) == 1 and len(server.requests) - mark == 1
     assert report.embedded == 1
@@ -162,8 +162,8 @@ def test_kill_9_mid_sync_keeps_serving_and_the_next_run_converges(
     tmp_path: Path, server: FakeOpenAIServer, hold_s: float, after_s: float
 ) -> None:
     settings = served_home(tmp_path, server)
-    assert sync(settings).ok
-    assert run_promotion(settings, "deals", "", "promote").success
+    assert dagster_runner().sync(settings).ok
+    assert dagster_runner().promote(settings, "deals", "").success
     before = answers(settings)
     assert before
 
@@ -178,7 +178,7 @@ def test_kill_9_mid_sync_keeps_serving_and_the_next_run_converges(
     assert after_kill == before or any("eleven" in t for t in texts)
 
     server.script.clear()
-    report = sync(settings)
+    report = dagster_runner().sync(settings)
     assert report.ok, report.failed_runs
     corpus = Corpus(settings)
     gen = corpus.registry.active("deals")

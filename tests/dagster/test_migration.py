@@ -25,7 +25,7 @@ from corpus_index.errors import PromotionRefusedError
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.service import Corpus, promote
-from pipelines.runner import run_promotion, run_retire, sync
+from definitions import dagster_runner
 from tests.corpusgen import RISKS, write_home
 from tests.support.openai_server import serve
 
@@ -109,8 +109,8 @@ def test_migration_gate_promote_rollback_retire(
     args = ["--config", str(config_path), "--home", str(settings.home)]
 
     # generation A serves
-    assert sync(settings).ok
-    assert run_promotion(settings, "deals", "", "promote").success
+    assert dagster_runner().sync(settings).ok
+    assert dagster_runner().promote(settings, "deals", "").success
     a = registry.active("deals")
     assert a is not None and a.spec.backend_spec == "hash:v1-8"
     assert a.eval["golden"]["queries"] == 6
@@ -144,7 +144,7 @@ def test_migration_gate_promote_rollback_retire(
 
         # the backfill meets a NaN vector: the gate blocks, A keeps serving
         server.script.append({"nan": True})
-        report = sync(settings)
+        report = dagster_runner().sync(settings)
         assert not report.ok
         failed = [f for f in report.failed_runs if f["job"] == "embed_job"]
         assert failed and "embeddings:vectors_are_finite" in failed[0]["failed_checks"]
@@ -154,7 +154,7 @@ def test_migration_gate_promote_rollback_retire(
         with pytest.raises(PromotionRefusedError) as refused:
             promote(Corpus(settings), "deals", b.id)
         assert f"embeddings:vectors_are_finite[{bad_collection}]" in str(refused.value)
-        outcome = run_promotion(settings, "deals", b.id, "promote")
+        outcome = dagster_runner().promote(settings, "deals", b.id)
         assert not outcome.success and "vectors_are_finite" in outcome.error
         assert served_by(settings) == {a.id}
 
@@ -162,7 +162,7 @@ def test_migration_gate_promote_rollback_retire(
         deal = tmp_path / "sources" / "alpha" / "deal-alpha-000.uw.md"
         deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew nine"))
         # fixed (the script is spent): the next sync heals B
-        report = sync(settings)
+        report = dagster_runner().sync(settings)
         assert report.ok, report.failed_runs
         b = registry.require(b.id)
         assert b.status == "READY", b.checks
@@ -178,7 +178,7 @@ def test_migration_gate_promote_rollback_retire(
         assert out.exit_code != 0 and "ACTIVE" in out.output
 
         # promote B: the searches come from B, embedded through the endpoint
-        assert run_promotion(settings, "deals", b.id, "promote").success
+        assert dagster_runner().promote(settings, "deals", b.id).success
         assert served_by(settings) == {b.id}
         hit = answers(settings)[0][0]
         assert hit["provenance"]["backend_spec"] == "openai:text-embedding-3-small@256"
@@ -214,8 +214,8 @@ def test_worse_retrieval_blocks_promotion(tmp_path: Path, monkeypatch: pytest.Mo
     golden_set(tmp_path)
     configure(config_path, remote=None)
     settings = Settings(config_path=config_path, home=tmp_path / "home")
-    assert sync(settings).ok
-    assert run_promotion(settings, "deals", "", "promote").success
+    assert dagster_runner().sync(settings).ok
+    assert dagster_runner().promote(settings, "deals", "").success
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     with serve() as server:  # random unit vectors per text: a model that knows nothing
         remote = {
@@ -225,7 +225,7 @@ def test_worse_retrieval_blocks_promotion(tmp_path: Path, monkeypatch: pytest.Mo
             "namespace": "deals",
         }
         configure(config_path, remote=remote)
-        report = sync(settings)
+        report = dagster_runner().sync(settings)
         failed = [f for f in report.failed_runs if f["job"] == "generation_job"]
         assert failed and failed[0]["failed_checks"] == [
             "index_generation:retrieval_not_worse_than_active"
@@ -233,7 +233,7 @@ def test_worse_retrieval_blocks_promotion(tmp_path: Path, monkeypatch: pytest.Mo
         registry = Registry(settings.registry_path)
         b = next(g for g in registry.generations() if g.spec.profile == "remote")
         assert b.status == "READY"  # built and sound; only its retrieval is worse
-        outcome = run_promotion(settings, "deals", b.id, "promote")
+        outcome = dagster_runner().promote(settings, "deals", b.id)
         assert not outcome.success
         assert "index_generation:retrieval_not_worse_than_active" in outcome.error
         assert registry.active("deals").spec.profile == "main"  # type: ignore[union-attr]
@@ -246,23 +246,23 @@ def test_retire_after_window_drops_the_table(tmp_path: Path) -> None:
         tmp_path, extra_profiles={"wide": {"embedder": "hash:v1-16", "namespace": "deals"}}
     )
     settings = Settings(config_path=config_path, home=tmp_path / "home")
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     registry = Registry(settings.registry_path)
     wide = next(g for g in registry.generations() if g.spec.profile == "wide")
-    assert run_promotion(settings, "deals", registry.generations()[0].id, "promote").success
+    assert dagster_runner().promote(settings, "deals", registry.generations()[0].id).success
 
     configure(config_path, remote=None, golden=False, retire_after_hours=1)
-    outcome = run_retire(settings, wide.id)
+    outcome = dagster_runner().retire(settings, wide.id)
     assert not outcome.success and "safety window" in outcome.error
     assert Corpus(settings).store.exists(wide)
 
     configure(config_path, remote=None, golden=False, retire_after_hours=0)
-    outcome = run_retire(settings, wide.id)
+    outcome = dagster_runner().retire(settings, wide.id)
     assert outcome.success, outcome.error
     assert registry.require(wide.id).status == "RETIRED"
     assert not Corpus(settings).store.exists(wide)
     # the next sync builds the profile a fresh generation from the cache: nothing re-embedded
-    report = sync(settings)
+    report = dagster_runner().sync(settings)
     assert report.ok and report.embedded == 0
     fresh = registry.live_generation("wide")
     assert fresh is not None and fresh.id != wide.id and fresh.row_count == 24

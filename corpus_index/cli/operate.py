@@ -1,0 +1,367 @@
+"""``corpus`` commands that run or inspect the pipeline: sync, generations and their lifecycle,
+migration plans, compaction, deletion audits and retrieval evals."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from corpus_index.cli.app import (
+    EXIT_FAILED,
+    emit_json,
+    handle_errors,
+    main,
+    runner_of,
+    settings_of,
+)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.pass_context
+@handle_errors
+def sync(ctx: click.Context, as_json: bool) -> None:
+    """Run the asset graph for every configured collection (the runs show in the Dagster UI)."""
+    settings = settings_of(ctx)
+
+    def progress(message: str) -> None:
+        if not as_json:
+            click.echo(f"  running {message}", err=True)
+
+    report = runner_of(ctx).sync(settings, progress=progress)
+    summary = report.to_json()
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(
+            f"synced {summary['documents']} documents: embedded {summary['embedded']}, "
+            f"cache hits {summary['cache_hits']}, quarantined {summary['quarantined']}"
+        )
+        for name, c in summary["collections"].items():
+            click.echo(
+                f"  {name}: {c['documents']} documents ({c['added']} added, {c['changed']} changed, "
+                f"{c['removed']} removed), {c['quarantined']} quarantined"
+            )
+        for profile, g in summary["generations"].items():
+            click.echo(
+                f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows"
+            )
+        for row in summary["stale"]:
+            click.echo(
+                f"  STALE {row['source_id']}: serving its last good version "
+                f"({row['serving_version']}) since {row['since']}; {row['error']}",
+                err=True,
+            )
+        for failure in summary["failed_runs"]:
+            click.echo(
+                f"  FAILED {failure['job']} {failure['partition']}: "
+                f"{failure.get('failed_checks') or failure.get('error', '')}",
+                err=True,
+            )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the generations as JSON.")
+@click.pass_context
+@handle_errors
+def generations(ctx: click.Context, as_json: bool) -> None:
+    """List index generations with status, counts and check outcomes."""
+    from corpus_index.registry import Registry
+
+    reg = Registry(settings_of(ctx).registry_path)
+    gens = reg.generations()
+    if as_json:
+        emit_json({"generations": [g.to_json() for g in gens]})
+        return
+    if not gens:
+        click.echo("no generations yet (run `corpus sync`)")
+    for g in gens:
+        failed = sorted(n for n, c in g.checks.items() if not c.get("passed"))
+        if not g.checks:
+            checks = "checks not run"
+        elif failed:
+            checks = f"FAILED: {', '.join(failed)}"
+        else:
+            checks = f"{len(g.checks)} checks passed"
+        golden = g.eval.get("golden", {})
+        metrics = (
+            f"  recall@5={golden['recall@5']:.3f} mrr@10={golden['mrr@10']:.3f} "
+            f"ndcg@10={golden['ndcg@10']:.3f}"
+            if golden
+            else ""
+        )
+        click.echo(
+            f"{g.id}  {g.status:<8} {g.spec.namespace}/{g.spec.profile}  {g.spec.backend_spec}  "
+            f"dim={g.spec.dim}  rows={g.row_count}{metrics}  {checks}"
+        )
+
+
+def _run_promotion(ctx: click.Context, namespace: str, generation: str, action: str) -> None:
+    settings = settings_of(ctx)
+    runner = runner_of(ctx)
+    if action == "rollback":
+        result = runner.rollback(settings, namespace)
+    else:
+        result = runner.promote(settings, namespace, generation)
+    if not result.success:
+        detail = result.error or "see the run in the Dagster UI"
+        click.echo(f"error: {action} refused for namespace {namespace}: {detail}", err=True)
+        sys.exit(EXIT_FAILED)
+    from corpus_index.registry import Registry
+
+    active = Registry(settings.registry_path).active(namespace)
+    if active is not None:
+        click.echo(
+            f"{namespace}: ACTIVE generation is now {active.id} ({active.spec.profile}, "
+            f"{active.spec.backend_spec}, {active.row_count} rows); run {result.run_id}"
+        )
+
+
+@main.command()
+@click.argument("generation", required=False)
+@click.option(
+    "--namespace", help="Namespace to promote in (default: the generation's, or every namespace)."
+)
+@click.pass_context
+@handle_errors
+def promote(ctx: click.Context, generation: str | None, namespace: str | None) -> None:
+    """Make GENERATION (default: the newest READY one) serve its namespace, after its gates passed."""
+    from corpus_index.registry import Registry
+
+    settings = settings_of(ctx)
+    if generation:
+        gen = Registry(settings.registry_path).require(generation)
+        _run_promotion(ctx, gen.spec.namespace, generation, "promote")
+        return
+    config = settings.load()
+    namespaces = [namespace] if namespace else list(config.namespaces)
+    for ns in namespaces:
+        _run_promotion(ctx, ns, "", "promote")
+
+
+@main.command()
+@click.option(
+    "--namespace",
+    default=None,
+    help="Namespace to roll back (default: every namespace with a previous generation).",
+)
+@click.pass_context
+@handle_errors
+def rollback(ctx: click.Context, namespace: str | None) -> None:
+    """Point a namespace back at its previous ACTIVE generation, in one step, without re-embedding."""
+    from corpus_index.registry import Registry
+
+    settings = settings_of(ctx)
+    reg = Registry(settings.registry_path)
+    config = settings.load()
+    namespaces = [namespace] if namespace else [ns for ns in config.namespaces if reg.previous(ns)]
+    if not namespaces:
+        click.echo("error: no namespace has a previous generation to roll back to", err=True)
+        sys.exit(EXIT_FAILED)
+    for ns in namespaces:
+        _run_promotion(ctx, ns, "", "rollback")
+
+
+@main.command()
+@click.argument("generation")
+@click.pass_context
+@handle_errors
+def retire(ctx: click.Context, generation: str) -> None:
+    """Retire GENERATION and drop its table (never the ACTIVE one nor the rollback target, and
+    only after the namespace's retire_after_hours)."""
+    from corpus_index.registry import Registry
+
+    settings = settings_of(ctx)
+    Registry(settings.registry_path).require(generation)
+    result = runner_of(ctx).retire(settings, generation)
+    if not result.success:
+        detail = result.error or "see the run in the Dagster UI"
+        click.echo(f"error: retire refused: {detail}", err=True)
+        sys.exit(EXIT_FAILED)
+    gen = Registry(settings.registry_path).require(generation)
+    click.echo(f"{gen.id}: {gen.status}; table {gen.table_name} dropped; run {result.run_id}")
+
+
+@main.command("plan-migration")
+@click.argument("profile")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.pass_context
+@handle_errors
+def plan_migration(ctx: click.Context, profile: str, as_json: bool) -> None:
+    """Estimate what backfilling PROFILE would embed: inputs, cache hits, tokens and cost."""
+    from corpus_index.migration import plan_migration as plan
+    from corpus_index.service import Corpus
+
+    result = plan(Corpus(settings_of(ctx)), profile)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    click.echo(
+        f"profile {result.profile} -> namespace {result.namespace}: {result.backend_spec} "
+        f"(revision {result.model_revision}, dim {result.dim}, input format {result.input_format})"
+    )
+    if result.existing_generation:
+        click.echo(f"  builds into existing generation {result.existing_generation}")
+    else:
+        click.echo("  builds a new generation (BUILDING beside the ACTIVE one)")
+    click.echo(f"  {'collection':<24}{'inputs':>8}{'cached':>8}{'to embed':>10}{'tokens':>10}")
+    for c in result.collections:
+        note = "" if c.ingested else "  (not ingested yet: run `corpus sync`)"
+        click.echo(
+            f"  {c.collection:<24}{c.distinct_inputs:>8}{c.cache_hits:>8}{c.to_embed:>10}"
+            f"{c.tokens_to_embed:>10}{note}"
+        )
+    click.echo(
+        f"  {'total':<24}{result.inputs:>8}{result.cache_hits:>8}{result.to_embed:>10}"
+        f"{result.tokens_to_embed:>10}"
+    )
+    cost = "not priced" if result.cost_usd is None else f"${result.cost_usd:.4f}"
+    click.echo(f"  tokens counted by: {result.token_counter}; cost: {cost}")
+
+
+@main.command()
+@click.option(
+    "--retention-hours",
+    type=float,
+    default=24.0,
+    show_default=True,
+    help="Keep LanceDB versions younger than this (ignored while a deletion awaits purge).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the compaction report as JSON.")
+@click.pass_context
+@handle_errors
+def compact(ctx: click.Context, retention_hours: float, as_json: bool) -> None:
+    """Optimize every live index and cache table now (what compaction_schedule runs nightly)."""
+    result, report = runner_of(ctx).compact(settings_of(ctx), retention_hours)
+    if not result.success:
+        click.echo(f"error: compaction failed: {result.error}", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        emit_json(report)
+        return
+    for t in report["tables"]:
+        extra = (
+            f", {t['cache_entries_purged']} unused entries purged"
+            if "cache_entries_purged" in t
+            else ""
+        )
+        click.echo(
+            f"{t['table']}: {t['rows']} rows, versions {t['versions_before']} -> "
+            f"{t['versions_after']}{extra}"
+        )
+    click.echo(
+        f"compacted {len(report['tables'])} tables in {report['seconds']} s; "
+        f"{len(report['tombstones_purged'])} deletions physically purged"
+    )
+
+
+@main.command("audit-deletion")
+@click.argument("source_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON.")
+@click.pass_context
+@handle_errors
+def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
+    """Search every store (all generation tables and their old versions, caches, exports,
+    warehouse) for SOURCE_ID and its hashes; exit 1 if anything remains."""
+    from corpus_index.deletion import audit_deletion as audit
+    from corpus_index.service import Corpus
+
+    report = audit(Corpus(settings_of(ctx)), source_id)
+    if as_json:
+        emit_json(report)
+    else:
+        tomb = report["tombstone"]
+        if tomb:
+            click.echo(
+                f"{source_id}: deleted {tomb['removed_at']} ({tomb['reason']}); receipt "
+                f"{tomb['receipt']}; purged: {tomb['purged_at'] or 'not yet (run corpus compact)'}"
+            )
+        else:
+            click.echo(f"{source_id}: no tombstone (never deleted, or deleted and re-added)")
+        for r in report["remaining"]:
+            where = r.get("table") or r.get("path")
+            version = (
+                f" version {r['version']}{' (current)' if r.get('current') else ''}"
+                if "version" in r
+                else ""
+            )
+            count = f": {r['rows']} rows" if "rows" in r else ""
+            click.echo(f"  REMAINS in {r['store']} {where}{version}{count} (by {r['match']})")
+        for s_ in report["shared"]:
+            click.echo(f"  shared: {s_['input_hashes']} input hashes ({s_['why']})")
+        click.echo("clean: nothing remains" if report["clean"] else "NOT clean")
+    if not report["clean"]:
+        sys.exit(EXIT_FAILED)
+
+
+@main.command("eval")
+@click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--profile", help="Embedding profile (default: the first in corpus.yaml).")
+@click.option(
+    "--mode",
+    "mode",
+    type=click.Choice([*("dense", "lexical", "hybrid"), "all"]),
+    default="hybrid",
+    show_default=True,
+    help="Search mode to score, or all three.",
+)
+@click.option("--k", "ks", default="1,5,10,100", show_default=True, help="Recall cut-offs.")
+@click.option("--limit", type=int, help="Only the first N queries (a quick look).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per mode.")
+@click.pass_context
+@handle_errors
+def eval_command(
+    ctx: click.Context,
+    dataset_dir: str,
+    profile: str | None,
+    mode: str,
+    ks: str,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """Evaluate retrieval on a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels.tsv),
+    ingested through the pipeline into a namespace of its own."""
+    from pathlib import Path
+
+    from corpus_index.beir_eval import MODES, run_eval
+
+    try:
+        cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
+    except ValueError:
+        raise click.BadParameter(f"--k takes integers like 1,5,10 (got {ks!r})") from None
+    if 10 not in cutoffs:
+        cutoffs.append(10)
+    modes = list(MODES) if mode == "all" else [mode]
+    settings = settings_of(ctx)
+    runner = runner_of(ctx)
+    results = run_eval(
+        settings,
+        Path(dataset_dir),
+        runner=runner,
+        profile=profile,
+        modes=modes,
+        ks=cutoffs,
+        limit=limit,
+        progress=None if as_json else (lambda m: click.echo(f"  {m}", err=True)),
+    )
+    runner.eval_report(settings)
+    if as_json:
+        emit_json(results if len(results) > 1 else results[0])
+        return
+    cols = ["ndcg@10", "mrr@10", *[f"recall@{k}" for k in cutoffs], "p@10"]
+    click.echo(
+        f"{'dataset':<12}{'mode':<9}{'gen':<7}"
+        + "".join(f"{c:>11}" for c in cols)
+        + f"{'p50 ms':>9}{'p95 ms':>9}"
+    )
+    for r in results:
+        click.echo(
+            f"{r['dataset']:<12}{r['mode']:<9}{r['generation']:<7}"
+            + "".join(f"{r[c]:>11.4f}" for c in cols)
+            + f"{r['latency_p50_ms']:>9.1f}{r['latency_p95_ms']:>9.1f}"
+        )
+
+

@@ -1,0 +1,239 @@
+"""The engine-side stages of a search (DESIGN §9) over one LanceDB generation table: option
+checks, dense and lexical top-N inside the prefilter, fusion, and parent expansion."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from corpus_index import fusion, predicates
+from corpus_index.errors import InvalidQueryError
+from corpus_index.hits import Candidate, ContextChunk
+from corpus_index.index_store import FTS_COLUMN
+
+MODES = ("dense", "lexical", "hybrid")
+FUSIONS = ("rrf", "weighted")
+EXPANSIONS = ("section", "neighbours")
+ANN_REFINE_FACTOR = (
+    5  # exact re-ranking of the ANN candidates (bench/latency.py: recall@10 >= 0.95)
+)
+
+RESULT_COLUMNS = [
+    "vector_id",
+    "source_id",
+    "collection",
+    "doc_id",
+    "deal_id",
+    "tenant_id",
+    "kind",
+    "section",
+    "block_key",
+    "text",
+    "chunk_ref",
+    "source_version",
+    "content_hash",
+    "input_format",
+    "backend_spec",
+    "generation",
+    "run_id",
+]
+_BLOCK_ORDER = re.compile(r"/(\d+)(?:#p(\d+))?$")
+
+
+def block_order(block_key: str) -> tuple[int, int, str]:
+    """Document order of a chunk within its section: block number, then paragraph number."""
+    m = _BLOCK_ORDER.search(block_key)
+    if not m:
+        return (0, 0, block_key)
+    return (int(m.group(1)), int(m.group(2) or 0), block_key)
+
+
+def dedupe_key(row: dict[str, Any]) -> str:
+    """Identical content: the block's content_hash plus the paragraph suffix of the chunk, so
+    the same block copied into two documents counts once, but two paragraphs of one block don't
+    collapse into one."""
+    ref = str(row.get("chunk_ref") or "")
+    suffix = ref.split("#", 1)[1] if "#" in ref else ""
+    return f"{row['content_hash']}#{suffix}"
+
+
+def check_options(
+    mode: str,
+    fusion_method: str,
+    expand: str | None,
+    k: int,
+    candidates: int | None,
+    window: int,
+    weights: tuple[float, float],
+    rerank_depth: int | None,
+) -> None:
+    if mode not in MODES:
+        raise InvalidQueryError(f"unknown search mode {mode!r} (use {', '.join(MODES)})")
+    if fusion_method not in FUSIONS:
+        raise InvalidQueryError(f"unknown fusion {fusion_method!r} (use {', '.join(FUSIONS)})")
+    if expand is not None and expand not in EXPANSIONS:
+        raise InvalidQueryError(f"unknown expansion {expand!r} (use {', '.join(EXPANSIONS)})")
+    if k < 1:
+        raise InvalidQueryError(f"k must be >= 1 (got {k})")
+    if candidates is not None and candidates < k:
+        raise InvalidQueryError(f"candidates ({candidates}) must be >= k ({k})")
+    if window < 0:
+        raise InvalidQueryError(f"window must be >= 0 (got {window})")
+    if rerank_depth is not None and rerank_depth < 1:
+        raise InvalidQueryError(f"rerank depth must be >= 1 (got {rerank_depth})")
+    if len(weights) != 2 or any(w < 0 for w in weights) or not any(weights):
+        raise InvalidQueryError(
+            f"fusion weights must be two non-negative numbers, not both 0 (got {weights})"
+        )
+
+
+def dense(
+    table: Any, qvec: npt.NDArray[np.float32] | None, where: str, depth: int
+) -> list[dict[str, Any]]:
+    """Top-``depth`` rows by cosine similarity to ``qvec``, inside the prefilter ``where``."""
+    if table is None or qvec is None:
+        return []
+    rows: list[dict[str, Any]] = (
+        table.search(qvec, vector_column_name="vector")
+        .distance_type("cosine")
+        .where(where, prefilter=True)
+        .select([*RESULT_COLUMNS, "_distance"])
+        .limit(depth)
+        # IVF_PQ ranks by quantized distances (recall@10 0.44 at 100k rows): re-rank
+        # depth * ANN_REFINE_FACTOR PQ candidates by exact cosine. No-op without an index.
+        .refine_factor(ANN_REFINE_FACTOR)
+        .to_list()
+    )
+    return rows
+
+
+def has_fts(table: Any) -> bool:
+    return any(idx.name == f"{FTS_COLUMN}_idx" for idx in table.list_indices())
+
+
+def lexical(table: Any, text: str, where: str, depth: int) -> list[dict[str, Any]]:
+    """BM25 over the FTS index, inside the prefilter. The query is a match query: its words are
+    terms, never query syntax, so quotes, colons or ``OR`` in user text mean nothing special."""
+    from lancedb.query import FullTextOperator, MatchQuery
+
+    match = MatchQuery(
+        text,
+        FTS_COLUMN,
+        boost=1.0,
+        fuzziness=0,  # exact terms (after the index's own stemming), no typo expansion
+        max_expansions=50,
+        operator=FullTextOperator.OR,  # BM25 over any of the words, as ranked retrieval does
+        prefix_length=0,
+        document_granularity=None,
+    )
+    rows: list[dict[str, Any]] = (
+        table.search(match, query_type="fts")
+        .where(where, prefilter=True)
+        .select([*RESULT_COLUMNS, "_score"])
+        .limit(depth)
+        .to_list()
+    )
+    return rows
+
+
+def fuse(
+    dense_rows: list[dict[str, Any]],
+    lexical_rows: list[dict[str, Any]],
+    *,
+    mode: str,
+    method: str,
+    rrf_k: int,
+    weights: tuple[float, float],
+) -> list[Candidate]:
+    """Candidates in final order, each carrying its per-retriever ranks and scores."""
+    # LanceDB returns exact ties in no fixed order; break them by vector_id so a query always
+    # ranks the same way (ties are common with exact search over near-duplicate chunks)
+    dense_rows = sorted(dense_rows, key=lambda r: (float(r["_distance"]), r["vector_id"]))
+    lexical_rows = sorted(lexical_rows, key=lambda r: (-float(r["_score"]), r["vector_id"]))
+    by_id: dict[str, Candidate] = {}
+    dense_ids: list[str] = []
+    lexical_ids: list[str] = []
+    for rank, row in enumerate(dense_rows, start=1):
+        c = by_id.setdefault(row["vector_id"], Candidate(row))
+        c.scores["dense"] = round(1.0 - float(row["_distance"]), 6)
+        c.ranks["dense"] = rank
+        dense_ids.append(row["vector_id"])
+    for rank, row in enumerate(lexical_rows, start=1):
+        c = by_id.setdefault(row["vector_id"], Candidate(row))
+        c.scores["lexical"] = round(float(row["_score"]), 6)
+        c.ranks["lexical"] = rank
+        lexical_ids.append(row["vector_id"])
+    tiebreak: dict[str, float] | None = None
+    if mode == "dense":
+        scores = {v: by_id[v].scores["dense"] for v in dense_ids}
+    elif mode == "lexical":
+        scores = {v: by_id[v].scores["lexical"] for v in lexical_ids}
+    else:
+        w = {"dense": weights[0], "lexical": weights[1]}
+        weighted = fusion.weighted_fusion(
+            {
+                "dense": {v: by_id[v].scores["dense"] for v in dense_ids},
+                "lexical": {v: by_id[v].scores["lexical"] for v in lexical_ids},
+            },
+            weights=w,
+        )
+        if method == "rrf":
+            scores = fusion.reciprocal_rank_fusion(
+                {"dense": dense_ids, "lexical": lexical_ids}, k=rrf_k, weights=w
+            )
+            tiebreak = weighted  # equal RRF scores: the more confidently scored candidate first
+        else:
+            scores = weighted
+    out = []
+    for rank, vid in enumerate(fusion.ranked(scores, tiebreak), start=1):
+        c = by_id[vid]
+        c.final = scores[vid]
+        if mode == "hybrid":
+            c.scores["fused"] = round(scores[vid], 6)
+        c.ranks["fused"] = rank
+        out.append(c)
+    return out
+
+
+def expand(
+    table: Any, rows: list[dict[str, Any]], where_eligible: str, how: str, window: int
+) -> dict[str, tuple[ContextChunk, ...]]:
+    """Each hit's section (or its neighbouring chunks), read inside the same eligibility prefilter."""
+    wanted = sorted({(r["source_id"], r["section"]) for r in rows})
+    scope = predicates.any_of(
+        predicates.all_of([predicates.eq("source_id", s), predicates.eq("section", sec)])
+        for s, sec in wanted
+    )
+    siblings = (
+        table.search()
+        .where(predicates.all_of([where_eligible, scope]), prefilter=True)
+        .select(["vector_id", "source_id", "section", "block_key", "chunk_ref", "text"])
+        .limit(max(1000, 200 * len(wanted)))
+        .to_list()
+    )
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in siblings:
+        grouped.setdefault((s["source_id"], s["section"]), []).append(s)
+    for chunks in grouped.values():
+        chunks.sort(key=lambda s: block_order(str(s["block_key"])))
+    out: dict[str, tuple[ContextChunk, ...]] = {}
+    for r in rows:
+        chunks = grouped.get((r["source_id"], r["section"]), [])
+        ids = [c["vector_id"] for c in chunks]
+        if how == "neighbours" and r["vector_id"] in ids:
+            i = ids.index(r["vector_id"])
+            chunks = chunks[max(0, i - window) : i + window + 1]
+        out[r["vector_id"]] = tuple(
+            ContextChunk(
+                chunk_ref=c["chunk_ref"],
+                block_key=c["block_key"],
+                section=c["section"],
+                text=c["text"],
+                is_hit=c["vector_id"] == r["vector_id"],
+            )
+            for c in chunks
+        )
+    return out
