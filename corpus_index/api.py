@@ -36,9 +36,9 @@ from corpus_index.errors import (
     SidecarError,
 )
 from corpus_index.filters import FilterSpec
+from corpus_index.home import Home
 from corpus_index.records import SourceDoc
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 
 SUFFIX = ".uw.md"
@@ -95,7 +95,7 @@ class CorpusIndex:
         """
         self.settings = settings
         self.principal = principal
-        self.corpus = Corpus(settings)
+        self.corpus = Home(settings)
         traces = TraceStore(settings.registry_path) if record_traces else None
         self.searcher = Searcher(self.corpus, traces=traces)
         self.namespace = namespace or self.searcher.default_namespace(principal)

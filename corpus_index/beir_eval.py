@@ -116,7 +116,8 @@ def eval_settings(settings: Settings, dataset: Dataset, profile: str) -> Setting
             }
         },
         "profiles": {profile: prof},
-        "namespaces": {namespace: {}},
+        # the dataset's own qrels are the evaluation here: no golden set, no eval gate
+        "namespaces": {namespace: {"eval_gate": "off"}},
     }
     for key in ("sections",):
         if key in raw:
@@ -139,9 +140,10 @@ def run_eval(
     progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Ingest, index and promote the dataset in its own home, then score every mode."""
+    from corpus_index.home import Home
+    from corpus_index.lifecycle import promote
     from corpus_index.registry import Registry
     from corpus_index.search import Principal, Searcher
-    from corpus_index.service import Corpus, promote
     from pipelines.runner import sync
 
     say = progress or (lambda _m: None)
@@ -153,7 +155,7 @@ def run_eval(
     report = sync(es)
     if not report.ok:
         raise ConfigError(f"{dataset.path}: the pipeline failed: {report.failed_runs}")
-    corpus = Corpus(es)
+    corpus = Home(es)
     namespace = f"eval-{dataset.name}"
     generation = promote(corpus, namespace)
     searcher = Searcher(corpus)

@@ -17,6 +17,7 @@ import click
 
 from corpus_index.config import Settings, settings_from_env
 from corpus_index.errors import ConfigError, CorpusError, PermanentError
+from corpus_index.hits_text import print_hits
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -228,16 +229,16 @@ def search(
 ) -> None:
     """Search the ACTIVE generation as a principal (tenant + groups): dense, lexical or hybrid."""
     from corpus_index.filters import parse_expressions
+    from corpus_index.home import Home
     from corpus_index.rerank import make_reranker
     from corpus_index.search import Principal, Searcher
-    from corpus_index.service import Corpus
     from corpus_index.traces import TraceStore
 
     settings = _settings(ctx)
     filters = parse_expressions(filter_exprs)
     reranker = make_reranker(rerank_model)
     traces = None if no_trace else TraceStore(settings.registry_path)
-    searcher = Searcher(Corpus(settings), traces=traces)
+    searcher = Searcher(Home(settings), traces=traces)
     result = searcher.search(
         query,
         principal=Principal(tenant, tuple(groups)),
@@ -267,32 +268,13 @@ def search(
     print_hits(query, result)
 
 
-def print_hits(query: str, result: Any) -> None:
-    """Human-readable hits with their provenance."""
-    click.echo(
-        f'\n"{query}"  ({len(result.hits)} hits, {result.trace.get("mode", "dense")}, '
-        f"generation {result.trace['generation']}, {result.trace['total_ms']:.0f} ms)"
-    )
-    for rank, hit in enumerate(result.hits, start=1):
-        p = hit.provenance
-        click.echo(
-            f"{rank:>2}. {hit.score:.3f}  {hit.source_id}  [{hit.section}]  tenant={hit.tenant_id}"
-        )
-        click.echo(f"    {hit.excerpt}")
-        click.echo(
-            f"    {p.chunk_ref}  {p.content_hash[:19]}…  {p.backend_spec}  run {p.run_id[:8]}"
-        )
-        for chunk in getattr(hit, "context", ()):
-            marker = ">" if chunk.is_hit else " "
-            click.echo(f"    {marker} [{chunk.block_key}] {' '.join(chunk.text.split())[:200]}")
-
-
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the generations as JSON.")
 @click.pass_context
 @_handle_errors
 def generations(ctx: click.Context, as_json: bool) -> None:
     """List index generations with status, counts and check outcomes."""
+    from corpus_index.gates import check_summary
     from corpus_index.registry import Registry
 
     reg = Registry(_settings(ctx).registry_path)
@@ -303,13 +285,7 @@ def generations(ctx: click.Context, as_json: bool) -> None:
     if not gens:
         click.echo("no generations yet (run `corpus sync`)")
     for g in gens:
-        failed = sorted(n for n, c in g.checks.items() if not c.get("passed"))
-        if not g.checks:
-            checks = "checks not run"
-        elif failed:
-            checks = f"FAILED: {', '.join(failed)}"
-        else:
-            checks = f"{len(g.checks)} checks passed"
+        checks = check_summary(g.checks)
         golden = g.eval.get("golden", {})
         metrics = (
             f"  recall@5={golden['recall@5']:.3f} mrr@10={golden['mrr@10']:.3f} "
@@ -416,10 +392,10 @@ def retire(ctx: click.Context, generation: str) -> None:
 @_handle_errors
 def plan_migration(ctx: click.Context, profile: str, as_json: bool) -> None:
     """Estimate what backfilling PROFILE would embed: inputs, cache hits, tokens and cost."""
+    from corpus_index.home import Home
     from corpus_index.migration import plan_migration as plan
-    from corpus_index.service import Corpus
 
-    result = plan(Corpus(_settings(ctx)), profile)
+    result = plan(Home(_settings(ctx)), profile)
     if as_json:
         _emit_json(result.to_json())
         return
@@ -493,9 +469,9 @@ def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
     """Search every store (all generation tables and their old versions, caches, exports,
     warehouse) for SOURCE_ID and its hashes; exit 1 if anything remains."""
     from corpus_index.deletion import audit_deletion as audit
-    from corpus_index.service import Corpus
+    from corpus_index.home import Home
 
-    report = audit(Corpus(_settings(ctx)), source_id)
+    report = audit(Home(_settings(ctx)), source_id)
     if as_json:
         _emit_json(report)
     else:
@@ -614,12 +590,12 @@ def _principal_options(fn: F) -> F:
 
 
 def _searcher(ctx: click.Context, *, record: bool = True) -> Any:
+    from corpus_index.home import Home
     from corpus_index.search import Searcher
-    from corpus_index.service import Corpus
     from corpus_index.traces import TraceStore
 
     settings = _settings(ctx)
-    return Searcher(Corpus(settings), traces=TraceStore(settings.registry_path) if record else None)
+    return Searcher(Home(settings), traces=TraceStore(settings.registry_path) if record else None)
 
 
 @main.command()

@@ -8,8 +8,9 @@ import click
 import pyarrow.compute as pc
 
 from corpus_index.config import Settings
+from corpus_index.hits_text import print_hits
+from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 
 EXAMPLES = [
     (
@@ -33,7 +34,7 @@ EXAMPLES = [
 ]
 
 
-def keyword_matches(corpus: Corpus, phrase: str, principal: Principal, generation: str) -> set[str]:
+def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation: str) -> set[str]:
     """Deals whose indexed text contains ``phrase`` literally (what grep would find)."""
     gen = corpus.registry.require(generation)
     table = corpus.store.table(gen).to_arrow()
@@ -46,9 +47,7 @@ def keyword_matches(corpus: Corpus, phrase: str, principal: Principal, generatio
 
 def run_demo(settings: Settings, *, k: int = 5) -> None:
     """Run the example searches and print their hits with provenance."""
-    from corpus_index.cli import print_hits
-
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     searcher = Searcher(corpus)
     for title, query, principal, phrase in EXAMPLES:
         click.echo(f"\n=== {title}")

@@ -16,8 +16,8 @@ from typing import Any
 
 from corpus_index.cache import EmbeddingCache
 from corpus_index.embedding import build_inputs
+from corpus_index.home import Home
 from corpus_index.records import BLOCK_SCHEMA
-from corpus_index.service import Corpus
 
 
 @dataclass(slots=True)
@@ -94,7 +94,7 @@ def _estimate(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-def token_counter(corpus: Corpus, profile: str) -> tuple[Callable[[str], int], str]:
+def token_counter(corpus: Home, profile: str) -> tuple[Callable[[str], int], str]:
     """The best token counter available offline for ``profile``'s model, and its name."""
     spec = corpus.profile(profile).embedder
     if spec.startswith("openai:"):
@@ -120,7 +120,7 @@ def token_counter(corpus: Corpus, profile: str) -> tuple[Callable[[str], int], s
     return _estimate, "estimate (4 chars/token)"
 
 
-def plan_migration(corpus: Corpus, profile: str) -> MigrationPlan:
+def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
     """Estimate inputs, cache hits, tokens and cost of building ``profile``'s generation."""
     p = corpus.profile(profile)
     spec = corpus.spec(profile)

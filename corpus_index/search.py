@@ -33,10 +33,10 @@ from corpus_index.errors import (
     UnknownNamespaceError,
 )
 from corpus_index.filters import FilterSpec, as_filter, compile_filter, filterable_columns
+from corpus_index.home import Home
 from corpus_index.index_store import FTS_COLUMN
 from corpus_index.registry import Generation
 from corpus_index.rerank import Reranker
-from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 
 EXCERPT_CHARS = 280
@@ -207,7 +207,7 @@ def dedupe_key(row: dict[str, Any]) -> str:
 class Searcher:
     """Dense, lexical and hybrid search over one home's generations."""
 
-    def __init__(self, corpus: Corpus, *, traces: TraceStore | None = None) -> None:
+    def __init__(self, corpus: Home, *, traces: TraceStore | None = None) -> None:
         """
         Args:
             corpus: the home and its configuration.

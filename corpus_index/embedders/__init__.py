@@ -8,43 +8,14 @@ vectors are L2-``normalized``, a ``revision`` (weights or algorithm version) and
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping
 
-import numpy as np
-import numpy.typing as npt
-
+from corpus_index.embedders.base import ST_MODELS, Embedder, EmbedStats
 from corpus_index.errors import ConfigError
 
+__all__ = ["ST_MODELS", "EmbedStats", "Embedder", "make_embedder", "validate_backend_spec"]
+
 _HASH_SPEC = re.compile(r"^hash:v1-(\d+)$")
-ST_MODELS = {"all-MiniLM-L6-v2": 384}
-
-
-@dataclass(slots=True)
-class EmbedStats:
-    """Counters an embedder accumulates: calls, inputs, tokens and cost."""
-
-    calls: int = 0
-    inputs: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    retries: int = 0
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """What the pipeline needs from an embedding backend."""
-
-    backend_spec: str
-    dim: int
-    normalized: bool
-    revision: str
-    stats: EmbedStats
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Vectors for ``texts``, shape ``(len(texts), dim)``, float32."""
-        ...
 
 
 def validate_backend_spec(spec: str) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from corpus_index.embedders import EmbedStats
+from corpus_index.embedders.base import EmbedStats
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from corpus_index.embedders import EmbedStats
+from corpus_index.embedders.base import EmbedStats
 from corpus_index.errors import (
     ConfigError,
     DimensionMismatchError,
