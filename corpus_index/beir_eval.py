@@ -25,7 +25,11 @@ import yaml
 
 from corpus_index.config import Settings
 from corpus_index.errors import ConfigError
+from corpus_index.home import Home
+from corpus_index.lifecycle import promote
 from corpus_index.metrics import evaluate, percentile
+from corpus_index.registry import Registry
+from corpus_index.search import Principal, Searcher
 
 MODES = ("dense", "lexical", "hybrid")
 DEFAULT_KS = (1, 5, 10, 100)
@@ -140,10 +144,6 @@ def run_eval(
     progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Ingest, index and promote the dataset in its own home, then score every mode."""
-    from corpus_index.home import Home
-    from corpus_index.lifecycle import promote
-    from corpus_index.registry import Registry
-    from corpus_index.search import Principal, Searcher
     from pipelines.runner import sync
 
     say = progress or (lambda _m: None)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from corpus_index.embedders import validate_backend_spec
+from corpus_index.backend_specs import validate_backend_spec
 from corpus_index.errors import ConfigError
 from corpus_index.inputs import INPUT_FORMATS
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from corpus_index.cache import EmbeddingCache
+from corpus_index.embedders.local import model_path
+from corpus_index.embedders.openai_backend import _token_counter
 from corpus_index.embedding import build_inputs
 from corpus_index.home import Home
 from corpus_index.records import BLOCK_SCHEMA
@@ -98,14 +100,10 @@ def token_counter(corpus: Home, profile: str) -> tuple[Callable[[str], int], str
     """The best token counter available offline for ``profile``'s model, and its name."""
     spec = corpus.profile(profile).embedder
     if spec.startswith("openai:"):
-        from corpus_index.embedders.openai_backend import _token_counter
-
         model = spec.split(":", 1)[1].split("@", 1)[0]
         count = _token_counter(model)
         return count, ("tiktoken" if count.__name__ == "count" else "estimate (4 chars/token)")
     if spec.startswith("st:"):
-        from corpus_index.embedders.local import model_path
-
         tokenizer_file = Path(model_path(spec.split(":", 1)[1])) / "tokenizer.json"
         if tokenizer_file.is_file():
             from tokenizers import Tokenizer

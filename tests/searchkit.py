@@ -2,7 +2,7 @@
 
 ``build_home`` runs the same ``Home`` steps the Dagster assets call (manifest, parse, inputs,
 embeddings, index rows, generation) in-process, without starting Dagster, then promotes the
-generation through the registry, so a test gets a real LanceDB generation with its FTS index
+generation as ``corpus promote`` does, so a test gets a real LanceDB generation with its FTS index
 in a few seconds. Tests of ``corpus sync`` itself use the Dagster path.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from corpus_index import steps
+from corpus_index import lifecycle, steps
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.registry import Generation
@@ -38,7 +38,7 @@ def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-
         outcome = steps.index_generation.run(corpus, profile, run_id=run_id)
         assert outcome.generation.status in ("READY", "ACTIVE"), outcome.gates
         if promote:
-            corpus.registry.promote(outcome.generation.id)
+            lifecycle.promote(corpus, outcome.generation.spec.namespace, outcome.generation.id)
     return corpus
 
 

@@ -13,8 +13,6 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-ST_MODELS = {"all-MiniLM-L6-v2": 384}
-
 
 @dataclass(slots=True)
 class EmbedStats:
