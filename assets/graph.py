@@ -5,11 +5,12 @@ from dataclasses import dataclass
 import dagster as dg
 
 from assets.resources import CorpusResource
+from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
+from corpus_index.lifecycle import promote
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
-from corpus_index.service import promote
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -45,13 +46,15 @@ def _specs(
 
 
 def _results(gates: list[Gate]) -> list[dg.AssetCheckResult]:
+    # a check that did not run is not passed: it shows as a warning that says NOT RUN, and
+    # does not block the run (promotion decides what it means; see lifecycle.promote)
     return [
         dg.AssetCheckResult(
             check_name=g.name,
             passed=g.passed,
-            severity=dg.AssetCheckSeverity.ERROR,
-            description=g.description,
-            metadata={k: v for k, v in g.metadata.items() if v is not None},
+            severity=dg.AssetCheckSeverity.ERROR if g.ran else dg.AssetCheckSeverity.WARN,
+            description=g.description if g.ran else f"NOT RUN: {g.description}",
+            metadata={"status": g.status, **{k: v for k, v in g.metadata.items() if v is not None}},
         )
         for g in gates
     ]
@@ -79,10 +82,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Every document of a collection with its size, mtime, raw sha256 and version, diffed against the last scan."""
-        c = corpus.corpus()
-        r = c.manifest_step(context.partition_key)
-        if c.last_receipt:
-            context.log.info(f"deleted {r.removed} documents; receipt {c.last_receipt}")
+        out = steps.source_manifest.run(corpus.open_home(), context.partition_key)
+        r = out.manifest
+        if out.receipt:
+            context.log.info(f"deleted {r.removed} documents; receipt {out.receipt}")
         return dg.MaterializeResult(
             metadata={
                 "documents": r.documents,
@@ -90,7 +93,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "changed": r.changed,
                 "unchanged": r.unchanged,
                 "removed": r.removed,
-                "deletion_receipt": dg.MetadataValue.path(c.last_receipt or ""),
+                "deletion_receipt": dg.MetadataValue.path(out.receipt or ""),
             }
         )
 
@@ -118,7 +121,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Parsed blocks of every live document of a collection, and the list of quarantined documents."""
-        r = corpus.corpus().parse_step(context.partition_key)
+        r = steps.parsed_blocks.run(corpus.open_home(), context.partition_key)
         for row in r.quarantine.to_pylist():
             context.log.warning(f"quarantined {row['source_id']}: {row['error']}")
         quarantine_md = "\n".join(
@@ -160,7 +163,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Canonical embedder input text and input_hash of every embeddable block, per input format."""
-        written = corpus.corpus().inputs_step(context.partition_key)
+        written = steps.embedding_inputs.run(corpus.open_home(), context.partition_key)
         return dg.MaterializeResult(
             metadata={
                 "inputs": written.rows,
@@ -183,13 +186,18 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     ) -> dg.MaterializeResult:
         """Vectors for every embeddable input of a collection under one profile, cache first."""
         profile, collection = _profile_collection(context)
-        c = corpus.corpus()
 
         def progress(done: int, total: int) -> None:
             context.log.info(f"embedded {done}/{total} new inputs for {profile}/{collection}")
 
         try:
-            r = c.embeddings_step(profile, collection, progress=progress, run_id=context.run.run_id)
+            r = steps.embeddings.run(
+                corpus.open_home(),
+                profile,
+                collection,
+                progress=progress,
+                run_id=context.run.run_id,
+            )
         except RetryableError as exc:
             # transient (rate limits, 5xx, timeouts after the embedder's own retries): retry the
             # step later; permanent errors (bad request, wrong dimension) fail at once
@@ -227,7 +235,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     def sidecars(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """RFC 0013 sidecars (one ``<doc>.embeddings.json`` per document), every entry pinned to a content_hash."""
         profile, collection = _profile_collection(context)
-        r = corpus.corpus().sidecars_step(profile, collection)
+        r = steps.sidecars.run(corpus.open_home(), profile, collection)
         if not r.covered:
             return dg.MaterializeResult(
                 metadata={"skipped": "no sidecars for this profile and collection"}
@@ -255,7 +263,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     ) -> dg.MaterializeResult:
         """One collection's vector entries in its profile's live generation (written before old rows are removed)."""
         profile, collection = _profile_collection(context)
-        r = corpus.corpus().index_rows_step(profile, collection, run_id=context.run.run_id)
+        r = steps.index_rows.run(corpus.open_home(), profile, collection, run_id=context.run.run_id)
         if not r.covered:
             return dg.MaterializeResult(
                 metadata={"skipped": f"profile {profile} does not cover collection {collection}"},
@@ -293,7 +301,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """A profile's index generation: its table with current FTS and ANN indexes, and its stats."""
-        r = corpus.corpus().generation_step(context.partition_key, run_id=context.run.run_id)
+        r = steps.index_generation.run(
+            corpus.open_home(), context.partition_key, run_id=context.run.run_id
+        )
         g = r.generation
         eval_md: dict[str, dg.MetadataValue] = {}
         for name in ("recall@5", "mrr@10", "ndcg@10"):
@@ -329,7 +339,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource, config: PromotionConfig
     ) -> dg.MaterializeResult:
         """Which generation serves a namespace's queries; materializing it moves the pointer atomically."""
-        c = corpus.corpus()
+        c = corpus.open_home()
         g = promote(
             c,
             context.partition_key,
@@ -353,7 +363,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     def retrieval_evals(corpus: CorpusResource) -> dg.MaterializeResult:
         """Retrieval metrics of every `corpus eval` run (BEIR-format datasets), per dataset, mode
         and generation, with a bar chart of nDCG@10 and Recall@10 side by side."""
-        c = corpus.corpus()
+        c = corpus.open_home()
         runs = c.registry.dataset_evals()
         latest: dict[tuple[str, str, str], dict[str, object]] = {}
         for r in runs:

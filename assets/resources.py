@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from corpus_index.config import Settings
-from corpus_index.service import Corpus
+from corpus_index.home import Home
 
 
 class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
@@ -19,5 +19,5 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
     def settings(self) -> Settings:
         return Settings(config_path=Path(self.config_path), home=Path(self.home))
 
-    def corpus(self) -> Corpus:
-        return Corpus(self.settings())
+    def open_home(self) -> Home:
+        return Home(self.settings())

@@ -473,7 +473,7 @@ def write_config(
         "profiles": {
             "main": {"embedder": embedder, "namespace": "bench", "batch_size": batch_size}
         },
-        "namespaces": {"bench": {}},
+        "namespaces": {"bench": {"eval_gate": "off"}},  # no golden set: the qrels score it
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")

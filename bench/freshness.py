@@ -5,7 +5,7 @@ it to its disappearance, with the real Dagster daemon and webserver doing the wo
 
 A temporary home gets the bundled sample corpus (copied), one `corpus sync` and a promotion;
 then `dagster dev` starts over it with the sensors ticking every ``--interval`` seconds. The
-script writes a new deal, polls the search path (a fresh process state each time: a new Corpus
+script writes a new deal, polls the search path (a fresh process state each time: a new Home
 and Searcher) every second until the deal is a hit, deletes the file, and polls until it is
 gone. Target: under 60 s each.
 """
@@ -27,8 +27,8 @@ import yaml  # noqa: E402
 
 from corpus_index.config import Settings  # noqa: E402
 from corpus_index.environment import configure_environment  # noqa: E402
+from corpus_index.home import Home  # noqa: E402
 from corpus_index.search import Principal, Searcher  # noqa: E402
-from corpus_index.service import Corpus  # noqa: E402
 from definitions import dagster_runner  # noqa: E402
 from pipelines.devserver import dagster_dev  # noqa: E402
 
@@ -75,7 +75,7 @@ def home(workdir: Path, model: str) -> Settings:
 
 def visible(settings: Settings) -> bool:
     hits = (
-        Searcher(Corpus(settings))
+        Searcher(Home(settings))
         .search(
             "funicular railway cable replacement",
             principal=Principal("meridian", ("uw-team",)),
@@ -105,7 +105,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="corpus-freshness-") as tmp:
         settings = home(Path(tmp), args.model)
         t0 = time.monotonic()
-        if not dagster_runner().sync(settings).ok or not dagster_runner().promote(settings, "deals", "").success:
+        if (
+            not dagster_runner().sync(settings).ok
+            or not dagster_runner().promote(settings, "deals", "").success
+        ):
             print("initial sync failed", file=sys.stderr)
             return 1
         setup_s = time.monotonic() - t0

@@ -331,9 +331,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
     from corpus_index import retrieval
     from corpus_index.config import Settings
+    from corpus_index.home import Home
     from corpus_index.metrics import percentile
     from corpus_index.search import Principal, Searcher, candidate_depth, eligibility
-    from corpus_index.service import Corpus
 
     say = (
         (lambda m: print(m, file=sys.stderr, flush=True))
@@ -341,7 +341,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
         else (lambda m: print(m, flush=True))
     )
     settings = Settings(config_path=config_path, home=home)
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     marker = home / "bench-latency.json"
     wanted = {"rows": args.rows, "clusters": args.clusters, "seed": args.seed}
     build: dict[str, Any] = {}

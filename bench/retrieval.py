@@ -134,7 +134,7 @@ def write_user_config(home: Path) -> Path:
             }
         },
         "profiles": {PROFILE: {"embedder": f"st:{MODEL}", "namespace": "bench"}},
-        "namespaces": {"bench": {}},
+        "namespaces": {"bench": {"eval_gate": "off"}},  # no golden set: the qrels score it
     }
     path = home / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -446,13 +446,13 @@ def compare_rankings(
 def stage_profile(settings: Any, dataset: Any, queries: list[tuple[str, str]]) -> dict[str, Any]:
     """Per-stage p50 (ms) of ``Searcher.search`` as ``run_eval`` calls it, from its trace."""
     from corpus_index.beir_eval import EVAL_GROUP, eval_settings
+    from corpus_index.home import Home
     from corpus_index.metrics import percentile
     from corpus_index.search import Principal, Searcher
-    from corpus_index.service import Corpus
 
     es = eval_settings(settings, dataset, PROFILE)
     namespace = f"eval-{dataset.name}"
-    searcher = Searcher(Corpus(es))
+    searcher = Searcher(Home(es))
     principal = Principal(namespace, (EVAL_GROUP,))
     out: dict[str, Any] = {}
     for mode in ("dense", "lexical", "hybrid"):

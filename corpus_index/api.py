@@ -36,12 +36,12 @@ from corpus_index.errors import (
     SidecarError,
 )
 from corpus_index.filters import FilterSpec
+from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.uw_deals import SUFFIX
 from corpus_index.records import SourceDoc
 from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 
 _SAFE_NAME = re.compile(r"[^a-z0-9._-]+")
@@ -95,7 +95,7 @@ class CorpusIndex:
         """
         self.settings = settings
         self.principal = principal
-        self.corpus = Corpus(settings)
+        self.corpus = Home(settings)
         traces = TraceStore(settings.registry_path) if record_traces else None
         self.searcher = Searcher(self.corpus, traces=traces)
         self.namespace = namespace or self.searcher.default_namespace(principal)

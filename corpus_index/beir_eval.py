@@ -25,9 +25,13 @@ import yaml
 
 from corpus_index.config import Settings
 from corpus_index.errors import ConfigError
+from corpus_index.home import Home
 from corpus_index.kinds.beir import BEIR
+from corpus_index.lifecycle import promote
 from corpus_index.metrics import evaluate, percentile
+from corpus_index.registry import Registry
 from corpus_index.runner import PipelineRunner, load_runner
+from corpus_index.search import Principal, Searcher
 
 MODES = ("dense", "lexical", "hybrid")
 DEFAULT_KS = (1, 5, 10, 100)
@@ -118,7 +122,8 @@ def eval_settings(settings: Settings, dataset: Dataset, profile: str) -> Setting
             }
         },
         "profiles": {profile: prof},
-        "namespaces": {namespace: {}},
+        # the dataset's own qrels are the evaluation here: no golden set, no eval gate
+        "namespaces": {namespace: {"eval_gate": "off"}},
     }
     for key in ("sections",):
         if key in raw:
@@ -145,9 +150,6 @@ def run_eval(
 
     ``runner`` runs the pipeline (default: the installed one, ``corpus_index.runner``).
     """
-    from corpus_index.registry import Registry
-    from corpus_index.search import Principal, Searcher
-    from corpus_index.service import Corpus, promote
 
     say = progress or (lambda _m: None)
     dataset = load_dataset(dataset_dir)
@@ -158,7 +160,7 @@ def run_eval(
     report = (runner or load_runner()).sync(es)
     if not report.ok:
         raise ConfigError(f"{dataset.path}: the pipeline failed: {report.failed_runs}")
-    corpus = Corpus(es)
+    corpus = Home(es)
     namespace = f"eval-{dataset.name}"
     generation = promote(corpus, namespace)
     searcher = Searcher(corpus)

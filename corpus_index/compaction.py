@@ -12,16 +12,14 @@ import datetime as dt
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import lance, predicates
 from corpus_index.deletion import live_input_hashes
-
-if TYPE_CHECKING:
-    from corpus_index.service import Corpus
+from corpus_index.home import Home
 
 DEFAULT_RETENTION_HOURS = 24.0
 DELETE_CHUNK = 500
@@ -59,7 +57,7 @@ def _purge_cache(table: Any, live: set[str]) -> int:
     return len(dead_list)
 
 
-def compact(corpus: Corpus, *, retention_hours: float | None = None) -> CompactionReport:
+def compact(corpus: Home, *, retention_hours: float | None = None) -> CompactionReport:
     """Optimize every live generation table and every cache table; purge unused cache entries."""
     t0 = time.perf_counter()
     retention = DEFAULT_RETENTION_HOURS if retention_hours is None else retention_hours

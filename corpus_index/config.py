@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from corpus_index.backend_specs import validate_backend_spec
 from corpus_index.errors import ConfigError
+from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS
 
 TIERS = ("public", "restricted")
@@ -71,6 +73,9 @@ class NamespaceConfig:
     golden_set: Path | None = None
     eval_tolerance: float = 0.02
     retire_after_hours: float = 24.0
+    # off: promotion does not require the eval gate (a namespace with no golden set must say
+    # so explicitly; otherwise its promotion is refused)
+    eval_gate: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,14 +224,10 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         _no_unknown(spec, allowed_profile, key, path)
         embedder = _string(spec.get("embedder"), f"{key}.embedder", path)
-        from corpus_index.embedders import validate_backend_spec  # local: avoids a cycle
-
         problem = validate_backend_spec(embedder)
         if problem:
             raise ConfigError(f"{path}: {key}.embedder: {problem}")
         fmt = _string(spec.get("input_format", "default-v1"), f"{key}.input_format", path)
-        from corpus_index.inputs import INPUT_FORMATS
-
         if fmt not in INPUT_FORMATS:
             known = ", ".join(sorted(INPUT_FORMATS))
             raise ConfigError(
@@ -260,7 +261,9 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _check_name(name, key, path)
         spec = spec or {}
         _require_mapping(spec, key, path)
-        _no_unknown(spec, {"golden_set", "eval_tolerance", "retire_after_hours"}, key, path)
+        _no_unknown(
+            spec, {"golden_set", "eval_tolerance", "retire_after_hours", "eval_gate"}, key, path
+        )
         golden = _opt_string(spec.get("golden_set"), f"{key}.golden_set", path)
         namespaces[name] = NamespaceConfig(
             name=name,
@@ -269,6 +272,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             retire_after_hours=_float(
                 spec.get("retire_after_hours", 24.0), f"{key}.retire_after_hours", path
             ),
+            eval_gate=_on_off(spec.get("eval_gate", "on"), f"{key}.eval_gate", path),
         )
     used = {c.namespace for c in collections.values()} | {p.namespace for p in profiles.values()}
     for ns in sorted(used - namespaces.keys()):
@@ -377,6 +381,13 @@ def _float(value: Any, key: str, path: Path) -> float:
 
 def _opt_float(value: Any, key: str, path: Path) -> float | None:
     return None if value is None else _float(value, key, path)
+
+
+def _on_off(value: Any, key: str, path: Path) -> bool:
+    # YAML 1.1 reads a bare on/off as a boolean; quoted, it is a string: both mean the same
+    if isinstance(value, bool):
+        return value
+    return _choice(value, ("on", "off"), key, path) == "on"
 
 
 def _opt_bool(value: Any, key: str, path: Path) -> bool | None:

@@ -17,16 +17,14 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_index import lance, predicates
-
-if TYPE_CHECKING:
-    from corpus_index.service import Corpus
+from corpus_index.home import Home
 
 
 def _now() -> str:
@@ -93,7 +91,7 @@ def _without(table: pa.Table, ids: set[str]) -> tuple[pa.Table, int]:
 
 
 def propagate_deletion(
-    corpus: Corpus,
+    corpus: Home,
     collection: str,
     source_ids: Iterable[str],
     *,
@@ -213,7 +211,7 @@ def propagate_deletion(
     return receipt
 
 
-def namespace_of(corpus: Corpus, collection: str) -> str:
+def namespace_of(corpus: Home, collection: str) -> str:
     """The namespace a collection's rows were indexed under (for one no longer configured)."""
     if collection in corpus.config.collections:
         return corpus.config.collections[collection].namespace
@@ -227,7 +225,7 @@ def namespace_of(corpus: Corpus, collection: str) -> str:
     return ""
 
 
-def purge_collection(corpus: Corpus, collection: str, namespace: str) -> Receipt | None:
+def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt | None:
     """A collection removed from the config: every one of its sources is deleted as above, and
     its warehouse partitions and sidecar folders go entirely."""
     manifest = corpus.warehouse.read("source_manifest", (collection,))
@@ -264,7 +262,7 @@ def purge_collection(corpus: Corpus, collection: str, namespace: str) -> Receipt
 # -- audit -----------------------------------------------------------------------------------
 
 
-def live_input_hashes(corpus: Corpus) -> set[str]:
+def live_input_hashes(corpus: Home) -> set[str]:
     """Every input hash some configured collection's current inputs use."""
     live: set[str] = set()
     for name in corpus.config.collections:
@@ -285,7 +283,7 @@ def _count_at(db: Any, name: str, version: int | None, where: str) -> int:
     return int(table.count_rows(where))
 
 
-def audit_deletion(corpus: Corpus, source_id: str) -> dict[str, Any]:
+def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     """Search every store for ``source_id`` and its content and input hashes.
 
     Returns ``{"source_id", "tombstone", "remaining": [...], "shared": [...], "clean"}``:

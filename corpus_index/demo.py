@@ -9,8 +9,8 @@ import click
 import pyarrow.compute as pc
 
 from corpus_index.config import Settings
+from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher, SearchResult
-from corpus_index.service import Corpus
 
 EXAMPLES = [
     (
@@ -34,7 +34,7 @@ EXAMPLES = [
 ]
 
 
-def keyword_matches(corpus: Corpus, phrase: str, principal: Principal, generation: str) -> set[str]:
+def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation: str) -> set[str]:
     """Deals whose indexed text contains ``phrase`` literally (what grep would find)."""
     gen = corpus.registry.require(generation)
     table = corpus.store.table(gen).to_arrow()
@@ -45,9 +45,7 @@ def keyword_matches(corpus: Corpus, phrase: str, principal: Principal, generatio
     return set(table.filter(mask)["source_id"].to_pylist())
 
 
-def run_demo(
-    settings: Settings, *, show: Callable[[str, SearchResult], None], k: int = 5
-) -> None:
+def run_demo(settings: Settings, *, show: Callable[[str, SearchResult], None], k: int = 5) -> None:
     """Run the example searches and print their hits with provenance.
 
     Args:
@@ -55,7 +53,7 @@ def run_demo(
         show: prints one query's hits (the CLI's ``print_hits``).
         k: hits per query.
     """
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     searcher = Searcher(corpus)
     for title, query, principal, phrase in EXAMPLES:
         click.echo(f"\n=== {title}")

@@ -203,6 +203,9 @@ class EmbedResult:
     tokens: int = 0
     cost_usd: float = 0.0
     fresh_hashes: list[str] = field(default_factory=list)
+    # how many of the vectors each (backend_spec, revision) produced: the embedder as it
+    # reported itself after each call for fresh vectors, the cache table's identity for hits
+    producers: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def to_table(self, dim: int, *, identity: bytes | None = None) -> pa.Table:
         """The ``embeddings`` partition; ``identity`` (see :func:`vectors_identity`) tags it."""
@@ -227,6 +230,12 @@ def vectors_identity(backend_spec: str, revision: str, dim: int) -> bytes:
     """Which embedder produced an ``embeddings`` partition: only a partition with the current
     profile's identity lends its vectors to the next run."""
     return canonical_json([backend_spec, revision, dim]).encode()
+
+
+def identity_producer(identity: bytes) -> tuple[str, str]:
+    """The ``(backend_spec, revision)`` a :func:`vectors_identity` names."""
+    backend_spec, revision, _dim = json.loads(identity)
+    return str(backend_spec), str(revision)
 
 
 def reuse_split(
@@ -281,9 +290,16 @@ def embed_with_cache(
     )
     tokens_before, cost_before = embedder.stats.tokens, embedder.stats.cost_usd
     fresh: dict[str, npt.NDArray[np.float32]] = {}
+    producers: dict[tuple[str, str], int] = {}
+    if found and cache is not None:
+        producers[(cache.backend_spec, cache.revision)] = len(found)
     for start in range(0, len(misses), batch_size):
         chunk = misses[start : start + batch_size]
         vectors = np.asarray(embedder.embed([texts_by_hash[h] for h in chunk]), dtype=np.float32)
+        # read after the call: a backend learns what answered (weights loaded, model served)
+        # only then, and a swap mid-run must show in the record
+        producer = (embedder.backend_spec, embedder.revision)
+        producers[producer] = producers.get(producer, 0) + len(chunk)
         if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
             vectors = np.full(
                 (len(chunk), max(1, vectors.shape[-1] if vectors.ndim else 1)), np.nan, np.float32
@@ -311,4 +327,5 @@ def embed_with_cache(
         tokens=embedder.stats.tokens - tokens_before,
         cost_usd=embedder.stats.cost_usd - cost_before,
         fresh_hashes=misses,
+        producers=producers,
     )

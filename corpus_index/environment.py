@@ -2,7 +2,7 @@
 
 Entry points call ``configure_environment`` first (the ``corpus`` CLI, ``definitions.py``, the
 benchmark scripts); no other module of corpus-index reads or sets ``os.environ`` at import
-time. Library users who build a ``Corpus`` themselves call it too, or set what they need.
+time. Library users who build a ``Home`` themselves call it too, or set what they need.
 """
 
 from __future__ import annotations

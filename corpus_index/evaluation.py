@@ -13,16 +13,15 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from corpus_index.errors import ConfigError
+from corpus_index.home import Home
 from corpus_index.metrics import evaluate, percentile
-
-if TYPE_CHECKING:
-    from corpus_index.registry import Generation
-    from corpus_index.service import Corpus
+from corpus_index.registry import Generation
+from corpus_index.search import Principal, Searcher
 
 GATE_METRICS = ("recall@5", "mrr@10", "ndcg@10")
 EVAL_K = 10
@@ -105,12 +104,10 @@ def load_golden(path: Path) -> GoldenSet:
 
 
 def evaluate_generation(
-    corpus: Corpus, generation: Generation, golden: GoldenSet, *, k: int = EVAL_K
+    home: Home, generation: Generation, golden: GoldenSet, *, k: int = EVAL_K
 ) -> dict[str, Any]:
     """Ask every golden query against ``generation`` (its own embedder) and score the rankings."""
-    from corpus_index.search import Principal, Searcher
-
-    searcher = Searcher(corpus)
+    searcher = Searcher(home)
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
     mode = ""

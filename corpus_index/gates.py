@@ -5,7 +5,7 @@ The Dagster asset checks call these; so can anything else (the CLI, tests, noteb
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,11 @@ EMBEDDING_GATES = [
     ("vectors_have_profile_dim", "Every vector has the profile's dimension."),
     ("vectors_are_finite", "No vector holds NaN or infinite values."),
     ("vector_norms_match_profile", "Vector norms are what the profile declares."),
-    ("vectors_share_one_backend_spec", "All vectors come from the profile's backend_spec."),
+    (
+        "vectors_share_one_backend_spec",
+        "Every vector was produced by the generation's backend_spec and revision, as recorded "
+        "per window.",
+    ),
     ("vectors_match_their_inputs", "Every vector's input_hash is in embedding_inputs, and back."),
 ]
 INDEX_ROW_GATES = [
@@ -54,15 +58,51 @@ def check_key(asset: str, check: str, collection: str | None = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """The outcome of one check: its name, whether it passed, and figures that explain it."""
+    """The outcome of one check: its name, whether it passed, and figures that explain it.
+
+    A check that could not run (nothing to run it on, e.g. no golden set) has ``ran`` False and
+    ``passed`` False: it is reported as not run, never as passed, and whoever requires it
+    decides what a missing run means (see ``lifecycle.promote``).
+    """
 
     name: str
     passed: bool
     description: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    ran: bool = True
+
+    @classmethod
+    def not_run(cls, name: str, description: str, reason: str) -> Gate:
+        """A check that did not run, and why."""
+        return cls(name, False, description, {"not_run": reason}, ran=False)
+
+    @property
+    def status(self) -> str:
+        """``PASSED``, ``FAILED`` or ``NOT RUN``."""
+        return "NOT RUN" if not self.ran else "PASSED" if self.passed else "FAILED"
 
     def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "description": self.description, **self.metadata}
+        ran = {} if self.ran else {"ran": False}
+        return {"passed": self.passed, **ran, "description": self.description, **self.metadata}
+
+
+def not_run(check: dict[str, Any]) -> bool:
+    """Whether a check as recorded (``Gate.to_json``) did not run."""
+    return check.get("ran") is False
+
+
+def check_summary(checks: Mapping[str, dict[str, Any]]) -> str:
+    """One line on a generation's recorded checks: what failed, what did not run, else how
+    many passed."""
+    if not checks:
+        return "checks not run"
+    skipped = sorted(n for n, c in checks.items() if not_run(c))
+    failed = sorted(n for n, c in checks.items() if not c.get("passed") and n not in skipped)
+    parts = [f"FAILED: {', '.join(failed)}"] if failed else []
+    if skipped:
+        parts.append(f"NOT RUN: {', '.join(skipped)}")
+    passed = len(checks) - len(failed) - len(skipped)
+    return "; ".join(parts) if failed else "; ".join([f"{passed} checks passed", *parts])
 
 
 def vectors_have_profile_dim(
@@ -99,13 +139,26 @@ def vector_norms_match_profile(vectors: npt.NDArray[np.float32], *, normalized: 
     )
 
 
-def vectors_share_one_backend_spec(specs: Iterable[str], expected: str) -> Gate:
-    distinct = sorted(set(specs) | {expected})
+def vectors_share_one_backend_spec(
+    producers: Mapping[tuple[str, str], int], *, backend_spec: str, revision: str
+) -> Gate:
+    """Every vector was produced by ``backend_spec`` at ``revision`` (the generation's spec).
+
+    Args:
+        producers: vectors counted by the ``(backend_spec, revision)`` recorded for the window
+            that produced them: the embedder after its call for fresh vectors, the cache
+            table's identity for cache hits, the previous partition's identity for lent ones.
+    """
+    expected = (backend_spec, revision)
+    others = sum(n for producer, n in producers.items() if producer != expected)
     return Gate(
         "vectors_share_one_backend_spec",
-        distinct == [expected],
-        f"every vector was produced by {expected}",
-        {"backend_specs": ", ".join(distinct)},
+        others == 0,
+        f"every vector was produced by {backend_spec} at revision {revision}",
+        {
+            "produced_by": ", ".join(f"{s} {r}: {n}" for (s, r), n in sorted(producers.items())),
+            "vectors_from_other_embedders": others,
+        },
     )
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from corpus_index.cache import EmbeddingCache
+from corpus_index.embedders.local import model_path
+from corpus_index.embedders.openai_backend import _token_counter
 from corpus_index.embedding import build_inputs
+from corpus_index.home import Home
 from corpus_index.records import BLOCK_SCHEMA
-from corpus_index.service import Corpus
 
 
 @dataclass(slots=True)
@@ -94,18 +96,14 @@ def _estimate(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-def token_counter(corpus: Corpus, profile: str) -> tuple[Callable[[str], int], str]:
+def token_counter(corpus: Home, profile: str) -> tuple[Callable[[str], int], str]:
     """The best token counter available offline for ``profile``'s model, and its name."""
     spec = corpus.profile(profile).embedder
     if spec.startswith("openai:"):
-        from corpus_index.embedders.openai_backend import _token_counter
-
         model = spec.split(":", 1)[1].split("@", 1)[0]
         count = _token_counter(model)
         return count, ("tiktoken" if count.__name__ == "count" else "estimate (4 chars/token)")
     if spec.startswith("st:"):
-        from corpus_index.embedders.local import model_path
-
         tokenizer_file = Path(model_path(spec.split(":", 1)[1])) / "tokenizer.json"
         if tokenizer_file.is_file():
             from tokenizers import Tokenizer
@@ -120,7 +118,7 @@ def token_counter(corpus: Corpus, profile: str) -> tuple[Callable[[str], int], s
     return _estimate, "estimate (4 chars/token)"
 
 
-def plan_migration(corpus: Corpus, profile: str) -> MigrationPlan:
+def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
     """Estimate inputs, cache hits, tokens and cost of building ``profile``'s generation."""
     p = corpus.profile(profile)
     spec = corpus.spec(profile)

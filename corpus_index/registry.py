@@ -722,8 +722,10 @@ class Registry:
 def _gate_summary(gen: Generation, required: set[str] | None) -> str:
     """'': every required gate ran and passed; else ': failed checks: ...; checks not run: ...'."""
     names = set(gen.checks) if required is None else required
-    failed = sorted(n for n in names if n in gen.checks and not gen.checks[n].get("passed"))
-    missing = sorted(n for n in names if n not in gen.checks)
+    # a check recorded as not run (``ran: false``) is missing, not failed
+    ran = {n for n in names if n in gen.checks and gen.checks[n].get("ran") is not False}
+    failed = sorted(n for n in ran if not gen.checks[n].get("passed"))
+    missing = sorted(names - ran)
     parts = []
     if failed:
         parts.append(f"failed checks: {', '.join(failed)}")

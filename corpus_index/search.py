@@ -33,11 +33,11 @@ from corpus_index.errors import (
 )
 from corpus_index.filters import FilterSpec, as_filter, compile_filter, filterable_columns
 from corpus_index.hits import Candidate, ContextChunk, Hit, Provenance, SearchResult
+from corpus_index.home import Home
 from corpus_index.kinds import excerpt_of
 from corpus_index.registry import Generation
 from corpus_index.rerank import Reranker
 from corpus_index.retrieval import EXPANSIONS, FUSIONS, MODES, block_order, dedupe_key
-from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 
 EXCERPT_CHARS = 280
@@ -99,7 +99,7 @@ class Narrowed(NamedTuple):
 class Searcher:
     """Dense, lexical and hybrid search over one home's generations."""
 
-    def __init__(self, corpus: Corpus, *, traces: TraceStore | None = None) -> None:
+    def __init__(self, corpus: Home, *, traces: TraceStore | None = None) -> None:
         """
         Args:
             corpus: the home and its configuration.
@@ -356,14 +356,14 @@ def _lexical_stage(
     if retrieval.has_fts(table):
         return retrieval.lexical(table, text, where, depth)
     if mode == "lexical":
-        raise MissingIndexError(f"generation {gen.id} has no full-text index yet (run `corpus sync`)")
+        raise MissingIndexError(
+            f"generation {gen.id} has no full-text index yet (run `corpus sync`)"
+        )
     trace["lexical_skipped"] = "no full-text index"
     return []
 
 
-def _dedupe_and_cap(
-    fused: list[Candidate], *, dedupe: bool, per_doc_cap: int | None
-) -> Narrowed:
+def _dedupe_and_cap(fused: list[Candidate], *, dedupe: bool, per_doc_cap: int | None) -> Narrowed:
     """Drop repeated content (by ``dedupe_key``), then keep at most ``per_doc_cap`` per document."""
     ordered = fused
     if dedupe:

@@ -27,8 +27,9 @@ import pyarrow as pa
 
 from corpus_index import predicates
 from corpus_index.eligibility import eligible_rows
-from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError
+from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError, RetryableError
 from corpus_index.filters import Condition, FilterSpec, as_filter
+from corpus_index.index_store import vector_entry_schema
 from corpus_index.records import BLOCK_SCHEMA
 from corpus_index.registry import Generation
 from corpus_index.search import Principal, Searcher, candidate_depth
@@ -251,8 +252,6 @@ def _record(
     *,
     kind: str,
 ) -> None:
-    from corpus_index.errors import RetryableError
-
     if searcher.traces is None:
         return
     try:
@@ -316,8 +315,6 @@ def calibration_views(
     if corpus.store.exists(gen):
         rows = _read_arrow(corpus.store.table(gen), where)
     else:
-        from corpus_index.index_store import vector_entry_schema
-
         rows = vector_entry_schema(gen).empty_table()
     chunks = rows.drop_columns(["vector"])
     blocks = _visible_blocks(searcher, principal, ns)

@@ -7,7 +7,7 @@ import dagster as dg
 from assets import CorpusPartitions, CorpusResource
 from corpus_index.compaction import compact
 from corpus_index.deletion import namespace_of, purge_collection
-from corpus_index.service import retire
+from corpus_index.lifecycle import retire
 
 INGEST_ASSETS = ["source_manifest", "parsed_blocks", "embedding_inputs"]
 EMBED_ASSETS = ["embeddings", "sidecars", "index_rows"]
@@ -25,7 +25,7 @@ def retire_generation(
 ) -> dg.Output[dict[str, object]]:
     """Refused (the run fails, naming why) for the ACTIVE generation, the rollback target, or
     one still inside its namespace's ``retire_after_hours``."""
-    out = retire(corpus.corpus(), config.generation)
+    out = retire(corpus.open_home(), config.generation)
     g = out.generation
     context.log.info(f"retired {g.id} ({g.spec.profile}); table dropped: {out.table_dropped}")
     value = {"generation": g.id, "status": g.status, "table_dropped": out.table_dropped}
@@ -56,7 +56,7 @@ class PurgeConfig(dg.Config):  # type: ignore[misc]
 def purge_collection_op(
     context: dg.OpExecutionContext, config: PurgeConfig, corpus: CorpusResource
 ) -> dg.Output[dict[str, object]]:
-    c = corpus.corpus()
+    c = corpus.open_home()
     if config.collection in c.config.collections:
         raise ValueError(
             f"collection {config.collection!r} is still configured; remove it from "
@@ -90,7 +90,7 @@ class CompactionConfig(dg.Config):  # type: ignore[misc]
 def compact_op(
     context: dg.OpExecutionContext, config: CompactionConfig, corpus: CorpusResource
 ) -> dg.Output[dict[str, object]]:
-    report = compact(corpus.corpus(), retention_hours=config.retention_hours)
+    report = compact(corpus.open_home(), retention_hours=config.retention_hours)
     context.log.info(
         f"compacted {len(report.tables)} tables; {report.cache_entries_purged} cache entries "
         f"purged; {len(report.tombstones_purged)} deletions physically purged"

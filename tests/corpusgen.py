@@ -65,8 +65,13 @@ def write_home(
     deals_per_tenant: int = 3,
     embedder: str = "hash:v1-64",
     extra_profiles: dict[str, dict[str, object]] | None = None,
+    eval_gate: str | None = "off",
 ) -> Path:
-    """A config with two tenants' collections, one profile, and generated deals; returns corpus.yaml."""
+    """A config with two tenants' collections, one profile, and generated deals; returns corpus.yaml.
+
+    Namespace ``deals`` has no golden set, so it declares ``eval_gate: off`` (promotion is
+    refused otherwise); ``eval_gate=None`` leaves the key out.
+    """
     tenants = {"alpha": ["alpha-uw", "alpha-credit"], "beta": ["beta-team"]}
     collections = {}
     for t_i, (tenant, groups) in enumerate(tenants.items()):
@@ -95,7 +100,8 @@ def write_home(
         }
     profiles: dict[str, dict[str, object]] = {"main": {"embedder": embedder, "namespace": "deals"}}
     profiles.update(extra_profiles or {})
-    config = {"collections": collections, "profiles": profiles, "namespaces": {"deals": {}}}
+    deals = {} if eval_gate is None else {"eval_gate": eval_gate}
+    config = {"collections": collections, "profiles": profiles, "namespaces": {"deals": deals}}
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path

@@ -1,8 +1,8 @@
 """Helpers for the search tests: homes built with the library's own pipeline steps.
 
-``build_home`` runs the same ``Corpus`` steps the Dagster assets call (manifest, parse, inputs,
+``build_home`` runs the same ``Home`` steps the Dagster assets call (manifest, parse, inputs,
 embeddings, index rows, generation) in-process, without starting Dagster, then promotes the
-generation through the registry, so a test gets a real LanceDB generation with its FTS index
+generation as ``corpus promote`` does, so a test gets a real LanceDB generation with its FTS index
 in a few seconds. Tests of ``corpus sync`` itself use the Dagster path.
 """
 
@@ -15,29 +15,30 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from corpus_index import lifecycle, steps
 from corpus_index.config import Settings
+from corpus_index.home import Home
 from corpus_index.registry import Generation
-from corpus_index.service import Corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-run") -> Corpus:
+def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-run") -> Home:
     """Materialize every collection and profile of ``settings`` and (by default) promote."""
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     for name in corpus.config.collections:
-        corpus.manifest_step(name)
-        corpus.parse_step(name)
-        corpus.inputs_step(name)
+        steps.source_manifest.run(corpus, name)
+        steps.parsed_blocks.run(corpus, name)
+        steps.embedding_inputs.run(corpus, name)
     for profile in corpus.config.profiles:
         for name in corpus.config.collections:
             if corpus.config.profile_covers(profile, name):
-                corpus.embeddings_step(profile, name)
-                corpus.index_rows_step(profile, name, run_id=run_id)
-        outcome = corpus.generation_step(profile, run_id=run_id)
+                steps.embeddings.run(corpus, profile, name)
+                steps.index_rows.run(corpus, profile, name, run_id=run_id)
+        outcome = steps.index_generation.run(corpus, profile, run_id=run_id)
         assert outcome.generation.status in ("READY", "ACTIVE"), outcome.gates
         if promote:
-            corpus.registry.promote(outcome.generation.id)
+            lifecycle.promote(corpus, outcome.generation.spec.namespace, outcome.generation.id)
     return corpus
 
 
@@ -47,19 +48,19 @@ def sample_config(root: Path, *, embedder: str = "hash:v1-256") -> Path:
     for c in config["collections"].values():
         c["path"] = str(ROOT / c["path"])
     config["profiles"] = {"main": {"embedder": embedder, "namespace": "deals"}}
-    config["namespaces"] = {"deals": {}}
+    config["namespaces"] = {"deals": {"eval_gate": "off"}}  # no golden set here
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 
 
-def active(corpus: Corpus, namespace: str = "deals") -> Generation:
+def active(corpus: Home, namespace: str = "deals") -> Generation:
     gen = corpus.registry.active(namespace)
     assert gen is not None
     return gen
 
 
-def all_rows(corpus: Corpus, namespace: str = "deals") -> list[dict[str, Any]]:
+def all_rows(corpus: Home, namespace: str = "deals") -> list[dict[str, Any]]:
     """Every row of the ACTIVE generation (the oracle the tests compare searches with)."""
     table = corpus.store.table(active(corpus, namespace))
     return [r for r in table.to_arrow().drop_columns(["vector"]).to_pylist()]
@@ -89,7 +90,7 @@ def chunk_ref_of(doc: Doc, section: str) -> str:
     return f"chunk://{doc.collection}/{doc.doc_id}/v0/{section}/0"
 
 
-def write_generation(corpus: Corpus, gen: Generation, docs: list[Doc]) -> list[dict[str, Any]]:
+def write_generation(corpus: Home, gen: Generation, docs: list[Doc]) -> list[dict[str, Any]]:
     """Replace ``gen``'s table with one row per document section, embedded with the
     generation's own embedder, and build its FTS index; returns the rows (without vectors).
 
@@ -146,7 +147,7 @@ def write_generation(corpus: Corpus, gen: Generation, docs: list[Doc]) -> list[d
     return rows
 
 
-def scratch_home(root: Path, tenants: dict[str, list[str]], *, dim: int = 32) -> Corpus:
+def scratch_home(root: Path, tenants: dict[str, list[str]], *, dim: int = 32) -> Home:
     """A home whose config declares one ``<tenant>-deals`` collection per tenant in namespace
     ``deals``, plus ``alpha-other`` in namespace ``other``; nothing is ingested."""
     collections: dict[str, Any] = {}
@@ -171,8 +172,8 @@ def scratch_home(root: Path, tenants: dict[str, list[str]], *, dim: int = 32) ->
     config = {
         "collections": collections,
         "profiles": {"main": {"embedder": f"hash:v1-{dim}", "namespace": "deals"}},
-        "namespaces": {"deals": {}, "other": {}},
+        "namespaces": {"deals": {"eval_gate": "off"}, "other": {"eval_gate": "off"}},
     }
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return Corpus(Settings(config_path=path, home=root / "home"))
+    return Home(Settings(config_path=path, home=root / "home"))

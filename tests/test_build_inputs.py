@@ -7,17 +7,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_index import steps
 from corpus_index.config import Settings
 from corpus_index.embedding import INPUT_RULE_KEY, build_inputs, input_rule
-from corpus_index.service import Corpus
+from corpus_index.home import Home
 from tests.corpusgen import deal_text, write_home
 
 SECTIONS = {"market_analysis": "block", "risk_assessment": "paragraph", "property": "block"}
 
 
-def parsed(corpus: Corpus, collection: str = "alpha-deals") -> pa.Table:
-    corpus.manifest_step(collection)
-    corpus.parse_step(collection)
+def parsed(corpus: Home, collection: str = "alpha-deals") -> pa.Table:
+    steps.source_manifest.run(corpus, collection)
+    steps.parsed_blocks.run(corpus, collection)
     blocks = corpus.warehouse.read("parsed_blocks", (collection,))
     assert blocks is not None and blocks.num_rows
     return blocks
@@ -32,7 +33,7 @@ def tampered(table: pa.Table) -> pa.Table:
 def test_reuse_gives_the_same_table_as_a_rebuild_and_rebuilds_only_changed_blocks(
     tmp_path: Path,
 ) -> None:
-    corpus = Corpus(Settings(config_path=write_home(tmp_path), home=tmp_path / "home"))
+    corpus = Home(Settings(config_path=write_home(tmp_path), home=tmp_path / "home"))
     blocks = parsed(corpus)
     formats = ["default-v1", "default-v2"]
     fresh = build_inputs(blocks, sections=SECTIONS, input_formats=formats)
@@ -65,7 +66,7 @@ def test_reuse_gives_the_same_table_as_a_rebuild_and_rebuilds_only_changed_block
 
 
 def test_rows_built_under_another_rule_are_never_reused(tmp_path: Path) -> None:
-    corpus = Corpus(Settings(config_path=write_home(tmp_path), home=tmp_path / "home"))
+    corpus = Home(Settings(config_path=write_home(tmp_path), home=tmp_path / "home"))
     blocks = parsed(corpus)
     old = tampered(build_inputs(blocks, sections=SECTIONS, input_formats=["default-v1"]))
     for sections, formats in (

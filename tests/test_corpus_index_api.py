@@ -120,9 +120,9 @@ def test_add_bytes_then_query_with_filters_and_vectors(built: Settings) -> None:
     with pytest.raises(InvalidFilterError, match="unknown filter key"):
         index.query("levee", filters={"colour": "red"})
     # a vector query is dense: the deal's own risk vector finds its risk block first
-    from corpus_index.service import Corpus
+    from corpus_index.home import Home
 
-    corpus = Corpus(built)
+    corpus = Home(built)
     gen = active(corpus)
     rows = corpus.store.table(gen).search().where("deal_id = 'DEAL-ALPHA-NEW'").limit(10).to_list()
     risk = next(r for r in rows if r["section"] == "risk_assessment")

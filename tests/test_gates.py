@@ -26,3 +26,37 @@ def test_vectors_match_their_inputs_on_nothing_at_all() -> None:
     assert gate.passed
     gate = gates.vectors_match_their_inputs(pa.chunked_array([], pa.string()), ["x"])
     assert gate.metadata == {"vectors_without_input": 0, "inputs_without_vector": 1}
+
+
+def test_one_backend_spec_fails_for_vectors_of_another_revision() -> None:
+    producers = {("hash:v1-8", "v1"): 5, ("hash:v1-8", "v2"): 2}
+    gate = gates.vectors_share_one_backend_spec(producers, backend_spec="hash:v1-8", revision="v1")
+    assert not gate.passed
+    assert gate.metadata == {
+        "produced_by": "hash:v1-8 v1: 5, hash:v1-8 v2: 2",
+        "vectors_from_other_embedders": 2,
+    }
+    other_spec = {("hash:v1-16", "v1"): 1}
+    assert not gates.vectors_share_one_backend_spec(
+        other_spec, backend_spec="hash:v1-8", revision="v1"
+    ).passed
+
+
+def test_one_backend_spec_passes_when_every_window_has_the_generations_producer() -> None:
+    producers = {("st:all-MiniLM-L6-v2", "abc123"): 7}
+    gate = gates.vectors_share_one_backend_spec(
+        producers, backend_spec="st:all-MiniLM-L6-v2", revision="abc123"
+    )
+    assert gate.passed and gate.metadata["vectors_from_other_embedders"] == 0
+
+
+def test_a_gate_that_did_not_run_is_neither_passed_nor_failed() -> None:
+    gate = gates.Gate.not_run("some_check", "what it checks", "nothing to check it on")
+    assert (gate.passed, gate.ran, gate.status) == (False, False, "NOT RUN")
+    recorded = gate.to_json()
+    assert gates.not_run(recorded) and not gates.not_run(gates.Gate("x", True, "d").to_json())
+    summary = gates.check_summary({"a": {"passed": True}, "some_check": recorded})
+    assert summary == "1 checks passed; NOT RUN: some_check"
+    failed = gates.check_summary({"a": {"passed": False}, "some_check": recorded})
+    assert failed == "FAILED: a; NOT RUN: some_check"
+    assert gates.check_summary({}) == "checks not run"

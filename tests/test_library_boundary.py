@@ -20,13 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "corpus_index"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 WIRING = ("pipelines", "assets", "definitions", "dagster")
-# service.py holds the home and every step today; its split (issue 15) removes the cycles and
-# the upward imports below it. Until it lands these two checks are expected to fail.
-SERVICE_SPLIT_PENDING = pytest.mark.xfail(
-    (LIBRARY / "service.py").exists(),
-    reason="corpus_index.service still holds the home and the steps (cycles: see the test)",
-    strict=True,
-)
 
 
 def library_modules() -> list[str]:
@@ -54,7 +47,6 @@ def test_import_contract_is_kept(contract: str) -> None:
     assert "1 kept, 0 broken" in out.stdout
 
 
-@SERVICE_SPLIT_PENDING
 def test_library_layers_contract_is_kept() -> None:
     out = lint_imports("library-layers")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -100,12 +92,12 @@ def test_strongly_connected_finds_a_cycle_and_nothing_else() -> None:
     assert strongly_connected(graph) == [["a", "b", "c"]]
 
 
-@SERVICE_SPLIT_PENDING
 def test_library_import_graph_has_no_cycles() -> None:
     """Function-level imports count: a cycle hidden inside a function is still a cycle."""
     import grimp
 
-    g = grimp.build_graph("corpus_index")
+    # annotations only (TYPE_CHECKING) are not imports at run time, as in the lint-imports contracts
+    g = grimp.build_graph("corpus_index", exclude_type_checking_imports=True)
     graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
     assert strongly_connected(graph) == []
 

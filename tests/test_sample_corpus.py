@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from corpus_index.config import Settings
+from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = [sys.executable, "-m", "corpus_index.cli"]
@@ -50,7 +50,7 @@ def sample_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def searcher(sample_home: dict[str, Any]) -> Searcher:
-    return Searcher(Corpus(Settings(config_path=ROOT / "corpus.yaml", home=sample_home["home"])))
+    return Searcher(Home(Settings(config_path=ROOT / "corpus.yaml", home=sample_home["home"])))
 
 
 def golden() -> list[dict[str, Any]]:

@@ -28,8 +28,8 @@ from corpus_index.errors import (
     MissingIndexError,
 )
 from corpus_index.filters import Condition, CorpusFilter, Geo
+from corpus_index.home import Home
 from corpus_index.search import Hit, Principal, Searcher, block_order
-from corpus_index.service import Corpus
 from tests.corpusgen import deal_text, write_home
 from tests.searchkit import active, all_rows, build_home, sample_config
 
@@ -41,18 +41,18 @@ EVERYTHING = {"k": 500, "candidates": 500, "dedupe": False, "per_doc_cap": None}
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Home:
     root = tmp_path_factory.mktemp("sample")
     return build_home(Settings(config_path=sample_config(root), home=root / "home"))
 
 
 @pytest.fixture(scope="module")
-def searcher(sample: Corpus) -> Searcher:
+def searcher(sample: Home) -> Searcher:
     return Searcher(sample)
 
 
 @pytest.fixture(scope="module")
-def rows(sample: Corpus) -> list[dict[str, Any]]:
+def rows(sample: Home) -> list[dict[str, Any]]:
     return all_rows(sample)
 
 
@@ -207,7 +207,7 @@ def test_weighted_fusion_of_min_max_scores(
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Home:
     """Two tenants, 3 deals each; a tenant's deals share identical market and sponsor blocks.
 
     Plus one deal whose risk_assessment has three blocks, and a paragraph-granularity section.
@@ -239,7 +239,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
 ALPHA = Principal("alpha", ("alpha-uw", "alpha-credit"))
 
 
-def test_dedupe_by_content_hash(generated: Corpus) -> None:
+def test_dedupe_by_content_hash(generated: Home) -> None:
     s = Searcher(generated)
     query = "Rents grew four percent last year on steady job growth"
     raw = s.search(
@@ -256,7 +256,7 @@ def test_dedupe_by_content_hash(generated: Corpus) -> None:
     assert len(hashes) == len(set(hashes))
 
 
-def test_paragraphs_of_one_block_are_not_collapsed_by_dedupe(generated: Corpus) -> None:
+def test_paragraphs_of_one_block_are_not_collapsed_by_dedupe(generated: Home) -> None:
     hits = (
         Searcher(generated)
         .search(
@@ -292,7 +292,7 @@ def test_per_document_cap(searcher: Searcher, cap: int) -> None:
 # -- parent expansion -------------------------------------------------------------------------
 
 
-def test_expand_section_returns_every_block_in_order(generated: Corpus) -> None:
+def test_expand_section_returns_every_block_in_order(generated: Home) -> None:
     [hit] = (
         Searcher(generated)
         .search(
@@ -332,7 +332,7 @@ def test_expand_section_returns_every_block_in_order(generated: Corpus) -> None:
         ),
     ],
 )
-def test_expand_neighbours(generated: Corpus, query: str, window: int, expected: list[str]) -> None:
+def test_expand_neighbours(generated: Home, query: str, window: int, expected: list[str]) -> None:
     [hit] = (
         Searcher(generated)
         .search(query, principal=ALPHA, mode="lexical", k=1, expand="neighbours", window=window)
@@ -438,7 +438,7 @@ def test_rerank_reorders_the_candidates(searcher: Searcher, rows: list[dict[str,
     assert set(refs(result.hits)) <= allowed
 
 
-def test_rerank_needs_text(searcher: Searcher, sample: Corpus) -> None:
+def test_rerank_needs_text(searcher: Searcher, sample: Home) -> None:
     vec = np.ones(active(sample).spec.dim, dtype=np.float32)
     with pytest.raises(InvalidQueryError, match="reranking needs query text"):
         searcher.search("", principal=MERIDIAN, vector=vec, rerank=WordCountReranker("x"))
@@ -458,7 +458,7 @@ def test_cross_encoder_needs_a_local_model_folder(tmp_path: Path) -> None:
 # -- vectors, options, errors, trace ----------------------------------------------------------
 
 
-def test_query_by_vector_equals_query_by_its_text(searcher: Searcher, sample: Corpus) -> None:
+def test_query_by_vector_equals_query_by_its_text(searcher: Searcher, sample: Home) -> None:
     gen = active(sample)
     vec = searcher.embed_query("hurricane insurance", gen)
     by_text = searcher.search("hurricane insurance", principal=HARBOR, mode="dense", k=8)
@@ -540,7 +540,7 @@ def test_excerpts_read_as_prose_while_fts_keeps_the_canonical_input(searcher: Se
     assert row["text"].startswith("risk_assessment\nflags[0].id: building_systems_end_of_life")
 
 
-def test_the_original_signature_still_works(searcher: Searcher, sample: Corpus) -> None:
+def test_the_original_signature_still_works(searcher: Searcher, sample: Home) -> None:
     gen = active(sample)
     result = searcher.search(
         "roof replacement", principal=MERIDIAN, k=3, namespace="deals", generation=gen.id
@@ -589,12 +589,12 @@ def test_lexical_without_a_full_text_index(tmp_path: Path) -> None:
 # -- the CLI ----------------------------------------------------------------------------------
 
 
-def cli(corpus: Corpus, *args: str) -> Any:
+def cli(corpus: Home, *args: str) -> Any:
     base = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
     return CliRunner().invoke(main, [*base, *args])
 
 
-def test_cli_search_modes_filters_and_trace(sample: Corpus, rows: list[dict[str, Any]]) -> None:
+def test_cli_search_modes_filters_and_trace(sample: Home, rows: list[dict[str, Any]]) -> None:
     out = cli(
         sample,
         "search",
@@ -636,14 +636,14 @@ def test_cli_search_modes_filters_and_trace(sample: Corpus, rows: list[dict[str,
     ],
 )
 def test_cli_bad_filters_exit_2_with_a_message(
-    sample: Corpus, args: list[str], fragment: str
+    sample: Home, args: list[str], fragment: str
 ) -> None:
     out = cli(sample, "search", "roof", "--tenant", "meridian", "--group", "uw-team", *args)
     assert out.exit_code == 2, out.output
     assert fragment in out.output and "Traceback" not in out.output
 
 
-def test_cli_human_output_shows_mode_and_context(sample: Corpus) -> None:
+def test_cli_human_output_shows_mode_and_context(sample: Home) -> None:
     out = cli(
         sample, "search", "roof replacement", "--tenant", "meridian", "--group", "uw-team",
         "--expand", "section", "--k", "2", "--no-trace",

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from corpus_index.cli import main
 from corpus_index.errors import InvalidFilterError, InvalidQueryError
 from corpus_index.filters import Condition, CorpusFilter, Geo, compile_filter, filterable_columns
+from corpus_index.home import Home
 from corpus_index.registry import Generation
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from tests.searchkit import Doc, chunk_ref_of, scratch_home, write_generation
 
 TENANTS = {"alpha": ["a1", "a2"], "beta": ["b1"], "gamma": ["g1", "g2"]}
@@ -36,7 +36,7 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Corpus, Generation]:
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Home, Generation]:
     corpus = scratch_home(tmp_path_factory.mktemp("scratch"), TENANTS)
     gen = corpus.registry.open_generation(corpus.spec("main"))
     return corpus, gen
@@ -125,7 +125,7 @@ INJECTIONS = [
 @example(value="\\" * 2000 + "'")
 @example(value="é" * 3000)
 def test_hostile_filter_values_are_literals_in_every_mode(
-    scratch: tuple[Corpus, Generation], value: str
+    scratch: tuple[Home, Generation], value: str
 ) -> None:
     for injection in INJECTIONS:
         check_hostile_value(scratch, injection)
@@ -135,7 +135,7 @@ def test_hostile_filter_values_are_literals_in_every_mode(
 _checked: set[str] = set()
 
 
-def check_hostile_value(scratch: tuple[Corpus, Generation], value: str) -> None:
+def check_hostile_value(scratch: tuple[Home, Generation], value: str) -> None:
     if value in _checked:  # the fixed injections are checked once per module
         return
     _checked.add(value)
@@ -201,7 +201,7 @@ def check_hostile_value(scratch: tuple[Corpus, Generation], value: str) -> None:
 
 @pytest.mark.parametrize("value", ["a\x00b", "\x00"])
 def test_a_nul_in_a_filter_value_is_a_clean_error(
-    scratch: tuple[Corpus, Generation], value: str
+    scratch: tuple[Home, Generation], value: str
 ) -> None:
     corpus, gen = scratch
     write_generation(
@@ -246,7 +246,7 @@ CLI_VALUES = ["' OR 1=1 --", "x' OR '1'='1", "\\'", "Coeur d'Alene", "') OR TRUE
 
 
 @pytest.mark.parametrize("value", CLI_VALUES)
-def test_cli_filter_values_are_literals(scratch: tuple[Corpus, Generation], value: str) -> None:
+def test_cli_filter_values_are_literals(scratch: tuple[Home, Generation], value: str) -> None:
     corpus, gen = scratch
     docs = [
         Doc("alpha-deals", "alpha", ("a1",), "target", (("property", "roof"),), metro=value),
@@ -359,7 +359,7 @@ def may_see(p: Principal, d: Doc) -> bool:
     words=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=3),
 )
 def test_no_hit_is_ever_outside_the_principals_scope(
-    scratch: tuple[Corpus, Generation],
+    scratch: tuple[Home, Generation],
     docs: list[Doc],
     principal: Principal,
     filter_index: int,
@@ -385,7 +385,7 @@ def test_no_hit_is_ever_outside_the_principals_scope(
 @settings(max_examples=15, deadline=None, suppress_health_check=HEALTH)
 @given(docs=corpora(), principal=principals)
 def test_truncation_and_caps_never_leak(
-    scratch: tuple[Corpus, Generation], docs: list[Doc], principal: Principal
+    scratch: tuple[Home, Generation], docs: list[Doc], principal: Principal
 ) -> None:
     """With the default small k, dedupe and per-document cap, hits stay inside the scope too."""
     corpus, gen = scratch
@@ -401,6 +401,6 @@ def test_truncation_and_caps_never_leak(
                 assert {c.chunk_ref for c in h.context} <= eligible
 
 
-def test_scratch_home_paths_exist(scratch: tuple[Corpus, Generation]) -> None:
+def test_scratch_home_paths_exist(scratch: tuple[Home, Generation]) -> None:
     corpus, _ = scratch
     assert Path(corpus.settings.config_path).is_file()

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from corpus_index import embedding, sources
+from corpus_index import embedding, sources, steps
 from corpus_index.config import CollectionConfig, Settings
+from corpus_index.home import Home
 from corpus_index.kinds import load_documents
 from corpus_index.ordered import DocCursor, OrderError, whole_documents
-from corpus_index.service import Corpus
 from tests.corpusgen import RISKS, deal_text, write_home
 
 SCHEMA = pa.schema([("doc_id", pa.string()), ("n", pa.int64())])
@@ -140,7 +140,7 @@ def test_beir_records_load_in_doc_id_order_one_at_a_time(tmp_path: Path) -> None
     assert parsed.blocks["doc_id"].to_pylist() == sorted(ids)
 
 
-def _partitions(corpus: Corpus) -> dict[str, pa.Table]:
+def _partitions(corpus: Home) -> dict[str, pa.Table]:
     out = {}
     for asset in ("parsed_blocks", "embedding_inputs"):
         table = corpus.warehouse.read(asset, ("alpha-deals",))
@@ -149,13 +149,13 @@ def _partitions(corpus: Corpus) -> dict[str, pa.Table]:
     return out
 
 
-def _steps(corpus: Corpus) -> None:
-    corpus.manifest_step("alpha-deals")
-    corpus.parse_step("alpha-deals")
-    corpus.inputs_step("alpha-deals")
+def _steps(corpus: Home) -> None:
+    steps.source_manifest.run(corpus, "alpha-deals")
+    steps.parsed_blocks.run(corpus, "alpha-deals")
+    steps.embedding_inputs.run(corpus, "alpha-deals")
 
 
-def _rebuilt(corpus: Corpus) -> dict[str, pa.Table]:
+def _rebuilt(corpus: Home) -> dict[str, pa.Table]:
     """The partitions built from nothing, in one range each."""
     for asset in ("parsed_blocks", "embedding_inputs"):
         corpus.warehouse.delete(asset, ("alpha-deals",))
@@ -166,7 +166,7 @@ def _rebuilt(corpus: Corpus) -> dict[str, pa.Table]:
 def test_steps_streamed_in_small_ranges_write_what_a_whole_rebuild_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    corpus = Corpus(
+    corpus = Home(
         Settings(config_path=write_home(tmp_path, deals_per_tenant=7), home=tmp_path / "home")
     )
     with monkeypatch.context() as small:

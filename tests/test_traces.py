@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import RetryableError
+from corpus_index.home import Home
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 from tests.corpusgen import write_home
 from tests.searchkit import active, build_home
@@ -71,12 +71,12 @@ def test_default_keeps_one_thousand(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Home:
     root = tmp_path_factory.mktemp("traced")
     return build_home(Settings(config_path=write_home(root), home=root / "home"))
 
 
-def test_every_search_stores_its_trace(corpus: Corpus) -> None:
+def test_every_search_stores_its_trace(corpus: Home) -> None:
     store = TraceStore(corpus.settings.registry_path)
     searcher = Searcher(corpus, traces=store)
     before = store.count()
@@ -106,7 +106,7 @@ time.sleep(float(sys.argv[2]))
 """
 
 
-def test_a_busy_registry_does_not_fail_the_search(corpus: Corpus) -> None:
+def test_a_busy_registry_does_not_fail_the_search(corpus: Home) -> None:
     store = TraceStore(corpus.settings.registry_path, lock_timeout_s=0.3)
     searcher = Searcher(corpus, traces=store)
     p = Principal("beta", ("beta-team",))
@@ -132,7 +132,7 @@ def test_a_busy_registry_does_not_fail_the_search(corpus: Corpus) -> None:
     assert searcher.search("lease", principal=p, generation=gen).trace["trace_id"] > 0
 
 
-def test_cli_search_records_and_traces_lists(corpus: Corpus) -> None:
+def test_cli_search_records_and_traces_lists(corpus: Home) -> None:
     base = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
     runner = CliRunner()
     out = runner.invoke(

@@ -18,9 +18,9 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError
 from corpus_index.filters import CorpusFilter
+from corpus_index.home import Home
 from corpus_index.kinds.uw_deals import parse_text
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from corpus_index.traces import TraceStore
 from corpus_index.use_cases import neighbour_table, risk_patterns, run_sql, similar_deals
 from tests.searchkit import ROOT, active, build_home, sample_config
@@ -31,13 +31,13 @@ HARBOR = Principal("harbor", ("harbor-analysts", "harbor-credit"))
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Home:
     root = tmp_path_factory.mktemp("sample")
     return build_home(Settings(config_path=sample_config(root), home=root / "home"))
 
 
 @pytest.fixture(scope="module")
-def searcher(sample: Corpus) -> Searcher:
+def searcher(sample: Home) -> Searcher:
     return Searcher(sample, traces=TraceStore(sample.settings.registry_path))
 
 
@@ -61,7 +61,7 @@ def visible_deals(tenant: str, groups: tuple[str, ...]) -> set[str]:
 # -- similar deals ----------------------------------------------------------------------------
 
 
-def oracle_similar(corpus: Corpus, deal_id: str, principal: Principal) -> dict[str, float]:
+def oracle_similar(corpus: Home, deal_id: str, principal: Principal) -> dict[str, float]:
     """Mean over the deal's sections of the best cosine with each other visible deal's same section."""
     table = corpus.store.table(active(corpus)).to_arrow().to_pylist()
     rows = [
@@ -98,7 +98,7 @@ def oracle_similar(corpus: Corpus, deal_id: str, principal: Principal) -> dict[s
     [("DEAL-2026-0042", MERIDIAN), ("DEAL-2025-0131", MERIDIAN_UW), ("DEAL-2024-0263", HARBOR)],
 )
 def test_similar_deals_match_the_oracle(
-    sample: Corpus, searcher: Searcher, deal: str, principal: Principal
+    sample: Home, searcher: Searcher, deal: str, principal: Principal
 ) -> None:
     result = similar_deals(searcher, deal, principal=principal, k=5)
     assert result is not None and result.deal_id == deal
@@ -270,7 +270,7 @@ def test_only_one_select_is_allowed(searcher: Searcher, sql: str) -> None:
         run_sql(searcher, sql, principal=MERIDIAN)
 
 
-def test_sql_cannot_reach_files(sample: Corpus, searcher: Searcher) -> None:
+def test_sql_cannot_reach_files(sample: Home, searcher: Searcher) -> None:
     warehouse = sample.warehouse.path("parsed_blocks", "harbor-deals")
     assert warehouse.is_file()
     for sql in [
@@ -386,7 +386,7 @@ def test_risk_patterns_stay_in_scope(searcher: Searcher) -> None:
 # -- traces of the use cases, and the CLI -----------------------------------------------------
 
 
-def test_use_cases_leave_one_trace_each(sample: Corpus, searcher: Searcher) -> None:
+def test_use_cases_leave_one_trace_each(sample: Home, searcher: Searcher) -> None:
     store = TraceStore(sample.settings.registry_path)
     before = store.count()
     similar_deals(searcher, "DEAL-2026-0042", principal=MERIDIAN)
@@ -397,12 +397,12 @@ def test_use_cases_leave_one_trace_each(sample: Corpus, searcher: Searcher) -> N
     assert kinds == ["risk_patterns", "sql", "similar"]
 
 
-def cli(corpus: Corpus, *args: str) -> Any:
+def cli(corpus: Home, *args: str) -> Any:
     base = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
     return CliRunner().invoke(main, [*base, *args])
 
 
-def test_cli_use_cases(sample: Corpus) -> None:
+def test_cli_use_cases(sample: Home) -> None:
     who = ["--tenant", "meridian", "--group", "uw-team", "--group", "credit-committee"]
     out = cli(sample, "similar", "DEAL-2026-0042", *who, "--k", "3", "--json")
     assert out.exit_code == 0, out.output
@@ -465,7 +465,7 @@ def test_cli_use_cases(sample: Corpus) -> None:
         ),
     ],
 )
-def test_cli_use_case_errors_exit_2(sample: Corpus, args: list[str], fragment: str) -> None:
+def test_cli_use_case_errors_exit_2(sample: Home, args: list[str], fragment: str) -> None:
     out = cli(sample, *args)
     assert out.exit_code == 2, out.output
     assert fragment in out.output and "Traceback" not in out.output

@@ -100,11 +100,11 @@ def searcher(ctx: click.Context, *, record: bool = True) -> Searcher:
     from corpus_index.search import Searcher
 
     announce_model_loading()
-    from corpus_index.service import Corpus
+    from corpus_index.home import Home
     from corpus_index.traces import TraceStore
 
     settings = settings_of(ctx)
-    return Searcher(Corpus(settings), traces=TraceStore(settings.registry_path) if record else None)
+    return Searcher(Home(settings), traces=TraceStore(settings.registry_path) if record else None)
 
 
 def emit_json(value: Any) -> None:

@@ -69,6 +69,7 @@ def sync(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def generations(ctx: click.Context, as_json: bool) -> None:
     """List index generations with status, counts and check outcomes."""
+    from corpus_index.gates import check_summary
     from corpus_index.registry import Registry
 
     reg = Registry(settings_of(ctx).registry_path)
@@ -79,13 +80,7 @@ def generations(ctx: click.Context, as_json: bool) -> None:
     if not gens:
         click.echo("no generations yet (run `corpus sync`)")
     for g in gens:
-        failed = sorted(n for n, c in g.checks.items() if not c.get("passed"))
-        if not g.checks:
-            checks = "checks not run"
-        elif failed:
-            checks = f"FAILED: {', '.join(failed)}"
-        else:
-            checks = f"{len(g.checks)} checks passed"
+        checks = check_summary(g.checks)
         golden = g.eval.get("golden", {})
         metrics = (
             f"  recall@5={golden['recall@5']:.3f} mrr@10={golden['mrr@10']:.3f} "
@@ -192,10 +187,10 @@ def retire(ctx: click.Context, generation: str) -> None:
 @handle_errors
 def plan_migration(ctx: click.Context, profile: str, as_json: bool) -> None:
     """Estimate what backfilling PROFILE would embed: inputs, cache hits, tokens and cost."""
+    from corpus_index.home import Home
     from corpus_index.migration import plan_migration as plan
-    from corpus_index.service import Corpus
 
-    result = plan(Corpus(settings_of(ctx)), profile)
+    result = plan(Home(settings_of(ctx)), profile)
     if as_json:
         emit_json(result.to_json())
         return
@@ -267,9 +262,9 @@ def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
     """Search every store (all generation tables and their old versions, caches, exports,
     warehouse) for SOURCE_ID and its hashes; exit 1 if anything remains."""
     from corpus_index.deletion import audit_deletion as audit
-    from corpus_index.service import Corpus
+    from corpus_index.home import Home
 
-    report = audit(Corpus(settings_of(ctx)), source_id)
+    report = audit(Home(settings_of(ctx)), source_id)
     if as_json:
         emit_json(report)
     else:
@@ -363,5 +358,3 @@ def eval_command(
             + "".join(f"{r[c]:>11.4f}" for c in cols)
             + f"{r['latency_p50_ms']:>9.1f}{r['latency_p95_ms']:>9.1f}"
         )
-
-

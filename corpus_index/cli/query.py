@@ -444,5 +444,3 @@ def traces(ctx: click.Context, limit: int, tenant: str | None, as_json: bool) ->
         click.echo(f"    {' '.join(r['query'].split())[:100]}")
         if times:
             click.echo(f"    {times}")
-
-

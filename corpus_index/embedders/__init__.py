@@ -7,29 +7,17 @@ vectors are L2-``normalized``, a ``revision`` (weights or algorithm version) and
 
 from __future__ import annotations
 
-import re
+import os
 from collections.abc import Mapping
 
-from corpus_index.embedders.base import ST_MODELS, Embedder, EmbedStats
+from corpus_index.backend_specs import HASH_SPEC, ST_MODELS, validate_backend_spec
+from corpus_index.embedders.base import Embedder, EmbedStats
+from corpus_index.embedders.hashing import HashEmbedder
+from corpus_index.embedders.local import SentenceTransformerEmbedder
+from corpus_index.embedders.openai_backend import OpenAIEmbedder
 from corpus_index.errors import ConfigError
 
-_HASH_SPEC = re.compile(r"^hash:v1-(\d+)$")
-
-def validate_backend_spec(spec: str) -> str | None:
-    """A description of what is wrong with ``spec``, or None if it is well formed."""
-    if m := _HASH_SPEC.match(spec):
-        dim = int(m.group(1))
-        return None if 1 <= dim <= 8192 else f"hash dimension must be 1..8192 (got {dim})"
-    if spec.startswith("st:"):
-        name = spec[3:]
-        if name not in ST_MODELS:
-            return f"unknown sentence-transformers model {name!r} (bundled: {', '.join(ST_MODELS)})"
-        return None
-    if spec.startswith("openai:"):
-        return (
-            None if spec[7:] else "openai: needs a model name, e.g. openai:text-embedding-3-small"
-        )
-    return f"unknown backend {spec!r} (use st:<model>, openai:<model> or hash:v1-<dim>)"
+__all__ = ["ST_MODELS", "EmbedStats", "Embedder", "make_embedder", "validate_backend_spec"]
 
 
 def make_embedder(
@@ -51,18 +39,10 @@ def make_embedder(
     problem = validate_backend_spec(backend_spec)
     if problem:
         raise ConfigError(problem)
-    if m := _HASH_SPEC.match(backend_spec):
-        from corpus_index.embedders.hashing import HashEmbedder
-
+    if m := HASH_SPEC.match(backend_spec):
         return HashEmbedder(int(m.group(1)))
     if backend_spec.startswith("st:"):
-        from corpus_index.embedders.local import SentenceTransformerEmbedder
-
         return SentenceTransformerEmbedder(backend_spec[3:], batch_size=batch_size)
-    import os
-
-    from corpus_index.embedders.openai_backend import OpenAIEmbedder
-
     env = os.environ if environ is None else environ
     api_key = env.get(api_key_env)
     if not api_key:
@@ -79,11 +59,3 @@ def make_embedder(
         price_per_million_tokens=price_per_million_tokens,
     )
 
-
-__all__ = [
-    "ST_MODELS",
-    "EmbedStats",
-    "Embedder",
-    "make_embedder",
-    "validate_backend_spec",
-]

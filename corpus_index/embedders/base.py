@@ -1,7 +1,7 @@
-"""What every embedder shares: its counters, the interface, and the bundled models.
+"""The embedder interface every backend implements, and the counters it keeps.
 
-Kept apart from the package's ``__init__`` (which builds embedders from their backends) so the
-backends import it without importing the package that imports them.
+The backends import this module, not the package: the package's ``make_embedder`` imports
+the backends, so the interface lives below both.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
-
-ST_MODELS = {"all-MiniLM-L6-v2": 384}
 
 
 @dataclass(slots=True)

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from corpus_index.embedders.base import ST_MODELS, EmbedStats
+from corpus_index.backend_specs import ST_MODELS
+from corpus_index.embedders.base import EmbedStats
 from corpus_index.errors import ConfigError
 
 # "loading model <path>" at INFO when weights are read (once per process and model); the CLI

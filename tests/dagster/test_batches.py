@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from corpus_index import predicates, service
+from corpus_index import predicates, steps
 from corpus_index.config import Settings
-from corpus_index.service import Corpus
+from corpus_index.home import Home
 from definitions import dagster_runner
 from tests.corpusgen import write_home
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 COLLECTION = "alpha-deals"
 
 
-def refs(corpus: Corpus, generation: object) -> list[str]:
+def refs(corpus: Home, generation: object) -> list[str]:
     got = corpus.store.collection_refs(generation, COLLECTION)  # type: ignore[arg-type]
     return sorted(got["chunk_ref"].to_pylist())
 
@@ -31,17 +31,17 @@ def test_rows_stream_in_batches_and_a_failing_batch_commits_nothing(
 ) -> None:
     settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
     assert dagster_runner().sync(settings).ok
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     generation = corpus.registry.open_generation(corpus.spec("main"), run_id="test")
     served = refs(corpus, generation)
     n = len(served)
     assert n > 6
-    monkeypatch.setattr(service, "ROWS_PER_BATCH", 3)
+    monkeypatch.setattr(steps.index_rows, "ROWS_PER_BATCH", 3)
 
     # rebuilt from nothing: appended in one stream of batches, each one checked
     corpus.store.delete_where(generation, predicates.eq("collection", COLLECTION))
     assert refs(corpus, generation) == []
-    out = corpus.index_rows_step("main", COLLECTION, run_id="rebuild")
+    out = steps.index_rows.run(corpus, "main", COLLECTION, run_id="rebuild")
     assert out.passed and out.write is not None
     assert (out.built, out.write.inserted, out.write.total) == (n, n, n)
     suite = next(g for g in out.gates if g.name.endswith("pass_expectation_suite"))
@@ -65,8 +65,9 @@ def test_rows_stream_in_batches_and_a_failing_batch_commits_nothing(
         blocks.set_column(blocks.schema.get_field_index("tenant_id"), "tenant_id", tenant),
     )
     version = corpus.store.table(generation).version
-    monkeypatch.setattr(service, "REPLACE_WHOLE_COLLECTION_ABOVE", -1)  # rewrite every source
-    out = corpus.index_rows_step("main", COLLECTION, run_id="broken")
+    # rewrite every source
+    monkeypatch.setattr(steps.index_rows, "REPLACE_WHOLE_COLLECTION_ABOVE", -1)
+    out = steps.index_rows.run(corpus, "main", COLLECTION, run_id="broken")
     assert not out.passed and out.write is None
     tenant_gate = next(g for g in out.gates if g.name == "rows_have_tenant_and_acl")
     assert not tenant_gate.passed and tenant_gate.metadata["bad_rows"] > 0
@@ -83,7 +84,7 @@ def test_embeddings_are_checked_window_by_window_and_a_bad_window_writes_no_part
     from tests.dagster.harness import Graph
 
     assert Graph(home).ingest("alpha-deals").success
-    corpus = Corpus(home)
+    corpus = Home(home)
     inputs = corpus.warehouse.read("embedding_inputs", ("alpha-deals",))
     assert inputs is not None
     spec = corpus.spec("main")
@@ -96,10 +97,10 @@ def test_embeddings_are_checked_window_by_window_and_a_bad_window_writes_no_part
     )
     # the last hash (the last window's) has a corrupted cache entry: finite, off the unit norm
     cache.put(hashes[-1:], np.full((1, spec.dim), 3.0, dtype=np.float32))
-    monkeypatch.setattr(service, "EMBED_WINDOW", 3)
+    monkeypatch.setattr(steps.embeddings, "EMBED_WINDOW", 3)
     last_window = hashes[(len(hashes) - 1) // 3 * 3 :]
 
-    out = corpus.embeddings_step("main", "alpha-deals")
+    out = steps.embeddings.run(corpus, "main", "alpha-deals")
     assert not out.passed
     norm = next(g for g in out.gates if g.name == "vector_norms_match_profile")
     assert not norm.passed and norm.metadata["vectors_off_norm"] == 1
@@ -110,7 +111,7 @@ def test_embeddings_are_checked_window_by_window_and_a_bad_window_writes_no_part
     assert cached == set(hashes[: len(hashes) - len(last_window)]) | {hashes[-1]}
 
     cache.delete(hashes[-1:])
-    out = corpus.embeddings_step("main", "alpha-deals")
+    out = steps.embeddings.run(corpus, "main", "alpha-deals")
     assert out.passed
     assert (out.embedded, out.cache_hits) == (len(last_window), len(hashes) - len(last_window))
     table = corpus.warehouse.read("embeddings", ("main", "alpha-deals"))
@@ -131,7 +132,7 @@ def test_sidecars_built_in_small_batches_match_one_batch(
 
     g = Graph(home)
     assert g.ingest("alpha-deals").success and g.embed("main", "alpha-deals").success
-    corpus = Corpus(home)
+    corpus = Home(home)
     folder = home.exports / "sidecars" / "main" / "alpha-deals"
 
     def contents() -> dict[str, dict[str, object]]:
@@ -146,8 +147,8 @@ def test_sidecars_built_in_small_batches_match_one_batch(
     assert len(whole) == 3
     for path in folder.glob("*.embeddings.json"):
         path.unlink()
-    monkeypatch.setattr(service, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
-    out = corpus.sidecars_step("main", "alpha-deals")
+    monkeypatch.setattr(steps.sidecars, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
+    out = steps.sidecars.run(corpus, "main", "alpha-deals")
     assert (out.written, out.unchanged) == (3, 0)
     assert contents() == whole
 
@@ -161,8 +162,8 @@ def test_sidecars_in_ranges_remove_gone_documents_and_strays(
         config_path=write_home(tmp_path, deals_per_tenant=5), home=tmp_path / "home"
     )
     assert dagster_runner().sync(settings).ok
-    monkeypatch.setattr(service, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
-    corpus = Corpus(settings)
+    monkeypatch.setattr(steps.sidecars, "SIDECAR_ROWS", 5)  # one deal (4 inputs) per range
+    corpus = Home(settings)
     folder = settings.exports / "sidecars" / "main" / COLLECTION
     names = sorted(p.name for p in folder.glob("*.embeddings.json"))
     assert len(names) == 5
@@ -170,16 +171,17 @@ def test_sidecars_in_ranges_remove_gone_documents_and_strays(
     pins_before = corpus.warehouse.read("sidecar_pins", ("main", COLLECTION))
     for deal in ("deal-alpha-002", "deal-alpha-004"):
         (tmp_path / "sources" / "alpha" / f"{deal}.uw.md").unlink()
-    corpus.manifest_step(COLLECTION)  # deletion removes their sidecars and pins at once
-    corpus.parse_step(COLLECTION)
-    corpus.inputs_step(COLLECTION)
+    # deletion removes their sidecars and pins at once
+    steps.source_manifest.run(corpus, COLLECTION)
+    steps.parsed_blocks.run(corpus, COLLECTION)
+    steps.embedding_inputs.run(corpus, COLLECTION)
     assert len(list(folder.glob("*.embeddings.json"))) == 3
     # had that not happened (files and pins as before), the step itself removes them
     for name, data in saved.items():
         (folder / name).write_bytes(data)
     assert pins_before is not None
     corpus.warehouse.write("sidecar_pins", ("main", COLLECTION), pins_before)
-    out = corpus.sidecars_step("main", COLLECTION)
+    out = steps.sidecars.run(corpus, "main", COLLECTION)
     assert (out.written, out.unchanged, out.removed) == (0, 3, 2)
     left = sorted(p.name for p in folder.glob("*.embeddings.json"))
     assert left == [n for n in names if "-002." not in n and "-004." not in n]
@@ -189,16 +191,16 @@ def test_sidecars_in_ranges_remove_gone_documents_and_strays(
     # a home without recorded pins: every file is compared, and one no document owns goes
     corpus.warehouse.delete("sidecar_pins", ("main", COLLECTION))
     (folder / "deal-alpha-999.embeddings.json").write_text("{}", encoding="utf-8")
-    out = corpus.sidecars_step("main", COLLECTION)
+    out = steps.sidecars.run(corpus, "main", COLLECTION)
     assert (out.written, out.unchanged, out.removed) == (0, 3, 1)
     assert sorted(p.name for p in folder.glob("*.embeddings.json")) == left
-    again = corpus.sidecars_step("main", COLLECTION)
+    again = steps.sidecars.run(corpus, "main", COLLECTION)
     assert (again.written, again.unchanged, again.removed) == (0, 3, 0)
 
     # a torn file (not JSON) is written again, not an error
     torn = folder / left[0]
     torn.write_text('{"blocks": [', encoding="utf-8")
-    fixed = corpus.sidecars_step("main", COLLECTION)
+    fixed = steps.sidecars.run(corpus, "main", COLLECTION)
     assert (fixed.written, fixed.unchanged, fixed.removed) == (1, 2, 0)
     assert json.loads(torn.read_text(encoding="utf-8"))["blocks"]
 
@@ -210,8 +212,8 @@ def test_lent_vectors_are_checked_again_unless_the_partition_records_the_same_ch
     from tests.dagster.harness import Graph
 
     assert Graph(home).ingest("alpha-deals").success
-    corpus = Corpus(home)
-    assert corpus.embeddings_step("main", "alpha-deals").passed
+    corpus = Home(home)
+    assert steps.embeddings.run(corpus, "main", "alpha-deals").passed
     key = ("embeddings", ("main", "alpha-deals"))
     table = corpus.warehouse.read(*key)
     assert table is not None
@@ -233,7 +235,7 @@ def test_lent_vectors_are_checked_again_unless_the_partition_records_the_same_ch
 
     # recorded as checked under the profile's checks: lent as they are, not checked again
     stored(meta)
-    out = corpus.embeddings_step("main", "alpha-deals")
+    out = steps.embeddings.run(corpus, "main", "alpha-deals")
     assert out.passed and (out.embedded, out.cache_hits) == (0, table.num_rows)
     # recorded under other checks, or not at all (a partition from before the record): every
     # lent vector is checked again, and the bad one fails the step
@@ -243,6 +245,6 @@ def test_lent_vectors_are_checked_again_unless_the_partition_records_the_same_ch
         {k: v for k, v in meta.items() if k != CHECKED_KEY},
     ):
         stored(metadata)
-        out = corpus.embeddings_step("main", "alpha-deals")
+        out = steps.embeddings.run(corpus, "main", "alpha-deals")
         norm = next(g for g in out.gates if g.name == "vector_norms_match_profile")
         assert not out.passed and not norm.passed and norm.metadata["vectors_off_norm"] == 1

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from corpus_index.config import Settings
-from corpus_index.service import Corpus
+from corpus_index.home import Home
 from tests.dagster.harness import Graph, check_outcomes, metadata
 
 SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "evaldata" / "scifact"
@@ -45,7 +45,7 @@ def test_scifact_as_a_beir_collection(tmp_path: Path) -> None:
     assert r.success and all(check_outcomes(r).values())
     r = g.generation("hash")
     assert r.success and metadata(r, "index_generation")["rows"] == 5183
-    corpus = Corpus(g.settings)
+    corpus = Home(g.settings)
     gen = corpus.registry.live_generation("hash")
     assert gen is not None
     row = corpus.store.table(gen).search().where("doc_id = '4983'").limit(1).to_list()[0]

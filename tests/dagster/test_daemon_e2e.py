@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from corpus_index.config import Settings
+from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from definitions import dagster_runner
 from pipelines.devserver import dagster_dev
 from tests.corpusgen import deal_text, write_home
@@ -25,7 +25,7 @@ NEW = "alpha-deals/deal-alpha-new"
 
 def found(settings: Settings) -> bool:
     hits = (
-        Searcher(Corpus(settings))
+        Searcher(Home(settings))
         .search(
             "funicular railway harbor ferry landing",
             principal=Principal("alpha", ("alpha-uw",)),
@@ -49,7 +49,7 @@ def wait_for(settings: Settings, present: bool, log: Path) -> float:
 def wait_for_tombstone(settings: Settings, log: Path) -> dict:
     t0 = time.monotonic()
     while time.monotonic() - t0 < LIMIT_S:
-        tomb = Corpus(settings).registry.tombstone(NEW)
+        tomb = Home(settings).registry.tombstone(NEW)
         if tomb is not None:
             return tomb
         time.sleep(1.0)

@@ -12,11 +12,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
+from corpus_index.home import Home
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from definitions import dagster_runner
 from tests.corpusgen import write_home
 
@@ -31,7 +32,7 @@ def two_profile_home(tmp_path: Path) -> Settings:
     return Settings(config_path=config, home=tmp_path / "home")
 
 
-def rows_of(corpus: Corpus, source_id: str) -> dict[str, int]:
+def rows_of(corpus: Home, source_id: str) -> dict[str, int]:
     return {
         g.id: corpus.store.count(g, f"source_id = '{source_id}'")
         for g in corpus.registry.generations()
@@ -42,7 +43,7 @@ def test_removed_file_leaves_every_generation_and_store(tmp_path: Path) -> None:
     settings = two_profile_home(tmp_path)
     assert dagster_runner().sync(settings).ok
     assert dagster_runner().promote(settings, "deals", "g0001").success
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     assert set(rows_of(corpus, GONE).values()) == {4}  # both generations hold its 4 sections
     sidecars = sorted((settings.exports / "sidecars").glob("*/alpha-deals/deal-alpha-001.*"))
     assert len(sidecars) == 2
@@ -117,7 +118,7 @@ def test_a_source_that_comes_back_is_indexed_again(tmp_path: Path) -> None:
     path.write_text(text)
     report = dagster_runner().sync(settings)
     assert report.ok and report.embedded == 0  # vectors still in the cache until compaction
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     assert set(rows_of(corpus, GONE).values()) == {4}
     assert corpus.registry.tombstone(GONE) is None
 
@@ -136,10 +137,10 @@ def test_tombstones_replay_into_a_generation_built_later(tmp_path: Path) -> None
     config = yaml.safe_load(settings.config_path.read_text())
     config["profiles"]["late"] = {"embedder": "hash:v1-16", "namespace": "deals"}
     settings.config_path.write_text(yaml.safe_dump(config))
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     for collection in ("alpha-deals", "beta-deals"):
-        corpus.embeddings_step("late", collection)
-        outcome = corpus.index_rows_step("late", collection, run_id="test")
+        steps.embeddings.run(corpus, "late", collection)
+        outcome = steps.index_rows.run(corpus, "late", collection, run_id="test")
         assert outcome.passed
     late = corpus.registry.live_generation("late")
     assert late is not None
@@ -156,7 +157,7 @@ def test_a_collection_removed_from_config_is_purged(tmp_path: Path) -> None:
     report = dagster_runner().sync(settings)
     assert report.ok, report.failed_runs
     assert report.purged_collections == ["beta-deals"]
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     for g in corpus.registry.generations():
         assert corpus.store.count(g, "collection = 'beta-deals'") == 0
         assert corpus.store.count(g, "collection = 'alpha-deals'") == 12

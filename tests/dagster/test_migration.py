@@ -22,9 +22,10 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import PromotionRefusedError
+from corpus_index.home import Home
+from corpus_index.lifecycle import promote
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus, promote
 from definitions import dagster_runner
 from tests.corpusgen import RISKS, write_home
 from tests.support.openai_server import serve
@@ -81,7 +82,7 @@ def configure(
 
 def answers(settings: Settings) -> list[list[dict[str, Any]]]:
     """Every query's hits as JSON (scores, ids, provenance), from the ACTIVE generation."""
-    searcher = Searcher(Corpus(settings))
+    searcher = Searcher(Home(settings))
     return [
         [h.to_json() for h in searcher.search(q, principal=Principal(t, g), k=5).hits]
         for t, g, q in QUERIES
@@ -89,7 +90,7 @@ def answers(settings: Settings) -> list[list[dict[str, Any]]]:
 
 
 def served_by(settings: Settings) -> set[str]:
-    searcher = Searcher(Corpus(settings))
+    searcher = Searcher(Home(settings))
     return {
         h.provenance.generation
         for t, g, q in QUERIES
@@ -152,7 +153,7 @@ def test_migration_gate_promote_rollback_retire(
         assert b.status == "BUILDING"
         bad_collection = failed[0]["partition"].split("/")[1]
         with pytest.raises(PromotionRefusedError) as refused:
-            promote(Corpus(settings), "deals", b.id)
+            promote(Home(settings), "deals", b.id)
         assert f"embeddings:vectors_are_finite[{bad_collection}]" in str(refused.value)
         outcome = dagster_runner().promote(settings, "deals", b.id)
         assert not outcome.success and "vectors_are_finite" in outcome.error
@@ -168,7 +169,7 @@ def test_migration_gate_promote_rollback_retire(
         assert b.status == "READY", b.checks
         assert all(c["passed"] for c in b.checks.values())
         assert b.eval["golden"]["ndcg@10"] >= a.eval["golden"]["ndcg@10"] - 0.02
-        store = Corpus(settings).store
+        store = Home(settings).store
         for gen in (registry.require(a.id), b):
             rows = store.table(gen).search().where("text LIKE '%Rents grew nine%'").to_list()
             assert len(rows) == 1, f"{gen.id} did not receive the edit"
@@ -254,13 +255,13 @@ def test_retire_after_window_drops_the_table(tmp_path: Path) -> None:
     configure(config_path, remote=None, golden=False, retire_after_hours=1)
     outcome = dagster_runner().retire(settings, wide.id)
     assert not outcome.success and "safety window" in outcome.error
-    assert Corpus(settings).store.exists(wide)
+    assert Home(settings).store.exists(wide)
 
     configure(config_path, remote=None, golden=False, retire_after_hours=0)
     outcome = dagster_runner().retire(settings, wide.id)
     assert outcome.success, outcome.error
     assert registry.require(wide.id).status == "RETIRED"
-    assert not Corpus(settings).store.exists(wide)
+    assert not Home(settings).store.exists(wide)
     # the next sync builds the profile a fresh generation from the cache: nothing re-embedded
     report = dagster_runner().sync(settings)
     assert report.ok and report.embedded == 0

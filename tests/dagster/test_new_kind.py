@@ -11,10 +11,10 @@ import yaml
 
 from corpus_index import kinds
 from corpus_index.config import CollectionConfig, Settings
+from corpus_index.home import Home
 from corpus_index.kinds import FileKind, new_block
 from corpus_index.records import Block, SourceDoc
 from corpus_index.search import Principal, Searcher
-from corpus_index.service import Corpus
 from tests.dagster.harness import Graph, check_outcomes, metadata
 
 
@@ -89,7 +89,7 @@ def test_a_new_kind_syncs_end_to_end(tmp_path: Path, notes_kind: Notes) -> None:
     r = g.generation("hash")
     assert r.success and metadata(r, "index_generation")["rows"] == 3
 
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     gen = corpus.registry.live_generation("hash")
     assert gen is not None
     corpus.registry.promote(gen.id)

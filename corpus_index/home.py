@@ -1,0 +1,123 @@
+"""The home: one home folder, its configuration, its stores and the embedder of each profile.
+
+Every step (``corpus_index.steps``), the lifecycle of generations and the faces (search, CLI,
+API) work on a ``Home``; it holds no step logic of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index import memory
+from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, Settings
+from corpus_index.embedders import Embedder, make_embedder
+from corpus_index.errors import ConfigError
+from corpus_index.index_store import GenerationStore
+from corpus_index.registry import GenerationSpec, Registry
+from corpus_index.warehouse import KeyedReader, Warehouse
+
+
+class Home:
+    """One home folder and its configuration."""
+
+    def __init__(self, settings: Settings, config: CorpusConfig | None = None) -> None:
+        memory.configure()
+        self.settings = settings
+        self.config = config or settings.load()
+        self.warehouse = Warehouse(settings.warehouse)
+        self.registry = Registry(settings.registry_path)
+        self._store: GenerationStore | None = None
+
+    @property
+    def store(self) -> GenerationStore:
+        """The LanceDB generation tables, connected on first use."""
+        if self._store is None:
+            self._store = GenerationStore(self.settings.lance_uri)
+        return self._store
+
+    def collection(self, name: str) -> CollectionConfig:
+        """The configured collection ``name``; ConfigError naming the file if there is none."""
+        try:
+            return self.config.collections[name]
+        except KeyError:
+            raise ConfigError(f"{self.config.path}: no collection {name!r} is configured") from None
+
+    def profile(self, name: str) -> ProfileConfig:
+        """The configured profile ``name``; ConfigError naming the file if there is none."""
+        try:
+            return self.config.profiles[name]
+        except KeyError:
+            raise ConfigError(f"{self.config.path}: no profile {name!r} is configured") from None
+
+    @functools.cache  # noqa: B019 - one embedder per profile for this object's lifetime
+    def embedder(self, profile: str) -> Embedder:
+        """The embedder ``profile`` names, built once per home object."""
+        p = self.profile(profile)
+        return make_embedder(
+            p.embedder,
+            base_url=p.base_url,
+            api_key_env=p.api_key_env,
+            dimensions=p.dimensions,
+            batch_size=p.batch_size,
+            max_batch_tokens=p.max_batch_tokens,
+            price_per_million_tokens=p.price_per_million_tokens,
+        )
+
+    def spec(self, profile: str) -> GenerationSpec:
+        """The generation spec ``profile`` builds: its embedder's identity and its input rule."""
+        p = self.profile(profile)
+        e = self.embedder(profile)
+        normalized = p.normalized if p.normalized is not None else e.normalized
+        return GenerationSpec(
+            namespace=p.namespace,
+            profile=p.name,
+            backend_spec=e.backend_spec,
+            model_revision=e.revision,
+            dim=e.dim,
+            normalized=normalized,
+            input_format=p.input_format,
+            chunking=p.chunking,
+        )
+
+    def input_formats(self) -> set[str]:
+        """Every input format some profile embeds."""
+        return {p.input_format for p in self.config.profiles.values()}
+
+    def keyed(
+        self, asset: str, partition: tuple[str, ...], *, columns: list[str] | None = None
+    ) -> KeyedReader:
+        """``Warehouse.keyed`` by ``input_hash``; a partition never written is an error naming
+        its file."""
+        self.require(asset, partition)
+        reader = self.warehouse.keyed(asset, partition, "input_hash", columns=columns)
+        if reader is None:  # removed between the check and the read
+            raise FileNotFoundError(self.warehouse.path(asset, *partition))
+        return reader
+
+    def read(
+        self,
+        asset: str,
+        partition: tuple[str, ...],
+        schema: pa.Schema | None = None,
+        *,
+        where: pc.Expression | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """Like ``Warehouse.read``, but a partition never written is an error naming its file."""
+        self.require(asset, partition)
+        table = self.warehouse.read(asset, partition, schema, where=where, columns=columns)
+        if table is None:  # removed between the check and the read
+            raise FileNotFoundError(self.warehouse.path(asset, *partition))
+        return table
+
+    def require(self, asset: str, partition: tuple[str, ...]) -> None:
+        """Raises FileNotFoundError, naming the file, if the partition was never written."""
+        path = self.warehouse.path(asset, *partition)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: {asset} for {'/'.join(partition)} "
+                "has not been materialized yet (run `corpus sync`)"
+            )

@@ -1,0 +1,146 @@
+"""The lifecycle of generations: which checks a promotion needs, promote, roll back, retire.
+
+Promotion moves a namespace's ACTIVE pointer atomically, only to a generation that ran and
+passed every required gate; the registry enforces it in the same transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from corpus_index import gates
+from corpus_index.errors import (
+    MissingGenerationError,
+    PromotionRefusedError,
+    UnknownNamespaceError,
+)
+from corpus_index.home import Home
+from corpus_index.registry import Generation
+
+EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
+
+
+def required_checks(home: Home, profile: str, *, for_rollback: bool = False) -> set[str]:
+    """Every gate a generation of ``profile`` must have run and passed to be promoted:
+    the embeddings and index_rows checks of each collection it covers, and its own.
+
+    The eval gate is left out when rolling back (the rollback target served before, and
+    comparing it with the generation it replaces is exactly what a rollback overrides) and
+    for a namespace that declares ``eval_gate: off``.
+    """
+    p = home.profile(profile)
+    config = home.config
+    required = {
+        gates.check_key(asset, name, c.name)
+        for c in config.collections_in(p.namespace)
+        if config.profile_covers(profile, c.name)
+        for asset, checks in (
+            ("embeddings", gates.EMBEDDING_GATES),
+            ("index_rows", gates.INDEX_ROW_GATES),
+        )
+        for name, _ in checks
+    }
+    ns = config.namespaces.get(p.namespace)
+    eval_required = not for_rollback and (ns is None or ns.eval_gate)
+    required |= {
+        gates.check_key("index_generation", name)
+        for name, _ in gates.GENERATION_GATES
+        if eval_required or name != gates.EVAL_GATE
+    }
+    return required
+
+
+def promote(
+    home: Home,
+    namespace: str,
+    generation_id: str | None = None,
+    *,
+    action: str = "promote",
+    run_id: str | None = None,
+) -> Generation:
+    """Point ``namespace`` at a generation, atomically.
+
+    ``action="promote"`` with no ``generation_id`` picks the newest READY generation of the
+    namespace; ``action="rollback"`` goes back to the generation that was ACTIVE before.
+
+    Raises:
+        UnknownNamespaceError, MissingGenerationError, PromotionRefusedError (among others:
+        the eval gate did not run, for want of a golden set, and the namespace does not
+        declare ``eval_gate: off``).
+    """
+    if namespace not in home.config.namespaces:
+        raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
+    target = _target(home, namespace, generation_id, action=action)
+    if target.spec.profile not in home.config.profiles:
+        raise PromotionRefusedError(
+            f"generation {target.id} was built by profile {target.spec.profile!r}, which is no "
+            "longer configured, so its queries could not be embedded; add the profile back to "
+            f"{action} to it"
+        )
+    required = required_checks(home, target.spec.profile, for_rollback=action == "rollback")
+    if EVAL_CHECK in required and gates.not_run(target.checks.get(EVAL_CHECK, {})):
+        raise PromotionRefusedError(
+            f"the eval gate did not run for generation {target.id}: namespace {namespace!r} has "
+            "no golden set. Set namespaces."
+            f"{namespace}.golden_set, or declare `eval_gate: off` on namespace {namespace!r} "
+            f"in {home.config.path} to promote without a retrieval evaluation"
+        )
+    return home.registry.promote(target.id, run_id=run_id, action=action, required=required)
+
+
+def rollback(home: Home, namespace: str, *, run_id: str | None = None) -> Generation:
+    """Point ``namespace`` back at the generation that was ACTIVE before, in one step."""
+    return promote(home, namespace, action="rollback", run_id=run_id)
+
+
+def _target(home: Home, namespace: str, generation_id: str | None, *, action: str) -> Generation:
+    """The generation a promotion or rollback of ``namespace`` points at."""
+    reg = home.registry
+    if action == "rollback":
+        previous = reg.previous(namespace)
+        if previous is None:
+            raise MissingGenerationError(
+                f"namespace {namespace!r} has no previous generation to roll back to"
+            )
+        return previous
+    if generation_id:
+        target = reg.require(generation_id)
+        if target.spec.namespace != namespace:
+            raise MissingGenerationError(
+                f"generation {generation_id} serves namespace {target.spec.namespace!r}, "
+                f"not {namespace!r}"
+            )
+        return target
+    candidates = [
+        g for g in reg.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
+    ]
+    if not candidates:
+        raise MissingGenerationError(
+            f"namespace {namespace!r} has no READY generation (run `corpus sync` first)"
+        )
+    return candidates[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class RetireOutcome:
+    """A retired generation and whether its table was dropped now."""
+
+    generation: Generation
+    table_dropped: bool
+
+
+def retire(home: Home, generation_id: str) -> RetireOutcome:
+    """Retire a generation and drop its table, once the namespace's safety window has passed.
+
+    Never the ACTIVE generation nor the rollback target. Retiring again after a crash between
+    the two steps finishes the job.
+
+    Raises:
+        MissingGenerationError, RetireRefusedError.
+    """
+    gen = home.registry.require(generation_id)
+    ns = home.config.namespaces.get(gen.spec.namespace)
+    window = ns.retire_after_hours if ns is not None else 0.0
+    retired = home.registry.retire(gen.id, window_hours=window)
+    dropped = home.store.drop(retired)
+    return RetireOutcome(generation=retired, table_dropped=dropped)

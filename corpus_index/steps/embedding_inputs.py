@@ -1,0 +1,52 @@
+"""The ``embedding_inputs`` step: canonical input text and input_hash per embeddable block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from corpus_index.embedding import INPUT_RULE_KEY, build_inputs_into, input_rule
+from corpus_index.home import Home
+from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
+
+
+@dataclass(frozen=True, slots=True)
+class InputsSummary:
+    """What the ``embedding_inputs`` step wrote for one collection."""
+
+    rows: int
+    formats: list[str]
+    distinct_hashes: int
+
+
+def run(home: Home, collection: str) -> InputsSummary:
+    """Rewrite the collection's inputs a range of documents at a time, reusing the rows of
+    unchanged blocks from the partition it replaces (only when built under the same rule).
+
+    Returns:
+        The rows written, their input formats and how many distinct input hashes they hold.
+    """
+    blocks = ("parsed_blocks", (collection,))
+    home.require(*blocks)
+    key = ("embedding_inputs", (collection,))
+    formats = home.input_formats()
+    rule = input_rule(home.config.sections, formats)
+    previous_rule = (home.warehouse.metadata(*key) or {}).get(INPUT_RULE_KEY)
+    with home.warehouse.writer(*key, INPUT_SCHEMA.with_metadata({INPUT_RULE_KEY: rule})) as out:
+        build_inputs_into(
+            out.write,
+            home.warehouse.batches(*blocks, BLOCK_SCHEMA),
+            sections=home.config.sections,
+            input_formats=formats,
+            previous=home.warehouse.batches(*key) if previous_rule == rule else None,
+            previous_rule=previous_rule,
+            what=f"embedding_inputs of {collection}",
+        )
+        out.commit()
+    keys = home.read(*key, columns=["input_format", "input_hash"])
+    return InputsSummary(
+        rows=keys.num_rows,
+        formats=sorted(pc.unique(keys["input_format"]).to_pylist()),
+        distinct_hashes=int(pc.count_distinct(keys["input_hash"]).as_py()),
+    )

@@ -1,0 +1,282 @@
+"""The ``embeddings`` step: vectors for a partition's new input hashes, the rest lent or cached.
+
+Vectors are embedded, checked and written EMBED_WINDOW at a time. The new partition replaces
+the old one only when every gate passed; otherwise the last good partition stays as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index import gates, memory
+from corpus_index.cache import EmbeddingCache
+from corpus_index.embedding import (
+    CHECKED_KEY,
+    VECTORS_KEY,
+    embed_with_cache,
+    identity_producer,
+    reuse_split,
+    vector_matrix,
+    vectors_identity,
+)
+from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
+from corpus_index.hashing import canonical_json
+from corpus_index.home import Home
+from corpus_index.records import INPUT_SCHEMA, embedding_schema
+from corpus_index.registry import Generation
+from corpus_index.steps.checks import record_partition_checks
+from corpus_index.warehouse import KeyedReader, unpack_vectors
+
+# embeds, checks and writes this many vectors at a time
+EMBED_WINDOW = 8192
+
+# what the step reads of embedding_inputs: the hashes of one format
+INPUT_HASH_SCHEMA = pa.schema(
+    [INPUT_SCHEMA.field("input_hash"), INPUT_SCHEMA.field("input_format")]
+)
+
+Producers = dict[tuple[str, str], int]
+
+
+@dataclass(slots=True)
+class EmbeddingsOutcome:
+    """What the ``embeddings`` step did for one profile × collection."""
+
+    covered: bool
+    inputs: int = 0
+    embedded: int = 0
+    cache_hits: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    dim: int = 0
+    backend_spec: str = ""
+    gates: list[gates.Gate] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+
+def run(
+    home: Home,
+    profile: str,
+    collection: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    run_id: str | None = None,
+) -> EmbeddingsOutcome:
+    """Embed the partition's new input hashes; the rest come from the previous partition
+    or the cache.
+
+    New vectors reach the cache only from a window whose vectors passed the per-vector checks
+    and were produced by the generation's embedder, so a broken or swapped embedder never
+    poisons it. The gates' outcomes are recorded on the profile's live generation, whose
+    promotion requires them.
+    """
+    if not home.config.profile_covers(profile, collection):
+        return EmbeddingsOutcome(covered=False)
+    p = home.profile(profile)
+    spec = home.spec(profile)
+    embedder = home.embedder(profile)
+    # only the hashes (the rest of the inputs' keys is not needed to embed), each once, in
+    # the inputs' order (documents in doc_id order), as they are embedded: a window's texts,
+    # and later a batch of index rows' vectors, sit in a row group or two of their files
+    # (see Warehouse.keyed)
+    hashes = pc.unique(
+        home.read(
+            "embedding_inputs",
+            (collection,),
+            INPUT_HASH_SCHEMA,
+            where=pc.field("input_format") == p.input_format,
+            columns=INPUT_HASH_SCHEMA.names,
+        )["input_hash"]
+    )
+    cache = EmbeddingCache(
+        home.settings.lance_uri,
+        backend_spec=spec.backend_spec,
+        revision=spec.model_revision,
+        dim=spec.dim,
+    )
+    generation = home.registry.open_generation(spec, run_id=run_id)
+    expected = (generation.spec.backend_spec, generation.spec.model_revision)
+    identity = vectors_identity(spec.backend_spec, spec.model_revision, spec.dim)
+    # the partition as last written lends the vectors it holds (same embedder only); only
+    # the hashes it lacks are looked up in the cache, and only the misses are embedded
+    # (its hashes decide; its vectors are streamed into the new partition below)
+    key = ("embeddings", (profile, collection))
+    previous = home.warehouse.keyed(*key, "input_hash")
+    reused, todo = reuse_split(
+        # with each hash's row in the file: the rows lent are read by that, below
+        pa.table(
+            {"input_hash": previous.keys, "row": np.arange(len(previous.keys))}
+        ).replace_schema_metadata(previous.metadata)
+        if previous is not None
+        else None,
+        identity,
+        hashes,
+    )
+    n_reused = reused.num_rows if reused is not None else 0
+    unchanged = previous is not None and len(todo) == 0 and n_reused == len(previous.keys)
+    outcome = EmbeddingsOutcome(
+        covered=True,
+        inputs=len(hashes),
+        cache_hits=n_reused,
+        dim=spec.dim,
+        backend_spec=embedder.backend_spec,
+    )
+    # checked and written EMBED_WINDOW vectors at a time; the new partition replaces the old
+    # only once every window passed, and a window's new vectors reach the cache only after
+    # they passed the per-vector checks (dimension, finiteness, norm) and the producer check
+    per_vector: dict[str, list[gates.Gate]] = {"dim": [], "finite": [], "norm": []}
+    producers: Producers = {}  # every vector's producer, as recorded for its window
+    written: list[pa.Array] = []  # the hashes given vectors, as Arrow (not Python strings)
+
+    # a partition is committed only when every vector passed the per-vector checks, and it
+    # records which: vectors it lends under the same checks are not checked again
+    checked = canonical_json({"dim": spec.dim, "normalized": spec.normalized}).encode()
+    lent_checked = previous is not None and previous.metadata.get(CHECKED_KEY) == checked
+
+    def check(vectors: Any, window_hashes: pa.Array, window_producers: Producers) -> bool:
+        per_vector["dim"].append(
+            gates.vectors_have_profile_dim(vectors, spec.dim, reported_dim=embedder.dim)
+        )
+        per_vector["finite"].append(gates.vectors_are_finite(vectors))
+        per_vector["norm"].append(
+            gates.vector_norms_match_profile(vectors, normalized=spec.normalized)
+        )
+        written.append(window_hashes)
+        _count(producers, window_producers)
+        return all(g[-1].passed for g in per_vector.values()) and set(window_producers) <= {
+            expected
+        }
+
+    schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity, CHECKED_KEY: checked})
+    with home.warehouse.writer(*key, schema) as out, previous or contextlib.nullcontext():
+        ok = True
+        # the previous partition's rows that are lent, read from the same open file by
+        # their row numbers (a filter per batch would rebuild the set of wanted hashes
+        # once per batch); their producer is the one the partition records
+        lent: Iterable[pa.Table] = ()
+        lender = expected
+        if previous is not None and reused is not None and n_reused:
+            lender = identity_producer(previous.metadata[VECTORS_KEY])
+            mask = np.zeros(len(previous.keys), dtype=bool)
+            mask[reused["row"].to_numpy()] = True
+            lent = previous.select(pa.array(mask))
+        for packed in lent:
+            part = unpack_vectors(packed)
+            part_hashes = part["input_hash"].combine_chunks()
+            if lent_checked:
+                written.append(part_hashes)
+                _count(producers, {lender: part.num_rows})
+                ok = ok and lender == expected
+            else:
+                ok = ok and check(
+                    vector_matrix(part, spec.dim), part_hashes, {lender: part.num_rows}
+                )
+            out.write(part)
+        texts = (
+            home.keyed("embedding_inputs", (collection,), columns=["input_hash", "text"])
+            if len(todo)
+            else None
+        )
+        for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
+            window = todo.slice(start, EMBED_WINDOW)
+            assert texts is not None
+            try:
+                result = embed_with_cache(
+                    _texts(texts, window),
+                    embedder,
+                    cache,
+                    batch_size=max(p.batch_size, 32),
+                    progress=_offset_progress(progress, start, len(todo)),
+                )
+            except (DimensionMismatchError, NonFiniteVectorError) as exc:
+                return _rejected(home, generation, collection, outcome, exc)
+            outcome.embedded += result.embedded
+            outcome.cache_hits += result.cache_hits
+            outcome.tokens += result.tokens
+            outcome.cost_usd += result.cost_usd
+            ok = check(result.vectors, pa.array(result.hashes, pa.string()), result.producers)
+            if not ok:
+                outcome.dim = int(result.vectors.shape[1]) if result.vectors.ndim == 2 else 0
+                break
+            table = result.to_table(spec.dim)
+            out.write(table)
+            if result.fresh_hashes:
+                fresh = set(result.fresh_hashes)
+                new = table.filter(pa.array([h in fresh for h in result.hashes]))
+                cache.put(new["input_hash"].to_pylist(), vector_matrix(new, spec.dim))
+            memory.release()  # what the window's reads and LanceDB's write freed
+        if not per_vector["dim"]:  # nothing to embed at all: check the empty partition
+            check(np.zeros((0, spec.dim), np.float32), pa.array([], pa.string()), {})
+        outcome.gates = [
+            gates.combine(per_vector["dim"]),
+            gates.combine(per_vector["finite"], summed=("non_finite_vectors",)),
+            gates.combine(per_vector["norm"], summed=("vectors_off_norm",)),
+            gates.vectors_share_one_backend_spec(
+                producers, backend_spec=expected[0], revision=expected[1]
+            ),
+            gates.vectors_match_their_inputs(pa.chunked_array(written, pa.string()), hashes),
+        ]
+        record_partition_checks(home, generation, "embeddings", collection, outcome.gates)
+        if outcome.passed and not unchanged:
+            out.commit()
+    return outcome
+
+
+def _count(into: Producers, more: Producers) -> None:
+    for producer, n in more.items():
+        into[producer] = into.get(producer, 0) + n
+
+
+def _rejected(
+    home: Home,
+    generation: Generation,
+    collection: str,
+    outcome: EmbeddingsOutcome,
+    exc: DimensionMismatchError | NonFiniteVectorError,
+) -> EmbeddingsOutcome:
+    """The embedder itself rejected an answer: the gate it would have failed reports it
+    like any other failure, and the others are marked failed as not evaluated."""
+    failed = (
+        "vectors_have_profile_dim"
+        if isinstance(exc, DimensionMismatchError)
+        else "vectors_are_finite"
+    )
+    outcome.gates = [
+        gates.Gate(
+            name,
+            False,
+            desc,
+            {"error": str(exc)}
+            if name == failed
+            else {"not_evaluated": f"the embedder's answer was rejected ({failed})"},
+        )
+        for name, desc in gates.EMBEDDING_GATES
+    ]
+    record_partition_checks(home, generation, "embeddings", collection, outcome.gates)
+    return outcome
+
+
+def _texts(inputs: KeyedReader, hashes: pa.Array) -> dict[str, str]:
+    """The canonical text of each of ``hashes`` (one input's text per hash: it is its hash)."""
+    table = inputs.lookup(hashes)
+    return dict(zip(table["input_hash"].to_pylist(), table["text"].to_pylist(), strict=True))
+
+
+def _offset_progress(
+    progress: Callable[[int, int], None] | None, offset: int, total: int
+) -> Callable[[int, int], None] | None:
+    """A window's progress callback reporting against the whole step's total."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, _window_total: report(offset + done, total)

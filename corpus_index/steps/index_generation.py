@@ -1,0 +1,106 @@
+"""The ``index_generation`` step: a profile's generation with current indexes, and its gates
+(row counts reconcile, indexes cover every row, no orphan vectors, retrieval not worse)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.compute as pc
+
+from corpus_index import gates, predicates
+from corpus_index.home import Home
+from corpus_index.index_store import Coverage
+from corpus_index.lifecycle import required_checks
+from corpus_index.registry import Generation
+from corpus_index.steps.eval_gate import eval_plot, run_eval_gate
+
+
+@dataclass(slots=True)
+class GenerationOutcome:
+    """What the ``index_generation`` step found for one profile's generation."""
+
+    generation: Generation
+    coverage: Coverage
+    gates: list[gates.Gate]
+    rows_by_collection: dict[str, int]
+    eval: dict[str, Any] = field(default_factory=dict)
+    eval_plot: bytes | None = None
+
+
+def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOutcome:
+    """Bring the profile's generation's indexes up to date and evaluate its gates."""
+    generation = home.registry.open_generation(home.spec(profile), run_id=run_id)
+    home.store.ensure(generation)
+    coverage = home.store.refresh_indexes(generation)
+    ns = generation.spec.namespace
+    collections = [c.name for c in home.config.collections_in(ns)]
+    expected: dict[str, int] = {}
+    for name in collections:
+        inputs = home.warehouse.read("embedding_inputs", (name,), columns=["input_format"])
+        expected[name] = (
+            0
+            if inputs is None
+            else int(
+                pc.sum(pc.equal(inputs["input_format"], generation.spec.input_format)).as_py() or 0
+            )
+        )
+    actual = {
+        name: home.store.count(generation, predicates.eq("collection", name))
+        for name in collections
+    }
+    mismatched = sorted(n for n in collections if expected[n] != actual[n])
+    orphan_rows = coverage.rows - sum(actual.values())
+    checks = [
+        gates.Gate(
+            "row_counts_reconcile",
+            not mismatched,
+            "rows per collection equal the embeddable inputs of that collection",
+            {
+                "expected_rows": sum(expected.values()),
+                "actual_rows": sum(actual.values()),
+                "mismatched_collections": ", ".join(mismatched),
+            },
+        ),
+        gates.Gate(
+            "indexes_cover_every_row",
+            coverage.fts_unindexed == 0 and coverage.ann_unindexed == 0,
+            "the FTS and ANN indexes cover every row",
+            {
+                "fts_unindexed": coverage.fts_unindexed,
+                "ann_unindexed": coverage.ann_unindexed,
+                "ann": coverage.ann,
+            },
+        ),
+        gates.Gate(
+            "no_orphan_vectors",
+            orphan_rows == 0,
+            "every row belongs to a collection of the namespace",
+            {"orphan_rows": orphan_rows},
+        ),
+    ]
+    eval_gate, metrics = run_eval_gate(home, generation)
+    checks.append(eval_gate)
+    keyed = {gates.check_key("index_generation", g.name): g.to_json() for g in checks}
+    required = required_checks(home, profile)
+    recorded = {**generation.checks, **keyed}
+    # READY: built and every integrity gate passed; the eval gate is judged at promotion
+    ready = all(
+        recorded.get(name, {}).get("passed", False)
+        for name in required
+        if name != gates.check_key("index_generation", gates.EVAL_GATE)
+    )
+    # the eval gate stays on record even where promotion does not require it
+    home.registry.record_checks(generation.id, keyed, keep=required | set(keyed))
+    generation = home.registry.record_build(
+        generation.id, row_count=coverage.rows, checks={}, ready=ready
+    )
+    plot = eval_plot(home, ns, highlight=generation.id) if metrics else None
+    return GenerationOutcome(
+        generation=generation,
+        coverage=coverage,
+        gates=checks,
+        rows_by_collection=actual,
+        eval=metrics,
+        eval_plot=plot,
+    )

@@ -1,0 +1,307 @@
+"""The ``sidecars`` step: RFC 0013 sidecars, one per document and profile, and the machinery
+that decides which are due (pins recorded per document in ``sidecar_pins``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index import memory
+from corpus_index.embedding import vector_matrix
+from corpus_index.errors import SidecarError
+from corpus_index.hashing import canonical_json, sha256_hex
+from corpus_index.home import Home
+from corpus_index.kinds import kind_of
+from corpus_index.ordered import DocCursor, whole_documents
+from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
+from corpus_index.registry import GenerationSpec
+from corpus_index.sidecars import (
+    SIDECAR_PINS_SCHEMA,
+    SidecarEntry,
+    build_sidecar,
+    read_sidecar,
+    write_sidecar,
+)
+from corpus_index.warehouse import KeyedReader
+
+# ``sidecars`` checks, builds and records the sidecars of this many inputs' documents at a time
+# (the due ones among them take one filtered read of the vectors per range)
+SIDECAR_ROWS = 16384
+# what ``sidecars`` reads of embedding_inputs: a document's pins and its sections
+SIDECAR_INPUT_COLUMNS = [
+    "doc_id",
+    "section",
+    "block_key",
+    "content_hash",
+    "input_format",
+    "input_hash",
+]
+SIDECAR_INPUT_SCHEMA = pa.schema([INPUT_SCHEMA.field(c) for c in SIDECAR_INPUT_COLUMNS])
+# what ``sidecars`` reads of parsed_blocks: each document's metadata
+BLOCK_META_SCHEMA = pa.schema([BLOCK_SCHEMA.field("doc_id"), BLOCK_SCHEMA.field("metadata")])
+
+
+@dataclass(slots=True)
+class SidecarsOutcome:
+    """What the ``sidecars`` step wrote for one profile × collection."""
+
+    covered: bool
+    written: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    folder: str = ""
+
+
+def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
+    """RFC 0013 sidecars, one per document: written when their entries changed, removed with
+    their document.
+
+    The inputs are read in ``doc_id`` order, SIDECAR_ROWS rows of whole documents at a
+    time, beside the pins recorded by the last run (``sidecar_pins``, in the same order):
+    the step holds one range of documents, never the collection's keys.
+    """
+    if (
+        not home.config.profile_covers(profile, collection)
+        or not kind_of(home.collection(collection)).sidecars
+    ):
+        return SidecarsOutcome(covered=False)
+    spec = home.spec(profile)
+    folder = home.settings.exports / "sidecars" / profile / collection
+    inputs_key = ("embedding_inputs", (collection,))
+    pins_key = ("sidecar_pins", (profile, collection))
+    home.require(*inputs_key)
+    ranges = whole_documents(
+        home.warehouse.batches(*inputs_key, SIDECAR_INPUT_SCHEMA, columns=SIDECAR_INPUT_COLUMNS),
+        SIDECAR_INPUT_SCHEMA,
+        SIDECAR_ROWS,
+        what=str(home.warehouse.path("embedding_inputs", collection)),
+    )
+    # with no record of what was written (a home from before sidecar_pins), every file in
+    # the folder is checked at the end against the documents seen
+    pins_path = home.warehouse.path("sidecar_pins", profile, collection)
+    recorded = pins_path.is_file()
+    pins = DocCursor(
+        home.warehouse.batches(*pins_key, SIDECAR_PINS_SCHEMA),
+        SIDECAR_PINS_SCHEMA,
+        what=str(pins_path),
+    )
+    work = _SidecarWork(home, spec, profile, collection, folder)
+    seen: set[str] = set()
+    with home.warehouse.writer(*pins_key, SIDECAR_PINS_SCHEMA) as out:
+        for table in ranges:
+            last = table["doc_id"][-1].as_py()
+            mine = table.filter(pc.equal(table["input_format"], spec.input_format))
+            out.write(work.range(mine, pins.through(last)))
+            if not recorded:
+                seen.update(pc.unique(mine["doc_id"]).to_pylist())
+            memory.release()
+        work.remove_gone(pins.rest())
+        if not recorded and folder.is_dir():
+            for path in sorted(folder.rglob("*.embeddings.json")):
+                doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
+                if doc_id not in seen:
+                    path.unlink()
+                    work.removed += 1
+        out.commit()
+    return SidecarsOutcome(
+        covered=True,
+        written=work.written,
+        unchanged=work.unchanged,
+        removed=work.removed,
+        folder=str(folder),
+    )
+
+
+PIN_SEP = "\x1f"  # between the block_key, content_hash and input_hash of a sidecar entry's pin
+
+
+class _SidecarWork:
+    """The sidecars of one range of documents at a time: which are due, building them,
+    removing those of documents gone, and the pins to record (see ``run``)."""
+
+    def __init__(
+        self, home: Home, spec: GenerationSpec, profile: str, collection: str, folder: Path
+    ) -> None:
+        self.home, self.spec, self.profile, self.collection = home, spec, profile, collection
+        self.folder = folder
+        identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
+        self._identity = canonical_json(identity) + "\n"
+        self._folder = os.fspath(folder)
+        self.written = self.unchanged = self.removed = 0
+        self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
+        self._vectors: KeyedReader | None = None  # the embeddings by hash, opened when first due
+
+    def file(self, doc_id: str) -> str:
+        """The document's sidecar file, built as a string (called for every document)."""
+        return f"{self._folder}/{doc_id}.embeddings.json"
+
+    def path(self, doc_id: str) -> Path:
+        return Path(self.file(doc_id))
+
+    def digest(self, pins: list[str]) -> str:
+        """What a sidecar is written from: the embedder's identity and its entries' pins
+        (each ``block_key``, ``content_hash`` and ``input_hash`` joined by PIN_SEP)."""
+        return sha256_hex(self._identity + "\x1e".join(pins))
+
+    def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
+        """Bring the sidecars of ``inputs``' documents up to date; the pins to record for them.
+        ``previous`` holds the pins recorded last time for the same range of doc_ids."""
+        # each input's pin (block_key, content_hash, input_hash) joined in Arrow, then each
+        # document's pins (its rows are contiguous: the range is in doc_id order) in Python
+        pin_text = pc.binary_join_element_wise(
+            inputs["block_key"], inputs["content_hash"], inputs["input_hash"], PIN_SEP
+        ).to_pylist()
+        spans: dict[str, tuple[int, int]] = {}
+        doc_ids = inputs["doc_id"].to_pylist()
+        start = 0
+        for end in range(1, len(doc_ids) + 1):
+            if end == len(doc_ids) or doc_ids[end] != doc_ids[start]:
+                spans[doc_ids[start]] = (start, end)
+                start = end
+        # what each sidecar was written from, and its file's size and mtime then: an unchanged
+        # document whose file nobody touched is skipped without opening it
+        digests = {
+            doc_id: self.digest(pin_text[start:end]) for doc_id, (start, end) in spans.items()
+        }
+        known = dict(
+            zip(
+                previous["doc_id"].to_pylist(),
+                zip(
+                    previous["digest"].to_pylist(),
+                    previous["size"].to_pylist(),
+                    previous["mtime_ns"].to_pylist(),
+                    strict=True,
+                ),
+                strict=True,
+            )
+        )
+        self.remove_gone(previous.filter(pc.invert(pc.is_in(previous["doc_id"], inputs["doc_id"]))))
+        # which sidecars are due: missing, touched, or written from other pins
+        stats: dict[str, os.stat_result | None] = {}
+        due: list[str] = []
+        order = sorted(spans)
+        for doc_id in order:
+            st = stats[doc_id] = _stat(self.file(doc_id))
+            fresh = st is not None and known.get(doc_id) == (
+                digests[doc_id],
+                st.st_size,
+                st.st_mtime_ns,
+            )
+            if not fresh and st is not None:  # touched or never recorded: compare its pins
+                try:
+                    old = read_sidecar(self.path(doc_id), validate=False)
+                except SidecarError:  # not JSON (a torn or foreign file): written again
+                    old = {}
+                old_pins = [
+                    (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
+                    for b in old.get("blocks", [])
+                ]
+                start, end = spans[doc_id]
+                fresh = (
+                    bool(old_pins)
+                    and old_pins == [tuple(p.split(PIN_SEP)) for p in pin_text[start:end]]
+                    and old.get("embedder", {}).get("model") == self.spec.backend_spec
+                )
+            if not fresh:
+                due.append(doc_id)
+        if due:
+            self._build(due, inputs)
+            stats.update((doc_id, _stat(self.path(doc_id))) for doc_id in due)
+        self.written += len(due)
+        self.unchanged += len(spans) - len(due)
+        sizes, mtimes = [], []
+        for doc_id in order:
+            st = stats[doc_id]
+            assert st is not None
+            sizes.append(st.st_size)
+            mtimes.append(st.st_mtime_ns)
+        return pa.table(
+            {
+                "source_id": [f"{self.collection}/{doc_id}" for doc_id in order],
+                "doc_id": order,
+                "digest": [digests[doc_id] for doc_id in order],
+                "size": sizes,
+                "mtime_ns": mtimes,
+            },
+            schema=SIDECAR_PINS_SCHEMA,
+        )
+
+    def _build(self, due: list[str], inputs: pa.Table) -> None:
+        """Write the due sidecars: one filtered read of the vectors for all of them, and the
+        documents' metadata read forward from parsed_blocks."""
+        spec = self.spec
+        rows_by_doc: dict[str, list[dict[str, Any]]] = {}
+        for row in inputs.filter(
+            pc.is_in(inputs["doc_id"], pa.array(due, pa.string()))
+        ).to_pylist():
+            rows_by_doc.setdefault(row["doc_id"], []).append(row)
+        hashes = pc.unique(
+            pa.array([r["input_hash"] for d in due for r in rows_by_doc[d]], pa.string())
+        )
+        if self._vectors is None:
+            self._vectors = self.home.keyed("embeddings", (self.profile, self.collection))
+        vectors = self._vectors.lookup(hashes)
+        vec_index = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+        matrix = vector_matrix(vectors, spec.dim)
+        if self._metadata is None:
+            warehouse = self.home.warehouse
+            self._metadata = DocCursor(
+                warehouse.batches(
+                    "parsed_blocks",
+                    (self.collection,),
+                    BLOCK_META_SCHEMA,
+                    columns=BLOCK_META_SCHEMA.names,
+                ),
+                BLOCK_META_SCHEMA,
+                what=str(warehouse.path("parsed_blocks", self.collection)),
+            )
+        blocks = self._metadata.through(due[-1])
+        blocks = blocks.filter(pc.is_in(blocks["doc_id"], pa.array(due, pa.string())))
+        meta_by_doc: dict[str, dict[str, Any]] = {}
+        for row in blocks.to_pylist():
+            meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+        for doc_id in due:
+            meta = meta_by_doc.get(doc_id, {})
+            sidecar = build_sidecar(
+                uw_version=str(meta.get("uw_version", "1.1")),
+                deal_id=str(meta.get("deal_id", doc_id)),
+                backend_spec=spec.backend_spec,
+                dim=spec.dim,
+                input_format=spec.input_format,
+                entries=[
+                    SidecarEntry(
+                        section=r["section"],
+                        block_key=r["block_key"],
+                        content_hash=r["content_hash"],
+                        vector=matrix[vec_index[r["input_hash"]]].tolist(),
+                        input_hash=r["input_hash"],
+                    )
+                    for r in rows_by_doc[doc_id]
+                ],
+                revision=spec.model_revision,
+                normalized=spec.normalized,
+            )
+            path = self.path(doc_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_sidecar(path, sidecar, validate=False)  # build_sidecar validated it
+
+    def remove_gone(self, pins: pa.Table) -> None:
+        """Remove the sidecars of documents whose pins were recorded but that have no inputs."""
+        for doc_id in pins["doc_id"].to_pylist():
+            path = self.path(doc_id)
+            if path.is_file():
+                path.unlink()
+                self.removed += 1
+
+
+def _stat(path: str | Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,40 @@
+"""The ``source_manifest`` step: scan a collection; a removed document leaves every store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from corpus_index.deletion import propagate_deletion
+from corpus_index.home import Home
+from corpus_index.sources import ManifestResult, scan_manifest
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestOutcome:
+    """The scan of one collection, and the deletion receipt of what it found removed."""
+
+    manifest: ManifestResult
+    receipt: str | None  # the receipt file's path; None when nothing was removed
+
+
+def run(home: Home, collection: str) -> ManifestOutcome:
+    """Scan the collection; a removed document is deleted from every store at once.
+
+    Returns:
+        The manifest's counts, and the path of the deletion receipt when documents went.
+    """
+    previous = home.warehouse.read("source_manifest", (collection,))
+    result = scan_manifest(home.collection(collection), previous)
+    changes = result.table.select(["source_id", "change"]).to_pylist()
+    removed = [r["source_id"] for r in changes if r["change"] == "removed"]
+    added = [r["source_id"] for r in changes if r["change"] == "added"]
+    home.registry.lift_tombstones(added)
+    receipt = propagate_deletion(
+        home,
+        collection,
+        removed,
+        namespace=home.collection(collection).namespace,
+        reason="source file removed",
+    )
+    home.warehouse.write("source_manifest", (collection,), result.table)
+    return ManifestOutcome(manifest=result, receipt=receipt.path if receipt is not None else None)

@@ -1,0 +1,91 @@
+"""Promotion and the eval gate: a namespace with no golden set must say `eval_gate: off`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from corpus_index import gates, lifecycle
+from corpus_index.config import Settings
+from corpus_index.errors import ConfigError, PromotionRefusedError
+from corpus_index.home import Home
+from tests.corpusgen import RISKS, write_home
+from tests.searchkit import build_home
+
+EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
+
+
+def built(root: Path, *, eval_gate: str | None, golden: bool = False) -> Home:
+    config = write_home(root, eval_gate=eval_gate)
+    if golden:
+        raw = yaml.safe_load(config.read_text())
+        raw["namespaces"]["deals"]["golden_set"] = "golden.yaml"
+        config.write_text(yaml.safe_dump(raw, sort_keys=False))
+        query = {
+            "id": "q1",
+            "tenant": "alpha",
+            "groups": ["alpha-uw"],
+            "text": RISKS[0].lower(),
+            "relevant": [
+                {
+                    "source_id": "alpha-deals/deal-alpha-000",
+                    "section": "risk_assessment",
+                    "grade": 2,
+                }
+            ],
+        }
+        (root / "golden.yaml").write_text(yaml.safe_dump({"queries": [query]}))
+    return build_home(Settings(config_path=config, home=root / "home"), promote=False)
+
+
+def test_without_a_golden_set_the_eval_gate_is_not_run_and_promotion_is_refused(
+    tmp_path: Path,
+) -> None:
+    home = built(tmp_path, eval_gate=None)
+    gen = home.registry.generations(namespace="deals")[-1]
+    assert gen.status == "READY"  # built and every integrity gate passed
+    assert gates.not_run(gen.checks[EVAL_CHECK]) and not gen.checks[EVAL_CHECK]["passed"]
+    with pytest.raises(PromotionRefusedError) as refused:
+        lifecycle.promote(home, "deals")
+    message = str(refused.value)
+    assert "namespace 'deals'" in message and "eval_gate: off" in message
+    assert str(home.config.path) in message
+    assert home.registry.active("deals") is None
+
+
+def test_eval_gate_off_promotes_without_a_golden_set(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate="off")
+    gen = lifecycle.promote(home, "deals")
+    assert gen.status == "ACTIVE" and home.registry.active("deals") == gen
+    # still on record as not run, for `corpus generations` to show
+    assert gates.not_run(gen.checks[EVAL_CHECK])
+    assert "NOT RUN: " + EVAL_CHECK in gates.check_summary(gen.checks)
+    assert EVAL_CHECK not in lifecycle.required_checks(home, "main")
+
+
+def test_a_namespace_with_a_golden_set_runs_and_requires_the_eval_gate(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate=None, golden=True)
+    assert EVAL_CHECK in lifecycle.required_checks(home, "main")
+    gen = home.registry.generations(namespace="deals")[-1]
+    recorded = gen.checks[EVAL_CHECK]
+    assert not gates.not_run(recorded) and recorded["passed"] and recorded["queries"] == 1
+    assert lifecycle.promote(home, "deals").status == "ACTIVE"
+
+
+def test_eval_gate_accepts_on_and_off_only(tmp_path: Path) -> None:
+    config = write_home(tmp_path, eval_gate="sometimes")
+    with pytest.raises(ConfigError, match=r"namespaces\.deals\.eval_gate: must be one of on, off"):
+        Settings(config_path=config, home=tmp_path / "home").load()
+    for value, expected in (("on", True), ("off", False)):
+        config = write_home(tmp_path, eval_gate=value)
+        loaded = Settings(config_path=config, home=tmp_path / "home").load()
+        assert loaded.namespaces["deals"].eval_gate is expected
+    bare = tmp_path / "bare.yaml"  # YAML 1.1 reads a bare off as False
+    bare.write_text(config.read_text().replace("eval_gate: 'off'", "eval_gate: off"))
+    assert "eval_gate: off" in bare.read_text()
+    assert (
+        Settings(config_path=bare, home=tmp_path / "home").load().namespaces["deals"].eval_gate
+        is False
+    )
