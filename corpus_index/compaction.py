@@ -2,22 +2,27 @@
 removed, and embedding-cache entries no live source uses purged.
 
 ``optimize`` also brings the FTS and ANN indexes up to date, so rows added since they were built
-become indexed. Deletion overrides retention: while a tombstone is pending physical purge, old
-versions are removed whatever their age, so the deleted content leaves the disk.
+become indexed. Deletion overrides retention: while a tombstone is pending physical purge, every
+fragment that held a deleted row (the receipt names them; for a cache table, the fragments of
+the entries purged now) is rewritten first (``purge.rewrite_fragments``), old versions are
+removed whatever their age, and orphaned ``*.tmp`` files (left by a crashed atomic write) are
+removed, so the deleted content leaves the disk.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import lance, predicates
+from corpus_index import lance, predicates, purge
 from corpus_index.deletion import live_input_hashes
 from corpus_index.home import Home
 
@@ -32,6 +37,7 @@ class CompactionReport:
     tables: list[dict[str, Any]] = field(default_factory=list)
     cache_entries_purged: int = 0
     tombstones_purged: list[str] = field(default_factory=list)
+    temp_files_removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -41,20 +47,68 @@ class CompactionReport:
             "tables": self.tables,
             "cache_entries_purged": self.cache_entries_purged,
             "tombstones_purged": self.tombstones_purged,
+            "temp_files_removed": self.temp_files_removed,
             "seconds": round(self.seconds, 3),
         }
 
 
-def _purge_cache(table: Any, live: set[str]) -> int:
+def _purge_cache(table: Any, live: set[str]) -> tuple[int, purge.Rewrite]:
+    """Delete the entries no live input uses, then rewrite the fragments that held them."""
     rows = int(table.count_rows())
     if rows == 0:
-        return 0
-    hashes = table.search().select(["input_hash"]).limit(rows + 1).to_arrow()["input_hash"]
-    dead = pc.filter(hashes, pc.invert(pc.is_in(hashes, pa.array(sorted(live), pa.string()))))
-    dead_list = dead.to_pylist()
+        return 0, purge.Rewrite(0, 0)
+    got = table.search().select(["input_hash", "_rowaddr"]).limit(rows + 1).to_arrow()
+    dead = pc.invert(pc.is_in(got["input_hash"], pa.array(sorted(live), pa.string())))
+    dead_rows = got.filter(dead)
+    dead_list = dead_rows["input_hash"].to_pylist()
     for start in range(0, len(dead_list), DELETE_CHUNK):
         table.delete(predicates.is_in("input_hash", dead_list[start : start + DELETE_CHUNK]))
-    return len(dead_list)
+    held = purge.fragments_of(dead_rows["_rowaddr"]) if dead_list else set()
+    return len(dead_list), purge.rewrite_fragments(table, held) if held else purge.Rewrite(0, 0)
+
+
+def _held_fragments(pending: list[dict[str, Any]]) -> dict[str, set[int] | None]:
+    """Per table, the fragments the pending deletions' receipts say held deleted rows; a table
+    maps to None (rewrite every fragment) when a receipt cannot say (missing, or written before
+    receipts named fragments)."""
+    held: dict[str, set[int] | None] = {}
+    unknown = False
+    for tomb in pending:
+        try:
+            receipt = json.loads(Path(tomb["receipt"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError):
+            unknown = True
+            continue
+        if "fragments_to_rewrite" not in receipt:
+            unknown = True
+            continue
+        for table, fragments in receipt["fragments_to_rewrite"].items():
+            known = held.setdefault(table, set())
+            if known is not None:
+                known.update(int(f) for f in fragments)
+    if unknown:
+        return {"*": None}
+    return held
+
+
+def remove_temp_files(home: Path, older_than: dt.timedelta) -> list[str]:
+    """Remove ``*.tmp`` files under ``home`` (not Dagster's own folder) older than ``older_than``:
+    what a crashed atomic write left behind. Returns their paths."""
+    removed: list[str] = []
+    if not home.is_dir():
+        return removed
+    cutoff = time.time() - older_than.total_seconds()
+    dagster = home / "dagster"
+    for path in sorted(home.rglob("*.tmp")):
+        if path.is_symlink() or not path.is_file() or path.is_relative_to(dagster):
+            continue
+        try:
+            if path.stat().st_mtime <= cutoff:
+                path.unlink()
+                removed.append(str(path))
+        except FileNotFoundError:
+            continue  # renamed into place meanwhile
+    return removed
 
 
 def compact(corpus: Home, *, retention_hours: float | None = None) -> CompactionReport:
@@ -71,13 +125,20 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
     targets = [n for n in live_tables if n in names] + sorted(
         n for n in names if n.startswith("cache__")
     )
+    held = _held_fragments(pending)
     for name in targets:
         table = db.open_table(name)
         entry: dict[str, Any] = {"table": name, "versions_before": len(table.list_versions())}
         if name.startswith("cache__"):
-            purged = _purge_cache(table, live)
+            purged, rewrite = _purge_cache(table, live)
             entry["cache_entries_purged"] = purged
             report.cache_entries_purged += purged
+        elif "*" in held or name in held:
+            rewrite = purge.rewrite_fragments(table, held.get(name))
+        else:
+            rewrite = purge.Rewrite(0, 0)
+        entry["fragments_rewritten"] = rewrite.fragments
+        entry["rows_rewritten"] = rewrite.rows
         with warnings.catch_warnings():
             # window 0 (a deletion awaits purge) removes every old version on purpose; a query
             # still reading one of them in another process fails once and is retried
@@ -93,6 +154,7 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
                 if entry["table"] == gen.table_name:
                     entry["fts_unindexed"] = cov.fts_unindexed
                     entry["ann_unindexed"] = cov.ann_unindexed
+    report.temp_files_removed = remove_temp_files(corpus.settings.home, window)
     ids = [t["source_id"] for t in pending]
     corpus.registry.mark_purged(ids)
     report.tombstones_purged = ids

@@ -5,8 +5,12 @@ rows become ineligible at once in every live generation (ACTIVE, READY, BUILDING
 deleted from each generation table first, then from the sidecars and the warehouse. A tombstone
 in the registry keeps the fact (so a generation built later never receives the source again) and
 a receipt file lists every artifact removed, with counts and times. Embedding-cache entries
-derived only from the source, and old LanceDB versions that still hold its rows, go at the next
-compaction; ``audit_deletion`` reports anything that remains anywhere.
+derived only from the source, the LanceDB fragments whose data files still hold its masked rows
+(the receipt names them), and old versions go at the next compaction.
+
+The receipt also keeps fingerprints of the deleted texts and vectors (never the content: see
+``byte_audit``), so ``audit_deletion`` proves absence from the bytes of every file of the home,
+not only from what a query can see.
 """
 
 from __future__ import annotations
@@ -14,16 +18,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_index import lance, predicates
+from corpus_index import byte_audit, lance, predicates, purge
 from corpus_index.home import Home
 
 
@@ -45,6 +50,8 @@ class Receipt:
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     path: str = ""
+    fragments: dict[str, list[int]] = field(default_factory=dict)
+    fingerprints: dict[str, Any] = field(default_factory=dict)
 
     def removed(self, store: str, location: str, count: int, unit: str) -> None:
         self.artifacts.append(
@@ -62,7 +69,14 @@ class Receipt:
             "finished_at": self.finished_at,
             "artifacts": self.artifacts,
             "pending_until_compaction": self.pending,
+            "fragments_to_rewrite": self.fragments,
+            "fingerprints": self.fingerprints,
         }
+
+    def held(self, table: str, fragments: set[int]) -> None:
+        """Record that ``fragments`` of ``table`` held deleted rows (compaction rewrites them)."""
+        if fragments:
+            self.fragments[table] = sorted(set(self.fragments.get(table, [])) | fragments)
 
 
 def _hashes_of(table: pa.Table | None, ids: set[str], column: str) -> set[str]:
@@ -115,14 +129,16 @@ def propagate_deletion(
     blocks = wh.read("parsed_blocks", (collection,))
     inputs = wh.read("embedding_inputs", (collection,))
     input_hashes = _hashes_of(inputs, ids, "input_hash")
-
-    # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
     where = predicates.all_of(
         [predicates.eq("collection", collection), predicates.is_in("source_id", sorted(ids))]
     )
+    receipt.fingerprints = _fingerprints(corpus, blocks, inputs, ids, where)
+
+    # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
     for gen in corpus.registry.generations():
         if gen.status == "RETIRED" or not corpus.store.exists(gen):
             continue
+        receipt.held(gen.table_name, purge.fragments_where(corpus.store.table(gen), where))
         n = corpus.store.delete_where(gen, where)
         receipt.removed("lance", f"{gen.table_name} ({gen.id}, {gen.status})", n, "rows")
 
@@ -181,7 +197,7 @@ def propagate_deletion(
     corpus.registry.clear_stale(sorted(ids))
     receipt.pending = [
         f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
-        "older LanceDB versions of the generation tables that still hold the rows",
+        "LanceDB fragments that held the rows (rewritten) and older versions (removed)",
     ]
     receipt.finished_at = _now()
     path = (
@@ -209,6 +225,69 @@ def propagate_deletion(
         ]
     )
     return receipt
+
+
+def _texts_only_of(table: pa.Table | None, ids: set[str], column: str, key: str) -> list[str]:
+    """``column`` of the rows of ``ids`` whose ``key`` (a content or input hash) no other row of
+    the table has: identical text in a live source is not the deleted source's to purge."""
+    if table is None or table.num_rows == 0 or column not in table.column_names:
+        return []
+    mask = pc.is_in(table["source_id"], pa.array(sorted(ids), pa.string()))
+    kept_keys = set(table.filter(pc.invert(mask))[key].to_pylist())
+    gone = table.filter(mask)
+    return [
+        t
+        for t, k in zip(gone[column].to_pylist(), gone[key].to_pylist(), strict=True)
+        if t and k not in kept_keys
+    ]
+
+
+def _fingerprints(
+    corpus: Home, blocks: pa.Table | None, inputs: pa.Table | None, ids: set[str], where: str
+) -> dict[str, Any]:
+    """Fingerprints of what is deleted: block contents and input texts no other source of the
+    collection shares, and the vectors the generation tables hold for those inputs (by input
+    hash, so the audit can drop one that a live source uses again)."""
+    texts = _texts_only_of(blocks, ids, "content", "content_hash") + _texts_only_of(
+        inputs, ids, "text", "input_hash"
+    )
+    exclusive_inputs = {h for h in _hashes_of(inputs, ids, "input_hash") if h} - _hashes_of(
+        inputs, _others(inputs, ids), "input_hash"
+    )
+    text_fps: set[str] = set()
+    unfingerprinted = 0
+    for text in texts:
+        fps = byte_audit.fingerprints(text.encode("utf-8"))
+        text_fps.update(fps)
+        unfingerprinted += not fps
+    vector_fps: dict[str, set[str]] = {}
+    for gen in corpus.registry.generations():
+        if gen.status == "RETIRED" or not corpus.store.exists(gen) or not exclusive_inputs:
+            continue
+        table = corpus.store.table(gen)
+        n = int(table.count_rows(where))
+        if n == 0:
+            continue
+        rows = table.search().where(where).select(["input_hash", "vector"]).limit(n + 1).to_arrow()
+        flat = rows["vector"].combine_chunks()
+        values = np.ascontiguousarray(flat.flatten().to_numpy(zero_copy_only=False), dtype="<f4")
+        dim = flat.type.list_size
+        for i, h in enumerate(rows["input_hash"].to_pylist()):
+            if h in exclusive_inputs:
+                blob = values[i * dim : (i + 1) * dim].tobytes()
+                vector_fps.setdefault(h, set()).update(byte_audit.fingerprints(blob))
+    return {
+        "scheme": byte_audit.SCHEME,
+        "texts": sorted(text_fps),
+        "vectors": {h: sorted(f) for h, f in sorted(vector_fps.items())},
+        "texts_too_short": unfingerprinted,
+    }
+
+
+def _others(table: pa.Table | None, ids: set[str]) -> set[str]:
+    if table is None or table.num_rows == 0:
+        return set()
+    return set(table["source_id"].to_pylist()) - ids
 
 
 def namespace_of(corpus: Home, collection: str) -> str:
@@ -239,6 +318,8 @@ def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt |
     where = predicates.eq("collection", collection)
     for gen in corpus.registry.generations():
         if gen.status != "RETIRED" and corpus.store.exists(gen):
+            if receipt is not None:
+                receipt.held(gen.table_name, purge.fragments_where(corpus.store.table(gen), where))
             corpus.store.delete_where(gen, where)
     corpus.registry.set_stale(collection, [])
     for path in corpus.warehouse.delete_collection(collection):
@@ -286,10 +367,12 @@ def _count_at(db: Any, name: str, version: int | None, where: str) -> int:
 def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     """Search every store for ``source_id`` and its content and input hashes.
 
-    Returns ``{"source_id", "tombstone", "remaining": [...], "shared": [...], "clean"}``:
-    ``remaining`` lists what still holds the deleted source (current or old table versions,
-    cache entries no live source uses, sidecars, warehouse rows); ``shared`` lists hashes that a
-    live source also has (identical text elsewhere), which are not the deleted source's to purge.
+    Returns ``{"source_id", "byte_scan", "tombstone", "remaining": [...], "shared": [...],
+    "clean"}``: ``remaining`` lists what still holds the deleted source (current or old table
+    versions, cache entries no live source uses, sidecars, warehouse rows, and every file of the
+    home whose bytes hold a fingerprint of its deleted texts or vectors); ``shared`` lists hashes
+    that a live source also has (identical text elsewhere), which are not the deleted source's to
+    purge. ``byte_scan`` says what the byte scan looked for and what it cost.
     """
     tomb = corpus.registry.tombstone(source_id)
     content_hashes = sorted(tomb["content_hashes"]) if tomb else []
@@ -374,8 +457,11 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
                     remaining.append(
                         {"store": "warehouse", "path": str(path), "rows": n, "match": "input_hash"}
                     )
+    byte_scan = _scan_bytes(corpus, source_id, tomb, live_inputs)
+    remaining.extend(byte_scan.pop("findings"))
     return {
         "source_id": source_id,
+        "byte_scan": byte_scan,
         "tombstone": {
             k: (v.isoformat() if isinstance(v, dt.datetime) else v)
             for k, v in (tomb or {}).items()
@@ -387,4 +473,74 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
         "remaining": remaining,
         "shared": shared,
         "clean": not remaining,
+    }
+
+
+def _receipt_fingerprints(tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not tomb or not tomb.get("receipt"):
+        return None
+    try:
+        receipt = json.loads(Path(tomb["receipt"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    fps = receipt.get("fingerprints")
+    return fps if isinstance(fps, dict) and "texts" in fps else None
+
+
+def _live_texts(corpus: Home, source_id: str) -> Iterator[bytes]:
+    """Block contents and input texts of every configured collection, but the audited source's."""
+    for name in corpus.config.collections:
+        for asset, column in (("parsed_blocks", "content"), ("embedding_inputs", "text")):
+            table = corpus.warehouse.read(asset, (name,))
+            if table is None or column not in table.column_names:
+                continue
+            live = table.filter(pc.not_equal(table["source_id"], source_id))[column]
+            for chunk in live.chunks:
+                yield b"\x00".join(t.encode("utf-8") for t in chunk.to_pylist() if t)
+
+
+def _scan_bytes(
+    corpus: Home, source_id: str, tomb: dict[str, Any] | None, live_inputs: set[str]
+) -> dict[str, Any]:
+    """Every file of the home scanned for the fingerprints the receipt keeps; fingerprints of
+    vectors whose input a live source uses, and of text windows live texts also hold, are
+    dropped first (they are not the deleted source's content)."""
+    fps = _receipt_fingerprints(tomb)
+    if fps is None:
+        why = "no tombstone" if not tomb else "its receipt keeps no fingerprints (older receipt)"
+        return {"status": f"not done: {why}", "findings": []}
+    labelled = {fp: "text" for fp in fps["texts"]}
+    shared_vectors = 0
+    for input_hash, vector_fps in fps.get("vectors", {}).items():
+        if input_hash in live_inputs:
+            shared_vectors += 1
+            continue
+        labelled.update({fp: "vector" for fp in vector_fps})
+    needles = byte_audit.Needles(labelled)
+    shared_windows: set[str] = set()
+    for blob in _live_texts(corpus, source_id):
+        shared_windows |= needles.find(blob)
+    needles = needles.without(shared_windows)
+    findings, cost = byte_audit.scan_tree(corpus.settings.home, needles)
+    return {
+        "status": "done",
+        "fingerprints": len(needles),
+        "dropped_as_shared": {"text_windows": len(shared_windows), "vectors": shared_vectors},
+        "texts_too_short": fps.get("texts_too_short", 0),
+        "cost": cost.to_json(),
+        "lance_data_files": "read as raw bytes: vectors are stored plain, text may be compressed "
+        "(FSST), so there a row's absence rests on its vector's fingerprints",
+        "findings": [
+            {
+                "store": "bytes",
+                **f.to_json(),
+                "match": (
+                    ", ".join(f"{n} {label} fingerprints" for label, n in sorted(f.matches.items()))
+                    + f" in {f.layer}"
+                    if f.matches
+                    else f.detail
+                ),
+            }
+            for f in findings
+        ],
     }

@@ -260,7 +260,8 @@ def compact(ctx: click.Context, retention_hours: float, as_json: bool) -> None:
 @handle_errors
 def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
     """Search every store (all generation tables and their old versions, caches, exports,
-    warehouse) for SOURCE_ID and its hashes; exit 1 if anything remains."""
+    warehouse) for SOURCE_ID and its hashes, and the bytes of every file of the home for
+    fingerprints of its deleted texts and vectors; exit 1 if anything remains."""
     from corpus_index.deletion import audit_deletion as audit
     from corpus_index.home import Home
 
@@ -285,6 +286,16 @@ def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
             )
             count = f": {r['rows']} rows" if "rows" in r else ""
             click.echo(f"  REMAINS in {r['store']} {where}{version}{count} (by {r['match']})")
+        scan = report["byte_scan"]
+        cost = scan.get("cost", {})
+        click.echo(
+            f"  byte scan: {scan['status']}"
+            + (
+                f", {cost['files']} files, {cost['raw_bytes']} bytes in {cost['seconds']} s"
+                if cost
+                else ""
+            )
+        )
         for s_ in report["shared"]:
             click.echo(f"  shared: {s_['input_hashes']} input hashes ({s_['why']})")
         click.echo("clean: nothing remains" if report["clean"] else "NOT clean")

@@ -58,4 +58,3 @@ def make_embedder(
         max_batch_tokens=max_batch_tokens,
         price_per_million_tokens=price_per_million_tokens,
     )
-

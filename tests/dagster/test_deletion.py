@@ -84,14 +84,15 @@ def test_removed_file_leaves_every_generation_and_store(tmp_path: Path) -> None:
     assert sorted(a["rows"] for a in lance_rows) == [4, 4]  # ACTIVE g0001 and READY g0002
     assert by_store["exports"] == 2 and by_store["warehouse"] >= 5 + 4
 
-    # the audit finds what is left: old LanceDB versions and cache entries; compaction clears it
+    # the audit finds what is left: old LanceDB versions, cache entries and the bytes of both;
+    # compaction clears it
     cli = CliRunner()
     args = ["--config", str(settings.config_path), "--home", str(settings.home)]
     out = cli.invoke(main, [*args, "audit-deletion", GONE, "--json"])
     audit = json.loads(out.output)
     assert out.exit_code == 1 and not audit["clean"]
     stores = {r["store"] for r in audit["remaining"]}
-    assert stores == {"lance", "cache"}
+    assert stores == {"lance", "cache", "bytes"}  # bytes: masked rows in LanceDB data files
     assert all(not r["current"] for r in audit["remaining"] if r["store"] == "lance")
     out = cli.invoke(main, [*args, "compact", "--json"])
     assert out.exit_code == 0, out.output

@@ -1,0 +1,160 @@
+"""Deletion is provable from the bytes: after compaction no file of the home holds a deleted
+deal's text or vectors (masked rows included), and ``audit-deletion`` proves it by scanning every
+file; before compaction the bytes are there and the audit says so.
+
+LanceDB may store a text column compressed (FSST) in files its own compaction writes, where the
+whole sentence is not contiguous; the row's vector (fixed-size float32, never compressed) and a
+short phrase of the text are then what the raw bytes still show, so the test looks for those
+too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from corpus_index.service import Corpus
+
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from pipelines.runner import sync
+from tests.corpusgen import deal_text, write_home
+
+pytestmark = pytest.mark.slow
+GONE = "alpha-deals/deal-alpha-007"
+SECRET = "Quarry blasting next door cracked the east garage slab; its variance lapses in March."
+PHRASE = b"Quarry blasting"  # survives in a compressed Lance text page (seen with the old purge)
+
+
+def home_with_secret(tmp_path: Path, deals_per_tenant: int) -> Settings:
+    """A synced home whose deal-alpha-007 alone carries SECRET as its risk flag."""
+    config = write_home(tmp_path, deals_per_tenant=deals_per_tenant)
+    (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").write_text(
+        deal_text("DEAL-ALPHA-007", tenant="alpha", acl=["alpha-uw"], risk=SECRET),
+        encoding="utf-8",
+    )
+    settings = Settings(config_path=config, home=tmp_path / "home")
+    assert sync(settings).ok
+    return settings
+
+
+def secret_vectors(corpus: Corpus) -> list[bytes]:
+    """The float32 bytes of every vector the generations hold for SECRET's input."""
+    out = []
+    for gen in corpus.registry.generations():
+        rows = corpus.store.table(gen).to_arrow().to_pylist()
+        out += [np.asarray(r["vector"], dtype="<f4").tobytes() for r in rows if SECRET in r["text"]]
+    assert out
+    return out
+
+
+def _column_bytes(column: pa.ChunkedArray) -> bytes:
+    parts = []
+    for value in column.to_pylist():
+        if isinstance(value, bytes):
+            parts.append(value)
+        elif value is not None:
+            parts.append(str(value).encode("utf-8"))
+    return b"\x00".join(parts)
+
+
+def files_holding(home: Path, needle: bytes) -> list[str]:
+    """Every file of ``home`` whose raw bytes, or a decoded Parquet column, contain ``needle``
+    (written here, independently of the audit)."""
+    found = []
+    for path in sorted(home.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if needle in data:
+            found.append(str(path.relative_to(home)))
+        elif data[:4] == b"PAR1" and data[-4:] == b"PAR1":
+            table = pq.read_table(path)
+            if any(needle in _column_bytes(c) for c in table.columns):
+                found.append(f"{path.relative_to(home)} (decoded)")
+    return found
+
+
+def audit(settings: Settings) -> tuple[int, dict[str, Any]]:
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = CliRunner().invoke(main, [*args, "audit-deletion", GONE, "--json"])
+    return out.exit_code, json.loads(out.output)
+
+
+def compact(settings: Settings) -> dict[str, Any]:
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = CliRunner().invoke(main, [*args, "compact", "--json"])
+    assert out.exit_code == 0, out.output
+    report: dict[str, Any] = json.loads(out.output)
+    return report
+
+
+def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path) -> None:
+    settings = home_with_secret(tmp_path, deals_per_tenant=21)  # 42 deals, 168 rows a table
+    corpus = Corpus(settings)
+    vectors = secret_vectors(corpus)
+    rows_before = {g.id: corpus.store.count(g) for g in corpus.registry.generations()}
+    (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
+    assert sync(settings).ok
+    for g in corpus.registry.generations():
+        assert corpus.store.count(g) == rows_before[g.id] - 4  # its rows are a small share
+
+    # before compaction the text and vectors are still on disk, masked in LanceDB data files
+    holding = files_holding(settings.home, SECRET.encode())
+    assert any(p.startswith("lance/") and p.endswith(".lance") for p in holding), holding
+    assert all(files_holding(settings.home, v) for v in vectors)
+    code, report = audit(settings)
+    assert code == 1 and not report["clean"]
+    in_bytes = [r for r in report["remaining"] if r["store"] == "bytes"]
+    assert any("/data/" in r["path"] and r["path"].endswith(".lance") for r in in_bytes)
+    assert any(r["matches"].get("vector") for r in in_bytes), in_bytes
+    assert report["byte_scan"]["status"] == "done" and report["byte_scan"]["cost"]["files"] > 0
+
+    compaction = compact(settings)
+    assert compaction["tombstones_purged"] == [GONE]
+    gen_tables = [t for t in compaction["tables"] if t["table"].startswith("gen_")]
+    assert gen_tables and all(t["fragments_rewritten"] >= 1 for t in gen_tables)
+
+    assert files_holding(settings.home, SECRET.encode()) == []
+    assert files_holding(settings.home, PHRASE) == []
+    assert [files_holding(settings.home, v) for v in vectors] == [[] for _ in vectors]
+    code, report = audit(settings)
+    assert code == 0 and report["clean"], report["remaining"]
+    # the other 41 deals are whole, indexed and searchable
+    for g in corpus.registry.generations():
+        cov = corpus.store.coverage(g)
+        assert cov.rows == rows_before[g.id] - 4 and cov.fts_unindexed == 0
+
+
+def test_compaction_removes_orphaned_temp_files_holding_deleted_text(tmp_path: Path) -> None:
+    settings = home_with_secret(tmp_path, deals_per_tenant=8)
+    (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
+    assert sync(settings).ok
+    # what a crash mid-write leaves: a sidecar's temp file, and a half-written Parquet partition
+    sidecar_tmp = settings.exports / "sidecars" / "main" / "alpha-deals" / ".x.json.abc.tmp"
+    sidecar_tmp.parent.mkdir(parents=True, exist_ok=True)
+    sidecar_tmp.write_text(json.dumps({"text": SECRET}), encoding="utf-8")
+    parquet_tmp = settings.warehouse / "embedding_inputs" / ".alpha-deals.parquet.def.tmp"
+    pq.write_table(pa.table({"text": [SECRET * 3]}), parquet_tmp, compression="lz4")
+    parquet_tmp.write_bytes(parquet_tmp.read_bytes()[:-12])  # no footer: not readable Parquet
+
+    code, report = audit(settings)
+    assert code == 1
+    layers: dict[str, set[str]] = {}
+    for r in report["remaining"]:
+        if r["store"] == "bytes":
+            layers.setdefault(r["path"], set()).add(r["layer"])
+    assert layers[str(sidecar_tmp)] == {"raw bytes"}
+    assert "unreadable" in layers[str(parquet_tmp)]  # compressed: absence cannot be proven
+
+    compaction = compact(settings)
+    assert sorted(compaction["temp_files_removed"]) == sorted([str(sidecar_tmp), str(parquet_tmp)])
+    assert not sidecar_tmp.exists() and not parquet_tmp.exists()
+    assert files_holding(settings.home, SECRET.encode()) == []
+    code, report = audit(settings)
+    assert code == 0, report["remaining"]
