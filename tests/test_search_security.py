@@ -226,6 +226,8 @@ def test_a_nul_in_a_filter_value_is_a_clean_error(
 @example(key="acl_groups")
 @example(key="vector")
 @example(key="units; DROP")
+@example(key="deal_date")
+@example(key="event_date")
 def test_a_filter_key_is_a_known_column_or_an_error(key: str) -> None:
     from corpus_index.index_store import vector_entry_schema
     from corpus_index.registry import GenerationSpec
@@ -234,9 +236,8 @@ def test_a_filter_key_is_a_known_column_or_an_error(key: str) -> None:
     gen = Generation("g0001", spec, "gen_g0001", "READY", *([None] * 5), 0)  # type: ignore[arg-type]
     columns = filterable_columns(vector_entry_schema(gen))
     if key in columns or key in ("geo.state", "geo.metro", "date"):
-        assert compile_filter(
-            [Condition(key, "=", "1" if key != "normalized" else "true")], columns
-        )
+        value = {"normalized": "true", "deal_date": "2024-01-31", "event_date": "2024-01-31"}
+        assert compile_filter([Condition(key, "=", value.get(key, "1"))], columns)
     else:
         with pytest.raises(InvalidFilterError, match="unknown filter key"):
             compile_filter([Condition(key, "=", "x")], columns)

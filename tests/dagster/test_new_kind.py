@@ -13,6 +13,7 @@ from corpus_index import kinds
 from corpus_index.config import CollectionConfig, Settings
 from corpus_index.home import Home
 from corpus_index.kinds import FileKind, new_block
+from corpus_index.lifecycle import promote
 from corpus_index.records import Block, SourceDoc
 from corpus_index.search import Principal, Searcher
 from tests.dagster.harness import Graph, check_outcomes, metadata
@@ -75,6 +76,7 @@ def test_a_new_kind_syncs_end_to_end(tmp_path: Path, notes_kind: Notes) -> None:
                     }
                 },
                 "profiles": {"hash": {"embedder": "hash:v1-64", "namespace": "notes"}},
+                "namespaces": {"notes": {"eval_gate": "off"}},  # no golden set for notes
             }
         )
     )
@@ -92,7 +94,7 @@ def test_a_new_kind_syncs_end_to_end(tmp_path: Path, notes_kind: Notes) -> None:
     corpus = Home(settings)
     gen = corpus.registry.live_generation("hash")
     assert gen is not None
-    corpus.registry.promote(gen.id)
+    promote(corpus, "notes", gen.id)
     hits = (
         Searcher(corpus)
         .search(

@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from corpus_index.service import Corpus
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from pipelines.runner import sync
+from corpus_index.home import Home
+from definitions import dagster_runner
 from tests.corpusgen import deal_text, write_home
 
 pytestmark = pytest.mark.slow
@@ -39,11 +39,11 @@ def home_with_secret(tmp_path: Path, deals_per_tenant: int) -> Settings:
         encoding="utf-8",
     )
     settings = Settings(config_path=config, home=tmp_path / "home")
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     return settings
 
 
-def secret_vectors(corpus: Corpus) -> list[bytes]:
+def secret_vectors(corpus: Home) -> list[bytes]:
     """The float32 bytes of every vector the generations hold for SECRET's input."""
     out = []
     for gen in corpus.registry.generations():
@@ -96,11 +96,11 @@ def compact(settings: Settings) -> dict[str, Any]:
 
 def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path) -> None:
     settings = home_with_secret(tmp_path, deals_per_tenant=21)  # 42 deals, 168 rows a table
-    corpus = Corpus(settings)
+    corpus = Home(settings)
     vectors = secret_vectors(corpus)
     rows_before = {g.id: corpus.store.count(g) for g in corpus.registry.generations()}
     (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     for g in corpus.registry.generations():
         assert corpus.store.count(g) == rows_before[g.id] - 4  # its rows are a small share
 
@@ -134,7 +134,7 @@ def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path
 def test_compaction_removes_orphaned_temp_files_holding_deleted_text(tmp_path: Path) -> None:
     settings = home_with_secret(tmp_path, deals_per_tenant=8)
     (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
-    assert sync(settings).ok
+    assert dagster_runner().sync(settings).ok
     # what a crash mid-write leaves: a sidecar's temp file, and a half-written Parquet partition
     sidecar_tmp = settings.exports / "sidecars" / "main" / "alpha-deals" / ".x.json.abc.tmp"
     sidecar_tmp.parent.mkdir(parents=True, exist_ok=True)
