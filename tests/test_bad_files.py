@@ -14,8 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from corpus_index.config import CollectionConfig
+from corpus_index.cli import main
+from corpus_index.config import CollectionConfig, Settings
 from corpus_index.sources import ParseResult, parse_collection, scan_manifest
 from tests.corpusgen import deal_text
 
@@ -245,3 +247,28 @@ def test_limits_and_the_symlink_setting_load_from_corpus_yaml(tmp_path: Path) ->
     raw["limits"] = {"max_yaml_nodes": 0}
     with pytest.raises(ValueError, match="limits.max_yaml_nodes"):
         parse_config(raw, path=tmp_path / "corpus.yaml")
+
+
+def test_sync_names_each_newly_quarantined_file(home: Settings) -> None:
+    runner = CliRunner()
+    base = ["--config", str(home.config_path), "--home", str(home.home)]
+    folder = home.config_path.parent / "sources" / "alpha"
+    (folder / "brackets.uw.md").write_text(
+        deal_with_block("deep: " + "[" * 3000 + "]" * 3000), encoding="utf-8"
+    )
+    os.symlink("loop.uw.md", folder / "loop.uw.md")
+    first = runner.invoke(main, [*base, "sync", "--json"])
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.stdout)
+    named = {q["source_id"]: q for q in summary["newly_quarantined"]}
+    assert sorted(named) == ["alpha-deals/brackets", "alpha-deals/loop"]
+    assert named["alpha-deals/brackets"]["path"].endswith("brackets.uw.md")
+    assert "max_nesting_depth" in named["alpha-deals/brackets"]["error"]
+    assert "symbolic links" in named["alpha-deals/loop"]["error"]
+    assert summary["documents"] == 8 and summary["quarantined"] == 2
+
+    (folder / "bad.uw.md").write_text(deal_with_block(": ["), encoding="utf-8")
+    text = runner.invoke(main, [*base, "sync"])
+    assert text.exit_code == 0, text.output
+    (line,) = [ln for ln in text.output.splitlines() if "QUARANTINED" in ln]
+    assert "alpha-deals/bad" in line and "bad.uw.md" in line and "broken YAML" in line
