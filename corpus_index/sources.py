@@ -370,7 +370,10 @@ def parse_into(
                 }
                 quarantine_rows.append(row)
                 fresh.append(row)
-                if doc.doc_id in parsed_version:  # last good version keeps serving, stale
+                # the last good version of a document that no longer parses keeps serving, stale;
+                # one that cannot or may not be read (now a symlink out of the root, a FIFO)
+                # does not: what it is now is unknown
+                if doc.doc_id in parsed_version and doc.error is None:
                     carry.add(doc.doc_id)
                     stale += 1
         carried_rows = kept.through(last)

@@ -104,6 +104,12 @@ def test_a_symlink_out_of_the_root_is_not_followed_unless_allowed(tmp_path: Path
     allowed = ingest(collection(root, follow_symlinks_outside_root=True))
     assert parsed_ids(allowed) == {*ids, "secret"} and allowed.quarantined == 0
 
+    # indexed while allowed, then refused: its blocks stop serving (they are not kept as stale)
+    coll = collection(root)
+    again = parse_collection(coll, scan_manifest(coll, None).table, allowed.blocks, None)
+    assert parsed_ids(again) == set(ids) and again.stale_documents == 0
+    assert list(quarantined(again)) == ["secret"]
+
 
 def test_special_files_are_never_read(tmp_path: Path) -> None:
     root = tmp_path / "src"
