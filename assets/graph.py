@@ -136,6 +136,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "quarantined": r.quarantined,
                 "stale_documents": r.stale_documents,
                 "quarantine": dg.MetadataValue.md(quarantine_md or "none"),
+                # the documents this run quarantined, each with its file and reason
+                "new_quarantine": dg.MetadataValue.json(r.new_quarantine),
             },
             check_results=[
                 dg.AssetCheckResult(

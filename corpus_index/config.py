@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from corpus_index.backend_specs import validate_backend_spec
 from corpus_index.errors import ConfigError
 from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS
+from corpus_index.limits import LIMIT_KEYS, Limits
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
@@ -45,6 +46,9 @@ class CollectionConfig:
     acl_groups: tuple[str, ...]
     tier: str = "restricted"
     namespace: str = "default"
+    limits: Limits = Limits()
+    # a symlinked document whose target lies outside ``path`` is refused unless this is on
+    follow_symlinks_outside_root: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,14 +181,16 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
     """Validate an already-loaded configuration mapping."""
     base = path.parent
     _require_mapping(raw, "(top level)", path)
-    _no_unknown(raw, {"collections", "profiles", "namespaces", "sections"}, "", path)
+    _no_unknown(raw, {"collections", "profiles", "namespaces", "sections", "limits"}, "", path)
+    limits = _limits(raw.get("limits"), Limits(), "limits", path)
 
     collections: dict[str, CollectionConfig] = {}
     for name, spec in _mapping(raw.get("collections"), "collections", path, required=True).items():
         key = f"collections.{name}"
         _check_name(name, key, path)
         _require_mapping(spec, key, path)
-        _no_unknown(spec, {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}, key, path)
+        allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
+        _no_unknown(spec, allowed | {"limits", "follow_symlinks_outside_root"}, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
         tenant = _string(spec.get("tenant"), f"{key}.tenant", path)
@@ -202,6 +208,14 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             acl_groups=tuple(groups),
             tier=tier,
             namespace=ns,
+            limits=_limits(spec.get("limits"), limits, f"{key}.limits", path),
+            follow_symlinks_outside_root=bool(
+                _opt_bool(
+                    spec.get("follow_symlinks_outside_root"),
+                    f"{key}.follow_symlinks_outside_root",
+                    path,
+                )
+            ),
         )
 
     profiles: dict[str, ProfileConfig] = {}
@@ -309,6 +323,13 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
 
 def _fail(path: Path, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{path}: {key}: {problem}")
+
+
+def _limits(value: Any, base: Limits, key: str, path: Path) -> Limits:
+    """``base`` with the limits that ``value`` (a mapping of positive integers) sets."""
+    spec = _mapping(value, key, path)
+    _no_unknown(spec, set(LIMIT_KEYS), key, path)
+    return replace(base, **{k: _int(v, f"{key}.{k}", path) for k, v in spec.items()})
 
 
 def _require_mapping(value: Any, key: str, path: Path) -> None:

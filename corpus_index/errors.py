@@ -22,6 +22,14 @@ class ParseError(CorpusError, ValueError):
         self.reason = message
 
 
+class UnreadableDocumentError(ParseError):
+    """A source document could not be read (a broken or outside symlink, a special file, I/O)."""
+
+
+class LimitExceededError(ParseError):
+    """A source document exceeds a configured limit; the message names the limit and its value."""
+
+
 class PermanentError(CorpusError):
     """An error that retrying will not fix."""
 

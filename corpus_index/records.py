@@ -19,6 +19,8 @@ class SourceDoc:
     size: int
     mtime: float
     line: int | None = None  # for record-per-line sources (beir), the 1-based line
+    # why the document could not be read (it is quarantined with this reason); raw is empty
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

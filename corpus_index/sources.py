@@ -8,7 +8,6 @@ a document that stopped parsing, so it keeps serving while its error is visible.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,14 +16,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index.config import CollectionConfig
-from corpus_index.errors import ParseError
+from corpus_index.errors import LimitExceededError, ParseError
 from corpus_index.hashing import sha256_hex
 from corpus_index.kinds import (
+    checked_stat,
     list_documents,
     load_document,
     load_documents,
     parse_document,
     read_documents,
+    unreadable,
 )
 from corpus_index.ordered import DocCursor
 from corpus_index.records import (
@@ -141,22 +142,61 @@ def _fingerprints(
     listing = list_documents(collection)
     if listing is None:  # many records per file: read them all
         for doc in read_documents(collection):
-            yield doc.doc_id, doc.path, doc.size, doc.mtime, sha256_hex(doc.raw), doc.line
+            yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line
         return
     for doc_id, path in listing:
+        # a document that may not or cannot be read is listed with a version derived from the
+        # reason, so parsing quarantines it (and retries it when the reason changes)
         try:
-            st = os.stat(path)
-        except FileNotFoundError:  # removed between the listing and the stat
-            continue
-        known = recorded.get(doc_id)
-        if known is not None and known[:3] == (path, st.st_size, st.st_mtime):
-            yield doc_id, path, st.st_size, st.st_mtime, known[3], None
-            continue
-        try:
+            st = checked_stat(collection, path)
+            known = recorded.get(doc_id)
+            if known is not None and known[:3] == (path, st.st_size, st.st_mtime):
+                yield doc_id, path, st.st_size, st.st_mtime, known[3], None
+                continue
             doc = load_document(collection, doc_id, path)
-        except FileNotFoundError:
+        except FileNotFoundError:  # removed between the listing and the read
             continue
-        yield doc_id, path, doc.size, doc.mtime, sha256_hex(doc.raw), None
+        except (OSError, ParseError) as exc:
+            doc = unreadable(doc_id, path, exc)
+        yield doc_id, path, doc.size, doc.mtime, _digest(doc), None
+
+
+def _digest(doc: SourceDoc) -> str:
+    """sha256 of the document's bytes, or of why it could not be read."""
+    if doc.error is not None:
+        return sha256_hex(f"unreadable\0{doc.error}".encode())
+    return sha256_hex(doc.raw)
+
+
+def _parse_rows(
+    collection: CollectionConfig, doc: SourceDoc, version: str
+) -> list[dict[str, object]]:
+    """The block rows of one document.
+
+    Raises:
+        ParseError: the document could not be parsed, or a block is over
+            ``limits.max_block_chars``; anything else its kind's parser raises.
+    """
+    blocks: Iterable[Block] = parse_document(collection, doc, version)
+    limit = collection.limits.max_block_chars
+    rows = []
+    for block in blocks:
+        row = block.to_row()
+        size = len(str(row["content"]))
+        if size > limit:
+            raise LimitExceededError(
+                doc.path,
+                f"block {block.block_key!r} is {size} characters, over limits.max_block_chars "
+                f"= {limit}; split the section or raise the limit in corpus.yaml",
+                line=block.line,
+            )
+        rows.append(row)
+    return rows
+
+
+def _failure(doc: SourceDoc, reason: str) -> dict[str, object]:
+    where = f"{doc.path}:{doc.line}" if doc.line is not None else doc.path
+    return {"path": doc.path, "line": doc.line, "error": f"{where}: {reason}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +210,8 @@ class ParseSummary:
     stale_documents: int  # quarantined but still serving their last good version
     # one row per stale document: source_id, serving_version, broken_version, path, line, error
     stale: list[dict[str, object]]
+    # one row per document this run quarantined: source_id, source_version, path, line, error
+    new_quarantine: list[dict[str, object]]
 
     @property
     def quarantined(self) -> int:
@@ -269,6 +311,7 @@ def parse_into(
     }
     carry: set[str] = set()  # documents whose previous blocks are kept
     quarantine_rows: list[dict[str, object]] = []
+    fresh: list[dict[str, object]] = []  # quarantined by this run (not carried from the last)
     stale = 0
     for doc_id in sorted(live):
         if doc_id in to_parse:
@@ -302,23 +345,35 @@ def parse_into(
         while pending is not None and pending.doc_id <= last:
             doc, pending = pending, next(docs, None)
             version = live[doc.doc_id]
+            failure: dict[str, object] | None = None
             try:
-                blocks: Iterable[Block] = parse_document(collection, doc, version)
-                rows.extend(b.to_row() for b in blocks)
-                parsed += 1
+                if doc.error is not None:  # it could not be read
+                    failure = {"path": doc.path, "line": doc.line, "error": doc.error}
+                else:
+                    rows.extend(_parse_rows(collection, doc, version))
+                    parsed += 1
             except ParseError as exc:
-                quarantine_rows.append(
-                    {
-                        "collection": collection.name,
-                        "doc_id": doc.doc_id,
-                        "source_id": f"{collection.name}/{doc.doc_id}",
-                        "source_version": version,
-                        "path": exc.path,
-                        "line": exc.line,
-                        "error": str(exc),
-                    }
-                )
-                if doc.doc_id in parsed_version:  # last good version keeps serving, stale
+                failure = {"path": exc.path, "line": exc.line, "error": str(exc)}
+            except RecursionError:
+                failure = _failure(doc, "nested too deeply to parse (Python's recursion limit)")
+            except MemoryError:
+                failure = _failure(doc, "ran out of memory while parsing")
+            except Exception as exc:  # noqa: BLE001 - one bad document never stops the others
+                failure = _failure(doc, f"could not be parsed: {type(exc).__name__}: {exc}")
+            if failure is not None:
+                row = {
+                    "collection": collection.name,
+                    "doc_id": doc.doc_id,
+                    "source_id": f"{collection.name}/{doc.doc_id}",
+                    "source_version": version,
+                    **failure,
+                }
+                quarantine_rows.append(row)
+                fresh.append(row)
+                # the last good version of a document that no longer parses keeps serving, stale;
+                # one that cannot or may not be read (now a symlink out of the root, a FIFO)
+                # does not: what it is now is unknown
+                if doc.doc_id in parsed_version and doc.error is None:
                     carry.add(doc.doc_id)
                     stale += 1
         carried_rows = kept.through(last)
@@ -341,6 +396,10 @@ def parse_into(
             written += table.num_rows
     quarantine_rows.sort(key=lambda r: str(r["doc_id"]))
     return ParseSummary(
+        new_quarantine=[
+            {k: r[k] for k in ("source_id", "source_version", "path", "line", "error")}
+            for r in fresh
+        ],
         block_rows=written,
         quarantine=pa.Table.from_pylist(quarantine_rows, schema=QUARANTINE_SCHEMA),
         parsed_documents=parsed,

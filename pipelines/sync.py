@@ -33,6 +33,8 @@ class SyncReport:
     purged_collections: list[str] = field(default_factory=list)
     # documents that stopped parsing and serve their last good version (the registry's record)
     stale: list[dict[str, Any]] = field(default_factory=list)
+    # documents this sync quarantined: source_id, source_version, path, line, error
+    newly_quarantined: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -50,6 +52,7 @@ class SyncReport:
             "runs": self.runs,
             "purged_collections": self.purged_collections,
             "stale": self.stale,
+            "newly_quarantined": self.newly_quarantined,
         }
 
 
@@ -188,6 +191,7 @@ def run_sync(
         )
         report.documents += int(entry["documents"])
         report.quarantined += int(entry["quarantined"])
+        report.newly_quarantined.extend(blocks.get("new_quarantine") or [])
         report.collections[name] = entry
 
     for profile in config.profiles:

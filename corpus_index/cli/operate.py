@@ -47,6 +47,8 @@ def sync(ctx: click.Context, as_json: bool) -> None:
             click.echo(
                 f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows"
             )
+        for row in summary.get("newly_quarantined", []):
+            click.echo(f"  QUARANTINED {row['source_id']}: {row['error']}", err=True)
         for row in summary["stale"]:
             click.echo(
                 f"  STALE {row['source_id']}: serving its last good version "

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from corpus_index.errors import ConfigError
-from corpus_index.kinds.base import CollectionKind, FileKind, KindDefaults, list_files, new_block
+from corpus_index.kinds.base import (
+    CollectionKind,
+    FileKind,
+    KindDefaults,
+    checked_stat,
+    list_files,
+    new_block,
+    unreadable,
+)
 from corpus_index.kinds.beir import BEIR
 from corpus_index.kinds.uw_deals import UW_DEALS
 from corpus_index.records import Block, SourceDoc
@@ -32,6 +40,7 @@ __all__ = [
     "CollectionKind",
     "FileKind",
     "KindDefaults",
+    "checked_stat",
     "excerpt_of",
     "fingerprint",
     "kind_named",
@@ -46,6 +55,7 @@ __all__ = [
     "register",
     "registered_values",
     "unit_granularity",
+    "unreadable",
     "unregister",
 ]
 
@@ -132,8 +142,13 @@ def list_documents(collection: CollectionConfig) -> list[tuple[str, str]] | None
 
 
 def load_document(collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
-    """One document of a kind that lists its documents, read now."""
-    return kind_of(collection).load_document(doc_id, path)
+    """One document of a kind that lists its documents, read now.
+
+    Raises:
+        UnreadableDocumentError, LimitExceededError: the document may not or cannot be read.
+        OSError: it cannot be opened (FileNotFoundError when it is gone).
+    """
+    return kind_of(collection).load_document(collection, doc_id, path)
 
 
 def load_documents(collection: CollectionConfig, paths: Mapping[str, str]) -> Iterator[SourceDoc]:
@@ -162,7 +177,7 @@ def fingerprint(collection: CollectionConfig) -> str:
     for rel, path in files:
         try:
             stat = os.stat(path)
-        except FileNotFoundError:  # removed between the listing and the stat
+        except OSError:  # removed between the listing and the stat, or a symlink loop
             continue
         digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return f"{len(files)}:{digest.hexdigest()[:24]}"

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from corpus_index.errors import LimitExceededError, ParseError, UnreadableDocumentError
 from corpus_index.hashing import chunk_ref, content_hash
 from corpus_index.records import Block, SourceDoc
 
@@ -81,7 +83,7 @@ class CollectionKind(Protocol):
 
     def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]: ...
 
-    def load_document(self, doc_id: str, path: str) -> SourceDoc: ...
+    def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc: ...
 
     def load_documents(
         self, collection: CollectionConfig, paths: Mapping[str, str]
@@ -137,28 +139,38 @@ class FileKind(KindDefaults):
         root without the suffix), in path order, none opened."""
         return list_files(collection.path, self.suffix)
 
-    def load_document(self, doc_id: str, path: str) -> SourceDoc:
-        """One document, read now."""
-        with open(path, "rb") as fh:
-            stat = os.fstat(fh.fileno())
-            raw = fh.read()
+    def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
+        """One document, read now (see :func:`read_file`).
+
+        Raises:
+            UnreadableDocumentError, LimitExceededError: the file may not or cannot be read.
+            FileNotFoundError: it was removed.
+        """
+        raw, stat = read_file(collection, path)
         return SourceDoc(doc_id=doc_id, path=path, raw=raw, size=stat.st_size, mtime=stat.st_mtime)
 
     def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
-        """Every document, in path order."""
+        """Every document, in path order; one that cannot be read carries its ``error``."""
         for doc_id, path in self.list_documents(collection):
-            yield self.load_document(doc_id, path)
+            try:
+                yield self.load_document(collection, doc_id, path)
+            except FileNotFoundError:
+                continue
+            except (OSError, ParseError) as exc:
+                yield unreadable(doc_id, path, exc)
 
     def load_documents(
         self, collection: CollectionConfig, paths: Mapping[str, str]
     ) -> Iterator[SourceDoc]:
         """The named documents in doc_id order; one removed since the scan is skipped (the
-        next scan records it)."""
+        next scan records it), one that cannot be read carries its ``error``."""
         for doc_id in sorted(paths):
             try:
-                yield self.load_document(doc_id, paths[doc_id])
+                yield self.load_document(collection, doc_id, paths[doc_id])
             except FileNotFoundError:
                 continue
+            except (OSError, ParseError) as exc:
+                yield unreadable(doc_id, paths[doc_id], exc)
 
     def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:
         """Every document file, named by its path below the root."""
@@ -205,10 +217,89 @@ def new_block(
     )
 
 
+def unreadable(doc_id: str, path: str, exc: OSError | ParseError) -> SourceDoc:
+    """A document that could not be read: no bytes, and the reason (the file named)."""
+    if isinstance(exc, ParseError):
+        reason = str(exc)
+    else:
+        reason = f"{path}: cannot be read: {exc.strerror or exc}; fix or remove the file"
+    return SourceDoc(doc_id=doc_id, path=path, raw=b"", size=0, mtime=0.0, error=reason)
+
+
+_SPECIAL = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def checked_stat(collection: CollectionConfig, path: str) -> os.stat_result:
+    """``stat`` of a document that may be read: inside the collection root (unless the
+    collection follows symlinks out of it), a regular file, and within the size limit.
+
+    Raises:
+        UnreadableDocumentError: a symlink out of the root, or not a regular file.
+        LimitExceededError: the file is larger than ``limits.max_document_bytes``.
+        OSError: the file cannot be stat'ed (FileNotFoundError when it is gone; a symlink loop).
+    """
+    st = os.stat(path)  # follows symlinks; a loop raises ELOOP
+    if not collection.follow_symlinks_outside_root:
+        target = os.path.realpath(path)
+        root = os.path.realpath(collection.path)
+        if os.path.commonpath([root, target]) != root:
+            raise UnreadableDocumentError(
+                path,
+                f"symlink points outside the collection root (to {target}), not followed; move "
+                f"the file into the root or set collections.{collection.name}."
+                "follow_symlinks_outside_root: true",
+            )
+    _check_regular(path, st)
+    _check_size(collection, path, st.st_size)
+    return st
+
+
+def _check_regular(path: str, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        what = _SPECIAL.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise UnreadableDocumentError(
+            path, f"not a regular file ({what}), never read; remove it from the collection"
+        )
+
+
+def _check_size(collection: CollectionConfig, path: str, size: int) -> None:
+    limit = collection.limits.max_document_bytes
+    if size > limit:
+        raise LimitExceededError(
+            path,
+            f"document is {size} bytes, over limits.max_document_bytes = {limit}; split "
+            "it or raise the limit in corpus.yaml",
+        )
+
+
+def read_file(collection: CollectionConfig, path: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a document that passes :func:`checked_stat`, and its ``stat``.
+
+    The file is opened without blocking and checked again once open, so a file swapped for a
+    FIFO or grown past the limit after the check is still refused.
+    """
+    checked_stat(collection, path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        _check_regular(path, st)
+        _check_size(collection, path, st.st_size)
+        raw = fh.read(collection.limits.max_document_bytes + 1)  # it may grow meanwhile
+    _check_size(collection, path, len(raw))
+    return raw, st
+
+
 def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
-    """``(doc_id, path)`` of every file named ``*<suffix>`` under ``root``, in path order (the
-    order of ``sorted(Path.rglob(...))``), without opening any; symlinked folders are not
-    followed, so a reader never leaves the root.
+    """``(doc_id, path)`` of every entry named ``*<suffix>`` under ``root`` but folders, in path
+    order (the order of ``sorted(Path.rglob(...))``), without opening any; symlinked folders
+    are not followed. Entries that are not readable documents (broken or outside symlinks,
+    special files) are listed too: reading them refuses them, so they are quarantined by name.
 
     Raises:
         FileNotFoundError: the root is missing or not a folder.
@@ -223,7 +314,7 @@ def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):  # as rglob: no symlinked folders
                     stack.append((Path(entry.path), (*parts, entry.name)))
-                elif entry.name.endswith(suffix) and entry.is_file():
+                elif entry.name.endswith(suffix):
                     found.append(((*parts, entry.name), entry.path))
     found.sort()
     return [("/".join(rel)[: -len(suffix)], path) for rel, path in found]

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corpus_index.errors import ConfigError, ParseError
+from corpus_index.errors import ConfigError, LimitExceededError, ParseError
 from corpus_index.kinds.base import KindDefaults, new_block
 from corpus_index.records import Block, SourceDoc
 
@@ -72,7 +72,7 @@ def _records(root: Path, *, keep_raw: bool = True) -> Iterator[tuple[SourceDoc, 
                 continue
             try:
                 doc_id = str(json.loads(raw)["_id"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 doc_id = f"line-{n}"  # parse() reports the problem with the line number
             yield (
                 SourceDoc(
@@ -90,10 +90,27 @@ def _records(root: Path, *, keep_raw: bool = True) -> Iterator[tuple[SourceDoc, 
 def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
     """One ``passage`` block per record."""
     line = doc.line or 1
+    limits = collection.limits
+    if len(doc.raw) > limits.max_document_bytes:
+        raise LimitExceededError(
+            doc.path,
+            f"record is {len(doc.raw)} bytes, over limits.max_document_bytes = "
+            f"{limits.max_document_bytes}; split it or raise the limit in corpus.yaml",
+            line=line,
+        )
+    too_deep = False
     try:
         record = json.loads(doc.raw)
     except ValueError as exc:
         raise ParseError(doc.path, f"not valid JSON: {exc}", line=line) from None
+    except RecursionError:  # nested deeper than Python parses: over any depth limit
+        record, too_deep = None, True
+    if too_deep or _depth(record) > limits.max_nesting_depth:
+        raise LimitExceededError(
+            doc.path,
+            f"record nested deeper than limits.max_nesting_depth = {limits.max_nesting_depth}",
+            line=line,
+        )
     if not isinstance(record, dict) or "_id" not in record:
         raise ParseError(doc.path, "record lacks '_id'", line=line)
     content = {"title": str(record.get("title") or ""), "text": str(record.get("text") or "")}
@@ -116,6 +133,21 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
     ]
 
 
+def _depth(value: object) -> int:
+    """How deep lists and objects nest in a JSON value (iteratively: no recursion limit)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
 class Beir(KindDefaults):
     """Passage records: every record one embeddable block, no filter columns, the stored
     ``title text`` as its excerpt."""
@@ -131,7 +163,7 @@ class Beir(KindDefaults):
         """See :func:`read_documents`."""
         return read_documents(collection.path)
 
-    def load_document(self, doc_id: str, path: str) -> SourceDoc:
+    def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """Refused: a record is found by reading its file (:meth:`load_documents`).
 
         Raises:

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import yaml
 
-from corpus_index.errors import ParseError
+from corpus_index.errors import LimitExceededError, ParseError
+from corpus_index.kinds import bounded_yaml
 from corpus_index.kinds.base import FileKind, new_block
+from corpus_index.limits import Limits
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -44,14 +46,29 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _load_yaml(path: str, text: str, first_line: int, what: str, limits: Limits) -> Any:
+    try:
+        return bounded_yaml.load(text, limits)
+    except bounded_yaml.YamlLimitError as exc:
+        raise LimitExceededError(
+            path,
+            f"YAML in {what} {exc}; simplify it or raise the limit in corpus.yaml",
+            line=first_line + exc.line,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc, first_line, what) from None
+
+
 def parse_text(
-    path: str, text: str
+    path: str, text: str, *, limits: Limits | None = None
 ) -> tuple[dict[str, Any], list[tuple[str, int, dict[str, Any]]]]:
     """Split a ``.uw.md`` text into front matter and ``(section, line, content)`` blocks.
 
     Raises:
         ParseError: with the file and the 1-based line of the problem.
+        LimitExceededError: the YAML exceeds ``limits`` (default :class:`Limits`).
     """
+    limits = limits or Limits()
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         raise ParseError(path, "missing YAML front matter (the file must start with '---')", line=1)
@@ -59,10 +76,7 @@ def parse_text(
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
         raise ParseError(path, "front matter is not closed by '---'", line=1) from None
-    try:
-        front = yaml.safe_load("\n".join(lines[1:end])) or {}
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc, 2, "front matter") from None
+    front = _load_yaml(path, "\n".join(lines[1:end]), 2, "front matter", limits) or {}
     if not isinstance(front, dict):
         raise ParseError(path, "front matter must be a mapping", line=2)
     front = _jsonable(front)
@@ -86,10 +100,8 @@ def parse_text(
                 raise ParseError(path, "fenced yaml block is not closed by ```", line=i + 1)
             if section is None:
                 raise ParseError(path, "yaml block before any '## section' heading", line=i + 1)
-            try:
-                content = yaml.safe_load("\n".join(lines[start:j]))
-            except yaml.YAMLError as exc:
-                raise _yaml_error(path, exc, start + 1, f"section {section!r}") from None
+            what = f"section {section!r}"
+            content = _load_yaml(path, "\n".join(lines[start:j]), start + 1, what, limits)
             if not isinstance(content, dict):
                 raise ParseError(
                     path, f"block in section {section!r} must be a mapping", line=start + 1
@@ -179,7 +191,7 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
     except UnicodeDecodeError as exc:
         line = doc.raw.count(b"\n", 0, exc.start) + 1
         raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
-    front, raw_blocks = parse_text(doc.path, text)
+    front, raw_blocks = parse_text(doc.path, text, limits=collection.limits)
     meta = _front_matter_fields(doc.path, front)
     groups, tier = _scope(
         doc.path, collection, front, UW_DEALS.default_tier(collection, SOURCE_TYPE)

@@ -1,0 +1,119 @@
+"""YAML loaded within limits: a document's aliases, nesting depth and expanded size are counted
+while it is composed and before any Python value is built, so an alias bomb ("billion laughs")
+or thousands of nested brackets are refused in a few kilobytes of memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from corpus_index.limits import Limits
+
+
+class YamlLimitError(ValueError):
+    """A YAML document exceeds a limit; ``line`` is the 0-based line within the text."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``SafeLoader`` that counts alias uses and nesting depth as it composes."""
+
+    def __init__(self, text: str, limits: Limits) -> None:
+        super().__init__(text)
+        self.limits = limits
+        self.aliases = 0
+        self.depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        line = self.peek_event().start_mark.line  # type: ignore[no-untyped-call]
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > self.limits.max_yaml_aliases:
+                raise YamlLimitError(
+                    f"more than limits.max_yaml_aliases = {self.limits.max_yaml_aliases} "
+                    "alias uses",
+                    line,
+                )
+        self.depth += 1
+        try:
+            if self.depth > self.limits.max_nesting_depth:
+                raise YamlLimitError(
+                    f"nested deeper than limits.max_nesting_depth = "
+                    f"{self.limits.max_nesting_depth}",
+                    line,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _expanded_size(root: yaml.Node, limits: Limits) -> None:
+    """Refuse a composed document whose nodes, every alias expanded, exceed the limits.
+
+    Each distinct node is visited once (its expanded size and depth are remembered), so the
+    count costs the composed size, not the expanded one.
+    """
+    size: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
+    busy: set[int] = set()
+
+    def too_deep(line: int) -> YamlLimitError:
+        return YamlLimitError(
+            f"nested (aliases included) deeper than limits.max_nesting_depth = "
+            f"{limits.max_nesting_depth}",
+            line,
+        )
+
+    def visit(node: yaml.Node, at: int) -> tuple[int, int]:
+        key = id(node)
+        if key in size:
+            nodes, depth = size[key]
+            if at + depth - 1 > limits.max_nesting_depth:
+                raise too_deep(node.start_mark.line)
+            return nodes, depth
+        if at > limits.max_nesting_depth:  # checked going down, so recursion stays shallow
+            raise too_deep(node.start_mark.line)
+        if key in busy:
+            raise YamlLimitError("an alias refers to a node that contains it", node.start_mark.line)
+        busy.add(key)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        nodes, depth = 1, 1
+        for child in children:
+            n, d = visit(child, at + 1)
+            nodes, depth = nodes + n, max(depth, d + 1)
+            if nodes > limits.max_yaml_nodes:
+                raise YamlLimitError(
+                    f"expands (aliases included) to more than limits.max_yaml_nodes = "
+                    f"{limits.max_yaml_nodes} nodes",
+                    node.start_mark.line,
+                )
+        busy.discard(key)
+        size[key] = (nodes, depth)
+        return nodes, depth
+
+    visit(root, 1)
+
+
+def load(text: str, limits: Limits) -> Any:
+    """The value of one YAML document (``yaml.safe_load`` semantics), within ``limits``.
+
+    Raises:
+        YamlLimitError: a limit is exceeded (the message names it and its value).
+        yaml.YAMLError: the text is not valid YAML.
+    """
+    loader = _BoundedLoader(text, limits)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, limits)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()

@@ -1,0 +1,21 @@
+"""Limits on what one source document may cost to read and parse (configured in corpus.yaml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on one source document, so no file can exhaust the machine; a document over any of
+    them is quarantined with the limit's name and value. The defaults fit a 2-core, 24 GiB host
+    (parsing holds a document's bytes and its parsed values, a few times its size)."""
+
+    max_document_bytes: int = 8 * 2**20  # a file's size, checked before it is read
+    max_yaml_aliases: int = 1_000  # alias (``*name``) uses in one YAML document
+    max_yaml_nodes: int = 200_000  # nodes of one YAML document with every alias expanded
+    max_nesting_depth: int = 64  # lists and mappings inside each other (YAML and JSON)
+    max_block_chars: int = 256 * 2**10  # one block's content as JSON, the text it is embedded from
+
+
+LIMIT_KEYS = tuple(Limits.__dataclass_fields__)

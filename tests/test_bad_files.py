@@ -1,0 +1,280 @@
+"""No bad file stops the others, and none can exhaust the machine (issue 16).
+
+Each test puts one hostile file beside good deals and shows that the hostile one is
+quarantined with its file name and the reason, and the good ones are indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import tracemalloc
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from corpus_index.cli import main
+from corpus_index.config import CollectionConfig, Settings
+from corpus_index.sources import ParseResult, parse_collection, scan_manifest
+from tests.corpusgen import deal_text
+
+GROUPS = ("alpha-uw", "alpha-credit")
+
+
+def collection(root: Path, **options: object) -> CollectionConfig:
+    root.mkdir(parents=True, exist_ok=True)
+    return CollectionConfig(
+        name="alpha-deals",
+        kind="uw_deals",
+        path=root,
+        tenant="alpha",
+        acl_groups=GROUPS,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def good_deals(root: Path, n: int = 2) -> list[str]:
+    root.mkdir(parents=True, exist_ok=True)
+    ids = [f"deal-{i:03d}" for i in range(n)]
+    for doc_id in ids:
+        text = deal_text(doc_id.upper(), tenant="alpha", acl=list(GROUPS))
+        (root / f"{doc_id}.uw.md").write_text(text, encoding="utf-8")
+    return ids
+
+
+def deal_with_block(yaml_block: str) -> str:
+    """A valid deal whose market_analysis block is ``yaml_block``."""
+    text = deal_text("HOSTILE", tenant="alpha", acl=list(GROUPS))
+    return text.replace(
+        "## market_analysis\n```yaml\n", f"## market_analysis\n```yaml\n{yaml_block}\n"
+    )
+
+
+def ingest(coll: CollectionConfig) -> ParseResult:
+    manifest = scan_manifest(coll, None).table
+    return parse_collection(coll, manifest, None, None)
+
+
+def parsed_ids(result: ParseResult) -> set[str]:
+    return set(result.blocks["doc_id"].to_pylist())
+
+
+def quarantined(result: ParseResult) -> dict[str, str]:
+    return dict(
+        zip(
+            result.quarantine["doc_id"].to_pylist(),
+            result.quarantine["error"].to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def test_a_self_looping_symlink_is_quarantined_and_the_rest_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    coll = collection(root)
+    ids = good_deals(root)
+    os.symlink("loop.uw.md", root / "loop.uw.md")  # points at itself
+    result = ingest(coll)
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert list(errors) == ["loop"]
+    assert "loop.uw.md" in errors["loop"] and "symbolic links" in errors["loop"]
+
+
+def test_a_symlink_out_of_the_root_is_not_followed_unless_allowed(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    ids = good_deals(root)
+    (outside / "secret.uw.md").write_text(
+        deal_text("SECRET", tenant="alpha", acl=list(GROUPS)), encoding="utf-8"
+    )
+    os.symlink(outside / "secret.uw.md", root / "secret.uw.md")
+
+    result = ingest(collection(root))
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert list(errors) == ["secret"]
+    assert "outside the collection root" in errors["secret"]
+    assert "follow_symlinks_outside_root" in errors["secret"]
+
+    allowed = ingest(collection(root, follow_symlinks_outside_root=True))
+    assert parsed_ids(allowed) == {*ids, "secret"} and allowed.quarantined == 0
+
+    # indexed while allowed, then refused: its blocks stop serving (they are not kept as stale)
+    coll = collection(root)
+    again = parse_collection(coll, scan_manifest(coll, None).table, allowed.blocks, None)
+    assert parsed_ids(again) == set(ids) and again.stale_documents == 0
+    assert list(quarantined(again)) == ["secret"]
+
+
+def test_special_files_are_never_read(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    coll = collection(root)
+    ids = good_deals(root)
+    os.mkfifo(root / "pipe.uw.md")  # a read would block forever
+    os.mkfifo(root / "pipe")
+    os.symlink("pipe", root / "piped.uw.md")  # a link inside the root to a FIFO
+    outcome: list[ParseResult] = []
+    worker = threading.Thread(target=lambda: outcome.append(ingest(coll)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "ingesting a collection with a FIFO blocked"
+    (result,) = outcome
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert sorted(errors) == ["pipe", "piped"]
+    assert all("not a regular file" in e and "FIFO" in e for e in errors.values())
+
+
+def test_a_nested_bracket_bomb_is_quarantined_naming_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    coll = collection(root)
+    ids = good_deals(root)
+    depth = 5000
+    (root / "brackets.uw.md").write_text(
+        deal_with_block("deep: " + "[" * depth + "]" * depth), encoding="utf-8"
+    )
+    result = ingest(coll)
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert list(errors) == ["brackets"]
+    assert "brackets.uw.md" in errors["brackets"]
+    assert "max_nesting_depth" in errors["brackets"]
+
+
+def test_a_deeply_nested_json_record_is_quarantined(tmp_path: Path) -> None:
+    root = tmp_path / "beir"
+    root.mkdir()
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [
+        json.dumps({"_id": "a", "title": "A", "text": "fine"}),
+        f'{{"_id": "b", "text": "x", "metadata": {{"m": {deep}}}}}',
+        json.dumps({"_id": "c", "title": "C", "text": "also fine"}),
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    coll = CollectionConfig(name="ev", kind="beir", path=root, tenant="t", acl_groups=("g",))
+    result = ingest(coll)
+    assert parsed_ids(result) == {"a", "c"}
+    errors = quarantined(result)
+    assert "corpus.jsonl" in errors["line-2"] and "nesting" in errors["line-2"]
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """The classic "billion laughs": 10**levels strings from a few KB of YAML."""
+    lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, levels + 1):
+        refs = ",".join([f"*l{i - 1}"] * 10)
+        lines.append(f"l{i}: &l{i} [{refs}]")
+    return "\n".join(lines)
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    coll = collection(root)
+    ids = good_deals(root)
+    bomb = alias_bomb()
+    assert len(bomb) < 5000
+    (root / "laughs.uw.md").write_text(deal_with_block(bomb), encoding="utf-8")
+    tracemalloc.start()
+    try:
+        result = ingest(coll)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert list(errors) == ["laughs"]
+    assert "laughs.uw.md" in errors["laughs"] and "max_yaml_nodes" in errors["laughs"]
+    assert peak < 64 * 2**20, f"refusing the bomb took {peak / 2**20:.0f} MiB"
+
+
+def test_an_oversize_document_is_refused_unread(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    coll = collection(root)
+    ids = good_deals(root)
+    prose = ("Lorem ipsum dolor sit amet. " * 40 + "\n") * 10_000  # ~11 MB of prose
+    text = deal_text("BIG", tenant="alpha", acl=list(GROUPS)).replace("# BIG\n", f"# BIG\n{prose}")
+    (root / "big.uw.md").write_text(text, encoding="utf-8")
+    result = ingest(coll)
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert list(errors) == ["big"]
+    assert "big.uw.md" in errors["big"] and "max_document_bytes" in errors["big"]
+
+
+def test_limits_are_configurable_and_name_the_limit(tmp_path: Path) -> None:
+    from corpus_index.config import Limits
+
+    root = tmp_path / "src"
+    ids = good_deals(root)
+    (root / "wide.uw.md").write_text(deal_with_block("long: " + "word " * 2000), encoding="utf-8")
+    (root / "aliases.uw.md").write_text(
+        deal_with_block("base: &b x\nrefs: [" + ",".join(["*b"] * 20) + "]"), encoding="utf-8"
+    )
+    strict = Limits(max_block_chars=5000, max_yaml_aliases=10)
+    result = ingest(collection(root, limits=strict))
+    assert parsed_ids(result) == set(ids)
+    errors = quarantined(result)
+    assert "max_block_chars = 5000" in errors["wide"]
+    assert "max_yaml_aliases = 10" in errors["aliases"]
+    loose = ingest(
+        collection(root, limits=replace(strict, max_block_chars=50_000, max_yaml_aliases=50))
+    )
+    assert loose.quarantined == 0
+
+
+def test_limits_and_the_symlink_setting_load_from_corpus_yaml(tmp_path: Path) -> None:
+    from corpus_index.config import Limits, parse_config
+
+    raw = {
+        "limits": {"max_document_bytes": 1000, "max_yaml_aliases": 5},
+        "collections": {
+            "a": {"kind": "uw_deals", "path": "a", "tenant": "t", "acl_groups": ["g"]},
+            "b": {
+                "kind": "uw_deals",
+                "path": "b",
+                "tenant": "t",
+                "acl_groups": ["g"],
+                "follow_symlinks_outside_root": True,
+                "limits": {"max_yaml_aliases": 7},
+            },
+        },
+        "profiles": {"p": {"embedder": "hash:v1-64"}},
+    }
+    config = parse_config(raw, path=tmp_path / "corpus.yaml")
+    a, b = config.collections["a"], config.collections["b"]
+    assert a.limits == replace(Limits(), max_document_bytes=1000, max_yaml_aliases=5)
+    assert b.limits == replace(Limits(), max_document_bytes=1000, max_yaml_aliases=7)
+    assert (a.follow_symlinks_outside_root, b.follow_symlinks_outside_root) == (False, True)
+    raw["limits"] = {"max_yaml_nodes": 0}
+    with pytest.raises(ValueError, match="limits.max_yaml_nodes"):
+        parse_config(raw, path=tmp_path / "corpus.yaml")
+
+
+def test_sync_names_each_newly_quarantined_file(home: Settings) -> None:
+    runner = CliRunner()
+    base = ["--config", str(home.config_path), "--home", str(home.home)]
+    folder = home.config_path.parent / "sources" / "alpha"
+    (folder / "brackets.uw.md").write_text(
+        deal_with_block("deep: " + "[" * 3000 + "]" * 3000), encoding="utf-8"
+    )
+    os.symlink("loop.uw.md", folder / "loop.uw.md")
+    first = runner.invoke(main, [*base, "sync", "--json"])
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.stdout)
+    named = {q["source_id"]: q for q in summary["newly_quarantined"]}
+    assert sorted(named) == ["alpha-deals/brackets", "alpha-deals/loop"]
+    assert named["alpha-deals/brackets"]["path"].endswith("brackets.uw.md")
+    assert "max_nesting_depth" in named["alpha-deals/brackets"]["error"]
+    assert "symbolic links" in named["alpha-deals/loop"]["error"]
+    assert summary["documents"] == 8 and summary["quarantined"] == 2
+
+    (folder / "bad.uw.md").write_text(deal_with_block(": ["), encoding="utf-8")
+    text = runner.invoke(main, [*base, "sync"])
+    assert text.exit_code == 0, text.output
+    (line,) = [ln for ln in text.output.splitlines() if "QUARANTINED" in ln]
+    assert "alpha-deals/bad" in line and "bad.uw.md" in line and "broken YAML" in line
