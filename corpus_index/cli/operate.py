@@ -15,16 +15,36 @@ from corpus_index.cli.app import (
     runner_of,
     settings_of,
 )
+from corpus_index.config import Settings
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for another sync or promotion of this home to finish; after that "
+    "(at once with 0) exit with code 75 (busy).",
+)
 @click.pass_context
 @handle_errors
-def sync(ctx: click.Context, as_json: bool) -> None:
-    """Run the asset graph for every configured collection (the runs show in the Dagster UI)."""
-    settings = settings_of(ctx)
+def sync(ctx: click.Context, as_json: bool, wait_s: float) -> None:
+    """Run the asset graph for every configured collection (the runs show in the Dagster UI).
 
+    One sync per home at a time: a second one (or a promotion) waits up to --wait seconds for
+    the lock under the home, then exits with code 75 (busy), naming the PID that holds it.
+    """
+    from corpus_index.homelock import home_lock
+
+    settings = settings_of(ctx)
+    with home_lock(settings.home, "sync", wait_s=wait_s):
+        _sync(ctx, settings, as_json)
+
+
+def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
     def progress(message: str) -> None:
         if not as_json:
             click.echo(f"  running {message}", err=True)
