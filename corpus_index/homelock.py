@@ -74,7 +74,7 @@ def _busy(home: Path, purpose: str, wait_s: float) -> HomeBusyError:
     waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
     error = HomeBusyError(f"home {home} is busy{waited}: {who} holds {lock_path(home)}")
     error.add_note(
-        f"{purpose} runs one at a time per home; wait for that process to finish "
-        "(or pass --wait SECONDS), then try again"
+        f"a sync, promote or rollback of one home runs one at a time ({purpose} was asked); "
+        "wait for that process to finish, then try again (`corpus sync --wait SECONDS` waits)"
     )
     return error

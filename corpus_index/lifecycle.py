@@ -1,7 +1,10 @@
 """The lifecycle of generations: which checks a promotion needs, promote, roll back, retire.
 
 Promotion moves a namespace's ACTIVE pointer atomically, only to a generation that ran and
-passed every required gate; the registry enforces it in the same transaction.
+passed every required gate; the registry enforces it in the same transaction. It holds the
+home's lock (``homelock``) while it does, so it never runs beside a sync in flight: a sync
+still changing the generations would otherwise let it serve one that lacks a change the old
+one already served.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from corpus_index.errors import (
     UnknownNamespaceError,
 )
 from corpus_index.home import Home
+from corpus_index.homelock import home_lock
 from corpus_index.registry import Generation
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
@@ -57,19 +61,29 @@ def promote(
     *,
     action: str = "promote",
     run_id: str | None = None,
+    wait_s: float = 0.0,
 ) -> Generation:
     """Point ``namespace`` at a generation, atomically.
 
     ``action="promote"`` with no ``generation_id`` picks the newest READY generation of the
     namespace; ``action="rollback"`` goes back to the generation that was ACTIVE before.
+    Holds the home's lock, waiting up to ``wait_s`` seconds for a sync in flight.
 
     Raises:
         UnknownNamespaceError, MissingGenerationError, PromotionRefusedError (among others:
         the eval gate did not run, for want of a golden set, and the namespace does not
-        declare ``eval_gate: off``).
+        declare ``eval_gate: off``), HomeBusyError (a sync or another promotion of the home
+        is in flight).
     """
     if namespace not in home.config.namespaces:
         raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
+    with home_lock(home.settings.home, action, wait_s=wait_s):
+        return _promote(home, namespace, generation_id, action=action, run_id=run_id)
+
+
+def _promote(
+    home: Home, namespace: str, generation_id: str | None, *, action: str, run_id: str | None
+) -> Generation:
     target = _target(home, namespace, generation_id, action=action)
     if target.spec.profile not in home.config.profiles:
         raise PromotionRefusedError(

@@ -15,28 +15,7 @@ from corpus_index.config import Settings
 from corpus_index.errors import HomeBusyError
 from corpus_index.homelock import holder, home_lock
 from tests.corpusgen import write_home
-
-ROOT = Path(__file__).resolve().parents[1]
-HOLD = """
-import sys, time
-from pathlib import Path
-from corpus_index.homelock import home_lock
-with home_lock(Path(sys.argv[1]), "sync"):
-    print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
-"""
-
-
-def hold(home: Path, seconds: float) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(  # noqa: S603 - fixed arguments
-        [sys.executable, "-c", HOLD, str(home), str(seconds)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
+from tests.support.lockholder import ROOT, hold
 
 
 def corpus(settings: Settings, *args: str) -> subprocess.Popen[str]:

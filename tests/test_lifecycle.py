@@ -9,10 +9,11 @@ import yaml
 
 from corpus_index import gates, lifecycle
 from corpus_index.config import Settings
-from corpus_index.errors import ConfigError, PromotionRefusedError
+from corpus_index.errors import ConfigError, HomeBusyError, PromotionRefusedError
 from corpus_index.home import Home
 from tests.corpusgen import RISKS, write_home
 from tests.searchkit import build_home
+from tests.support.lockholder import hold
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
 
@@ -89,3 +90,26 @@ def test_eval_gate_accepts_on_and_off_only(tmp_path: Path) -> None:
         Settings(config_path=bare, home=tmp_path / "home").load().namespaces["deals"].eval_gate
         is False
     )
+
+
+def test_promotion_refuses_while_a_sync_of_the_home_is_in_flight(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate="off")
+    sync = hold(home.settings.home, 30)
+    try:
+        with pytest.raises(HomeBusyError) as busy:
+            lifecycle.promote(home, "deals")
+        message = str(busy.value)
+        assert f"home {home.settings.home} is busy" in message
+        assert f"pid {sync.pid} (sync)" in message
+        assert home.registry.active("deals") is None  # nothing moved
+    finally:
+        sync.kill()
+        sync.wait()
+    assert lifecycle.promote(home, "deals").status == "ACTIVE"
+
+
+def test_promotion_waits_for_a_sync_in_flight_when_asked(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate="off")
+    sync = hold(home.settings.home, 1.0)
+    assert lifecycle.promote(home, "deals", wait_s=60).status == "ACTIVE"
+    assert sync.wait(timeout=60) == 0
