@@ -102,3 +102,7 @@ class IndexUpdateError(CorpusError, RuntimeError):
 
 class HomeBusyError(RetryableError):
     """Another process holds the home's lock (a sync or a promotion is in flight)."""
+
+
+class ActiveMismatchError(PermanentError, RuntimeError):
+    """The namespace's ACTIVE generation is not the one a promotion or rollback expected."""
