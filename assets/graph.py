@@ -8,7 +8,7 @@ from assets.resources import CorpusResource
 from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
-from corpus_index.lifecycle import promote
+from corpus_index.lifecycle import move_pointer
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
 
@@ -342,13 +342,17 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     ) -> dg.MaterializeResult:
         """Which generation serves a namespace's queries; materializing it moves the pointer atomically."""
         c = corpus.open_home()
-        g = promote(
+        move = move_pointer(
             c,
             context.partition_key,
             config.generation or None,
             action=config.action,
             run_id=context.run.run_id,
+            expect_active=config.expect_active or None,
         )
+        g = move.generation
+        if move.note:
+            context.log.info(move.note)
         previous = c.registry.previous(context.partition_key)
         return dg.MaterializeResult(
             metadata={
@@ -358,6 +362,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "rows": g.row_count,
                 "previous": previous.id if previous else "",
                 "action": config.action,
+                "moved": move.moved,
             }
         )
 
@@ -414,3 +419,6 @@ class PromotionConfig(dg.Config):  # type: ignore[misc]
 
     generation: str = ""
     action: str = "promote"  # or "rollback"
+    # the generation that must serve now (empty: no check): a retry after the move committed
+    # is a no-op, any other mismatch is refused
+    expect_active: str = ""

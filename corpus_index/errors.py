@@ -106,3 +106,11 @@ class ReadOnlyQueryError(PermanentError, ValueError):
 
 class IndexUpdateError(CorpusError, RuntimeError):
     """A sync run that an index update (``CorpusIndex.add``/``remove``) started did not succeed."""
+
+
+class HomeBusyError(RetryableError):
+    """Another process holds the home's lock (a sync or a promotion is in flight)."""
+
+
+class ActiveMismatchError(PermanentError, RuntimeError):
+    """The namespace's ACTIVE generation is not the one a promotion or rollback expected."""

@@ -1,20 +1,26 @@
 """The lifecycle of generations: which checks a promotion needs, promote, roll back, retire.
 
 Promotion moves a namespace's ACTIVE pointer atomically, only to a generation that ran and
-passed every required gate; the registry enforces it in the same transaction.
+passed every required gate; the registry enforces it in the same transaction. It holds the
+home's lock (``homelock``) while it does, so it never runs beside a sync in flight: a sync
+still changing the generations would otherwise let it serve one that lacks a change the old
+one already served.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple, TypedDict, Unpack
 
 from corpus_index import gates
 from corpus_index.errors import (
+    ActiveMismatchError,
     MissingGenerationError,
     PromotionRefusedError,
     UnknownNamespaceError,
 )
 from corpus_index.home import Home
+from corpus_index.homelock import home_lock
 from corpus_index.registry import Generation
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
@@ -50,26 +56,114 @@ def required_checks(home: Home, profile: str, *, for_rollback: bool = False) -> 
     return required
 
 
+class PointerMove(NamedTuple):
+    """The generation that serves after a promotion or rollback, and whether this call moved
+    the pointer (``False``: it already served, e.g. a retry of a move that committed)."""
+
+    generation: Generation
+    moved: bool
+    note: str = ""
+
+
+class MoveOptions(TypedDict, total=False):
+    """The keyword options of ``promote``, as ``move_pointer`` documents them."""
+
+    action: str
+    run_id: str | None
+    wait_s: float
+    expect_active: str | None
+
+
 def promote(
+    home: Home,
+    namespace: str,
+    generation_id: str | None = None,
+    **options: Unpack[MoveOptions],
+) -> Generation:
+    """Point ``namespace`` at a generation, atomically; the generation that serves after.
+
+    ``action="promote"`` with no ``generation_id`` picks the newest READY generation of the
+    namespace; ``action="rollback"`` goes back to the generation that was ACTIVE before.
+    See ``move_pointer`` for the options and what it raises.
+    """
+    return move_pointer(home, namespace, generation_id, **options).generation
+
+
+def move_pointer(
     home: Home,
     namespace: str,
     generation_id: str | None = None,
     *,
     action: str = "promote",
     run_id: str | None = None,
-) -> Generation:
-    """Point ``namespace`` at a generation, atomically.
+    wait_s: float = 0.0,
+    expect_active: str | None = None,
+) -> PointerMove:
+    """Promote or roll back ``namespace`` (see ``promote``), saying whether the pointer moved.
 
-    ``action="promote"`` with no ``generation_id`` picks the newest READY generation of the
-    namespace; ``action="rollback"`` goes back to the generation that was ACTIVE before.
+    Holds the home's lock, waiting up to ``wait_s`` seconds for a sync in flight. With
+    ``expect_active`` (the generation the caller believes serves now), a retry of a move that
+    already committed is a no-op that returns the current state, and any other mismatch is
+    refused, so a retried rollback never rolls back twice.
 
     Raises:
         UnknownNamespaceError, MissingGenerationError, PromotionRefusedError (among others:
         the eval gate did not run, for want of a golden set, and the namespace does not
-        declare ``eval_gate: off``).
+        declare ``eval_gate: off``), HomeBusyError (a sync or another promotion of the home
+        is in flight), ActiveMismatchError (``expect_active`` does not serve and this very
+        move was not its last one).
     """
     if namespace not in home.config.namespaces:
         raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
+    with home_lock(home.settings.home, action, wait_s=wait_s):
+        current = home.registry.active(namespace)
+        if expect_active is not None and (current.id if current else "") != expect_active:
+            return _already_moved(home, namespace, generation_id, current, action, expect_active)
+        gen = _promote(home, namespace, generation_id, action=action, run_id=run_id)
+        return PointerMove(gen, moved=current is None or current.id != gen.id)
+
+
+def _already_moved(
+    home: Home,
+    namespace: str,
+    generation_id: str | None,
+    current: Generation | None,
+    action: str,
+    expect_active: str,
+) -> PointerMove:
+    """The current state, if the namespace's last pointer move was this very move from
+    ``expect_active`` (a retry after it committed); else ActiveMismatchError."""
+    history = home.registry.history(namespace)
+    last = history[-1] if history else None
+    if (
+        current is not None
+        and last is not None
+        and last["action"] == action
+        and last["from_generation"] == expect_active
+        and last["to_generation"] == current.id
+        and generation_id in (None, "", current.id)
+    ):
+        note = (
+            f"namespace {namespace!r} already moved from {expect_active} to {current.id} "
+            f"({action} at {last['changed_at']:%Y-%m-%d %H:%M:%S %Z}, run {last['run_id']}); "
+            "nothing changed"
+        )
+        return PointerMove(current, moved=False, note=note)
+    serving = current.id if current else "no generation"
+    error = ActiveMismatchError(
+        f"namespace {namespace!r} serves {serving}, not {expect_active} as expected, so the "
+        f"{action} was refused; nothing changed"
+    )
+    error.add_note(
+        "someone else moved the pointer since you looked: check `corpus generations`, then "
+        f"retry with --expect-active {current.id if current else ''} if the {action} is still wanted"
+    )
+    raise error
+
+
+def _promote(
+    home: Home, namespace: str, generation_id: str | None, *, action: str, run_id: str | None
+) -> Generation:
     target = _target(home, namespace, generation_id, action=action)
     if target.spec.profile not in home.config.profiles:
         raise PromotionRefusedError(
@@ -88,9 +182,26 @@ def promote(
     return home.registry.promote(target.id, run_id=run_id, action=action, required=required)
 
 
-def rollback(home: Home, namespace: str, *, run_id: str | None = None) -> Generation:
-    """Point ``namespace`` back at the generation that was ACTIVE before, in one step."""
-    return promote(home, namespace, action="rollback", run_id=run_id)
+def rollback(
+    home: Home,
+    namespace: str,
+    *,
+    run_id: str | None = None,
+    wait_s: float = 0.0,
+    expect_active: str | None = None,
+) -> Generation:
+    """Point ``namespace`` back at the generation that was ACTIVE before, in one step.
+
+    With ``expect_active``, a retry after the rollback committed changes nothing.
+    """
+    return promote(
+        home,
+        namespace,
+        action="rollback",
+        run_id=run_id,
+        wait_s=wait_s,
+        expect_active=expect_active,
+    )
 
 
 def _target(home: Home, namespace: str, generation_id: str | None, *, action: str) -> Generation:

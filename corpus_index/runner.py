@@ -59,12 +59,21 @@ class PipelineRunner(Protocol):
         """Run the asset graph for every configured collection."""
         ...
 
-    def promote(self, settings: Settings, namespace: str, generation: str) -> RunOutcome:
-        """Make ``generation`` (``''``: the newest READY one) serve ``namespace``."""
+    def promote(
+        self, settings: Settings, namespace: str, generation: str, *, expect_active: str = ""
+    ) -> RunOutcome:
+        """Make ``generation`` (``''``: the newest READY one) serve ``namespace``.
+
+        ``expect_active`` (``''``: none): the generation that must serve now; a retry of a
+        promotion that committed is a no-op, any other mismatch is refused.
+        """
         ...
 
-    def rollback(self, settings: Settings, namespace: str) -> RunOutcome:
-        """Point ``namespace`` back at its previous ACTIVE generation."""
+    def rollback(
+        self, settings: Settings, namespace: str, *, expect_active: str = ""
+    ) -> RunOutcome:
+        """Point ``namespace`` back at its previous ACTIVE generation (``expect_active``: as
+        for ``promote``)."""
         ...
 
     def retire(self, settings: Settings, generation: str) -> RunOutcome:

@@ -71,21 +71,26 @@ class DagsterRunner:
         ]
         return report
 
-    def promote(self, settings: Settings, namespace: str, generation: str) -> JobOutcome:
+    def promote(
+        self, settings: Settings, namespace: str, generation: str, *, expect_active: str = ""
+    ) -> JobOutcome:
         """Materialize ``active_generation`` for ``namespace`` through the promote job."""
-        return self._promotion(settings, namespace, generation, "promote")
+        return self._promotion(settings, namespace, generation, "promote", expect_active)
 
-    def rollback(self, settings: Settings, namespace: str) -> JobOutcome:
+    def rollback(
+        self, settings: Settings, namespace: str, *, expect_active: str = ""
+    ) -> JobOutcome:
         """Materialize ``active_generation`` for ``namespace`` through the rollback job."""
-        return self._promotion(settings, namespace, "", "rollback")
+        return self._promotion(settings, namespace, "", "rollback", expect_active)
 
     def _promotion(
-        self, settings: Settings, namespace: str, generation: str, action: str
+        self, settings: Settings, namespace: str, generation: str, action: str, expect_active: str
     ) -> JobOutcome:
         home = self.open_home(settings)
         job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
+        config = {"generation": generation, "action": action, "expect_active": expect_active}
         run_config = {
-            "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
+            "ops": {"active_generation": {"config": config}},
             **SILENT_RUN_CONFIG,
         }
         result = home.defs.resolve_job_def(job).execute_in_process(

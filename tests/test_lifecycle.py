@@ -9,10 +9,16 @@ import yaml
 
 from corpus_index import gates, lifecycle
 from corpus_index.config import Settings
-from corpus_index.errors import ConfigError, PromotionRefusedError
+from corpus_index.errors import (
+    ActiveMismatchError,
+    ConfigError,
+    HomeBusyError,
+    PromotionRefusedError,
+)
 from corpus_index.home import Home
 from tests.corpusgen import RISKS, write_home
 from tests.searchkit import build_home
+from tests.support.lockholder import hold
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
 
@@ -89,3 +95,77 @@ def test_eval_gate_accepts_on_and_off_only(tmp_path: Path) -> None:
         Settings(config_path=bare, home=tmp_path / "home").load().namespaces["deals"].eval_gate
         is False
     )
+
+
+def test_promotion_refuses_while_a_sync_of_the_home_is_in_flight(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate="off")
+    sync = hold(home.settings.home, 30)
+    try:
+        with pytest.raises(HomeBusyError) as busy:
+            lifecycle.promote(home, "deals")
+        message = str(busy.value)
+        assert f"home {home.settings.home} is busy" in message
+        assert f"pid {sync.pid} (sync)" in message
+        assert home.registry.active("deals") is None  # nothing moved
+    finally:
+        sync.kill()
+        sync.wait()
+    assert lifecycle.promote(home, "deals").status == "ACTIVE"
+
+
+def test_promotion_waits_for_a_sync_in_flight_when_asked(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate="off")
+    sync = hold(home.settings.home, 1.0)
+    assert lifecycle.promote(home, "deals", wait_s=60).status == "ACTIVE"
+    assert sync.wait(timeout=60) == 0
+
+
+def two_generations(root: Path) -> Home:
+    """g0001 (profile main) then g0002 (profile alt) promoted in namespace deals."""
+    config = write_home(
+        root,
+        eval_gate="off",
+        extra_profiles={"alt": {"embedder": "hash:v1-32", "namespace": "deals"}},
+    )
+    home = build_home(Settings(config_path=config, home=root / "home"))
+    assert active_id(home) == "g0002" and home.registry.previous("deals").id == "g0001"  # type: ignore[union-attr]
+    return home
+
+
+def active_id(home: Home) -> str:
+    gen = home.registry.active("deals")
+    return gen.id if gen else ""
+
+
+def test_a_retried_rollback_that_committed_is_a_no_op(tmp_path: Path) -> None:
+    home = two_generations(tmp_path)
+    first = lifecycle.move_pointer(home, "deals", action="rollback", expect_active="g0002")
+    assert first.moved and first.generation.id == "g0001" and active_id(home) == "g0001"
+    moves = len(home.registry.history("deals"))
+    retry = lifecycle.move_pointer(home, "deals", action="rollback", expect_active="g0002")
+    assert not retry.moved and retry.generation.id == "g0001"
+    assert "already moved from g0002 to g0001" in retry.note and "nothing changed" in retry.note
+    assert active_id(home) == "g0001" and len(home.registry.history("deals")) == moves
+    assert lifecycle.rollback(home, "deals", expect_active="g0002").id == "g0001"
+    assert active_id(home) == "g0001"
+
+
+def test_a_retried_promotion_that_committed_is_a_no_op(tmp_path: Path) -> None:
+    home = two_generations(tmp_path)
+    lifecycle.rollback(home, "deals")
+    assert lifecycle.move_pointer(home, "deals", "g0002", expect_active="g0001").moved
+    retry = lifecycle.move_pointer(home, "deals", "g0002", expect_active="g0001")
+    assert not retry.moved and retry.generation.id == "g0002" and active_id(home) == "g0002"
+
+
+def test_an_unexpected_active_generation_is_refused(tmp_path: Path) -> None:
+    home = two_generations(tmp_path)
+    moves = len(home.registry.history("deals"))
+    with pytest.raises(ActiveMismatchError) as refused:
+        lifecycle.rollback(home, "deals", expect_active="g0001")
+    message = str(refused.value)
+    assert "serves g0002, not g0001" in message and "nothing changed" in message
+    # a different promotion than the last move is no retry either
+    with pytest.raises(ActiveMismatchError):
+        lifecycle.promote(home, "deals", "g0001", expect_active="g0001")
+    assert active_id(home) == "g0002" and len(home.registry.history("deals")) == moves

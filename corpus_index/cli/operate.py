@@ -15,16 +15,36 @@ from corpus_index.cli.app import (
     runner_of,
     settings_of,
 )
+from corpus_index.config import Settings
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for another sync or promotion of this home to finish; after that "
+    "(at once with 0) exit with code 75 (busy).",
+)
 @click.pass_context
 @handle_errors
-def sync(ctx: click.Context, as_json: bool) -> None:
-    """Run the asset graph for every configured collection (the runs show in the Dagster UI)."""
-    settings = settings_of(ctx)
+def sync(ctx: click.Context, as_json: bool, wait_s: float) -> None:
+    """Run the asset graph for every configured collection (the runs show in the Dagster UI).
 
+    One sync per home at a time: a second one (or a promotion) waits up to --wait seconds for
+    the lock under the home, then exits with code 75 (busy), naming the PID that holds it.
+    """
+    from corpus_index.homelock import home_lock
+
+    settings = settings_of(ctx)
+    with home_lock(settings.home, "sync", wait_s=wait_s):
+        _sync(ctx, settings, as_json)
+
+
+def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
     def progress(message: str) -> None:
         if not as_json:
             click.echo(f"  running {message}", err=True)
@@ -96,24 +116,51 @@ def generations(ctx: click.Context, as_json: bool) -> None:
         )
 
 
-def _run_promotion(ctx: click.Context, namespace: str, generation: str, action: str) -> None:
+EXPECT_ACTIVE_HELP = (
+    "The generation that serves now (gNNNN, as `corpus generations` shows it). A retry after "
+    "the {action} already committed changes nothing and says so; if another generation "
+    "serves, the {action} is refused. Needs a single namespace."
+)
+
+
+def _run_promotion(
+    ctx: click.Context, namespace: str, generation: str, action: str, expect_active: str = ""
+) -> None:
+    from corpus_index.registry import Registry
+
     settings = settings_of(ctx)
     runner = runner_of(ctx)
+    before = Registry(settings.registry_path).active(namespace)
     if action == "rollback":
-        result = runner.rollback(settings, namespace)
+        result = runner.rollback(settings, namespace, expect_active=expect_active)
     else:
-        result = runner.promote(settings, namespace, generation)
+        result = runner.promote(settings, namespace, generation, expect_active=expect_active)
     if not result.success:
         detail = result.error or "see the run in the Dagster UI"
         click.echo(f"error: {action} refused for namespace {namespace}: {detail}", err=True)
         sys.exit(EXIT_FAILED)
-    from corpus_index.registry import Registry
-
     active = Registry(settings.registry_path).active(namespace)
-    if active is not None:
+    if active is None:
+        return
+    if expect_active and (before.id if before else "") != expect_active:
+        # succeeded although the expected generation did not serve: a retry of a committed move
         click.echo(
-            f"{namespace}: ACTIVE generation is now {active.id} ({active.spec.profile}, "
-            f"{active.spec.backend_spec}, {active.row_count} rows); run {result.run_id}"
+            f"{namespace}: already done, nothing changed: the {action} from {expect_active} "
+            f"to {active.id} had committed; ACTIVE generation is {active.id} "
+            f"({active.spec.profile}, {active.row_count} rows); run {result.run_id}"
+        )
+        return
+    click.echo(
+        f"{namespace}: ACTIVE generation is now {active.id} ({active.spec.profile}, "
+        f"{active.spec.backend_spec}, {active.row_count} rows); run {result.run_id}"
+    )
+
+
+def _single_namespace(expect_active: str, namespaces: list[str], action: str) -> None:
+    if expect_active and len(namespaces) != 1:
+        raise click.UsageError(
+            f"--expect-active names one generation, but {action} would act on "
+            f"{len(namespaces)} namespaces ({', '.join(namespaces) or 'none'}); pass --namespace"
         )
 
 
@@ -122,21 +169,27 @@ def _run_promotion(ctx: click.Context, namespace: str, generation: str, action: 
 @click.option(
     "--namespace", help="Namespace to promote in (default: the generation's, or every namespace)."
 )
+@click.option(
+    "--expect-active", default="", metavar="GNNNN", help=EXPECT_ACTIVE_HELP.format(action="promote")
+)
 @click.pass_context
 @handle_errors
-def promote(ctx: click.Context, generation: str | None, namespace: str | None) -> None:
+def promote(
+    ctx: click.Context, generation: str | None, namespace: str | None, expect_active: str
+) -> None:
     """Make GENERATION (default: the newest READY one) serve its namespace, after its gates passed."""
     from corpus_index.registry import Registry
 
     settings = settings_of(ctx)
     if generation:
         gen = Registry(settings.registry_path).require(generation)
-        _run_promotion(ctx, gen.spec.namespace, generation, "promote")
+        _run_promotion(ctx, gen.spec.namespace, generation, "promote", expect_active)
         return
     config = settings.load()
     namespaces = [namespace] if namespace else list(config.namespaces)
+    _single_namespace(expect_active, namespaces, "promote")
     for ns in namespaces:
-        _run_promotion(ctx, ns, "", "promote")
+        _run_promotion(ctx, ns, "", "promote", expect_active)
 
 
 @main.command()
@@ -145,9 +198,15 @@ def promote(ctx: click.Context, generation: str | None, namespace: str | None) -
     default=None,
     help="Namespace to roll back (default: every namespace with a previous generation).",
 )
+@click.option(
+    "--expect-active",
+    default="",
+    metavar="GNNNN",
+    help=EXPECT_ACTIVE_HELP.format(action="rollback"),
+)
 @click.pass_context
 @handle_errors
-def rollback(ctx: click.Context, namespace: str | None) -> None:
+def rollback(ctx: click.Context, namespace: str | None, expect_active: str) -> None:
     """Point a namespace back at its previous ACTIVE generation, in one step, without re-embedding."""
     from corpus_index.registry import Registry
 
@@ -155,11 +214,12 @@ def rollback(ctx: click.Context, namespace: str | None) -> None:
     reg = Registry(settings.registry_path)
     config = settings.load()
     namespaces = [namespace] if namespace else [ns for ns in config.namespaces if reg.previous(ns)]
+    _single_namespace(expect_active, namespaces, "rollback")
     if not namespaces:
         click.echo("error: no namespace has a previous generation to roll back to", err=True)
         sys.exit(EXIT_FAILED)
     for ns in namespaces:
-        _run_promotion(ctx, ns, "", "rollback")
+        _run_promotion(ctx, ns, "", "rollback", expect_active)
 
 
 @main.command()

@@ -1,0 +1,80 @@
+"""One writer of a home's serving state at a time: a lock file under the home.
+
+``corpus sync`` holds it for its whole run (two syncs would embed the same inputs twice, and a
+paid embedder bills twice); a promotion or rollback holds it while it moves a pointer, so it
+never serves a generation that a sync in flight is still changing. The lock is ``fcntl.flock``
+on ``<home>/corpus.lock``: the kernel releases it when its holder dies, so a crash never leaves
+the home locked. The file records who holds it, for the message the next process shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from corpus_index.errors import HomeBusyError
+
+LOCK_NAME = "corpus.lock"
+POLL_S = 0.2
+
+
+def lock_path(home: Path) -> Path:
+    """The lock file of the home ``home``."""
+    return home / LOCK_NAME
+
+
+def holder(home: Path) -> str:
+    """What the lock file says about its holder (``pid 123 (sync)``), or ``''``."""
+    try:
+        return lock_path(home).read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+@contextlib.contextmanager
+def home_lock(home: Path, purpose: str, *, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold the home's lock for ``purpose`` (``sync``, ``promote``, ``rollback``).
+
+    Waits up to ``wait_s`` seconds for another holder to finish (0: fail at once).
+
+    Raises:
+        HomeBusyError: another process still holds the lock after ``wait_s``; the message
+            names the home and the holder's PID.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    path = lock_path(home)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _busy(home, purpose, wait_s) from None
+                time.sleep(POLL_S)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} ({purpose})\n".encode())
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _busy(home: Path, purpose: str, wait_s: float) -> HomeBusyError:
+    who = holder(home) or "another process"
+    waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
+    error = HomeBusyError(f"home {home} is busy{waited}: {who} holds {lock_path(home)}")
+    error.add_note(
+        f"a sync, promote or rollback of one home runs one at a time ({purpose} was asked); "
+        "wait for that process to finish, then try again (`corpus sync --wait SECONDS` waits)"
+    )
+    return error
