@@ -1,7 +1,8 @@
 """The ``corpus`` Click group, what every command shares, and the error boundary.
 
 Domain errors become one clean line on stderr and a meaningful exit code here, and only here:
-2 for bad input or configuration, 1 for a failed operation (a failed run, a refused promotion).
+2 for bad input or configuration, 1 for a failed operation (a failed run, a refused promotion),
+3 for a damaged home (a file that cannot be read: `corpus doctor --repair` rebuilds it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import click
 
 from corpus_index.config import Settings
 from corpus_index.environment import configure_environment
-from corpus_index.errors import ConfigError, CorpusError, PermanentError
+from corpus_index.errors import ConfigError, CorpusError, DamagedStateError, PermanentError
 from corpus_index.runner import PipelineRunner, load_runner
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_DAMAGED = 3
 
 
 @dataclass
@@ -49,6 +51,9 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except DamagedStateError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_DAMAGED)
         except (ConfigError, PermanentError, FileNotFoundError) as exc:
             click.echo(f"error: {exc}", err=True)
             for note in getattr(exc, "__notes__", []):
