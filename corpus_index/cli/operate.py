@@ -94,6 +94,8 @@ def generations(ctx: click.Context, as_json: bool) -> None:
     damage = {g.id: generation_problem(store, g) if g.status in LIVE else None for g in gens}
     if as_json:
         emit_json({"generations": [{**g.to_json(), "damaged": damage[g.id]} for g in gens]})
+        if any(damage.values()):
+            sys.exit(EXIT_DAMAGED)
         return
     if not gens:
         click.echo("no generations yet (run `corpus sync`)")
