@@ -14,7 +14,8 @@ from click.testing import CliRunner, Result
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from corpus_index.errors import DamagedRegistryError, DamagedWarehouseError
+from corpus_index.cache import EmbeddingCache
+from corpus_index.errors import DamagedRegistryError, DamagedTableError, DamagedWarehouseError
 from corpus_index.home import Home
 from corpus_index.registry import Registry
 from tests.corpusgen import write_home
@@ -163,3 +164,18 @@ def test_a_deleted_registry_gets_its_pointer_and_tombstones_back(home: Settings)
     assert table.count_rows(f"source_id = '{DELETED}'") == 0
     searched = corpus(home, "search", *QUERY)
     assert searched.exit_code == 0 and json.loads(searched.stdout)["hits"], searched.output
+
+
+def test_a_damaged_cache_table_is_named_found_and_dropped(home: Settings) -> None:
+    table = next((home.home / "lance").glob("cache__*.lance"))
+    for data in (table / "data").iterdir():
+        data.unlink()
+    cache = EmbeddingCache(home.lance_uri, backend_spec="hash:v1-64", revision="v1", dim=64)
+    assert cache.table_name == table.name.removesuffix(".lance")
+    with pytest.raises(DamagedTableError) as raised:
+        cache.lookup(["some-input-hash"])
+    assert table.name in str(raised.value) and "corpus doctor --repair" in str(raised.value)
+
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "cache" and finding["name"] == table.name.removesuffix(".lance")
+    assert_repaired(home)
