@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from corpus_index.cache import EmbeddingCache
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from corpus_index.cache import EmbeddingCache
 from corpus_index.errors import DamagedRegistryError, DamagedTableError, DamagedWarehouseError
 from corpus_index.home import Home
 from corpus_index.registry import Registry
