@@ -131,6 +131,8 @@ def _table_problem(store: GenerationStore, name: str, column: str) -> str | None
             counted = int(table.count_rows())
     except DamagedStateError as exc:
         return exc.reason
+    except (RuntimeError, OSError, ValueError) as exc:  # unreadable in a way not named above
+        return str(exc).splitlines()[0]
     if read != counted:
         return f"{read} rows read of the {counted} its manifest lists"
     return None

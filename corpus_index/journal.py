@@ -23,10 +23,16 @@ class Journal:
 
     def append(self, op: str, **fields: Any) -> None:
         """Append one entry and flush it to disk."""
-        line = json.dumps({"op": op, **fields}, sort_keys=True, default=str)
+        self.extend([{"op": op, **fields}])
+
+    def extend(self, entries: list[dict[str, Any]]) -> None:
+        """Append entries (each with its ``op``) in one write, flushed to disk once."""
+        if not entries:
+            return
+        text = "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in entries)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
 

@@ -48,7 +48,7 @@ def is_damage(exc: BaseException) -> bool:
     """Whether LanceDB failed because a file of a table is missing or unreadable."""
     text = str(exc)
     return isinstance(exc, RuntimeError | OSError | ValueError) and (
-        text.startswith("lance error") or "LanceError(IO)" in text or "Not found:" in text
+        "Not found:" in text or "LanceError(IO)" in text or "corrupt" in text.lower()
     )
 
 

@@ -644,18 +644,22 @@ class Registry:
                     ],
                 )
             con.execute("COMMIT")
-        for r in rows:
-            self.journal.append(
-                "tombstone",
-                source_id=r["source_id"],
-                collection=r["collection"],
-                namespace=r["namespace"],
-                content_hashes=sorted(r.get("content_hashes", [])),
-                input_hashes=sorted(r.get("input_hashes", [])),
-                removed_at=now,
-                reason=r.get("reason", "removed"),
-                receipt=r.get("receipt"),
-            )
+        self.journal.extend(
+            [
+                {
+                    "op": "tombstone",
+                    "source_id": r["source_id"],
+                    "collection": r["collection"],
+                    "namespace": r["namespace"],
+                    "content_hashes": sorted(r.get("content_hashes", [])),
+                    "input_hashes": sorted(r.get("input_hashes", [])),
+                    "removed_at": now,
+                    "reason": r.get("reason", "removed"),
+                    "receipt": r.get("receipt"),
+                }
+                for r in rows
+            ]
+        )
 
     def tombstones(
         self, *, namespace: str | None = None, pending_purge: bool = False
