@@ -47,6 +47,7 @@ class EmbeddingCache:
             return None
         return self._db.create_table(self.table_name, schema=cache_schema(self.dim), exist_ok=True)
 
+    @lance.reads_tables
     def lookup(self, hashes: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """Cached vectors for the given input hashes (missing ones are absent from the result)."""
         table = self._table(create=False)
@@ -63,6 +64,7 @@ class EmbeddingCache:
                 found[key] = vec.astype(np.float32, copy=False)
         return found
 
+    @lance.reads_tables
     def put(self, hashes: Sequence[str], vectors: npt.NDArray[np.float32]) -> int:
         """Store vectors; keys already stored are left untouched. Returns how many were offered.
 
@@ -100,10 +102,12 @@ class EmbeddingCache:
         table.add(data)
         return len(hashes)
 
+    @lance.reads_tables
     def count(self) -> int:
         table = self._table(create=False)
         return 0 if table is None else int(table.count_rows())
 
+    @lance.reads_tables
     def delete(self, hashes: Iterable[str]) -> int:
         """Remove entries (cache purge at compaction)."""
         table = self._table(create=False)

@@ -114,3 +114,30 @@ class HomeBusyError(RetryableError):
 
 class ActiveMismatchError(PermanentError, RuntimeError):
     """The namespace's ACTIVE generation is not the one a promotion or rollback expected."""
+
+
+REPAIR_HINT = (
+    "run `corpus doctor` to see what is damaged and `corpus doctor --repair` to rebuild it"
+)
+
+
+class DamagedStateError(PermanentError, RuntimeError):
+    """A file of the home is damaged (truncated, garbage, missing); the message names it."""
+
+    def __init__(self, what: str, path: object, reason: str) -> None:
+        super().__init__(f"{path}: {what} is damaged ({reason}); {REPAIR_HINT}")
+        self.what = what
+        self.path = str(path)
+        self.reason = reason
+
+
+class DamagedWarehouseError(DamagedStateError):
+    """A warehouse Parquet partition cannot be read or lacks its expected schema."""
+
+
+class DamagedTableError(DamagedStateError):
+    """A LanceDB table (a generation's or the embedding cache's) cannot be read."""
+
+
+class DamagedRegistryError(DamagedStateError):
+    """``registry.duckdb`` is not a readable DuckDB database."""

@@ -2,6 +2,8 @@
 
 DuckDB allows one writing process per file, so every operation opens the file, does one short
 transaction with bound parameters, and closes it; a lock held by another process is retried.
+Pointer moves, new generations and tombstones are also journaled (``corpus_index.journal``)
+right after they commit, so ``restore_from_journal`` can rebuild them into a new registry.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import Any
 import duckdb
 
 from corpus_index.errors import (
+    DamagedRegistryError,
     MissingGenerationError,
     PromotionRefusedError,
     RetireRefusedError,
     RetryableError,
 )
+from corpus_index.journal import Journal
 
 STATUSES = ("BUILDING", "READY", "ACTIVE", "RETIRED", "FAILED")
 SCHEMA_VERSION = 1
@@ -178,6 +182,7 @@ class Registry:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         self._initialized = False
+        self.journal = Journal(self.path.with_name("registry.journal.jsonl"))
         # namespace -> (the registry files' state when read, the ACTIVE generation or None)
         self._active_cache: dict[str, tuple[tuple[int, ...], Generation | None]] = {}
 
@@ -191,8 +196,12 @@ class Registry:
             try:
                 con = duckdb.connect(str(self.path))
                 break
-            except duckdb.IOException as exc:
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+            except duckdb.Error as exc:
+                if "lock" not in str(exc).lower():
+                    raise DamagedRegistryError(
+                        "the registry", self.path, str(exc).splitlines()[0]
+                    ) from None
+                if time.monotonic() > deadline:
                     raise RetryableError(f"{self.path}: registry is busy: {exc}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -202,6 +211,11 @@ class Registry:
                     con.execute(ddl)
                 self._initialized = True
             yield con
+        except (duckdb.InternalException, duckdb.SerializationException) as exc:
+            # a file that opens but whose blocks are garbage fails on first read
+            raise DamagedRegistryError(
+                "the registry", self.path, str(exc).splitlines()[0]
+            ) from None
         finally:
             con.close()
 
@@ -310,7 +324,15 @@ class Registry:
                 ],
             )
             con.execute("COMMIT")
+            self._journal_generation(con, gen_id)
         return self.require(gen_id)
+
+    def _journal_generation(self, con: duckdb.DuckDBPyConnection, generation_id: str) -> None:
+        cur = con.execute("SELECT * FROM generations WHERE id = ?", [generation_id])
+        cols = [d[0] for d in cur.description]
+        row = cur.fetchone()
+        if row is not None:
+            self.journal.append("generation", row=dict(zip(cols, row, strict=True)))
 
     def live_generation(self, profile: str) -> Generation | None:
         """The newest BUILDING/READY/ACTIVE generation of ``profile``, if any."""
@@ -494,6 +516,12 @@ class Registry:
                 [ns, action, current, gen.id, now, run_id],
             )
             con.execute("COMMIT")
+            for journaled in (current, gen.id):
+                if journaled is not None:
+                    self._journal_generation(con, journaled)
+            self.journal.append(
+                "pointer", namespace=ns, generation=gen.id, previous=current, action=action, at=now
+            )
         return self.require(gen.id)
 
     def deactivated_at(self, generation_id: str) -> dt.datetime | None:
@@ -616,6 +644,22 @@ class Registry:
                     ],
                 )
             con.execute("COMMIT")
+        self.journal.extend(
+            [
+                {
+                    "op": "tombstone",
+                    "source_id": r["source_id"],
+                    "collection": r["collection"],
+                    "namespace": r["namespace"],
+                    "content_hashes": sorted(r.get("content_hashes", [])),
+                    "input_hashes": sorted(r.get("input_hashes", [])),
+                    "removed_at": now,
+                    "reason": r.get("reason", "removed"),
+                    "receipt": r.get("receipt"),
+                }
+                for r in rows
+            ]
+        )
 
     def tombstones(
         self, *, namespace: str | None = None, pending_purge: bool = False
@@ -696,19 +740,28 @@ class Registry:
         if not source_ids:
             return 0
         with self.connect() as con:
-            before = con.execute("SELECT count(*) FROM tombstones").fetchone()
+            lifted = sorted(
+                r[0]
+                for r in con.execute(
+                    "SELECT source_id FROM tombstones WHERE list_contains(?, source_id)",
+                    [source_ids],
+                ).fetchall()
+            )
             con.execute("DELETE FROM tombstones WHERE list_contains(?, source_id)", [source_ids])
-            after = con.execute("SELECT count(*) FROM tombstones").fetchone()
-        return int((before or (0,))[0]) - int((after or (0,))[0])
+        if lifted:
+            self.journal.append("lift", source_ids=lifted)
+        return len(lifted)
 
     def mark_purged(self, source_ids: list[str]) -> None:
         if not source_ids:
             return
+        now = _now()
         with self.connect() as con:
             con.execute(
                 "UPDATE tombstones SET purged_at = ? WHERE list_contains(?, source_id)",
-                [_now(), source_ids],
+                [now, source_ids],
             )
+        self.journal.append("purged", source_ids=sorted(source_ids), at=now)
 
     def history(self, namespace: str) -> list[dict[str, Any]]:
         with self.connect() as con:
@@ -732,3 +785,72 @@ def _gate_summary(gen: Generation, required: set[str] | None) -> str:
     if missing:
         parts.append(f"checks not run: {', '.join(missing)}")
     return (": " + "; ".join(parts)) if parts else ""
+
+
+def restore_from_journal(registry: Registry) -> dict[str, int]:
+    """Replay the journal into ``registry`` (a new, empty one after the old was lost): the
+    generations it recorded, each namespace's ACTIVE pointer and every tombstone. Returns how
+    many of each were restored.
+
+    Generations are restored as last journaled, except that only the generation a pointer
+    names is ACTIVE (one ACTIVE before a later promotion is READY).
+    """
+    gens: dict[str, dict[str, Any]] = {}
+    pointers: dict[str, dict[str, Any]] = {}
+    stones: dict[str, dict[str, Any]] = {}
+    for entry in registry.journal.entries():
+        op = entry.pop("op")
+        if op == "generation":
+            gens[entry["row"]["id"]] = entry["row"]
+        elif op == "pointer":
+            pointers[entry["namespace"]] = entry
+        elif op == "tombstone":
+            stones[entry["source_id"]] = {**entry, "purged_at": None}
+        elif op == "lift":
+            for sid in entry["source_ids"]:
+                stones.pop(sid, None)
+        elif op == "purged":
+            for sid in entry["source_ids"]:
+                if sid in stones:
+                    stones[sid]["purged_at"] = entry["at"]
+    active = {p["generation"] for p in pointers.values()}
+    with registry.connect() as con:
+        con.execute("BEGIN TRANSACTION")
+        cols = [d[0] for d in con.execute("SELECT * FROM generations LIMIT 0").description]
+        for gen_id, row in sorted(gens.items()):
+            row = {c: row.get(c) for c in cols}
+            if row["status"] == "ACTIVE" and gen_id not in active:
+                row["status"] = "READY"
+            for c in ("checks", "eval", "run_ids"):
+                if not isinstance(row[c], str):
+                    row[c] = json.dumps(row[c] if row[c] is not None else {})
+            con.execute(
+                f"INSERT OR REPLACE INTO generations ({', '.join(cols)}) "
+                f"VALUES ({', '.join('?' for _ in cols)})",
+                [row[c] for c in cols],
+            )
+        for ns, p in sorted(pointers.items()):
+            con.execute(
+                "INSERT OR REPLACE INTO active_pointers VALUES (?, ?, ?, ?)",
+                [ns, p["generation"], p["previous"], p["at"]],
+            )
+            con.execute("UPDATE generations SET status = 'ACTIVE' WHERE id = ?", [p["generation"]])
+        for sid, t in sorted(stones.items()):
+            con.execute(
+                """INSERT OR REPLACE INTO tombstones (source_id, collection, namespace,
+                   content_hashes, input_hashes, removed_at, reason, receipt, purged_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [
+                    sid,
+                    t["collection"],
+                    t["namespace"],
+                    json.dumps(t["content_hashes"]),
+                    json.dumps(t["input_hashes"]),
+                    t["removed_at"],
+                    t["reason"],
+                    t["receipt"],
+                    t["purged_at"],
+                ],
+            )
+        con.execute("COMMIT")
+    return {"generations": len(gens), "pointers": len(pointers), "tombstones": len(stones)}

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from corpus_index import fusion, predicates, retrieval
+from corpus_index import fusion, lance, predicates, retrieval
 from corpus_index.eligibility import Principal, eligibility
 from corpus_index.errors import (
     DimensionMismatchError,
@@ -164,6 +164,7 @@ class Searcher:
         collections = [c.name for c in self.corpus.config.collections_in(ns)]
         return ns, gen, eligibility(principal, collections)
 
+    @lance.reads_tables
     def search(
         self,
         query: str,

@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from corpus_index.errors import DamagedWarehouseError
+
 PACKED_DIM_KEY = b"corpus_index.packed_float32_dim"
 # rows per Parquet row group: a filtered read holds one group at a time, not the partition
 ROW_GROUP_ROWS = 8192
@@ -87,6 +89,17 @@ class Warehouse:
         path = self.path(asset, *partition)
         if not path.is_file():
             return None
+        with damage(asset, path):
+            return self._read(path, schema, where=where, columns=columns)
+
+    def _read(
+        self,
+        path: Path,
+        schema: pa.Schema | None,
+        *,
+        where: pc.Expression | None,
+        columns: list[str] | None,
+    ) -> pa.Table:
         if where is None:
             table = pq.read_table(path, columns=columns)
         else:
@@ -116,7 +129,7 @@ class Warehouse:
         path = self.path(asset, *partition)
         if not path.is_file():
             return
-        with pq.ParquetFile(path) as pf:
+        with damage(asset, path), pq.ParquetFile(path) as pf:
             for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns):
                 table = unpack_vectors(pa.Table.from_batches([batch]))
                 yield from (table.cast(schema) if schema is not None else table).to_batches()
@@ -129,14 +142,16 @@ class Warehouse:
         path = self.path(asset, *partition)
         if not path.is_file():
             return None
-        return KeyedReader(path, key, columns=columns)
+        with damage(asset, path):
+            return KeyedReader(path, key, columns=columns)
 
     def metadata(self, asset: str, partition: tuple[str, ...]) -> dict[bytes, bytes] | None:
         """The partition's schema metadata, read from the file's footer (None if never written)."""
         path = self.path(asset, *partition)
         if not path.is_file():
             return None
-        return dict(pq.read_schema(path).metadata or {})
+        with damage(asset, path):
+            return dict(pq.read_schema(path).metadata or {})
 
     def delete(self, asset: str, partition: tuple[str, ...]) -> bool:
         path = self.path(asset, *partition)
@@ -158,6 +173,20 @@ class Warehouse:
                 shutil.rmtree(path)
                 removed.append(str(path))
         return removed
+
+
+@contextlib.contextmanager
+def damage(asset: str, path: Path) -> Iterator[None]:
+    """Turns an unreadable partition file (truncated, garbage, another schema) into a
+    DamagedWarehouseError naming it; a file removed meanwhile stays FileNotFoundError."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise DamagedWarehouseError(
+            f"the warehouse partition of {asset}", path, str(exc).splitlines()[0]
+        ) from None  # the message carries the cause; run reports show the innermost error
 
 
 class KeyedReader:

@@ -2,7 +2,8 @@
 
 Domain errors become one clean line on stderr and a meaningful exit code here, and only here:
 2 for bad input or configuration, 1 for a failed operation (a failed run, a refused promotion),
-75 (EX_TEMPFAIL) when the home is busy with another sync or promotion: try again later.
+75 (EX_TEMPFAIL) when the home is busy with another sync or promotion: try again later;
+3 for a damaged home (a file that cannot be read: `corpus doctor --repair` rebuilds it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ import click
 
 from corpus_index.config import Settings
 from corpus_index.environment import configure_environment
-from corpus_index.errors import ConfigError, CorpusError, HomeBusyError, PermanentError
+from corpus_index.errors import (
+    ConfigError,
+    CorpusError,
+    DamagedStateError,
+    HomeBusyError,
+    PermanentError,
+)
 from corpus_index.runner import PipelineRunner, load_runner
 
 if TYPE_CHECKING:
@@ -30,6 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BUSY = 75  # EX_TEMPFAIL: another process holds the home's lock
+EXIT_DAMAGED = 3
 
 
 @dataclass
@@ -51,6 +59,9 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except DamagedStateError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_DAMAGED)
         except (ConfigError, PermanentError, FileNotFoundError) as exc:
             click.echo(f"error: {exc}", err=True)
             for note in getattr(exc, "__notes__", []):

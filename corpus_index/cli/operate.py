@@ -8,6 +8,7 @@ import sys
 import click
 
 from corpus_index.cli.app import (
+    EXIT_DAMAGED,
     EXIT_FAILED,
     emit_json,
     handle_errors,
@@ -29,9 +30,14 @@ from corpus_index.config import Settings
     help="Seconds to wait for another sync or promotion of this home to finish; after that "
     "(at once with 0) exit with code 75 (busy).",
 )
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="First repair what `corpus doctor` finds damaged, then sync (which rebuilds it).",
+)
 @click.pass_context
 @handle_errors
-def sync(ctx: click.Context, as_json: bool, wait_s: float) -> None:
+def sync(ctx: click.Context, as_json: bool, wait_s: float, repair: bool) -> None:
     """Run the asset graph for every configured collection (the runs show in the Dagster UI).
 
     One sync per home at a time: a second one (or a promotion) waits up to --wait seconds for
@@ -41,6 +47,11 @@ def sync(ctx: click.Context, as_json: bool, wait_s: float) -> None:
 
     settings = settings_of(ctx)
     with home_lock(settings.home, "sync", wait_s=wait_s):
+        if repair:
+            from corpus_index import doctor as doctor_
+
+            for line in doctor_.repair(settings, doctor_.check(settings)):
+                click.echo(f"  repaired: {line}", err=True)
         _sync(ctx, settings, as_json)
 
 
@@ -91,13 +102,22 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
 @handle_errors
 def generations(ctx: click.Context, as_json: bool) -> None:
     """List index generations with status, counts and check outcomes."""
+    from corpus_index.doctor import LIVE, generation_problem
     from corpus_index.gates import check_summary
+    from corpus_index.index_store import GenerationStore
     from corpus_index.registry import Registry
 
-    reg = Registry(settings_of(ctx).registry_path)
+    settings = settings_of(ctx)
+    reg = Registry(settings.registry_path)
     gens = reg.generations()
+    store = GenerationStore(settings.lance_uri)
+    # a live generation whose table is missing or unreadable is not healthy, whatever its
+    # status and checks say
+    damage = {g.id: generation_problem(store, g) if g.status in LIVE else None for g in gens}
     if as_json:
-        emit_json({"generations": [g.to_json() for g in gens]})
+        emit_json({"generations": [{**g.to_json(), "damaged": damage[g.id]} for g in gens]})
+        if any(damage.values()):
+            sys.exit(EXIT_DAMAGED)
         return
     if not gens:
         click.echo("no generations yet (run `corpus sync`)")
@@ -114,6 +134,46 @@ def generations(ctx: click.Context, as_json: bool) -> None:
             f"{g.id}  {g.status:<8} {g.spec.namespace}/{g.spec.profile}  {g.spec.backend_spec}  "
             f"dim={g.spec.dim}  rows={g.row_count}{metrics}  {checks}"
         )
+        if damage[g.id]:
+            click.echo(
+                f"  DAMAGED: {damage[g.id]}; run `corpus doctor --repair`, then `corpus sync`",
+                err=True,
+            )
+    if any(damage.values()):
+        sys.exit(EXIT_DAMAGED)
+
+
+@main.command()
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Rebuild what is damaged: restore the registry from its journal, drop damaged "
+    "partitions and tables so the next `corpus sync` rebuilds them.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.pass_context
+@handle_errors
+def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Check the home: warehouse partitions, generation and cache tables, the registry."""
+    from corpus_index import doctor as doctor_
+
+    settings = settings_of(ctx)
+    findings = doctor_.check(settings)
+    done = doctor_.repair(settings, findings) if repair and findings else []
+    if as_json:
+        emit_json({"findings": [f.to_json() for f in findings], "repaired": done})
+    else:
+        if not findings:
+            click.echo(f"{settings.home}: healthy")
+        for f in findings:
+            click.echo(f"DAMAGED {f.kind} {f.name}: {f.path}: {f.problem}")
+            click.echo(f"  {'repaired' if repair else 'repair would'}: {f.repair}")
+        for line in done:
+            click.echo(f"  done: {line}")
+        if done:
+            click.echo("now run `corpus sync` to rebuild what was removed")
+    if findings and not repair:
+        sys.exit(EXIT_DAMAGED)
 
 
 EXPECT_ACTIVE_HELP = (

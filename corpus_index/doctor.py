@@ -1,0 +1,273 @@
+"""``corpus doctor``: find the damaged files of a home, and rebuild what can be rebuilt.
+
+What is checked: every warehouse partition reads whole with its asset's expected columns;
+every live generation's LanceDB table opens, every row of it reads and their count is the one
+the registry recorded; the registry opens, and holds the ACTIVE pointers and tombstones its
+journal recorded; every embedding-cache table reads.
+
+What repair does: a damaged warehouse partition is removed with the other partitions of its
+collection, so the next sync rebuilds them from the sources (vectors come from the cache); a
+damaged generation table is dropped, so the next sync rebuilds it from the warehouse; a damaged
+cache table is dropped (the next sync embeds its inputs again); a damaged or lost registry is
+moved aside and a new one restored from the journal (``corpus_index.journal``). What cannot be
+rebuilt: the sources themselves, and what only the lost registry held (check outcomes and
+evals of generations never promoted, traces, stale-source notes), which the next sync records
+again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_index import lance
+from corpus_index.config import Settings
+from corpus_index.errors import DamagedStateError
+from corpus_index.index_store import GenerationStore
+from corpus_index.records import (
+    BLOCK_SCHEMA,
+    INPUT_SCHEMA,
+    MANIFEST_SCHEMA,
+    QUARANTINE_SCHEMA,
+    embedding_schema,
+)
+from corpus_index.registry import Generation, Registry, restore_from_journal
+from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
+from corpus_index.warehouse import Warehouse
+
+# the columns each warehouse asset's partitions must have (others are only read whole)
+EXPECTED_COLUMNS: dict[str, set[str]] = {
+    "source_manifest": set(MANIFEST_SCHEMA.names),
+    "parsed_blocks": set(BLOCK_SCHEMA.names),
+    "quarantine": set(QUARANTINE_SCHEMA.names),
+    "embedding_inputs": set(INPUT_SCHEMA.names),
+    "embeddings": set(embedding_schema(1).names),
+    "sidecar_pins": set(SIDECAR_PINS_SCHEMA.names),
+}
+LIVE = ("BUILDING", "READY", "ACTIVE")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One damaged thing: what it is, its file, the problem, and what repair does about it."""
+
+    kind: str  # "registry", "journal", "warehouse", "generation" or "cache"
+    name: str  # the partition, generation id or table name
+    path: str
+    problem: str
+    repair: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "path": self.path,
+            "problem": self.problem,
+            "repair": self.repair,
+        }
+
+
+def check(settings: Settings) -> list[Finding]:
+    """Every damage found in the home of ``settings`` (an empty list: the home is healthy)."""
+    findings = _check_registry(settings)
+    findings += _check_warehouse(Warehouse(settings.warehouse))
+    store = GenerationStore(settings.lance_uri)
+    registry_ok = not any(f.kind == "registry" for f in findings)
+    if registry_ok:
+        for gen in Registry(settings.registry_path).generations():
+            if gen.status in LIVE:
+                problem = generation_problem(store, gen)
+                if problem:
+                    findings.append(
+                        Finding(
+                            "generation",
+                            gen.id,
+                            str(Path(settings.home) / "lance" / f"{gen.table_name}.lance"),
+                            problem,
+                            "drop the table; the next `corpus sync` rebuilds it from the warehouse",
+                        )
+                    )
+    for name in sorted(n for n in lance.table_names(store.db) if n.startswith("cache__")):
+        problem = _table_problem(store, name, "input_hash")
+        if problem:
+            findings.append(
+                Finding(
+                    "cache",
+                    name,
+                    str(Path(settings.home) / "lance" / f"{name}.lance"),
+                    problem,
+                    "drop the cache table; the next `corpus sync` embeds its inputs again",
+                )
+            )
+    return findings
+
+
+def generation_problem(store: GenerationStore, gen: Generation) -> str | None:
+    """Why a live generation's table cannot serve (missing, unreadable, rows lost), or None."""
+    if not store.exists(gen):
+        if gen.row_count == 0 and gen.status == "BUILDING":
+            return None  # nothing written yet
+        return f"its table {gen.table_name} is missing ({gen.row_count} rows recorded)"
+    problem = _table_problem(store, gen.table_name, "vector_id")
+    if problem:
+        return problem
+    if gen.status in ("READY", "ACTIVE"):
+        rows = int(store.table(gen).count_rows())
+        if rows != gen.row_count:
+            return f"its table holds {rows} rows, the registry recorded {gen.row_count}"
+    return None
+
+
+def _table_problem(store: GenerationStore, name: str, column: str) -> str | None:
+    """Why table ``name`` cannot be read whole (one column of every row), or None."""
+    try:
+        with lance.damage(store.uri):
+            table = store.db.open_table(name)
+            read = table.search().select([column]).limit(None).to_arrow().num_rows
+            counted = int(table.count_rows())
+    except DamagedStateError as exc:
+        return exc.reason
+    except (RuntimeError, OSError, ValueError) as exc:  # unreadable in a way not named above
+        return str(exc).splitlines()[0]
+    if read != counted:
+        return f"{read} rows read of the {counted} its manifest lists"
+    return None
+
+
+def _check_registry(settings: Settings) -> list[Finding]:
+    registry = Registry(settings.registry_path)
+    path = str(settings.registry_path)
+    if not settings.registry_path.exists() and any(registry.journal.entries()):
+        return [
+            Finding(
+                "registry",
+                "registry.duckdb",
+                path,
+                "the registry is missing",
+                "restore generations, ACTIVE pointers and tombstones from the journal",
+            )
+        ]
+    try:
+        gens = {g.id: g for g in registry.generations()}
+        stones = {t["source_id"] for t in registry.tombstones()}
+        namespaces = {g.spec.namespace for g in gens.values()}
+        active = {ns: registry.active(ns) for ns in namespaces}
+    except DamagedStateError as exc:
+        return [
+            Finding(
+                "registry",
+                "registry.duckdb",
+                path,
+                exc.reason,
+                "move it aside and restore generations, ACTIVE pointers and tombstones "
+                "from the journal",
+            )
+        ]
+    lost: list[str] = []
+    pointers: dict[str, str] = {}
+    journaled: set[str] = set()
+    for entry in registry.journal.entries():
+        if entry["op"] == "pointer":
+            pointers[entry["namespace"]] = entry["generation"]
+        elif entry["op"] == "tombstone":
+            journaled.add(entry["source_id"])
+        elif entry["op"] == "lift":
+            journaled -= set(entry["source_ids"])
+    for ns, gen_id in sorted(pointers.items()):
+        now = active.get(ns)
+        if now is None or now.id != gen_id:
+            lost.append(f"namespace {ns} should serve {gen_id}")
+    missing = sorted(journaled - stones)
+    if missing:
+        lost.append(f"{len(missing)} tombstones are missing ({', '.join(missing[:3])})")
+    if not lost:
+        return []
+    return [
+        Finding(
+            "journal",
+            "registry.journal.jsonl",
+            str(registry.journal.path),
+            "the registry lacks what its journal recorded: " + "; ".join(lost),
+            "restore the ACTIVE pointers and tombstones from the journal",
+        )
+    ]
+
+
+def _check_warehouse(warehouse: Warehouse) -> list[Finding]:
+    findings: list[Finding] = []
+    if not warehouse.root.is_dir():
+        return findings
+    for path in sorted(warehouse.root.rglob("*.parquet")):
+        asset = path.relative_to(warehouse.root).parts[0]
+        problem = _partition_problem(path, EXPECTED_COLUMNS.get(asset, set()))
+        if problem:
+            findings.append(
+                Finding(
+                    "warehouse",
+                    str(path.relative_to(warehouse.root).with_suffix("")),
+                    str(path),
+                    problem,
+                    f"remove the partitions of collection {path.stem}; the next `corpus sync` "
+                    "rebuilds them from the sources and the cache",
+                )
+            )
+    return findings
+
+
+def _partition_problem(path: Path, expected: set[str]) -> str | None:
+    try:
+        with pq.ParquetFile(path) as pf:
+            names = set(pf.schema_arrow.names)
+            for _ in pf.iter_batches():
+                pass
+    except (pa.ArrowException, OSError) as exc:
+        return str(exc).splitlines()[0]
+    missing = sorted(expected - names)
+    if missing:
+        return f"it lacks the columns {', '.join(missing)}"
+    return None
+
+
+def repair(settings: Settings, findings: list[Finding]) -> list[str]:
+    """Rebuild what ``findings`` name (see the module doc); returns what was done, one line each.
+
+    Generation tables and partitions are rebuilt by the next sync, not here.
+    """
+    done: list[str] = []
+    registry = Registry(settings.registry_path)
+    for f in findings:
+        if f.kind == "registry" and settings.registry_path.exists():
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+            aside = settings.registry_path.with_name(f"registry.duckdb.damaged-{stamp}")
+            settings.registry_path.rename(aside)
+            wal = settings.registry_path.with_name("registry.duckdb.wal")
+            if wal.exists():
+                wal.rename(aside.with_name(aside.name + ".wal"))
+            done.append(f"moved the damaged registry aside to {aside}")
+    if any(f.kind in ("registry", "journal") for f in findings):
+        counts = restore_from_journal(Registry(settings.registry_path))
+        done.append(
+            f"restored {counts['generations']} generations, {counts['pointers']} ACTIVE "
+            f"pointers and {counts['tombstones']} tombstones from {registry.journal.path}"
+        )
+    warehouse = Warehouse(settings.warehouse)
+    for f in findings:
+        if f.kind == "warehouse" and Path(f.path).stem == "data":  # an unpartitioned asset
+            Path(f.path).unlink(missing_ok=True)
+            done.append(f"removed {f.path}")
+    for collection in sorted(
+        {Path(f.path).stem for f in findings if f.kind == "warehouse"} - {"data"}
+    ):
+        removed = warehouse.delete_collection(collection)
+        done.append(f"removed {len(removed)} warehouse partitions of {collection}")
+    store = GenerationStore(settings.lance_uri)
+    for f in findings:
+        table = Path(f.path).stem  # <home>/lance/<table>.lance
+        if f.kind in ("generation", "cache") and table in lance.table_names(store.db):
+            store.db.drop_table(table)
+            done.append(f"dropped the damaged table {table}")
+    return done

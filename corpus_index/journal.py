@@ -1,0 +1,50 @@
+"""An append-only JSON-lines journal of what the registry must never forget: which generation
+serves each namespace (every pointer move, with the generation's record) and every tombstone.
+
+Each line is written and flushed to disk right after the registry transaction it mirrors
+commits, so a lost or corrupt ``registry.duckdb`` can be rebuilt with its pointers and its
+deletions (``corpus doctor --repair``). Replaying the lines in order gives the last state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class Journal:
+    """``registry.journal.jsonl`` beside the registry."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def append(self, op: str, **fields: Any) -> None:
+        """Append one entry and flush it to disk."""
+        self.extend([{"op": op, **fields}])
+
+    def extend(self, entries: list[dict[str, Any]]) -> None:
+        """Append entries (each with its ``op``) in one write, flushed to disk once."""
+        if not entries:
+            return
+        text = "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in entries)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """Every complete entry, oldest first (a torn last line, from a crash, is skipped)."""
+        if not self.path.is_file():
+            return
+        with self.path.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(entry, dict) and "op" in entry:
+                    yield entry

@@ -1,0 +1,181 @@
+"""Damaged homes: each damage gives a message naming the file and what to do, `corpus doctor`
+finds it, and `corpus sync --repair` brings the home back so a search works; a lost registry
+gets its ACTIVE pointer and tombstones back from the journal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from corpus_index.cache import EmbeddingCache
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.errors import DamagedRegistryError, DamagedTableError, DamagedWarehouseError
+from corpus_index.home import Home
+from corpus_index.registry import Registry
+from tests.corpusgen import write_home
+
+DELETED = "alpha-deals/deal-alpha-000"
+QUERY = ["anchor tenant lease", "--tenant", "beta", "--group", "beta-team", "--json"]
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home synced and promoted, with one deal deleted since (so it has a tombstone)."""
+    root = tmp_path_factory.mktemp("synced")
+    config = write_home(root)
+    base = ["--config", str(config), "--home", str(root / "home")]
+    runner = CliRunner()
+    for args in (["sync"], ["promote"]):
+        result = runner.invoke(main, [*base, *args])
+        assert result.exit_code == 0, result.output
+    (root / "sources" / "alpha" / "deal-alpha-000.uw.md").unlink()
+    result = runner.invoke(main, [*base, "sync"])
+    assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.fixture
+def home(synced: Path, tmp_path: Path) -> Iterator[Settings]:
+    """A copy of the synced home, free to damage."""
+    root = tmp_path / "copy"
+    shutil.copytree(synced, root)
+    yield Settings(config_path=root / "corpus.yaml", home=root / "home")
+
+
+def corpus(home: Settings, *args: str) -> Result:
+    base = ["--config", str(home.config_path), "--home", str(home.home)]
+    return CliRunner().invoke(main, [*base, *args])
+
+
+def doctor_findings(home: Settings) -> list[dict[str, str]]:
+    result = corpus(home, "doctor", "--json")
+    assert result.exit_code == 3, result.output
+    findings: list[dict[str, str]] = json.loads(result.stdout)["findings"]
+    return findings
+
+
+def assert_repaired(home: Settings) -> None:
+    """`corpus sync --repair` rebuilds the home: healthy again, and a search finds hits."""
+    result = corpus(home, "sync", "--repair")
+    assert result.exit_code == 0, result.output
+    assert "repaired:" in result.output
+    healthy = corpus(home, "doctor")
+    assert healthy.exit_code == 0 and "healthy" in healthy.output, healthy.output
+    searched = corpus(home, "search", *QUERY)
+    assert searched.exit_code == 0, searched.output
+    assert json.loads(searched.stdout)["hits"]
+
+
+def test_a_truncated_warehouse_partition_is_named_found_and_rebuilt(home: Settings) -> None:
+    path = home.warehouse / "embedding_inputs" / "beta-deals.parquet"
+    path.write_bytes(path.read_bytes()[:300])
+    with pytest.raises(DamagedWarehouseError) as raised:
+        Home(home).read("embedding_inputs", ("beta-deals",))
+    assert str(path) in str(raised.value) and "corpus doctor --repair" in str(raised.value)
+
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "warehouse" and finding["path"] == str(path)
+    assert_repaired(home)
+
+
+def test_a_garbage_embeddings_partition_is_named_found_and_rebuilt(home: Settings) -> None:
+    path = home.warehouse / "embeddings" / "main" / "beta-deals.parquet"
+    path.write_bytes(b"not parquet at all " * 100)
+    with pytest.raises(DamagedWarehouseError) as raised:
+        Home(home).keyed("embeddings", ("main", "beta-deals"))
+    assert str(path) in str(raised.value) and "corpus doctor --repair" in str(raised.value)
+    failed = corpus(home, "sync")
+    assert failed.exit_code == 1 and str(path) in failed.output and "damaged" in failed.output
+
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "warehouse" and finding["path"] == str(path)
+    assert_repaired(home)
+
+
+def test_a_missing_lancedb_data_file_is_named_found_and_rebuilt(home: Settings) -> None:
+    table = home.home / "lance" / "gen_g0001.lance"
+    # the data files the table's latest version reads for beta's rows (the searched ones)
+    manifests = sorted((table / "_versions").glob("*.manifest"), key=lambda p: int(p.stem))
+    latest = manifests[0].read_bytes()  # versions are named in descending order
+    victims = [
+        f
+        for f in sorted((table / "data").iterdir())
+        if f.name.encode() in latest and b"beta-deals" in f.read_bytes()
+    ]
+    assert victims
+    for victim in victims:
+        victim.unlink()
+
+    searched = corpus(home, "search", *QUERY)
+    assert searched.exit_code == 3, searched.output
+    assert any(v.name in searched.output for v in victims), searched.output
+    assert "corpus doctor --repair" in searched.output and "Traceback" not in searched.output
+
+    listed = corpus(home, "generations", "--json")
+    assert listed.exit_code == 3
+    (gen,) = json.loads(listed.stdout)["generations"]
+    assert gen["status"] == "ACTIVE" and gen["damaged"]
+
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "generation" and finding["name"] == "g0001"
+    assert_repaired(home)
+    assert corpus(home, "generations").exit_code == 0
+
+
+def test_a_corrupt_registry_is_named_not_busy_and_restored(home: Settings) -> None:
+    home.registry_path.write_bytes(b"\x00garbage" * 1000)
+    with pytest.raises(DamagedRegistryError):
+        Registry(home.registry_path).generations()
+    listed = corpus(home, "generations")
+    assert listed.exit_code == 3
+    assert str(home.registry_path) in listed.output and "busy" not in listed.output
+    assert "corpus doctor --repair" in listed.output
+
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "registry"
+    assert_repaired(home)
+    assert list(home.home.glob("registry.duckdb.damaged-*"))  # kept aside, not deleted
+    assert Registry(home.registry_path).tombstone(DELETED) is not None
+
+
+def test_a_deleted_registry_gets_its_pointer_and_tombstones_back(home: Settings) -> None:
+    home.registry_path.unlink()
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "registry" and "missing" in finding["problem"]
+
+    repaired = corpus(home, "doctor", "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    registry = Registry(home.registry_path)
+    active = registry.active("deals")
+    assert active is not None and active.id == "g0001"
+    assert registry.tombstone(DELETED) is not None
+
+    synced = corpus(home, "sync", "--json")
+    assert synced.exit_code == 0, synced.output
+    assert json.loads(synced.stdout)["generations"]["main"]["generation"] == "g0001"
+    assert registry.tombstone(DELETED) is not None
+    table = Home(home).store.table(active)
+    assert table.count_rows(f"source_id = '{DELETED}'") == 0
+    searched = corpus(home, "search", *QUERY)
+    assert searched.exit_code == 0 and json.loads(searched.stdout)["hits"], searched.output
+
+
+def test_a_damaged_cache_table_is_named_found_and_dropped(home: Settings) -> None:
+    table = next((home.home / "lance").glob("cache__*.lance"))
+    for data in (table / "data").iterdir():
+        data.unlink()
+    cache = EmbeddingCache(home.lance_uri, backend_spec="hash:v1-64", revision="v1", dim=64)
+    assert cache.table_name == table.name.removesuffix(".lance")
+    with pytest.raises(DamagedTableError) as raised:
+        cache.lookup(["some-input-hash"])
+    assert table.name in str(raised.value) and "corpus doctor --repair" in str(raised.value)
+
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "cache" and finding["name"] == table.name.removesuffix(".lance")
+    assert_repaired(home)

@@ -1,0 +1,71 @@
+"""The registry's journal: a lost registry gets its generations, ACTIVE pointers (with their
+rollback targets) and tombstones back, in their last state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corpus_index.errors import DamagedRegistryError
+from corpus_index.registry import Registry, restore_from_journal
+from tests.test_registry import OTHER_MODEL, SPEC, ready, registry
+
+
+def stone(source_id: str) -> dict[str, object]:
+    return {
+        "source_id": source_id,
+        "collection": "alpha-deals",
+        "namespace": "deals",
+        "content_hashes": ["c1"],
+        "input_hashes": ["i1"],
+        "receipt": f"receipts/{source_id.replace('/', '_')}.json",
+    }
+
+
+def test_a_lost_registry_is_restored_from_its_journal(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    g1, g2 = ready(reg, SPEC), ready(reg, OTHER_MODEL)
+    reg.promote(g1)
+    reg.promote(g2)
+    reg.add_tombstones([stone("alpha-deals/a"), stone("alpha-deals/b"), stone("alpha-deals/c")])
+    reg.lift_tombstones(["alpha-deals/b", "alpha-deals/live"])  # b came back
+    reg.mark_purged(["alpha-deals/c"])
+    before = {t["source_id"]: t for t in reg.tombstones()}
+
+    reg.path.unlink()
+    lost = Registry(reg.path)
+    assert lost.active("deals") is None and lost.tombstones() == []
+
+    counts = restore_from_journal(lost)
+    assert counts == {"generations": 2, "pointers": 1, "tombstones": 2}
+    active = lost.active("deals")
+    assert active is not None and active.id == g2 and active.row_count == 10
+    assert lost.previous("deals") is not None and lost.require(g1).status == "READY"
+    after = {t["source_id"]: t for t in lost.tombstones()}
+    assert after.keys() == before.keys() == {"alpha-deals/a", "alpha-deals/c"}
+    for sid, t in after.items():
+        assert t["content_hashes"] == ["c1"] and t["receipt"] == before[sid]["receipt"]
+        assert (t["purged_at"] is None) == (sid == "alpha-deals/a")
+    # the restored registry serves the next sync: the live generation of the spec is reused
+    assert lost.open_generation(SPEC).id == g1  # g1's spec is still live
+
+
+def test_a_torn_last_journal_line_is_skipped(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    reg.promote(ready(reg, SPEC))
+    with reg.journal.path.open("a") as f:
+        f.write('{"op": "tombstone", "source_id": "x"')  # a crash mid-write
+    reg.path.unlink()
+    assert restore_from_journal(Registry(reg.path))["pointers"] == 1
+
+
+def test_a_corrupt_registry_is_damaged_not_busy(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    reg.path.parent.mkdir(parents=True)
+    reg.path.write_bytes(b"\x00not a database" * 500)
+    with pytest.raises(DamagedRegistryError) as raised:
+        reg.generations()
+    message = str(raised.value)
+    assert str(reg.path) in message and "busy" not in message
+    assert "corpus doctor --repair" in message
