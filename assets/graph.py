@@ -8,9 +8,10 @@ from assets.resources import CorpusResource
 from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
-from corpus_index.lifecycle import promote
+from corpus_index.lifecycle import promote, registry_view
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
+from corpus_index.registry import Generation
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -338,24 +339,27 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     def active_generation(
         context: dg.AssetExecutionContext, corpus: CorpusResource, config: PromotionConfig
     ) -> dg.MaterializeResult:
-        """Which generation serves a namespace's queries; materializing it moves the pointer atomically."""
+        """Which generation serves a namespace's queries; the pointer moves only when a run names a generation to promote or asks to roll back."""
         c = corpus.open_home()
-        g = promote(
-            c,
-            context.partition_key,
-            config.generation or None,
-            action=config.action,
-            run_id=context.run.run_id,
-        )
-        previous = c.registry.previous(context.partition_key)
+        ns = context.partition_key
+        action = config.resolved_action()
+        if action == "record":
+            # "Materialize all" and a default launch land here: the state is recorded, the
+            # pointer stays where the operator left it
+            g: Generation | None = c.registry.active(ns)
+        else:
+            g = promote(c, ns, config.generation or None, action=action, run_id=context.run.run_id)
+        previous = c.registry.previous(ns)
         return dg.MaterializeResult(
             metadata={
-                "generation": g.id,
-                "profile": g.spec.profile,
-                "backend_spec": g.spec.backend_spec,
-                "rows": g.row_count,
+                "generation": g.id if g else "",
+                "profile": g.spec.profile if g else "",
+                "backend_spec": g.spec.backend_spec if g else "",
+                "rows": g.row_count if g else 0,
                 "previous": previous.id if previous else "",
-                "action": config.action,
+                "action": action,
+                "moved": action != "record",
+                "generations": dg.MetadataValue.md(generations_table(registry_view(c, ns))),
             }
         )
 
@@ -408,7 +412,52 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
 
 
 class PromotionConfig(dg.Config):  # type: ignore[misc]
-    """Which generation to promote; empty means the namespace's newest READY generation."""
+    """What to do to a namespace's pointer. Nothing named: record which generation serves and
+    move nothing. ``generation`` named: promote it. ``action: rollback``: back to the previous
+    ACTIVE generation."""
 
     generation: str = ""
-    action: str = "promote"  # or "rollback"
+    action: str = "record"  # "record", "promote" (needs generation) or "rollback"
+
+    def resolved_action(self) -> str:
+        """``record``, ``promote`` or ``rollback``; a named generation means promote it.
+
+        Raises:
+            ValueError: an unknown action, or ``promote`` without a generation.
+        """
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown action {self.action!r}: use one of {', '.join(ACTIONS)}")
+        if self.action == "rollback":
+            return "rollback"
+        if self.generation:
+            return "promote"
+        if self.action == "promote":
+            raise ValueError(
+                "promote needs the generation to promote: set `generation` (see the "
+                "`generations` table in active_generation's metadata, or `corpus generations`)"
+            )
+        return "record"
+
+
+ACTIONS = ("record", "promote", "rollback")
+
+
+def generations_table(rows: list[dict[str, object]]) -> str:
+    """A markdown table of a namespace's generations, the serving one marked."""
+    if not rows:
+        return "no generations yet"
+    lines = [
+        "| generation | profile | status | serving | rows | recall@5 | mrr@10 | ndcg@10 | checks |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        metrics = [
+            f"{r[m]:.3f}" if isinstance(r[m], float) else ""
+            for m in ("recall@5", "mrr@10", "ndcg@10")
+        ]
+        lines.append(
+            f"| {r['generation']} | {r['profile']} | {r['status']} | "
+            f"{'**serving**' if r['serving'] else ''} | {r['rows']} | {' | '.join(metrics)} | "
+            f"{r['checks']} |"
+        )
+    return "\n".join(lines)

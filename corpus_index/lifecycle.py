@@ -7,6 +7,7 @@ passed every required gate; the registry enforces it in the same transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from corpus_index import gates
 from corpus_index.errors import (
@@ -61,7 +62,9 @@ def promote(
     """Point ``namespace`` at a generation, atomically.
 
     ``action="promote"`` with no ``generation_id`` picks the newest READY generation of the
-    namespace; ``action="rollback"`` goes back to the generation that was ACTIVE before.
+    namespace (an explicit operator request, e.g. ``corpus promote``; the ``active_generation``
+    asset never calls this without a named generation); ``action="rollback"`` goes back to the
+    generation that was ACTIVE before.
 
     Raises:
         UnknownNamespaceError, MissingGenerationError, PromotionRefusedError (among others:
@@ -111,14 +114,43 @@ def _target(home: Home, namespace: str, generation_id: str | None, *, action: st
                 f"not {namespace!r}"
             )
         return target
+    return newest_ready(home, namespace)
+
+
+def newest_ready(home: Home, namespace: str) -> Generation:
+    """The newest READY (or ACTIVE) generation of ``namespace``: what an operator who asks to
+    promote without naming a generation gets (never chosen by materializing the graph).
+
+    Raises:
+        MissingGenerationError: the namespace has no READY generation.
+    """
     candidates = [
-        g for g in reg.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
+        g for g in home.registry.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
     ]
     if not candidates:
         raise MissingGenerationError(
             f"namespace {namespace!r} has no READY generation (run `corpus sync` first)"
         )
     return candidates[-1]
+
+
+def registry_view(home: Home, namespace: str) -> list[dict[str, Any]]:
+    """Every generation of ``namespace``, oldest first: id, profile, status, whether it serves,
+    rows, golden-set metrics and a one-line summary of its checks (for the UI and reports)."""
+    return [
+        {
+            "generation": g.id,
+            "profile": g.spec.profile,
+            "status": g.status,
+            "serving": g.status == "ACTIVE",
+            "rows": g.row_count,
+            "backend_spec": g.spec.backend_spec,
+            "input_format": g.spec.input_format,
+            **{m: g.eval.get("golden", {}).get(m) for m in ("recall@5", "mrr@10", "ndcg@10")},
+            "checks": gates.check_summary(g.checks),
+        }
+        for g in home.registry.generations(namespace=namespace)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,13 @@ class DagsterRunner:
         self, settings: Settings, namespace: str, generation: str, action: str
     ) -> JobOutcome:
         home = self.open_home(settings)
+        if action == "promote" and not generation:
+            # the operator asked to promote without naming one: the newest READY generation,
+            # named here, since the asset never picks one by itself
+            from corpus_index.home import Home as CorpusHome
+            from corpus_index.lifecycle import newest_ready
+
+            generation = newest_ready(CorpusHome(settings), namespace).id
         job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
         run_config = {
             "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},

@@ -1,0 +1,70 @@
+"""Operating from the UI (issue 16): what "Materialize all" and the launchpad can and cannot do
+to the serving pointer, what a migration backfill must build, and what the operator sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from corpus_index.config import Settings
+from corpus_index.home import Home
+from corpus_index.lifecycle import promote
+from corpus_index.registry import Registry
+from tests.corpusgen import write_home
+from tests.dagster.harness import QUIET, Graph, metadata
+
+CTX = {"embedder": "hash:v1-32", "input_format": "default-v2", "namespace": "deals"}
+
+
+@pytest.fixture
+def two_profiles(tmp_path: Path) -> Settings:
+    """``main`` and ``ctx`` (another input format) in namespace ``deals``, both built."""
+    config = write_home(tmp_path, extra_profiles={"ctx": CTX})
+    settings = Settings(config_path=config, home=tmp_path / "home")
+    Graph(settings).build_all()
+    return settings
+
+
+def _active_generation(g: Graph, config: dict[str, str] | None) -> dg.ExecuteInProcessResult:
+    run_config: dict[str, object] = dict(QUIET)
+    if config is not None:
+        run_config["ops"] = {"active_generation": {"config": config}}
+    return dg.materialize(
+        g.defs.assets,  # type: ignore[arg-type]
+        selection=["active_generation"],
+        partition_key="deals",
+        instance=g.instance,
+        resources=g.defs.resources,
+        run_config=run_config,
+        raise_on_error=False,
+    )
+
+
+def test_materializing_active_generation_unasked_moves_nothing(two_profiles: Settings) -> None:
+    registry = Registry(two_profiles.registry_path)
+    main, ctx = registry.generations(namespace="deals")
+    assert main.status == ctx.status == "READY"
+    promote(Home(two_profiles), "deals", main.id)  # the operator chose main (or rolled back)
+    g = Graph(two_profiles)
+    for config in (None, {"generation": "", "action": "record"}):
+        r = _active_generation(g, config)  # "Materialize all", or the launchpad's defaults
+        assert r.success
+        active = registry.active("deals")
+        assert active is not None and active.id == main.id  # the newer READY ctx did not move in
+        md = metadata(r, "active_generation")
+        assert md["generation"] == main.id and md["moved"] is False
+        table = str(md["generations"])
+        assert f"| {main.id} | main | ACTIVE | **serving** |" in table
+        assert f"| {ctx.id} | ctx | READY |  |" in table
+    # promote without naming a generation is refused, naming what to do
+    r = _active_generation(g, {"action": "promote"})
+    assert not r.success
+    assert registry.active("deals").id == main.id  # type: ignore[union-attr]
+    # naming it promotes it
+    r = _active_generation(g, {"generation": ctx.id})
+    assert r.success and metadata(r, "active_generation")["moved"] is True
+    assert registry.active("deals").id == ctx.id  # type: ignore[union-attr]
+    r = _active_generation(g, {"action": "rollback"})
+    assert r.success and registry.active("deals").id == main.id  # type: ignore[union-attr]
