@@ -68,3 +68,36 @@ def test_materializing_active_generation_unasked_moves_nothing(two_profiles: Set
     assert registry.active("deals").id == ctx.id  # type: ignore[union-attr]
     r = _active_generation(g, {"action": "rollback"})
     assert r.success and registry.active("deals").id == main.id  # type: ignore[union-attr]
+
+
+def test_a_generation_with_live_documents_but_no_rows_fails_its_checks(tmp_path: Path) -> None:
+    config = write_home(tmp_path)
+    settings = Settings(config_path=config, home=tmp_path / "home")
+    Graph(settings).build_all()
+    # a profile with a new input format is added; the UI route of old skipped embedding_inputs
+    text = config.read_text()
+    config.write_text(
+        text.replace(
+            "profiles:\n",
+            "profiles:\n  ctx:\n    embedder: hash:v1-32\n    input_format: default-v2\n"
+            "    namespace: deals\n",
+        )
+    )
+    g = Graph(settings)
+    collections = list(g.config.collections)
+    for c in collections:
+        assert g.embed("ctx", c).success
+    r = g.generation("ctx")
+    checks = {ev.check_name: ev for ev in r.get_asset_check_evaluations()}
+    reconcile = checks["row_counts_reconcile"]
+    assert not reconcile.passed  # 0 rows = 0 inputs is not a reconciliation
+    assert "embedding_inputs" in reconcile.metadata["hint"].value  # type: ignore[attr-defined]
+    ctx = next(x for x in Registry(settings.registry_path).generations() if x.spec.profile == "ctx")
+    assert ctx.status != "READY" and ctx.row_count == 0
+    # the README's route: embedding_inputs for every collection first, then the profile's assets
+    for c in collections:
+        assert g.materialize(["embedding_inputs"], c).success
+        assert g.embed("ctx", c).success
+    r = g.generation("ctx")
+    assert r.success and metadata(r, "index_generation")["status"] == "READY"
+    assert int(metadata(r, "index_generation")["rows"]) > 0  # type: ignore[call-overload]
