@@ -12,6 +12,7 @@ from corpus_index.lifecycle import promote, registry_view
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
 from corpus_index.registry import Generation
+from corpus_index.steps.eval_gate import compare_for_promotion
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -348,6 +349,14 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             # pointer stays where the operator left it
             g: Generation | None = c.registry.active(ns)
         else:
+            if action == "promote":
+                # now it is a candidate: a generation that served before is compared with the
+                # ACTIVE one here, not on each of its builds
+                target = c.registry.require(config.generation)
+                if target.spec.namespace == ns:
+                    gate = compare_for_promotion(c, target)
+                    if gate is not None:
+                        context.log.info(f"eval gate for {target.id}: {gate.status}")
             g = promote(c, ns, config.generation or None, action=action, run_id=context.run.run_id)
         previous = c.registry.previous(ns)
         return dg.MaterializeResult(

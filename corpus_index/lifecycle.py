@@ -81,7 +81,14 @@ def promote(
             f"{action} to it"
         )
     required = required_checks(home, target.spec.profile, for_rollback=action == "rollback")
-    if EVAL_CHECK in required and gates.not_run(target.checks.get(EVAL_CHECK, {})):
+    eval_check = target.checks.get(EVAL_CHECK, {})
+    if EVAL_CHECK in required and eval_check.get("not_compared"):
+        raise PromotionRefusedError(
+            f"generation {target.id} served before and was not compared with the ACTIVE "
+            "generation since: promote it with `corpus promote` or the active_generation "
+            "asset, which compare it first"
+        )
+    if EVAL_CHECK in required and gates.not_run(eval_check):
         raise PromotionRefusedError(
             f"the eval gate did not run for generation {target.id}: namespace {namespace!r} has "
             "no golden set. Set namespaces."

@@ -9,11 +9,13 @@ import dagster as dg
 import pytest
 
 from corpus_index.config import Settings
+from corpus_index.gates import EVAL_GATE
 from corpus_index.home import Home
 from corpus_index.lifecycle import promote
 from corpus_index.registry import Registry
 from tests.corpusgen import write_home
 from tests.dagster.harness import QUIET, Graph, metadata
+from tests.dagster.test_migration import configure, golden_set
 
 CTX = {"embedder": "hash:v1-32", "input_format": "default-v2", "namespace": "deals"}
 
@@ -101,3 +103,41 @@ def test_a_generation_with_live_documents_but_no_rows_fails_its_checks(tmp_path:
     r = g.generation("ctx")
     assert r.success and metadata(r, "index_generation")["status"] == "READY"
     assert int(metadata(r, "index_generation")["rows"]) > 0  # type: ignore[call-overload]
+
+
+def test_a_generation_that_served_is_compared_only_when_promoted(tmp_path: Path) -> None:
+    config = write_home(
+        tmp_path,
+        embedder="hash:v1-8",
+        extra_profiles={"big": {"embedder": "hash:v1-256", "namespace": "deals"}},
+    )
+    golden_set(tmp_path)
+    configure(config, remote=None)
+    settings = Settings(config_path=config, home=tmp_path / "home")
+    g = Graph(settings)
+    g.build_all()
+    registry = Registry(settings.registry_path)
+    old, new = registry.generations(namespace="deals")
+    promote(Home(settings), "deals", old.id)
+    promote(Home(settings), "deals", new.id)  # the migration is done; old is the rollback target
+    # the new ACTIVE generation's recorded figures beat the old one's (this tiny corpus gives
+    # both perfect scores, so the baseline is raised: the old generation is now "worse")
+    golden = registry.require(new.id).eval["golden"]
+    registry.record_eval(new.id, {"golden": {**golden, "recall@5": 2.0, "ndcg@10": 2.0}})
+    # a source change reaches the old profile's generation too: no comparison, no failed run
+    deal = tmp_path / "sources" / "alpha" / "deal-alpha-000.uw.md"
+    deal.write_text(deal.read_text().replace("Phoenix", "Tucson"))
+    assert g.ingest("alpha-deals").success and g.embed("main", "alpha-deals").success
+    r = g.generation("main")
+    assert r.success
+    (ev,) = (e for e in r.get_asset_check_evaluations() if e.check_name == EVAL_GATE)
+    assert ev.severity == dg.AssetCheckSeverity.WARN and "not compared" in str(ev.description)
+    # asked to promote it, it is compared with the ACTIVE one, and refused by name
+    r = _active_generation(g, {"generation": old.id})
+    assert not r.success
+    checks = registry.require(old.id).checks[f"index_generation:{EVAL_GATE}"]
+    assert checks["passed"] is False and checks.get("ran") is not False
+    assert registry.active("deals").id == new.id  # type: ignore[union-attr]
+    # rolling back needs no comparison
+    assert _active_generation(g, {"action": "rollback"}).success
+    assert registry.active("deals").id == old.id  # type: ignore[union-attr]
