@@ -12,7 +12,7 @@ from corpus_index.lifecycle import promote, registry_view
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
 from corpus_index.registry import Generation
-from corpus_index.steps.eval_gate import compare_for_promotion
+from corpus_index.steps.eval_gate import compare_for_promotion, eval_plot
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -21,6 +21,7 @@ from corpus_index.steps.eval_gate import compare_for_promotion
 AUTOMATION = dg.AutomationCondition.eager()
 
 PARSE_CHECK = "every_document_parses"
+GENERATIONS_CHECK = "generations_pass_their_checks"
 EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES
 GENERATION_CHECKS = GENERATION_GATES
@@ -336,6 +337,18 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         group_name="serving",
         deps=[dg.AssetDep(index_generation, partition_mapping=dg.AllPartitionMapping())],
         kinds={"duckdb"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                GENERATIONS_CHECK,
+                asset="active_generation",
+                description=(
+                    "no generation of the namespace that is not retired has a failed check "
+                    "(a blocking check that failed inside an automation run shows here)"
+                ),
+                blocking=False,
+                partitions_def=p.namespaces,
+            )
+        ],
     )
     def active_generation(
         context: dg.AssetExecutionContext, corpus: CorpusResource, config: PromotionConfig
@@ -359,8 +372,34 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                         context.log.info(f"eval gate for {target.id}: {gate.status}")
             g = promote(c, ns, config.generation or None, action=action, run_id=context.run.run_id)
         previous = c.registry.previous(ns)
+        view = registry_view(c, ns)
+        failing = [r for r in view if r["status"] != "RETIRED" and "FAILED" in str(r["checks"])]
+        chart = eval_plot(c, ns, highlight=g.id if g else None)
         return dg.MaterializeResult(
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=GENERATIONS_CHECK,
+                    passed=not failing,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={
+                        "failing_generations": ", ".join(str(r["generation"]) for r in failing),
+                        "failed": dg.MetadataValue.md(
+                            "\n".join(f"- {r['generation']}: {r['checks']}" for r in failing)
+                            or "none"
+                        ),
+                    },
+                )
+            ],
             metadata={
+                **(
+                    {
+                        "eval_comparison": dg.MetadataValue.md(
+                            markdown_image(chart, f"golden-set metrics, namespace {ns}")
+                        )
+                    }
+                    if chart is not None
+                    else {}
+                ),
                 "generation": g.id if g else "",
                 "profile": g.spec.profile if g else "",
                 "backend_spec": g.spec.backend_spec if g else "",
@@ -368,8 +407,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "previous": previous.id if previous else "",
                 "action": action,
                 "moved": action != "record",
-                "generations": dg.MetadataValue.md(generations_table(registry_view(c, ns))),
-            }
+                "generations": dg.MetadataValue.md(generations_table(view)),
+            },
         )
 
     @dg.asset(group_name="evaluation", kinds={"duckdb"})

@@ -96,6 +96,13 @@ def test_a_generation_with_live_documents_but_no_rows_fails_its_checks(tmp_path:
     assert "embedding_inputs" in reconcile.metadata["hint"].value  # type: ignore[attr-defined]
     ctx = next(x for x in Registry(settings.registry_path).generations() if x.spec.profile == "ctx")
     assert ctx.status != "READY" and ctx.row_count == 0
+    # the operator watching active_generation sees it fail, naming the generation
+    r = _active_generation(g, None)
+    assert r.success
+    (watch,) = r.get_asset_check_evaluations()
+    assert watch.check_name == "generations_pass_their_checks" and not watch.passed
+    assert watch.severity == dg.AssetCheckSeverity.ERROR
+    assert ctx.id in str(watch.metadata["failing_generations"].value)  # type: ignore[attr-defined]
     # the README's route: embedding_inputs for every collection first, then the profile's assets
     for c in collections:
         assert g.materialize(["embedding_inputs"], c).success
@@ -139,5 +146,8 @@ def test_a_generation_that_served_is_compared_only_when_promoted(tmp_path: Path)
     assert checks["passed"] is False and checks.get("ran") is not False
     assert registry.active("deals").id == new.id  # type: ignore[union-attr]
     # rolling back needs no comparison
-    assert _active_generation(g, {"action": "rollback"}).success
+    r = _active_generation(g, {"action": "rollback"})
+    assert r.success
     assert registry.active("deals").id == old.id  # type: ignore[union-attr]
+    # the comparison chart is on the asset the operator watches
+    assert "data:image/png;base64" in str(metadata(r, "active_generation")["eval_comparison"])
