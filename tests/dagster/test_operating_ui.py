@@ -12,6 +12,7 @@ from corpus_index.config import Settings
 from corpus_index.gates import EVAL_GATE
 from corpus_index.home import Home
 from corpus_index.lifecycle import promote
+from corpus_index.migration import plan_migration
 from corpus_index.registry import Registry
 from tests.corpusgen import write_home
 from tests.dagster.harness import QUIET, Graph, metadata
@@ -151,3 +152,15 @@ def test_a_generation_that_served_is_compared_only_when_promoted(tmp_path: Path)
     assert registry.active("deals").id == old.id  # type: ignore[union-attr]
     # the comparison chart is on the asset the operator watches
     assert "data:image/png;base64" in str(metadata(r, "active_generation")["eval_comparison"])
+
+
+def test_embeddings_count_the_tokens_plan_migration_counts(home: Settings) -> None:
+    g = Graph(home)
+    assert g.ingest("alpha-deals").success
+    plan = plan_migration(Home(home), "main")
+    planned = next(c for c in plan.collections if c.collection == "alpha-deals")
+    assert planned.tokens_to_embed > 0
+    r = g.embed("main", "alpha-deals")
+    assert (
+        metadata(r, "embeddings")["tokens"] == planned.tokens_to_embed
+    )  # the hash embedder reports none
