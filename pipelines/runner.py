@@ -86,10 +86,14 @@ class DagsterRunner:
         if action == "promote" and not generation:
             # the operator asked to promote without naming one: the newest READY generation,
             # named here, since the asset never picks one by itself
+            from corpus_index.errors import MissingGenerationError
             from corpus_index.home import Home as CorpusHome
             from corpus_index.lifecycle import newest_ready
 
-            generation = newest_ready(CorpusHome(settings), namespace).id
+            try:
+                generation = newest_ready(CorpusHome(settings), namespace).id
+            except MissingGenerationError as exc:
+                return JobOutcome(success=False, run_id="", error=str(exc))
         job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
         run_config = {
             "ops": {"active_generation": {"config": {"generation": generation, "action": action}}},
