@@ -8,9 +8,11 @@ from assets.resources import CorpusResource
 from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
-from corpus_index.lifecycle import move_pointer
+from corpus_index.lifecycle import move_pointer, registry_view
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
+from corpus_index.registry import Generation
+from corpus_index.steps.eval_gate import compare_for_promotion, eval_plot
 
 # Source changes flow from an ingest run to every profile's partitions by themselves
 # (source_update_sensor starts the ingest; the daemon's automation sensor does the rest).
@@ -19,6 +21,7 @@ from corpus_index.plots import bar_chart, markdown_image, save_png
 AUTOMATION = dg.AutomationCondition.eager()
 
 PARSE_CHECK = "every_document_parses"
+GENERATIONS_CHECK = "generations_pass_their_checks"
 EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES
 GENERATION_CHECKS = GENERATION_GATES
@@ -336,34 +339,89 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         group_name="serving",
         deps=[dg.AssetDep(index_generation, partition_mapping=dg.AllPartitionMapping())],
         kinds={"duckdb"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                GENERATIONS_CHECK,
+                asset="active_generation",
+                description=(
+                    "no generation of the namespace that is not retired has a failed check "
+                    "(a blocking check that failed inside an automation run shows here)"
+                ),
+                blocking=False,
+                partitions_def=p.namespaces,
+            )
+        ],
     )
     def active_generation(
         context: dg.AssetExecutionContext, corpus: CorpusResource, config: PromotionConfig
     ) -> dg.MaterializeResult:
-        """Which generation serves a namespace's queries; materializing it moves the pointer atomically."""
+        """Which generation serves a namespace's queries; the pointer moves only when a run names a generation to promote or asks to roll back."""
         c = corpus.open_home()
-        move = move_pointer(
-            c,
-            context.partition_key,
-            config.generation or None,
-            action=config.action,
-            run_id=context.run.run_id,
-            expect_active=config.expect_active or None,
-        )
-        g = move.generation
-        if move.note:
-            context.log.info(move.note)
-        previous = c.registry.previous(context.partition_key)
+        ns = context.partition_key
+        action = config.resolved_action()
+        moved = False
+        if action == "record":
+            # "Materialize all" and a default launch land here: the state is recorded, the
+            # pointer stays where the operator left it
+            g: Generation | None = c.registry.active(ns)
+        else:
+            if action == "promote":
+                # now it is a candidate: a generation that served before is compared with the
+                # ACTIVE one here, not on each of its builds
+                target = c.registry.require(config.generation)
+                if target.spec.namespace == ns:
+                    gate = compare_for_promotion(c, target)
+                    if gate is not None:
+                        context.log.info(f"eval gate for {target.id}: {gate.status}")
+            move = move_pointer(
+                c,
+                ns,
+                config.generation or None,
+                action=action,
+                run_id=context.run.run_id,
+                expect_active=config.expect_active or None,
+            )
+            g, moved = move.generation, move.moved
+            if move.note:
+                context.log.info(move.note)
+        previous = c.registry.previous(ns)
+        view = registry_view(c, ns)
+        failing = [r for r in view if r["status"] != "RETIRED" and "FAILED" in str(r["checks"])]
+        chart = eval_plot(c, ns, highlight=g.id if g else None)
         return dg.MaterializeResult(
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=GENERATIONS_CHECK,
+                    passed=not failing,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={
+                        "failing_generations": ", ".join(str(r["generation"]) for r in failing),
+                        "failed": dg.MetadataValue.md(
+                            "\n".join(f"- {r['generation']}: {r['checks']}" for r in failing)
+                            or "none"
+                        ),
+                    },
+                )
+            ],
             metadata={
-                "generation": g.id,
-                "profile": g.spec.profile,
-                "backend_spec": g.spec.backend_spec,
-                "rows": g.row_count,
+                **(
+                    {
+                        "eval_comparison": dg.MetadataValue.md(
+                            markdown_image(chart, f"golden-set metrics, namespace {ns}")
+                        )
+                    }
+                    if chart is not None
+                    else {}
+                ),
+                "generation": g.id if g else "",
+                "profile": g.spec.profile if g else "",
+                "backend_spec": g.spec.backend_spec if g else "",
+                "rows": g.row_count if g else 0,
                 "previous": previous.id if previous else "",
-                "action": config.action,
-                "moved": move.moved,
-            }
+                "action": action,
+                "moved": moved,
+                "generations": dg.MetadataValue.md(generations_table(view)),
+            },
         )
 
     @dg.asset(group_name="evaluation", kinds={"duckdb"})
@@ -415,10 +473,55 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
 
 
 class PromotionConfig(dg.Config):  # type: ignore[misc]
-    """Which generation to promote; empty means the namespace's newest READY generation."""
+    """What to do to a namespace's pointer. Nothing named: record which generation serves and
+    move nothing. ``generation`` named: promote it. ``action: rollback``: back to the previous
+    ACTIVE generation."""
 
     generation: str = ""
-    action: str = "promote"  # or "rollback"
+    action: str = "record"  # "record", "promote" (needs generation) or "rollback"
     # the generation that must serve now (empty: no check): a retry after the move committed
     # is a no-op, any other mismatch is refused
     expect_active: str = ""
+
+    def resolved_action(self) -> str:
+        """``record``, ``promote`` or ``rollback``; a named generation means promote it.
+
+        Raises:
+            ValueError: an unknown action, or ``promote`` without a generation.
+        """
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown action {self.action!r}: use one of {', '.join(ACTIONS)}")
+        if self.action == "rollback":
+            return "rollback"
+        if self.generation:
+            return "promote"
+        if self.action == "promote":
+            raise ValueError(
+                "promote needs the generation to promote: set `generation` (see the "
+                "`generations` table in active_generation's metadata, or `corpus generations`)"
+            )
+        return "record"
+
+
+ACTIONS = ("record", "promote", "rollback")
+
+
+def generations_table(rows: list[dict[str, object]]) -> str:
+    """A markdown table of a namespace's generations, the serving one marked."""
+    if not rows:
+        return "no generations yet"
+    lines = [
+        "| generation | profile | status | serving | rows | recall@5 | mrr@10 | ndcg@10 | checks |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        metrics = [
+            f"{r[m]:.3f}" if isinstance(r[m], float) else ""
+            for m in ("recall@5", "mrr@10", "ndcg@10")
+        ]
+        lines.append(
+            f"| {r['generation']} | {r['profile']} | {r['status']} | "
+            f"{'**serving**' if r['serving'] else ''} | {r['rows']} | {' | '.join(metrics)} | "
+            f"{r['checks']} |"
+        )
+    return "\n".join(lines)

@@ -273,11 +273,14 @@ def embed_with_cache(
     *,
     batch_size: int = 256,
     progress: Callable[[int, int], None] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> EmbedResult:
     """Vectors for every input hash: cached ones are read, only misses reach the embedder.
 
     New vectors are NOT written to the cache here: the caller stores them after the blocking
-    checks passed, so a broken embedder never poisons the cache.
+    checks passed, so a broken embedder never poisons the cache. Tokens are what the embedder
+    reported (an API's usage); an embedder that reports none has its new inputs counted with
+    ``count_tokens``, if given.
     """
     hashes = sorted(texts_by_hash)
     found: dict[str, npt.NDArray[np.float32]] = {}
@@ -324,7 +327,8 @@ def embed_with_cache(
         vectors=matrix,
         embedded=len(misses),
         cache_hits=len(hashes) - len(misses),
-        tokens=embedder.stats.tokens - tokens_before,
+        tokens=embedder.stats.tokens - tokens_before
+        or (sum(count_tokens(texts_by_hash[h]) for h in misses) if count_tokens else 0),
         cost_usd=embedder.stats.cost_usd - cost_before,
         fresh_hashes=misses,
         producers=producers,

@@ -104,6 +104,10 @@ class ReadOnlyQueryError(PermanentError, ValueError):
     """A SQL statement other than a read-only SELECT was given to the calibration views."""
 
 
+class QueryLimitError(PermanentError, RuntimeError):
+    """A user's SQL query ran past its time limit or needed more than its memory limit."""
+
+
 class IndexUpdateError(CorpusError, RuntimeError):
     """A sync run that an index update (``CorpusIndex.add``/``remove``) started did not succeed."""
 

@@ -126,8 +126,15 @@ def vectors_are_finite(vectors: npt.NDArray[np.float32]) -> Gate:
 
 
 def vector_norms_match_profile(vectors: npt.NDArray[np.float32], *, normalized: bool) -> Gate:
-    if not normalized or vectors.size == 0:
+    if not normalized:
         return Gate("vector_norms_match_profile", True, "profile declares unnormalized vectors", {})
+    if vectors.size == 0:
+        return Gate(
+            "vector_norms_match_profile",
+            True,
+            "no vectors to check (profile declares L2-normalized vectors)",
+            {"vectors_off_norm": 0},
+        )
     with np.errstate(invalid="ignore"):
         norms = np.linalg.norm(vectors, axis=1)
     off = int(np.count_nonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE)))

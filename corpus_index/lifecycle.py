@@ -10,7 +10,7 @@ one already served.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, TypedDict, Unpack
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from corpus_index import gates
 from corpus_index.errors import (
@@ -101,6 +101,11 @@ def move_pointer(
 ) -> PointerMove:
     """Promote or roll back ``namespace`` (see ``promote``), saying whether the pointer moved.
 
+    ``action="promote"`` with no ``generation_id`` picks the newest READY generation of the
+    namespace (an explicit operator request, e.g. ``corpus promote``; the ``active_generation``
+    asset never calls this without a named generation); ``action="rollback"`` goes back to the
+    generation that was ACTIVE before.
+
     Holds the home's lock, waiting up to ``wait_s`` seconds for a sync in flight. With
     ``expect_active`` (the generation the caller believes serves now), a retry of a move that
     already committed is a no-op that returns the current state, and any other mismatch is
@@ -172,7 +177,14 @@ def _promote(
             f"{action} to it"
         )
     required = required_checks(home, target.spec.profile, for_rollback=action == "rollback")
-    if EVAL_CHECK in required and gates.not_run(target.checks.get(EVAL_CHECK, {})):
+    eval_check = target.checks.get(EVAL_CHECK, {})
+    if EVAL_CHECK in required and eval_check.get("not_compared"):
+        raise PromotionRefusedError(
+            f"generation {target.id} served before and was not compared with the ACTIVE "
+            "generation since: promote it with `corpus promote` or the active_generation "
+            "asset, which compare it first"
+        )
+    if EVAL_CHECK in required and gates.not_run(eval_check):
         raise PromotionRefusedError(
             f"the eval gate did not run for generation {target.id}: namespace {namespace!r} has "
             "no golden set. Set namespaces."
@@ -222,14 +234,43 @@ def _target(home: Home, namespace: str, generation_id: str | None, *, action: st
                 f"not {namespace!r}"
             )
         return target
+    return newest_ready(home, namespace)
+
+
+def newest_ready(home: Home, namespace: str) -> Generation:
+    """The newest READY (or ACTIVE) generation of ``namespace``: what an operator who asks to
+    promote without naming a generation gets (never chosen by materializing the graph).
+
+    Raises:
+        MissingGenerationError: the namespace has no READY generation.
+    """
     candidates = [
-        g for g in reg.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
+        g for g in home.registry.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
     ]
     if not candidates:
         raise MissingGenerationError(
             f"namespace {namespace!r} has no READY generation (run `corpus sync` first)"
         )
     return candidates[-1]
+
+
+def registry_view(home: Home, namespace: str) -> list[dict[str, Any]]:
+    """Every generation of ``namespace``, oldest first: id, profile, status, whether it serves,
+    rows, golden-set metrics and a one-line summary of its checks (for the UI and reports)."""
+    return [
+        {
+            "generation": g.id,
+            "profile": g.spec.profile,
+            "status": g.status,
+            "serving": g.status == "ACTIVE",
+            "rows": g.row_count,
+            "backend_spec": g.spec.backend_spec,
+            "input_format": g.spec.input_format,
+            **{m: g.eval.get("golden", {}).get(m) for m in ("recall@5", "mrr@10", "ndcg@10")},
+            "checks": gates.check_summary(g.checks),
+        }
+        for g in home.registry.generations(namespace=namespace)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

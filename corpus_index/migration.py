@@ -8,15 +8,12 @@ for OpenAI models, the local model's ``tokenizer.json``), else estimated at 4 ch
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
+from corpus_index import tokens
 from corpus_index.cache import EmbeddingCache
-from corpus_index.embedders.local import model_path
-from corpus_index.embedders.openai_backend import _token_counter
 from corpus_index.embedding import build_inputs
 from corpus_index.home import Home
 from corpus_index.records import BLOCK_SCHEMA
@@ -92,30 +89,9 @@ class MigrationPlan:
         }
 
 
-def _estimate(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
-
-
 def token_counter(corpus: Home, profile: str) -> tuple[Callable[[str], int], str]:
     """The best token counter available offline for ``profile``'s model, and its name."""
-    spec = corpus.profile(profile).embedder
-    if spec.startswith("openai:"):
-        model = spec.split(":", 1)[1].split("@", 1)[0]
-        count = _token_counter(model)
-        return count, ("tiktoken" if count.__name__ == "count" else "estimate (4 chars/token)")
-    if spec.startswith("st:"):
-        tokenizer_file = Path(model_path(spec.split(":", 1)[1])) / "tokenizer.json"
-        if tokenizer_file.is_file():
-            from tokenizers import Tokenizer
-
-            tok = Tokenizer.from_file(str(tokenizer_file))
-            tok.no_truncation()
-
-            def count(text: str) -> int:
-                return len(tok.encode(text).ids)
-
-            return count, "model tokenizer"
-    return _estimate, "estimate (4 chars/token)"
+    return tokens.token_counter(corpus.profile(profile).embedder)
 
 
 def plan_migration(corpus: Home, profile: str) -> MigrationPlan:

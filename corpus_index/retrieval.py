@@ -3,6 +3,7 @@ checks, dense and lexical top-N inside the prefilter, fusion, and parent expansi
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -84,9 +85,10 @@ def check_options(
         raise InvalidQueryError(f"window must be >= 0 (got {window})")
     if rerank_depth is not None and rerank_depth < 1:
         raise InvalidQueryError(f"rerank depth must be >= 1 (got {rerank_depth})")
-    if len(weights) != 2 or any(w < 0 for w in weights) or not any(weights):
+    finite = all(math.isfinite(w) and w >= 0 for w in weights)
+    if len(weights) != 2 or not finite or not any(weights):
         raise InvalidQueryError(
-            f"fusion weights must be two non-negative numbers, not both 0 (got {weights})"
+            f"fusion weights must be two finite, non-negative numbers, not both 0 (got {weights})"
         )
 
 

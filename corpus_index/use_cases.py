@@ -16,7 +16,9 @@ collections) before any user SQL can see them.
 from __future__ import annotations
 
 import json
+import math
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,7 +29,12 @@ import pyarrow as pa
 
 from corpus_index import predicates
 from corpus_index.eligibility import eligible_rows
-from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError, RetryableError
+from corpus_index.errors import (
+    InvalidQueryError,
+    QueryLimitError,
+    ReadOnlyQueryError,
+    RetryableError,
+)
 from corpus_index.filters import Condition, FilterSpec, as_filter
 from corpus_index.index_store import vector_entry_schema
 from corpus_index.records import BLOCK_SCHEMA
@@ -38,6 +45,12 @@ DEAL_COLUMNS = ["deal_id", "asset_class", "state", "metro", "units", "deal_date"
 RISK_SECTION = "risk_assessment"
 DEFAULT_NEIGHBOURS = 10
 MAX_SQL_ROWS = 10_000
+# a user's SQL is bounded: wall time, DuckDB memory (no spilling to disk) and threads; sized for
+# a 2-core machine that also serves searches and syncs
+SQL_TIMEOUT_S = 30.0
+SQL_MEMORY_LIMIT = "1GB"
+SQL_THREADS = 2
+_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
 
 
 # -- finding one deal ------------------------------------------------------------------------
@@ -501,20 +514,28 @@ def run_sql(
     generation: str | None = None,
     neighbours: int = DEFAULT_NEIGHBOURS,
     max_rows: int = MAX_SQL_ROWS,
+    timeout_s: float = SQL_TIMEOUT_S,
+    memory_limit: str = SQL_MEMORY_LIMIT,
+    threads: int = SQL_THREADS,
 ) -> SqlResult:
     """Run one read-only SELECT over the principal's views ``deals``, ``blocks``, ``chunks`` and
     ``neighbours`` (see ``VIEW_HELP``).
 
     The query runs in a private in-memory DuckDB that holds only those views; file, network and
-    extension access are switched off and the configuration is locked before the user's SQL
-    runs, so it cannot read the registry, the warehouse or another tenant's rows.
+    extension access are switched off and the configuration (with the memory limit, the
+    threads and no spilling to disk) is locked before the user's SQL runs, so it cannot read
+    the registry, the warehouse or another tenant's rows, nor raise its own limits. A query
+    still running after ``timeout_s`` is interrupted.
 
     Raises:
         ReadOnlyQueryError: the text is not exactly one SELECT statement.
-        InvalidQueryError: DuckDB rejected the query (syntax, unknown column, ...).
+        InvalidQueryError: DuckDB rejected the query (syntax, unknown column, ...), or a limit
+            is not valid.
+        QueryLimitError: the query ran past ``timeout_s`` or needed more than ``memory_limit``.
     """
     import duckdb
 
+    _check_sql_limits(timeout_s=timeout_s, memory_limit=memory_limit, threads=threads)
     t0 = time.perf_counter()
     try:
         statements = duckdb.extract_statements(sql)
@@ -534,8 +555,16 @@ def run_sql(
         neighbours=neighbours,
     )
     t1 = time.perf_counter()
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(
+        ":memory:",
+        config={
+            "memory_limit": memory_limit,
+            "threads": threads,
+            "temp_directory": "",  # nothing spills to disk: past the limit the query fails
+        },
+    )
     try:
+        con.execute("SET enable_progress_bar = false")
         for name, table in tables.items():
             con.register(f"_{name}", table)
         con.execute("CREATE VIEW deals AS SELECT * FROM _deals")
@@ -548,12 +577,28 @@ def run_sql(
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET autoload_known_extensions = false")
         con.execute("SET lock_configuration = true")
+        timer = threading.Timer(timeout_s, con.interrupt)
+        timer.daemon = True
+        timer.start()
         try:
             cur = con.execute(sql)
             columns = [d[0] for d in cur.description or []]
             rows = cur.fetchmany(max_rows + 1)
+        except duckdb.InterruptException:
+            raise QueryLimitError(
+                f"the SQL ran past its time limit of {timeout_s:g} s and was stopped; narrow "
+                "it (a WHERE, fewer joins, a LIMIT) or give a longer --timeout"
+            ) from None
+        except duckdb.OutOfMemoryException:
+            raise QueryLimitError(
+                f"the SQL needed more than its memory limit of {memory_limit} and was "
+                "stopped; narrow it (fewer rows or columns, fewer joins) or give a larger "
+                "--memory-limit"
+            ) from None
         except duckdb.Error as exc:
             raise InvalidQueryError(f"the SQL failed: {_first_line(exc)}") from None
+        finally:
+            timer.cancel()
     finally:
         con.close()
     t2 = time.perf_counter()
@@ -575,6 +620,19 @@ def run_sql(
     )
     _record(searcher, sql, principal, trace, len(result.rows), kind="sql")
     return result
+
+
+def _check_sql_limits(*, timeout_s: float, memory_limit: str, threads: int) -> None:
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise InvalidQueryError(
+            f"the SQL time limit must be a positive number of seconds, not {timeout_s}"
+        )
+    if not _SIZE.match(memory_limit.strip()):
+        raise InvalidQueryError(
+            f"the SQL memory limit {memory_limit!r} is not a size such as 512MB or 2GB"
+        )
+    if threads < 1:
+        raise InvalidQueryError(f"the SQL needs at least one thread, not {threads}")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -141,7 +141,10 @@ def build_jobs(p: CorpusPartitions) -> list[object]:
     promote_generation_job = dg.define_asset_job(
         "promote_generation_job",
         selection=dg.AssetSelection.assets("active_generation"),
-        description="Point a namespace at a READY generation whose gates all passed.",
+        description=(
+            "Point a namespace at the READY generation named in the config (`generation`), "
+            "whose gates all passed; with none named, record which one serves and move nothing."
+        ),
     )
     rollback_generation_job = dg.define_asset_job(
         "rollback_generation_job",

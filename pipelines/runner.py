@@ -16,6 +16,9 @@ import dagster as dg
 
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
+from corpus_index.errors import MissingGenerationError
+from corpus_index.home import Home as CorpusHome
+from corpus_index.lifecycle import newest_ready
 from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
 
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
@@ -87,6 +90,13 @@ class DagsterRunner:
         self, settings: Settings, namespace: str, generation: str, action: str, expect_active: str
     ) -> JobOutcome:
         home = self.open_home(settings)
+        if action == "promote" and not generation:
+            # the operator asked to promote without naming one: the newest READY generation,
+            # named here, since the asset never picks one by itself
+            try:
+                generation = newest_ready(CorpusHome(settings), namespace).id
+            except MissingGenerationError as exc:
+                return JobOutcome(success=False, run_id="", error=str(exc))
         job = "rollback_generation_job" if action == "rollback" else "promote_generation_job"
         config = {"generation": generation, "action": action, "expect_active": expect_active}
         run_config = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from corpus_index import gates
@@ -60,3 +61,11 @@ def test_a_gate_that_did_not_run_is_neither_passed_nor_failed() -> None:
     failed = gates.check_summary({"a": {"passed": False}, "some_check": recorded})
     assert failed == "FAILED: a; NOT RUN: some_check"
     assert gates.check_summary({}) == "checks not run"
+
+
+def test_norm_check_on_no_vectors_does_not_call_a_normalized_profile_unnormalized() -> None:
+    g = gates.vector_norms_match_profile(np.empty((0, 8), np.float32), normalized=True)
+    assert g.passed and "unnormalized" not in g.description
+    assert "normalized" in g.description
+    g = gates.vector_norms_match_profile(np.ones((2, 8), np.float32), normalized=False)
+    assert g.passed and "unnormalized" in g.description

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from corpus_index.errors import InvalidQueryError, ReadOnlyQueryError
+from corpus_index.errors import InvalidQueryError, QueryLimitError, ReadOnlyQueryError
 from corpus_index.filters import CorpusFilter
 from corpus_index.home import Home
 from corpus_index.kinds.uw_deals import parse_text
@@ -473,3 +474,45 @@ def test_cli_use_case_errors_exit_2(sample: Home, args: list[str], fragment: str
 
 def test_sample_root_is_the_repo() -> None:
     assert (ROOT / "sample_corpus").is_dir() and Path(ROOT / "corpus.yaml").is_file()
+
+
+def test_sql_is_stopped_at_its_time_limit(searcher: Searcher) -> None:
+    started = time.perf_counter()
+    with pytest.raises(QueryLimitError, match="time limit of 0.5 s"):
+        run_sql(
+            searcher, "SELECT count(*) FROM range(100000000000)", principal=MERIDIAN, timeout_s=0.5
+        )
+    assert time.perf_counter() - started < 20
+
+
+def test_sql_is_stopped_at_its_memory_limit(searcher: Searcher) -> None:
+    with pytest.raises(QueryLimitError, match="memory limit of 64MB"):
+        run_sql(
+            searcher,
+            "SELECT count(DISTINCT range) FROM range(100000000)",
+            principal=MERIDIAN,
+            memory_limit="64MB",
+        )
+
+
+def test_sql_limits_are_set_and_locked(searcher: Searcher) -> None:
+    result = run_sql(
+        searcher,
+        "SELECT current_setting('memory_limit'), current_setting('threads'), "
+        "current_setting('lock_configuration'), current_setting('temp_directory')",
+        principal=MERIDIAN,
+        memory_limit="256MB",
+        threads=1,
+    )
+    memory, threads, locked, temp = result.rows[0]
+    assert "MiB" in str(memory) and float(str(memory).split()[0]) < 256
+    assert (int(threads), locked, temp) == (1, True, "")
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"timeout_s": float("nan")}, {"timeout_s": 0.0}, {"memory_limit": "lots"}, {"threads": 0}],
+)
+def test_sql_limits_are_checked(searcher: Searcher, limits: dict[str, Any]) -> None:
+    with pytest.raises(InvalidQueryError, match="SQL"):
+        run_sql(searcher, "SELECT 1", principal=MERIDIAN, **limits)

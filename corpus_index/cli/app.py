@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -123,6 +124,19 @@ def searcher(ctx: click.Context, *, record: bool = True) -> Searcher:
 
     settings = settings_of(ctx)
     return Searcher(Home(settings), traces=TraceStore(settings.registry_path) if record else None)
+
+
+class FiniteFloat(click.FloatRange):
+    """A float option that refuses ``nan`` and ``inf`` (which ``click.FloatRange`` lets
+    through: NaN compares false with every bound), within optional bounds."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def emit_json(value: Any) -> None:

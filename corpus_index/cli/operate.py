@@ -10,6 +10,7 @@ import click
 from corpus_index.cli.app import (
     EXIT_DAMAGED,
     EXIT_FAILED,
+    FiniteFloat,
     emit_json,
     handle_errors,
     main,
@@ -342,7 +343,7 @@ def plan_migration(ctx: click.Context, profile: str, as_json: bool) -> None:
 @main.command()
 @click.option(
     "--retention-hours",
-    type=float,
+    type=FiniteFloat(),
     default=24.0,
     show_default=True,
     help="Keep LanceDB versions younger than this (ignored while a deletion awaits purge).",

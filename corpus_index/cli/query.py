@@ -11,6 +11,7 @@ import click
 from corpus_index.cli.app import (
     EXIT_USAGE,
     F,
+    FiniteFloat,
     emit_json,
     handle_errors,
     main,
@@ -57,14 +58,14 @@ from corpus_index.cli.app import (
     "--dense-weight",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=FiniteFloat(0),
     help="Fusion weight.",
 )
 @click.option(
     "--lexical-weight",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=FiniteFloat(0),
     help="Fusion weight.",
 )
 @click.option(
@@ -278,6 +279,20 @@ def similar(
     type=click.IntRange(1),
     help="Return at most this many rows.",
 )
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=30.0,
+    show_default=True,
+    type=FiniteFloat(0, 3600, min_open=True),
+    help="Stop the query after this many seconds.",
+)
+@click.option(
+    "--memory-limit",
+    default="1GB",
+    show_default=True,
+    help="Most memory the query may use (DuckDB size: 512MB, 2GB); nothing spills to disk.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {columns, rows, views} as JSON.")
 @click.pass_context
 @handle_errors
@@ -290,6 +305,8 @@ def sql(
     generation: str | None,
     neighbours: int,
     max_rows: int,
+    timeout_s: float,
+    memory_limit: str,
     as_json: bool,
 ) -> None:
     """Run one read-only SELECT over the principal's views (cross-deal calibration).
@@ -316,6 +333,8 @@ def sql(
         generation=generation,
         neighbours=neighbours,
         max_rows=max_rows,
+        timeout_s=timeout_s,
+        memory_limit=memory_limit,
     )
     if as_json:
         emit_json(result.to_json())

@@ -32,6 +32,7 @@ from corpus_index.home import Home
 from corpus_index.records import INPUT_SCHEMA, embedding_schema
 from corpus_index.registry import Generation
 from corpus_index.steps.checks import record_partition_checks
+from corpus_index.tokens import token_counter
 from corpus_index.warehouse import KeyedReader, unpack_vectors
 
 # embeds, checks and writes this many vectors at a time
@@ -85,6 +86,7 @@ def run(
     p = home.profile(profile)
     spec = home.spec(profile)
     embedder = home.embedder(profile)
+    count_tokens, _ = token_counter(p.embedder)  # as `corpus plan-migration` counts
     # only the hashes (the rest of the inputs' keys is not needed to embed), each once, in
     # the inputs' order (documents in doc_id order), as they are embedded: a window's texts,
     # and later a batch of index rows' vectors, sit in a row group or two of their files
@@ -197,6 +199,7 @@ def run(
                     cache,
                     batch_size=max(p.batch_size, 32),
                     progress=_offset_progress(progress, start, len(todo)),
+                    count_tokens=count_tokens,
                 )
             except (DimensionMismatchError, NonFiniteVectorError) as exc:
                 return _rejected(home, generation, collection, outcome, exc)

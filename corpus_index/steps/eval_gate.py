@@ -11,9 +11,22 @@ from corpus_index.home import Home
 from corpus_index.plots import bar_chart, save_png
 from corpus_index.registry import Generation
 
+NOT_COMPARED = "not_compared"
 
-def run_eval_gate(home: Home, generation: Generation) -> tuple[gates.Gate, dict[str, Any]]:
-    """Evaluate ``generation`` on the golden set and compare it with the ACTIVE generation."""
+
+def is_candidate(generation: Generation) -> bool:
+    """Whether a build of ``generation`` is compared with the ACTIVE one: it does not serve
+    and never served (a migration's new generation). One that served and was replaced (the
+    old profile's after a migration, a rollback target) is compared only when an operator asks
+    to promote it (:func:`compare_for_promotion`)."""
+    return generation.status != "ACTIVE" and generation.activated_at is None
+
+
+def run_eval_gate(
+    home: Home, generation: Generation, *, candidate: bool | None = None
+) -> tuple[gates.Gate, dict[str, Any]]:
+    """Evaluate ``generation`` on the golden set and, if it is a candidate for promotion
+    (default: :func:`is_candidate`), compare it with the ACTIVE generation."""
     ns = home.config.namespaces[generation.spec.namespace]
     if ns.golden_set is None:
         # not run is not passed: promotion then needs the namespace's explicit eval_gate: off
@@ -28,6 +41,24 @@ def run_eval_gate(home: Home, generation: Generation) -> tuple[gates.Gate, dict[
     metrics = evaluate_generation(home, generation, golden)
     home.registry.record_eval(generation.id, {"golden": metrics})
     active = home.registry.active(ns.name)
+    if candidate is None:
+        candidate = is_candidate(generation)
+    if not candidate and active is not None and active.id != generation.id:
+        # a generation that served before is no candidate until someone asks to promote it:
+        # comparing it with the new ACTIVE one on every source change would fail its runs
+        gate = gates.Gate(
+            gates.EVAL_GATE,
+            False,
+            "golden-set retrieval was evaluated, not compared: the generation served before "
+            "and is not being promoted",
+            {
+                "not_run": f"compared with the ACTIVE generation {active.id} only when promoted",
+                NOT_COMPARED: True,
+                **{m: metrics.get(m) for m in GATE_METRICS},
+            },
+            ran=False,
+        )
+        return gate, metrics
     baseline: dict[str, Any] = {}
     if active is not None and active.id != generation.id:
         baseline = active.eval.get("golden", {})
@@ -82,3 +113,19 @@ def eval_plot(home: Home, namespace: str, *, highlight: str | None = None) -> by
     )
     save_png(png, home.settings.reports / f"eval-{namespace}.png")
     return png
+
+
+def compare_for_promotion(home: Home, generation: Generation) -> gates.Gate | None:
+    """Compare ``generation`` with the ACTIVE one now that it is asked to be promoted, if its
+    builds did not (see :func:`is_candidate`); the outcome is recorded on the generation.
+
+    Returns:
+        The eval gate, or None when the recorded one stands (it was compared, or there is no
+        golden set).
+    """
+    key = gates.check_key("index_generation", gates.EVAL_GATE)
+    if not generation.checks.get(key, {}).get(NOT_COMPARED):
+        return None
+    gate, _ = run_eval_gate(home, generation, candidate=True)
+    home.registry.record_checks(generation.id, {key: gate.to_json()})
+    return gate

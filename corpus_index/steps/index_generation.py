@@ -49,17 +49,33 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
         name: home.store.count(generation, predicates.eq("collection", name))
         for name in collections
     }
-    mismatched = sorted(n for n in collections if expected[n] != actual[n])
+    # 0 = 0 is no reconciliation when the collection has live documents: its inputs in this
+    # format were never built (embedding_inputs not run since the profile was added)
+    live = {name: _live_documents(home, name) for name in collections}
+    empty = sorted(n for n in collections if live[n] and not expected[n])
+    mismatched = sorted({n for n in collections if expected[n] != actual[n]} | set(empty))
     orphan_rows = coverage.rows - sum(actual.values())
     checks = [
         gates.Gate(
             "row_counts_reconcile",
             not mismatched,
-            "rows per collection equal the embeddable inputs of that collection",
+            "rows per collection equal the embeddable inputs of that collection, and a "
+            "collection with live documents has inputs in the generation's format",
             {
                 "expected_rows": sum(expected.values()),
                 "actual_rows": sum(actual.values()),
                 "mismatched_collections": ", ".join(mismatched),
+                "live_documents": sum(live.values()),
+                "collections_with_documents_but_no_inputs": ", ".join(empty),
+                **(
+                    {
+                        "hint": f"materialize embedding_inputs for {', '.join(empty)}, then "
+                        f"embeddings and index_rows for profile {profile} (input format "
+                        f"{generation.spec.input_format})"
+                    }
+                    if empty
+                    else {}
+                ),
             },
         ),
         gates.Gate(
@@ -104,3 +120,11 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
         eval=metrics,
         eval_plot=plot,
     )
+
+
+def _live_documents(home: Home, collection: str) -> int:
+    """Documents of the collection's last scan that were not removed (0 if never scanned)."""
+    manifest = home.warehouse.read("source_manifest", (collection,), columns=["change"])
+    if manifest is None:
+        return 0
+    return int(pc.sum(pc.not_equal(manifest["change"], "removed")).as_py() or 0)
