@@ -18,6 +18,9 @@ from typing import Any
 import yaml
 
 from corpus_index.backend_specs import validate_backend_spec
+
+# re-exported: callers name CollectionConfig with the rest of the configuration
+from corpus_index.collection import CollectionConfig as CollectionConfig
 from corpus_index.errors import ConfigError
 from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS
@@ -33,22 +36,6 @@ DEFAULT_SECTIONS: dict[str, str] = {
     "borrower_sponsor": "block",
     "property": "block",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionConfig:
-    """A configured source root of one kind, owned by one tenant."""
-
-    name: str
-    kind: str
-    path: Path
-    tenant: str
-    acl_groups: tuple[str, ...]
-    tier: str = "restricted"
-    namespace: str = "default"
-    limits: Limits = Limits()
-    # a symlinked document whose target lies outside ``path`` is refused unless this is on
-    follow_symlinks_outside_root: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,8 +96,7 @@ def test_library_import_graph_has_no_cycles() -> None:
     """Function-level imports count: a cycle hidden inside a function is still a cycle."""
     import grimp
 
-    # annotations only (TYPE_CHECKING) are not imports at run time, as in the lint-imports contracts
-    g = grimp.build_graph("corpus_index", exclude_type_checking_imports=True)
+    g = grimp.build_graph("corpus_index")
     graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
     assert strongly_connected(graph) == []
 

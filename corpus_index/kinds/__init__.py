@@ -31,8 +31,8 @@ from corpus_index.kinds.beir import BEIR
 from corpus_index.kinds.uw_deals import UW_DEALS
 from corpus_index.records import Block, SourceDoc
 
-if TYPE_CHECKING:  # config imports this registry to validate kind names
-    from corpus_index.config import CollectionConfig
+if TYPE_CHECKING:
+    from corpus_index.collection import CollectionConfig
 
 __all__ = [
     "KINDS",

@@ -19,8 +19,8 @@ from corpus_index.errors import LimitExceededError, ParseError, UnreadableDocume
 from corpus_index.hashing import chunk_ref, content_hash
 from corpus_index.records import Block, SourceDoc
 
-if TYPE_CHECKING:  # config imports the registry to validate kind names
-    from corpus_index.config import CollectionConfig
+if TYPE_CHECKING:
+    from corpus_index.collection import CollectionConfig
 
 
 class CollectionKind(Protocol):

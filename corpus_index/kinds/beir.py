@@ -13,7 +13,7 @@ from corpus_index.kinds.base import KindDefaults, new_block
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
-    from corpus_index.config import CollectionConfig
+    from corpus_index.collection import CollectionConfig
 
 BLOCK_KEY = "passage/0"
 SOURCE_TYPE = "passage"

@@ -17,7 +17,7 @@ from corpus_index.limits import Limits
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
-    from corpus_index.config import CollectionConfig
+    from corpus_index.collection import CollectionConfig
 
 SUFFIX = ".uw.md"
 REQUIRED_FRONT_MATTER = ("uw_version", "deal_id", "asset_class", "geo", "units", "date")
