@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from corpus_index.cli import main
 from corpus_index.config import CollectionConfig, Settings
+from corpus_index.kinds import bounded_yaml
+from corpus_index.limits import Limits
 from corpus_index.sources import ParseResult, parse_collection, scan_manifest
 from tests.corpusgen import deal_text
 
@@ -278,3 +282,39 @@ def test_sync_names_each_newly_quarantined_file(home: Settings) -> None:
     assert text.exit_code == 0, text.output
     (line,) = [ln for ln in text.output.splitlines() if "QUARANTINED" in ln]
     assert "alpha-deals/bad" in line and "bad.uw.md" in line and "broken YAML" in line
+
+
+@pytest.mark.parametrize("loader", ["libyaml", "python"])
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("deep: " + "[" * 70 + "]" * 70, "max_nesting_depth"),  # within libyaml's own 1,000
+        ("deep: " + "[" * 5000 + "]" * 5000, "max_nesting_depth"),  # beyond it
+        (alias_bomb(), "max_yaml_"),
+    ],
+)
+def test_both_yaml_parsers_refuse_the_same_bombs(
+    loader: str, text: str, limit: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if loader == "libyaml":
+        assert bounded_yaml._Loader is not bounded_yaml._PyBoundedLoader, "libyaml is missing"
+    else:
+        monkeypatch.setattr(bounded_yaml, "_Loader", bounded_yaml._PyBoundedLoader)
+    with pytest.raises(bounded_yaml.YamlLimitError, match=limit):
+        bounded_yaml.load(text, Limits())
+
+
+@pytest.mark.parametrize("loader", ["libyaml", "python"])
+def test_both_yaml_parsers_read_the_sample_corpus_as_safe_load_does(
+    loader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if loader == "python":
+        monkeypatch.setattr(bounded_yaml, "_Loader", bounded_yaml._PyBoundedLoader)
+    root = Path(__file__).resolve().parents[1] / "sample_corpus"
+    blocks = [
+        block
+        for path in sorted(root.rglob("*.uw.md"))
+        for block in re.findall(r"```yaml\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
+    ]
+    assert len(blocks) > 100
+    assert [bounded_yaml.load(b, Limits()) for b in blocks] == [yaml.safe_load(b) for b in blocks]
