@@ -36,7 +36,7 @@ ui: $(STAMP)
 		&& DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=10 -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q --durations=10 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-daemon: $(STAMP)
 	$(BIN)/python -m pytest -q -m daemon
