@@ -97,6 +97,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "unchanged": r.unchanged,
                 "removed": r.removed,
                 "deletion_receipt": dg.MetadataValue.path(out.receipt or ""),
+                # what source_update_sensor compares with, so a collection ingested by
+                # `corpus sync` is not ingested again by the daemon's first tick
+                "fingerprint": out.fingerprint,
             }
         )
 
