@@ -1,7 +1,9 @@
 """In-process runs of the jobs against the home's Dagster instance, for the CLI.
 
 The runs land in the same instance the UI reads (``<home>/dagster``), so what the CLI does
-shows in the Dagster UI like any launched run.
+shows in the Dagster UI like any launched run. Each command holds the home's lock around its
+runs (the runs' own hold of it, through the ``corpus`` resource, nests inside), so one that
+finds a run from the UI or the daemon in flight is refused at once (``HomeBusyError``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
 from corpus_index.errors import MissingGenerationError
 from corpus_index.home import Home as CorpusHome
+from corpus_index.homelock import home_lock
 from corpus_index.lifecycle import newest_ready
 from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
 
@@ -67,7 +70,8 @@ class DagsterRunner:
         from corpus_index.registry import Registry
 
         home = self.open_home(settings)
-        report = run_sync(home.defs, home.config, home.instance, progress=progress)
+        with home_lock(settings.home, "sync"):
+            report = run_sync(home.defs, home.config, home.instance, progress=progress)
         report.stale = [
             {**row, "since": row["since"].isoformat()}
             for row in Registry(settings.registry_path).stale_sources()
@@ -103,12 +107,13 @@ class DagsterRunner:
             "ops": {"active_generation": {"config": config}},
             **SILENT_RUN_CONFIG,
         }
-        result = home.defs.resolve_job_def(job).execute_in_process(
-            partition_key=namespace,
-            instance=home.instance,
-            run_config=run_config,
-            raise_on_error=False,
-        )
+        with home_lock(settings.home, action):
+            result = home.defs.resolve_job_def(job).execute_in_process(
+                partition_key=namespace,
+                instance=home.instance,
+                run_config=run_config,
+                raise_on_error=False,
+            )
         return outcome(result)
 
     def retire(self, settings: Settings, generation: str) -> JobOutcome:
@@ -118,9 +123,10 @@ class DagsterRunner:
             "ops": {"retire_generation": {"config": {"generation": generation}}},
             **SILENT_RUN_CONFIG,
         }
-        result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
-            instance=home.instance, run_config=run_config, raise_on_error=False
-        )
+        with home_lock(settings.home, "retire"):
+            result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
+                instance=home.instance, run_config=run_config, raise_on_error=False
+            )
         return outcome(result)
 
     def compact(
@@ -132,9 +138,10 @@ class DagsterRunner:
             "ops": {"compact_op": {"config": {"retention_hours": retention_hours}}},
             **SILENT_RUN_CONFIG,
         }
-        result = home.defs.resolve_job_def("compaction_job").execute_in_process(
-            instance=home.instance, run_config=run_config, raise_on_error=False
-        )
+        with home_lock(settings.home, "compact"):
+            result = home.defs.resolve_job_def("compaction_job").execute_in_process(
+                instance=home.instance, run_config=run_config, raise_on_error=False
+            )
         report = result.output_for_node("compact_op") if result.success else {}
         return outcome(result), report
 
