@@ -16,12 +16,14 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_index.alerts import record_alert
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
 from corpus_index.errors import MissingGenerationError
 from corpus_index.home import Home as CorpusHome
 from corpus_index.homelock import home_lock
 from corpus_index.lifecycle import newest_ready
+from pipelines.alerts import alert_for_run
 from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
 
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
@@ -72,6 +74,10 @@ class DagsterRunner:
         home = self.open_home(settings)
         with home_lock(settings.home, "sync"):
             report = run_sync(home.defs, home.config, home.instance, progress=progress)
+        for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look
+            run = home.instance.get_run_by_id(failure["run_id"])
+            if run is not None:
+                record_alert(settings.home, alert_for_run(home.instance, run))
         report.stale = [
             {**row, "since": row["since"].isoformat()}
             for row in Registry(settings.registry_path).stale_sources()

@@ -79,28 +79,34 @@ def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def first_error(result: dg.ExecuteInProcessResult) -> str:
-    """The first line of the first step failure of a run, or ''.
+    """The first line of the first step failure of a run, or ''."""
+    for ev in result.all_events:
+        if ev.is_step_failure and ev.event_specific_data is not None:
+            message = error_line(ev.event_specific_data.error)  # type: ignore[union-attr]
+            if message:
+                return message
+    return ""
+
+
+def error_line(error: Any) -> str:
+    """The first line of what was raised, from a ``SerializableErrorInfo`` ('' for None).
 
     Dagster wraps what the step raised ("Error occurred while executing op ..."); the message
     of the innermost cause is the one that says what went wrong.
     """
-    for ev in result.all_events:
-        if ev.is_step_failure and ev.event_specific_data is not None:
-            error = ev.event_specific_data.error  # type: ignore[union-attr]
-            while error is not None and getattr(error, "cause", None) is not None:
-                error = error.cause
-            if error is None:
-                continue
-            message = str(error.message).strip()
-            cls = getattr(error, "cls_name", "") or ""
-            prefix = f"{cls}: "
-            # SerializableErrorInfo messages read "module.Class: text"; keep the text
-            if ": " in message.split("\n")[0] and message.split(": ", 1)[0].endswith(cls):
-                message = message.split(": ", 1)[1]
-            elif message.startswith(prefix):
-                message = message[len(prefix) :]
-            return message.split("\n")[0]
-    return ""
+    while error is not None and getattr(error, "cause", None) is not None:
+        error = error.cause
+    if error is None:
+        return ""
+    message = str(error.message).strip()
+    cls = getattr(error, "cls_name", "") or ""
+    prefix = f"{cls}: "
+    # SerializableErrorInfo messages read "module.Class: text"; keep the text
+    if ": " in message.split("\n")[0] and message.split(": ", 1)[0].endswith(cls):
+        message = message.split(": ", 1)[1]
+    elif message.startswith(prefix):
+        message = message[len(prefix) :]
+    return message.split("\n")[0]
 
 
 def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
