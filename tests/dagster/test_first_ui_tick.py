@@ -21,10 +21,10 @@ from tests.corpusgen import write_home
 def first_tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     """source_update_sensor's first tick on ``instance`` (no cursor, as in a new daemon)."""
     resource = CorpusResource(config_path=str(settings.config_path), home=str(settings.home))
-    context = dg.build_sensor_context(
+    with dg.build_sensor_context(
         instance=instance, cursor=None, resources={"corpus": resource}
-    )
-    result = source_update_sensor(context)
+    ) as context:
+        result = source_update_sensor(context)
     assert isinstance(result, dg.SensorResult)
     return result
 
