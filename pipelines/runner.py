@@ -20,11 +20,19 @@ from corpus_index.alerts import record_alert
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
 from corpus_index.errors import MissingGenerationError
+from corpus_index.eval_report import eval_report
 from corpus_index.home import Home as CorpusHome
 from corpus_index.homelock import home_lock
 from corpus_index.lifecycle import newest_ready
 from pipelines.alerts import alert_for_run
-from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
+from pipelines.sync import (
+    SILENT_RUN_CONFIG,
+    SyncReport,
+    failed_checks,
+    first_error,
+    refresh_eval_report,
+    run_sync,
+)
 
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
 
@@ -74,6 +82,20 @@ class DagsterRunner:
         home = self.open_home(settings)
         with home_lock(settings.home, "sync"):
             report = run_sync(home.defs, home.config, home.instance, progress=progress)
+            evals = eval_report(Registry(settings.registry_path))
+            shown = refresh_eval_report(home.defs, home.instance, evals.fingerprint)
+            if shown is not None:
+                report.runs.append(shown.run_id)
+                if not shown.success:
+                    report.failed_runs.append(
+                        {
+                            "job": "eval_report_job",
+                            "partition": "",
+                            "run_id": shown.run_id,
+                            "failed_checks": [],
+                            "error": first_error(shown),
+                        }
+                    )
         for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look
             run = home.instance.get_run_by_id(failure["run_id"])
             if run is not None:

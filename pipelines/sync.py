@@ -109,6 +109,23 @@ def error_line(error: Any) -> str:
     return message.split("\n")[0]
 
 
+def refresh_eval_report(
+    defs: dg.Definitions, instance: dg.DagsterInstance, fingerprint: str
+) -> dg.ExecuteInProcessResult | None:
+    """Materialize ``retrieval_evals`` through ``eval_report_job`` unless its latest
+    materialization already shows the evaluations of ``fingerprint`` (so it is never missing
+    after a sync, and the daemon's automation has nothing to catch up on). Returns the run's
+    result, or None when none was needed."""
+    latest = instance.get_latest_materialization_event(dg.AssetKey("retrieval_evals"))
+    if latest is not None and latest.asset_materialization is not None:
+        shown = latest.asset_materialization.metadata.get("fingerprint")
+        if getattr(shown, "value", None) == fingerprint:
+            return None
+    return defs.resolve_job_def("eval_report_job").execute_in_process(
+        instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+    )
+
+
 def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
     """Add a dynamic partition for every configured collection; returns the ones added."""
     existing = set(instance.get_dynamic_partitions("collections"))
