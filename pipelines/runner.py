@@ -76,26 +76,15 @@ class DagsterRunner:
         return Home(self.build(settings), settings.load(), dg.DagsterInstance.get())
 
     def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
-        """Run the asset graph for every configured collection."""
+        """Run the asset graph for every configured collection under the home's lock, refresh
+        ``retrieval_evals`` when what it shows changed, and record each failed run as an alert."""
         from corpus_index.registry import Registry
 
         home = self.open_home(settings)
         with home_lock(settings.home, "sync"):
             report = run_sync(home.defs, home.config, home.instance, progress=progress)
             evals = eval_report(Registry(settings.registry_path))
-            shown = refresh_eval_report(home.defs, home.instance, evals.fingerprint)
-            if shown is not None:
-                report.runs.append(shown.run_id)
-                if not shown.success:
-                    report.failed_runs.append(
-                        {
-                            "job": "eval_report_job",
-                            "partition": "",
-                            "run_id": shown.run_id,
-                            "failed_checks": [],
-                            "error": first_error(shown),
-                        }
-                    )
+            refresh_eval_report(home.defs, home.instance, evals.fingerprint, report)
         for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look
             run = home.instance.get_run_by_id(failure["run_id"])
             if run is not None:

@@ -110,20 +110,37 @@ def error_line(error: Any) -> str:
 
 
 def refresh_eval_report(
-    defs: dg.Definitions, instance: dg.DagsterInstance, fingerprint: str
-) -> dg.ExecuteInProcessResult | None:
+    defs: dg.Definitions, instance: dg.DagsterInstance, fingerprint: str, report: SyncReport
+) -> None:
     """Materialize ``retrieval_evals`` through ``eval_report_job`` unless its latest
     materialization already shows the evaluations of ``fingerprint`` (so it is never missing
-    after a sync, and the daemon's automation has nothing to catch up on). Returns the run's
-    result, or None when none was needed."""
+    after a sync, and the daemon's automation has nothing to catch up on)."""
     latest = instance.get_latest_materialization_event(dg.AssetKey("retrieval_evals"))
     if latest is not None and latest.asset_materialization is not None:
         shown = latest.asset_materialization.metadata.get("fingerprint")
         if getattr(shown, "value", None) == fingerprint:
-            return None
-    return defs.resolve_job_def("eval_report_job").execute_in_process(
+            return
+    result = defs.resolve_job_def("eval_report_job").execute_in_process(
         instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
     )
+    record_run(report, "eval_report_job", "", result)
+
+
+def record_run(report: SyncReport, job: str, label: str, result: dg.ExecuteInProcessResult) -> None:
+    """Add a run to ``report``, and to its failed runs (checks and error named) if it failed."""
+    report.runs.append(result.run_id)
+    if result.success:
+        return
+    failure: dict[str, Any] = {
+        "job": job,
+        "partition": label,
+        "run_id": result.run_id,
+        "failed_checks": failed_checks(result),
+    }
+    error = first_error(result)
+    if error:
+        failure["error"] = error
+    report.failed_runs.append(failure)
 
 
 def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
@@ -184,18 +201,7 @@ def run_sync(
         result = defs.resolve_job_def(job).execute_in_process(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
         )
-        report.runs.append(result.run_id)
-        if not result.success:
-            failure = {
-                "job": job,
-                "partition": label,
-                "run_id": result.run_id,
-                "failed_checks": failed_checks(result),
-            }
-            error = first_error(result)
-            if error:
-                failure["error"] = error
-            report.failed_runs.append(failure)
+        record_run(report, job, label, result)
         return result
 
     for name in config.collections:
