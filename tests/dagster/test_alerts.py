@@ -83,10 +83,13 @@ def test_a_failed_blocking_check_in_an_automation_run_is_an_alert(settings: Sett
     assert listed.exit_code == 1  # an unacknowledged alert is a failure for a monitoring script
     assert f"embed_job [{key}]" in listed.output and CHECK in listed.output
     assert result.run_id[:8] in listed.output
+    status = CliRunner().invoke(main, [*base, "generations"])  # where an operator looks
+    assert "1 unacknowledged alert(s)" in status.output and result.run_id[:8] in status.output
     acked = CliRunner().invoke(main, [*base, "alerts", "--ack", result.run_id[:8]])
     assert acked.exit_code == 0 and "acknowledged 1" in acked.output
     quiet = CliRunner().invoke(main, [*base, "alerts"])
     assert quiet.exit_code == 0 and "no unacknowledged alerts" in quiet.output
+    assert "alert" not in CliRunner().invoke(main, [*base, "generations"]).output
     assert len(alerts(settings.home, unacknowledged=False)) == 1
 
 
