@@ -69,8 +69,11 @@ def _lines(home: Path) -> list[dict[str, Any]]:
 def _append(home: Path, record: dict[str, Any]) -> None:
     home.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, sort_keys=True) + "\n").encode()
-    fd = os.open(alerts_path(home), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(alerts_path(home), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # after a line torn by a crash: start a line of our own
         os.write(fd, line)
     finally:
         os.close(fd)
