@@ -59,6 +59,8 @@ def test_a_run_waits_for_a_sync_in_flight_then_fails_naming_it(tmp_path: Path) -
         r = ingest(1.0)
         assert not r.success
         assert f"pid {sync.pid} (sync)" in failure_messages(r)
+        logged = [e.user_message for e in g.instance.all_logs(r.run_id)]
+        assert f"waiting up to 1 s for pid {sync.pid} (sync) to release {settings.home}" in logged
         assert materialized(r) == set()  # nothing was read, parsed or derived
         assert not (settings.home / "warehouse").exists()
     finally:
