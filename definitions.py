@@ -7,6 +7,8 @@ import dagster as dg
 from assets import CorpusResource, build_assets
 from corpus_index.config import Settings
 from corpus_index.environment import configure_environment
+from corpus_index.lifecycle import retire_choices
+from pipelines.alerts import run_failure_alert_sensor
 from pipelines.jobs import build_jobs, compaction_schedule
 from pipelines.partitions import build_partitions
 from pipelines.runner import DagsterRunner
@@ -21,8 +23,8 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     partitions = build_partitions(config)
     return dg.Definitions(
         assets=build_assets(partitions),
-        jobs=build_jobs(partitions),
-        sensors=[source_update_sensor, automation_sensor],
+        jobs=build_jobs(partitions, retire_choices(settings)),
+        sensors=[source_update_sensor, automation_sensor, run_failure_alert_sensor],
         schedules=[compaction_schedule],
         # every step of a run in one process: no per-step interpreter start (and model load)
         executor=dg.in_process_executor,

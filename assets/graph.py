@@ -7,6 +7,7 @@ import dagster as dg
 from assets.resources import CorpusResource
 from corpus_index import steps
 from corpus_index.errors import RetryableError
+from corpus_index.eval_report import eval_report
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
 from corpus_index.lifecycle import move_pointer, registry_view
 from corpus_index.memory import releasing
@@ -97,6 +98,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "unchanged": r.unchanged,
                 "removed": r.removed,
                 "deletion_receipt": dg.MetadataValue.path(out.receipt or ""),
+                # what source_update_sensor compares with, so a collection ingested by
+                # `corpus sync` is not ingested again by the daemon's first tick
+                "fingerprint": out.fingerprint,
             }
         )
 
@@ -424,39 +428,49 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             },
         )
 
-    @dg.asset(group_name="evaluation", kinds={"duckdb"})
+    @dg.asset(
+        group_name="evaluation",
+        kinds={"duckdb"},
+        deps=[dg.AssetDep(index_generation, partition_mapping=dg.AllPartitionMapping())],
+        # a generation rebuilt by the automation re-evaluates its golden set: show it
+        automation_condition=AUTOMATION,
+    )
     def retrieval_evals(corpus: CorpusResource) -> dg.MaterializeResult:
-        """Retrieval metrics of every `corpus eval` run (BEIR-format datasets), per dataset, mode
-        and generation, with a bar chart of nDCG@10 and Recall@10 side by side."""
+        """Every retrieval evaluation the registry holds: `corpus eval` runs (BEIR-format
+        datasets) per dataset, mode and generation, and each live generation's golden-set
+        metrics, as a table and a bar chart."""
         c = corpus.open_home()
-        runs = c.registry.dataset_evals()
-        latest: dict[tuple[str, str, str], dict[str, object]] = {}
-        for r in runs:
-            latest[(str(r["dataset"]), str(r["mode"]), str(r["generation"]))] = r
+        report = eval_report(c.registry)
         rows = [
-            "| dataset | mode | generation | backend | nDCG@10 | MRR@10 | R@10 | R@100 | p50 ms |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| dataset | mode | generation | backend | nDCG@10 | MRR@10 | R@5 | R@10 | R@100 | p50 ms |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for (ds, mode, gen), r in sorted(latest.items()):
+        for r in report.rows:
+            figures = [
+                f"{r[m]:.3f}" if isinstance(r.get(m), float | int) else ""
+                for m in ("ndcg@10", "mrr@10", "recall@5", "recall@10", "recall@100")
+            ]
             rows.append(
-                f"| {ds} | {mode} | {gen} | {r.get('backend_spec', '')} | {r['ndcg@10']:.3f} | "
-                f"{r['mrr@10']:.3f} | {r.get('recall@10', 0):.3f} | {r.get('recall@100', 0):.3f} | "
-                f"{r.get('latency_p50_ms', 0)} |"
+                f"| {r['dataset']} | {r['mode']} | {r['generation']} | "
+                f"{r.get('backend_spec', '')} | {' | '.join(figures)} | "
+                f"{r.get('latency_p50_ms', '')} |"
             )
         metadata: dict[str, dg.MetadataValue] = {
-            "runs": dg.MetadataValue.int(len(runs)),
-            "results": dg.MetadataValue.md("\n".join(rows) if latest else "no evals yet"),
+            "runs": dg.MetadataValue.int(report.runs),
+            "evaluations": dg.MetadataValue.int(len(report.rows)),
+            "fingerprint": dg.MetadataValue.text(report.fingerprint),
+            "results": dg.MetadataValue.md("\n".join(rows) if report.rows else "no evals yet"),
         }
-        if latest:
+        if report.rows:
             series = {
-                f"{ds} {mode} {gen}": {
-                    k: float(r[k]) for k in ("ndcg@10", "mrr@10", "recall@10") if k in r
-                }  # type: ignore[arg-type]
-                for (ds, mode, gen), r in sorted(latest.items())
+                f"{r['dataset']} {r['mode']} {r['generation']}": {
+                    k: float(r[k]) for k in ("ndcg@10", "mrr@10", "recall@5") if k in r
+                }
+                for r in report.rows
             }
-            png = bar_chart(series, ["ndcg@10", "mrr@10", "recall@10"], title="corpus eval")
+            png = bar_chart(series, ["ndcg@10", "mrr@10", "recall@5"], title="retrieval evals")
             save_png(png, c.settings.reports / "retrieval-evals.png")
-            metadata["chart"] = dg.MetadataValue.md(markdown_image(png, "corpus eval results"))
+            metadata["chart"] = dg.MetadataValue.md(markdown_image(png, "retrieval evals"))
         return dg.MaterializeResult(metadata=metadata)
 
     return [

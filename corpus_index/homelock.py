@@ -5,6 +5,11 @@ paid embedder bills twice); a promotion or rollback holds it while it moves a po
 never serves a generation that a sync in flight is still changing. The lock is ``fcntl.flock``
 on ``<home>/corpus.lock``: the kernel releases it when its holder dies, so a crash never leaves
 the home locked. The file records who holds it, for the message the next process shows.
+
+Dagster runs take it too (the ``corpus`` resource holds it for the run), so a run launched
+from the UI or by the daemon and a `corpus sync` never work on one home at once. Within one
+thread the lock is reentrant: a run executed in-process by `corpus sync`, which holds the lock
+already, goes on under it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +26,8 @@ from corpus_index.errors import HomeBusyError
 
 LOCK_NAME = "corpus.lock"
 POLL_S = 0.2
+# (lock file, thread) -> how deep that thread's holds of it are nested
+_HELD: dict[tuple[str, int], int] = {}
 
 
 def lock_path(home: Path) -> Path:
@@ -39,7 +47,9 @@ def holder(home: Path) -> str:
 def home_lock(home: Path, purpose: str, *, wait_s: float = 0.0) -> Iterator[None]:
     """Hold the home's lock for ``purpose`` (``sync``, ``promote``, ``rollback``).
 
-    Waits up to ``wait_s`` seconds for another holder to finish (0: fail at once).
+    Waits up to ``wait_s`` seconds for another holder to finish (0: fail at once). A thread
+    that holds the lock already holds it again at once (the holder named in the file stays
+    the outer one).
 
     Raises:
         HomeBusyError: another process still holds the lock after ``wait_s``; the message
@@ -47,6 +57,24 @@ def home_lock(home: Path, purpose: str, *, wait_s: float = 0.0) -> Iterator[None
     """
     home.mkdir(parents=True, exist_ok=True)
     path = lock_path(home)
+    key = (str(path.resolve()), threading.get_ident())
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    with _flock(path, home, purpose, wait_s):
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD[key]
+
+
+@contextlib.contextmanager
+def _flock(path: Path, home: Path, purpose: str, wait_s: float) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + max(wait_s, 0.0)
@@ -74,7 +102,8 @@ def _busy(home: Path, purpose: str, wait_s: float) -> HomeBusyError:
     waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
     error = HomeBusyError(f"home {home} is busy{waited}: {who} holds {lock_path(home)}")
     error.add_note(
-        f"a sync, promote or rollback of one home runs one at a time ({purpose} was asked); "
+        f"a sync, promotion or pipeline run of one home runs one at a time ({purpose} was "
+        "asked); "
         "wait for that process to finish, then try again (`corpus sync --wait SECONDS` waits)"
     )
     return error

@@ -13,15 +13,18 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from corpus_index import gates
+from corpus_index.config import Settings
 from corpus_index.errors import (
     ActiveMismatchError,
+    DamagedStateError,
     MissingGenerationError,
     PromotionRefusedError,
+    RetryableError,
     UnknownNamespaceError,
 )
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock
-from corpus_index.registry import Generation
+from corpus_index.registry import Generation, Registry
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
 
@@ -271,6 +274,45 @@ def registry_view(home: Home, namespace: str) -> list[dict[str, Any]]:
         }
         for g in home.registry.generations(namespace=namespace)
     ]
+
+
+class RetireChoice(NamedTuple):
+    """A generation an operator may pick to retire, and what retiring it would do."""
+
+    generation: str
+    description: str
+
+
+def retire_choices(settings: Settings) -> list[RetireChoice]:
+    """Every generation of the home's registry, the ones that can be retired first (newest
+    first), then the ones ``retire`` refuses (the serving one, a rollback target) and those
+    already retired (retiring again drops a table a crash left behind). Empty when the home
+    has no registry yet, or it cannot be read now (busy or damaged: the Dagster code location
+    still loads, and `corpus doctor` names the damage); the safety window is not judged here
+    (``retire`` does)."""
+    if not settings.registry_path.exists():
+        return []
+    registry = Registry(settings.registry_path)
+    try:
+        gens = registry.generations()
+        namespaces = {g.spec.namespace for g in gens}
+        targets = {p.id for ns in namespaces if (p := registry.previous(ns))}
+    except (RetryableError, DamagedStateError):
+        return []
+    order = {"open": 0, "refused": 1, "RETIRED": 2}
+    choices: list[tuple[int, RetireChoice]] = []
+    for g in sorted(gens, key=lambda g: g.id, reverse=True):
+        where = f"{g.spec.namespace}/{g.spec.profile}, {g.row_count} rows"
+        if g.status == "ACTIVE":
+            rank, note = "refused", f"ACTIVE, {where}: refused while it serves"
+        elif g.id in targets:
+            rank, note = "refused", f"{g.status}, {where}: refused, the rollback target"
+        elif g.status == "RETIRED":
+            rank, note = "RETIRED", f"RETIRED, {where}: drops its table if one is left"
+        else:
+            rank, note = "open", f"{g.status}, {where}"
+        choices.append((order[rank], RetireChoice(g.id, note)))
+    return [c for _, c in sorted(choices, key=lambda rc: rc[0])]
 
 
 @dataclass(frozen=True, slots=True)

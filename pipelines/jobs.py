@@ -2,48 +2,75 @@
 
 # no `from __future__ import annotations`: Dagster reads the op annotations at definition time
 
+import hashlib
+import json
+
 import dagster as dg
 
 from assets import CorpusPartitions, CorpusResource
 from corpus_index.compaction import compact
 from corpus_index.deletion import namespace_of, purge_collection
-from corpus_index.lifecycle import retire
+from corpus_index.lifecycle import RetireChoice, retire
 
 INGEST_ASSETS = ["source_manifest", "parsed_blocks", "embedding_inputs"]
 EMBED_ASSETS = ["embeddings", "sidecars", "index_rows"]
 
 
-class RetireConfig(dg.Config):  # type: ignore[misc]
-    """The generation to retire (``g<NNNN>``)."""
-
-    generation: str
-
-
-@dg.op(description="Retire a generation and drop its table, after the safety window.")
-def retire_generation(
-    context: dg.OpExecutionContext, config: RetireConfig, corpus: CorpusResource
-) -> dg.Output[dict[str, object]]:
-    """Refused (the run fails, naming why) for the ACTIVE generation, the rollback target, or
-    one still inside its namespace's ``retire_after_hours``."""
-    out = retire(corpus.open_home(), config.generation)
-    g = out.generation
-    context.log.info(f"retired {g.id} ({g.spec.profile}); table dropped: {out.table_dropped}")
-    value = {"generation": g.id, "status": g.status, "table_dropped": out.table_dropped}
-    return dg.Output(
-        value,
-        metadata={
-            "generation": g.id,
-            "profile": g.spec.profile,
-            "namespace": g.spec.namespace,
-            "table": g.table_name,
-            "table_dropped": out.table_dropped,
-        },
+def generation_field(choices: list[RetireChoice]) -> dg.Field:
+    """The ``generation`` config field: a choice among ``choices`` (the registry's generations
+    when the code location loaded, each described), or text when there were none."""
+    if not choices:
+        return dg.Field(
+            str,
+            description="The generation to retire (g<NNNN>); the registry had none when the "
+            "code location loaded: reload it to choose from a list.",
+        )
+    values = [dg.EnumValue(c.generation, description=c.description) for c in choices]
+    # Dagster keys config types by name within a process: each set of choices gets its own
+    digest = hashlib.sha256(json.dumps(choices, sort_keys=True).encode()).hexdigest()[:12]
+    return dg.Field(
+        dg.Enum(f"GenerationToRetire_{digest}", values),
+        description="The generation to retire, from those the registry held when the code "
+        "location loaded (reload it to see newer ones).",
     )
 
 
-@dg.job(description="Retire a READY or BUILDING generation that no longer serves.")
-def retire_generation_job() -> None:
-    retire_generation()
+def build_retire_job(choices: list[RetireChoice]) -> dg.JobDefinition:
+    """``retire_generation_job``, whose launchpad offers ``choices``."""
+
+    @dg.op(
+        name="retire_generation",
+        config_schema={"generation": generation_field(choices)},
+        description="Retire a generation and drop its table, after the safety window.",
+    )
+    def retire_generation(
+        context: dg.OpExecutionContext, corpus: CorpusResource
+    ) -> dg.Output[dict[str, object]]:
+        """Refused (the run fails, naming why) for the ACTIVE generation, the rollback target,
+        or one still inside its namespace's ``retire_after_hours``."""
+        out = retire(corpus.open_home(), context.op_config["generation"])
+        g = out.generation
+        context.log.info(f"retired {g.id} ({g.spec.profile}); table dropped: {out.table_dropped}")
+        value = {"generation": g.id, "status": g.status, "table_dropped": out.table_dropped}
+        return dg.Output(
+            value,
+            metadata={
+                "generation": g.id,
+                "profile": g.spec.profile,
+                "namespace": g.spec.namespace,
+                "table": g.table_name,
+                "table_dropped": out.table_dropped,
+            },
+        )
+
+    @dg.job(
+        name="retire_generation_job",
+        description="Retire a READY or BUILDING generation that no longer serves.",
+    )
+    def retire_generation_job() -> None:
+        retire_generation()
+
+    return retire_generation_job
 
 
 class PurgeConfig(dg.Config):  # type: ignore[misc]
@@ -120,9 +147,9 @@ compaction_schedule = dg.ScheduleDefinition(
 )
 
 
-def build_jobs(p: CorpusPartitions) -> list[object]:
+def build_jobs(p: CorpusPartitions, retire_choices: list[RetireChoice]) -> list[object]:
     """ingest (per collection), embed (per profile × collection), generation (per profile),
-    promotion, rollback and retirement."""
+    promotion, rollback and retirement (offering ``retire_choices``)."""
     ingest_job = dg.define_asset_job(
         "ingest_job",
         selection=dg.AssetSelection.assets(*INGEST_ASSETS),
@@ -164,7 +191,7 @@ def build_jobs(p: CorpusPartitions) -> list[object]:
         generation_job,
         promote_generation_job,
         rollback_generation_job,
-        retire_generation_job,
+        build_retire_job(retire_choices),
         purge_collection_job,
         compaction_job,
     ]

@@ -1,7 +1,9 @@
 """In-process runs of the jobs against the home's Dagster instance, for the CLI.
 
 The runs land in the same instance the UI reads (``<home>/dagster``), so what the CLI does
-shows in the Dagster UI like any launched run.
+shows in the Dagster UI like any launched run. Each command holds the home's lock around its
+runs (the runs' own hold of it, through the ``corpus`` resource, nests inside), so one that
+finds a run from the UI or the daemon in flight is refused at once (``HomeBusyError``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,23 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_index.alerts import record_alert
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
 from corpus_index.errors import MissingGenerationError
+from corpus_index.eval_report import eval_report
 from corpus_index.home import Home as CorpusHome
+from corpus_index.homelock import home_lock
 from corpus_index.lifecycle import newest_ready
-from pipelines.sync import SILENT_RUN_CONFIG, SyncReport, failed_checks, first_error, run_sync
+from pipelines.alerts import alert_for_run
+from pipelines.sync import (
+    SILENT_RUN_CONFIG,
+    SyncReport,
+    failed_checks,
+    first_error,
+    refresh_eval_report,
+    run_sync,
+)
 
 warnings.filterwarnings("ignore", message=r".*is currently in (preview|beta)")
 
@@ -63,11 +76,19 @@ class DagsterRunner:
         return Home(self.build(settings), settings.load(), dg.DagsterInstance.get())
 
     def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
-        """Run the asset graph for every configured collection."""
+        """Run the asset graph for every configured collection under the home's lock, refresh
+        ``retrieval_evals`` when what it shows changed, and record each failed run as an alert."""
         from corpus_index.registry import Registry
 
         home = self.open_home(settings)
-        report = run_sync(home.defs, home.config, home.instance, progress=progress)
+        with home_lock(settings.home, "sync"):
+            report = run_sync(home.defs, home.config, home.instance, progress=progress)
+            evals = eval_report(Registry(settings.registry_path))
+            refresh_eval_report(home.defs, home.instance, evals.fingerprint, report)
+        for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look
+            run = home.instance.get_run_by_id(failure["run_id"])
+            if run is not None:
+                record_alert(settings.home, alert_for_run(home.instance, run))
         report.stale = [
             {**row, "since": row["since"].isoformat()}
             for row in Registry(settings.registry_path).stale_sources()
@@ -103,12 +124,13 @@ class DagsterRunner:
             "ops": {"active_generation": {"config": config}},
             **SILENT_RUN_CONFIG,
         }
-        result = home.defs.resolve_job_def(job).execute_in_process(
-            partition_key=namespace,
-            instance=home.instance,
-            run_config=run_config,
-            raise_on_error=False,
-        )
+        with home_lock(settings.home, action):
+            result = home.defs.resolve_job_def(job).execute_in_process(
+                partition_key=namespace,
+                instance=home.instance,
+                run_config=run_config,
+                raise_on_error=False,
+            )
         return outcome(result)
 
     def retire(self, settings: Settings, generation: str) -> JobOutcome:
@@ -118,9 +140,10 @@ class DagsterRunner:
             "ops": {"retire_generation": {"config": {"generation": generation}}},
             **SILENT_RUN_CONFIG,
         }
-        result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
-            instance=home.instance, run_config=run_config, raise_on_error=False
-        )
+        with home_lock(settings.home, "retire"):
+            result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
+                instance=home.instance, run_config=run_config, raise_on_error=False
+            )
         return outcome(result)
 
     def compact(
@@ -132,9 +155,10 @@ class DagsterRunner:
             "ops": {"compact_op": {"config": {"retention_hours": retention_hours}}},
             **SILENT_RUN_CONFIG,
         }
-        result = home.defs.resolve_job_def("compaction_job").execute_in_process(
-            instance=home.instance, run_config=run_config, raise_on_error=False
-        )
+        with home_lock(settings.home, "compact"):
+            result = home.defs.resolve_job_def("compaction_job").execute_in_process(
+                instance=home.instance, run_config=run_config, raise_on_error=False
+            )
         report = result.output_for_node("compact_op") if result.success else {}
         return outcome(result), report
 

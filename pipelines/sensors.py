@@ -16,6 +16,7 @@ added, then deleted) is a new change with a new key; the daemon skips a run key 
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -56,7 +57,16 @@ def scan_sources(
     fingerprints: dict[str, str],
     partitions: list[str],
     changes: dict[str, int] | None = None,
+    ingested: Callable[[str], str] | None = None,
 ) -> SourceScan:
+    """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
+    collection ``partitions``.
+
+    ``ingested(collection)`` is the fingerprint the collection's last ingest recorded (``''``
+    if none): a collection whose files are as that ingest saw them is not ingested again,
+    whatever the cursor says (a `corpus sync` ran while no daemon watched; the first tick
+    of a new daemon), unless its partition is new.
+    """
     scan = SourceScan()
     counts = dict(changes or {})
     existing = set(partitions)
@@ -66,7 +76,10 @@ def scan_sources(
         seen[name] = fp
         if name not in existing:
             scan.add_partitions.append(name)
-        if fingerprints.get(name) != fp or name not in existing:
+        # a new partition is always ingested: a collection purged and configured again has a
+        # last ingest on record, of data that is gone
+        seen_before = fingerprints.get(name) == fp or bool(ingested and ingested(name) == fp)
+        if name not in existing or not seen_before:
             counts[name] = counts.get(name, 0) + 1
             scan.ingest[name] = f"ingest:{name}:{counts[name]}:{fp}"
     for name in sorted(existing - set(config.collections)):
@@ -74,6 +87,25 @@ def scan_sources(
         scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
     scan.cursor = {"fingerprints": seen, "changes": dict(sorted(counts.items()))}
     return scan
+
+
+def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
+    """The fingerprint the latest ``source_manifest`` materialization of a collection
+    recorded (``''`` if none), read from ``instance``."""
+
+    def ingested(collection: str) -> str:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey("source_manifest"), asset_partitions=[collection]
+            ),
+            limit=1,
+        ).records
+        if not records:
+            return ""
+        value = records[0].asset_materialization.metadata.get("fingerprint")  # type: ignore[union-attr]
+        return str(getattr(value, "value", "") or "")
+
+    return ingested
 
 
 @dg.sensor(
@@ -89,7 +121,9 @@ def source_update_sensor(
     config = corpus.settings().load()
     fingerprints, changes = read_cursor(context.cursor)
     partitions = list(context.instance.get_dynamic_partitions("collections"))
-    scan = scan_sources(config, fingerprints, partitions, changes)
+    scan = scan_sources(
+        config, fingerprints, partitions, changes, ingested=last_ingested(context.instance)
+    )
     requests = [
         dg.RunRequest(
             run_key=key,

@@ -79,28 +79,68 @@ def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def first_error(result: dg.ExecuteInProcessResult) -> str:
-    """The first line of the first step failure of a run, or ''.
+    """The first line of the first step failure of a run, or ''."""
+    for ev in result.all_events:
+        if ev.is_step_failure and ev.event_specific_data is not None:
+            message = error_line(ev.event_specific_data.error)  # type: ignore[union-attr]
+            if message:
+                return message
+    return ""
+
+
+def error_line(error: Any) -> str:
+    """The first line of what was raised, from a ``SerializableErrorInfo`` ('' for None).
 
     Dagster wraps what the step raised ("Error occurred while executing op ..."); the message
     of the innermost cause is the one that says what went wrong.
     """
-    for ev in result.all_events:
-        if ev.is_step_failure and ev.event_specific_data is not None:
-            error = ev.event_specific_data.error  # type: ignore[union-attr]
-            while error is not None and getattr(error, "cause", None) is not None:
-                error = error.cause
-            if error is None:
-                continue
-            message = str(error.message).strip()
-            cls = getattr(error, "cls_name", "") or ""
-            prefix = f"{cls}: "
-            # SerializableErrorInfo messages read "module.Class: text"; keep the text
-            if ": " in message.split("\n")[0] and message.split(": ", 1)[0].endswith(cls):
-                message = message.split(": ", 1)[1]
-            elif message.startswith(prefix):
-                message = message[len(prefix) :]
-            return message.split("\n")[0]
-    return ""
+    while error is not None and getattr(error, "cause", None) is not None:
+        error = error.cause
+    if error is None:
+        return ""
+    message = str(error.message).strip()
+    cls = getattr(error, "cls_name", "") or ""
+    prefix = f"{cls}: "
+    # SerializableErrorInfo messages read "module.Class: text"; keep the text
+    if ": " in message.split("\n")[0] and message.split(": ", 1)[0].endswith(cls):
+        message = message.split(": ", 1)[1]
+    elif message.startswith(prefix):
+        message = message[len(prefix) :]
+    return message.split("\n")[0]
+
+
+def refresh_eval_report(
+    defs: dg.Definitions, instance: dg.DagsterInstance, fingerprint: str, report: SyncReport
+) -> None:
+    """Materialize ``retrieval_evals`` through ``eval_report_job`` unless its latest
+    materialization already shows the evaluations of ``fingerprint`` (so it is never missing
+    after a sync, and the daemon's automation has nothing to catch up on)."""
+    latest = instance.get_latest_materialization_event(dg.AssetKey("retrieval_evals"))
+    if latest is not None and latest.asset_materialization is not None:
+        shown = latest.asset_materialization.metadata.get("fingerprint")
+        if getattr(shown, "value", None) == fingerprint:
+            return
+    result = defs.resolve_job_def("eval_report_job").execute_in_process(
+        instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+    )
+    record_run(report, "eval_report_job", "", result)
+
+
+def record_run(report: SyncReport, job: str, label: str, result: dg.ExecuteInProcessResult) -> None:
+    """Add a run to ``report``, and to its failed runs (checks and error named) if it failed."""
+    report.runs.append(result.run_id)
+    if result.success:
+        return
+    failure: dict[str, Any] = {
+        "job": job,
+        "partition": label,
+        "run_id": result.run_id,
+        "failed_checks": failed_checks(result),
+    }
+    error = first_error(result)
+    if error:
+        failure["error"] = error
+    report.failed_runs.append(failure)
 
 
 def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
@@ -161,18 +201,7 @@ def run_sync(
         result = defs.resolve_job_def(job).execute_in_process(
             partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
         )
-        report.runs.append(result.run_id)
-        if not result.success:
-            failure = {
-                "job": job,
-                "partition": label,
-                "run_id": result.run_id,
-                "failed_checks": failed_checks(result),
-            }
-            error = first_error(result)
-            if error:
-                failure["error"] = error
-            report.failed_runs.append(failure)
+        record_run(report, job, label, result)
         return result
 
     for name in config.collections:

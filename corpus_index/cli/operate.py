@@ -103,6 +103,7 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
 @handle_errors
 def generations(ctx: click.Context, as_json: bool) -> None:
     """List index generations with status, counts and check outcomes."""
+    from corpus_index.alerts import alerts
     from corpus_index.doctor import LIVE, generation_problem
     from corpus_index.gates import check_summary
     from corpus_index.index_store import GenerationStore
@@ -140,6 +141,13 @@ def generations(ctx: click.Context, as_json: bool) -> None:
                 f"  DAMAGED: {damage[g.id]}; run `corpus doctor --repair`, then `corpus sync`",
                 err=True,
             )
+    unacknowledged = alerts(settings.home)
+    if unacknowledged:  # the failed runs an operator looking here has not seen yet
+        click.echo(
+            f"{len(unacknowledged)} unacknowledged alert(s), the newest: "
+            f"{unacknowledged[-1].summary()}; see `corpus alerts`",
+            err=True,
+        )
     if any(damage.values()):
         sys.exit(EXIT_DAMAGED)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from corpus_index.deletion import propagate_deletion
 from corpus_index.home import Home
+from corpus_index.kinds import fingerprint
 from corpus_index.sources import ManifestResult, scan_manifest
 
 
@@ -15,6 +16,9 @@ class ManifestOutcome:
 
     manifest: ManifestResult
     receipt: str | None  # the receipt file's path; None when nothing was removed
+    # the collection's fingerprint (``kinds.fingerprint``) taken before the scan: a watcher
+    # that sees this value has nothing newer to ingest
+    fingerprint: str = ""
 
 
 def run(home: Home, collection: str) -> ManifestOutcome:
@@ -23,6 +27,7 @@ def run(home: Home, collection: str) -> ManifestOutcome:
     Returns:
         The manifest's counts, and the path of the deletion receipt when documents went.
     """
+    before = fingerprint(home.collection(collection))
     previous = home.warehouse.read("source_manifest", (collection,))
     result = scan_manifest(home.collection(collection), previous)
     changes = result.table.select(["source_id", "change"]).to_pylist()
@@ -37,4 +42,8 @@ def run(home: Home, collection: str) -> ManifestOutcome:
         reason="source file removed",
     )
     home.warehouse.write("source_manifest", (collection,), result.table)
-    return ManifestOutcome(manifest=result, receipt=receipt.path if receipt is not None else None)
+    return ManifestOutcome(
+        manifest=result,
+        receipt=receipt.path if receipt is not None else None,
+        fingerprint=before,
+    )

@@ -62,7 +62,10 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
     assert {s.name for s in defs.sensors or []} == {
         "source_update_sensor",
         "corpus_automation_sensor",
+        "run_failure_alert_sensor",
     }
+    # every sensor runs as soon as `make ui` starts the daemon, the failure alerts included
+    assert {s.default_status for s in defs.sensors or []} == {dg.DefaultSensorStatus.RUNNING}
     assert {s.name for s in defs.schedules or []} == {"compaction_schedule"}
     # source changes flow downstream by declarative automation; promotion never does
     for name in ("embeddings", "sidecars", "index_rows", "index_generation"):

@@ -24,14 +24,12 @@ def instance(tmp_path: Path) -> dg.DagsterInstance:
 
 
 def tick(settings: Settings, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    context = dg.build_sensor_context(
-        instance=instance,
-        cursor=cursor,
-        resources={
-            "corpus": CorpusResource(config_path=str(settings.config_path), home=str(settings.home))
-        },
-    )
-    result = source_update_sensor(context)
+    resource = CorpusResource(config_path=str(settings.config_path), home=str(settings.home))
+    # the resource has a lifecycle (a run holds the home's lock), so the context is opened
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"corpus": resource}
+    ) as context:
+        result = source_update_sensor(context)
     assert isinstance(result, dg.SensorResult)
     # apply the partition requests the way the daemon does
     for req in result.dynamic_partitions_requests or []:

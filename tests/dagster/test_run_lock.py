@@ -1,0 +1,101 @@
+"""Runs launched from the UI or by the daemon hold the home's lock, as `corpus sync` does
+(issue 16): a run and a sync of one home never embed the same inputs at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from assets import CorpusResource
+from corpus_index.config import Settings
+from corpus_index.homelock import holder
+from tests.corpusgen import write_home
+from tests.dagster.harness import QUIET, Graph, materialized
+from tests.support.lockholder import ROOT, hold
+
+INGEST = ["source_manifest", "parsed_blocks", "embedding_inputs"]
+
+
+def resource(settings: Settings, lock_wait_s: float) -> CorpusResource:
+    return CorpusResource(
+        config_path=str(settings.config_path), home=str(settings.home), lock_wait_s=lock_wait_s
+    )
+
+
+def failure_messages(result: dg.ExecuteInProcessResult) -> str:
+    """Every error a failed run recorded, causes included (a resource that could not start
+    fails the run before any step)."""
+    out = []
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None)
+        while error is not None:
+            out.append(str(error.message))
+            error = error.cause
+    return "\n".join(out)
+
+
+def test_a_run_waits_for_a_sync_in_flight_then_fails_naming_it(tmp_path: Path) -> None:
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    g = Graph(settings)
+
+    def ingest(lock_wait_s: float) -> dg.ExecuteInProcessResult:
+        # what the run worker of a run launched from the UI executes
+        return dg.materialize(
+            g.defs.assets,  # type: ignore[arg-type]
+            selection=INGEST,
+            partition_key="alpha-deals",
+            instance=g.instance,
+            resources={"corpus": resource(settings, lock_wait_s)},
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+
+    sync = hold(settings.home, 60)  # a `corpus sync` in flight
+    try:
+        r = ingest(1.0)
+        assert not r.success
+        assert f"pid {sync.pid} (sync)" in failure_messages(r)
+        logged = [e.user_message for e in g.instance.all_logs(r.run_id)]
+        assert f"waiting up to 1 s for pid {sync.pid} (sync) to release {settings.home}" in logged
+        assert materialized(r) == set()  # nothing was read, parsed or derived
+        assert not (settings.home / "warehouse").exists()
+    finally:
+        sync.kill()
+        sync.wait()
+    r = ingest(1.0)
+    assert r.success and materialized(r) == set(INGEST)
+
+
+def test_a_cli_sync_is_refused_while_a_run_holds_the_home(tmp_path: Path) -> None:
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    seen: dict[str, object] = {}
+
+    @dg.op
+    def meanwhile(corpus: CorpusResource) -> None:
+        seen["holder"] = holder(Path(corpus.home))
+        sync = subprocess.run(  # noqa: S603 - fixed arguments
+            [sys.executable, "-m", "corpus_index.cli", "--config", corpus.config_path]
+            + ["--home", corpus.home, "sync"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        seen["sync"] = (sync.returncode, sync.stderr)
+
+    @dg.job(resource_defs={"corpus": resource(settings, 0.0)})
+    def a_run() -> None:
+        meanwhile()
+
+    result = a_run.execute_in_process(instance=dg.DagsterInstance.ephemeral(), run_config=QUIET)
+    assert result.success
+    assert seen["holder"] == f"pid {os.getpid()} (run {result.run_id[:8]} of a_run)"
+    code, err = seen["sync"]  # type: ignore[misc]
+    assert code == 75, err
+    assert f"home {settings.home} is busy" in err and "of a_run)" in err
+    assert holder(settings.home) == ""  # released when the run ended
