@@ -1,0 +1,83 @@
+"""Conversation grouping on irc-disentanglement: ours beside the channel-wide 5-minute rule.
+
+Groups every log of a split from the logs alone, then reads the split's gold clusters to
+score both groupings (1 - scaled VI, one-to-one overlap, conversation precision/recall/F as
+the data's SOURCE.md defines them), in the same run. Targets: above Elsner and Charniak 2008
+(82.1 / 51.4 / 15.5); aim, the paper's linear model (88.9 / 69.5 / 21.8).
+
+    .venv/bin/python bench/grouping.py [--data DIR] [--split dev] [--weights FILE] [--json]
+"""
+
+from __future__ import annotations
+
+import _common
+
+_common.configure(threads=1)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from corpus_index.linked import (  # noqa: E402
+    LinkModel,
+    five_minute_rule,
+    group_conversations,
+    read_clusters,
+    score,
+)
+from corpus_index.linked.irc import read_folder  # noqa: E402
+
+DATA = Path("/work/shared/evaldata/irc-disentanglement")
+TARGETS = {"elsner_charniak_2008": (82.1, 51.4, 15.5), "linear_model": (88.9, 69.5, 21.8)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print both groupings' scores (or one JSON object with ``--json``)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--weights", type=Path, default=None, help="default: the shipped weights")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    model = LinkModel.load(args.weights)
+    logs = read_folder(args.data / args.split)
+    messages = [m for stem in sorted(logs) for m in logs[stem]]
+    started = time.perf_counter()
+    ours = group_conversations(messages, model=model)
+    took = time.perf_counter() - started
+    rule = five_minute_rule(messages)
+    gold = read_clusters(args.data / f"gold.{args.split}.clusters.txt")  # scoring only
+    results = {
+        "linked": score(gold, ours)._asdict(),
+        "five_minute_rule": score(gold, rule)._asdict(),
+    }
+    out = {
+        "split": args.split,
+        "logs": len(logs),
+        "messages_grouped": len(messages),
+        "grouping_seconds": round(took, 2),
+        "weights": model.trained_on,
+        "results": results,
+        "targets": TARGETS,
+    }
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(
+        f"{args.split}: {len(logs)} logs, {len(messages)} lines grouped in {took:.1f} s; "
+        f"scored on {results['linked']['messages']} annotated messages"
+    )
+    print(f"{'grouping':<20} {'VI':>6} {'1-1':>6} {'P':>6} {'R':>6} {'F':>6} {'convs':>6}")
+    for name, r in results.items():
+        print(
+            f"{name:<20} {r['vi']:6.1f} {r['one_to_one']:6.1f} {r['precision']:6.1f} "
+            f"{r['recall']:6.1f} {r['f']:6.1f} {r['auto_conversations']:6d}"
+        )
+    for name, (vi, one, f) in TARGETS.items():
+        print(f"{name:<20} {vi:6.1f} {one:6.1f} {'':>6} {'':>6} {f:6.1f}   (published, test split)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

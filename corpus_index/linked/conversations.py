@@ -1,0 +1,98 @@
+"""Conversation disentanglement: per channel, each message joins the conversation it most
+likely continues, or starts a new one (seed "Linked Context" §5.1).
+
+A message continues the conversation of the earlier message it is most likely a reply to: the
+one it explicitly answers (``reply_to``), or, failing that, the best of "a new conversation"
+and its predecessors in the window under a :class:`~corpus_index.linked.model.LinkModel`,
+which weighs mentions of a participant, the same author going on, the time and the messages
+since that message, whether its author has moved on, and topic similarity. System messages
+(joins and quits) are conversations of their own.
+
+:func:`five_minute_rule` is the channel-wide baseline: a message less than five minutes after
+the channel's previous one belongs to the same conversation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from corpus_index.linked.features import channel_features
+from corpus_index.linked.messages import Message
+from corpus_index.linked.model import LinkModel
+from corpus_index.linked.topic import Embed
+
+
+def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
+    """Messages per channel, each channel in time order (ties keep the input order)."""
+    channels: dict[str, list[Message]] = defaultdict(list)
+    for m in messages:
+        channels[m.channel].append(m)
+    return {c: sorted(ms, key=lambda m: m.timestamp) for c, ms in channels.items()}
+
+
+def link_parents(
+    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+) -> list[int]:
+    """For one channel's messages in order, the index of the message each continues from, or
+    its own index when it starts a conversation.
+
+    Args:
+        model: the link weights (default: the ones shipped, see :meth:`LinkModel.load`).
+        embed: an embedding function for topic similarity instead of TF-IDF cosine.
+    """
+    model = model or LinkModel.load()
+    n = len(messages)
+    if n == 0:
+        return []
+    features = channel_features(messages, window=model.window, embed=embed)
+    best = np.argmax(model.scores(features), axis=1)  # 0: self, k: k back
+    parents = [i - int(b) for i, b in enumerate(best)]
+    index = {m.unit_id: i for i, m in enumerate(messages)}
+    for i, m in enumerate(messages):
+        target = index.get(m.reply_to or "", -1)
+        if 0 <= target < i and not m.system:  # an explicit reply wins, however far back
+            parents[i] = target
+        if m.system:
+            parents[i] = i
+    return parents
+
+
+def components(messages: Sequence[Message], parents: Sequence[int]) -> list[list[str]]:
+    """The conversations the parent links make: each message joins its parent's."""
+    root = list(range(len(parents)))
+    for i, p in enumerate(parents):
+        root[i] = root[p] if p < i else i
+    groups: dict[int, list[str]] = defaultdict(list)
+    for i, m in enumerate(messages):
+        groups[root[i]].append(m.unit_id)
+    return list(groups.values())
+
+
+def group_conversations(
+    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+) -> list[list[str]]:
+    """The conversations of ``messages`` (any channels): lists of unit ids, each in time order.
+
+    See :func:`link_parents` for the arguments.
+    """
+    model = model or LinkModel.load()
+    out: list[list[str]] = []
+    for channel in by_channel(messages).values():
+        out.extend(components(channel, link_parents(channel, model=model, embed=embed)))
+    return out
+
+
+def five_minute_rule(messages: Sequence[Message], *, minutes: float = 5.0) -> list[list[str]]:
+    """The channel-wide baseline: a message less than ``minutes`` after the channel's previous
+    message (any message, system lines included) joins that message's conversation."""
+    out: list[list[str]] = []
+    for channel in by_channel(messages).values():
+        parents = [
+            i - 1 if i and m.timestamp - channel[i - 1].timestamp < minutes * 60 else i
+            for i, m in enumerate(channel)
+        ]
+        out.extend(components(channel, parents))
+    return out
