@@ -19,14 +19,11 @@ import json  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from corpus_index.linked import (  # noqa: E402
-    LinkModel,
-    five_minute_rule,
-    group_conversations,
-    read_clusters,
-    score,
-)
+from corpus_index.linked.clusters import read_clusters  # noqa: E402
+from corpus_index.linked.conversations import five_minute_rule, group_conversations  # noqa: E402
 from corpus_index.linked.irc import read_folder  # noqa: E402
+from corpus_index.linked.model import LinkModel  # noqa: E402
+from corpus_index.linked.scoring import score  # noqa: E402
 
 DATA = Path("/work/shared/evaldata/irc-disentanglement")
 TARGETS = {"elsner_charniak_2008": (82.1, 51.4, 15.5), "linear_model": (88.9, 69.5, 21.8)}

@@ -10,21 +10,18 @@ import numpy as np
 import pytest
 
 from corpus_index.errors import ParseError
-from corpus_index.linked import (
-    LinkModel,
-    Message,
-    five_minute_rule,
+from corpus_index.linked.clusters import (
     format_clusters,
-    group_conversations,
-    link_parents,
     parse_clusters,
     read_clusters,
-    score,
     write_clusters,
 )
+from corpus_index.linked.conversations import five_minute_rule, group_conversations, link_parents
 from corpus_index.linked.features import channel_features
 from corpus_index.linked.irc import log_date, parse_log, read_folder
-from corpus_index.linked.model import fit
+from corpus_index.linked.messages import Message
+from corpus_index.linked.model import LinkModel, fit
+from corpus_index.linked.scoring import score
 
 # -- scoring ------------------------------------------------------------------------------------
 

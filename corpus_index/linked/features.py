@@ -9,13 +9,12 @@ whether ``j``'s author has moved on since, and how much the two share in topic.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, addressed_word
 from corpus_index.linked.topic import Embed, band_similarity, tokens
 
 PAIR_FEATURES = (
@@ -62,7 +61,6 @@ SELF_FEATURES = (
 )
 _GREETING = frozenset({"hi", "hello", "hey", "hiya", "yo", "howdy", "morning", "evening"})
 _ANYONE = frozenset({"anyone", "anybody", "somebody", "someone", "everyone", "guys", "all"})
-_ADDRESS_END = re.compile(r"[:,;>!]+$")
 
 
 class ChannelFeatures(NamedTuple):
@@ -99,10 +97,7 @@ class _Names:
 
 
 def _addressee(text: str, names: _Names) -> int:
-    first = text.split(maxsplit=1)
-    if not first:
-        return -1
-    return names.forms.get(_ADDRESS_END.sub("", first[0].lower()), -1)
+    return names.forms.get(addressed_word(text), -1)
 
 
 def channel_features(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -23,3 +24,14 @@ class Message:
     reply_to: str | None = None
     mentions: tuple[str, ...] = ()
     system: bool = False
+
+
+_ADDRESS_END = re.compile(r"[:,;>!]+$")
+
+
+def addressed_word(text: str) -> str:
+    """The lower-cased first word of ``text`` without the punctuation that follows a name
+    someone is addressed by (``bob:``, ``alice,``); a person is addressed when it is their
+    name. Empty for an empty text."""
+    first = text.split(maxsplit=1)
+    return _ADDRESS_END.sub("", first[0].lower()) if first else ""
