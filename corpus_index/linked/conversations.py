@@ -5,8 +5,9 @@ A message continues the conversation of the earlier message it is most likely a 
 one it explicitly answers (``reply_to``), or, failing that, the best of "a new conversation"
 and its predecessors in the window under a :class:`~corpus_index.linked.model.LinkModel`,
 which weighs mentions of a participant, the same author going on, the time and the messages
-since that message, whether its author has moved on, and topic similarity. System messages
-(joins and quits) are conversations of their own.
+since that message, the time since the last message of *that message's conversation* (as
+decided so far, message by message), whether its author has moved on, and topic similarity.
+System messages (joins and quits) are conversations of their own.
 
 :func:`five_minute_rule` is the channel-wide baseline: a message less than five minutes after
 the channel's previous one belongs to the same conversation.
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from corpus_index.linked.features import channel_features
+from corpus_index.linked.features import ChannelFeatures, ConversationState, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.topic import Embed
@@ -44,19 +45,31 @@ def link_parents(
         embed: an embedding function for topic similarity instead of TF-IDF cosine.
     """
     model = model or LinkModel.load()
-    n = len(messages)
-    if n == 0:
+    if not messages:
         return []
-    features = channel_features(messages, window=model.window, embed=embed)
-    best = np.argmax(model.scores(features), axis=1)  # 0: self, k: k back
-    parents = [i - int(b) for i, b in enumerate(best)]
+    return decode(messages, channel_features(messages, window=model.window, embed=embed), model)
+
+
+def decode(messages: Sequence[Message], features: ChannelFeatures, model: LinkModel) -> list[int]:
+    """:func:`link_parents` on features computed already (their conversation columns are
+    overwritten as the conversations are decided, message by message)."""
     index = {m.unit_id: i for i, m in enumerate(messages)}
+    pair_w = np.asarray(model.pair_weights, dtype=np.float32)
+    own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
+    state = ConversationState(features)
+    parents = []
     for i, m in enumerate(messages):
         target = index.get(m.reply_to or "", -1)
-        if 0 <= target < i and not m.system:  # an explicit reply wins, however far back
-            parents[i] = target
         if m.system:
-            parents[i] = i
+            parent = i
+        elif 0 <= target < i:  # an explicit reply wins, however far back
+            parent = target
+        else:
+            scores = np.where(features.valid[i], state.fill(i) @ pair_w, -np.inf)
+            best = int(np.argmax(scores))
+            parent = i - best - 1 if scores[best] > own[i] else i
+        state.join(i, parent)
+        parents.append(parent)
     return parents
 
 
@@ -85,14 +98,22 @@ def group_conversations(
     return out
 
 
-def five_minute_rule(messages: Sequence[Message], *, minutes: float = 5.0) -> list[list[str]]:
+def five_minute_rule(
+    messages: Sequence[Message], *, minutes: float = 5.0, system_alone: bool = False
+) -> list[list[str]]:
     """The channel-wide baseline: a message less than ``minutes`` after the channel's previous
-    message (any message, system lines included) joins that message's conversation."""
+    message joins that message's conversation. System lines count as messages like any other,
+    unless ``system_alone``: then each is a conversation of its own and the others skip them."""
     out: list[list[str]] = []
     for channel in by_channel(messages).values():
-        parents = [
-            i - 1 if i and m.timestamp - channel[i - 1].timestamp < minutes * 60 else i
-            for i, m in enumerate(channel)
-        ]
+        parents = []
+        last = -1  # the channel's previous message the rule looks at
+        for i, m in enumerate(channel):
+            if system_alone and m.system:
+                parents.append(i)
+                continue
+            near = last >= 0 and m.timestamp - channel[last].timestamp < minutes * 60
+            parents.append(last if near else i)
+            last = i
         out.extend(components(channel, parents))
     return out

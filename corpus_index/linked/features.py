@@ -45,7 +45,13 @@ PAIR_FEATURES = (
     "explicit_reply",
     "i_addresses_j_author_silent_since",
     "j_addresses_i_and_i_addresses_none",
+    # of j's conversation as decided so far (filled in by ConversationState, in order)
+    "conversation_log_gap_minutes",
+    "j_is_conversation_latest",
+    "i_author_in_conversation",
+    "conversation_log_size",
 )
+CONVERSATION_COLUMNS = slice(27, 31)
 SELF_FEATURES = (
     "bias",
     "is_question",
@@ -69,6 +75,54 @@ class ChannelFeatures(NamedTuple):
     pair: np.ndarray  # float32 [n, window, len(PAIR_FEATURES)]: i continues from i - k - 1
     self_: np.ndarray  # float32 [n, len(SELF_FEATURES)]: i starts a conversation
     valid: np.ndarray  # bool [n, window]: i - k - 1 exists, and neither message is a system one
+    author: np.ndarray  # int64 [n]: the author's id in the channel, -1 for system messages
+    times: np.ndarray  # float64 [n]: seconds
+
+
+class ConversationState:
+    """The conversations of a channel decided so far, as each message is: what the
+    conversation-level features of a candidate ``j`` read (the time since the last message of
+    ``j``'s conversation, not the channel's; whether ``j`` is that last message; whether the
+    author of ``i`` has taken part in it; its size)."""
+
+    def __init__(self, features: ChannelFeatures) -> None:
+        self.features = features
+        n = len(features.times)
+        self.conversation = np.arange(n)
+        self.last_index: dict[int, int] = {}
+        self.authors: dict[int, set[int]] = {}
+        self.size: dict[int, int] = {}
+
+    def fill(self, i: int) -> np.ndarray:
+        """Write the conversation features of ``i``'s candidates into ``features.pair[i]``
+        (messages before ``i`` must have joined) and return that row."""
+        f = self.features
+        row: np.ndarray = f.pair[i]
+        for k in range(1, row.shape[0] + 1):
+            j = i - k
+            if j < 0:
+                break
+            if not f.valid[i, k - 1]:
+                continue
+            c = int(self.conversation[j])
+            last = self.last_index.get(c, j)
+            gap = max(f.times[i] - f.times[last], 0.0) / 60.0
+            row[k - 1, CONVERSATION_COLUMNS] = (
+                math.log1p(gap),
+                last == j,
+                f.author[i] in self.authors.get(c, ()),
+                math.log1p(self.size.get(c, 1)),
+            )
+        return row
+
+    def join(self, i: int, parent: int) -> None:
+        """``i`` continues the conversation of ``parent`` (itself: it starts one)."""
+        c = int(self.conversation[parent]) if parent != i else i
+        self.conversation[i] = c
+        self.last_index[c] = i
+        self.size[c] = self.size.get(c, 0) + 1
+        if self.features.author[i] >= 0:
+            self.authors.setdefault(c, set()).add(int(self.features.author[i]))
 
 
 class _Names:
@@ -168,6 +222,8 @@ def channel_features(
         pair,
         _self_features(messages, author, addressee, mentioned, times, prev_same, topic, valid),
         valid,
+        author,
+        times,
     )
 
 

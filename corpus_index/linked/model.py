@@ -2,7 +2,7 @@
 
 Each message picks, among "a new conversation" and its ``window`` predecessors in the
 channel, the option with the highest score ``w · features`` (a conditional logit: a softmax
-over the options). The weights are fitted by :func:`fit` on gold reply links and shipped as a
+over the options; see :func:`~corpus_index.linked.conversations.decode`). The weights are fitted by :func:`fit` on gold reply links and shipped as a
 small JSON file beside this module (``links-v1.json``, trained by ``bench/train_grouping.py``).
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
+from corpus_index.errors import ConfigError
 from corpus_index.linked.features import PAIR_FEATURES, SELF_FEATURES, ChannelFeatures
 
 FORMAT = "linked-links-v1"
@@ -31,14 +32,6 @@ class LinkModel:
     pair_weights: tuple[float, ...]
     self_weights: tuple[float, ...]
     trained_on: str = ""
-
-    def scores(self, features: ChannelFeatures) -> np.ndarray:
-        """``[n, 1 + window]`` scores: column 0 starts a new conversation, column k continues
-        from the message k back; impossible options score ``-inf``."""
-        pair = features.pair @ np.asarray(self.pair_weights, dtype=np.float32)
-        pair = np.where(features.valid, pair, -np.inf)
-        own = features.self_ @ np.asarray(self.self_weights, dtype=np.float32)
-        return np.concatenate([own[:, None], pair], axis=1)
 
     def to_json(self) -> dict[str, Any]:
         """The weights file's content, with the feature names each weight belongs to."""
@@ -58,17 +51,21 @@ class LinkModel:
         Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LinkModel:
-        """A model from a weights file's content.
+    def from_json(cls, data: dict[str, Any], *, source: str = "weights") -> LinkModel:
+        """A model from a weights file's content (``source`` names it in errors).
 
         Raises:
-            ValueError: another format, or weights for other features than this code computes.
+            ConfigError: another format, or weights for other features than this code computes.
         """
-        if data.get("format") != FORMAT:
-            raise ValueError(f"weights format {data.get('format')!r}, expected {FORMAT!r}")
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else None
+            raise ConfigError(f"{source}: weights format {found!r}, expected {FORMAT!r}")
         pair, own = data.get("pair_features", {}), data.get("self_features", {})
         if tuple(pair) != PAIR_FEATURES or tuple(own) != SELF_FEATURES:
-            raise ValueError("the weights name other features than this version computes; retrain")
+            raise ConfigError(
+                f"{source}: the weights name other features than this version computes; "
+                "retrain them with bench/train_grouping.py"
+            )
         return cls(
             window=int(data["window"]),
             pair_weights=tuple(float(v) for v in pair.values()),
@@ -78,12 +75,22 @@ class LinkModel:
 
     @classmethod
     def load(cls, path: Path | str | None = None) -> LinkModel:
-        """The weights in ``path``, or the ones shipped with the package."""
+        """The weights in ``path``, or the ones shipped with the package.
+
+        Raises:
+            ConfigError: the file is not a weights file of this version.
+            FileNotFoundError: there is no such file.
+        """
         if path is None:
+            source = f"{__package__}/{DEFAULT_WEIGHTS}"
             text = resources.files(__package__).joinpath(DEFAULT_WEIGHTS).read_text("utf-8")
         else:
-            text = Path(path).read_text(encoding="utf-8")
-        return cls.from_json(json.loads(text))
+            source, text = str(path), Path(path).read_text(encoding="utf-8")
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: not a JSON weights file: {exc}") from None
+        return cls.from_json(data, source=source)
 
 
 def fit(
