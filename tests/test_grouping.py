@@ -25,6 +25,7 @@ from corpus_index.linked.irc import log_date, parse_log, read_folder
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel, fit
 from corpus_index.linked.scoring import score
+from corpus_index.linked.topic import band_similarity
 
 # -- scoring ------------------------------------------------------------------------------------
 
@@ -258,3 +259,21 @@ def test_five_minute_rule_follows_the_channel_clock() -> None:
     ]
     alone = five_minute_rule(messages, system_alone=True)
     assert sorted(map(sorted, alone)) == [["c:0", "c:1"], ["c:2", "c:3"], ["c:4"], ["c:9"]]
+
+
+def test_topic_similarity_by_tfidf_or_an_embedding_hook() -> None:
+    texts = ["mount the usb drive", "irc client for gnome", "the usb drive mounts", "gnome irc"]
+    band = band_similarity(texts, 2)
+    assert band.shape == (4, 2) and band[0].tolist() == [0.0, 0.0]  # nothing before the first
+    assert band[2, 1] > 0.3 and band[2, 0] == 0.0  # shares words two back, none one back
+    assert band[3, 1] > 0.3
+
+    def embed(batch: list[str]) -> np.ndarray:
+        return np.array([[1.0, 0.0] if "usb" in t else [0.0, 2.0] for t in batch])
+
+    by_vectors = band_similarity(texts, 2, embed=embed)
+    assert by_vectors[2].tolist() == [0.0, 1.0] and by_vectors[3].tolist() == [0.0, 1.0]
+    grouped = group_conversations(
+        [Message(f"c:{i}", "c", f"u{i}", t, 10.0 * i) for i, t in enumerate(texts)], embed=embed
+    )
+    assert sorted(u for c in grouped for u in c) == [f"c:{i}" for i in range(4)]
