@@ -7,6 +7,7 @@ precision/recall/F as the data's SOURCE.md defines them. Targets: above Elsner a
 (82.1 / 51.4 / 15.5); aim, the paper's linear model (88.9 / 69.5 / 21.8).
 
     .venv/bin/python bench/grouping.py [--data DIR] [--split dev] [--weights FILE] [--json]
+    .venv/bin/python bench/grouping.py --scale 50000    # one long channel: time and peak RSS
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ _common.configure(threads=1)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import resource  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from corpus_index.linked.clusters import read_clusters  # noqa: E402
 from corpus_index.linked.conversations import five_minute_rule, group_conversations  # noqa: E402
 from corpus_index.linked.irc import read_folder  # noqa: E402
+from corpus_index.linked.messages import Message  # noqa: E402
 from corpus_index.linked.model import LinkModel  # noqa: E402
 from corpus_index.linked.scoring import score  # noqa: E402
 
@@ -37,7 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--weights", type=Path, default=None, help="default: the shipped weights")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--scale",
+        type=int,
+        default=0,
+        help="instead, group N messages as one channel (the split's logs repeated) and report "
+        "the time and the process's peak RSS",
+    )
     args = ap.parse_args(argv)
+    if args.scale:
+        return scale(args.data / args.split, args.scale, LinkModel.load(args.weights))
     model = LinkModel.load(args.weights)
     logs = read_folder(args.data / args.split)
     messages = [m for stem in sorted(logs) for m in logs[stem]]
@@ -76,6 +89,28 @@ def main(argv: list[str] | None = None) -> int:
         )
     for name, (vi, one, f) in TARGETS.items():
         print(f"{name:<22} {vi:6.1f} {one:6.1f} {'':>6} {'':>6} {f:6.1f}   (published, test split)")
+    return 0
+
+
+def scale(folder: Path, n: int, model: LinkModel) -> int:
+    """Group ``n`` messages of one channel (the logs of ``folder`` repeated, in time order)."""
+    logs = read_folder(folder)
+    messages: list[Message] = []
+    while len(messages) < n:
+        rep = len(messages)
+        for stem in sorted(logs):
+            messages.extend(
+                replace(m, unit_id=f"{rep}/{m.unit_id}", channel="one") for m in logs[stem]
+            )
+    messages = messages[:n]
+    started = time.perf_counter()
+    conversations = group_conversations(messages, model=model)
+    took = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"{n} messages in one channel: {len(conversations)} conversations in {took:.1f} s; "
+        f"peak RSS {peak:.0f} MiB"
+    )
     return 0
 
 

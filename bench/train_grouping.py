@@ -25,13 +25,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from corpus_index.linked.conversations import decode  # noqa: E402
-from corpus_index.linked.features import (  # noqa: E402
-    ChannelFeatures,
-    ConversationState,
-    channel_features,
-)
+from corpus_index.linked.features import ChannelFeatures, channel_features  # noqa: E402
 from corpus_index.linked.irc import read_folder  # noqa: E402
-from corpus_index.linked.model import DEFAULT_WEIGHTS, fit  # noqa: E402
+from corpus_index.linked.model import DEFAULT_WEIGHTS, Example, fit  # noqa: E402
+from corpus_index.linked.state import ConversationState  # noqa: E402
 
 DATA = Path("/work/shared/evaldata/irc-disentanglement")
 OUT = Path(__file__).resolve().parents[1] / "corpus_index" / "linked" / DEFAULT_WEIGHTS
@@ -59,11 +56,11 @@ def gold_options(n: int, parents: dict[int, list[int]], window: int) -> np.ndarr
     return gold
 
 
-def replay(features: ChannelFeatures, parents: list[int]) -> None:
-    """Fill the conversation columns as if each message had joined ``parents[i]``."""
+def replay(features: ChannelFeatures, pair: np.ndarray, parents: list[int]) -> None:
+    """Fill the conversation columns of ``pair`` as if each message had joined ``parents[i]``."""
     state = ConversationState(features)
     for i, parent in enumerate(parents):
-        state.fill(i)
+        state.fill(i, pair[i])
         state.join(i, parent)
 
 
@@ -90,15 +87,16 @@ def main(argv: list[str] | None = None) -> int:
                 del links[child]
         annotated += len(links)
         features = channel_features(messages, window=args.window)
-        examples.append((features, gold_options(len(messages), links, args.window)))
+        pair = features.pair_rows(0, len(messages))
+        examples.append(Example(pair, features, gold_options(len(messages), links, args.window)))
         gold_links.append(links)
     featured = time.perf_counter()
     first = fit(examples, window=args.window, l2=args.l2)
-    for stem, (features, _), links in zip(stems, examples, gold_links, strict=True):
-        parents = decode(logs[stem], features, first)
+    for stem, (pair, features, _), links in zip(stems, examples, gold_links, strict=True):
+        parents = decode(logs[stem], features, first, pair=pair)
         for child, ps in links.items():
             parents[child] = max(ps)  # the latest gold parent
-        replay(features, parents)
+        replay(features, pair, parents)
     model = fit(
         examples,
         window=args.window,

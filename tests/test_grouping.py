@@ -10,20 +10,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_index.cli import main
 from corpus_index.errors import ConfigError, ParseError
+from corpus_index.linked import conversations
 from corpus_index.linked.clusters import (
     format_clusters,
     parse_clusters,
     read_clusters,
     write_clusters,
 )
-from corpus_index.linked.conversations import five_minute_rule, group_conversations, link_parents
+from corpus_index.linked.conversations import (
+    decode,
+    five_minute_rule,
+    group_conversations,
+    link_parents,
+)
 from corpus_index.linked.features import channel_features
 from corpus_index.linked.irc import log_date, parse_log, read_folder
 from corpus_index.linked.messages import Message
-from corpus_index.linked.model import LinkModel, fit
+from corpus_index.linked.model import Example, LinkModel, fit
 from corpus_index.linked.scoring import score
 from corpus_index.linked.topic import band_similarity
 
@@ -182,9 +190,9 @@ def test_named_people_in_mentions_link_messages_of_other_sources() -> None:
         Message("m2", "staff", "Mike", "Van is booked for Friday", 30.0),
         Message("m3", "staff", "Jane", "Sarah I can cook, roast pumpkin?", 90.0),
     ]
-    features = channel_features(messages, window=2)
-    assert features.pair[2, 1, 15] == 1.0  # m3 names m1's author (first name) two back
-    assert features.pair[2, 0, 15] == 0.0
+    pair = channel_features(messages, window=2).pair_rows(0, 3)
+    assert pair[2, 1, 15] == 1.0  # m3 names m1's author (first name) two back
+    assert pair[2, 0, 15] == 0.0
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -210,8 +218,9 @@ def test_fit_learns_what_the_gold_links_say() -> None:
     gold[:2, 0] = True
     gold[2:, 2] = True
     features = channel_features(messages, window=window)
-    model = fit([(features, gold)], window=window, l2=0.01)
-    again = fit([(features, gold)], window=window, l2=0.01)
+    example = Example(features.pair_rows(0, 40), features, gold)
+    model = fit([example], window=window, l2=0.01)
+    again = fit([example], window=window, l2=0.01)
     assert model == again  # deterministic
     assert link_parents(messages, model=model)[2:] == list(range(38))
 
@@ -277,3 +286,45 @@ def test_topic_similarity_by_tfidf_or_an_embedding_hook() -> None:
         [Message(f"c:{i}", "c", f"u{i}", t, 10.0 * i) for i, t in enumerate(texts)], embed=embed
     )
     assert sorted(u for c in grouped for u in c) == [f"c:{i}" for i in range(4)]
+
+
+# -- invariants -------------------------------------------------------------------------------
+
+_message = st.tuples(
+    st.sampled_from(["c1", "c2"]),
+    st.sampled_from(["ann", "bob", "cy", "dee"]),
+    st.sampled_from(["ann: yes", "bob, try xchat", "usb drive?", "thanks", "hi all", ""]),
+    st.integers(min_value=0, max_value=3 * 3600),
+    st.booleans(),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_message, max_size=40))
+def test_grouping_is_a_partition_that_scores_full_marks_against_itself(
+    rows: list[tuple[str, str, str, int, bool]],
+) -> None:
+    messages = [
+        Message(f"log:{i}", channel, author, text, float(t), system=system)
+        for i, (channel, author, text, t, system) in enumerate(rows)
+    ]
+    grouped = group_conversations(messages)
+    units = [u for c in grouped for u in c]
+    assert sorted(units) == sorted(m.unit_id for m in messages)  # each exactly once
+    channel_of = {m.unit_id: m.channel for m in messages}
+    assert all(len({channel_of[u] for u in c}) == 1 for c in grouped)  # never across channels
+    assert group_conversations(messages) == grouped  # deterministic
+    if messages:
+        s = score(grouped, grouped)
+        assert (s.vi, s.one_to_one) == (100.0, 100.0)
+
+
+def test_a_long_channel_is_decided_in_blocks_as_if_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / f"{STEM}.ascii.txt").write_text(LOG * 3, encoding="utf-8")
+    messages = read_folder(tmp_path)[STEM]
+    model = LinkModel.load()
+    whole = decode(messages, channel_features(messages, window=model.window), model)
+    monkeypatch.setattr(conversations, "BLOCK", 5)  # blocks end mid-conversation
+    assert link_parents(messages, model=model) == whole

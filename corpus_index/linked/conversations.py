@@ -20,10 +20,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from corpus_index.linked.features import ChannelFeatures, ConversationState, channel_features
+from corpus_index.linked.features import ChannelFeatures, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.state import ConversationState
 from corpus_index.linked.topic import Embed
+
+BLOCK = 2048  # messages whose pair features are held at once (about 12 MiB with a window of 50)
 
 
 def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
@@ -50,26 +53,38 @@ def link_parents(
     return decode(messages, channel_features(messages, window=model.window, embed=embed), model)
 
 
-def decode(messages: Sequence[Message], features: ChannelFeatures, model: LinkModel) -> list[int]:
-    """:func:`link_parents` on features computed already (their conversation columns are
-    overwritten as the conversations are decided, message by message)."""
+def decode(
+    messages: Sequence[Message],
+    features: ChannelFeatures,
+    model: LinkModel,
+    *,
+    pair: np.ndarray | None = None,
+) -> list[int]:
+    """:func:`link_parents` on features computed already. The pair features are computed
+    ``BLOCK`` messages at a time unless ``pair`` holds them all (its conversation columns are
+    then overwritten as the conversations are decided)."""
     index = {m.unit_id: i for i, m in enumerate(messages)}
     pair_w = np.asarray(model.pair_weights, dtype=np.float32)
     own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
     state = ConversationState(features)
-    parents = []
-    for i, m in enumerate(messages):
-        target = index.get(m.reply_to or "", -1)
-        if m.system:
-            parent = i
-        elif 0 <= target < i:  # an explicit reply wins, however far back
-            parent = target
-        else:
-            scores = np.where(features.valid[i], state.fill(i) @ pair_w, -np.inf)
-            best = int(np.argmax(scores))
-            parent = i - best - 1 if scores[best] > own[i] else i
-        state.join(i, parent)
-        parents.append(parent)
+    parents: list[int] = []
+    for start in range(0, len(messages), BLOCK):
+        stop = min(start + BLOCK, len(messages))
+        rows = pair[start:stop] if pair is not None else features.pair_rows(start, stop)
+        for i in range(start, stop):
+            m = messages[i]
+            target = index.get(m.reply_to or "", -1)
+            if m.system:
+                parent = i
+            elif 0 <= target < i:  # an explicit reply wins, however far back
+                parent = target
+            else:
+                scores = state.fill(i, rows[i - start]) @ pair_w
+                scores = np.where(features.valid[i], scores, -np.inf)
+                best = int(np.argmax(scores))
+                parent = i - best - 1 if scores[best] > own[i] else i
+            state.join(i, parent)
+            parents.append(parent)
     return parents
 
 

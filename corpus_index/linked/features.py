@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,7 +45,7 @@ PAIR_FEATURES = (
     "explicit_reply",
     "i_addresses_j_author_silent_since",
     "j_addresses_i_and_i_addresses_none",
-    # of j's conversation as decided so far (filled in by ConversationState, in order)
+    # of j's conversation as decided so far (filled in by state.ConversationState, in order)
     "conversation_log_gap_minutes",
     "j_is_conversation_latest",
     "i_author_in_conversation",
@@ -69,60 +69,69 @@ _GREETING = frozenset({"hi", "hello", "hey", "hiya", "yo", "howdy", "morning", "
 _ANYONE = frozenset({"anyone", "anybody", "somebody", "someone", "everyone", "guys", "all"})
 
 
-class ChannelFeatures(NamedTuple):
-    """Features of one channel's messages, in the channel's order."""
+@dataclass(frozen=True, slots=True)
+class ChannelFeatures:
+    """Features of one channel's messages, in the channel's order.
 
-    pair: np.ndarray  # float32 [n, window, len(PAIR_FEATURES)]: i continues from i - k - 1
+    The new-conversation features and which candidates are possible are held for every
+    message; the pair features (``[rows, window, len(PAIR_FEATURES)]``, the bulk) are computed
+    for a range of messages at a time by :meth:`pair_rows`, so a long channel is decided in
+    blocks without ever holding all of them.
+    """
+
+    window: int
     self_: np.ndarray  # float32 [n, len(SELF_FEATURES)]: i starts a conversation
     valid: np.ndarray  # bool [n, window]: i - k - 1 exists, and neither message is a system one
     author: np.ndarray  # int64 [n]: the author's id in the channel, -1 for system messages
     times: np.ndarray  # float64 [n]: seconds
+    addressee: np.ndarray  # int64 [n]: the id of the author a message starts with, or -1
+    mentioned: tuple[frozenset[int], ...]  # ids of the authors each message names
+    prev_same: np.ndarray  # int64 [n]: the author's previous message, -1 if none
+    next_same: np.ndarray  # int64 [n]: the author's next message, n if none
+    reply: np.ndarray  # int64 [n]: the message it explicitly replies to, -1 if none
+    question: np.ndarray  # bool [n]
+    topic: np.ndarray  # float32 [n, window]: similarity to the message k back
 
+    def __len__(self) -> int:
+        return len(self.times)
 
-class ConversationState:
-    """The conversations of a channel decided so far, as each message is: what the
-    conversation-level features of a candidate ``j`` read (the time since the last message of
-    ``j``'s conversation, not the channel's; whether ``j`` is that last message; whether the
-    author of ``i`` has taken part in it; its size)."""
-
-    def __init__(self, features: ChannelFeatures) -> None:
-        self.features = features
-        n = len(features.times)
-        self.conversation = np.arange(n)
-        self.last_index: dict[int, int] = {}
-        self.authors: dict[int, set[int]] = {}
-        self.size: dict[int, int] = {}
-
-    def fill(self, i: int) -> np.ndarray:
-        """Write the conversation features of ``i``'s candidates into ``features.pair[i]``
-        (messages before ``i`` must have joined) and return that row."""
-        f = self.features
-        row: np.ndarray = f.pair[i]
-        for k in range(1, row.shape[0] + 1):
-            j = i - k
-            if j < 0:
-                break
-            if not f.valid[i, k - 1]:
-                continue
-            c = int(self.conversation[j])
-            last = self.last_index.get(c, j)
-            gap = max(f.times[i] - f.times[last], 0.0) / 60.0
-            row[k - 1, CONVERSATION_COLUMNS] = (
-                math.log1p(gap),
-                last == j,
-                f.author[i] in self.authors.get(c, ()),
-                math.log1p(self.size.get(c, 1)),
-            )
-        return row
-
-    def join(self, i: int, parent: int) -> None:
-        """``i`` continues the conversation of ``parent`` (itself: it starts one)."""
-        c = int(self.conversation[parent]) if parent != i else i
-        self.conversation[i] = c
-        self.last_index[c] = i
-        self.size[c] = self.size.get(c, 0) + 1
-        if self.features.author[i] >= 0:
-            self.authors.setdefault(c, set()).add(int(self.features.author[i]))
+    def pair_rows(self, start: int, stop: int) -> np.ndarray:
+        """Pair features of messages ``start`` to ``stop`` (excluded): ``[i - start, k - 1]``
+        describes "message i continues from message i - k"; the conversation columns are 0
+        (a :class:`~corpus_index.linked.state.ConversationState` fills them)."""
+        idx = np.arange(start, stop)
+        pair = np.zeros((len(idx), self.window, len(PAIR_FEATURES)), dtype=np.float32)
+        author, addressee = self.author[idx], self.addressee[idx]
+        times = self.times[idx]
+        for k in range(1, self.window + 1):
+            j = idx - k
+            jj = np.where(j >= 0, j, 0)
+            f = pair[:, k - 1]
+            f[:, _bucket_lines(k)] = 1.0
+            f[:, 7] = math.log1p(k)
+            gap = np.maximum(times - self.times[jj], 0.0) / 60.0
+            f[:, 8] = gap < 1
+            f[:, 9] = (gap >= 1) & (gap < 2)
+            f[:, 10] = (gap >= 2) & (gap < 4)
+            f[:, 11] = (gap >= 4) & (gap < 8)
+            f[:, 12] = gap >= 8
+            f[:, 13] = np.log1p(gap)
+            aj = self.author[jj]
+            f[:, 14] = (addressee >= 0) & (addressee == aj)
+            f[:, 15] = [aj[r] in self.mentioned[i] for r, i in enumerate(idx)]
+            f[:, 16] = (self.addressee[jj] >= 0) & (self.addressee[jj] == author)
+            f[:, 17] = (author >= 0) & (author == aj)
+            f[:, 18] = (addressee >= 0) & (addressee != aj)
+            f[:, 19] = (self.addressee[jj] >= 0) & (self.addressee[jj] != author)
+            f[:, 20] = self.next_same[jj] >= idx
+            f[:, 21] = self.prev_same[idx] > jj
+            f[:, 22] = self.topic[idx, k - 1]
+            f[:, 23] = self.question[jj]
+            f[:, 24] = self.reply[idx] == j
+            f[:, 25] = f[:, 14] * f[:, 20]
+            f[:, 26] = f[:, 16] * (addressee < 0)
+            f[~self.valid[idx, k - 1]] = 0.0
+        return pair
 
 
 class _Names:
@@ -183,47 +192,28 @@ def channel_features(
     reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
     topic = band_similarity([m.text for m in messages], window, embed=embed)
 
-    pair = np.zeros((n, window, len(PAIR_FEATURES)), dtype=np.float32)
     valid = np.zeros((n, window), dtype=bool)
     idx = np.arange(n)
-    question = np.array(["?" in m.text for m in messages], dtype=bool)
     for k in range(1, window + 1):
         j = idx - k
         ok = (j >= 0) & ~system
         ok[ok] &= ~system[j[ok]]
         valid[:, k - 1] = ok
-        jj = np.where(j >= 0, j, 0)
-        f = pair[:, k - 1]
-        f[:, _bucket_lines(k)] = 1.0
-        f[:, 7] = math.log1p(k)
-        gap = np.maximum(times - times[jj], 0.0) / 60.0
-        f[:, 8] = gap < 1
-        f[:, 9] = (gap >= 1) & (gap < 2)
-        f[:, 10] = (gap >= 2) & (gap < 4)
-        f[:, 11] = (gap >= 4) & (gap < 8)
-        f[:, 12] = gap >= 8
-        f[:, 13] = np.log1p(gap)
-        aj = author[jj]
-        f[:, 14] = (addressee >= 0) & (addressee == aj)
-        f[:, 15] = [aj[i] in mentioned[i] for i in range(n)]
-        f[:, 16] = (addressee[jj] >= 0) & (addressee[jj] == author)
-        f[:, 17] = (author >= 0) & (author == aj)
-        f[:, 18] = (addressee >= 0) & (addressee != aj)
-        f[:, 19] = (addressee[jj] >= 0) & (addressee[jj] != author)
-        f[:, 20] = next_same[jj] >= idx
-        f[:, 21] = prev_same > jj
-        f[:, 22] = topic[:, k - 1]
-        f[:, 23] = question[jj]
-        f[:, 24] = reply == j
-        f[:, 25] = f[:, 14] * f[:, 20]
-        f[:, 26] = f[:, 16] * (addressee < 0)
-        f[~ok] = 0.0
     return ChannelFeatures(
-        pair,
-        _self_features(messages, author, addressee, mentioned, times, prev_same, topic, valid),
-        valid,
-        author,
-        times,
+        window=window,
+        self_=_self_features(
+            messages, author, addressee, mentioned, times, prev_same, topic, valid
+        ),
+        valid=valid,
+        author=author,
+        times=times,
+        addressee=addressee,
+        mentioned=tuple(mentioned),
+        prev_same=prev_same,
+        next_same=next_same,
+        reply=reply,
+        question=np.array(["?" in m.text for m in messages], dtype=bool),
+        topic=topic,
     )
 
 

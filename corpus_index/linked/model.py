@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
@@ -93,8 +93,18 @@ class LinkModel:
         return cls.from_json(data, source=source)
 
 
+class Example(NamedTuple):
+    """One channel to fit on: its pair features (all rows, conversation columns filled), its
+    other features, and a bool ``[n, 1 + window]`` array of the gold options of each message
+    (column 0: it starts a conversation)."""
+
+    pair: np.ndarray
+    features: ChannelFeatures
+    gold: np.ndarray
+
+
 def fit(
-    examples: list[tuple[ChannelFeatures, np.ndarray]],
+    examples: list[Example],
     *,
     window: int,
     l2: float = 1.0,
@@ -103,15 +113,14 @@ def fit(
     """Fit weights by maximum likelihood (L-BFGS, L2 penalty ``l2``; deterministic).
 
     Args:
-        examples: per channel, its features and a bool ``[n, 1 + window]`` array of the gold
-            options of each message (column 0: it starts a conversation); rows with no
-            possible gold option (none, or only outside the window) are left out.
+        examples: the channels; messages with no possible gold option (none, or only outside
+            the window) are left out.
     """
     rows_pair, rows_self, rows_valid, rows_gold = [], [], [], []
-    for features, gold in examples:
+    for pair_all, features, gold in examples:
         options = np.concatenate([np.ones((len(gold), 1), bool), features.valid], axis=1)
         keep = (gold & options).any(axis=1)
-        rows_pair.append(features.pair[keep])
+        rows_pair.append(pair_all[keep])
         rows_self.append(features.self_[keep])
         rows_valid.append(options[keep])
         rows_gold.append(gold[keep] & options[keep])
