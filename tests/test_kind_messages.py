@@ -358,3 +358,13 @@ def test_an_irc_log_needs_a_dated_name(tmp_path: Path) -> None:
     with pytest.raises(ParseError, match="starts with its date"):
         kinds.parse_document(coll, doc, "0" * 16)
     assert replace(coll, format="").format == ""
+
+
+def test_a_hit_reads_as_who_where_and_what(tmp_path: Path) -> None:
+    stored = "discord_chat\nauthor: Mike\nlocation: Picton SIL\ntext: roast pumpkin and lamb?"
+    shown = kinds.excerpt_of({"kind": "messages", "text": stored, "section": "discord_chat"})
+    assert shown == "Mike (Picton SIL): roast pumpkin and lamb?"
+    turns = "phone_call\nturns[0].speaker: Sarah\nturns[0].text: I'll call the clinic tomorrow"
+    assert kinds.excerpt_of({"kind": "messages", "text": turns, "section": "phone_call"}) == (
+        "Speaker: Sarah. I'll call the clinic tomorrow."
+    )

@@ -412,12 +412,20 @@ class Messages(KindDefaults):
         return None if section == message_irc.SYSTEM else "block"
 
     def excerpt(self, text: str, *, section: str) -> str:
-        """``author: what they wrote``, from the stored canonical input."""
-        lines = text.split("\n")
-        author = next((x[len("author: ") :] for x in lines if x.startswith("author: ")), "")
-        rest = "\n".join(x for x in lines if not x.startswith("author: "))
-        said = prose(rest, section=section)
-        return f"{author}: {said}" if author else said
+        """``author (location): what they wrote``, from the stored canonical input."""
+        head: dict[str, str] = {}
+        rest = []
+        for line in text.split("\n"):
+            key, sep, value = line.partition(": ")
+            if sep and key in ("author", "location") and key not in head:
+                head[key] = value.strip()
+            else:
+                rest.append(line)
+        said = prose("\n".join(rest), section=section)
+        who = head.get("author", "")
+        if head.get("location"):
+            who = f"{who} ({head['location']})" if who else head["location"]
+        return f"{who}: {said}" if who else said
 
     def check_options(self, collection: CollectionConfig, *, key: str) -> None:
         """``format`` is ``jsonl`` or ``irc``; ``processing`` overrides profile fields.
