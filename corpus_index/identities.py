@@ -5,30 +5,24 @@ config names (``people: people.yaml``) and grown by identities discovered in mes
 unknown e-mail sender, a caller not on file). It never holds or matches another tenant's people:
 a name resolved in one tenant's registry can only ever name one of that tenant's identities.
 
-Matching goes from strong to weak evidence, and the first step that names people decides:
+Matching goes from strong to weak evidence (the forms are in ``identity_forms``):
 
 1. exact e-mail address, then exact phone number (normalised to E.164);
 2. exact full name, then exact alias (nicknames, chat handles, initials from the people file);
 3. given name with surname initial ("Jane O."), initials ("SJ"), or a given name alone
    ("Sarah"), each only when exactly one person fits;
-4. fuzzy: ``difflib.SequenceMatcher`` ratio against every name and alias, kept when the best
-   is at least ``FUZZY_CUTOFF`` and clearly ahead of any other person.
+4. fuzzy (``difflib``): the closest name or alias at least ``FUZZY_CUTOFF`` alike and clearly
+   ahead of any other person's; not tried when an address or number was given that is on file
+   for nobody (that says "someone else").
 
-The fuzzy step uses the standard library's ``difflib``: a registry holds tens to a few thousand
-people of one tenant, so the quadratic ratio is fast enough, and no new dependency is needed.
-Where registries grow to hundreds of thousands, ``rapidfuzz`` (the same ratio, in C) is the
-drop-in to reach for.
-
-When a step names more than one person the match is ambiguous: no identity, the candidates and
-the reason are returned, so a caller never silently picks one of two Sarahs. When e-mail, phone
-and name agree, their confidences combine (noisy-or): independent evidence corroborates.
+When a step names more than one person, or two people tie, the match is ambiguous: no identity,
+the candidates and the reason are returned, so a caller never silently picks one of two Sarahs.
+When e-mail, phone and name agree, their confidences combine (noisy-or): independent evidence
+corroborates.
 """
 
 from __future__ import annotations
 
-import difflib
-import email.utils
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,11 +33,17 @@ import yaml
 
 from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.hashing import canonical_json, sha256_hex
+from corpus_index.identity_forms import (
+    FUZZY_MARGIN,
+    NAME_STEPS,
+    NameIndex,
+    display_name,
+    normalize_email,
+    normalize_name,
+    normalize_phone,
+)
 from corpus_index.kinds.bounded_yaml import YamlLimitError, load
 from corpus_index.limits import Limits
-
-FUZZY_CUTOFF = 0.85
-FUZZY_MARGIN = 0.04  # the best fuzzy match must beat every other person's by this much
 
 # Confidence of one piece of evidence that a raw value names a person.
 EVIDENCE_CONFIDENCE: dict[str, float] = {
@@ -56,69 +56,7 @@ EVIDENCE_CONFIDENCE: dict[str, float] = {
     "initials": 0.6,
     "discovered": 0.5,
 }
-
-_TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "mx", "prof", "rn", "sr", "jr"})
-_PAREN = re.compile(r"\([^)]*\)")
-_SEPARATORS = re.compile(r"[._\-/]+")
-_NOT_NAME = re.compile(r"[^\w\s]")
-_SPACES = re.compile(r"\s+")
-
-
-def normalize_name(raw: str) -> str:
-    """Casefolded name without titles, bracketed notes or punctuation: ``Grace F (RN)`` ->
-    ``grace f``, ``priya.r`` -> ``priya r``, ``Dr Anand Shah`` -> ``anand shah``."""
-    text = _PAREN.sub(" ", raw)
-    text = _SEPARATORS.sub(" ", text)
-    text = _NOT_NAME.sub("", text).casefold()
-    words = [w for w in _SPACES.split(text) if w and w not in _TITLES]
-    return " ".join(words)
-
-
-def normalize_email(raw: str) -> str | None:
-    """The lower-cased address of ``raw`` (``Name <a@b>`` or ``a@b``), or None if it has none."""
-    _, addr = email.utils.parseaddr(raw)
-    addr = addr.strip().lower()
-    if "@" not in addr or addr.startswith("@") or addr.endswith("@"):
-        return None
-    return addr
-
-
-# international call prefixes where they are not the ITU's "00"
-_EXIT_PREFIXES = {"61": "0011", "1": "011"}
-
-
-def normalize_phone(raw: str, *, country_code: str = "61") -> str | None:
-    """E.164 form of a phone number (``0412 555 301`` -> ``+61412555301``), or None.
-
-    A national number (leading 0) takes ``country_code``; a number dialled with that
-    country's international prefix (``0011`` from Australia) is international; fewer than 8
-    digits is not a phone.
-    """
-    text = raw.strip()
-    if not re.fullmatch(r"\+?[\d\s().\-]+", text):
-        return None
-    digits = re.sub(r"\D", "", text)
-    exit_prefix = _EXIT_PREFIXES.get(country_code, "00")
-    international = text.startswith("+") or digits.startswith(exit_prefix)
-    if digits.startswith(exit_prefix) and not text.startswith("+"):
-        digits = digits[len(exit_prefix) :]
-    if len(digits) < 8 or len(digits) > 15:
-        return None
-    if international:
-        return "+" + digits
-    if digits.startswith("0"):
-        return f"+{country_code}{digits[1:]}"
-    if digits.startswith(country_code) and len(digits) > 9:
-        return "+" + digits
-    return f"+{country_code}{digits}"
-
-
-def display_name(raw: str) -> str:
-    """The name part of a header value: ``Leanne Walsh <l@x>`` -> ``Leanne Walsh``."""
-    name, addr = email.utils.parseaddr(raw)
-    if addr and "@" in addr:
-        return name.strip()
-    return raw.strip()
+FUZZY_WEIGHT = 0.8  # a fuzzy match's confidence is its ratio times this
 
 
 def identity_id(tenant_id: str, key: str) -> str:
@@ -172,6 +110,9 @@ class IdentityRegistry:
     lists: frozenset[str] = frozenset()  # shared mailboxes: addressed, never a person
     _people: dict[str, Identity] = field(default_factory=dict)
     _merged_into: dict[str, str] = field(default_factory=dict)
+    # derived from _people, rebuilt after any change
+    _index: NameIndex | None = field(default=None, repr=False)
+    _memo: dict[tuple[str, str | None, str | None], Match] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ contents
     def __iter__(self) -> Iterator[Identity]:
@@ -208,6 +149,7 @@ class IdentityRegistry:
                 f"not {self.tenant_id!r}: registries never mix tenants"
             )
         self._people[person.id] = person
+        self._changed()
         return person
 
     def remove(self, identity_id_: str, *, merged_into: str | None = None) -> None:
@@ -215,9 +157,22 @@ class IdentityRegistry:
         self._people.pop(identity_id_, None)
         if merged_into is not None:
             self._merged_into[identity_id_] = merged_into
+        self._changed()
+
+    def _changed(self) -> None:
+        self._index = None
+        self._memo.clear()
+
+    def _names(self) -> NameIndex:
+        if self._index is None:
+            index = NameIndex()
+            for p in self._people.values():
+                index.add(p.id, name=p.name, aliases=p.aliases, emails=p.emails, phones=p.phones)
+            self._index = index
+        return self._index
 
     def discover(
-        self, raw: str, *, email_: str | None = None, phone: str | None = None
+        self, raw: str, *, address: str | None = None, phone: str | None = None
     ) -> Identity | None:
         """The identity for someone not on file, created on first sight.
 
@@ -226,8 +181,8 @@ class IdentityRegistry:
         """
         name = display_name(raw) if raw else ""
         norm = normalize_name(name)
-        if email_:
-            key = "discovered:" + email_
+        if address:
+            key = "discovered:" + address
         elif phone:
             key = "discovered:" + phone
         elif norm and not norm.isdigit():
@@ -241,8 +196,8 @@ class IdentityRegistry:
             id=identity_id(self.tenant_id, key),
             tenant_id=self.tenant_id,
             key=key,
-            name=name or email_ or phone or raw,
-            emails=(email_,) if email_ else (),
+            name=name or address or phone or raw,
+            emails=(address,) if address else (),
             phones=(phone,) if phone else (),
             origin="discovered",
             confidence=EVIDENCE_CONFIDENCE["discovered"],
@@ -250,7 +205,7 @@ class IdentityRegistry:
         return self.put(person)
 
     def learn(
-        self, identity_id_: str, *, email_: str | None = None, phone: str | None = None
+        self, identity_id_: str, *, address: str | None = None, phone: str | None = None
     ) -> None:
         """Add an e-mail address or phone number seen with an identity (no-op if known).
 
@@ -260,7 +215,7 @@ class IdentityRegistry:
         person = self.get(identity_id_)
         if person is None:
             raise IdentityError(f"no identity {identity_id_!r} in tenant {self.tenant_id!r}")
-        emails = person.emails + ((email_,) if email_ and email_ not in person.emails else ())
+        emails = person.emails + ((address,) if address and address not in person.emails else ())
         phones = person.phones + ((phone,) if phone and phone not in person.phones else ())
         if (emails, phones) != (person.emails, person.phones):
             self.put(replace(person, emails=emails, phones=phones))
@@ -272,7 +227,7 @@ class IdentityRegistry:
         return addr is not None and addr in self.lists
 
     def resolve(
-        self, raw: str | None = None, *, email_: str | None = None, phone: str | None = None
+        self, raw: str | None = None, *, address: str | None = None, phone: str | None = None
     ) -> Match:
         """Who ``raw`` (a name, handle, ``Name <address>``, address or number) refers to.
 
@@ -281,29 +236,33 @@ class IdentityRegistry:
         the name another) is said in the reason.
         """
         raw = (raw or "").strip()
+        memo_key = (raw, address, phone)
+        if memo_key not in self._memo:
+            self._memo[memo_key] = self._resolve(raw, address, phone)
+        return self._memo[memo_key]
+
+    def _resolve(self, raw: str, address: str | None, phone: str | None) -> Match:
+        index = self._names()
         raw_phone = normalize_phone(raw, country_code=self.country_code) if raw else None
-        email_ = email_ or (normalize_email(raw) if "@" in raw else None)
+        address = address or (normalize_email(raw) if "@" in raw else None)
         phone = phone or raw_phone
         name = "" if raw_phone else display_name(raw)
         evidence: dict[str, list[tuple[str, float]]] = {}
-        ambiguous: Match | None = None
-        for how, found in (
-            ("email", self._by_email(email_)),
-            ("phone", self._by_phone(phone)),
-        ):
-            for pid in found:
+        for how, form in (("email", address), ("phone", phone)):
+            for pid in index.exact(how, form) if form else ():
                 evidence.setdefault(pid, []).append((how, EVIDENCE_CONFIDENCE[how]))
+        ambiguous: Match | None = None
         if name:
             # an address or number on file for nobody says "someone else": a name merely
             # close to a known one is then not taken for them
-            fuzzy = not ((email_ or phone) and not evidence)
-            by_name = self._by_name(name, fuzzy=fuzzy)
-            if by_name.candidates and by_name.identity_id is None:
-                ambiguous = by_name
-            elif by_name.identity_id is not None:
+            fuzzy = not ((address or phone) and not evidence)
+            by_name = self._by_name(index, name, fuzzy=fuzzy)
+            if by_name.identity_id is not None:
                 evidence.setdefault(by_name.identity_id, []).append(
                     (by_name.reason, by_name.confidence)
                 )
+            elif by_name.candidates:
+                ambiguous = by_name
         if not evidence:
             return ambiguous or NO_MATCH
         scored = sorted(
@@ -311,90 +270,36 @@ class IdentityRegistry:
             key=lambda s: (-s[0], s[1]),
         )
         best_conf, best, ev = scored[0]
+        tied = tuple(pid for conf, pid, _ in scored if conf == best_conf)
+        if len(tied) > 1:  # e.g. a family's shared address, and no name to tell them apart
+            return Match(None, 0.0, f"ambiguous {ev[0][0]} {raw or address or phone!r}", tied)
         reason = " + ".join(how for how, _ in ev)
         if len(scored) > 1:
             others = ", ".join(f"{how} -> {pid}" for _, pid, e in scored[1:] for how, _ in e)
             reason += f" (conflicting: {others})"
         return Match(best, best_conf, reason)
 
-    def _by_email(self, addr: str | None) -> list[str]:
-        if not addr:
-            return []
-        return [p.id for p in self._people.values() if addr in p.emails]
-
-    def _by_phone(self, phone: str | None) -> list[str]:
-        if not phone:
-            return []
-        return [p.id for p in self._people.values() if phone in p.phones]
-
-    def _by_name(self, raw: str, *, fuzzy: bool = True) -> Match:
+    @staticmethod
+    def _by_name(index: NameIndex, raw: str, *, fuzzy: bool) -> Match:
         norm = normalize_name(raw)
         if not norm:
             return NO_MATCH
-        steps: list[tuple[str, list[str]]] = [
-            ("name", [p.id for p in self._people.values() if normalize_name(p.name) == norm]),
-            ("alias", [p.id for p in self._people.values() if norm in _aliases(p)]),
-            ("name_initial", [p.id for p in self._people.values() if _initial_form(p, norm)]),
-            ("initials", [p.id for p in self._people.values() if _initials(p) == norm]),
-            ("given_name", [p.id for p in self._people.values() if _given(p) == norm]),
-        ]
-        for how, found in steps:
-            ids = sorted(set(found))
+        for how in NAME_STEPS:
+            ids = sorted(index.exact(how, norm))
             if len(ids) == 1:
                 return Match(ids[0], EVIDENCE_CONFIDENCE[how], how)
             if len(ids) > 1:
                 return Match(None, 0.0, f"ambiguous {how} {raw!r}", tuple(ids))
-        return self._fuzzy(norm, raw) if fuzzy else NO_MATCH
-
-    def _fuzzy(self, norm: str, raw: str) -> Match:
-        best: dict[str, float] = {}
-        matcher = difflib.SequenceMatcher(autojunk=False)
-        matcher.set_seq2(norm)
-        for p in self._people.values():
-            for form in {normalize_name(p.name), *_aliases(p)}:
-                if len(form) < 4:  # "sj" ~ "sk" says nothing
-                    continue
-                matcher.set_seq1(form)
-                if matcher.real_quick_ratio() < FUZZY_CUTOFF:
-                    continue
-                ratio = matcher.ratio()
-                if ratio > best.get(p.id, 0.0):
-                    best[p.id] = ratio
-        ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
-        if not ranked or ranked[0][1] < FUZZY_CUTOFF:
+        if not fuzzy:
             return NO_MATCH
-        if len(ranked) > 1 and ranked[0][1] - ranked[1][1] < FUZZY_MARGIN:
-            return Match(None, 0.0, f"ambiguous fuzzy {raw!r}", tuple(pid for pid, _ in ranked))
+        ranked = index.fuzzy(norm)
+        if not ranked:
+            return NO_MATCH
         pid, ratio = ranked[0]
-        return Match(pid, round(0.8 * ratio, 4), f"fuzzy {ratio:.2f}")
-
-
-def _aliases(p: Identity) -> set[str]:
-    return {normalize_name(a) for a in p.aliases} - {""}
-
-
-def _name_words(p: Identity) -> list[str]:
-    return normalize_name(p.name).split()
-
-
-def _given(p: Identity) -> str:
-    words = _name_words(p)
-    return words[0] if len(words) > 1 else ""
-
-
-def _initials(p: Identity) -> str:
-    words = _name_words(p)
-    return "".join(w[0] for w in words) if len(words) > 1 else ""
-
-
-def _initial_form(p: Identity, norm: str) -> bool:
-    """``jane o`` or ``jane o k`` for Jane Okafor: the given name, then surname initials."""
-    words = _name_words(p)
-    parts = norm.split()
-    if len(words) < 2 or len(parts) < 2 or parts[0] != words[0]:
-        return False
-    rest = "".join(parts[1:])
-    return len(rest) <= 2 and all(len(x) == 1 for x in parts[1:]) and words[-1].startswith(rest)
+        close = tuple(p for p, r in ranked if ratio - r < FUZZY_MARGIN)
+        if len(close) > 1:
+            return Match(None, 0.0, f"ambiguous fuzzy {raw!r}", close)
+        return Match(pid, round(FUZZY_WEIGHT * ratio, 4), f"fuzzy {ratio:.2f}")
 
 
 # ---------------------------------------------------------------------- the people file
@@ -494,21 +399,15 @@ IDENTITY_SCHEMA = pa.schema(
 )
 
 
+def records_table(rows: Iterable[Any], schema: pa.Schema, **renamed: str) -> pa.Table:
+    """Frozen records as a table of ``schema``: each column is the records' attribute of the
+    same name, or the attribute ``renamed`` names for it."""
+    names = [(col, renamed.get(col, col)) for col in schema.names]
+    return pa.Table.from_pylist(
+        [{col: getattr(r, attr) for col, attr in names} for r in rows], schema=schema
+    )
+
+
 def identities_table(registry: IdentityRegistry) -> pa.Table:
     """The registry's identities as a table (one row each, in id order)."""
-    people = list(registry)
-    return pa.table(
-        {
-            "identity_id": [p.id for p in people],
-            "tenant_id": [p.tenant_id for p in people],
-            "key": [p.key for p in people],
-            "name": [p.name for p in people],
-            "aliases": [list(p.aliases) for p in people],
-            "emails": [list(p.emails) for p in people],
-            "phones": [list(p.phones) for p in people],
-            "role": [p.role for p in people],
-            "origin": [p.origin for p in people],
-            "confidence": [p.confidence for p in people],
-        },
-        schema=IDENTITY_SCHEMA,
-    )
+    return records_table(registry, IDENTITY_SCHEMA, identity_id="id")

@@ -10,13 +10,11 @@ Roles:
     ``author``: the record's author. ``recipient``: its recipients. ``mentioned``: CC'd people
     (e-mail), and names, addresses and numbers found in the text. ``subject``: people we support
     named in an incident report, a shift note, or a title or e-mail subject. ``witness``: staff
-    named in an incident report.
+    on an incident report's "Staff present:" line.
 
 Headers that name nobody on file become discovered identities; addresses that are shared
-mailboxes (the people file's ``lists``) are nobody. A discovered identity's confidence rises as
-other kinds of source (an e-mail, then a phone call) see it again (:func:`corroborate`).
-:func:`merge_identities` moves one identity's mentions to another and says which units and
-groups must be re-indexed (seed §8.2).
+mailboxes (the people file's ``lists``) are nobody. Sightings and the corroboration of
+discovered identities are in ``identity_sightings``; merges in ``identity_merges``.
 """
 
 from __future__ import annotations
@@ -24,28 +22,24 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from corpus_index.errors import IdentityError
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.identities import (
     EVIDENCE_CONFIDENCE,
     Identity,
     IdentityRegistry,
-    display_name,
     noisy_or,
-    normalize_email,
-    normalize_phone,
+    records_table,
 )
+from corpus_index.identity_forms import display_name, normalize_email, normalize_phone
+from corpus_index.identity_sightings import SIGHTING_SOURCE_TYPE, Sighting
 
 ROLES = ("author", "subject", "mentioned", "recipient", "witness")
 SNIPPET_CHARS = 60  # either side of a name found in the text
-SIGHTING_SOURCE_TYPE = "embedding_extraction"
 
 _PHONE_IN_TEXT = re.compile(
     r"(?<![\w+])(?:\+\d{2}[\s-]?|0)\(?\d{1,4}\)?(?:[\s-]?\d{2,4}){2,3}(?!\w)"
@@ -79,44 +73,6 @@ MENTION_SCHEMA = pa.schema(
         ("confidence", pa.float64()),
         ("match_reasoning", pa.string()),
         ("context_snippet", pa.string()),
-    ]
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Sighting:
-    """A person seen in a unit, as an external identity system reads it (seed §8.1)."""
-
-    sighting_id: str
-    tenant_id: str
-    identity_id: str
-    raw_name: str | None
-    email: str | None
-    phone: str | None
-    context: str
-    source_type: str  # always SIGHTING_SOURCE_TYPE: how the sighting was made
-    source_id: str  # the unit
-    unit_source: str  # discord_chat, email_thread, ...
-    mention_type: str
-    confidence: int  # 0-100, as the seed's recordSighting takes it
-    seen_at: str
-
-
-SIGHTING_SCHEMA = pa.schema(
-    [
-        ("sighting_id", pa.string()),
-        ("tenant_id", pa.string()),
-        ("identity_id", pa.string()),
-        ("raw_name", pa.string()),
-        ("email", pa.string()),
-        ("phone", pa.string()),
-        ("context", pa.string()),
-        ("source_type", pa.string()),
-        ("source_id", pa.string()),
-        ("unit_source", pa.string()),
-        ("mention_type", pa.string()),
-        ("confidence", pa.int8()),
-        ("seen_at", pa.string()),
     ]
 )
 
@@ -184,11 +140,11 @@ def _resolve_or_discover(registry: IdentityRegistry, raw: str) -> tuple[str | No
     if match.identity_id is not None:
         person = registry.get(match.identity_id)
         if person is not None and person.origin == "discovered":
-            registry.learn(person.id, email_=addr, phone=phone)  # grown by what it is seen with
+            registry.learn(person.id, address=addr, phone=phone)  # grown by what it is seen with
         return match.identity_id, match.reason, match.confidence
     if match.candidates:  # ambiguous between people on file: not a new person
         return None, match.reason, 0.0
-    person = registry.discover(raw, email_=addr, phone=phone)
+    person = registry.discover(raw, address=addr, phone=phone)
     if person is None:
         return None, "no name", 0.0
     return person.id, "discovered", EVIDENCE_CONFIDENCE["discovered"]
@@ -286,7 +242,7 @@ def _text_evidence(
                 out.append(_Evidence(person.id, role, form.how, conf, snippet, m.group(), "text"))
         for m in _PHONE_IN_TEXT.finditer(text):
             number = normalize_phone(m.group(), country_code=registry.country_code)
-            match = registry.resolve(email_=None, phone=number) if number else None
+            match = registry.resolve(phone=number) if number else None
             if match is not None and match.identity_id is not None:
                 person = registry.get(match.identity_id)
                 role = _text_role(person, source, where, False) if person else "mentioned"
@@ -388,144 +344,8 @@ def _sightings(
 
 
 # ---------------------------------------------------------------------- corroboration
-def corroborate(registry: IdentityRegistry, sightings: Iterable[Sighting]) -> dict[str, float]:
-    """Raise each discovered identity's confidence by the kinds of source that saw it.
-
-    Each kind of source (e-mail, phone call, chat ...) that saw a discovered person adds the
-    discovery confidence, combined (noisy-or): seen in one e-mail, 0.5; also in a phone call,
-    0.75; also in chat, 0.875. Sightings in more units of one kind add nothing: one mailbox
-    repeating a name is not corroboration. People on file keep 1.0. Returns the new confidence
-    of every identity changed.
-    """
-    kinds: dict[str, set[str]] = defaultdict(set)
-    for s in sightings:
-        kinds[registry.canonical(s.identity_id)].add(s.unit_source)
-    changed: dict[str, float] = {}
-    for pid, sources in kinds.items():
-        person = registry.get(pid)
-        if person is None or person.origin != "discovered":
-            continue
-        confidence = noisy_or([EVIDENCE_CONFIDENCE["discovered"]] * len(sources))
-        if confidence != person.confidence:
-            registry.put(replace(person, confidence=confidence))
-            changed[pid] = confidence
-    return changed
 
 
-# ---------------------------------------------------------------------- merges
-class MergeReport(NamedTuple):
-    """What a merge changed: the re-indexing it asks for (seed §8.2)."""
-
-    survivor: str
-    merged: str
-    moved: int  # mentions now anchored to the survivor
-    units: tuple[str, ...]  # units whose identity anchors changed
-    groups: tuple[str, ...]  # groups whose identity anchors must be recomputed and re-indexed
-
-
-def merge_identities(
-    registry: IdentityRegistry,
-    mentions: Iterable[IdentityMention],
-    merged: str,
-    survivor: str,
-    *,
-    group_members: Mapping[str, Iterable[str]] | None = None,
-) -> tuple[list[IdentityMention], MergeReport]:
-    """Merge identity ``merged`` into ``survivor``: details, mentions and later lookups.
-
-    The survivor takes the merged identity's name (as an alias), aliases, e-mails and phones;
-    the merged id keeps resolving to it. Each mention of the merged identity moves to the
-    survivor; where the survivor already has that role in that unit the two become one, with
-    the higher confidence. ``group_members`` (group id -> member unit ids) names the groups
-    holding an affected unit; mentions already attached to a group count too.
-
-    Raises:
-        IdentityError: either id is not an identity of this registry's tenant, they are the
-            same, or a mention is of another tenant.
-    """
-    a, b = _identity(registry, merged), _identity(registry, survivor)
-    if a.id == b.id:
-        raise IdentityError(f"cannot merge identity {a.id!r} into itself")
-    registry.put(
-        replace(
-            b,
-            aliases=_union(b.aliases, (a.name, *a.aliases)),
-            emails=_union(b.emails, a.emails),
-            phones=_union(b.phones, a.phones),
-            confidence=max(a.confidence, b.confidence),
-        )
-    )
-    registry.remove(a.id, merged_into=b.id)
-    kept: dict[tuple[str, str, str], IdentityMention] = {}
-    units: set[str] = set()
-    groups: set[str] = set()
-    moved = 0
-    for m in mentions:
-        if m.tenant_id != registry.tenant_id:
-            raise IdentityError(
-                f"mention {m.mention_id} is of tenant {m.tenant_id!r}, not {registry.tenant_id!r}"
-            )
-        if m.identity_id == a.id:
-            moved += 1
-            units.add(m.unit_id)
-            if m.group_id:
-                groups.add(m.group_id)
-            m = replace(
-                m,
-                identity_id=b.id,
-                mention_id=mention_id(m.tenant_id, m.unit_id, b.id, m.mention_type),
-            )
-        key = (m.unit_id, m.identity_id, m.mention_type)
-        other = kept.get(key)
-        if other is None or m.confidence > other.confidence:
-            kept[key] = m
-    for gid, members in (group_members or {}).items():
-        if units.intersection(members):
-            groups.add(gid)
-    report = MergeReport(b.id, a.id, moved, tuple(sorted(units)), tuple(sorted(groups)))
-    return list(kept.values()), report
-
-
-def _identity(registry: IdentityRegistry, pid: str) -> Identity:
-    person = registry.get(pid)
-    if person is None:
-        raise IdentityError(
-            f"no identity {pid!r} in tenant {registry.tenant_id!r}; merges never cross tenants"
-        )
-    return person
-
-
-def _union(first: Sequence[str], more: Iterable[str]) -> tuple[str, ...]:
-    out = list(first)
-    for x in more:
-        if x not in out:
-            out.append(x)
-    return tuple(out)
-
-
-# ---------------------------------------------------------------------- tables
 def mentions_table(mentions: Iterable[IdentityMention]) -> pa.Table:
     """Mentions as a table of ``MENTION_SCHEMA``."""
-    rows = list(mentions)
-    return pa.Table.from_pylist(
-        [{name: getattr(m, name) for name in MENTION_SCHEMA.names} for m in rows],
-        schema=MENTION_SCHEMA,
-    )
-
-
-def sightings_table(sightings: Iterable[Sighting]) -> pa.Table:
-    """Sightings as a table of ``SIGHTING_SCHEMA`` (what an identity system reads)."""
-    rows = list(sightings)
-    return pa.Table.from_pylist(
-        [{name: getattr(s, name) for name in SIGHTING_SCHEMA.names} for s in rows],
-        schema=SIGHTING_SCHEMA,
-    )
-
-
-def write_sightings(sightings: Iterable[Sighting], path: Path) -> Path:
-    """Write sightings as one Parquet file (written aside, then renamed into place)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(sightings_table(sightings), tmp)
-    tmp.replace(path)
-    return path
+    return records_table(mentions, MENTION_SCHEMA)

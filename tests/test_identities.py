@@ -19,17 +19,11 @@ from corpus_index.identities import (
     identities_table,
     identity_id,
     load_people,
-    normalize_name,
-    normalize_phone,
 )
-from corpus_index.identity_mentions import (
-    ROLES,
-    SIGHTING_SCHEMA,
-    corroborate,
-    extract_mentions,
-    merge_identities,
-    write_sightings,
-)
+from corpus_index.identity_forms import normalize_name, normalize_phone
+from corpus_index.identity_mentions import MENTION_SCHEMA, ROLES, extract_mentions, mentions_table
+from corpus_index.identity_merges import apply_merges, load_merges, merge_identities
+from corpus_index.identity_sightings import SIGHTING_SCHEMA, corroborate, write_sightings
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_corpus" / "messages"
 TENANTS = ("wattle", "bluegum")
@@ -49,6 +43,11 @@ def records(tenant: str) -> list[dict[str, Any]]:
 def truth(tenant: str) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((SAMPLE / "truth.yaml").read_text())
     return dict(data["tenants"][tenant])
+
+
+def add_person(reg: IdentityRegistry, key: str, name: str, **details: Any) -> Identity:
+    person = Identity(identity_id(reg.tenant_id, key), reg.tenant_id, key, name, **details)
+    return reg.put(person)
 
 
 def person_id(reg: IdentityRegistry, key: str) -> str:
@@ -161,15 +160,7 @@ def test_evidence_that_conflicts_picks_the_stronger_and_says_so() -> None:
 
 def test_a_name_two_people_share_is_ambiguous_not_guessed() -> None:
     reg = registry("wattle")
-    reg.put(
-        Identity(
-            id=identity_id("wattle", "sarah-nguyen"),
-            tenant_id="wattle",
-            key="sarah-nguyen",
-            name="Sarah Nguyen",
-            aliases=("Sarah",),
-        )
-    )
+    add_person(reg, "sarah-nguyen", "Sarah Nguyen", aliases=("Sarah",))
     match = reg.resolve("Sarah")
     assert match.identity_id is None
     assert set(match.candidates) == {person_id(reg, "sarah-jones"), person_id(reg, "sarah-nguyen")}
@@ -221,25 +212,36 @@ def test_names_normalise(raw: str, expected: str) -> None:
 
 
 # ---------------------------------------------------------------------- the people file
+def _load_people(path: Path) -> Any:
+    return load_people(path, tenant_id="wattle")
+
+
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("loader", "text", "message"),
     [
-        ("tenant: bluegum\npeople: []\n", "for tenant 'bluegum', not 'wattle'"),
-        ("people: {}\n", "needs a list under 'people'"),
-        ("people:\n  - {id: a, name: A}\n  - {id: a, name: B}\n", "duplicate id 'a'"),
-        ("people:\n  - {id: a}\n", "people[0]: needs a non-empty 'name'"),
-        ("people:\n  - {id: a, name: A, emails: [nope]}\n", "'nope' is not an e-mail"),
-        ("people:\n  - {id: a, name: A, phones: ['12']}\n", "'12' is not a phone"),
-        ("people: [\n", "invalid YAML"),
+        (_load_people, "tenant: bluegum\npeople: []\n", "for tenant 'bluegum', not 'wattle'"),
+        (_load_people, "people: {}\n", "needs a list under 'people'"),
+        (_load_people, "people:\n  - {id: a, name: A}\n  - {id: a, name: B}\n", "duplicate id 'a'"),
+        (_load_people, "people:\n  - {id: a}\n", "people[0]: needs a non-empty 'name'"),
+        (
+            _load_people,
+            "people:\n  - {id: a, name: A, emails: [nope]}\n",
+            "'nope' is not an e-mail",
+        ),
+        (_load_people, "people:\n  - {id: a, name: A, phones: ['12']}\n", "'12' is not a phone"),
+        (_load_people, "people: [\n", "invalid YAML"),
+        (load_merges, "merges: {}\n", "needs a list under 'merges'"),
+        (load_merges, "merges:\n  - {merge: a}\n", "merges[0]: needs 'merge' and 'into'"),
+        (load_merges, "merges: [\n", "invalid YAML"),
     ],
 )
-def test_a_bad_people_file_names_the_file_and_the_problem(
-    tmp_path: Path, text: str, message: str
+def test_a_bad_people_or_merges_file_names_the_file_and_the_problem(
+    tmp_path: Path, loader: Any, text: str, message: str
 ) -> None:
     path = tmp_path / "people.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as err:
-        load_people(path, tenant_id="wattle")
+        loader(path)
     assert str(path) in str(err.value) and message in str(err.value)
 
 
@@ -435,3 +437,30 @@ def test_sightings_are_written_as_a_table_an_identity_system_reads(
     by_phone = [r for r in rows if r["phone"] == "+61412555301"]
     assert by_phone and {r["identity_id"] for r in by_phone} == {person_id(reg, "sarah-jones")}
     assert any(r["raw_name"] == "Sarah J" for r in rows)
+
+
+def test_a_merges_file_is_applied_by_keys_once(tmp_path: Path) -> None:
+    reg = registry("wattle")
+    found = extract_mentions(reg, records("wattle"))
+    kate = next(p for p in reg if p.origin == "discovered")
+    add_person(reg, "kate-morrison", "Katherine Morrison", role="external")
+    path = tmp_path / "merges.yaml"
+    path.write_text(f"merges:\n  - {{merge: '{kate.key}', into: kate-morrison}}\n")
+    pairs = load_merges(path)
+    assert pairs == [(kate.key, "kate-morrison")]
+    after, reports = apply_merges(reg, found.mentions, pairs)
+    survivor = person_id(reg, "kate-morrison")
+    assert [r.survivor for r in reports] == [survivor] and reports[0].moved == 3
+    assert reg.resolve("kate.morrison@brightpath-coordination.example").identity_id == survivor
+    assert reg.resolve("Kate Morrison").identity_id == survivor  # the old name is an alias now
+    again, more = apply_merges(reg, after, pairs)
+    assert more == [] and again == after
+
+
+def test_mentions_are_stored_as_a_table(extracted: dict[str, Any]) -> None:
+    _, found = extracted["bluegum"]
+    table = mentions_table(found.mentions)
+    assert table.schema.equals(MENTION_SCHEMA)
+    assert table.num_rows == len(found.mentions)
+    assert set(table.column("tenant_id").to_pylist()) == {"bluegum"}
+    assert table.column("group_id").null_count == table.num_rows  # groups attach them later
