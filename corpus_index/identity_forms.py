@@ -44,6 +44,8 @@ def normalize_name(raw: str) -> str:
 
 def normalize_email(raw: str) -> str | None:
     """The lower-cased address of ``raw`` (``Name <a@b>`` or ``a@b``), or None if it has none."""
+    if "@" not in raw:
+        return None
     _, addr = email.utils.parseaddr(raw)
     addr = addr.strip().lower()
     if "@" not in addr or addr.startswith("@") or addr.endswith("@"):
@@ -79,6 +81,8 @@ def normalize_phone(raw: str, *, country_code: str = "61") -> str | None:
 
 def display_name(raw: str) -> str:
     """The name part of a header value: ``Leanne Walsh <l@x>`` -> ``Leanne Walsh``."""
+    if "@" not in raw:
+        return raw.strip()
     name, addr = email.utils.parseaddr(raw)
     if addr and "@" in addr:
         return name.strip()

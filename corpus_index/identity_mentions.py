@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -111,15 +111,17 @@ def extract_mentions(
     # discovery in time order, so a discovered identity's key (its first detail seen) does not
     # depend on the order of files or records
     records = sorted(records, key=lambda r: (str(r.get("timestamp") or ""), str(r["id"])))
-    for rec in records:
-        for raw in _headers(rec):
-            _resolve_or_discover(registry, raw)
-    forms = _surface_forms(registry)
+    raws = list(dict.fromkeys(raw for rec in records for raw in _headers(rec)))
+    for raw in raws:  # once each: a second sight of the same text adds nothing
+        _resolve_or_discover(registry, raw)
+    # with discovery done, each header now resolves to whom it will for every record
+    headers = {raw: _resolve_or_discover(registry, raw) for raw in raws}
+    forms = _TextForms(registry)
     mentions: list[IdentityMention] = []
     sightings: list[Sighting] = []
     for rec in records:
         unit = str(rec["id"])
-        evidence = _header_evidence(registry, rec) + _text_evidence(registry, forms, rec)
+        evidence = _header_evidence(headers, rec) + _text_evidence(registry, forms, rec)
         found = _combine(registry.tenant_id, unit, evidence)
         mentions.extend(found)
         sightings.extend(_sightings(registry.tenant_id, rec, evidence, found))
@@ -150,7 +152,9 @@ def _resolve_or_discover(registry: IdentityRegistry, raw: str) -> tuple[str | No
     return person.id, "discovered", EVIDENCE_CONFIDENCE["discovered"]
 
 
-def _header_evidence(registry: IdentityRegistry, rec: Mapping[str, Any]) -> list[_Evidence]:
+def _header_evidence(
+    headers: Mapping[str, tuple[str | None, str, float]], rec: Mapping[str, Any]
+) -> list[_Evidence]:
     out: list[_Evidence] = []
     fields = [("author", "author", [rec.get("author")])]
     fields.append(("recipients", "recipient", list(rec.get("recipients") or ())))
@@ -159,47 +163,61 @@ def _header_evidence(registry: IdentityRegistry, rec: Mapping[str, Any]) -> list
         for raw in values:
             if not raw:
                 continue
-            pid, how, conf = _resolve_or_discover(registry, str(raw))
+            pid, how, conf = headers[str(raw)]
             if pid is not None:
                 snippet = f"{field_name}: {raw}"
                 out.append(_Evidence(pid, role, how, conf, snippet, str(raw), "header"))
     return out
 
 
-class _Form(NamedTuple):
-    pattern: re.Pattern[str]
-    identity_id: str
-    how: str
+class _TextForms:
+    """Names, aliases and addresses to look for in text, as one pattern per case rule.
 
-
-def _surface_forms(registry: IdentityRegistry) -> list[_Form]:
-    """Names, aliases and addresses to look for in text, longest first.
-
-    Multi-word names match in any case; a one-word alias only as written ("Grace", "SJ"), so
-    the word "grace" or "sj" in passing is not taken for a person. A form that several people
-    share names nobody.
+    Multi-word names and addresses match in any case; a one-word alias only as written
+    ("Grace", "SJ"), so the word "grace" or "sj" in passing is not taken for a person. A form
+    several people share names nobody. Within a pattern longer forms are tried first, and the
+    any-case pattern (full names) runs first, so "Sarah" inside "Sarah Jones" is not found again.
     """
-    owners: dict[tuple[str, bool], set[str]] = defaultdict(set)
-    how_of: dict[tuple[str, bool], str] = {}
-    for p in registry:
-        for form, how in [(p.name, "name"), *((a, "alias") for a in p.aliases)]:
-            form = form.strip()
-            if len(form) < 2:
+
+    def __init__(self, registry: IdentityRegistry) -> None:
+        owners: dict[tuple[str, bool], set[str]] = defaultdict(set)
+        how_of: dict[tuple[str, bool], str] = {}
+        for p in registry:
+            for form, how in [(p.name, "name"), *((a, "alias") for a in p.aliases)]:
+                form = form.strip()
+                if len(form) < 2:
+                    continue
+                key = (form.casefold(), True) if " " in form else (form, False)
+                owners[key].add(p.id)
+                how_of.setdefault(key, how)
+            for addr in p.emails:
+                owners[(addr, True)].add(p.id)
+                how_of[(addr, True)] = "email"
+        self._tables: list[tuple[re.Pattern[str], dict[str, tuple[str, str]], bool]] = []
+        for nocase in (True, False):
+            table = {
+                form: (next(iter(ids)), how_of[(form, nc)])
+                for (form, nc), ids in owners.items()
+                if nc is nocase and len(ids) == 1
+            }
+            if not table:
                 continue
-            key = (form.casefold(), True) if " " in form else (form, False)
-            owners[key].add(p.id)
-            how_of.setdefault(key, how)
-        for addr in p.emails:
-            owners[(addr, True)].add(p.id)
-            how_of[(addr, True)] = "email"
-    forms = []
-    for (form, nocase), ids in sorted(owners.items(), key=lambda kv: (-len(kv[0][0]), kv[0])):
-        if len(ids) != 1:
-            continue
-        flags = re.IGNORECASE if nocase else 0
-        pattern = re.compile(r"(?<![\w.@])@?" + re.escape(form) + r"(?![\w@])", flags)
-        forms.append(_Form(pattern, next(iter(ids)), how_of[(form, nocase)]))
-    return forms
+            alternation = "|".join(re.escape(f) for f in sorted(table, key=lambda f: (-len(f), f)))
+            flags = re.IGNORECASE if nocase else 0
+            pattern = re.compile(rf"(?<![\w.@])@?(?P<form>{alternation})(?![\w@])", flags)
+            self._tables.append((pattern, table, nocase))
+
+    def find(self, text: str) -> Iterator[tuple[re.Match[str], str, str]]:
+        """Each ``(match, identity id, how)`` in ``text``, never two overlapping."""
+        taken: list[tuple[int, int]] = []
+        for pattern, table, nocase in self._tables:
+            for m in pattern.finditer(text):
+                if any(s < m.end() and m.start() < e for s, e in taken):
+                    continue
+                taken.append((m.start(), m.end()))
+                form = m.group("form")
+                pid, how = table[form.casefold() if nocase else form]
+                yield m, pid, how
 
 
 _PRESENT = re.compile(r"\bstaff(?: present)?\s*:[^\n]*", re.IGNORECASE)
@@ -217,7 +235,7 @@ def _text_role(person: Identity, source: str, where: str, present: bool) -> str:
 
 
 def _text_evidence(
-    registry: IdentityRegistry, forms: Sequence[_Form], rec: Mapping[str, Any]
+    registry: IdentityRegistry, forms: _TextForms, rec: Mapping[str, Any]
 ) -> list[_Evidence]:
     out: list[_Evidence] = []
     source = str(rec.get("source") or "")
@@ -225,21 +243,15 @@ def _text_evidence(
         text = rec.get(where)
         if not isinstance(text, str) or not text:
             continue
-        taken: list[tuple[int, int]] = []
         present = [(m.start(), m.end()) for m in _PRESENT.finditer(text)]
-        for form in forms:
-            for m in form.pattern.finditer(text):
-                if any(s < m.end() and m.start() < e for s, e in taken):
-                    continue  # inside a longer name already found ("Sarah" in "Sarah Jones")
-                taken.append((m.start(), m.end()))
-                person = registry.get(form.identity_id)
-                if person is None:
-                    continue
-                was_present = any(s <= m.start() < e for s, e in present)
-                role = _text_role(person, source, where, was_present)
-                conf = EVIDENCE_CONFIDENCE[form.how]
-                snippet = _snippet(text, m)
-                out.append(_Evidence(person.id, role, form.how, conf, snippet, m.group(), "text"))
+        for m, pid, how in forms.find(text):
+            person = registry.get(pid)
+            if person is None:
+                continue
+            was_present = any(s <= m.start() < e for s, e in present)
+            role = _text_role(person, source, where, was_present)
+            conf = EVIDENCE_CONFIDENCE[how]
+            out.append(_Evidence(person.id, role, how, conf, _snippet(text, m), m.group(), "text"))
         for m in _PHONE_IN_TEXT.finditer(text):
             number = normalize_phone(m.group(), country_code=registry.country_code)
             match = registry.resolve(phone=number) if number else None

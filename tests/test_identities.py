@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -464,3 +465,36 @@ def test_mentions_are_stored_as_a_table(extracted: dict[str, Any]) -> None:
     assert table.num_rows == len(found.mentions)
     assert set(table.column("tenant_id").to_pylist()) == {"bluegum"}
     assert table.column("group_id").null_count == table.num_rows  # groups attach them later
+
+
+def test_a_shared_address_is_ambiguous_until_a_name_tells_them_apart() -> None:
+    reg = registry("wattle")
+    helen = reg.by_key("helen-pereira")
+    assert helen is not None
+    family = "pereira.family@example.net"
+    reg.put(replace(helen, emails=(*helen.emails, family)))
+    tony = add_person(reg, "tony-pereira", "Tony Pereira", emails=(family,), role="family")
+    shared = reg.resolve(family)
+    assert shared.identity_id is None and set(shared.candidates) == {helen.id, tony.id}
+    assert reg.resolve(f"Tony Pereira <{family}>").identity_id == tony.id
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("Grace checked his bloods", {"grace-fitzgerald"}),
+        ("we got through the night by grace and patience", set()),
+        ("SJ said it's fine, ask Jane Okafor", {"sarah-jones", "jane-okafor"}),
+        ("@DanK can you cover", {"daniel-kim"}),
+        (
+            "call 0412 555 301 or email leanne.walsh@wattlegrove.org.au",
+            {"sarah-jones", "leanne-walsh"},
+        ),
+    ],
+)
+def test_names_in_text_are_found_as_written(text: str, named: set[str]) -> None:
+    reg = registry("wattle")
+    rec = {"id": "t1", "source": "discord_chat", "author": "Tom H", "recipients": [], "cc": []}
+    found = extract_mentions(reg, [{**rec, "text": text, "timestamp": "2025-12-01T09:00:00+11:00"}])
+    mentioned = {m.identity_id for m in found.mentions if m.mention_type == "mentioned"}
+    assert mentioned == {person_id(reg, k) for k in named}
