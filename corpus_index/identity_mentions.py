@@ -124,7 +124,7 @@ def extract_mentions(
         evidence = _header_evidence(headers, rec) + _text_evidence(registry, forms, rec)
         found = _combine(registry.tenant_id, unit, evidence)
         mentions.extend(found)
-        sightings.extend(_sightings(registry.tenant_id, rec, evidence, found))
+        sightings.extend(_sightings(registry, rec, evidence, found))
     return Extraction(mentions, sightings)
 
 
@@ -318,7 +318,7 @@ def _combine(tenant_id: str, unit: str, evidence: Sequence[_Evidence]) -> list[I
 
 
 def _sightings(
-    tenant_id: str,
+    registry: IdentityRegistry,
     rec: Mapping[str, Any],
     evidence: Sequence[_Evidence],
     mentions: Sequence[IdentityMention],
@@ -332,13 +332,13 @@ def _sightings(
             continue
         seen.add((ev.identity_id, ev.role, ev.raw))
         addr = normalize_email(ev.raw) if "@" in ev.raw else None
-        phone = normalize_phone(ev.raw)
+        phone = normalize_phone(ev.raw, country_code=registry.country_code)
         name = None if phone else (display_name(ev.raw) or None)
         sid = "sgt_" + sha256_hex(canonical_json([mention.mention_id, ev.raw]))[:24]
         out.append(
             Sighting(
                 sighting_id=sid,
-                tenant_id=tenant_id,
+                tenant_id=registry.tenant_id,
                 identity_id=ev.identity_id,
                 raw_name=name,
                 email=addr,
