@@ -310,6 +310,9 @@ def message_of(block: Block) -> Message:
         reply_to=meta.get("reply_to"),
         mentions=tuple(dict.fromkeys(people)),
         system=bool(meta.get("system", False)),
+        source=str(meta.get("source", "")),
+        location=str(meta.get("location") or ""),
+        title=str(meta.get("subject") or meta.get("title") or ""),
     )
 
 

@@ -13,7 +13,8 @@ class Message:
     ``timestamp`` is seconds since the epoch (UTC). ``mentions`` are people the message names
     or is sent to (recipients, CC'd people, an irc nick it addresses); ``reply_to`` is the unit
     it explicitly answers, when its source says so. A ``system`` message (an irc join or quit)
-    is never part of a conversation.
+    is never part of a conversation. ``source``, ``location`` and ``title`` are what the other
+    groupings (questions and answers, incidents, days at a place) read.
     """
 
     unit_id: str
@@ -24,6 +25,9 @@ class Message:
     reply_to: str | None = None
     mentions: tuple[str, ...] = ()
     system: bool = False
+    source: str = ""  # discord_chat, sms_message, email_thread, incident_report, shift_note, ...
+    location: str = ""
+    title: str = ""  # a subject or title line, where the source has one
 
 
 _ADDRESS_END = re.compile(r"[:,;>!]+$")
