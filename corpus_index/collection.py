@@ -6,8 +6,10 @@ kinds, which read collections, sit below the configuration that names them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from corpus_index.limits import Limits
 
@@ -26,3 +28,7 @@ class CollectionConfig:
     limits: Limits = Limits()
     # a symlinked document whose target lies outside ``path`` is refused unless this is on
     follow_symlinks_outside_root: bool = False
+    # kind-specific settings, validated by the kind (``messages``: the layout, ``jsonl`` or
+    # ``irc``, and overrides of its processing profiles, source -> field -> value)
+    format: str = ""
+    processing: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)

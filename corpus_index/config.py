@@ -177,7 +177,8 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _check_name(name, key, path)
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
-        _no_unknown(spec, allowed | {"limits", "follow_symlinks_outside_root"}, key, path)
+        extra = {"limits", "follow_symlinks_outside_root", "format", "processing"}
+        _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
         tenant = _string(spec.get("tenant"), f"{key}.tenant", path)
@@ -203,7 +204,13 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
                     path,
                 )
             ),
+            format=_string(spec["format"], f"{key}.format", path) if "format" in spec else "",
+            processing=_mapping(spec.get("processing"), f"{key}.processing", path),
         )
+        try:
+            KINDS[kind].check_options(collections[name], key=key)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
 
     profiles: dict[str, ProfileConfig] = {}
     allowed_profile = {

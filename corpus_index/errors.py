@@ -145,3 +145,7 @@ class DamagedTableError(DamagedStateError):
 
 class DamagedRegistryError(DamagedStateError):
     """``registry.duckdb`` is not a readable DuckDB database."""
+
+
+class IdentityError(PermanentError, ValueError):
+    """An identity operation would cross tenants, or names an identity the tenant lacks."""

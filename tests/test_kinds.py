@@ -40,6 +40,19 @@ def write_passages(root: Path) -> None:
     (root / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
 
 
+def write_messages(root: Path) -> None:
+    (root / "chat").mkdir(parents=True, exist_ok=True)
+    records = [
+        {"id": "m2", "source": "discord_chat", "channel": "staff", "author": "Sarah",
+         "timestamp": "2025-12-10T09:00:00+11:00", "location": "Picton", "text": "Pumpkin?"},
+        {"id": "m1", "source": "discord_chat", "channel": "staff", "author": "Mike",
+         "timestamp": "2025-12-10T09:05:00+11:00", "text": "yes pumpkin please"},
+    ]  # fmt: skip
+    lines = "\n".join(json.dumps(r) for r in records) + "\n"
+    (root / "chat" / "staff.jsonl").write_text(lines, encoding="utf-8")
+    (root / "notes.txt").write_text("not a stream", encoding="utf-8")
+
+
 @dataclass(frozen=True)
 class Case:
     kind: str
@@ -87,6 +100,21 @@ CASES = [
         promoted={},
         capabilities={"sidecars": False, "writable": False, "grouped": False},
         excerpt=("Rates Cap rates rose: a lot.", "passage", "Rates Cap rates rose: a lot."),
+    ),
+    Case(
+        kind="messages",
+        write=write_messages,
+        doc_ids=["m2", "m1"],
+        listed=False,
+        fingerprinted=["chat/staff.jsonl"],
+        units={"discord_chat": "block", "irc_chat": "block", "irc_system": None},
+        promoted={},
+        capabilities={"sidecars": False, "writable": False, "grouped": True},
+        excerpt=(
+            "discord_chat\nauthor: Mike\ntext: yes pumpkin please",
+            "discord_chat",
+            "Mike: yes pumpkin please.",
+        ),
     ),
 ]
 IDS = [c.kind for c in CASES]
@@ -246,13 +274,11 @@ def test_a_row_of_an_unregistered_kind_shows_its_text() -> None:
 
 
 def test_unknown_kind_names_the_collection_and_the_kind(tmp_path: Path) -> None:
-    coll = CollectionConfig(
-        name="chat", kind="messages", path=tmp_path, tenant="t", acl_groups=("g",)
-    )
+    coll = CollectionConfig(name="chat", kind="slack", path=tmp_path, tenant="t", acl_groups=("g",))
     with pytest.raises(ConfigError) as info:
         kind_of(coll)
     assert str(info.value) == (
-        "collections.chat.kind: unknown collection kind 'messages' (known: beir, uw_deals)"
+        "collections.chat.kind: unknown collection kind 'slack' (known: beir, messages, uw_deals)"
     )
 
 
@@ -266,9 +292,10 @@ def test_config_allows_exactly_the_registered_kinds(tmp_path: Path) -> None:
     for name in KINDS:
         assert parse_config(config(name), path=tmp_path / "corpus.yaml").collections["c"].kind
     with pytest.raises(
-        ConfigError, match=r"collections\.c\.kind: must be one of uw_deals, beir \(got .messages.\)"
+        ConfigError,
+        match=r"collections\.c\.kind: must be one of uw_deals, beir, messages \(got .slack.\)",
     ):
-        parse_config(config("messages"), path=tmp_path / "corpus.yaml")
+        parse_config(config("slack"), path=tmp_path / "corpus.yaml")
 
 
 class _Extra(KindDefaults):

@@ -423,8 +423,8 @@ def test_uw_reader_refuses_a_missing_root(tmp_path: Path) -> None:
 
 
 def test_unknown_kind_is_a_config_error(tmp_path: Path) -> None:
-    coll = collection(tmp_path, kind="messages")
-    unknown = r"collections\.alpha-deals\.kind: unknown collection kind 'messages' \(known: "
+    coll = collection(tmp_path, kind="slack")
+    unknown = r"collections\.alpha-deals\.kind: unknown collection kind 'slack' \(known: "
     with pytest.raises(ConfigError, match=unknown):
         read_documents(coll)
     with pytest.raises(ConfigError, match=unknown):

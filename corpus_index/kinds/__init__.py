@@ -28,6 +28,7 @@ from corpus_index.kinds.base import (
     unreadable,
 )
 from corpus_index.kinds.beir import BEIR
+from corpus_index.kinds.messages import MESSAGES
 from corpus_index.kinds.uw_deals import UW_DEALS
 from corpus_index.records import Block, SourceDoc
 
@@ -62,6 +63,7 @@ __all__ = [
 KINDS: dict[str, CollectionKind] = {
     UW_DEALS.name: UW_DEALS,
     BEIR.name: BEIR,
+    MESSAGES.name: MESSAGES,
 }
 
 

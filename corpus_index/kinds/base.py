@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from corpus_index.errors import LimitExceededError, ParseError, UnreadableDocumentError
+from corpus_index.errors import (
+    ConfigError,
+    LimitExceededError,
+    ParseError,
+    UnreadableDocumentError,
+)
 from corpus_index.hashing import chunk_ref, content_hash
 from corpus_index.records import Block, SourceDoc
 
@@ -49,6 +54,11 @@ class CollectionKind(Protocol):
         ``metadata``. ``excerpt`` renders a hit as prose from the row's stored canonical input
         (its ``text``) and ``section``: what a person reads, not what the model read.
 
+    Options:
+        ``check_options`` validates the collection's kind-specific settings (``format``,
+        ``processing``) when the configuration loads, raising ``ConfigError`` that names
+        ``<key>.<setting>``.
+
     Capabilities:
         ``sidecars``: documents get RFC 0013 sidecars. ``writable``: ``CorpusIndex.add`` and
         ``remove`` may place and remove its documents as files (RFC 0013 underwriting files).
@@ -57,7 +67,7 @@ class CollectionKind(Protocol):
         grouping reads: ``author``, ``recipients``, ``channel``, ``timestamp`` (ISO 8601 with
         offset) and ``location``; the grouping itself (conversations, Q&A pairs, incident and
         daily contexts) is a step of its own that reads those units, and its groups are rows
-        of ``kind: group`` beside them. No kind registered today is grouped.
+        of ``kind: group`` beside them.
     """
 
     # read-only members, so a kind may declare them as plain class attributes
@@ -101,6 +111,8 @@ class CollectionKind(Protocol):
 
     def excerpt(self, text: str, *, section: str) -> str: ...
 
+    def check_options(self, collection: CollectionConfig, *, key: str) -> None: ...
+
 
 class KindDefaults:
     """What most kinds do: no capabilities, every block a whole unit, the collection's tier,
@@ -127,6 +139,17 @@ class KindDefaults:
     def excerpt(self, text: str, *, section: str) -> str:
         """The block's values as prose (see :func:`prose`)."""
         return prose(text, section=section)
+
+    def check_options(self, collection: CollectionConfig, *, key: str) -> None:
+        """Refuse kind-specific settings: a kind with none takes neither ``format`` nor
+        ``processing``.
+
+        Raises:
+            ConfigError: either is set.
+        """
+        for name, value in (("format", collection.format), ("processing", collection.processing)):
+            if value:
+                raise ConfigError(f"{key}.{name}: the {collection.kind} kind has no such setting")
 
 
 class FileKind(KindDefaults):
@@ -215,6 +238,73 @@ def new_block(
         event_date=event_date,
         metadata=metadata or {},
     )
+
+
+def narrowed_scope(
+    path: str,
+    collection: CollectionConfig,
+    fields: Mapping[str, Any],
+    default_tier: str,
+    *,
+    line: int,
+    what: str = "front matter",
+) -> tuple[tuple[str, ...], str]:
+    """A document's (or record's) ACL groups and tier: the collection's, narrowed by its own
+    ``acl`` and ``tier`` fields, never widened; its ``tenant``, if given, must be the
+    collection's.
+
+    Raises:
+        ParseError: the fields would move or widen the scope, or are malformed (``what`` names
+            where they were read, ``line`` where).
+    """
+    tenant = fields.get("tenant")
+    if tenant is not None and tenant != collection.tenant:
+        raise ParseError(
+            path,
+            f"tenant {tenant!r} differs from the collection's tenant {collection.tenant!r}; "
+            "a document may narrow its scope, never move it",
+            line=line,
+        )
+    acl = fields.get("acl")
+    groups = collection.acl_groups
+    if acl is not None:
+        acl_list = [acl] if isinstance(acl, str) else acl
+        if not isinstance(acl_list, list) or not acl_list:
+            raise ParseError(path, f"{what} 'acl' must be a non-empty list of groups", line=line)
+        wider = [g for g in acl_list if g not in collection.acl_groups]
+        if wider:
+            raise ParseError(
+                path,
+                f"acl group(s) {', '.join(map(str, wider))} are not in the collection's "
+                f"acl_groups ({', '.join(collection.acl_groups)}); a document may only narrow them",
+                line=line,
+            )
+        groups = tuple(str(g) for g in acl_list)
+    tier = fields.get("tier", default_tier)
+    if tier not in ("public", "restricted"):
+        raise ParseError(
+            path, f"{what} 'tier' must be public or restricted (got {tier!r})", line=line
+        )
+    if collection.tier == "restricted" and tier == "public":
+        raise ParseError(
+            path, "tier 'public' would widen the collection's 'restricted' tier", line=line
+        )
+    return groups, str(tier)
+
+
+def json_depth(value: object) -> int:
+    """How deep lists and objects nest in a JSON value (iteratively: no recursion limit)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 def unreadable(doc_id: str, path: str, exc: OSError | ParseError) -> SourceDoc:

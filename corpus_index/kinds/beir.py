@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
-from corpus_index.kinds.base import KindDefaults, new_block
+from corpus_index.kinds.base import KindDefaults, json_depth, new_block
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
         raise ParseError(doc.path, f"not valid JSON: {exc}", line=line) from None
     except RecursionError:  # nested deeper than Python parses: over any depth limit
         record, too_deep = None, True
-    if too_deep or _depth(record) > limits.max_nesting_depth:
+    if too_deep or json_depth(record) > limits.max_nesting_depth:
         raise LimitExceededError(
             doc.path,
             f"record nested deeper than limits.max_nesting_depth = {limits.max_nesting_depth}",
@@ -131,21 +131,6 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
             metadata={str(k): v for k, v in metadata.items()},
         )
     ]
-
-
-def _depth(value: object) -> int:
-    """How deep lists and objects nest in a JSON value (iteratively: no recursion limit)."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
 
 
 class Beir(KindDefaults):

@@ -12,7 +12,7 @@ import yaml
 
 from corpus_index.errors import LimitExceededError, ParseError
 from corpus_index.kinds import bounded_yaml
-from corpus_index.kinds.base import FileKind, new_block
+from corpus_index.kinds.base import FileKind, narrowed_scope, new_block
 from corpus_index.limits import Limits
 from corpus_index.records import Block, SourceDoc
 
@@ -145,45 +145,6 @@ def _front_matter_fields(path: str, front: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _scope(
-    path: str, collection: CollectionConfig, front: dict[str, Any], default_tier: str
-) -> tuple[tuple[str, ...], str]:
-    """The document's ACL and tier: inherited from the collection, optionally narrowed."""
-    tenant = front.get("tenant")
-    if tenant is not None and tenant != collection.tenant:
-        raise ParseError(
-            path,
-            f"tenant {tenant!r} differs from the collection's tenant {collection.tenant!r}; "
-            "a document may narrow its scope, never move it",
-            line=2,
-        )
-    acl = front.get("acl")
-    groups = collection.acl_groups
-    if acl is not None:
-        acl_list = [acl] if isinstance(acl, str) else acl
-        if not isinstance(acl_list, list) or not acl_list:
-            raise ParseError(path, "front matter 'acl' must be a non-empty list of groups", line=2)
-        wider = [g for g in acl_list if g not in collection.acl_groups]
-        if wider:
-            raise ParseError(
-                path,
-                f"acl group(s) {', '.join(map(str, wider))} are not in the collection's "
-                f"acl_groups ({', '.join(collection.acl_groups)}); a document may only narrow them",
-                line=2,
-            )
-        groups = tuple(str(g) for g in acl_list)
-    tier = front.get("tier", default_tier)
-    if tier not in ("public", "restricted"):
-        raise ParseError(
-            path, f"front matter 'tier' must be public or restricted (got {tier!r})", line=2
-        )
-    if collection.tier == "restricted" and tier == "public":
-        raise ParseError(
-            path, "tier 'public' would widen the collection's 'restricted' tier", line=2
-        )
-    return groups, str(tier)
-
-
 def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
     """Blocks of one underwriting file, each inheriting the document's scope and metadata."""
     try:
@@ -193,8 +154,8 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
         raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
     front, raw_blocks = parse_text(doc.path, text, limits=collection.limits)
     meta = _front_matter_fields(doc.path, front)
-    groups, tier = _scope(
-        doc.path, collection, front, UW_DEALS.default_tier(collection, SOURCE_TYPE)
+    groups, tier = narrowed_scope(
+        doc.path, collection, front, UW_DEALS.default_tier(collection, SOURCE_TYPE), line=2
     )
     counters: dict[str, int] = {}
     blocks: list[Block] = []

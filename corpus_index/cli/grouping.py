@@ -1,0 +1,96 @@
+"""``corpus eval-grouping``: conversation grouping of an irc-disentanglement folder, scored
+against its gold clusters (see :mod:`corpus_index.grouping_eval`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from corpus_index.cli.app import EXIT_USAGE, emit_json, handle_errors, main
+from corpus_index.grouping_eval import evaluate_grouping
+from corpus_index.linked.clusters import write_clusters
+from corpus_index.linked.scoring import GroupingScores
+
+
+@main.command("eval-grouping")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--write-clusters",
+    "clusters_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the conversations here, one a line: <stem>:<index> <index> ...",
+)
+@click.option(
+    "--gold",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Gold clusters to score against (default: gold.<folder name>.clusters.txt beside it).",
+)
+@click.option(
+    "--weights",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Link-model weights (default: the ones shipped with corpus-index).",
+)
+@handle_errors
+def eval_grouping(
+    folder: Path,
+    as_json: bool,
+    clusters_path: Path | None,
+    gold: Path | None,
+    weights: Path | None,
+) -> None:
+    """Group the irc logs (*.ascii.txt) of FOLDER into conversations and score them.
+
+    Grouping reads the logs alone, through the messages kind's irc layout; gold clusters are
+    read only to score: 1 - scaled VI, one-to-one overlap and conversation precision, recall
+    and F, beside the channel-wide five-minute rule. With --write-clusters and no gold the
+    conversations are written and scoring is skipped.
+    """
+    report = evaluate_grouping(folder, gold=gold, weights=weights)
+    if clusters_path is not None:
+        write_clusters(clusters_path, report.conversations)
+    elif report.scores is None:
+        click.echo(
+            f"error: no gold clusters for {folder} (looked for {folder.parent}/gold."
+            f"{folder.name}.clusters.txt); give --gold FILE, or --write-clusters FILE to "
+            "only write the conversations",
+            err=True,
+        )
+        raise SystemExit(EXIT_USAGE)
+    if as_json:
+        emit_json(
+            {
+                "folder": str(folder),
+                "logs": report.logs,
+                "messages": report.messages,
+                "conversations": len(report.conversations),
+                "clusters_file": str(clusters_path) if clusters_path else None,
+                "gold": str(report.gold) if report.gold else None,
+                "scores": _row(report.scores),
+                "five_minute_rule": _row(report.five_minute_scores),
+                "problems": report.problems,
+            }
+        )
+        return
+    for problem in report.problems:
+        click.echo(f"warning: {problem}", err=True)
+    click.echo(
+        f"{report.logs} logs, {report.messages} messages, {len(report.conversations)} conversations"
+    )
+    if clusters_path is not None:
+        click.echo(f"conversations written to {clusters_path}")
+    if report.scores is None or report.five_minute_scores is None:
+        click.echo("no gold clusters: scoring skipped")
+        return
+    click.echo(f"scored on {report.scores.messages} annotated messages against {report.gold}")
+    click.echo(f"{'grouping':<18} {'1-VI':>6} {'1-1':>6} {'P':>6} {'R':>6} {'F':>6}")
+    for name, s in (("linked", report.scores), ("five-minute rule", report.five_minute_scores)):
+        click.echo(
+            f"{name:<18} {s.vi:6.1f} {s.one_to_one:6.1f} {s.precision:6.1f} "
+            f"{s.recall:6.1f} {s.f:6.1f}"
+        )
+
+
+def _row(scores: GroupingScores | None) -> dict[str, float | int] | None:
+    return None if scores is None else scores._asdict()

@@ -1,0 +1,156 @@
+"""How people's names, e-mail addresses and phone numbers are written, and an index of them.
+
+Normalisation makes the forms comparable (``Grace F (RN)`` -> ``grace f``, ``0412 555 301`` ->
+``+61412555301``); :class:`NameIndex` answers, for one tenant's people, who has a given address,
+number, name, alias, initials or given name, and who a misspelt name is closest to.
+
+The fuzzy step uses the standard library's ``difflib.SequenceMatcher``: an index holds tens to a
+few thousand people of one tenant, only names no exact step resolved reach it, and the registry
+remembers its answers, so its cost is small and no new dependency is needed. Where registries
+grow to hundreds of thousands, ``rapidfuzz`` (the same ratio, in C, with a ``process.extract``
+over many candidates) is the drop-in to reach for.
+"""
+
+from __future__ import annotations
+
+import difflib
+import email.utils
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+FUZZY_CUTOFF = 0.85
+FUZZY_MARGIN = 0.04  # the best fuzzy match must beat every other person's by this much
+FUZZY_MIN_CHARS = 4  # "sj" ~ "sk" says nothing
+
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "mx", "prof", "rn", "sr", "jr"})
+_PAREN = re.compile(r"\([^)]*\)")
+_SEPARATORS = re.compile(r"[._\-/]+")
+_NOT_NAME = re.compile(r"[^\w\s]")
+_SPACES = re.compile(r"\s+")
+# international call prefixes where they are not the ITU's "00"
+_EXIT_PREFIXES = {"61": "0011", "1": "011"}
+
+
+def normalize_name(raw: str) -> str:
+    """Casefolded name without titles, bracketed notes or punctuation: ``Grace F (RN)`` ->
+    ``grace f``, ``priya.r`` -> ``priya r``, ``Dr Anand Shah`` -> ``anand shah``."""
+    text = _PAREN.sub(" ", raw)
+    text = _SEPARATORS.sub(" ", text)
+    text = _NOT_NAME.sub("", text).casefold()
+    words = [w for w in _SPACES.split(text) if w and w not in _TITLES]
+    return " ".join(words)
+
+
+def normalize_email(raw: str) -> str | None:
+    """The lower-cased address of ``raw`` (``Name <a@b>`` or ``a@b``), or None if it has none."""
+    if "@" not in raw:
+        return None
+    _, addr = email.utils.parseaddr(raw)
+    addr = addr.strip().lower()
+    if "@" not in addr or addr.startswith("@") or addr.endswith("@"):
+        return None
+    return addr
+
+
+def normalize_phone(raw: str, *, country_code: str = "61") -> str | None:
+    """E.164 form of a phone number (``0412 555 301`` -> ``+61412555301``), or None.
+
+    A national number (leading 0) takes ``country_code``; a number dialled with that
+    country's international prefix (``0011`` from Australia) is international; fewer than 8
+    digits is not a phone.
+    """
+    text = raw.strip()
+    if not re.fullmatch(r"\+?[\d\s().\-]+", text):
+        return None
+    digits = re.sub(r"\D", "", text)
+    exit_prefix = _EXIT_PREFIXES.get(country_code, "00")
+    international = text.startswith("+") or digits.startswith(exit_prefix)
+    if digits.startswith(exit_prefix) and not text.startswith("+"):
+        digits = digits[len(exit_prefix) :]
+    if len(digits) < 8 or len(digits) > 15:
+        return None
+    if international:
+        return "+" + digits
+    if digits.startswith("0"):
+        return f"+{country_code}{digits[1:]}"
+    if digits.startswith(country_code) and len(digits) > 9:
+        return "+" + digits
+    return f"+{country_code}{digits}"
+
+
+def display_name(raw: str) -> str:
+    """The name part of a header value: ``Leanne Walsh <l@x>`` -> ``Leanne Walsh``."""
+    if "@" not in raw:
+        return raw.strip()
+    name, addr = email.utils.parseaddr(raw)
+    if addr and "@" in addr:
+        return name.strip()
+    return raw.strip()
+
+
+# Exact name steps, strongest first; the first that names anyone decides.
+NAME_STEPS = ("name", "alias", "name_initial", "initials", "given_name")
+
+
+class NameIndex:
+    """Who has which address, number, name, alias, initials and given name (one tenant)."""
+
+    def __init__(self) -> None:
+        self._exact: dict[str, dict[str, set[str]]] = {
+            step: defaultdict(set) for step in ("email", "phone", *NAME_STEPS)
+        }
+        self._fuzzy_forms: dict[str, set[str]] = defaultdict(set)
+
+    def add(
+        self,
+        pid: str,
+        *,
+        name: str,
+        aliases: Iterable[str] = (),
+        emails: Iterable[str] = (),
+        phones: Iterable[str] = (),
+    ) -> None:
+        """Index one person's forms (addresses and numbers already normalised)."""
+        words = normalize_name(name).split()
+        full = " ".join(words)
+        self._exact["name"][full].add(pid)
+        self._fuzzy_forms[full].add(pid)
+        for alias in aliases:
+            form = normalize_name(alias)
+            if form:
+                self._exact["alias"][form].add(pid)
+                self._fuzzy_forms[form].add(pid)
+        if len(words) > 1:
+            given, surname = words[0], words[-1]
+            self._exact["given_name"][given].add(pid)
+            self._exact["initials"]["".join(w[0] for w in words)].add(pid)
+            # "jane o" or "jane o k": the given name, then the surname's first letter(s)
+            self._exact["name_initial"][f"{given} {surname[0]}"].add(pid)
+            self._exact["name_initial"][f"{given} {' '.join(surname[:2])}"].add(pid)
+        for addr in emails:
+            self._exact["email"][addr].add(pid)
+        for number in phones:
+            self._exact["phone"][number].add(pid)
+
+    def exact(self, step: str, form: str) -> set[str]:
+        """The people whose ``step`` form (``email``, ``phone`` or a name step) is ``form``."""
+        return set(self._exact[step].get(form, ()))
+
+    def fuzzy(self, norm: str) -> list[tuple[str, float]]:
+        """People whose name or alias is at least ``FUZZY_CUTOFF`` like ``norm``, best first."""
+        best: dict[str, float] = {}
+        matcher = difflib.SequenceMatcher(autojunk=False)
+        matcher.set_seq2(norm)
+        for form, pids in self._fuzzy_forms.items():
+            if len(form) < FUZZY_MIN_CHARS:
+                continue
+            matcher.set_seq1(form)
+            if matcher.real_quick_ratio() < FUZZY_CUTOFF or matcher.quick_ratio() < FUZZY_CUTOFF:
+                continue
+            ratio = matcher.ratio()
+            if ratio < FUZZY_CUTOFF:
+                continue
+            for pid in pids:
+                best[pid] = max(best.get(pid, 0.0), ratio)
+        return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -1,0 +1,188 @@
+"""Processing profiles of the ``messages`` kind: how the text of each source is cleaned and cut
+(seed "Linked Context" §4), in one table a collection's config may override field by field.
+
+| source | structure | special handling |
+|---|---|---|
+| ``discord_chat`` | message | thread-aware (``channel`` or ``thread``) |
+| ``sms_message`` | message | a thread without a channel is its set of people |
+| ``email_thread`` | message | quoted replies and signatures stripped; CC'd people mentioned |
+| ``phone_call`` | turns | speaker turns, action items |
+| ``incident_report`` | sections | kept whole, with its section headers |
+| ``shift_note`` | sections | by participant (a participant's name heads a section) |
+| ``resource_doc`` | sections | one unit per section, with the document's version |
+| ``irc_chat`` | message | irc logs (the ``irc`` format) |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from corpus_index.errors import ConfigError
+
+STRUCTURES = ("message", "turns", "sections")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessingProfile:
+    """How the units of one source are cleaned and structured."""
+
+    name: str
+    structure: str = "message"  # message | turns (speaker turns) | sections (headed parts)
+    strip_quotes: bool = False  # drop quoted replies (``> ...``, ``On ... wrote:`` and below)
+    strip_signature: bool = False  # drop a signature (``--`` or a sign-off and what follows)
+    cc_as_mentioned: bool = False  # CC'd people join the unit's mentions
+    action_items: bool = False  # pick out action items (``Action: ...``, ``I'll ...``)
+    thread_by_participants: bool = False  # no channel: the thread is its set of people
+    split_sections: bool = False  # one unit per section instead of one per record
+
+
+PROFILES: dict[str, ProcessingProfile] = {
+    p.name: p
+    for p in (
+        ProcessingProfile("discord_chat"),
+        ProcessingProfile("sms_message", thread_by_participants=True),
+        ProcessingProfile(
+            "email_thread", strip_quotes=True, strip_signature=True, cc_as_mentioned=True
+        ),
+        ProcessingProfile("phone_call", structure="turns", action_items=True),
+        ProcessingProfile("incident_report", structure="sections"),
+        ProcessingProfile("shift_note", structure="sections"),
+        ProcessingProfile("resource_doc", structure="sections", split_sections=True),
+        ProcessingProfile("irc_chat"),
+    )
+}
+_FIELDS = {f.name: f for f in dataclasses.fields(ProcessingProfile) if f.name != "name"}
+
+
+def profiles_with(overrides: Mapping[str, Mapping[str, Any]], *, key: str) -> dict[str, Any]:
+    """The profile table with a collection's ``processing`` overrides applied.
+
+    Raises:
+        ConfigError: an unknown source or field, or a value of the wrong type; the message
+            names ``<key>.<source>.<field>``.
+    """
+    table: dict[str, ProcessingProfile] = dict(PROFILES)
+    for source, fields in overrides.items():
+        where = f"{key}.{source}"
+        if source not in table:
+            raise ConfigError(f"{where}: unknown source (known: {', '.join(PROFILES)})")
+        if not isinstance(fields, Mapping):
+            raise ConfigError(f"{where}: must be a mapping of profile fields")
+        changes: dict[str, Any] = {}
+        for name, value in fields.items():
+            if name not in _FIELDS:
+                raise ConfigError(f"{where}.{name}: unknown field (known: {', '.join(_FIELDS)})")
+            if name == "structure":
+                if value not in STRUCTURES:
+                    raise ConfigError(f"{where}.structure: must be one of {', '.join(STRUCTURES)}")
+            elif not isinstance(value, bool):
+                raise ConfigError(f"{where}.{name}: must be true or false (got {value!r})")
+            changes[name] = value
+        table[source] = dataclasses.replace(table[source], **changes)
+    return table
+
+
+# -- cleaning ---------------------------------------------------------------------------------
+
+_QUOTE_HEADER = re.compile(
+    r"^\s*(?:On .{1,200} wrote:|-{2,}\s*Original Message\s*-{2,}|-{2,}\s*Forwarded message\s*-{2,})\s*$",
+    re.IGNORECASE,
+)
+_SIGN_OFF = re.compile(
+    r"^\s*(?:regards|kind regards|best regards|warm regards|many thanks|thanks|thank you|"
+    r"cheers|best|sincerely|yours sincerely|sent from my \w+.*)[,.!]?\s*$",
+    re.IGNORECASE,
+)
+_SIGNATURE_LINES = 6  # a sign-off this close to the end starts the signature
+
+
+def strip_quotes(text: str) -> str:
+    """``text`` without quoted replies: lines starting with ``>``, and everything from an
+    ``On ... wrote:`` or ``Original Message`` header down."""
+    kept: list[str] = []
+    for line in text.splitlines():
+        if _QUOTE_HEADER.match(line):
+            break
+        if not line.lstrip().startswith(">"):
+            kept.append(line)
+    return "\n".join(kept).strip()
+
+
+def strip_signature(text: str) -> str:
+    """``text`` without a signature: from a ``--`` line, or from a sign-off (``Regards,``) in
+    the last few lines, down."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip() in ("--", "-- ", "__"):
+            return "\n".join(lines[:i]).strip()
+    for i in range(max(0, len(lines) - _SIGNATURE_LINES), len(lines)):
+        if i > 0 and _SIGN_OFF.match(lines[i]):
+            return "\n".join(lines[:i]).strip()
+    return text.strip()
+
+
+# -- structure --------------------------------------------------------------------------------
+
+_SPEAKER = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*(?:\[[^\]]*\])?\s*:\s+(\S.*)$")
+_ACTION = re.compile(
+    r"^\s*(?:[-*]\s*)?(?:action(?: item)?s?|todo|to do|follow[- ]up)\s*[:\-]\s*(\S.*)$", re.I
+)
+_PROMISE = re.compile(r"\b(?:I'll|I will|we'll|we will|I'm going to)\b[^.?!]*[.?!]?", re.I)
+_HEADER = (
+    re.compile(r"^\s*#{1,6}\s+(\S.*?)\s*#*\s*$"),  # markdown
+    re.compile(r"^\s*([A-Z][A-Za-z0-9 /&'()\-]{0,50}):\s*$"),  # "Background:" alone
+    re.compile(r"^\s*([A-Z][A-Z0-9 /&'()\-]{2,50})\s*$"),  # "WHAT HAPPENED"
+)
+
+
+def speaker_turns(
+    text: str, *, default_speaker: str, skip_actions: bool = False
+) -> list[dict[str, str]]:
+    """Turns of a transcript: ``Name: words`` starts a turn, other lines continue it; text
+    before any speaker is ``default_speaker``'s. With ``skip_actions``, ``Action: ...`` lines
+    are left out (they are the unit's action items)."""
+    turns: list[dict[str, str]] = []
+    for line in text.splitlines():
+        action = _ACTION.match(line) is not None
+        if not line.strip() or (action and skip_actions):
+            continue
+        m = _SPEAKER.match(line)
+        if m is not None and not action:
+            turns.append({"speaker": m[1].strip(), "text": m[2].strip()})
+        elif turns:
+            turns[-1]["text"] = f"{turns[-1]['text']} {line.strip()}"
+        else:
+            turns.append({"speaker": default_speaker, "text": line.strip()})
+    return turns
+
+
+def action_items(text: str) -> list[str]:
+    """Action items: ``Action: ...``/``TODO: ...`` lines, and promises (``I'll call her``)."""
+    items: list[str] = []
+    for line in text.splitlines():
+        m = _ACTION.match(line)
+        if m is not None:
+            items.append(m[1].strip())
+            continue
+        items.extend(p.group(0).strip() for p in _PROMISE.finditer(line))
+    return items
+
+
+def sections(text: str) -> list[dict[str, str]]:
+    """Headed parts of a report: a markdown heading, a ``Label:`` line or an upper-case line
+    starts a part; text before the first heading is a part with an empty heading."""
+    parts: list[dict[str, str]] = []
+    for line in text.splitlines():
+        heading = next((m[1] for p in _HEADER if (m := p.match(line)) is not None), None)
+        if heading is not None:
+            parts.append({"heading": heading.strip(), "text": ""})
+        elif line.strip():
+            if not parts:
+                parts.append({"heading": "", "text": ""})
+            joined = f"{parts[-1]['text']}\n{line.strip()}" if parts[-1]["text"] else line.strip()
+            parts[-1]["text"] = joined
+    return parts

@@ -1,0 +1,446 @@
+"""The ``messages`` kind: message streams whose units are later grouped into conversations,
+Q&A pairs and incident contexts (DESIGN §3, §10b).
+
+Two layouts, chosen by the collection's ``format``:
+
+- ``jsonl`` (the default): ``*.jsonl`` files under the root, one record a line with ``id``,
+  ``source``, ``channel`` (or ``thread``), ``author``, ``recipients``, ``cc``, ``timestamp``
+  (ISO 8601 with offset), ``location``, ``text`` and optional ``reply_to``, ``subject``,
+  ``title``, ``version``, ``acl``, ``tier``, ``tenant``. Each record is a document of its own
+  (``doc_id`` its ``id``), so a bad record is quarantined with its file and line while the rest
+  of the file is indexed. A record may narrow the collection's ACL groups, never widen them.
+  Each source is cleaned and cut by its processing profile (:mod:`message_profiles`).
+- ``irc``: the irc-disentanglement logs (:mod:`message_irc`), one unit per line.
+
+Every block's ``metadata`` holds what grouping reads: ``unit_id``, ``author``, ``recipients``,
+``cc``, ``mentions``, ``channel``, ``timestamp``, ``location``, ``reply_to``; see
+:func:`message_of`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from corpus_index.errors import ConfigError, LimitExceededError, ParseError
+from corpus_index.kinds import message_irc, message_profiles
+from corpus_index.kinds.base import (
+    CollectionKind,
+    KindDefaults,
+    json_depth,
+    list_files,
+    narrowed_scope,
+    new_block,
+    prose,
+    read_file,
+    unreadable,
+)
+from corpus_index.kinds.message_profiles import PROFILES, ProcessingProfile, profiles_with
+from corpus_index.linked.messages import Message
+from corpus_index.records import Block, SourceDoc
+
+if TYPE_CHECKING:
+    from corpus_index.collection import CollectionConfig
+
+SUFFIX = ".jsonl"
+_OPTIONAL_TEXT = ("location", "reply_to", "subject", "title", "version")
+
+
+# -- reading: one document per record ---------------------------------------------------------
+
+
+def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
+    """One document per non-blank line of every ``*.jsonl`` file, in path then line order.
+
+    A file that may not or cannot be read is one unreadable document named by its path; a
+    record without a readable ``id`` is named ``<file>:<line>``, and one that repeats an id
+    already read is named ``<id>@<file>:<line>``: both are quarantined by parsing.
+    """
+    seen: dict[str, str] = {}
+    for rel, path in list_files(collection.path, SUFFIX):
+        try:
+            raw, stat = read_file(collection, path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ParseError) as exc:
+            yield unreadable(f"{rel}{SUFFIX}", path, exc)
+            continue
+        for n, line in enumerate(raw.split(b"\n"), start=1):
+            line = line.rstrip(b"\r")
+            if not line.strip():
+                continue
+            where = f"{rel}{SUFFIX}:{n}"
+            doc_id, error = _record_id(line), None
+            if doc_id is None:
+                doc_id = where
+            elif doc_id in seen:
+                doc_id, error = f"{doc_id}@{where}", f"{path}:{n}: id repeats {seen[doc_id]}"
+            else:
+                seen[doc_id] = where
+            yield SourceDoc(
+                doc_id=doc_id,
+                path=path,
+                raw=b"" if error else line,
+                size=len(line),
+                mtime=stat.st_mtime,
+                line=n,
+                error=error and f"{error}; ids are unique in a collection",
+            )
+
+
+def _record_id(line: bytes) -> str | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    rid = record.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, str | int) or not str(rid).strip():
+        return None
+    return str(rid)
+
+
+# -- parsing a record -------------------------------------------------------------------------
+
+
+def parse_record(
+    collection: CollectionConfig,
+    doc: SourceDoc,
+    version: str,
+    profiles: Mapping[str, ProcessingProfile],
+) -> list[Block]:
+    """The block(s) of one record, cleaned and structured by its source's profile.
+
+    Raises:
+        ParseError: the record is malformed, names an unknown source, lacks a field, or would
+            widen the collection's scope; the message names the file and line.
+        LimitExceededError: it nests deeper than ``limits.max_nesting_depth``.
+    """
+    line = doc.line or 1
+    record = _load(doc, collection, line)
+    source = record.get("source")
+    if not isinstance(source, str) or source not in profiles or source == message_irc.CHAT:
+        known = ", ".join(s for s in profiles if s != message_irc.CHAT)
+        raise ParseError(doc.path, f"'source' must be one of {known} (got {source!r})", line=line)
+    profile = profiles[source]
+    fields = _fields(doc.path, record, line, profile)
+    groups, tier = narrowed_scope(
+        doc.path,
+        collection,
+        record,
+        MESSAGES.default_tier(collection, source),
+        line=line,
+        what="record",
+    )
+    metadata = _metadata(fields, profile, source, str(record["id"]))
+    event_date = fields["when"].date().isoformat()
+    blocks = []
+    for key, content in _contents(fields, profile):
+        blocks.append(
+            new_block(
+                MESSAGES,
+                collection,
+                doc,
+                version,
+                source_type=source,
+                section=source,
+                block_key=key,
+                content=content,
+                line=line,
+                acl_groups=groups,
+                tier=tier,
+                event_date=event_date,
+                metadata=metadata,
+            )
+        )
+    return blocks
+
+
+def _load(doc: SourceDoc, collection: CollectionConfig, line: int) -> dict[str, Any]:
+    depth = collection.limits.max_nesting_depth
+    try:
+        record = json.loads(doc.raw)
+    except ValueError as exc:
+        raise ParseError(doc.path, f"not valid JSON: {exc}", line=line) from None
+    except RecursionError:  # nested deeper than Python parses: over any depth limit
+        record = None
+    if record is None or json_depth(record) > depth:
+        raise LimitExceededError(
+            doc.path, f"record nested deeper than limits.max_nesting_depth = {depth}", line=line
+        )
+    if not isinstance(record, dict):
+        raise ParseError(doc.path, "a record must be a JSON object", line=line)
+    return record
+
+
+def _fields(
+    path: str, record: dict[str, Any], line: int, profile: ProcessingProfile
+) -> dict[str, Any]:
+    """The record's fields, checked: strings where strings belong, lists of names, a time."""
+
+    def text(name: str, *, required: bool) -> str:
+        value = record.get(name)
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str) or (required and not value.strip()):
+            raise ParseError(path, f"'{name}' must be a non-empty string", line=line)
+        return value
+
+    def names(name: str) -> list[str]:
+        value = record.get(name) or []
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ParseError(path, f"'{name}' must be a list of names", line=line)
+        return [v.strip() for v in value if v.strip()]
+
+    stamp = text("timestamp", required=True)
+    try:
+        when = dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        raise ParseError(path, f"'timestamp' is not ISO 8601: {stamp!r}", line=line) from None
+    if when.utcoffset() is None:
+        raise ParseError(path, f"'timestamp' {stamp!r} lacks a UTC offset (+10:00, Z)", line=line)
+    body = record.get("text")
+    if not isinstance(body, str):
+        raise ParseError(path, "'text' must be a string", line=line)
+    fields: dict[str, Any] = {name: text(name, required=False) for name in _OPTIONAL_TEXT}
+    fields.update(
+        author=text("author", required=True),
+        recipients=names("recipients"),
+        cc=names("cc"),
+        when=when,
+        text=_cleaned(body, profile),
+        channel=text("channel", required=False) or text("thread", required=False),
+    )
+    if not fields["channel"]:
+        fields["channel"] = _thread(fields, profile)
+        if not fields["channel"]:
+            raise ParseError(path, "record lacks 'channel' (or 'thread')", line=line)
+    return fields
+
+
+def _cleaned(text: str, profile: ProcessingProfile) -> str:
+    if profile.strip_quotes:
+        text = message_profiles.strip_quotes(text)
+    if profile.strip_signature:
+        text = message_profiles.strip_signature(text)
+    return text.strip()
+
+
+def _thread(fields: dict[str, Any], profile: ProcessingProfile) -> str:
+    """A channel for a record that names none: its set of people (SMS), or its subject
+    without ``Re:``/``Fwd:`` (e-mail)."""
+    if profile.thread_by_participants:
+        people = sorted({p.lower() for p in [fields["author"], *fields["recipients"]]})
+        return "people:" + ",".join(people)
+    subject = str(fields["subject"]).strip()
+    while subject[:3].lower() in ("re:", "fw:") or subject[:4].lower() == "fwd:":
+        subject = subject.split(":", 1)[1].strip()
+    return f"subject:{subject.lower()}" if subject else ""
+
+
+def _metadata(
+    fields: dict[str, Any], profile: ProcessingProfile, source: str, unit_id: str
+) -> dict[str, Any]:
+    mentions = list(fields["cc"]) if profile.cc_as_mentioned else []
+    meta: dict[str, Any] = {
+        "unit_id": unit_id,
+        "source": source,
+        "processing_profile": profile.name,
+        "author": fields["author"],
+        "recipients": fields["recipients"],
+        "cc": fields["cc"],
+        "mentions": mentions,
+        "channel": fields["channel"],
+        "timestamp": fields["when"].isoformat(),
+        "location": fields["location"],
+        "contains_question": "?" in fields["text"],
+    }
+    meta.update({k: fields[k] for k in ("reply_to", "subject", "title", "version") if fields[k]})
+    return meta
+
+
+def _contents(
+    fields: dict[str, Any], profile: ProcessingProfile
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(block_key, content)`` of the record's unit(s) under its profile's structure."""
+    head = {k: fields[k] for k in ("author", "location", "subject", "title") if fields[k]}
+    body = fields["text"]
+    if profile.structure == "turns":
+        turns = message_profiles.speaker_turns(
+            body, default_speaker=fields["author"], skip_actions=profile.action_items
+        )
+        content: dict[str, Any] = {**head, "turns": turns}
+        if profile.action_items:
+            content["action_items"] = message_profiles.action_items(body)
+        return [("message/0", content)]
+    if profile.structure == "sections":
+        parts = message_profiles.sections(body)
+        if profile.split_sections and len(parts) > 1:
+            extra = {"version": fields["version"]} if fields["version"] else {}
+            return [(f"section/{i}", {**head, **extra, **part}) for i, part in enumerate(parts)]
+        return [("message/0", {**head, "sections": parts})]
+    return [("message/0", {**head, "text": body})]
+
+
+# -- the kind ---------------------------------------------------------------------------------
+
+
+def message_of(block: Block) -> Message:
+    """The grouping's view of a unit: who wrote it, where, when, to whom, and its words."""
+    meta = block.metadata
+    content = block.content
+    if "text" in content:
+        words = str(content["text"])
+    elif "turns" in content:
+        words = " ".join(f"{t['speaker']}: {t['text']}" for t in content["turns"])
+    else:
+        parts = content.get("sections") or [content]
+        words = " ".join(f"{p.get('heading', '')} {p.get('text', '')}".strip() for p in parts)
+    people = [*meta.get("recipients", []), *meta.get("mentions", [])]
+    return Message(
+        unit_id=str(meta.get("unit_id", block.doc_id)),
+        channel=str(meta.get("channel", "")),
+        author=str(meta.get("author", "")),
+        text=words,
+        timestamp=dt.datetime.fromisoformat(str(meta["timestamp"])).timestamp(),
+        reply_to=meta.get("reply_to"),
+        mentions=tuple(dict.fromkeys(people)),
+        system=bool(meta.get("system", False)),
+        source=str(meta.get("source", "")),
+        location=str(meta.get("location") or ""),
+        title=str(meta.get("subject") or meta.get("title") or ""),
+    )
+
+
+class JsonlLayout:
+    """The ``jsonl`` layout: many records per file, each a document (see :func:`read_records`)."""
+
+    suffix = SUFFIX
+
+    def list_documents(self, collection: CollectionConfig) -> None:
+        """None: records share files, so the collection is read whole."""
+        return None
+
+    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
+        """See :func:`read_records`."""
+        return read_records(collection)
+
+    def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
+        """Refused: a record is found by reading its file (:meth:`load_documents`).
+
+        Raises:
+            ConfigError: always.
+        """
+        raise ConfigError(f"{path}: a message record {doc_id!r} has no file of its own")
+
+    def load_documents(
+        self, collection: CollectionConfig, paths: Mapping[str, str]
+    ) -> Iterator[SourceDoc]:
+        """The named records in doc_id order; the files are read again, one at a time, and
+        only the wanted records are kept."""
+        found = {doc.doc_id: doc for doc in read_records(collection) if doc.doc_id in paths}
+        return iter([found[d] for d in sorted(found)])
+
+    def parse(
+        self, kind: CollectionKind, collection: CollectionConfig, doc: SourceDoc, version: str
+    ) -> list[Block]:
+        """See :func:`parse_record`, under the collection's processing profiles."""
+        table = profiles_with(collection.processing, key=f"collections.{collection.name}")
+        return parse_record(collection, doc, version, table)
+
+
+LAYOUTS: dict[str, JsonlLayout | message_irc.IrcLayout] = {
+    "jsonl": JsonlLayout(),
+    "irc": message_irc.IrcLayout(),
+}
+
+
+def layout_of(collection: CollectionConfig) -> JsonlLayout | message_irc.IrcLayout:
+    """The reader of the collection's ``format`` (``jsonl`` unless it says ``irc``).
+
+    Raises:
+        ConfigError: an unknown format.
+    """
+    layout = LAYOUTS.get(collection.format or "jsonl")
+    if layout is None:
+        raise ConfigError(
+            f"collections.{collection.name}.format: must be one of {', '.join(LAYOUTS)} "
+            f"(got {collection.format!r})"
+        )
+    return layout
+
+
+class Messages(KindDefaults):
+    """Message streams (``jsonl``) or irc logs (``irc``): every message a unit, grouped later
+    (``grouped``); irc system lines are kept as units but never embedded. Reading and parsing
+    go to the collection's layout."""
+
+    name = "messages"
+    source_types = (*PROFILES, message_irc.SYSTEM)
+    grouped = True
+
+    def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]] | None:
+        """irc: one document per log, listed without reading; jsonl: None (read whole)."""
+        return layout_of(collection).list_documents(collection)
+
+    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
+        """Every document: a record per line (jsonl), or a log per file (irc)."""
+        return layout_of(collection).read_documents(collection)
+
+    def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
+        """One irc log, read now (a jsonl record has no file of its own: ConfigError)."""
+        return layout_of(collection).load_document(collection, doc_id, path)
+
+    def load_documents(
+        self, collection: CollectionConfig, paths: Mapping[str, str]
+    ) -> Iterator[SourceDoc]:
+        """The named documents in doc_id order."""
+        return layout_of(collection).load_documents(collection, paths)
+
+    def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:
+        """The ``*.jsonl`` files (or irc logs), named by their path below the root."""
+        suffix = layout_of(collection).suffix
+        return [(rel + suffix, path) for rel, path in list_files(collection.path, suffix)]
+
+    def parse(self, collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
+        """A record's block(s) (jsonl), or a log's line blocks (irc)."""
+        return layout_of(collection).parse(self, collection, doc, version)
+
+    def granularity(self, section: str, sections: Mapping[str, str]) -> str | None:
+        """Every message is one unit; irc system lines (joins, quits) are not embedded."""
+        return None if section == message_irc.SYSTEM else "block"
+
+    def excerpt(self, text: str, *, section: str) -> str:
+        """``author (location): what they wrote``, from the stored canonical input."""
+        head: dict[str, str] = {}
+        rest = []
+        for line in text.split("\n"):
+            key, sep, value = line.partition(": ")
+            if sep and key in ("author", "location") and key not in head:
+                head[key] = value.strip()
+            else:
+                rest.append(line)
+        said = prose("\n".join(rest), section=section)
+        who = head.get("author", "")
+        if head.get("location"):
+            who = f"{who} ({head['location']})" if who else head["location"]
+        return f"{who}: {said}" if who else said
+
+    def check_options(self, collection: CollectionConfig, *, key: str) -> None:
+        """``format`` is ``jsonl`` or ``irc``; ``processing`` overrides profile fields.
+
+        Raises:
+            ConfigError: an unknown format, source or field, or a value of the wrong type.
+        """
+        if collection.format and collection.format not in LAYOUTS:
+            raise ConfigError(
+                f"{key}.format: must be one of {', '.join(LAYOUTS)} (got {collection.format!r})"
+            )
+        profiles_with(collection.processing, key=f"{key}.processing")
+
+
+MESSAGES = Messages()

@@ -1,0 +1,69 @@
+"""Conversations as the irc-disentanglement gold files write them: one a line,
+``<stem>:<index> <index> ...`` (every message of a conversation lies in one log)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from corpus_index.errors import ParseError
+
+
+def split_id(unit_id: str) -> tuple[str, int]:
+    """``(stem, index)`` of a unit id ``<stem>:<index>``.
+
+    Raises:
+        ValueError: the id has no ``:<index>`` ending.
+    """
+    stem, sep, index = unit_id.rpartition(":")
+    if not sep or not stem or not index.isdigit():
+        raise ValueError(f"unit id {unit_id!r} is not <file stem>:<line index>")
+    return stem, int(index)
+
+
+def parse_clusters(text: str, *, path: str = "<clusters>") -> list[list[str]]:
+    """The conversations of a clusters file, each a list of unit ids in file order.
+
+    Raises:
+        ParseError: a line is not ``<stem>:<index> <index> ...``; the message names the line.
+    """
+    clusters: list[list[str]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        stem, sep, first = parts[0].rpartition(":")
+        indices = [first, *parts[1:]]
+        if not sep or not stem or not all(i.isdigit() for i in indices):
+            raise ParseError(path, "expected '<stem>:<index> <index> ...'", line=n)
+        clusters.append([f"{stem}:{int(i)}" for i in indices])
+    return clusters
+
+
+def read_clusters(path: Path | str) -> list[list[str]]:
+    """:func:`parse_clusters` of a file."""
+    return parse_clusters(Path(path).read_text(encoding="utf-8"), path=str(path))
+
+
+def format_clusters(clusters: Iterable[Iterable[str]]) -> str:
+    """Conversations in the gold format, one a line, ordered by log and first index; indices
+    ascend within a line.
+
+    Raises:
+        ValueError: a conversation is empty or spans two logs.
+    """
+    rows: list[tuple[str, list[int]]] = []
+    for cluster in clusters:
+        members = [split_id(u) for u in cluster]
+        stems = {stem for stem, _ in members}
+        if len(stems) != 1:
+            what = "is empty" if not stems else f"spans logs {', '.join(sorted(stems))}"
+            raise ValueError(f"a conversation {what}; each lies in one log")
+        rows.append((stems.pop(), sorted(i for _, i in members)))
+    rows.sort()
+    return "".join(f"{stem}:{' '.join(map(str, idx))}\n" for stem, idx in rows)
+
+
+def write_clusters(path: Path | str, clusters: Iterable[Iterable[str]]) -> None:
+    """Write :func:`format_clusters` to ``path``."""
+    Path(path).write_text(format_clusters(clusters), encoding="utf-8")

@@ -1,0 +1,134 @@
+"""Conversation disentanglement: per channel, each message joins the conversation it most
+likely continues, or starts a new one (seed "Linked Context" §5.1).
+
+A message continues the conversation of the earlier message it is most likely a reply to: the
+one it explicitly answers (``reply_to``), or, failing that, the best of "a new conversation"
+and its predecessors in the window under a :class:`~corpus_index.linked.model.LinkModel`,
+which weighs mentions of a participant, the same author going on, the time and the messages
+since that message, the time since the last message of *that message's conversation* (as
+decided so far, message by message), whether its author has moved on, and topic similarity.
+System messages (joins and quits) are conversations of their own.
+
+:func:`five_minute_rule` is the channel-wide baseline: a message less than five minutes after
+the channel's previous one belongs to the same conversation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from corpus_index.linked.features import ChannelFeatures, channel_features
+from corpus_index.linked.messages import Message
+from corpus_index.linked.model import LinkModel
+from corpus_index.linked.state import ConversationState
+from corpus_index.linked.topic import Embed
+
+BLOCK = 2048  # messages whose pair features are held at once (about 12 MiB with a window of 50)
+
+
+def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
+    """Messages per channel, each channel in time order (ties keep the input order)."""
+    channels: dict[str, list[Message]] = defaultdict(list)
+    for m in messages:
+        channels[m.channel].append(m)
+    return {c: sorted(ms, key=lambda m: m.timestamp) for c, ms in channels.items()}
+
+
+def link_parents(
+    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+) -> list[int]:
+    """For one channel's messages in order, the index of the message each continues from, or
+    its own index when it starts a conversation.
+
+    Args:
+        model: the link weights (default: the ones shipped, see :meth:`LinkModel.load`).
+        embed: an embedding function for topic similarity instead of TF-IDF cosine.
+    """
+    model = model or LinkModel.load()
+    if not messages:
+        return []
+    return decode(messages, channel_features(messages, window=model.window, embed=embed), model)
+
+
+def decode(
+    messages: Sequence[Message],
+    features: ChannelFeatures,
+    model: LinkModel,
+    *,
+    pair: np.ndarray | None = None,
+) -> list[int]:
+    """:func:`link_parents` on features computed already. The pair features are computed
+    ``BLOCK`` messages at a time unless ``pair`` holds them all (its conversation columns are
+    then overwritten as the conversations are decided)."""
+    index = {m.unit_id: i for i, m in enumerate(messages)}
+    pair_w = np.asarray(model.pair_weights, dtype=np.float32)
+    own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
+    state = ConversationState(features)
+    parents: list[int] = []
+    for start in range(0, len(messages), BLOCK):
+        stop = min(start + BLOCK, len(messages))
+        rows = pair[start:stop] if pair is not None else features.pair_rows(start, stop)
+        for i in range(start, stop):
+            m = messages[i]
+            target = index.get(m.reply_to or "", -1)
+            if m.system:
+                parent = i
+            elif 0 <= target < i:  # an explicit reply wins, however far back
+                parent = target
+            else:
+                scores = state.fill(i, rows[i - start]) @ pair_w
+                scores = np.where(features.valid[i], scores, -np.inf)
+                best = int(np.argmax(scores))
+                parent = i - best - 1 if scores[best] > own[i] else i
+            state.join(i, parent)
+            parents.append(parent)
+    return parents
+
+
+def components(messages: Sequence[Message], parents: Sequence[int]) -> list[list[str]]:
+    """The conversations the parent links make: each message joins its parent's."""
+    root = list(range(len(parents)))
+    for i, p in enumerate(parents):
+        root[i] = root[p] if p < i else i
+    groups: dict[int, list[str]] = defaultdict(list)
+    for i, m in enumerate(messages):
+        groups[root[i]].append(m.unit_id)
+    return list(groups.values())
+
+
+def group_conversations(
+    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+) -> list[list[str]]:
+    """The conversations of ``messages`` (any channels): lists of unit ids, each in time order.
+
+    See :func:`link_parents` for the arguments.
+    """
+    model = model or LinkModel.load()
+    out: list[list[str]] = []
+    for channel in by_channel(messages).values():
+        out.extend(components(channel, link_parents(channel, model=model, embed=embed)))
+    return out
+
+
+def five_minute_rule(
+    messages: Sequence[Message], *, minutes: float = 5.0, system_alone: bool = False
+) -> list[list[str]]:
+    """The channel-wide baseline: a message less than ``minutes`` after the channel's previous
+    message joins that message's conversation. System lines count as messages like any other,
+    unless ``system_alone``: then each is a conversation of its own and the others skip them."""
+    out: list[list[str]] = []
+    for channel in by_channel(messages).values():
+        parents = []
+        last = -1  # the channel's previous message the rule looks at
+        for i, m in enumerate(channel):
+            if system_alone and m.system:
+                parents.append(i)
+                continue
+            near = last >= 0 and m.timestamp - channel[last].timestamp < minutes * 60
+            parents.append(last if near else i)
+            last = i
+        out.extend(components(channel, parents))
+    return out

@@ -1,0 +1,279 @@
+"""Features of "message i continues from earlier message j" and of "message i starts a new
+conversation", for every message of one channel and its ``window`` predecessors.
+
+They are what a person reads a chat by: whether ``i`` replies to ``j`` explicitly or names its
+author, whether the same author goes on, how far back ``j`` is (in messages and in time),
+whether ``j``'s author has moved on since, and how much the two share in topic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from corpus_index.linked.messages import Message, addressed_word
+from corpus_index.linked.topic import Embed, band_similarity, tokens
+
+PAIR_FEATURES = (
+    "lines_1",
+    "lines_2",
+    "lines_3",
+    "lines_4_5",
+    "lines_6_10",
+    "lines_11_20",
+    "lines_21_up",
+    "log_lines",
+    "gap_under_1m",
+    "gap_1m",
+    "gap_2_3m",
+    "gap_4_7m",
+    "gap_8m_up",
+    "log_gap_minutes",
+    "i_addresses_j_author",
+    "i_mentions_j_author",
+    "j_addresses_i_author",
+    "same_author",
+    "i_addresses_other",
+    "j_addresses_other",
+    "j_author_silent_since",
+    "i_author_spoke_since",
+    "topic_similarity",
+    "j_is_question",
+    "explicit_reply",
+    "i_addresses_j_author_silent_since",
+    "j_addresses_i_and_i_addresses_none",
+    # of j's conversation as decided so far (filled in by state.ConversationState, in order)
+    "conversation_log_gap_minutes",
+    "j_is_conversation_latest",
+    "i_author_in_conversation",
+    "conversation_log_size",
+)
+CONVERSATION_COLUMNS = slice(27, 31)
+SELF_FEATURES = (
+    "bias",
+    "is_question",
+    "addresses_someone",
+    "mentions_someone",
+    "log_gap_channel_minutes",
+    "log_gap_author_minutes",
+    "author_first_message",
+    "greeting",
+    "asks_anyone",
+    "log_tokens",
+    "best_topic_similarity",
+)
+_GREETING = frozenset({"hi", "hello", "hey", "hiya", "yo", "howdy", "morning", "evening"})
+_ANYONE = frozenset({"anyone", "anybody", "somebody", "someone", "everyone", "guys", "all"})
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelFeatures:
+    """Features of one channel's messages, in the channel's order.
+
+    The new-conversation features and which candidates are possible are held for every
+    message; the pair features (``[rows, window, len(PAIR_FEATURES)]``, the bulk) are computed
+    for a range of messages at a time by :meth:`pair_rows`, so a long channel is decided in
+    blocks without ever holding all of them.
+    """
+
+    window: int
+    self_: np.ndarray  # float32 [n, len(SELF_FEATURES)]: i starts a conversation
+    valid: np.ndarray  # bool [n, window]: i - k - 1 exists, and neither message is a system one
+    author: np.ndarray  # int64 [n]: the author's id in the channel, -1 for system messages
+    times: np.ndarray  # float64 [n]: seconds
+    addressee: np.ndarray  # int64 [n]: the id of the author a message starts with, or -1
+    mentioned: tuple[frozenset[int], ...]  # ids of the authors each message names
+    prev_same: np.ndarray  # int64 [n]: the author's previous message, -1 if none
+    next_same: np.ndarray  # int64 [n]: the author's next message, n if none
+    reply: np.ndarray  # int64 [n]: the message it explicitly replies to, -1 if none
+    question: np.ndarray  # bool [n]
+    topic: np.ndarray  # float32 [n, window]: similarity to the message k back
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def pair_rows(self, start: int, stop: int) -> np.ndarray:
+        """Pair features of messages ``start`` to ``stop`` (excluded): ``[i - start, k - 1]``
+        describes "message i continues from message i - k"; the conversation columns are 0
+        (a :class:`~corpus_index.linked.state.ConversationState` fills them)."""
+        idx = np.arange(start, stop)
+        pair = np.zeros((len(idx), self.window, len(PAIR_FEATURES)), dtype=np.float32)
+        author, addressee = self.author[idx], self.addressee[idx]
+        times = self.times[idx]
+        for k in range(1, self.window + 1):
+            j = idx - k
+            jj = np.where(j >= 0, j, 0)
+            f = pair[:, k - 1]
+            f[:, _bucket_lines(k)] = 1.0
+            f[:, 7] = math.log1p(k)
+            gap = np.maximum(times - self.times[jj], 0.0) / 60.0
+            f[:, 8] = gap < 1
+            f[:, 9] = (gap >= 1) & (gap < 2)
+            f[:, 10] = (gap >= 2) & (gap < 4)
+            f[:, 11] = (gap >= 4) & (gap < 8)
+            f[:, 12] = gap >= 8
+            f[:, 13] = np.log1p(gap)
+            aj = self.author[jj]
+            f[:, 14] = (addressee >= 0) & (addressee == aj)
+            f[:, 15] = [aj[r] in self.mentioned[i] for r, i in enumerate(idx)]
+            f[:, 16] = (self.addressee[jj] >= 0) & (self.addressee[jj] == author)
+            f[:, 17] = (author >= 0) & (author == aj)
+            f[:, 18] = (addressee >= 0) & (addressee != aj)
+            f[:, 19] = (self.addressee[jj] >= 0) & (self.addressee[jj] != author)
+            f[:, 20] = self.next_same[jj] >= idx
+            f[:, 21] = self.prev_same[idx] > jj
+            f[:, 22] = self.topic[idx, k - 1]
+            f[:, 23] = self.question[jj]
+            f[:, 24] = self.reply[idx] == j
+            f[:, 25] = f[:, 14] * f[:, 20]
+            f[:, 26] = f[:, 16] * (addressee < 0)
+            f[~self.valid[idx, k - 1]] = 0.0
+        return pair
+
+
+class _Names:
+    """Authors of a channel under the forms a message may name them by (whole, first word)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.forms: dict[str, int] = {}
+
+    def id_of(self, name: str) -> int:
+        key = name.strip().lower()
+        if key not in self.ids:
+            self.ids[key] = len(self.ids)
+        return self.ids[key]
+
+    def seen(self, name: str) -> int:
+        """Record that ``name`` has written in the channel; its id."""
+        author = self.id_of(name)
+        key = name.strip().lower()
+        if key:
+            self.forms.setdefault(key, author)
+            first = key.split()[0]
+            if first != key and len(first) > 1:
+                self.forms.setdefault(first, author)
+        return author
+
+
+def _addressee(text: str, names: _Names) -> int:
+    return names.forms.get(addressed_word(text), -1)
+
+
+def channel_features(
+    messages: Sequence[Message], *, window: int, embed: Embed | None = None
+) -> ChannelFeatures:
+    """Features of ``messages`` (one channel, in order) against their ``window`` predecessors.
+
+    An author is named when a message starts with their name (``nick: ...``, the irc way of
+    addressing someone) or has them among its ``mentions``; only people who have written in
+    the channel before count, so a common word is rarely taken for a name.
+    """
+    n = len(messages)
+    names = _Names()
+    author = np.empty(n, dtype=np.int64)
+    addressee = np.full(n, -1, dtype=np.int64)
+    mentioned: list[frozenset[int]] = []
+    for i, m in enumerate(messages):
+        addressee[i] = -1 if m.system else _addressee(m.text, names)
+        said = {names.forms[t] for t in tokens(m.text) if t in names.forms}
+        said.update(names.id_of(x) for x in m.mentions)
+        if addressee[i] >= 0:
+            said.add(int(addressee[i]))
+        mentioned.append(frozenset(said))
+        author[i] = -1 if m.system or not m.author else names.seen(m.author)
+    system = np.array([m.system for m in messages], dtype=bool)
+    times = np.array([m.timestamp for m in messages], dtype=np.float64)
+    prev_same, next_same = _neighbours(author)
+    unit_index = {m.unit_id: i for i, m in enumerate(messages)}
+    reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
+    topic = band_similarity([m.text for m in messages], window, embed=embed)
+
+    valid = np.zeros((n, window), dtype=bool)
+    idx = np.arange(n)
+    for k in range(1, window + 1):
+        j = idx - k
+        ok = (j >= 0) & ~system
+        ok[ok] &= ~system[j[ok]]
+        valid[:, k - 1] = ok
+    return ChannelFeatures(
+        window=window,
+        self_=_self_features(
+            messages, author, addressee, mentioned, times, prev_same, topic, valid
+        ),
+        valid=valid,
+        author=author,
+        times=times,
+        addressee=addressee,
+        mentioned=tuple(mentioned),
+        prev_same=prev_same,
+        next_same=next_same,
+        reply=reply,
+        question=np.array(["?" in m.text for m in messages], dtype=bool),
+        topic=topic,
+    )
+
+
+def _bucket_lines(k: int) -> int:
+    if k <= 3:
+        return k - 1
+    if k <= 5:
+        return 3
+    if k <= 10:
+        return 4
+    return 5 if k <= 20 else 6
+
+
+def _neighbours(author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each message, the index of its author's previous message (-1 if none) and next
+    one (n if none); system messages (author -1) have neither."""
+    n = len(author)
+    prev = np.full(n, -1, dtype=np.int64)
+    nxt = np.full(n, n, dtype=np.int64)
+    last: dict[int, int] = {}
+    for i, a in enumerate(author.tolist()):
+        if a < 0:
+            continue
+        if a in last:
+            prev[i] = last[a]
+            nxt[last[a]] = i
+        last[a] = i
+    return prev, nxt
+
+
+def _self_features(
+    messages: Sequence[Message],
+    author: np.ndarray,
+    addressee: np.ndarray,
+    mentioned: list[frozenset[int]],
+    times: np.ndarray,
+    prev_same: np.ndarray,
+    topic: np.ndarray,
+    valid: np.ndarray,
+) -> np.ndarray:
+    n = len(messages)
+    out = np.zeros((n, len(SELF_FEATURES)), dtype=np.float32)
+    chat_before = -1
+    for i, m in enumerate(messages):
+        words = tokens(m.text)
+        gap_channel = (times[i] - times[chat_before]) / 60.0 if chat_before >= 0 else 60.0
+        gap_author = (times[i] - times[prev_same[i]]) / 60.0 if prev_same[i] >= 0 else 60.0
+        out[i] = (
+            1.0,
+            "?" in m.text,
+            addressee[i] >= 0,
+            bool(mentioned[i] - {author[i]}),
+            math.log1p(max(gap_channel, 0.0)),
+            math.log1p(min(max(gap_author, 0.0), 60.0)),
+            prev_same[i] < 0,
+            bool(words) and words[0] in _GREETING,
+            any(w in _ANYONE for w in words),
+            math.log1p(len(words)),
+            float(topic[i][valid[i]].max()) if valid[i].any() else 0.0,
+        )
+        if not m.system:
+            chat_before = i
+    return out

@@ -1,0 +1,41 @@
+"""The message record conversation grouping reads: who wrote what, where, when, to whom."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One unit of a channel, as grouping sees it.
+
+    ``timestamp`` is seconds since the epoch (UTC). ``mentions`` are people the message names
+    or is sent to (recipients, CC'd people, an irc nick it addresses); ``reply_to`` is the unit
+    it explicitly answers, when its source says so. A ``system`` message (an irc join or quit)
+    is never part of a conversation. ``source``, ``location`` and ``title`` are what the other
+    groupings (questions and answers, incidents, days at a place) read.
+    """
+
+    unit_id: str
+    channel: str
+    author: str
+    text: str
+    timestamp: float
+    reply_to: str | None = None
+    mentions: tuple[str, ...] = ()
+    system: bool = False
+    source: str = ""  # discord_chat, sms_message, email_thread, incident_report, shift_note, ...
+    location: str = ""
+    title: str = ""  # a subject or title line, where the source has one
+
+
+_ADDRESS_END = re.compile(r"[:,;>!]+$")
+
+
+def addressed_word(text: str) -> str:
+    """The lower-cased first word of ``text`` without the punctuation that follows a name
+    someone is addressed by (``bob:``, ``alice,``); a person is addressed when it is their
+    name. Empty for an empty text."""
+    first = text.split(maxsplit=1)
+    return _ADDRESS_END.sub("", first[0].lower()) if first else ""

@@ -1,0 +1,500 @@
+"""The per-tenant identity registry and identity mentions, on the messages sample's people."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corpus_index.errors import ConfigError, IdentityError
+from corpus_index.identities import (
+    Identity,
+    IdentityRegistry,
+    identities_table,
+    identity_id,
+    load_people,
+)
+from corpus_index.identity_forms import normalize_name, normalize_phone
+from corpus_index.identity_mentions import MENTION_SCHEMA, ROLES, extract_mentions, mentions_table
+from corpus_index.identity_merges import apply_merges, load_merges, merge_identities
+from corpus_index.identity_sightings import SIGHTING_SCHEMA, corroborate, write_sightings
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_corpus" / "messages"
+TENANTS = ("wattle", "bluegum")
+
+
+def registry(tenant: str) -> IdentityRegistry:
+    return load_people(SAMPLE / tenant / "people.yaml", tenant_id=tenant)
+
+
+def records(tenant: str) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((SAMPLE / tenant).glob("*.jsonl")):
+        out.extend(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
+    return out
+
+
+def truth(tenant: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((SAMPLE / "truth.yaml").read_text())
+    return dict(data["tenants"][tenant])
+
+
+def add_person(reg: IdentityRegistry, key: str, name: str, **details: Any) -> Identity:
+    person = Identity(identity_id(reg.tenant_id, key), reg.tenant_id, key, name, **details)
+    return reg.put(person)
+
+
+def person_id(reg: IdentityRegistry, key: str) -> str:
+    person = reg.by_key(key)
+    assert person is not None, key
+    return person.id
+
+
+# ---------------------------------------------------------------------- resolving names
+SARAH_VARIANTS = [
+    "Sarah",
+    "SJ",
+    "Sarah J",
+    "Sarah Jones",
+    "sarah.jones@wattlegrove.org.au",
+    "Sarah Jones <SARAH.JONES@wattlegrove.org.au>",
+    "0412 555 301",
+    "+61412555301",
+    "Sara Jones",  # a typo: the fuzzy step
+]
+
+
+@pytest.mark.parametrize("raw", SARAH_VARIANTS)
+def test_variants_of_sarah_resolve_to_one_identity_in_wattle(raw: str) -> None:
+    reg = registry("wattle")
+    match = reg.resolve(raw)
+    assert match.identity_id == person_id(reg, "sarah-jones"), match
+    assert 0 < match.confidence <= 1
+    assert match.reason
+
+
+@pytest.mark.parametrize("raw", SARAH_VARIANTS)
+def test_no_variant_of_wattles_sarah_resolves_to_her_in_bluegum(raw: str) -> None:
+    wattle, bluegum = registry("wattle"), registry("bluegum")
+    match = bluegum.resolve(raw)
+    assert match.identity_id != person_id(wattle, "sarah-jones")
+    if match.identity_id is not None:
+        person = bluegum.get(match.identity_id)
+        assert person is not None and person.tenant_id == "bluegum"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "sarah.jones@wattlegrove.org.au",
+        "Sarah Jones <sarah.jones@wattlegrove.org.au>",  # a known name on an unknown address
+        "0412 555 301",
+    ],
+)
+def test_wattle_details_name_nobody_in_bluegum(raw: str) -> None:
+    assert registry("bluegum").resolve(raw).identity_id is None
+
+
+@pytest.mark.parametrize(
+    ("tenant", "raw", "key", "reason"),
+    [
+        ("wattle", "Jane O.", "jane-okafor", "name_initial"),
+        ("wattle", "Grace F (RN)", "grace-fitzgerald", "name_initial"),
+        ("wattle", "priya.r", "priya-raman", "alias"),
+        ("wattle", "mikeb", "mike-brennan", "alias"),
+        ("wattle", "DanK", "daniel-kim", "alias"),
+        ("wattle", "Dr Anand Shah", "anand-shah", "name"),
+        ("wattle", "Mick Brennan", "mike-brennan", "fuzzy"),
+        ("bluegum", "SJ", "sarah-jonas", "alias"),
+        ("bluegum", "Sarah (Bowral)", "sarah-jonas", "alias"),
+        ("bluegum", "Ellie T", "ellie-thompson", "name_initial"),
+        ("bluegum", "0419 772 104", "karen-doyle", "phone"),
+        ("bluegum", "Karen Doyle <karen.doyle@bluegumcare.org.au>", "karen-doyle", "email + name"),
+    ],
+)
+def test_chat_handles_and_header_forms_resolve(
+    tenant: str, raw: str, key: str, reason: str
+) -> None:
+    reg = registry(tenant)
+    match = reg.resolve(raw)
+    assert match.identity_id == person_id(reg, key)
+    assert match.reason.startswith(reason)
+
+
+def test_every_sender_and_recipient_in_the_sample_is_on_file_or_a_list() -> None:
+    """Only the one outsider the sample writes to (a new support coordinator) is unknown."""
+    unknown: set[str] = set()
+    for tenant in TENANTS:
+        reg = registry(tenant)
+        for rec in records(tenant):
+            for raw in [rec["author"], *rec["recipients"], *rec["cc"]]:
+                if not reg.is_list(raw) and reg.resolve(raw).identity_id is None:
+                    unknown.add(f"{tenant}: {raw}")
+    assert unknown == {
+        "wattle: Kate Morrison",
+        "wattle: Kate Morrison <kate.morrison@brightpath-coordination.example>",
+    }
+
+
+def test_evidence_that_agrees_is_more_certain_than_either_piece() -> None:
+    reg = registry("wattle")
+    by_mail = reg.resolve("leanne.walsh@wattlegrove.org.au")
+    by_name = reg.resolve("Leanne Walsh")
+    both = reg.resolve("Leanne Walsh <leanne.walsh@wattlegrove.org.au>")
+    assert both.identity_id == by_mail.identity_id == by_name.identity_id
+    assert both.confidence > max(by_mail.confidence, by_name.confidence)
+
+
+def test_evidence_that_conflicts_picks_the_stronger_and_says_so() -> None:
+    reg = registry("wattle")
+    match = reg.resolve("Tom Hadley <sarah.jones@wattlegrove.org.au>")
+    assert match.identity_id == person_id(reg, "sarah-jones")
+    assert "conflicting" in match.reason and person_id(reg, "tom-hadley") in match.reason
+
+
+def test_a_name_two_people_share_is_ambiguous_not_guessed() -> None:
+    reg = registry("wattle")
+    add_person(reg, "sarah-nguyen", "Sarah Nguyen", aliases=("Sarah",))
+    match = reg.resolve("Sarah")
+    assert match.identity_id is None
+    assert set(match.candidates) == {person_id(reg, "sarah-jones"), person_id(reg, "sarah-nguyen")}
+    assert reg.resolve("SJ").identity_id == person_id(reg, "sarah-jones")  # still unique
+
+
+def test_a_registry_refuses_another_tenants_identity() -> None:
+    wattle, bluegum = registry("wattle"), registry("bluegum")
+    sarah = bluegum.by_key("sarah-jonas")
+    assert sarah is not None
+    with pytest.raises(IdentityError, match="never mix tenants"):
+        wattle.put(sarah)
+
+
+def test_identity_ids_come_from_tenant_and_key() -> None:
+    assert identity_id("wattle", "sarah-jones") == identity_id("wattle", "sarah-jones")
+    assert identity_id("wattle", "sarah-jones") != identity_id("bluegum", "sarah-jones")
+    assert {p.id for p in registry("wattle")}.isdisjoint({p.id for p in registry("bluegum")})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("0412 555 301", "+61412555301"),
+        ("+61 409 336 812", "+61409336812"),
+        ("(02) 4655 1020", "+61246551020"),
+        ("61412555301", "+61412555301"),
+        ("0011 44 20 7946 0958", "+442079460958"),
+        ("4655", None),
+        ("call me", None),
+    ],
+)
+def test_phone_numbers_normalise_to_e164(raw: str, expected: str | None) -> None:
+    assert normalize_phone(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Grace F (RN)", "grace f"),
+        ("priya.r", "priya r"),
+        ("Dr Anand Shah", "anand shah"),
+        ("  Sarah   JONES ", "sarah jones"),
+        ("O'Brien-Smith", "obrien smith"),
+    ],
+)
+def test_names_normalise(raw: str, expected: str) -> None:
+    assert normalize_name(raw) == expected
+
+
+# ---------------------------------------------------------------------- the people file
+def _load_people(path: Path) -> Any:
+    return load_people(path, tenant_id="wattle")
+
+
+@pytest.mark.parametrize(
+    ("loader", "text", "message"),
+    [
+        (_load_people, "tenant: bluegum\npeople: []\n", "for tenant 'bluegum', not 'wattle'"),
+        (_load_people, "people: {}\n", "needs a list under 'people'"),
+        (_load_people, "people:\n  - {id: a, name: A}\n  - {id: a, name: B}\n", "duplicate id 'a'"),
+        (_load_people, "people:\n  - {id: a}\n", "people[0]: needs a non-empty 'name'"),
+        (
+            _load_people,
+            "people:\n  - {id: a, name: A, emails: [nope]}\n",
+            "'nope' is not an e-mail",
+        ),
+        (_load_people, "people:\n  - {id: a, name: A, phones: ['12']}\n", "'12' is not a phone"),
+        (_load_people, "people: [\n", "invalid YAML"),
+        (load_merges, "merges: {}\n", "needs a list under 'merges'"),
+        (load_merges, "merges:\n  - {merge: a}\n", "merges[0]: needs 'merge' and 'into'"),
+        (load_merges, "merges: [\n", "invalid YAML"),
+    ],
+)
+def test_a_bad_people_or_merges_file_names_the_file_and_the_problem(
+    tmp_path: Path, loader: Any, text: str, message: str
+) -> None:
+    path = tmp_path / "people.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        loader(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_the_registry_is_stored_as_a_table() -> None:
+    reg = registry("bluegum")
+    table = identities_table(reg)
+    assert table.num_rows == len(reg) == 10
+    assert set(table.column("tenant_id").to_pylist()) == {"bluegum"}
+    keys = table.column("key").to_pylist()
+    phones = table.column("phones").to_pylist()
+    assert phones[keys.index("karen-doyle")] == ["+61419772104", "+61248613300"]
+
+
+# ---------------------------------------------------------------------- mentions
+@pytest.fixture(scope="module")
+def extracted() -> dict[str, Any]:
+    out = {}
+    for tenant in TENANTS:
+        reg = registry(tenant)
+        out[tenant] = (reg, extract_mentions(reg, records(tenant)))
+    return out
+
+
+def test_every_unit_has_an_identity_anchor(extracted: dict[str, Any]) -> None:
+    for tenant in TENANTS:
+        _, found = extracted[tenant]
+        anchored = {m.unit_id for m in found.mentions}
+        assert anchored == {r["id"] for r in records(tenant)}
+
+
+def test_mentions_are_unique_per_unit_identity_and_role(extracted: dict[str, Any]) -> None:
+    for tenant in TENANTS:
+        reg, found = extracted[tenant]
+        keys = [(m.unit_id, m.identity_id, m.mention_type) for m in found.mentions]
+        assert len(keys) == len(set(keys))
+        assert len({m.mention_id for m in found.mentions}) == len(keys)
+        for m in found.mentions:
+            assert m.mention_type in ROLES
+            assert m.tenant_id == tenant and reg.get(m.identity_id) is not None
+            assert 0 < m.confidence < 1 and m.match_reasoning and m.context_snippet
+
+
+def test_everything_about_sarah_spans_every_kind_of_source_and_one_tenant(
+    extracted: dict[str, Any],
+) -> None:
+    reg, found = extracted["wattle"]
+    sarah = person_id(reg, "sarah-jones")
+    units = {m.unit_id for m in found.mentions if m.identity_id == sarah}
+    sources = {r["source"] for r in records("wattle") if r["id"] in units}
+    assert sources >= {"discord_chat", "sms_message", "email_thread", "phone_call", "shift_note"}
+    _, bluegum = extracted["bluegum"]
+    assert sarah not in {m.identity_id for m in bluegum.mentions}
+
+
+def test_incidents_name_their_subjects_and_the_staff_present(extracted: dict[str, Any]) -> None:
+    for tenant in TENANTS:
+        reg, found = extracted[tenant]
+        for incident in truth(tenant)["incidents"]:
+            roles: dict[str, set[str]] = {}
+            for m in found.mentions:
+                if m.unit_id == incident["incident"]:
+                    roles.setdefault(m.mention_type, set()).add(m.identity_id)
+            subjects = {person_id(reg, k) for k in incident["subjects"]}
+            present = {person_id(reg, k) for k in incident["staff_present"]}
+            assert roles.get("subject", set()) == subjects, incident["key"]
+            assert present <= roles.get("witness", set()) | roles["author"], incident["key"]
+
+
+def test_cc_is_mentioned_and_recipients_are_recipients(extracted: dict[str, Any]) -> None:
+    reg, found = extracted["wattle"]
+    leanne = person_id(reg, "leanne-walsh")
+    cc_units = [r["id"] for r in records("wattle") if any("leanne" in c for c in r["cc"])]
+    assert cc_units
+    for unit in cc_units:
+        assert (unit, leanne, "mentioned") in {
+            (m.unit_id, m.identity_id, m.mention_type) for m in found.mentions
+        }
+    helen = person_id(reg, "helen-pereira")
+    sms_to_helen = [
+        r["id"]
+        for r in records("wattle")
+        if r["source"] == "sms_message" and "+61400118245" in r["recipients"]
+    ]
+    assert sms_to_helen and all(
+        any(
+            m.unit_id == u and m.identity_id == helen and m.mention_type == "recipient"
+            for m in found.mentions
+        )
+        for u in sms_to_helen
+    )
+
+
+def test_shared_mailboxes_are_nobody(extracted: dict[str, Any]) -> None:
+    for tenant in TENANTS:
+        reg, found = extracted[tenant]
+        assert reg.lists
+        addressed = {a for r in records(tenant) for a in [*r["recipients"], *r["cc"]]}
+        assert reg.lists & addressed  # the sample does write to them
+        assert not any(addr in reg.lists for p in reg for addr in p.emails)
+        assert not any(s.email in reg.lists for s in found.sightings)
+
+
+def test_an_outsider_is_discovered_once_and_corroborated_by_a_second_source() -> None:
+    reg = registry("wattle")
+    found = extract_mentions(reg, records("wattle"))
+    discovered = [p for p in reg if p.origin == "discovered"]
+    assert [p.name for p in discovered] == ["Kate Morrison"]
+    kate = discovered[0]
+    assert kate.emails == ("kate.morrison@brightpath-coordination.example",)
+    assert kate.confidence == 0.5
+    seen_in = {s.unit_source for s in found.sightings if s.identity_id == kate.id}
+    assert seen_in == {"email_thread", "phone_call"}
+    changed = corroborate(reg, found.sightings)
+    assert changed == {kate.id: 0.75}
+    assert corroborate(reg, found.sightings) == {}  # idempotent
+    assert all(p.confidence == 1.0 for p in reg if p.origin == "people_file")
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_mentions_do_not_depend_on_record_order(rnd: Any) -> None:
+    recs = records("wattle")
+    first = extract_mentions(registry("wattle"), recs)
+    rnd.shuffle(recs)
+    again = extract_mentions(registry("wattle"), recs)
+    assert sorted(first.mentions, key=lambda m: m.mention_id) == sorted(
+        again.mentions, key=lambda m: m.mention_id
+    )
+
+
+# ---------------------------------------------------------------------- merges and sightings
+def test_merging_a_discovered_identity_moves_its_mentions_and_reports_reindexing() -> None:
+    reg = registry("wattle")
+    recs = records("wattle")
+    personal = {
+        "id": "wg-sms-900",
+        "source": "sms_message",
+        "thread": "sms-personal",
+        "author": "sarah.j.home@example.com",
+        "recipients": ["+61431902277"],
+        "cc": [],
+        "timestamp": "2025-12-30T09:00:00+11:00",
+        "location": "Picton SIL",
+        "text": "From my own email, Sarah. Can you cover the 2nd?",
+    }
+    found = extract_mentions(reg, [*recs, personal])
+    stray = reg.resolve("sarah.j.home@example.com").identity_id
+    sarah = person_id(reg, "sarah-jones")
+    assert stray is not None and stray != sarah
+    before = [m for m in found.mentions if m.identity_id == stray]
+    assert {m.unit_id for m in before} == {"wg-sms-900"}
+    # the text's "Sarah" already mentions her in that unit: the two collapse into one
+    groups = {"grp_personal": ["wg-sms-900", "wg-sms-001"], "grp_other": ["wg-dc-001"]}
+    after, report = merge_identities(reg, found.mentions, stray, sarah, group_members=groups)
+    assert report.survivor == sarah and report.merged == stray
+    assert report.moved == len(before)
+    assert report.units == ("wg-sms-900",) and report.groups == ("grp_personal",)
+    assert stray not in {m.identity_id for m in after}
+    roles = {(m.identity_id, m.mention_type) for m in after if m.unit_id == "wg-sms-900"}
+    assert (sarah, "author") in roles and (sarah, "mentioned") in roles
+    keys = [(m.unit_id, m.identity_id, m.mention_type) for m in after]
+    assert len(keys) == len(set(keys))
+    assert reg.resolve("sarah.j.home@example.com").identity_id == sarah
+    assert reg.canonical(stray) == sarah and reg.get(stray) == reg.get(sarah)
+
+
+def test_merges_never_cross_tenants_or_merge_an_identity_into_itself() -> None:
+    wattle, bluegum = registry("wattle"), registry("bluegum")
+    found = extract_mentions(bluegum, records("bluegum"))
+    jonas = person_id(bluegum, "sarah-jonas")
+    jones = person_id(wattle, "sarah-jones")
+    with pytest.raises(IdentityError, match="never cross tenants"):
+        merge_identities(wattle, [], jonas, jones)
+    with pytest.raises(IdentityError, match="into itself"):
+        merge_identities(wattle, [], jones, jones)
+    with pytest.raises(IdentityError, match="of tenant 'bluegum'"):
+        merge_identities(wattle, found.mentions, person_id(wattle, "tom-hadley"), jones)
+
+
+def test_sightings_are_written_as_a_table_an_identity_system_reads(
+    extracted: dict[str, Any], tmp_path: Path
+) -> None:
+    reg, found = extracted["wattle"]
+    path = write_sightings(found.sightings, tmp_path / "sightings" / "wattle.parquet")
+    table = pq.read_table(path)
+    assert table.schema.equals(SIGHTING_SCHEMA)
+    assert table.num_rows == len(found.sightings) > 0
+    rows = table.to_pylist()
+    assert {r["tenant_id"] for r in rows} == {"wattle"}
+    assert {r["source_type"] for r in rows} == {"embedding_extraction"}
+    assert all(0 < r["confidence"] <= 100 for r in rows)
+    assert len({r["sighting_id"] for r in rows}) == len(rows)
+    by_phone = [r for r in rows if r["phone"] == "+61412555301"]
+    assert by_phone and {r["identity_id"] for r in by_phone} == {person_id(reg, "sarah-jones")}
+    assert any(r["raw_name"] == "Sarah J" for r in rows)
+
+
+def test_a_merges_file_is_applied_by_keys_once(tmp_path: Path) -> None:
+    reg = registry("wattle")
+    found = extract_mentions(reg, records("wattle"))
+    kate = next(p for p in reg if p.origin == "discovered")
+    add_person(reg, "kate-morrison", "Katherine Morrison", role="external")
+    path = tmp_path / "merges.yaml"
+    path.write_text(f"merges:\n  - {{merge: '{kate.key}', into: kate-morrison}}\n")
+    pairs = load_merges(path)
+    assert pairs == [(kate.key, "kate-morrison")]
+    after, reports = apply_merges(reg, found.mentions, pairs)
+    survivor = person_id(reg, "kate-morrison")
+    assert [r.survivor for r in reports] == [survivor] and reports[0].moved == 3
+    assert reg.resolve("kate.morrison@brightpath-coordination.example").identity_id == survivor
+    assert reg.resolve("Kate Morrison").identity_id == survivor  # the old name is an alias now
+    again, more = apply_merges(reg, after, pairs)
+    assert more == [] and again == after
+
+
+def test_mentions_are_stored_as_a_table(extracted: dict[str, Any]) -> None:
+    _, found = extracted["bluegum"]
+    table = mentions_table(found.mentions)
+    assert table.schema.equals(MENTION_SCHEMA)
+    assert table.num_rows == len(found.mentions)
+    assert set(table.column("tenant_id").to_pylist()) == {"bluegum"}
+    assert table.column("group_id").null_count == table.num_rows  # groups attach them later
+
+
+def test_a_shared_address_is_ambiguous_until_a_name_tells_them_apart() -> None:
+    reg = registry("wattle")
+    helen = reg.by_key("helen-pereira")
+    assert helen is not None
+    family = "pereira.family@example.net"
+    reg.put(replace(helen, emails=(*helen.emails, family)))
+    tony = add_person(reg, "tony-pereira", "Tony Pereira", emails=(family,), role="family")
+    shared = reg.resolve(family)
+    assert shared.identity_id is None and set(shared.candidates) == {helen.id, tony.id}
+    assert reg.resolve(f"Tony Pereira <{family}>").identity_id == tony.id
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("Grace checked his bloods", {"grace-fitzgerald"}),
+        ("we got through the night by grace and patience", set()),
+        ("SJ said it's fine, ask Jane Okafor", {"sarah-jones", "jane-okafor"}),
+        ("@DanK can you cover", {"daniel-kim"}),
+        (
+            "call 0412 555 301 or email leanne.walsh@wattlegrove.org.au",
+            {"sarah-jones", "leanne-walsh"},
+        ),
+    ],
+)
+def test_names_in_text_are_found_as_written(text: str, named: set[str]) -> None:
+    reg = registry("wattle")
+    rec = {"id": "t1", "source": "discord_chat", "author": "Tom H", "recipients": [], "cc": []}
+    found = extract_mentions(reg, [{**rec, "text": text, "timestamp": "2025-12-01T09:00:00+11:00"}])
+    mentioned = {m.identity_id for m in found.mentions if m.mention_type == "mentioned"}
+    assert mentioned == {person_id(reg, k) for k in named}

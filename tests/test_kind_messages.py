@@ -1,0 +1,370 @@
+"""The ``messages`` kind: JSONL message streams under their processing profiles, the irc
+layout, bad records quarantined with file and line, scope narrowed never widened."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corpus_index import kinds
+from corpus_index.config import CollectionConfig, parse_config
+from corpus_index.errors import ConfigError, ParseError
+from corpus_index.kinds import message_profiles
+from corpus_index.kinds.messages import MESSAGES, message_of
+from corpus_index.limits import Limits
+from corpus_index.linked.conversations import group_conversations
+from corpus_index.linked.irc import read_folder
+from corpus_index.records import Block
+from corpus_index.sources import parse_collection, scan_manifest
+
+GROUPS = ("support-staff", "support-leads")
+
+
+def collection(root: Path, **options: Any) -> CollectionConfig:
+    root.mkdir(parents=True, exist_ok=True)
+    return CollectionConfig(
+        name="care-chat",
+        kind="messages",
+        path=root,
+        tenant="riverside",
+        acl_groups=GROUPS,
+        **options,
+    )
+
+
+def record(rid: str, **fields: Any) -> dict[str, Any]:
+    base = {
+        "id": rid,
+        "source": "discord_chat",
+        "channel": "staff",
+        "author": "Sarah Jones",
+        "recipients": [],
+        "timestamp": "2025-12-10T23:30:00+11:00",
+        "location": "Picton SIL",
+        "text": "Who is cooking for Christmas lunch?",
+    }
+    return {**base, **fields}
+
+
+def write(root: Path, name: str, records: list[dict[str, Any] | str]) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def blocks_of(coll: CollectionConfig) -> dict[str, list[Block]]:
+    out: dict[str, list[Block]] = {}
+    for doc in kinds.read_documents(coll):
+        out[doc.doc_id] = kinds.parse_document(coll, doc, "0" * 16)
+    return out
+
+
+def one(coll: CollectionConfig, rec: dict[str, Any]) -> Block:
+    write(coll.path, "stream.jsonl", [rec])
+    (block,) = blocks_of(coll)[str(rec["id"])]
+    return block
+
+
+# -- jsonl records --------------------------------------------------------------------------------
+
+
+def test_a_record_is_a_unit_with_what_grouping_reads(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    block = one(coll, record("m1", recipients=["Mike"], reply_to="m0", subject="Lunch"))
+    assert (block.kind, block.source_type, block.block_key) == (
+        "messages",
+        "discord_chat",
+        "message/0",
+    )
+    assert block.content == {
+        "author": "Sarah Jones",
+        "location": "Picton SIL",
+        "subject": "Lunch",
+        "text": "Who is cooking for Christmas lunch?",
+    }
+    meta = block.metadata
+    assert (meta["unit_id"], meta["author"], meta["recipients"], meta["channel"]) == (
+        "m1",
+        "Sarah Jones",
+        ["Mike"],
+        "staff",
+    )
+    assert (meta["timestamp"], meta["location"], meta["reply_to"]) == (
+        "2025-12-10T23:30:00+11:00",
+        "Picton SIL",
+        "m0",
+    )
+    assert meta["contains_question"] is True
+    assert block.event_date == "2025-12-10"  # the day where it was written, not in UTC
+    assert (block.tenant_id, block.acl_groups) == ("riverside", GROUPS)
+    message = message_of(block)
+    assert (message.unit_id, message.channel, message.reply_to) == ("m1", "staff", "m0")
+    assert message.mentions == ("Mike",) and message.timestamp == 1765369800.0
+
+
+def test_a_record_may_narrow_its_scope_never_widen_or_move_it(tmp_path: Path) -> None:
+    coll = collection(tmp_path, tier="restricted")
+    narrowed = one(coll, record("m1", acl=["support-leads"]))
+    assert narrowed.acl_groups == ("support-leads",)
+    for bad, problem in [
+        ({"acl": ["everyone"]}, "acl group(s) everyone are not in the collection's"),
+        ({"tier": "public"}, "would widen the collection's 'restricted' tier"),
+        ({"tenant": "other"}, "differs from the collection's tenant"),
+        ({"acl": []}, "record 'acl' must be a non-empty list"),
+    ]:
+        with pytest.raises(ParseError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+            one(coll, record("m1", **bad))
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"timestamp": "2025-12-10T23:30:00"}, "lacks a UTC offset"),
+        ({"timestamp": "yesterday"}, "is not ISO 8601"),
+        ({"source": "fax"}, "'source' must be one of discord_chat"),
+        ({"source": "irc_chat"}, "'source' must be one of"),
+        ({"author": ""}, "'author' must be a non-empty string"),
+        ({"channel": None}, "lacks 'channel'"),
+        ({"recipients": "Mike, Jane"}, None),  # one name as a string is a list of one
+        ({"recipients": [1]}, "'recipients' must be a list of names"),
+        ({"text": None}, "'text' must be a string"),
+    ],
+)
+def test_malformed_records_say_what_is_wrong(
+    tmp_path: Path, fields: dict[str, Any], problem: str | None
+) -> None:
+    coll = collection(tmp_path)
+    if problem is None:
+        assert one(coll, record("m1", **fields)).metadata["recipients"] == ["Mike, Jane"]
+        return
+    with pytest.raises(ParseError, match=problem) as info:
+        one(coll, record("m1", **fields))
+    assert str(info.value).startswith(f"{tmp_path / 'stream.jsonl'}:1: ")
+
+
+def test_a_bad_record_is_quarantined_with_file_and_line_the_rest_indexed(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    write(
+        tmp_path,
+        "chat/staff.jsonl",
+        [
+            record("m1"),
+            "{not json",
+            record("m3", timestamp="soon"),
+            "",
+            record("m1", text="the same id again"),
+            record("m5", text="yes pumpkin please"),
+        ],
+    )
+    write(tmp_path, "sms.jsonl", [record("s1", source="sms_message", channel=None)])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(result.blocks.column("doc_id").to_pylist()) == ["m1", "m5", "s1"]
+    errors = {r["line"]: r["error"] for r in result.quarantine.to_pylist()}
+    path = tmp_path / "chat" / "staff.jsonl"
+    assert sorted(errors) == [2, 3, 5]
+    assert errors[2].startswith(f"{path}:2: not valid JSON")
+    assert errors[3].startswith(f"{path}:3: 'timestamp' is not ISO 8601")
+    assert errors[5] == f"{path}:5: id repeats chat/staff.jsonl:1; ids are unique in a collection"
+
+
+def test_listed_records_load_in_doc_id_order(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    write(tmp_path, "b.jsonl", [record("z9"), record("a1")])
+    write(tmp_path, "a.jsonl", [record("m5")])
+    docs = list(kinds.read_documents(coll))
+    assert [d.doc_id for d in docs] == ["m5", "z9", "a1"]  # path order, then line order
+    assert kinds.list_documents(coll) is None
+    loaded = list(kinds.load_documents(coll, {"a1": "", "m5": ""}))
+    assert [(d.doc_id, d.line) for d in loaded] == [("a1", 2), ("m5", 1)]
+    with pytest.raises(ConfigError, match="has no file of its own"):
+        kinds.load_document(coll, "a1", str(tmp_path / "b.jsonl"))
+
+
+def test_streams_are_bounded(tmp_path: Path) -> None:
+    small = collection(tmp_path, limits=Limits(max_document_bytes=300, max_nesting_depth=3))
+    write(tmp_path, "ok.jsonl", [record("m1", meta={"a": {"b": {"c": 1}}})])
+    write(tmp_path, "big.jsonl", [record(f"m{i}") for i in range(2, 10)])
+    docs = {d.doc_id: d for d in kinds.read_documents(small)}
+    assert docs["big.jsonl"].error is not None
+    assert "over limits.max_document_bytes = 300" in docs["big.jsonl"].error
+    with pytest.raises(ParseError, match="nested deeper than limits.max_nesting_depth = 3"):
+        kinds.parse_document(small, docs["m1"], "0" * 16)
+
+
+# -- processing profiles --------------------------------------------------------------------------
+
+EMAIL = """Hi Sarah,
+
+The van is booked for the 24th.
+
+Regards,
+Mike Chen
+Team Leader | Riverside Support
+
+On Tue, 9 Dec 2025 at 10:00, Sarah Jones <sarah@riverside.org> wrote:
+> Can someone book the van?
+> Thanks"""
+
+
+def test_email_loses_quotes_and_signature_and_mentions_cc(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    rec = record(
+        "e1",
+        source="email_thread",
+        channel=None,
+        subject="RE: Van for Christmas",
+        cc=["jane@riverside.org"],
+        recipients=["sarah@riverside.org"],
+        text=EMAIL,
+    )
+    block = one(coll, rec)
+    assert block.content["text"] == "Hi Sarah,\n\nThe van is booked for the 24th."
+    assert block.metadata["mentions"] == ["jane@riverside.org"]
+    assert block.metadata["channel"] == "subject:van for christmas"
+    assert message_of(block).mentions == ("sarah@riverside.org", "jane@riverside.org")
+
+
+def test_config_overrides_a_profile_field_by_field(tmp_path: Path) -> None:
+    coll = collection(tmp_path, processing={"email_thread": {"strip_signature": False}})
+    rec = record("e1", source="email_thread", cc=["Jane"], text=EMAIL)
+    text = one(coll, rec).content["text"]
+    assert "Mike Chen" in text and "Can someone book" not in text
+    cfg = {
+        "collections": {
+            "chat": {
+                "kind": "messages",
+                "path": ".",
+                "tenant": "t",
+                "acl_groups": ["g"],
+                "format": "irc",
+                "processing": {"sms_message": {"thread_by_participants": False}},
+            }
+        },
+        "profiles": {"p": {"embedder": "hash:v1-8"}},
+    }
+    loaded = parse_config(cfg, path=tmp_path / "corpus.yaml").collections["chat"]
+    assert loaded.format == "irc" and loaded.processing == {
+        "sms_message": {"thread_by_participants": False}
+    }
+    for change, problem in [
+        ({"format": "mbox"}, r"collections\.chat\.format: must be one of jsonl, irc"),
+        ({"processing": {"fax": {}}}, r"collections\.chat\.processing\.fax: unknown source"),
+        (
+            {"processing": {"phone_call": {"structure": "poem"}}},
+            r"phone_call\.structure: must be one of message, turns, sections",
+        ),
+        ({"processing": {"phone_call": {"loud": True}}}, r"phone_call\.loud: unknown field"),
+        ({"processing": {"phone_call": {"action_items": 1}}}, "must be true or false"),
+        ({"kind": "beir", "format": "irc"}, r"chat\.format: the beir kind has no such setting"),
+    ]:
+        bad = {**cfg, "collections": {"chat": {**cfg["collections"]["chat"], **change}}}
+        if "format" not in change:
+            del bad["collections"]["chat"]["format"]
+        with pytest.raises(ConfigError, match=problem):
+            parse_config(bad, path=tmp_path / "corpus.yaml")
+
+
+def test_phone_call_in_speaker_turns_with_action_items(tmp_path: Path) -> None:
+    text = (
+        "Sarah: Hi Mike, it's about John's appointment.\n"
+        "Mike [00:12]: Right, I'll call the clinic tomorrow.\n"
+        "still Mike talking\n"
+        "Action: Sarah to update the roster"
+    )
+    block = one(collection(tmp_path), record("c1", source="phone_call", text=text))
+    assert block.content["turns"] == [
+        {"speaker": "Sarah", "text": "Hi Mike, it's about John's appointment."},
+        {"speaker": "Mike", "text": "Right, I'll call the clinic tomorrow. still Mike talking"},
+    ]
+    assert block.content["action_items"] == [
+        "I'll call the clinic tomorrow.",
+        "Sarah to update the roster",
+    ]
+
+
+def test_incident_reports_stay_whole_resource_docs_split_by_section(tmp_path: Path) -> None:
+    report = "## What happened\nJohn fell in the kitchen.\n\nACTIONS TAKEN\nFirst aid given.\nDoctor called."
+    coll = collection(tmp_path)
+    block = one(coll, record("i1", source="incident_report", title="Fall", text=report))
+    assert block.content["sections"] == [
+        {"heading": "What happened", "text": "John fell in the kitchen."},
+        {"heading": "ACTIONS TAKEN", "text": "First aid given.\nDoctor called."},
+    ]
+    policy = "Purpose:\nKeep people safe.\nProcedure:\nCall the on-call lead."
+    write(
+        tmp_path, "stream.jsonl", [record("p1", source="resource_doc", version="3.1", text=policy)]
+    )
+    parts = blocks_of(coll)["p1"]
+    assert [b.block_key for b in parts] == ["section/0", "section/1"]
+    assert parts[1].content["heading"] == "Procedure" and parts[1].content["version"] == "3.1"
+    assert {b.metadata["version"] for b in parts} == {"3.1"}
+
+
+def test_sms_without_a_channel_is_threaded_by_its_people(tmp_path: Path) -> None:
+    rec = record("s1", source="sms_message", channel=None, author="Mike", recipients=["sarah"])
+    assert one(collection(tmp_path), rec).metadata["channel"] == "people:mike,sarah"
+
+
+def test_signature_and_quote_helpers_leave_plain_text_alone() -> None:
+    plain = "Thanks for the update, see you at 3."
+    assert message_profiles.strip_quotes(plain) == plain
+    assert message_profiles.strip_signature(plain) == plain
+    assert message_profiles.strip_signature("Body\n-- \nSarah\n0400 000 000") == "Body"
+
+
+# -- the irc layout ----------------------------------------------------------------------------
+
+LOG = """\
+[10:00] <alice> how do I mount a usb drive?
+=== eve [~eve@example.org] has joined #ubuntu
+[10:01] <carol> alice: plug it in and look under /media
+[10:02] <alice> carol: thanks
+[10:03] <bob> dave: anyone there?
+"""
+
+
+def test_irc_logs_are_units_per_line_with_their_mentions(tmp_path: Path) -> None:
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "2020-01-02_10.ascii.txt").write_text(LOG, encoding="utf-8")
+    (tmp_path / "dev" / "2020-01-02_10.annotation.txt").write_text("0 0 -\n", encoding="utf-8")
+    coll = collection(tmp_path, format="irc")
+    assert kinds.list_documents(coll) == [
+        ("dev/2020-01-02_10", str(tmp_path / "dev" / "2020-01-02_10.ascii.txt"))
+    ]
+    (blocks,) = blocks_of(coll).values()
+    meta = [b.metadata for b in blocks]
+    assert [m["unit_id"] for m in meta] == [f"2020-01-02_10:{i}" for i in range(5)]
+    assert [b.section for b in blocks] == ["irc_chat", "irc_system", *["irc_chat"] * 3]
+    assert [MESSAGES.granularity(b.section, {}) for b in blocks[:2]] == ["block", None]
+    assert [m["mentions"] for m in meta] == [[], [], ["alice"], ["carol"], []]  # dave never spoke
+    assert meta[2]["timestamp"] == "2020-01-02T10:01:00+00:00"
+    assert meta[1]["timestamp"] == meta[0]["timestamp"]  # a system line takes the time before
+    # grouping through the kind is grouping the logs
+    through_kind = group_conversations([message_of(b) for b in blocks])
+    direct = group_conversations(read_folder(tmp_path / "dev")["2020-01-02_10"])
+    assert sorted(map(sorted, through_kind)) == sorted(map(sorted, direct))
+
+
+def test_an_irc_log_needs_a_dated_name(tmp_path: Path) -> None:
+    (tmp_path / "notes.ascii.txt").write_text(LOG, encoding="utf-8")
+    coll = collection(tmp_path, format="irc")
+    (doc,) = kinds.read_documents(coll)
+    with pytest.raises(ParseError, match="starts with its date"):
+        kinds.parse_document(coll, doc, "0" * 16)
+    assert replace(coll, format="").format == ""
+
+
+def test_a_hit_reads_as_who_where_and_what(tmp_path: Path) -> None:
+    stored = "discord_chat\nauthor: Mike\nlocation: Picton SIL\ntext: roast pumpkin and lamb?"
+    shown = kinds.excerpt_of({"kind": "messages", "text": stored, "section": "discord_chat"})
+    assert shown == "Mike (Picton SIL): roast pumpkin and lamb?"
+    turns = "phone_call\nturns[0].speaker: Sarah\nturns[0].text: I'll call the clinic tomorrow"
+    assert kinds.excerpt_of({"kind": "messages", "text": turns, "section": "phone_call"}) == (
+        "Speaker: Sarah. I'll call the clinic tomorrow."
+    )
