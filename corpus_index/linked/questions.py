@@ -10,7 +10,8 @@ same channel or thread by someone else, within a window (wider when re-processed
 - answer patterns that fit the question: "yes"/"no" for a yes/no question, "me"/"I'll" for a
   "who", "found it", "it's in", a time or number for the others;
 - no answer patterns ("no idea", "not sure", "think it's ...", "checking"), acknowledgments;
-- topic similarity (TF-IDF over the collection), being the first reply, and time passed.
+- topic similarity (TF-IDF over the collection), being the first reply (after any "no idea"),
+  and the time passed.
 
 Pairs are chosen best first, each question and each answer at most once. An optional
 :class:`AnswerVerifier` (an LLM, say) may veto a pair; none is used by default (no network).
@@ -215,7 +216,7 @@ def find_answers(
                     continue
                 sim = similarity.pair(q.unit_id, m.unit_id)
                 s = answer_score(q, ask, m, first_reply=first, sim=sim)
-                first = False
+                first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
                 if s >= MIN_SCORE:
                     scored.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
     by_id = {m.unit_id: m for m in ordered}
