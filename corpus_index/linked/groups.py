@@ -168,7 +168,7 @@ def link_units(
             )
         )
     for g in incident_contexts(
-        units, similarity=similarity, people=people, window_s=windows.notes_s
+        units, similarity=similarity, people=people, window_s=windows.notes_s, now=now
     ):
         subjects = involved(by_id[g.members[0].unit_id]).subjects
         primary = subjects[0] if subjects else None

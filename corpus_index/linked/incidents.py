@@ -9,7 +9,8 @@ The report is the primary member; the notes support it.
 
 Completeness follows who was there: every staff member present (the report's "Staff present:"
 line, and its author) has written a note: complete; some have: partial, re-processed daily
-(priority 5); none: partial and pending its context, re-processed every six hours (priority 10).
+(priority 5); none: partial and pending its context, re-processed every six hours (priority 10);
+either for a week at most.
 A note that arrives later is found when the incident is re-evaluated with a wider window.
 """
 
@@ -29,6 +30,7 @@ SHIFT_NOTE = "shift_note"
 NOTE_WINDOW_S = 24 * 3600.0  # a first pass looks this far either side of the report
 PRIORITY_NO_CONTEXT = 10
 PRIORITY_PARTIAL = 5
+GIVE_UP_S = 7 * 24 * 3600.0  # notes are looked for this long after the report (seed §5.2)
 MIN_SIMILARITY = 0.15  # a note naming nobody in the report joins only if at least this alike
 
 _STAFF = re.compile(r"\bstaff(?: present)?\s*:\s*([^\n]+)", re.IGNORECASE)
@@ -102,11 +104,13 @@ def incident_contexts(
     similarity: Similarity,
     people: People,
     window_s: float = NOTE_WINDOW_S,
+    now: float | None = None,
 ) -> list[Group]:
     """One ``incident_context`` group per incident report in ``messages`` (one collection):
     the report first (primary), then its shift notes in time order (supporting), with
     completeness, resolution status and re-processing priority set. Other columns (title,
-    anchors, tags) are filled by :func:`~corpus_index.linked.describe.describe`."""
+    anchors, tags) are filled by :func:`~corpus_index.linked.describe.describe`. An incident
+    still incomplete a week after its report (``now``) is no longer re-processed."""
     notes = sorted(
         (m for m in messages if m.source == SHIFT_NOTE), key=lambda m: (m.timestamp, m.unit_id)
     )
@@ -139,6 +143,8 @@ def incident_contexts(
             state = ("partial", "open", PRIORITY_PARTIAL)
         else:
             state = ("complete", "resolved", 0)
+        if now is not None and now - report.timestamp >= GIVE_UP_S:
+            state = (state[0], state[1], 0)
         out.append(
             Group(
                 group_type="incident_context",
