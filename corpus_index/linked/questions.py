@@ -3,7 +3,8 @@
 A unit of a conversational source (chat, SMS, e-mail) holds a question when one of its sentences
 ends in a question mark, opens with an interrogative ("who", "is", "can we"), or asks in so many
 words ("does anyone know", "let me know"). Its answer is looked for among the later units of the
-same channel or thread by someone else, within a window (wider when re-processed), scored by:
+same channel or thread by someone else, within a window (wider when re-processed) and at most
+``MAX_CANDIDATES`` of them (explicit replies are read however late), scored by:
 
 - an explicit reply to the question (strong, but a reply can answer the thread's other question);
 - the asker addressed by name, or the answerer named in the question;
@@ -23,6 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 from corpus_index.linked.messages import Message
@@ -33,6 +35,7 @@ from corpus_index.linked.similarity import Similarity
 CONVERSATIONAL = frozenset({"discord_chat", "sms_message", "email_thread", "chat", ""})
 ANSWER_WINDOW_S = 48 * 3600.0  # a first pass looks this far after a question
 MIN_SCORE = 0.3  # an answer must score at least this
+MAX_CANDIDATES = 40  # the others' messages after a question read for its answer (and replies)
 PRIORITY_OPEN = 8  # an unanswered question (seed §7.1)
 TIMEOUT_S = 7 * 24 * 3600.0  # after a week unanswered a question is given up (``timeout``)
 
@@ -83,6 +86,7 @@ class Question(NamedTuple):
     sentence: str
 
 
+@lru_cache(maxsize=65536)
 def question_of(text: str) -> Question | None:
     """The (last) question ``text`` asks, or None when it asks none."""
     found: Question | None = None
@@ -121,21 +125,33 @@ class QaLink:
     sentence: str
 
 
+@lru_cache(maxsize=65536)
+def _opening(text: str) -> tuple[str, str]:
+    """The first word of ``text`` after any greeting, and its first 40 characters (lower)."""
+    opening = _GREETING.sub("", text.strip())[:40].lower()
+    words = _WORD.findall(opening.replace("@", " "))
+    return (words[0] if words else "", text.lower()[:40])
+
+
+@lru_cache(maxsize=65536)
+def _forms(person: str) -> tuple[str, str]:
+    """A person's given name and handle (``"Jane O."`` -> ``("jane", "janeo")``)."""
+    return given(person), re.sub(r"[^a-z0-9]", "", person.lower().split("<")[0])
+
+
 def _addresses(text: str, person: str) -> bool:
     """Whether ``text`` opens by addressing ``person`` (``"@DanK ..."``, ``"Jane, ..."``,
     ``"Hi Helen, ..."``)."""
-    first = given(person)
-    handle = re.sub(r"[^a-z0-9]", "", person.lower().split("<")[0])
-    opening = _GREETING.sub("", text.strip())[:40].lower()
-    words = _WORD.findall(opening.replace("@", " "))
-    if not words or not first:
+    first, handle = _forms(person)
+    word, head = _opening(text)
+    if not word or not first:
         return False
-    return words[0] in (first, handle) or (handle != "" and f"@{handle}" in text.lower()[:40])
+    return word in (first, handle) or (handle != "" and f"@{handle}" in head)
 
 
 def _names(text: str, person: str) -> bool:
     """Whether ``text`` names ``person`` by their given name (as a word, capitalised)."""
-    first = given(person)
+    first = _forms(person)[0]
     return bool(first) and re.search(rf"\b{re.escape(first.capitalize())}\b", text) is not None
 
 
@@ -202,19 +218,30 @@ def find_answers(
         channels.setdefault(m.channel, []).append(m)
     asked: dict[str, tuple[Message, Question]] = {}
     scored: list[tuple[float, float, str, str]] = []
+    replies: dict[str, list[Message]] = {}
+    for m in ordered:
+        if m.reply_to:
+            replies.setdefault(m.reply_to, []).append(m)
     for channel in channels.values():
         for i, q in enumerate(channel):
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
             if ask is None:
                 continue
             asked[q.unit_id] = (q, ask)
-            first = True
+            near = []  # the window only: a channel's whole future is not read per question
             for m in channel[i + 1 :]:
-                if m.system or m.author == q.author:
-                    continue
-                if m.timestamp - q.timestamp > window_s and m.reply_to != q.unit_id:
-                    continue
-                sim = similarity.pair(q.unit_id, m.unit_id)
+                if m.timestamp - q.timestamp > window_s:
+                    break
+                near.append(m)
+            seen = {m.unit_id for m in near}
+            late = [m for m in replies.get(q.unit_id, ()) if m.unit_id not in seen]
+            others = [m for m in near if not m.system and m.author != q.author]
+            candidates = others[:MAX_CANDIDATES] + [
+                m for m in late if m.author != q.author and m.timestamp >= q.timestamp
+            ]
+            sims = similarity.against(q.unit_id, [m.unit_id for m in candidates])
+            first = True
+            for m, sim in zip(candidates, sims, strict=True):
                 s = answer_score(q, ask, m, first_reply=first, sim=sim)
                 first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
                 if s >= MIN_SCORE:

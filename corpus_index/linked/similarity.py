@@ -26,6 +26,19 @@ class Similarity:
             return 0.0
         return float(self._matrix[ia].multiply(self._matrix[ib]).sum())
 
+    def against(self, a: str, ids: Sequence[str]) -> list[float]:
+        """The cosines of unit ``a`` with each of ``ids`` (0 for units not in the collection)."""
+        ia = self._row.get(a)
+        rows = [self._row.get(i, -1) for i in ids]
+        out = [0.0] * len(ids)
+        known = [k for k, r in enumerate(rows) if r >= 0]
+        if ia is None or not known:
+            return out
+        sims = (self._matrix[[rows[k] for k in known]] @ self._matrix[ia].T).toarray().ravel()
+        for k, value in zip(known, sims, strict=True):
+            out[k] = float(value)
+        return out
+
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         """Pairwise cosines of ``ids`` (units not in the collection have rows of 0)."""
         rows = [self._row.get(i, -1) for i in ids]
