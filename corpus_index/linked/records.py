@@ -45,8 +45,9 @@ class Member:
 @dataclass(frozen=True, slots=True)
 class Group:
     """One linked group (seed §3.1). Times are seconds since the epoch (UTC); dates ISO
-    ``YYYY-MM-DD``; ``identity_anchors`` are identity ids of the tenant's registry (or the
-    names as written where no registry resolves them)."""
+    ``YYYY-MM-DD``; ``identity_anchors`` are identity ids of the tenant's registry (names it
+    does not resolve, such as shared mailboxes, left out), or the names as written where no
+    registry is given. ``resolved_by_unit_id`` is a question's answer (qa_pair)."""
 
     group_type: str
     processing_profile: str
