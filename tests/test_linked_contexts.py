@@ -448,3 +448,21 @@ def test_sample_titles_read_as_their_content() -> None:
     assert "Has anyone seen the van keys? at Picton SIL" in titles
     assert "Picton SIL on 10 Dec 2025" in titles
     assert "Fall in bathroom - Kevin Lam at Tahmoor SIL" in titles
+
+
+def test_an_answer_in_another_channel_at_the_place_counts_only_on_the_same_topic() -> None:
+    question = msg("q", "DanK", "Is the Camden pool open over the Christmas break?", 0)
+    elsewhere = msg(
+        "a",
+        "Sarah J",
+        "Dan, Camden pool is closed over the Christmas break, reopens 3 Jan",
+        120,
+        channel="sms-sarah-dan",
+        source="sms_message",
+    )
+    off_topic = replace(elsewhere, text="Dan, running 10 late, car won't start")
+    other_place = replace(elsewhere, location="Tahmoor SIL")
+    noise = msg("n", "Tom H", "bins are out, the couch goes Tuesday", 30)  # chat: no answer
+    assert qa_of(link_units([question, noise, elsewhere]), "q").resolved_by_unit_id == "a"
+    for unit in (off_topic, other_place):
+        assert qa_of(link_units([question, noise, unit]), "q").resolved_by_unit_id is None

@@ -4,7 +4,8 @@ A unit of a conversational source (chat, SMS, e-mail) holds a question when one 
 ends in a question mark, opens with an interrogative ("who", "is", "can we"), or asks in so many
 words ("does anyone know", "let me know"). Its answer is looked for among the later units of the
 same channel or thread by someone else, within a window (wider when re-processed) and at most
-``MAX_CANDIDATES`` of them (explicit replies are read however late), scored by:
+``MAX_CANDIDATES`` of them (explicit replies are read however late), and among the units of
+other channels at the same place when they are on the same topic, scored by:
 
 - an explicit reply to the question (strong, but a reply can answer the thread's other question);
 - the asker addressed by name, or the answerer named in the question;
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,6 +38,10 @@ CONVERSATIONAL = frozenset({"discord_chat", "sms_message", "email_thread", "chat
 ANSWER_WINDOW_S = 48 * 3600.0  # a first pass looks this far after a question
 MIN_SCORE = 0.3  # an answer must score at least this
 MAX_CANDIDATES = 40  # the others' messages after a question read for its answer (and replies)
+# an answer in another channel or thread at the same place must be on the same topic (which
+# then counts twice, being all that links them) and counts for less than one where it was asked
+ELSEWHERE_MIN_SIM = 0.25
+ELSEWHERE_PENALTY = 0.15
 PRIORITY_OPEN = 8  # an unanswered question (seed §7.1)
 TIMEOUT_S = 7 * 24 * 3600.0  # after a week unanswered a question is given up (``timeout``)
 
@@ -146,7 +152,8 @@ def _addresses(text: str, person: str) -> bool:
     word, head = _opening(text)
     if not word or not first:
         return False
-    return word in (first, handle) or (handle != "" and f"@{handle}" in head)
+    by_handle = len(word) >= 3 and handle.startswith(word)  # "Dan," to DanK, "Mike" to mikeb
+    return word in (first, handle) or by_handle or (handle != "" and f"@{handle}" in head)
 
 
 def _names(text: str, person: str) -> bool:
@@ -197,6 +204,19 @@ def answer_score(q: Message, ask: Question, m: Message, *, first_reply: bool, si
     return score - 0.05 * math.log1p(hours)
 
 
+def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Message]:
+    """Others' messages at ``q``'s place in other channels within the window after it (the
+    first ``MAX_CANDIDATES``); ``place`` is in time order."""
+    start = bisect_right([m.timestamp for m in place], q.timestamp)
+    out = []
+    for m in place[start:]:
+        if m.timestamp - q.timestamp > window_s or len(out) >= MAX_CANDIDATES:
+            break
+        if m.channel != q.channel and m.author != q.author:
+            out.append(m)
+    return out
+
+
 def find_answers(
     messages: Sequence[Message],
     *,
@@ -219,7 +239,10 @@ def find_answers(
     asked: dict[str, tuple[Message, Question]] = {}
     scored: list[tuple[float, float, str, str]] = []
     replies: dict[str, list[Message]] = {}
+    places: dict[str, list[Message]] = {}
     for m in ordered:
+        if m.location.strip() and m.source in CONVERSATIONAL and not m.system:
+            places.setdefault(m.location.strip().casefold(), []).append(m)
         if m.reply_to:
             replies.setdefault(m.reply_to, []).append(m)
     for channel in channels.values():
@@ -244,6 +267,14 @@ def find_answers(
             for m, sim in zip(candidates, sims, strict=True):
                 s = answer_score(q, ask, m, first_reply=first, sim=sim)
                 first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
+                if s >= MIN_SCORE:
+                    scored.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+            away = _elsewhere(q, places.get(q.location.strip().casefold(), []), window_s)
+            away_sims = similarity.against(q.unit_id, [m.unit_id for m in away])
+            for m, sim in zip(away, away_sims, strict=True):
+                if sim < ELSEWHERE_MIN_SIM:
+                    continue
+                s = answer_score(q, ask, m, first_reply=False, sim=2 * sim) - ELSEWHERE_PENALTY
                 if s >= MIN_SCORE:
                     scored.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
     by_id = {m.unit_id: m for m in ordered}
