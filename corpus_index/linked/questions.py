@@ -207,8 +207,8 @@ def answer_score(q: Message, ask: Question, m: Message, *, first_reply: bool, si
 def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Message]:
     """Others' messages at ``q``'s place in other channels within the window after it (the
     first ``MAX_CANDIDATES``); ``place`` is in time order."""
-    start = bisect_right([m.timestamp for m in place], q.timestamp)
-    out = []
+    start = bisect_right(place, q.timestamp, key=lambda m: m.timestamp)
+    out: list[Message] = []
     for m in place[start:]:
         if m.timestamp - q.timestamp > window_s or len(out) >= MAX_CANDIDATES:
             break
