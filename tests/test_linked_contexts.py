@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_index.collection import CollectionConfig
 from corpus_index.identities import Identity, IdentityRegistry, identity_id, load_people
@@ -335,6 +337,19 @@ def test_link_units_does_not_depend_on_the_order_of_its_input() -> None:
     assert link_units(shuffled, now=T0) == first
     ids = [group_id("t", "c", g.group_type, g.member_ids) for g in first]
     assert len(set(ids)) == len(ids)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.permutations(range(8)), st.floats(0, 10 * 24))
+def test_groups_and_their_ids_do_not_depend_on_input_order(order: list[int], hours: float) -> None:
+    units = [*christmas(), *incident_case(note("n-m", "Mike Brennan", "John: seizure.", 2))]
+    units += [msg("q", "Jane O.", "has anyone got a spare charger?", 20)]
+    now = T0 + hours * HOUR
+    expected = link_units(units, now=now)
+    again = link_units([units[i] for i in order], now=now)
+    assert again == expected
+    ids = {group_id("t", "c", g.group_type, g.member_ids) for g in again}
+    assert ids == {group_id("t", "c", g.group_type, g.member_ids) for g in expected}
 
 
 def test_group_input_heads_with_title_people_place_dates_then_members_and_records_a_cut() -> None:
