@@ -34,9 +34,13 @@ class Similarity:
         known = [k for k, r in enumerate(rows) if r >= 0]
         if ia is None or not known:
             return out
-        sims = (self._matrix[[rows[k] for k in known]] @ self._matrix[ia].T).toarray().ravel()
-        for k, value in zip(known, sims, strict=True):
-            out[k] = float(value)
+        # one contiguous slice of rows (cheap in CSR) rather than picking rows one by one:
+        # a question's candidates are close to it in time, so close in the collection's order
+        lo = min(rows[k] for k in known)
+        hi = max(rows[k] for k in known)
+        sims = (self._matrix[lo : hi + 1] @ self._matrix[ia].T).toarray().ravel()
+        for k in known:
+            out[k] = float(sims[rows[k] - lo])
         return out
 
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
