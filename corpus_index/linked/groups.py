@@ -93,8 +93,8 @@ def conversation_groups(messages: Sequence[Message]) -> list[Group]:
 
 
 def _units(messages: Sequence[Message]) -> list[Message]:
-    """One message per unit id in time order (a unit cut into several blocks has their texts
-    joined), so that grouping does not depend on the order it was given them in."""
+    """One message per unit id in time order, so that grouping does not depend on the order of
+    the units; a unit cut into several blocks has their texts joined in the order given."""
     merged: dict[str, Message] = {}
     for m in sorted(messages, key=lambda m: (m.timestamp, m.unit_id)):
         seen = merged.get(m.unit_id)

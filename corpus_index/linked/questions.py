@@ -217,6 +217,53 @@ def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Messag
     return out
 
 
+def _in_channel(
+    q: Message, after: Sequence[Message], replies: Sequence[Message], window_s: float
+) -> list[Message]:
+    """Others' messages in ``q``'s channel within the window after it (the first
+    ``MAX_CANDIDATES``), then the explicit replies to it however late (``after``: the
+    channel's later messages in time order). The window only: a channel's whole future is not
+    read per question."""
+    near: list[Message] = []
+    for m in after:
+        if m.timestamp - q.timestamp > window_s or len(near) >= MAX_CANDIDATES:
+            break
+        if not m.system and m.author != q.author:
+            near.append(m)
+    seen = {m.unit_id for m in near}
+    late = [
+        m
+        for m in replies
+        if m.unit_id not in seen and m.author != q.author and m.timestamp >= q.timestamp
+    ]
+    return near + late
+
+
+def _scored(
+    q: Message,
+    ask: Question,
+    here: Sequence[Message],
+    away: Sequence[Message],
+    similarity: Similarity,
+) -> list[tuple[float, float, str, str]]:
+    """``(-score, seconds after, question, answer)`` of the candidates that score enough:
+    ``here`` in the question's channel, ``away`` at its place elsewhere (on its topic only)."""
+    out = []
+    first = True
+    for m, sim in zip(here, similarity.against(q.unit_id, [m.unit_id for m in here]), strict=True):
+        s = answer_score(q, ask, m, first_reply=first, sim=sim)
+        first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
+        if s >= MIN_SCORE:
+            out.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+    for m, sim in zip(away, similarity.against(q.unit_id, [m.unit_id for m in away]), strict=True):
+        if sim < ELSEWHERE_MIN_SIM:
+            continue
+        s = answer_score(q, ask, m, first_reply=False, sim=2 * sim) - ELSEWHERE_PENALTY
+        if s >= MIN_SCORE:
+            out.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+    return out
+
+
 def find_answers(
     messages: Sequence[Message],
     *,
@@ -251,32 +298,9 @@ def find_answers(
             if ask is None:
                 continue
             asked[q.unit_id] = (q, ask)
-            near = []  # the window only: a channel's whole future is not read per question
-            for m in channel[i + 1 :]:
-                if m.timestamp - q.timestamp > window_s:
-                    break
-                near.append(m)
-            seen = {m.unit_id for m in near}
-            late = [m for m in replies.get(q.unit_id, ()) if m.unit_id not in seen]
-            others = [m for m in near if not m.system and m.author != q.author]
-            candidates = others[:MAX_CANDIDATES] + [
-                m for m in late if m.author != q.author and m.timestamp >= q.timestamp
-            ]
-            sims = similarity.against(q.unit_id, [m.unit_id for m in candidates])
-            first = True
-            for m, sim in zip(candidates, sims, strict=True):
-                s = answer_score(q, ask, m, first_reply=first, sim=sim)
-                first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
-                if s >= MIN_SCORE:
-                    scored.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+            here = _in_channel(q, channel[i + 1 :], replies.get(q.unit_id, []), window_s)
             away = _elsewhere(q, places.get(q.location.strip().casefold(), []), window_s)
-            away_sims = similarity.against(q.unit_id, [m.unit_id for m in away])
-            for m, sim in zip(away, away_sims, strict=True):
-                if sim < ELSEWHERE_MIN_SIM:
-                    continue
-                s = answer_score(q, ask, m, first_reply=False, sim=2 * sim) - ELSEWHERE_PENALTY
-                if s >= MIN_SCORE:
-                    scored.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+            scored.extend(_scored(q, ask, here, away, similarity))
     by_id = {m.unit_id: m for m in ordered}
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}
