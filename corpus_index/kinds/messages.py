@@ -313,6 +313,7 @@ def message_of(block: Block) -> Message:
         source=str(meta.get("source", "")),
         location=str(meta.get("location") or ""),
         title=str(meta.get("subject") or meta.get("title") or ""),
+        event_date=block.event_date or "",
     )
 
 

@@ -1,9 +1,10 @@
-"""Linked groups: the records a grouping produces (seed "Linked Context V2" §3.1, §3.2).
+"""Linked groups of one collection's units (seed "Linked Context V2" §2.1, §5):
+:func:`link_units` makes every conversation, question with its answer, incident with its shift
+notes and day at a place, each described (title, summary, anchors, tags, coherence) and given
+its completeness, resolution status and re-processing priority.
 
-A group is a set of units that read as one context: a conversation, a question with its answer,
-an incident with the shift notes of the staff who were there, a day at a place. Its id comes
-from its content (tenant, collection, type and member ids), never from a position, so the same
-members always make the same group and a changed membership makes a new one.
+The records (:class:`Group`, :class:`Member`, :func:`group_id`) are in :mod:`.records` and
+are re-exported here.
 
 Tenancy and access are not decided here: the ``linked_groups`` step gives a group its members'
 tenant and the intersection of their ACL groups.
@@ -12,73 +13,56 @@ tenant and the intersection of their ACL groups.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.linked.conversations import group_conversations
+from corpus_index.linked.days import daily_contexts
+from corpus_index.linked.describe import describe
+from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, involved
 from corpus_index.linked.messages import Message
-
-GROUP_TYPES = (
-    "conversation",
-    "qa_pair",
-    "incident_context",
-    "daily_context",
-    "decision_thread",
-    "topic_cluster",
+from corpus_index.linked.people import NameResolver, People
+from corpus_index.linked.questions import ANSWER_WINDOW_S, AnswerVerifier, find_answers, qa_groups
+from corpus_index.linked.records import (
+    COMPLETENESS,
+    GROUP_TYPES,
+    MEMBER_ROLES,
+    RESOLUTION,
+    Group,
+    Member,
+    group_id,
 )
-MEMBER_ROLES = ("initiator", "response", "resolution", "context")
-COMPLETENESS = ("complete", "partial", "evolving")
-RESOLUTION = ("open", "resolved", "superseded")
+from corpus_index.linked.similarity import Similarity
+
+__all__ = [
+    "COMPLETENESS",
+    "GROUP_TYPES",
+    "MEMBER_ROLES",
+    "RESOLUTION",
+    "Group",
+    "Member",
+    "Windows",
+    "conversation_groups",
+    "group_id",
+    "link_units",
+]
+
+ACTIVE_S = 7 * 24 * 3600.0  # a conversation with a message this recent is active (weekly refresh)
+VALIDATION_S = 48 * 3600.0  # content younger than this still has its validation pass to come
+PRIORITY_VALIDATION = 3
+PRIORITY_ACTIVE = 1
 
 
 @dataclass(frozen=True, slots=True)
-class Member:
-    """A unit's place in a group (seed §3.2): ``order`` from 1 in the group's reading order,
-    ``role`` one of MEMBER_ROLES, ``primary`` (the incident itself) or supporting (its shift
-    notes), and how relevant it is to the group (0 to 1)."""
+class Windows:
+    """How far the groupings look: after a question for its answer, either side of an incident
+    for its shift notes. Re-processing widens them (seed §2.4)."""
 
-    unit_id: str
-    order: int
-    role: str = "response"
-    primary: bool = False
-    relevance: float = 1.0
+    answer_s: float = ANSWER_WINDOW_S
+    notes_s: float = NOTE_WINDOW_S
 
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """One linked group (seed §3.1). Times are seconds since the epoch (UTC); dates ISO
-    ``YYYY-MM-DD``; ``identity_anchors`` are identity ids of the tenant's registry (or the
-    names as written where no registry resolves them)."""
-
-    group_type: str
-    processing_profile: str
-    members: tuple[Member, ...]
-    title: str = ""
-    summary: str = ""
-    identity_anchors: tuple[str, ...] = ()
-    primary_identity: str | None = None
-    location_anchors: tuple[str, ...] = ()
-    event_date: str | None = None
-    event_date_end: str | None = None
-    earliest_content_at: float | None = None
-    latest_content_at: float | None = None
-    domain_tags: tuple[str, ...] = ()
-    topic_tags: tuple[str, ...] = ()
-    coherence: float = 0.0
-    completeness: str = "complete"
-    resolution_status: str = "open"
-    reprocess_priority: int = 0
-    resolved_by_unit_id: str | None = None
-
-    @property
-    def member_ids(self) -> tuple[str, ...]:
-        return tuple(m.unit_id for m in self.members)
-
-
-def group_id(tenant: str, collection: str, group_type: str, member_ids: Sequence[str]) -> str:
-    """The group's id, from what it is: the same members make the same id in any order."""
-    what = canonical_json([tenant, collection, group_type, sorted(member_ids)])
-    return "grp-" + sha256_hex(what)[:32]
+    def widened(self, factor: float) -> Windows:
+        """Both windows ``factor`` times as wide."""
+        return Windows(self.answer_s * factor, self.notes_s * factor)
 
 
 def conversation_groups(messages: Sequence[Message]) -> list[Group]:
@@ -108,6 +92,87 @@ def conversation_groups(messages: Sequence[Message]) -> list[Group]:
     return out
 
 
-def link_units(messages: Sequence[Message]) -> list[Group]:
-    """All the groups of one collection's units (the ``linked_groups`` step calls this)."""
-    return conversation_groups(messages)
+def _units(messages: Sequence[Message]) -> list[Message]:
+    """One message per unit id in time order, so that grouping does not depend on the order of
+    the units; a unit cut into several blocks has their texts joined in the order given."""
+    merged: dict[str, Message] = {}
+    for m in sorted(messages, key=lambda m: (m.timestamp, m.unit_id)):
+        seen = merged.get(m.unit_id)
+        merged[m.unit_id] = m if seen is None else replace(seen, text=f"{seen.text}\n{m.text}")
+    return sorted(merged.values(), key=lambda m: (m.timestamp, m.unit_id))
+
+
+def _timed(group: Group, now: float) -> Group:
+    """A conversation still going is evolving (weekly refresh); any group whose newest unit is
+    under 48 hours old still has its validation pass to come (seed §7.1)."""
+    latest = group.latest_content_at or 0.0
+    if group.group_type == "conversation":
+        active = now - latest < ACTIVE_S
+        group = replace(
+            group,
+            completeness="evolving" if active else "complete",
+            resolution_status="open" if active else "resolved",
+            reprocess_priority=PRIORITY_ACTIVE if active else 0,
+        )
+    if now - latest < VALIDATION_S:
+        group = replace(
+            group, reprocess_priority=max(group.reprocess_priority, PRIORITY_VALIDATION)
+        )
+    return group
+
+
+def link_units(
+    messages: Sequence[Message],
+    *,
+    registry: NameResolver | None = None,
+    now: float | None = None,
+    windows: Windows = Windows(),
+    verifier: AnswerVerifier | None = None,
+) -> list[Group]:
+    """All the groups of one collection's units (the ``linked_groups`` step calls this):
+    conversations, questions with their answers, incidents with their shift notes, and days
+    at a place, described and prioritised. Deterministic: the same units (in any order), the
+    same registry and the same ``now`` make the same groups in the same order.
+
+    Args:
+        messages: the units of one collection (so of one tenant: a group never spans two).
+        registry: the tenant's identity registry (an
+            :class:`~corpus_index.identities.IdentityRegistry`); anchors are then identity
+            ids, else names as written.
+        now: the time (seconds since the epoch) priorities and timeouts are judged at; the
+            newest unit's time by default.
+        windows: how far answers and shift notes are looked for.
+        verifier: may refuse a question-answer pair (none by default: no network).
+    """
+    units = _units(messages)
+    if not units:
+        return []
+    now = units[-1].timestamp if now is None else now
+    by_id = {m.unit_id: m for m in units}
+    similarity = Similarity(units)
+    people = People(registry)
+    out: list[Group] = []
+    for g in conversation_groups(units):
+        out.append(describe(g, by_id, similarity=similarity, people=people))
+    links = find_answers(units, similarity=similarity, window_s=windows.answer_s, verifier=verifier)
+    for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
+        asker = by_id[link.question].author
+        out.append(
+            describe(
+                g,
+                by_id,
+                similarity=similarity,
+                people=people,
+                primary_person=asker,
+                title_hint=link.sentence,
+            )
+        )
+    for g in incident_contexts(
+        units, similarity=similarity, people=people, window_s=windows.notes_s, now=now
+    ):
+        subjects = involved(by_id[g.members[0].unit_id]).subjects
+        primary = subjects[0] if subjects else None
+        out.append(describe(g, by_id, similarity=similarity, people=people, primary_person=primary))
+    for g in daily_contexts(units):
+        out.append(describe(g, by_id, similarity=similarity, people=people))
+    return [_timed(g, now) for g in out]

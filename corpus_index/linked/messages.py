@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ class Message:
     source: str = ""  # discord_chat, sms_message, email_thread, incident_report, shift_note, ...
     location: str = ""
     title: str = ""  # a subject or title line, where the source has one
+    event_date: str = ""  # the local calendar date (ISO) it was written on, where known
 
 
 _ADDRESS_END = re.compile(r"[:,;>!]+$")
@@ -39,3 +41,10 @@ def addressed_word(text: str) -> str:
     name. Empty for an empty text."""
     first = text.split(maxsplit=1)
     return _ADDRESS_END.sub("", first[0].lower()) if first else ""
+
+
+def day_of(message: Message) -> str:
+    """The message's calendar date: its own ``event_date``, else the UTC date of its time."""
+    if message.event_date:
+        return message.event_date
+    return dt.datetime.fromtimestamp(message.timestamp, dt.UTC).date().isoformat()

@@ -1,0 +1,36 @@
+"""Daily contexts: everything at one place on one day (seed §2.1, "all activity at Picton SIL
+on Tuesday"), for the places units name."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from corpus_index.linked.messages import Message, day_of
+from corpus_index.linked.records import Group, Member
+
+MIN_UNITS = 2  # a day with one unit at a place is that unit, not a context
+
+
+def daily_contexts(messages: Sequence[Message]) -> list[Group]:
+    """One ``daily_context`` group per (location, local date) with at least ``MIN_UNITS``
+    units, members in time order, every one context. Places are compared without case."""
+    days: dict[tuple[str, str], list[Message]] = defaultdict(list)
+    for m in messages:
+        if m.location.strip() and not m.system:
+            days[(m.location.strip().casefold(), day_of(m))].append(m)
+    out = []
+    for key in sorted(days):
+        units = sorted(days[key], key=lambda m: (m.timestamp, m.unit_id))
+        if len(units) < MIN_UNITS:
+            continue
+        members = tuple(Member(m.unit_id, k + 1, "context") for k, m in enumerate(units))
+        out.append(
+            Group(
+                group_type="daily_context",
+                processing_profile="mixed",
+                members=members,
+                resolution_status="resolved",
+            )
+        )
+    return out

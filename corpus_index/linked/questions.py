@@ -1,0 +1,348 @@
+"""Questions and the later units that answer them (seed "Linked Context" §5.3).
+
+A unit of a conversational source (chat, SMS, e-mail) holds a question when one of its sentences
+ends in a question mark, opens with an interrogative ("who", "is", "can we"), or asks in so many
+words ("does anyone know", "let me know"). Its answer is looked for among the later units of the
+same channel or thread by someone else, within a window (wider when re-processed) and at most
+``MAX_CANDIDATES`` of them (explicit replies are read however late), and among the units of
+other channels at the same place when they are on the same topic, scored by:
+
+- an explicit reply to the question (strong, but a reply can answer the thread's other question);
+- the asker addressed by name, or the answerer named in the question;
+- answer patterns that fit the question: "yes"/"no" for a yes/no question, "me"/"I'll" for a
+  "who", "found it", "it's in", a time or number for the others;
+- no answer patterns ("no idea", "not sure", "think it's ...", "checking"), acknowledgments;
+- topic similarity (TF-IDF over the collection), being the first reply (after any "no idea"),
+  and the time passed.
+
+Pairs are chosen best first, each question and each answer at most once. An optional
+:class:`AnswerVerifier` (an LLM, say) may veto a pair; none is used by default (no network).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple, Protocol
+
+from corpus_index.linked.messages import Message
+from corpus_index.linked.people import given, name_key
+from corpus_index.linked.records import Group, Member
+from corpus_index.linked.similarity import Similarity
+
+CONVERSATIONAL = frozenset({"discord_chat", "sms_message", "email_thread", "chat", ""})
+ANSWER_WINDOW_S = 48 * 3600.0  # a first pass looks this far after a question
+MIN_SCORE = 0.3  # an answer must score at least this
+MAX_CANDIDATES = 40  # the others' messages after a question read for its answer (and replies)
+# an answer in another channel or thread at the same place must be on the same topic (which
+# then counts twice, being all that links them) and counts for less than one where it was asked
+ELSEWHERE_MIN_SIM = 0.25
+ELSEWHERE_PENALTY = 0.15
+PRIORITY_OPEN = 8  # an unanswered question (seed §7.1)
+TIMEOUT_S = 7 * 24 * 3600.0  # after a week unanswered a question is given up (``timeout``)
+
+_WH = frozenset({"who", "whose", "whom", "what", "when", "where", "which", "why", "how"})
+# a question without its question mark: "can we get ...", "Tom can you drive", "who's on"
+_OPENS = re.compile(
+    r"^(?:[A-Z][a-z]+,?\s+)?(?:(?:can|could|would|will|do|does|did|is|are|has|have|should)"
+    r"\s+(?:you|we|i|someone|anyone|anybody|somebody|he|she|they|it|there)\b"
+    r"|(?:who|what|when|where|which|how)(?:'s|\s+(?:is|are|was|can|do|does|did|will|should))\b)",
+)
+_ASKS = re.compile(
+    r"\b(?:(?:does|do) any(?:one|body) know|please (?:confirm|advise)"
+    r"|any(?:one|body) (?:seen|got|know))\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_WORD = re.compile(r"[a-z0-9']+")
+
+_YES_NO = re.compile(r"^(?:yes|yep|yeah|yup|no|nope|nah|sure|of course|definitely)\b", re.I)
+_SELF = re.compile(r"^(?:me\b|i'll\b|i will\b|i can\b|i'm on\b|i am on\b|we'll\b|count me)", re.I)
+_FACT = re.compile(
+    r"^(?:found|it's|its|it is|they're|they are|it was|in the|on the|top|under|behind|at|"
+    r"from|since|closed|open|both|only|picked|arrived|fixed|done|booked|rang|\d)",
+    re.IGNORECASE,
+)
+_NOT_ANSWER = re.compile(
+    r"\b(?:no idea|not sure|not me|don't know|dunno|i don't have|no clue|checking|will check|"
+    r"let me check|i'll check)\b|^(?:think|i think|maybe|not in)\b",
+    re.IGNORECASE,
+)
+_DOES = re.compile(
+    r"^(?:ok|okay|sure|done|added|will do|on it|sorted|no worries|no problem|booked|got it)\b",
+    re.IGNORECASE,
+)
+_ACK = re.compile(
+    r"^(?:thanks?|thank you|ta|cheers|legend|great|good|love it|nice|brilliant|wonderful)\b"
+    r"[\W\s]*(?:\w+[\W\s]*)?$",
+    re.IGNORECASE,
+)
+_GREETING = re.compile(r"^(?:hi|hey|hello|dear|morning|g'day)\b[\s,]*", re.IGNORECASE)
+
+
+class Question(NamedTuple):
+    """What a question asks: ``kind`` ``who``, ``wh`` (what, where, when ...) or ``polar``
+    (yes or no), and the sentence that asks it."""
+
+    kind: str
+    sentence: str
+
+
+@lru_cache(maxsize=65536)
+def question_of(text: str) -> Question | None:
+    """The (last) question ``text`` asks, or None when it asks none."""
+    found: Question | None = None
+    for raw in _SENTENCE.findall(text):
+        sentence = raw.strip()
+        head = [w.split("'")[0] for w in _WORD.findall(sentence.lower())[:3]]
+        if not head:
+            continue
+        opens = _OPENS.match(sentence[:1].lower() + sentence[1:]) or _OPENS.match(sentence)
+        if sentence.endswith("?") or opens or _ASKS.search(sentence):
+            if any(w in ("who", "whose", "whom") for w in head):
+                kind = "who"
+            elif any(w in _WH for w in head):
+                kind = "wh"
+            else:
+                kind = "polar"
+            found = Question(kind, sentence)
+    return found
+
+
+class AnswerVerifier(Protocol):
+    """Judges whether ``answer`` answers ``question`` (an LLM could): True, False, or None
+    for no opinion (the heuristic score then decides alone)."""
+
+    def verify(self, question: Message, answer: Message) -> bool | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QaLink:
+    """A question and the unit that answers it (None: not answered yet), with the score."""
+
+    question: str
+    answer: str | None
+    score: float
+    kind: str
+    sentence: str
+
+
+@lru_cache(maxsize=65536)
+def _opening(text: str) -> tuple[str, str]:
+    """The first word of ``text`` after any greeting, and its first 40 characters (lower)."""
+    opening = _GREETING.sub("", text.strip())[:40].lower()
+    words = _WORD.findall(opening.replace("@", " "))
+    return (words[0] if words else "", text.lower()[:40])
+
+
+@lru_cache(maxsize=65536)
+def _forms(person: str) -> tuple[str, str]:
+    """A person's given name and handle (``"Jane O."`` -> ``("jane", "janeo")``)."""
+    return given(person), re.sub(r"[^a-z0-9]", "", person.lower().split("<")[0])
+
+
+def _addresses(text: str, person: str) -> bool:
+    """Whether ``text`` opens by addressing ``person`` (``"@DanK ..."``, ``"Jane, ..."``,
+    ``"Hi Helen, ..."``)."""
+    first, handle = _forms(person)
+    word, head = _opening(text)
+    if not word or not first:
+        return False
+    by_handle = len(word) >= 3 and handle.startswith(word)  # "Dan," to DanK, "Mike" to mikeb
+    return word in (first, handle) or by_handle or (handle != "" and f"@{handle}" in head)
+
+
+def _names(text: str, person: str) -> bool:
+    """Whether ``text`` names ``person`` by their given name (as a word, capitalised)."""
+    first = _forms(person)[0]
+    return bool(first) and re.search(rf"\b{re.escape(first.capitalize())}\b", text) is not None
+
+
+def _sent_to(q: Message, m: Message) -> bool:
+    """Whether ``q`` was sent to ``m``'s author (a recipient of an SMS or e-mail)."""
+    key = name_key(m.author)
+    return any(r == m.author or (key and name_key(r) == key) for r in q.mentions)
+
+
+def answer_score(q: Message, ask: Question, m: Message, *, first_reply: bool, sim: float) -> float:
+    """How likely ``m`` answers question ``q`` (asking ``ask``); see the module's list."""
+    text = _GREETING.sub("", m.text.strip())
+    text = re.sub(r"^@?\w+[,:]\s+", "", text) if _addresses(m.text, q.author) else text
+    score = 0.0
+    if m.reply_to == q.unit_id:
+        score += 0.45
+    elif m.reply_to:
+        score -= 0.15
+    if _addresses(m.text, q.author):
+        score += 0.25
+    if _names(ask.sentence, m.author) or _addresses(q.text, m.author):
+        score += 0.2
+    if _sent_to(q, m):
+        score += 0.2
+    if ask.kind == "polar" and (_YES_NO.match(text) or _DOES.match(text)):
+        score += 0.3
+    elif ask.kind == "who" and (_SELF.match(text) or _YES_NO.match(text) is None):
+        score += 0.25 if _SELF.match(text) else 0.05
+    elif _FACT.match(text) or re.search(r"\d", text[:30]):
+        score += 0.2
+    if ask.kind != "polar" and re.match(r"^(?:yes|yep|yeah|no|nope)\b", text, re.I):
+        score -= 0.15
+    if _NOT_ANSWER.search(m.text):
+        score -= 0.5
+    if _ACK.match(text) or len(_WORD.findall(text.lower())) <= 1:
+        score -= 0.35
+    if question_of(m.text) is not None and m.reply_to != q.unit_id:
+        score -= 0.1
+    if first_reply:
+        score += 0.2
+    score += 0.5 * sim
+    hours = max(m.timestamp - q.timestamp, 0.0) / 3600
+    return score - 0.05 * math.log1p(hours)
+
+
+def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Message]:
+    """Others' messages at ``q``'s place in other channels within the window after it (the
+    first ``MAX_CANDIDATES``); ``place`` is in time order."""
+    start = bisect_right(place, q.timestamp, key=lambda m: m.timestamp)
+    out: list[Message] = []
+    for m in place[start:]:
+        if m.timestamp - q.timestamp > window_s or len(out) >= MAX_CANDIDATES:
+            break
+        if m.channel != q.channel and m.author != q.author:
+            out.append(m)
+    return out
+
+
+def _in_channel(
+    q: Message, after: Sequence[Message], replies: Sequence[Message], window_s: float
+) -> list[Message]:
+    """Others' messages in ``q``'s channel within the window after it (the first
+    ``MAX_CANDIDATES``), then the explicit replies to it however late (``after``: the
+    channel's later messages in time order). The window only: a channel's whole future is not
+    read per question."""
+    near: list[Message] = []
+    for m in after:
+        if m.timestamp - q.timestamp > window_s or len(near) >= MAX_CANDIDATES:
+            break
+        if not m.system and m.author != q.author:
+            near.append(m)
+    seen = {m.unit_id for m in near}
+    late = [
+        m
+        for m in replies
+        if m.unit_id not in seen and m.author != q.author and m.timestamp >= q.timestamp
+    ]
+    return near + late
+
+
+def _scored(
+    q: Message,
+    ask: Question,
+    here: Sequence[Message],
+    away: Sequence[Message],
+    similarity: Similarity,
+) -> list[tuple[float, float, str, str]]:
+    """``(-score, seconds after, question, answer)`` of the candidates that score enough:
+    ``here`` in the question's channel, ``away`` at its place elsewhere (on its topic only)."""
+    out = []
+    first = True
+    for m, sim in zip(here, similarity.against(q.unit_id, [m.unit_id for m in here]), strict=True):
+        s = answer_score(q, ask, m, first_reply=first, sim=sim)
+        first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
+        if s >= MIN_SCORE:
+            out.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+    for m, sim in zip(away, similarity.against(q.unit_id, [m.unit_id for m in away]), strict=True):
+        if sim < ELSEWHERE_MIN_SIM:
+            continue
+        s = answer_score(q, ask, m, first_reply=False, sim=2 * sim) - ELSEWHERE_PENALTY
+        if s >= MIN_SCORE:
+            out.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
+    return out
+
+
+def find_answers(
+    messages: Sequence[Message],
+    *,
+    similarity: Similarity,
+    window_s: float = ANSWER_WINDOW_S,
+    verifier: AnswerVerifier | None = None,
+) -> list[QaLink]:
+    """Every question of ``messages`` (one collection) with its answer or None, in the order
+    the questions were asked.
+
+    Args:
+        window_s: how long after a question its answer is looked for (an explicit reply is
+            taken at any distance).
+        verifier: may refuse a pair before it is taken.
+    """
+    ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
+    channels: dict[str, list[Message]] = {}
+    for m in ordered:
+        channels.setdefault(m.channel, []).append(m)
+    asked: dict[str, tuple[Message, Question]] = {}
+    scored: list[tuple[float, float, str, str]] = []
+    replies: dict[str, list[Message]] = {}
+    places: dict[str, list[Message]] = {}
+    for m in ordered:
+        if m.location.strip() and m.source in CONVERSATIONAL and not m.system:
+            places.setdefault(m.location.strip().casefold(), []).append(m)
+        if m.reply_to:
+            replies.setdefault(m.reply_to, []).append(m)
+    for channel in channels.values():
+        for i, q in enumerate(channel):
+            ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
+            if ask is None:
+                continue
+            asked[q.unit_id] = (q, ask)
+            here = _in_channel(q, channel[i + 1 :], replies.get(q.unit_id, []), window_s)
+            away = _elsewhere(q, places.get(q.location.strip().casefold(), []), window_s)
+            scored.extend(_scored(q, ask, here, away, similarity))
+    by_id = {m.unit_id: m for m in ordered}
+    scored.sort()
+    answer_of: dict[str, tuple[str, float]] = {}
+    used: set[str] = set()
+    for neg, _, qid, mid in scored:
+        if qid in answer_of or mid in used:
+            continue
+        if verifier is not None and verifier.verify(by_id[qid], by_id[mid]) is False:
+            continue
+        answer_of[qid] = (mid, -neg)
+        used.add(mid)
+    out = []
+    for qid, (_, ask) in sorted(asked.items(), key=lambda kv: (kv[1][0].timestamp, kv[0])):
+        mid, score = answer_of.get(qid, ("", 0.0))
+        out.append(QaLink(qid, mid or None, round(score, 4), ask.kind, ask.sentence))
+    return out
+
+
+def qa_groups(links: Sequence[QaLink], by_id: dict[str, Message], *, now: float) -> list[Group]:
+    """One ``qa_pair`` group per question: the question (initiator, primary) and its answer
+    (resolution), resolved; or the question alone, open and re-processed at priority 8, until
+    a week has passed since it was asked (then ``timeout``, priority 0)."""
+    out = []
+    for link in links:
+        q = by_id[link.question]
+        members = [Member(q.unit_id, 1, "initiator", primary=True)]
+        if link.answer is not None:
+            members.append(Member(link.answer, 2, "resolution", relevance=min(link.score, 1.0)))
+            state = ("complete", "resolved", 0)
+        elif now - q.timestamp >= TIMEOUT_S:
+            state = ("partial", "timeout", 0)
+        else:
+            state = ("evolving", "open", PRIORITY_OPEN)
+        out.append(
+            Group(
+                group_type="qa_pair",
+                processing_profile=q.source or "chat",
+                members=tuple(members),
+                completeness=state[0],
+                resolution_status=state[1],
+                reprocess_priority=state[2],
+                resolved_by_unit_id=link.answer,
+            )
+        )
+    return out

@@ -1,0 +1,80 @@
+"""The records a grouping produces (seed "Linked Context V2" §3.1, §3.2): a linked group and
+its members, and the group's content-derived id.
+
+A group is a set of units that read as one context: a conversation, a question with its answer,
+an incident with the shift notes of the staff who were there, a day at a place. Its id comes
+from its content (tenant, collection, type and member ids), never from a position, so the same
+members always make the same group and a changed membership makes a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from corpus_index.hashing import canonical_json, sha256_hex
+
+GROUP_TYPES = (
+    "conversation",
+    "qa_pair",
+    "incident_context",
+    "daily_context",
+    "decision_thread",
+    "topic_cluster",
+)
+MEMBER_ROLES = ("initiator", "response", "resolution", "context")
+COMPLETENESS = ("complete", "partial", "evolving")
+# open: still looked for (a question, an incident missing notes); pending_context: an incident
+# with no notes at all; timeout: a question nobody answered within a week (seed §2.4, §5.3)
+RESOLUTION = ("open", "resolved", "superseded", "pending_context", "timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A unit's place in a group (seed §3.2): ``order`` from 1 in the group's reading order,
+    ``role`` one of MEMBER_ROLES, ``primary`` (the incident itself) or supporting (its shift
+    notes), and how relevant it is to the group (0 to 1)."""
+
+    unit_id: str
+    order: int
+    role: str = "response"
+    primary: bool = False
+    relevance: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One linked group (seed §3.1). Times are seconds since the epoch (UTC); dates ISO
+    ``YYYY-MM-DD``; ``identity_anchors`` are identity ids of the tenant's registry (names it
+    does not resolve, such as shared mailboxes, left out), or the names as written where no
+    registry is given. ``resolved_by_unit_id`` is a question's answer (qa_pair)."""
+
+    group_type: str
+    processing_profile: str
+    members: tuple[Member, ...]
+    title: str = ""
+    summary: str = ""
+    identity_anchors: tuple[str, ...] = ()
+    primary_identity: str | None = None
+    location_anchors: tuple[str, ...] = ()
+    event_date: str | None = None
+    event_date_end: str | None = None
+    earliest_content_at: float | None = None
+    latest_content_at: float | None = None
+    domain_tags: tuple[str, ...] = ()
+    topic_tags: tuple[str, ...] = ()
+    coherence: float = 0.0
+    completeness: str = "complete"
+    resolution_status: str = "open"
+    reprocess_priority: int = 0
+    resolved_by_unit_id: str | None = None
+
+    @property
+    def member_ids(self) -> tuple[str, ...]:
+        return tuple(m.unit_id for m in self.members)
+
+
+def group_id(tenant: str, collection: str, group_type: str, member_ids: Sequence[str]) -> str:
+    """The group's id, from what it is: the same members make the same id in any order."""
+    what = canonical_json([tenant, collection, group_type, sorted(member_ids)])
+    return "grp-" + sha256_hex(what)[:32]
