@@ -8,6 +8,7 @@ from assets.resources import CorpusResource
 from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
+from corpus_index.group_gates import LINKED_GROUP_GATES
 from corpus_index.lifecycle import move_pointer, registry_view
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
@@ -25,6 +26,8 @@ GENERATIONS_CHECK = "generations_pass_their_checks"
 EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES
 GENERATION_CHECKS = GENERATION_GATES
+# the last (no group row without a group) runs on index_rows, once the rows are written
+LINKED_GROUP_CHECKS = LINKED_GROUP_GATES[:3]
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,37 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         partitions_def=p.collections,
         group_name="ingestion",
         deps=[parsed_blocks],
+        check_specs=_specs("linked_groups", LINKED_GROUP_CHECKS, p.collections),
+        kinds={"parquet"},
+    )
+    @releasing
+    def linked_groups(
+        context: dg.AssetExecutionContext, corpus: CorpusResource
+    ) -> dg.MaterializeResult:
+        """Linked groups of a grouped collection's units (conversations and the like) with their members; empty for other kinds."""
+        r = steps.linked_groups.run(corpus.open_home(), context.partition_key)
+        if not r.grouped:
+            return dg.MaterializeResult(
+                metadata={"groups": 0, "skipped": "the collection's kind is not grouped"},
+                check_results=_skipped(LINKED_GROUP_CHECKS, "the collection is not grouped"),
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "units": r.units,
+                "groups": r.groups,
+                "members": r.members,
+                "groups_by_type": dg.MetadataValue.json(r.by_type),
+                "groups_not_indexed": r.unindexed,
+                "group_inputs_cut": r.cut,
+                "written": r.passed,
+            },
+            check_results=_results(r.gates),
+        )
+
+    @dg.asset(
+        partitions_def=p.collections,
+        group_name="ingestion",
+        deps=[parsed_blocks, linked_groups],
         kinds={"parquet"},
     )
     @releasing
@@ -463,6 +497,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         retrieval_evals,
         source_manifest,
         parsed_blocks,
+        linked_groups,
         embedding_inputs,
         embeddings,
         sidecars,
