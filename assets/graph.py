@@ -24,9 +24,9 @@ AUTOMATION = dg.AutomationCondition.eager()
 PARSE_CHECK = "every_document_parses"
 GENERATIONS_CHECK = "generations_pass_their_checks"
 EMBEDDING_CHECKS = EMBEDDING_GATES
-INDEX_ROW_CHECKS = INDEX_ROW_GATES
+# and the last of the linked-group checks: no group row without a group, once rows are written
+INDEX_ROW_CHECKS = INDEX_ROW_GATES + LINKED_GROUP_GATES[3:]
 GENERATION_CHECKS = GENERATION_GATES
-# the last (no group row without a group) runs on index_rows, once the rows are written
 LINKED_GROUP_CHECKS = LINKED_GROUP_GATES[:3]
 
 

@@ -12,7 +12,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import expectations, gates, memory
-from corpus_index.group_records import GROUP_SCHEMA, generation_formats, group_blocks, merged_by_doc
+from corpus_index.group_gates import group_rows_have_groups
+from corpus_index.group_records import (
+    GROUP_KIND,
+    GROUP_SCHEMA,
+    generation_formats,
+    group_blocks,
+    merged_by_doc,
+)
 from corpus_index.home import Home
 from corpus_index.index_store import WriteResult, vector_entry_schema
 from corpus_index.ordered import DocCursor, whole_documents
@@ -191,7 +198,12 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     if removed_gate.passed and not whole and not touched:
         outcome.write = WriteResult(inserted=0, deleted=0, total=present.num_rows)
     outcome.built = checked.rows
-    outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate()]
+    # once written: the generation holds no group row of a group linked_groups lost
+    held = home.store.doc_ids_of_kind(generation, collection, GROUP_KIND)
+    groups_gate = group_rows_have_groups(
+        held, [] if group_rows is None else group_rows["doc_id"].to_pylist()
+    )
+    outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate(), groups_gate]
     record_partition_checks(home, generation, "index_rows", collection, outcome.gates)
     if not outcome.passed:
         outcome.write = None

@@ -49,6 +49,7 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         ("linked_groups", "group_members_exist_and_are_live"),
         ("linked_groups", "groups_stay_within_one_tenant"),
         ("linked_groups", "group_acl_within_members"),
+        ("index_rows", "group_rows_have_groups"),
     ]:
         assert expected in checks
     for job in [

@@ -11,7 +11,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.eligibility import Principal, eligibility
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
@@ -24,10 +26,13 @@ CHRISTMAS = {f"wg-dc-0{n}" for n in (22, 23, 24, 25, 27, 28, 30, 31, 32)}
 PUMPKIN = "wg-dc-028"  # "yes pumpkin please"
 
 
-def _config(root: Path, *, deals: bool = False) -> Settings:
-    """Both tenants' sample streams (copied, so a test may delete a record), one hash profile."""
-    shutil.copytree(SAMPLE / "wattle", root / "wattle")
-    shutil.copytree(SAMPLE / "bluegum", root / "bluegum")
+def _config(
+    root: Path, *, tenants: tuple[str, ...] = ("wattle", "bluegum"), alt: bool = False
+) -> Settings:
+    """The sample streams (copied, so a test may delete a record), one hash profile (and a
+    second, ``alt``, when asked)."""
+    for tenant in tenants:
+        shutil.copytree(SAMPLE / tenant, root / tenant)
     common = {"kind": "messages", "tier": "restricted", "namespace": "messages"}
     collections = {
         "wattle-messages": {
@@ -45,12 +50,15 @@ def _config(root: Path, *, deals: bool = False) -> Settings:
             "people": "people.yaml",
         },
     }
+    profiles = {"hash": {"embedder": "hash:v1-64", "namespace": "messages"}}
+    if alt:
+        profiles["alt"] = {"embedder": "hash:v1-32", "namespace": "messages"}
     config = root / "corpus.yaml"
     config.write_text(
         yaml.safe_dump(
             {
-                "collections": collections,
-                "profiles": {"hash": {"embedder": "hash:v1-64", "namespace": "messages"}},
+                "collections": {k: v for k, v in collections.items() if v["path"] in tenants},
+                "profiles": profiles,
                 "namespaces": {"messages": {"eval_gate": "off"}},
             }
         )
@@ -165,3 +173,83 @@ def test_generation_rows_reconcile_with_unit_and_group_inputs(built: Graph) -> N
     assert groups.num_rows == len(
         [g for g in _groups(home, "wattle-messages")[0] if g["acl_groups"]]
     )
+
+
+def test_deleted_units_leave_their_groups_in_every_generation(tmp_path: Path) -> None:
+    settings = _config(tmp_path, tenants=("wattle",), alt=True)
+    g = Graph(settings)
+    g.build_all()
+    corpus = Home(settings)
+    generations = corpus.registry.generations()
+    assert len(generations) == 2
+    groups, members = _groups(corpus, "wattle-messages")
+    by_group: dict[object, list[str]] = {}
+    for m in members:
+        by_group.setdefault(m["group_id"], []).append(str(m["unit_id"]))
+    # "yes pumpkin please", and the last message of the largest chat conversation
+    pumpkin_group = _conversation_of(groups, members, PUMPKIN)["group_id"]
+    largest = max(
+        (gr for gr in groups if gr["group_type"] == "conversation"),
+        key=lambda gr: (len(by_group[gr["group_id"]]), str(gr["group_id"])),
+    )["group_id"]
+    assert len(by_group[largest]) >= 4
+    gone = {PUMPKIN, by_group[largest][-1]}
+    old = {pumpkin_group, largest}
+    for gid in old:
+        assert {corpus.store.count(gen, f"doc_id = '{gid}'") for gen in generations} == {1}
+    files = {
+        u: next(f for f in (tmp_path / "wattle").glob("*.jsonl") if f'"{u}"' in f.read_text())
+        for u in gone
+    }
+    for u, path in files.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join(x for x in lines if f'"{u}"' not in x) + "\n", encoding="utf-8")
+
+    r = g.ingest("wattle-messages")
+    assert r.success and metadata(r, "source_manifest")["removed"] == 2
+    units = {f"wattle-messages/{u}" for u in gone}
+    # at once, before anything is embedded again: the units and their old groups leave both
+    # generations
+    for gen in generations:
+        for unit in units:
+            assert corpus.store.count(gen, f"source_id = '{unit}'") == 0
+        for gid in old:
+            assert corpus.store.count(gen, f"doc_id = '{gid}'") == 0
+    for profile in ("hash", "alt"):
+        r = g.embed(profile, "wattle-messages")
+        assert r.success and all(check_outcomes(r).values())
+        assert check_outcomes(r)["group_rows_have_groups"]
+    groups, members = _groups(corpus, "wattle-messages")
+    assert not gone & {str(m["unit_id"]) for m in members}
+    # the largest conversation's other members are grouped again, under a new id, and that
+    # group is embedded in both generations without the deleted words
+    mates = set(by_group[largest]) - gone
+    again = {m["group_id"] for m in members if m["unit_id"] in mates}
+    assert again and not again & old
+    last = by_group[largest][-1]
+    record = next(
+        json.loads(x) for x in (SAMPLE / "wattle" / files[last].name).open() if f'"{last}"' in x
+    )
+    line = f"{record['author']}: {' '.join(record['text'].split())}"  # its line in group-v1
+    for gen in generations:
+        for gid in again:
+            (row,) = corpus.store.table(gen).search().where(f"doc_id = '{gid}'").to_list()
+            assert row["kind"] == "group" and line not in row["text"].split("\n")
+    for unit in units:
+        tomb = corpus.registry.tombstone(unit)
+        assert tomb is not None
+        receipt = json.loads(Path(tomb["receipt"]).read_text())
+        assert receipt["source_ids"] == sorted(units)  # groups leave too; only units are tombstoned
+        removed = {Path(a["location"]).parent.name for a in receipt["artifacts"]}
+        assert {"linked_groups", "group_members", "embedding_inputs"} <= removed
+
+    # the audit covers group rows: clean once compaction has rewritten the fragments
+    cli = CliRunner()
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = cli.invoke(main, [*args, "compact", "--json"])
+    assert out.exit_code == 0, out.output
+    for unit in units:
+        out = cli.invoke(main, [*args, "audit-deletion", unit, "--json"])
+        audit = json.loads(out.output)
+        assert audit["clean"], audit["remaining"]
+        assert audit["byte_scan"]["status"] == "done"
