@@ -9,6 +9,7 @@ from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.eval_report import eval_report
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
+from corpus_index.group_gates import LINKED_GROUP_GATES
 from corpus_index.lifecycle import move_pointer, registry_view
 from corpus_index.memory import releasing
 from corpus_index.plots import bar_chart, markdown_image, save_png
@@ -24,8 +25,10 @@ AUTOMATION = dg.AutomationCondition.eager()
 PARSE_CHECK = "every_document_parses"
 GENERATIONS_CHECK = "generations_pass_their_checks"
 EMBEDDING_CHECKS = EMBEDDING_GATES
-INDEX_ROW_CHECKS = INDEX_ROW_GATES
+# and the last of the linked-group checks: no group row without a group, once rows are written
+INDEX_ROW_CHECKS = INDEX_ROW_GATES + LINKED_GROUP_GATES[3:]
 GENERATION_CHECKS = GENERATION_GATES
+LINKED_GROUP_CHECKS = LINKED_GROUP_GATES[:3]
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,37 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         partitions_def=p.collections,
         group_name="ingestion",
         deps=[parsed_blocks],
+        check_specs=_specs("linked_groups", LINKED_GROUP_CHECKS, p.collections),
+        kinds={"parquet"},
+    )
+    @releasing
+    def linked_groups(
+        context: dg.AssetExecutionContext, corpus: CorpusResource
+    ) -> dg.MaterializeResult:
+        """Linked groups of a grouped collection's units (conversations and the like) with their members; empty for other kinds."""
+        r = steps.linked_groups.run(corpus.open_home(), context.partition_key)
+        if not r.grouped:
+            return dg.MaterializeResult(
+                metadata={"groups": 0, "skipped": "the collection's kind is not grouped"},
+                check_results=_skipped(LINKED_GROUP_CHECKS, "the collection is not grouped"),
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "units": r.units,
+                "groups": r.groups,
+                "members": r.members,
+                "groups_by_type": dg.MetadataValue.json(r.by_type),
+                "groups_not_indexed": r.unindexed,
+                "group_inputs_cut": r.cut,
+                "written": r.passed,
+            },
+            check_results=_results(r.gates),
+        )
+
+    @dg.asset(
+        partitions_def=p.collections,
+        group_name="ingestion",
+        deps=[parsed_blocks, linked_groups],
         kinds={"parquet"},
     )
     @releasing
@@ -477,6 +511,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         retrieval_evals,
         source_manifest,
         parsed_blocks,
+        linked_groups,
         embedding_inputs,
         embeddings,
         sidecars,

@@ -32,3 +32,6 @@ class CollectionConfig:
     # ``irc``, and overrides of its processing profiles, source -> field -> value)
     format: str = ""
     processing: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    # the people file that seeds the tenant's identity registry (``people:`` in the config,
+    # relative to ``path``; checked to exist), or None
+    people: Path | None = None

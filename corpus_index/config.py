@@ -177,7 +177,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _check_name(name, key, path)
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
-        extra = {"limits", "follow_symlinks_outside_root", "format", "processing"}
+        extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -188,10 +188,11 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         tier = _choice(spec.get("tier", "restricted"), TIERS, f"{key}.tier", path)
         ns = _string(spec.get("namespace", "default"), f"{key}.namespace", path)
         _check_name(ns, f"{key}.namespace", path)
+        root = (base / src).resolve()
         collections[name] = CollectionConfig(
             name=name,
             kind=kind,
-            path=(base / src).resolve(),
+            path=root,
             tenant=tenant,
             acl_groups=tuple(groups),
             tier=tier,
@@ -206,6 +207,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             ),
             format=_string(spec["format"], f"{key}.format", path) if "format" in spec else "",
             processing=_mapping(spec.get("processing"), f"{key}.processing", path),
+            people=_people_file(spec, root, f"{key}.people", path),
         )
         try:
             KINDS[kind].check_options(collections[name], key=key)
@@ -338,6 +340,20 @@ def _mapping(value: Any, key: str, path: Path, *, required: bool = False) -> dic
         return {}
     _require_mapping(value, key, path)
     return {str(k): v for k, v in value.items()}
+
+
+def _people_file(spec: dict[str, Any], root: Path, key: str, path: Path) -> Path | None:
+    """The collection's ``people`` file, relative to its root, which must hold it."""
+    if "people" not in spec:
+        return None
+    rel = _string(spec["people"], key, path)
+    found = (root / rel).resolve()
+    if not found.is_relative_to(root) or not found.is_file():
+        raise ConfigError(
+            f"{path}: {key}: {rel!r} is not a file inside the collection's path {root}; "
+            "name the people file relative to the collection's path"
+        )
+    return found
 
 
 def _no_unknown(spec: dict[str, Any], allowed: set[str], key: str, path: Path) -> None:

@@ -113,16 +113,25 @@ def propagate_deletion(
     reason: str,
 ) -> Receipt | None:
     """Remove ``source_ids`` of ``collection`` from every generation, sidecar and warehouse
-    partition; record tombstones and write a receipt. Returns None when there is nothing to do."""
+    partition; record tombstones and write a receipt. Returns None when there is nothing to do.
+
+    The linked groups holding a removed unit go with it (their rows in every generation, their
+    inputs and their warehouse rows: a group's input text holds its members' words); the next
+    ``linked_groups`` run links the units left into groups with new ids, which are embedded
+    anew. Only the removed sources are tombstoned: the same members make the same group again
+    if the unit comes back."""
     ids = set(source_ids)
     if not ids:
         return None
+    tombstoned = set(ids)
+    groups = _groups_holding(corpus, collection, ids)
+    ids |= {f"{collection}/{g}" for g in groups}
     receipt = Receipt(
         receipt_id=uuid.uuid4().hex[:12],
         reason=reason,
         collection=collection,
         namespace=namespace,
-        source_ids=sorted(ids),
+        source_ids=sorted(tombstoned),
         started_at=_now(),
     )
     wh = corpus.warehouse
@@ -165,7 +174,13 @@ def propagate_deletion(
                     )
 
     # 3. warehouse rows
-    for asset in ("parsed_blocks", "embedding_inputs", "quarantine"):
+    members = wh.read("group_members", (collection,))
+    if members is not None and groups:
+        kept = members.filter(pc.invert(pc.is_in(members["group_id"], pa.array(sorted(groups)))))
+        wh.write("group_members", (collection,), kept)
+        n = members.num_rows - kept.num_rows
+        receipt.removed("warehouse", str(wh.path("group_members", collection)), n, "rows")
+    for asset in ("parsed_blocks", "embedding_inputs", "quarantine", "linked_groups"):
         table = wh.read(asset, (collection,))
         if table is None or "source_id" not in table.column_names:
             continue
@@ -221,10 +236,27 @@ def propagate_deletion(
                 "reason": reason,
                 "receipt": str(path),
             }
-            for s in sorted(ids)
+            for s in sorted(tombstoned)
         ]
     )
     return receipt
+
+
+def _groups_holding(corpus: Home, collection: str, source_ids: set[str]) -> set[str]:
+    """The ids of the linked groups with a member among the units of ``source_ids``."""
+    members = corpus.warehouse.read("group_members", (collection,), columns=["group_id", "unit_id"])
+    blocks = corpus.warehouse.read(
+        "parsed_blocks", (collection,), columns=["source_id", "metadata"]
+    )
+    if members is None or blocks is None or not members.num_rows:
+        return set()
+    gone = blocks.filter(pc.is_in(blocks["source_id"], pa.array(sorted(source_ids), pa.string())))
+    units = {
+        str(json.loads(m).get("unit_id", s.split("/", 1)[-1]) if m else s.split("/", 1)[-1])
+        for s, m in zip(gone["source_id"].to_pylist(), gone["metadata"].to_pylist(), strict=True)
+    }
+    held = members.filter(pc.is_in(members["unit_id"], pa.array(sorted(units), pa.string())))
+    return set(held["group_id"].to_pylist())
 
 
 def _texts_only_of(table: pa.Table | None, ids: set[str], column: str, key: str) -> list[str]:

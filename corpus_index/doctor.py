@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from corpus_index import lance
 from corpus_index.config import Settings
 from corpus_index.errors import DamagedStateError
+from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.index_store import GenerationStore
 from corpus_index.records import (
     BLOCK_SCHEMA,
@@ -47,6 +48,8 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     "embedding_inputs": set(INPUT_SCHEMA.names),
     "embeddings": set(embedding_schema(1).names),
     "sidecar_pins": set(SIDECAR_PINS_SCHEMA.names),
+    "linked_groups": set(GROUP_SCHEMA.names),
+    "group_members": set(MEMBER_SCHEMA.names),
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

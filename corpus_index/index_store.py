@@ -164,6 +164,21 @@ class GenerationStore:
         got = table.search().where(where).select(["chunk_ref", "source_id"]).limit(n + 1).to_arrow()
         return got.select(["chunk_ref", "source_id"])
 
+    def doc_ids_of_kind(self, generation: Generation, collection: str, kind: str) -> list[str]:
+        """The ``doc_id`` of every row of ``kind`` the collection has in this generation (for
+        ``group``: the group ids it holds rows of)."""
+        if not self.exists(generation):
+            return []
+        table = self.table(generation)
+        where = predicates.all_of(
+            [predicates.eq("collection", collection), predicates.eq("kind", kind)]
+        )
+        n = int(table.count_rows(where))
+        if n == 0:
+            return []
+        got = table.search().where(where).select(["doc_id"]).limit(n + 1).to_arrow()
+        return [str(d) for d in got["doc_id"].to_pylist()]
+
     def replace_sources(
         self, generation: Generation, collection: str, rows: pa.Table, sources: Iterable[str]
     ) -> WriteResult:

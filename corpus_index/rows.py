@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_index.group_records import GROUP_KIND, generation_formats
 from corpus_index.hashing import vector_id
 from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
 from corpus_index.kinds import kind_named
@@ -29,7 +30,9 @@ def build_rows(
     """
     spec = generation.spec
     schema = vector_entry_schema(generation)
-    inputs = inputs.filter(pc.equal(inputs["input_format"], spec.input_format))
+    inputs = inputs.filter(
+        pc.is_in(inputs["input_format"], pa.array(generation_formats(spec.input_format)))
+    )
     if inputs.num_rows == 0:
         return schema.empty_table()
     by_chunk = {row["chunk_ref"]: row for row in blocks.to_pylist()}
@@ -47,7 +50,8 @@ def build_rows(
         base_ref = str(inp["chunk_ref"]).split("#", 1)[0]
         block = by_chunk[base_ref]
         meta = json.loads(str(block["metadata"])) if block["metadata"] else {}
-        promoted = kind_named(str(block["kind"])).promote(meta)
+        kind = str(block["kind"])
+        promoted = {} if kind == GROUP_KIND else kind_named(kind).promote(meta)
         order.append(vec_index[inp["input_hash"]])
         values: dict[str, object] = {
             "vector_id": vector_id(inp["chunk_ref"], spec.input_format, spec.backend_spec),
@@ -61,7 +65,7 @@ def build_rows(
             "section": inp["section"],
             "block_key": inp["block_key"],
             "content_hash": block["content_hash"],
-            "input_format": spec.input_format,
+            "input_format": inp["input_format"],
             "input_hash": inp["input_hash"],
             "text": inp["text"],
             "tenant_id": block["tenant_id"],

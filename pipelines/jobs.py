@@ -12,7 +12,7 @@ from corpus_index.compaction import compact
 from corpus_index.deletion import namespace_of, purge_collection
 from corpus_index.lifecycle import RetireChoice, retire
 
-INGEST_ASSETS = ["source_manifest", "parsed_blocks", "embedding_inputs"]
+INGEST_ASSETS = ["source_manifest", "parsed_blocks", "linked_groups", "embedding_inputs"]
 EMBED_ASSETS = ["embeddings", "sidecars", "index_rows"]
 
 

@@ -43,8 +43,12 @@ def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-
 
 
 def sample_config(root: Path, *, embedder: str = "hash:v1-256") -> Path:
-    """The bundled sample corpus (both tenants) with a fast embedder; returns corpus.yaml."""
+    """The bundled sample deals (both tenants; not the messages sample, a namespace of its
+    own) with a fast embedder; returns corpus.yaml."""
     config = yaml.safe_load((ROOT / "corpus.yaml").read_text())
+    config["collections"] = {
+        name: c for name, c in config["collections"].items() if c["kind"] == "uw_deals"
+    }
     for c in config["collections"].values():
         c["path"] = str(ROOT / c["path"])
     config["profiles"] = {"main": {"embedder": embedder, "namespace": "deals"}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -326,3 +327,42 @@ def test_settings_from_process_environment(tmp_path: Path, monkeypatch: pytest.M
     settings = settings_from_env()
     assert settings.config_path == (tmp_path / "x.yaml").resolve()
     assert settings.home == (tmp_path / "home").resolve()
+
+
+PROFILE = {"profiles": {"hash": {"embedder": "hash:v1-8"}}}
+
+
+@pytest.mark.parametrize(
+    ("people", "error"),
+    [
+        ("people.yaml", None),
+        ("absent.yaml", "collections.care.people: 'absent.yaml' is not a file inside"),
+        ("../people.yaml", "collections.care.people: '../people.yaml' is not a file inside"),
+        (["people.yaml"], "collections.care.people"),
+    ],
+)
+def test_people_file_is_relative_to_the_collection_and_must_exist(
+    tmp_path: Path, people: Any, error: str | None
+) -> None:
+    root = tmp_path / "conf" / "care"
+    root.mkdir(parents=True)
+    (root / "people.yaml").write_text("people: []\n", encoding="utf-8")
+    (root.parent / "people.yaml").write_text("people: []\n", encoding="utf-8")
+    care = {"kind": "messages", "path": "care", "tenant": "t", "acl_groups": ["g"]}
+    path = write(tmp_path, {"collections": {"care": {**care, "people": people}}, **PROFILE})
+    if error is None:
+        assert load_config(path).collections["care"].people == (root / "people.yaml").resolve()
+        return
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_config(path)
+
+
+def test_people_file_is_optional(tmp_path: Path) -> None:
+    (tmp_path / "conf" / "care").mkdir(parents=True)
+    care = {"kind": "messages", "path": "care", "tenant": "t", "acl_groups": ["g"]}
+    assert (
+        load_config(write(tmp_path, {"collections": {"care": care}, **PROFILE}))
+        .collections["care"]
+        .people
+        is None
+    )

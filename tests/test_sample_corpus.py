@@ -60,10 +60,17 @@ def golden() -> list[dict[str, Any]]:
 def test_sync_summary_counts_everything(sample_home: dict[str, Any]) -> None:
     first = sample_home["first"]
     assert set(first) >= {"embedded", "cache_hits", "documents", "quarantined", "collections"}
-    assert first["documents"] == 26 and first["quarantined"] == 0
+    # 26 deals, and the messages sample's 168 + 95 records (a record is a document)
+    assert first["documents"] == 26 + 168 + 95 and first["quarantined"] == 0
     assert first["embedded"] > 0
-    assert set(first["collections"]) == {"meridian-deals", "harbor-deals"}
+    assert set(first["collections"]) == {
+        "meridian-deals",
+        "harbor-deals",
+        "wattle-messages",
+        "bluegum-messages",
+    }
     assert first["collections"]["meridian-deals"]["documents"] == 14
+    assert first["collections"]["wattle-messages"]["documents"] == 168
     total_inputs = first["embedded"] + first["cache_hits"]
     assert total_inputs == sum(
         p["embedded"] + p["cache_hits"]
@@ -180,7 +187,11 @@ def test_shared_risk_pattern_is_found_across_different_wordings(searcher: Search
 
 def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any]) -> None:
     doc = json.loads(run_cli(sample_home["home"], "generations", "--json").stdout)
-    [gen] = doc["generations"]
+    # one generation per profile: the deals' and the messages'
+    by_namespace = {g["namespace"]: g for g in doc["generations"]}
+    assert sorted(by_namespace) == ["deals", "messages"] and len(doc["generations"]) == 2
+    assert by_namespace["messages"]["status"] == "ACTIVE"
+    gen = by_namespace["deals"]
     assert (
         gen["status"] == "ACTIVE"
         and gen["backend_spec"] == "st:all-MiniLM-L6-v2"
@@ -188,7 +199,8 @@ def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any
     )
     rows = sum(
         p["rows"]
-        for c in sample_home["first"]["collections"].values()
+        for name, c in sample_home["first"]["collections"].items()
+        if name.endswith("-deals")
         for p in c["profiles"].values()
     )
     assert gen["row_count"] == rows > 0

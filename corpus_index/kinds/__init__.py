@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from corpus_index.errors import ConfigError
+from corpus_index.group_records import GROUP_KIND
 from corpus_index.kinds.base import (
     CollectionKind,
     FileKind,
@@ -30,6 +31,7 @@ from corpus_index.kinds.base import (
 from corpus_index.kinds.beir import BEIR
 from corpus_index.kinds.messages import MESSAGES
 from corpus_index.kinds.uw_deals import UW_DEALS
+from corpus_index.linked.groups import GROUP_TYPES
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -187,11 +189,15 @@ def fingerprint(collection: CollectionConfig) -> str:
 
 def registered_values() -> dict[str, list[str]]:
     """What the registry allows today, by the names a data-quality suite uses for them
-    (``{"$PARAMETER": "registered_kinds"}``): kind names and their blocks' source types."""
-    return {
-        "registered_kinds": sorted(KINDS),
-        "registered_source_types": sorted({t for k in KINDS.values() for t in k.source_types}),
-    }
+    (``{"$PARAMETER": "registered_kinds"}``): kind names and their blocks' source types, and
+    when a kind is grouped, ``group`` and the group types its groups' rows carry."""
+    types = {t for k in KINDS.values() for t in k.source_types}
+    if any(k.grouped for k in KINDS.values()):  # their groups are rows of kind ``group``
+        return {
+            "registered_kinds": sorted([*KINDS, GROUP_KIND]),
+            "registered_source_types": sorted(types | set(GROUP_TYPES)),
+        }
+    return {"registered_kinds": sorted(KINDS), "registered_source_types": sorted(types)}
 
 
 def unit_granularity(kind: str, section: str, sections: Mapping[str, str]) -> str | None:

@@ -27,6 +27,7 @@ from corpus_index.embedding import (
     vectors_identity,
 )
 from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
+from corpus_index.group_records import generation_formats
 from corpus_index.hashing import canonical_json
 from corpus_index.home import Home
 from corpus_index.records import INPUT_SCHEMA, embedding_schema
@@ -96,7 +97,7 @@ def run(
             "embedding_inputs",
             (collection,),
             INPUT_HASH_SCHEMA,
-            where=pc.field("input_format") == p.input_format,
+            where=pc.field("input_format").isin(generation_formats(p.input_format)),
             columns=INPUT_HASH_SCHEMA.names,
         )["input_hash"]
     )

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import gates, predicates
+from corpus_index.group_records import generation_formats
 from corpus_index.home import Home
 from corpus_index.index_store import Coverage
 from corpus_index.lifecycle import required_checks
@@ -42,7 +44,13 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
             0
             if inputs is None
             else int(
-                pc.sum(pc.equal(inputs["input_format"], generation.spec.input_format)).as_py() or 0
+                pc.sum(
+                    pc.is_in(
+                        inputs["input_format"],
+                        pa.array(generation_formats(generation.spec.input_format)),
+                    )
+                ).as_py()
+                or 0
             )
         )
     actual = {

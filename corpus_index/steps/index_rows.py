@@ -12,6 +12,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import expectations, gates, memory
+from corpus_index.group_gates import group_rows_have_groups
+from corpus_index.group_records import (
+    GROUP_KIND,
+    GROUP_SCHEMA,
+    generation_formats,
+    group_blocks,
+    merged_by_doc,
+)
 from corpus_index.home import Home
 from corpus_index.index_store import WriteResult, vector_entry_schema
 from corpus_index.ordered import DocCursor, whole_documents
@@ -81,6 +89,14 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     spec = generation.spec
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = {f"{collection}/{d}" for d in live_documents(manifest)}
+    # a grouped collection's groups stand as blocks of their own (kind: group), live while
+    # linked_groups holds them
+    groups = home.warehouse.read("linked_groups", (collection,), GROUP_SCHEMA)
+    group_rows = group_blocks(groups, ROW_BLOCK_SCHEMA) if groups is not None else None
+    if group_rows is not None and not group_rows.num_rows:
+        group_rows = None
+    if group_rows is not None:
+        live |= set(group_rows["source_id"].to_pylist())
     # tombstones replay: a source deleted before this generation existed never enters it,
     # even from stale inputs (a source that really comes back lifts its tombstone at scan)
     dead = pa.array(
@@ -92,8 +108,10 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         pa.string(),
     )
 
+    formats = pa.array(generation_formats(spec.input_format))
+
     def wanted(data: _Rows) -> _Rows:
-        mask = pc.equal(data["input_format"], spec.input_format)
+        mask = pc.is_in(data["input_format"], formats)
         if len(dead):
             mask = pc.and_(mask, pc.invert(pc.is_in(data["source_id"], dead)))
         return data.filter(mask)
@@ -128,16 +146,23 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     # streamed beside the inputs for a whole collection, read at once for a few sources
     key = ("parsed_blocks", (collection,))
     blocks: Iterable[pa.RecordBatch]
-    if whole:
+    if whole and group_rows is None:
         home.require(*key)
         blocks = home.warehouse.batches(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
+    elif whole and group_rows is not None:  # grouped: the groups join in doc_id order
+        units = home.read(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
+        blocks = merged_by_doc([units, group_rows]).to_batches()
     else:
-        blocks = home.read(
+        units = home.read(
             *key,
             ROW_BLOCK_SCHEMA,
             where=pc.field("source_id").isin(scope),
             columns=ROW_BLOCK_COLUMNS,
-        ).to_batches()
+        )
+        if group_rows is not None:
+            mine = group_rows.filter(pc.is_in(group_rows["source_id"], scope))
+            units = merged_by_doc([units, mine])
+        blocks = units.to_batches()
     outcome = IndexRowsOutcome(
         covered=True,
         generation=generation.id,
@@ -173,7 +198,12 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     if removed_gate.passed and not whole and not touched:
         outcome.write = WriteResult(inserted=0, deleted=0, total=present.num_rows)
     outcome.built = checked.rows
-    outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate()]
+    # once written: the generation holds no group row of a group linked_groups lost
+    held = home.store.doc_ids_of_kind(generation, collection, GROUP_KIND)
+    groups_gate = group_rows_have_groups(
+        held, [] if group_rows is None else group_rows["doc_id"].to_pylist()
+    )
+    outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate(), groups_gate]
     record_partition_checks(home, generation, "index_rows", collection, outcome.gates)
     if not outcome.passed:
         outcome.write = None

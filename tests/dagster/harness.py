@@ -43,7 +43,7 @@ class Graph:
 
     def ingest(self, collection: str) -> dg.ExecuteInProcessResult:
         return self.materialize(
-            ["source_manifest", "parsed_blocks", "embedding_inputs"], collection
+            ["source_manifest", "parsed_blocks", "linked_groups", "embedding_inputs"], collection
         )
 
     def embed(self, profile: str, collection: str) -> dg.ExecuteInProcessResult:

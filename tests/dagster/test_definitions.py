@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_ASSETS = {
     "source_manifest",
     "parsed_blocks",
+    "linked_groups",
     "embedding_inputs",
     "embeddings",
     "sidecars",
@@ -45,6 +46,10 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         ("index_generation", "no_orphan_vectors"),
         ("index_rows", "index_rows_pass_expectation_suite"),
         ("index_generation", "retrieval_not_worse_than_active"),
+        ("linked_groups", "group_members_exist_and_are_live"),
+        ("linked_groups", "groups_stay_within_one_tenant"),
+        ("linked_groups", "group_acl_within_members"),
+        ("index_rows", "group_rows_have_groups"),
     ]:
         assert expected in checks
     for job in [

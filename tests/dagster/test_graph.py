@@ -14,6 +14,15 @@ from corpus_index.config import Settings
 from corpus_index.home import Home
 from tests.dagster.harness import Graph, check_outcomes, materialized, metadata
 
+NOT_GROUPED = dict.fromkeys(
+    [
+        "group_members_exist_and_are_live",
+        "groups_stay_within_one_tenant",
+        "group_acl_within_members",
+    ],
+    True,
+)
+
 
 def test_full_graph_builds_a_ready_generation(home: Settings) -> None:
     g = Graph(home)
@@ -26,7 +35,8 @@ def test_full_graph_builds_a_ready_generation(home: Settings) -> None:
     emb = metadata(r, "embeddings")
     assert emb["dim"] == 64 and emb["backend_spec"] == "hash:v1-64"
     assert emb["embedded"] + emb["cache_hits"] == emb["inputs"]
-    assert all(check_outcomes(r).values()) and len(check_outcomes(r)) == 8
+    # 5 on embeddings, 4 on index_rows (the last: no group row without a group)
+    assert all(check_outcomes(r).values()) and len(check_outcomes(r)) == 9
     assert metadata(r, "index_rows")["rows_written"] == 12  # 3 deals x 4 embeddable sections
     assert g.ingest("beta-deals").success and g.embed("main", "beta-deals").success
     r = g.generation("main")
@@ -111,7 +121,8 @@ def test_broken_yaml_is_quarantined_and_the_rest_indexed_without_loss(home: Sett
     error = q["error"][0].as_py()
     assert "deal-alpha-001.uw.md" in error and f"line {broken_at})" in error
     # a failed (non-blocking) check, and the registry marks the document stale
-    assert check_outcomes(r) == {"every_document_parses": False}
+    # (linked_groups' checks pass as skipped: the collection's kind is not grouped)
+    assert check_outcomes(r) == {"every_document_parses": False, **NOT_GROUPED}
     (stale,) = corpus.registry.stale_sources()
     assert stale["source_id"] == "alpha-deals/deal-alpha-001" and stale["error"] == error
     assert stale["serving_version"] != stale["broken_version"]
@@ -124,7 +135,7 @@ def test_broken_yaml_is_quarantined_and_the_rest_indexed_without_loss(home: Sett
     lines[broken_at - 1] = "  description: A fixed description."
     target.write_text("\n".join(lines) + "\n")
     r = g.ingest("alpha-deals")
-    assert check_outcomes(r) == {"every_document_parses": True}
+    assert check_outcomes(r) == {"every_document_parses": True, **NOT_GROUPED}
     assert corpus.registry.stale_sources() == []
 
 

@@ -63,17 +63,24 @@ def test_message_collections_through_the_graph(tmp_path: Path) -> None:
     assert (parsed["blocks"], parsed["quarantined"]) == (3, 1)
     r = g.ingest("irc-logs")
     assert r.success and metadata(r, "parsed_blocks")["blocks"] == 3
-    assert metadata(r, "embedding_inputs")["inputs"] == 2  # the join line is not embedded
+    # the join line is not embedded; alice's question and carol's answer are a conversation
+    assert metadata(r, "linked_groups")["groups"] == 1
+    assert metadata(r, "embedding_inputs")["inputs"] == 3
     for collection in ("care-chat", "irc-logs"):
         r = g.embed("hash", collection)
         assert r.success and all(check_outcomes(r).values())
     r = g.generation("hash")
-    assert r.success and metadata(r, "index_generation")["rows"] == 5
     home = Home(g.settings)
     gen = home.registry.live_generation("hash")
     assert gen is not None
-    rows = {row["doc_id"]: row for row in home.store.table(gen).search().limit(10).to_list()}
+    everything = home.store.table(gen).search().limit(20).to_list()
+    groups = [row for row in everything if row["kind"] == "group"]
+    rows = {row["doc_id"]: row for row in everything if row["kind"] == "messages"}
+    assert r.success and metadata(r, "index_generation")["rows"] == 5 + len(groups)
     assert sorted(rows) == ["2020-01-02_10", "c1", "m1", "m2"]
+    # the irc conversation is a row of its own, under the groups' input format
+    (irc,) = [row for row in groups if row["collection"] == "irc-logs"]
+    assert irc["input_format"] == "group-v1" and "carol: alice: /media" in irc["text"]
     assert list(rows["m2"]["acl_groups"]) == ["care-leads"]
     assert json.loads(rows["m1"]["metadata"])["channel"] == "staff"
     assert "turns[1].speaker: Sarah" in rows["c1"]["text"]

@@ -1,0 +1,320 @@
+"""Linked groups as tables: a collection's groups with their tenancy and input text, their
+members, and the block-like rows that put each group in the index beside its units (DESIGN §10b).
+
+A group's tenant is its members' (a group never spans tenants: a grouping that mixes them is
+split by tenant first), its ACL groups are the intersection of its members' and its tier the
+most restrictive of theirs, so a group never shows a member to someone who could not see it.
+Its id comes from its content: :func:`corpus_index.linked.groups.group_id` over the tenant,
+collection, type and member ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_hash
+from corpus_index.linked.groups import Group, group_id
+from corpus_index.linked.messages import Message
+from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
+
+GROUP_KIND = "group"  # the ``kind`` of a group's row in a generation (units carry their kind's)
+GROUP_INPUT_FORMAT = "group-v1"
+GROUP_BLOCK_KEY = "group"
+# the input limit of the smallest model we ship (all-MiniLM-L6-v2: 256 word pieces)
+GROUP_INPUT_TOKENS = 256
+TIERS = ("public", "restricted")  # least to most restrictive
+
+_ARROW_OF = {
+    "str": pa.string(),
+    "str | None": pa.string(),
+    "float": pa.float64(),
+    "float | None": pa.float64(),
+    "int": pa.int64(),
+    "int | None": pa.int64(),
+    "bool": pa.bool_(),
+    "tuple[str, ...]": pa.list_(pa.string()),
+}
+
+
+def _group_fields() -> list[tuple[str, pa.DataType]]:
+    """The columns of seed §3.1 a :class:`Group` carries (whatever fields it has today; one
+    of a type not listed above is stored as JSON text)."""
+    return [
+        (f.name, _ARROW_OF.get(str(f.type), pa.string()))
+        for f in dataclasses.fields(Group)
+        if f.name != "members"
+    ]
+
+
+GROUP_SCHEMA = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("collection", pa.string()),
+        ("source_id", pa.string()),  # ``<collection>/<group_id>``: how its index row is named
+        ("tenant_id", pa.string()),
+        ("acl_groups", pa.list_(pa.string())),
+        ("tier", pa.string()),
+        *_group_fields(),
+        ("member_count", pa.int64()),
+        ("input_format", pa.string()),
+        ("input_text", pa.string()),
+        ("input_hash", pa.string()),
+        ("input_cut", pa.int64()),  # members left out of (or cut short in) the input text
+        ("content_hash", pa.string()),
+        ("chunk_ref", pa.string()),
+    ]
+)
+
+MEMBER_SCHEMA = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("collection", pa.string()),
+        ("tenant_id", pa.string()),
+        ("unit_id", pa.string()),
+        ("order", pa.int64()),
+        ("role", pa.string()),
+        ("primary", pa.bool_()),
+        ("relevance", pa.float64()),
+    ]
+)
+
+
+class Unit(NamedTuple):
+    """A unit as grouping and group tenancy see it: its message, its access scope and the
+    document it came from."""
+
+    message: Message
+    tenant_id: str
+    acl_groups: tuple[str, ...]
+    tier: str
+    doc_id: str = ""
+
+
+class GroupTables(NamedTuple):
+    """The ``linked_groups`` partitions of one collection."""
+
+    groups: pa.Table
+    members: pa.Table
+
+
+def generation_formats(input_format: str) -> list[str]:
+    """The input formats a generation built on ``input_format`` holds rows of: its units'
+    format and the groups' own."""
+    return [input_format, GROUP_INPUT_FORMAT]
+
+
+def most_restrictive(tiers: Iterable[str]) -> str:
+    """The most restrictive of ``tiers`` (an unknown tier counts as restricted)."""
+    rank = max((TIERS.index(t) if t in TIERS else len(TIERS) - 1 for t in tiers), default=0)
+    return TIERS[rank]
+
+
+def group_input_text(
+    group: Group, messages: Mapping[str, Message], *, max_tokens: int = GROUP_INPUT_TOKENS
+) -> tuple[str, int]:
+    """The ``group-v1`` input of ``group`` and how many members it leaves out or cuts short.
+
+    Lines: ``title``, ``participants``, ``place``, ``dates`` (each when known), then one line
+    per member in its order, ``<author>: <text>``, until the model's input limit
+    (``max_tokens``, estimated at 4 characters a token); the member that crosses it is cut.
+    """
+    units = [messages[m.unit_id] for m in sorted(group.members, key=lambda m: m.order)]
+    people = group.identity_anchors or tuple(dict.fromkeys(u.author for u in units if u.author))
+    places = group.location_anchors or tuple(dict.fromkeys(u.location for u in units if u.location))
+    head = []
+    title = group.title or next((u.title for u in units if u.title), "")
+    if title:
+        head.append(f"title: {' '.join(title.split())}")
+    if people:
+        head.append(f"participants: {', '.join(people)}")
+    if places:
+        head.append(f"place: {', '.join(places)}")
+    dates = _dates(group, units)
+    if dates:
+        head.append(f"dates: {dates}")
+    budget = max_tokens * 4 - len("\n".join(head))
+    lines, cut = list(head), 0
+    for k, unit in enumerate(units):
+        line = f"{unit.author}: {' '.join(unit.text.split())}"
+        room = budget - 1  # the newline before it
+        if len(line) > room:
+            if room > 20:
+                lines.append(line[:room].rsplit(" ", 1)[0])
+            cut = len(units) - k
+            break
+        lines.append(line)
+        budget -= len(line) + 1
+    return "\n".join(lines), cut
+
+
+def _dates(group: Group, units: Sequence[Message]) -> str:
+    first = group.event_date or _day(min((u.timestamp for u in units), default=None))
+    last = group.event_date_end or _day(max((u.timestamp for u in units), default=None))
+    if not first:
+        return ""
+    return first if not last or last == first else f"{first} to {last}"
+
+
+def _day(stamp: float | None) -> str:
+    if stamp is None:
+        return ""
+    return dt.datetime.fromtimestamp(stamp, dt.UTC).date().isoformat()
+
+
+def group_tables(
+    collection: str,
+    units: Sequence[Unit],
+    link: Callable[[Sequence[Message]], list[Group]],
+) -> GroupTables:
+    """Group ``units`` by ``link`` one tenant at a time, and lay the groups out as tables.
+
+    Returns:
+        The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id.
+    """
+    by_tenant: dict[str, list[Unit]] = {}
+    for unit in units:
+        by_tenant.setdefault(unit.tenant_id, []).append(unit)
+    group_rows: dict[str, dict[str, Any]] = {}
+    member_rows: list[dict[str, Any]] = []
+    for tenant, mine in sorted(by_tenant.items()):
+        scope = {u.message.unit_id: u for u in mine}
+        messages = {u: s.message for u, s in scope.items()}
+        for group in link([u.message for u in mine]):
+            gid = group_id(tenant, collection, group.group_type, group.member_ids)
+            if gid in group_rows:
+                continue  # the same members grouped twice the same way: one group
+            group_rows[gid] = _group_row(collection, tenant, gid, group, scope, messages)
+            member_rows.extend(
+                {
+                    "group_id": gid,
+                    "collection": collection,
+                    "tenant_id": tenant,
+                    "unit_id": m.unit_id,
+                    "order": m.order,
+                    "role": m.role,
+                    "primary": m.primary,
+                    "relevance": float(m.relevance),
+                }
+                for m in group.members
+            )
+    groups = pa.Table.from_pylist([group_rows[g] for g in sorted(group_rows)], GROUP_SCHEMA)
+    member_rows.sort(key=lambda r: (r["group_id"], r["order"], r["unit_id"]))
+    return GroupTables(groups, pa.Table.from_pylist(member_rows, MEMBER_SCHEMA))
+
+
+def _group_row(
+    collection: str,
+    tenant: str,
+    gid: str,
+    group: Group,
+    scope: Mapping[str, Unit],
+    messages: Mapping[str, Message],
+) -> dict[str, Any]:
+    members = [scope[m] for m in group.member_ids]
+    acl = set(members[0].acl_groups)
+    for unit in members[1:]:
+        acl &= set(unit.acl_groups)
+    text, cut = group_input_text(group, messages)
+    row: dict[str, Any] = {
+        "group_id": gid,
+        "collection": collection,
+        "source_id": f"{collection}/{gid}",
+        "tenant_id": tenant,
+        "acl_groups": sorted(acl),
+        "tier": most_restrictive(u.tier for u in members),
+        "member_count": len(members),
+        "input_format": GROUP_INPUT_FORMAT,
+        "input_text": text,
+        "input_hash": input_hash(GROUP_INPUT_FORMAT, text),
+        "input_cut": cut,
+    }
+    for f in dataclasses.fields(Group):
+        if f.name != "members":
+            value = getattr(group, f.name)
+            row[f.name] = list(value) if isinstance(value, tuple) else value
+            if str(f.type) not in _ARROW_OF and value is not None:
+                row[f.name] = canonical_json(value)
+    row["content_hash"] = content_hash({"members": list(group.member_ids), "text": text})
+    # the group id names its members: a changed membership is a new group, so its id is
+    # also its version
+    row["chunk_ref"] = chunk_ref(collection, gid, gid[4:20], GROUP_BLOCK_KEY)
+    return row
+
+
+def group_metadata(row: Mapping[str, Any]) -> str:
+    """The ``metadata`` JSON of a group's index row: its §3.1 columns and its input's cut."""
+    skip = {"collection", "source_id", "tenant_id", "acl_groups", "tier", "input_text"}
+    skip |= {"input_hash", "content_hash", "chunk_ref"}
+    return json.dumps(
+        {k: v for k, v in row.items() if k not in skip}, ensure_ascii=False, sort_keys=True
+    )
+
+
+def indexed(groups: pa.Table) -> pa.Table:
+    """The groups that get an index row: those some principal may see whole (a group whose
+    members share no ACL group is kept in the warehouse but never indexed)."""
+    return groups.filter(pc.greater(pc.list_value_length(groups["acl_groups"]), 0))
+
+
+def group_inputs(groups: pa.Table) -> pa.Table:
+    """One ``embedding_inputs`` row (INPUT_SCHEMA) per indexed group, under ``group-v1``."""
+    rows = indexed(groups)
+    return pa.table(
+        {
+            "chunk_ref": rows["chunk_ref"],
+            "source_id": rows["source_id"],
+            "doc_id": rows["group_id"],
+            "section": rows["group_type"],
+            "block_key": pa.array([GROUP_BLOCK_KEY] * rows.num_rows, pa.string()),
+            "content_hash": rows["content_hash"],
+            "input_format": rows["input_format"],
+            "input_hash": rows["input_hash"],
+            "text": rows["input_text"],
+        },
+        schema=INPUT_SCHEMA,
+    )
+
+
+def group_blocks(groups: pa.Table, schema: pa.Schema = BLOCK_SCHEMA) -> pa.Table:
+    """The block each indexed group stands as in ``schema``'s columns (of BLOCK_SCHEMA): what
+    an index row reads of a block (scope, provenance, ``kind: group``, its §3.1 columns as
+    ``metadata``)."""
+    out: list[dict[str, Any]] = []
+    for row in indexed(groups).to_pylist():
+        block = {
+            "collection": row["collection"],
+            "doc_id": row["group_id"],
+            "source_id": row["source_id"],
+            "source_version": row["group_id"][4:20],
+            "kind": GROUP_KIND,
+            "source_type": row["group_type"],
+            "section": row["group_type"],
+            "block_key": GROUP_BLOCK_KEY,
+            "content": canonical_json({"text": row["input_text"]}),
+            "content_hash": row["content_hash"],
+            "chunk_ref": row["chunk_ref"],
+            "tenant_id": row["tenant_id"],
+            "acl_groups": row["acl_groups"],
+            "tier": row["tier"],
+            "path": "",
+            "line": 0,
+            "language": "en",
+            "event_date": row.get("event_date") or _day(row.get("earliest_content_at")),
+            "metadata": group_metadata(row),
+        }
+        out.append({name: block[name] for name in schema.names})
+    return pa.Table.from_pylist(out, schema)
+
+
+def merged_by_doc(parts: Sequence[pa.Table]) -> pa.Table:
+    """``parts`` (same schema) as one table in ``doc_id`` order, each document's rows in the
+    order they had (the sort is stable): how group rows join their units' stream."""
+    table = pa.concat_tables(parts)
+    return table.take(pc.sort_indices(table, [("doc_id", "ascending")]))

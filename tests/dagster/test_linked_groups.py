@@ -1,0 +1,255 @@
+"""The sample messages collections through the real graph: their units are linked into groups,
+the groups are rows of the generation (``kind: group``) beside their units, scoped like them,
+and a deleted unit leaves its groups in every generation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.eligibility import Principal, eligibility
+from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
+from corpus_index.home import Home
+from tests.dagster.harness import Graph, check_outcomes, metadata
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_corpus" / "messages"
+# the Christmas meal-planning thread of truth.yaml ('#picton-sil/xmas')
+CHRISTMAS = {f"wg-dc-0{n}" for n in (22, 23, 24, 25, 27, 28, 30, 31, 32)}
+PUMPKIN = "wg-dc-028"  # "yes pumpkin please"
+
+
+def _config(
+    root: Path, *, tenants: tuple[str, ...] = ("wattle", "bluegum"), alt: bool = False
+) -> Settings:
+    """The sample streams (copied, so a test may delete a record), one hash profile (and a
+    second, ``alt``, when asked)."""
+    for tenant in tenants:
+        shutil.copytree(SAMPLE / tenant, root / tenant)
+    common = {"kind": "messages", "tier": "restricted", "namespace": "messages"}
+    collections = {
+        "wattle-messages": {
+            **common,
+            "path": "wattle",
+            "tenant": "wattle",
+            "acl_groups": ["wattle-staff", "wattle-managers"],
+            "people": "people.yaml",
+        },
+        "bluegum-messages": {
+            **common,
+            "path": "bluegum",
+            "tenant": "bluegum",
+            "acl_groups": ["bluegum-staff", "bluegum-coordinators"],
+            "people": "people.yaml",
+        },
+    }
+    profiles = {"hash": {"embedder": "hash:v1-64", "namespace": "messages"}}
+    if alt:
+        profiles["alt"] = {"embedder": "hash:v1-32", "namespace": "messages"}
+    config = root / "corpus.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "collections": {k: v for k, v in collections.items() if v["path"] in tenants},
+                "profiles": profiles,
+                "namespaces": {"messages": {"eval_gate": "off"}},
+            }
+        )
+    )
+    return Settings(config_path=config, home=root / "home")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Graph:
+    g = Graph(_config(tmp_path_factory.mktemp("linked")))
+    g.build_all()
+    return g
+
+
+def _groups(home: Home, collection: str) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    groups = home.read("linked_groups", (collection,), GROUP_SCHEMA).to_pylist()
+    members = home.read("group_members", (collection,), MEMBER_SCHEMA).to_pylist()
+    return groups, members
+
+
+def _group_rows(home: Home, where: str | None = None) -> list[dict[str, object]]:
+    gen = home.registry.live_generation("hash")
+    assert gen is not None
+    query = home.store.table(gen).search()
+    if where:
+        query = query.where(where, prefilter=True)
+    rows: list[dict[str, object]] = query.limit(100_000).to_list()
+    return [r for r in rows if r["kind"] == "group"]
+
+
+def test_groups_are_written_and_indexed_beside_their_units(built: Graph) -> None:
+    home = Home(built.settings)
+    r = built.materialize(["linked_groups"], "wattle-messages")
+    assert r.success and all(check_outcomes(r).values())
+    assert set(check_outcomes(r)) == {
+        "group_members_exist_and_are_live",
+        "groups_stay_within_one_tenant",
+        "group_acl_within_members",
+    }
+    md = metadata(r, "linked_groups")
+    groups, members = _groups(home, "wattle-messages")
+    assert md["groups"] == len(groups) > 10 and md["members"] == len(members)
+    # "yes pumpkin please" is in one conversation, of the Christmas meal thread only
+    christmas = _conversation_of(groups, members, PUMPKIN)
+    gid = christmas["group_id"]
+    mine = {m["unit_id"] for m in members if m["group_id"] == gid}
+    assert PUMPKIN in mine and mine <= CHRISTMAS
+    # a group's scope is its members': one tenant, the intersection of their ACL groups
+    assert {g["tenant_id"] for g in groups} == {"wattle"}
+    assert christmas["acl_groups"] == ["wattle-managers", "wattle-staff"]
+    # ... and it is a row of the generation, marked kind=group, under group-v1
+    rows = {r["doc_id"]: r for r in _group_rows(home)}
+    assert gid in rows
+    row = rows[gid]
+    assert row["input_format"] == "group-v1" and row["source_type"] == "conversation"
+    assert "yes pumpkin please" in str(row["text"]) and "dates: 2025-12-" in str(row["text"])
+    assert json.loads(str(row["metadata"]))["member_count"] == len(mine)
+    indexed = {g["group_id"] for g in groups if g["acl_groups"]}
+    tenants = {str(r["doc_id"]): r["tenant_id"] for r in rows.values()}
+    assert indexed <= set(tenants)
+    assert {tenants[g] for g in indexed} == {"wattle"}
+
+
+def _conversation_of(
+    groups: list[dict[str, object]], members: list[dict[str, object]], unit: str
+) -> dict[str, object]:
+    with_unit = {m["group_id"] for m in members if m["unit_id"] == unit}
+    found = [g for g in groups if g["group_id"] in with_unit and g["group_type"] == "conversation"]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the conversation linker (corpus_index/linked) splits the nine-message thread "
+    "into three conversations today; this passes once it keeps the thread whole",
+)
+def test_the_christmas_thread_is_one_conversation(built: Graph) -> None:
+    groups, members = _groups(Home(built.settings), "wattle-messages")
+    gid = _conversation_of(groups, members, PUMPKIN)["group_id"]
+    assert {m["unit_id"] for m in members if m["group_id"] == gid} == CHRISTMAS
+
+
+def test_a_group_is_hidden_from_whoever_may_not_see_a_member(built: Graph) -> None:
+    home = Home(built.settings)
+    groups, members = _groups(home, "wattle-messages")
+    narrowed = {
+        g["group_id"] for g in groups if g["acl_groups"] == ["wattle-managers"]
+    }  # a member narrowed to managers makes its group managers-only
+    assert narrowed
+    staff = Principal("wattle", ("wattle-staff",))
+    managers = Principal("wattle", ("wattle-managers",))
+    collections = ["wattle-messages", "bluegum-messages"]
+    seen_by_staff = {r["doc_id"] for r in _group_rows(home, eligibility(staff, collections))}
+    seen_by_managers = {r["doc_id"] for r in _group_rows(home, eligibility(managers, collections))}
+    assert narrowed <= seen_by_managers
+    assert not narrowed & seen_by_staff
+    assert seen_by_staff  # the rest of the groups are theirs to see
+    other = Principal("bluegum", ("wattle-staff", "wattle-managers"))
+    assert not {r["doc_id"] for r in _group_rows(home, eligibility(other, collections))} & (
+        seen_by_managers
+    )
+
+
+def test_generation_rows_reconcile_with_unit_and_group_inputs(built: Graph) -> None:
+    r = built.generation("hash")
+    checks = check_outcomes(r)
+    assert r.success and checks["row_counts_reconcile"] and checks["no_orphan_vectors"]
+    home = Home(built.settings)
+    inputs = home.read("embedding_inputs", ("wattle-messages",))
+    groups = inputs.filter(pc.equal(inputs["input_format"], "group-v1"))
+    assert groups.num_rows == len(
+        [g for g in _groups(home, "wattle-messages")[0] if g["acl_groups"]]
+    )
+
+
+def test_deleted_units_leave_their_groups_in_every_generation(tmp_path: Path) -> None:
+    settings = _config(tmp_path, tenants=("wattle",), alt=True)
+    g = Graph(settings)
+    g.build_all()
+    corpus = Home(settings)
+    generations = corpus.registry.generations()
+    assert len(generations) == 2
+    groups, members = _groups(corpus, "wattle-messages")
+    by_group: dict[object, list[str]] = {}
+    for m in members:
+        by_group.setdefault(m["group_id"], []).append(str(m["unit_id"]))
+    # "yes pumpkin please", and the last message of the largest chat conversation
+    pumpkin_group = _conversation_of(groups, members, PUMPKIN)["group_id"]
+    largest = max(
+        (gr for gr in groups if gr["group_type"] == "conversation"),
+        key=lambda gr: (len(by_group[gr["group_id"]]), str(gr["group_id"])),
+    )["group_id"]
+    assert len(by_group[largest]) >= 4
+    gone = {PUMPKIN, by_group[largest][-1]}
+    old = {pumpkin_group, largest}
+    for gid in old:
+        assert {corpus.store.count(gen, f"doc_id = '{gid}'") for gen in generations} == {1}
+    files = {
+        u: next(f for f in (tmp_path / "wattle").glob("*.jsonl") if f'"{u}"' in f.read_text())
+        for u in gone
+    }
+    for u, path in files.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join(x for x in lines if f'"{u}"' not in x) + "\n", encoding="utf-8")
+
+    r = g.ingest("wattle-messages")
+    assert r.success and metadata(r, "source_manifest")["removed"] == 2
+    units = {f"wattle-messages/{u}" for u in gone}
+    # at once, before anything is embedded again: the units and their old groups leave both
+    # generations
+    for gen in generations:
+        for unit in units:
+            assert corpus.store.count(gen, f"source_id = '{unit}'") == 0
+        for gid in old:
+            assert corpus.store.count(gen, f"doc_id = '{gid}'") == 0
+    for profile in ("hash", "alt"):
+        r = g.embed(profile, "wattle-messages")
+        assert r.success and all(check_outcomes(r).values())
+        assert check_outcomes(r)["group_rows_have_groups"]
+    groups, members = _groups(corpus, "wattle-messages")
+    assert not gone & {str(m["unit_id"]) for m in members}
+    # the largest conversation's other members are grouped again, under a new id, and that
+    # group is embedded in both generations without the deleted words
+    mates = set(by_group[largest]) - gone
+    again = {m["group_id"] for m in members if m["unit_id"] in mates}
+    assert again and not again & old
+    last = by_group[largest][-1]
+    record = next(
+        json.loads(x) for x in (SAMPLE / "wattle" / files[last].name).open() if f'"{last}"' in x
+    )
+    line = f"{record['author']}: {' '.join(record['text'].split())}"  # its line in group-v1
+    for gen in generations:
+        for gid in again:
+            (row,) = corpus.store.table(gen).search().where(f"doc_id = '{gid}'").to_list()
+            assert row["kind"] == "group" and line not in row["text"].split("\n")
+    for unit in units:
+        tomb = corpus.registry.tombstone(unit)
+        assert tomb is not None
+        receipt = json.loads(Path(tomb["receipt"]).read_text())
+        assert receipt["source_ids"] == sorted(units)  # groups leave too; only units are tombstoned
+        removed = {Path(a["location"]).parent.name for a in receipt["artifacts"]}
+        assert {"linked_groups", "group_members", "embedding_inputs"} <= removed
+
+    # the audit covers group rows: clean once compaction has rewritten the fragments
+    cli = CliRunner()
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = cli.invoke(main, [*args, "compact", "--json"])
+    assert out.exit_code == 0, out.output
+    for unit in units:
+        out = cli.invoke(main, [*args, "audit-deletion", unit, "--json"])
+        audit = json.loads(out.output)
+        assert audit["clean"], audit["remaining"]
+        assert audit["byte_scan"]["status"] == "done"
