@@ -20,12 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_hash
+from corpus_index.linked.group_input import FORMAT as GROUP_V1
+from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, group_id
 from corpus_index.linked.messages import Message
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
 
 GROUP_KIND = "group"  # the ``kind`` of a group's row in a generation (units carry their kind's)
-GROUP_INPUT_FORMAT = "group-v1"
+GROUP_INPUT_FORMAT = GROUP_V1  # the format the linked library writes
 GROUP_BLOCK_KEY = "group"
 # the input limit of the smallest model we ship (all-MiniLM-L6-v2: 256 word pieces)
 GROUP_INPUT_TOKENS = 256
@@ -66,7 +68,7 @@ GROUP_SCHEMA = pa.schema(
         ("input_format", pa.string()),
         ("input_text", pa.string()),
         ("input_hash", pa.string()),
-        ("input_cut", pa.int64()),  # members left out of (or cut short in) the input text
+        ("input_cut", pa.int64()),  # 1 when the input text was cut to the model's limit
         ("content_hash", pa.string()),
         ("chunk_ref", pa.string()),
     ]
@@ -114,52 +116,6 @@ def most_restrictive(tiers: Iterable[str]) -> str:
     """The most restrictive of ``tiers`` (an unknown tier counts as restricted)."""
     rank = max((TIERS.index(t) if t in TIERS else len(TIERS) - 1 for t in tiers), default=0)
     return TIERS[rank]
-
-
-def group_input_text(
-    group: Group, messages: Mapping[str, Message], *, max_tokens: int = GROUP_INPUT_TOKENS
-) -> tuple[str, int]:
-    """The ``group-v1`` input of ``group`` and how many members it leaves out or cuts short.
-
-    Lines: ``title``, ``participants``, ``place``, ``dates`` (each when known), then one line
-    per member in its order, ``<author>: <text>``, until the model's input limit
-    (``max_tokens``, estimated at 4 characters a token); the member that crosses it is cut.
-    """
-    units = [messages[m.unit_id] for m in sorted(group.members, key=lambda m: m.order)]
-    people = group.identity_anchors or tuple(dict.fromkeys(u.author for u in units if u.author))
-    places = group.location_anchors or tuple(dict.fromkeys(u.location for u in units if u.location))
-    head = []
-    title = group.title or next((u.title for u in units if u.title), "")
-    if title:
-        head.append(f"title: {' '.join(title.split())}")
-    if people:
-        head.append(f"participants: {', '.join(people)}")
-    if places:
-        head.append(f"place: {', '.join(places)}")
-    dates = _dates(group, units)
-    if dates:
-        head.append(f"dates: {dates}")
-    budget = max_tokens * 4 - len("\n".join(head))
-    lines, cut = list(head), 0
-    for k, unit in enumerate(units):
-        line = f"{unit.author}: {' '.join(unit.text.split())}"
-        room = budget - 1  # the newline before it
-        if len(line) > room:
-            if room > 20:
-                lines.append(line[:room].rsplit(" ", 1)[0])
-            cut = len(units) - k
-            break
-        lines.append(line)
-        budget -= len(line) + 1
-    return "\n".join(lines), cut
-
-
-def _dates(group: Group, units: Sequence[Message]) -> str:
-    first = group.event_date or _day(min((u.timestamp for u in units), default=None))
-    last = group.event_date_end or _day(max((u.timestamp for u in units), default=None))
-    if not first:
-        return ""
-    return first if not last or last == first else f"{first} to {last}"
 
 
 def _day(stamp: float | None) -> str:
@@ -221,7 +177,7 @@ def _group_row(
     acl = set(members[0].acl_groups)
     for unit in members[1:]:
         acl &= set(unit.acl_groups)
-    text, cut = group_input_text(group, messages)
+    text, cut = group_input(group, messages, max_chars=GROUP_INPUT_TOKENS * 4)
     row: dict[str, Any] = {
         "group_id": gid,
         "collection": collection,
@@ -233,7 +189,7 @@ def _group_row(
         "input_format": GROUP_INPUT_FORMAT,
         "input_text": text,
         "input_hash": input_hash(GROUP_INPUT_FORMAT, text),
-        "input_cut": cut,
+        "input_cut": int(cut),
     }
     for f in dataclasses.fields(Group):
         if f.name != "members":

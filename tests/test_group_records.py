@@ -14,7 +14,6 @@ from corpus_index.group_records import (
     MEMBER_SCHEMA,
     Unit,
     group_blocks,
-    group_input_text,
     group_inputs,
     group_tables,
     most_restrictive,
@@ -89,24 +88,6 @@ def test_group_ids_come_from_content_not_order() -> None:
 )
 def test_most_restrictive_tier(tiers: list[str], expected: str) -> None:
     assert most_restrictive(tiers) == expected
-
-
-def test_group_input_lists_the_context_then_members_and_records_its_cut() -> None:
-    units = {u.message.unit_id: u.message for u in UNITS[:2]}
-    group = Group("conversation", "chat", (Member("a1", 1), Member("a2", 2)), title="Lunch")
-    text, cut = group_input_text(group, units)
-    assert text.split("\n") == [
-        "title: Lunch",
-        "participants: author-a1, author-a2",
-        "place: Picton",
-        "dates: 2025-12-06",
-        "author-a1: text of a1",
-        "author-a2: text of a2",
-    ]
-    assert cut == 0
-    short, cut = group_input_text(group, units, max_tokens=20)
-    assert cut == 2 and "author-a1" not in short.split("\n")[-1]
-    assert len(short) <= 20 * 4
 
 
 GROUPS = pa.table(

@@ -80,7 +80,8 @@ def test_message_collections_through_the_graph(tmp_path: Path) -> None:
     assert sorted(rows) == ["2020-01-02_10", "c1", "m1", "m2"]
     # the irc conversation is a row of its own, under the groups' input format
     (irc,) = [row for row in groups if row["collection"] == "irc-logs"]
-    assert irc["input_format"] == "group-v1" and "carol: alice: /media" in irc["text"]
+    assert irc["input_format"] == "group-v1"
+    assert "\ncarol (irc_chat, 2020-01-02 10:01 UTC): alice: /media" in irc["text"]
     assert list(rows["m2"]["acl_groups"]) == ["care-leads"]
     assert json.loads(rows["m1"]["metadata"])["channel"] == "staff"
     assert "turns[1].speaker: Sarah" in rows["c1"]["text"]
