@@ -21,6 +21,13 @@ the event log (one fsync per event). Unless ``--basetemp`` is given, the run's t
 one is mounted with room to spare (``CORPUS_TEST_TMP`` names another parent, or ``disk`` keeps
 pytest's default); it is removed at the end of the run. Nothing a test checks depends on the
 disk: a killed process leaves the same files in memory as on disk.
+
+One thread per worker
+---------------------
+With two workers on two cores, the model's and numpy's thread pools (one thread per core each
+by default) would run four busy threads on two cores, and OpenMP's waiting threads spin. When
+the run has more than one worker, each worker (and what it starts) gets one thread for
+OpenMP, OpenBLAS and MKL, unless the environment already says otherwise.
 """
 
 from __future__ import annotations
@@ -98,6 +105,7 @@ class _Recorder:
         TABLE.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n", encoding="utf-8")
 
 
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 MEMORY_FS = Path("/dev/shm")
 MEMORY_FS_ROOM = 4 << 30  # bytes free on it before the suite's temporary folders go there
 
@@ -123,6 +131,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # the controller sees every worker's reports; a worker records nothing itself
     if config.getoption("--record-file-seconds"):
         config.pluginmanager.register(_Recorder(), "file-seconds-recorder")
+    workers = getattr(config.option, "numprocesses", None)
+    if workers == "auto" or (isinstance(workers, int) and workers > 1):
+        for name in THREAD_VARS:  # read by the workers and their children when they start
+            os.environ.setdefault(name, "1")
     parent = memory_parent()
     if config.option.basetemp is None and parent is not None:
         config.option.basetemp = tempfile.mkdtemp(prefix="corpus-index-tests-", dir=parent)

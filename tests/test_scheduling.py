@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.scheduling import longest_first, memory_parent, read_table
+from tests.scheduling import THREAD_VARS, longest_first, memory_parent, read_table
 
 
 def test_files_run_longest_first_and_keep_their_tests_in_order() -> None:
@@ -49,3 +50,11 @@ def test_temporary_folders_are_in_memory_unless_told_otherwise(
     if memory_parent() is not None:  # this run's own folders are there
         assert Path(tempfile.gettempdir()) != memory_parent()
         assert tmp_path.is_relative_to(memory_parent())
+
+
+def test_several_workers_get_one_thread_each(request: pytest.FixtureRequest) -> None:
+    # an xdist worker knows how many there are; a run without workers is a single process
+    workers = getattr(request.config, "workerinput", {}).get("workercount", 1)
+    if workers == 1:
+        pytest.skip("a single process keeps the thread pools' defaults")
+    assert {os.environ.get(name) for name in THREAD_VARS} == {"1"}
