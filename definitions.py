@@ -11,6 +11,7 @@ from corpus_index.lifecycle import retire_choices
 from pipelines.alerts import run_failure_alert_sensor
 from pipelines.jobs import build_jobs, compaction_schedule
 from pipelines.partitions import build_partitions
+from pipelines.reprocess import reprocess_job, reprocess_schedule
 from pipelines.runner import DagsterRunner
 from pipelines.sensors import automation_sensor, source_update_sensor
 
@@ -23,9 +24,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     partitions = build_partitions(config)
     return dg.Definitions(
         assets=build_assets(partitions),
-        jobs=build_jobs(partitions, retire_choices(settings)),
+        jobs=[*build_jobs(partitions, retire_choices(settings)), reprocess_job],
         sensors=[source_update_sensor, automation_sensor, run_failure_alert_sensor],
-        schedules=[compaction_schedule],
+        schedules=[compaction_schedule, reprocess_schedule],
         # every step of a run in one process: no per-step interpreter start (and model load)
         executor=dg.in_process_executor,
         resources={

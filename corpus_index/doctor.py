@@ -37,6 +37,7 @@ from corpus_index.records import (
     embedding_schema,
 )
 from corpus_index.registry import Generation, Registry, restore_from_journal
+from corpus_index.reprocess_queue import QUEUE_SCHEMA
 from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
 from corpus_index.warehouse import Warehouse
 
@@ -50,6 +51,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     "sidecar_pins": set(SIDECAR_PINS_SCHEMA.names),
     "linked_groups": set(GROUP_SCHEMA.names),
     "group_members": set(MEMBER_SCHEMA.names),
+    "reprocess_queue": set(QUEUE_SCHEMA.names),
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

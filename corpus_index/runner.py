@@ -90,6 +90,14 @@ class PipelineRunner(Protocol):
         """Publish the newest ``corpus eval`` figures where operators look."""
         ...
 
+    def reprocess(
+        self, settings: Settings, now: str, *, collection: str = ""
+    ) -> tuple[RunOutcome, dict[str, Any], SyncOutcome | None]:
+        """Re-process the linked groups due at ``now`` (ISO 8601) in every grouped collection
+        (or ``collection``), then embed and index the collections it changed; the outcome, the
+        re-processing report, and the sync's (None when nothing was taken)."""
+        ...
+
 
 def load_runner(
     name: str = DEFAULT_RUNNER,

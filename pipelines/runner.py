@@ -162,6 +162,29 @@ class DagsterRunner:
         report = result.output_for_node("compact_op") if result.success else {}
         return outcome(result), report
 
+    def reprocess(
+        self, settings: Settings, now: str, *, collection: str = ""
+    ) -> tuple[JobOutcome, dict[str, Any], SyncReport | None]:
+        """Run ``reprocess_job`` at ``now``, then sync the collections it re-linked (so their
+        changed groups are embedded and indexed), under the home's lock."""
+        home = self.open_home(settings)
+        run_config = {
+            "ops": {"reprocess_op": {"config": {"now": now, "collection": collection}}},
+            **SILENT_RUN_CONFIG,
+        }
+        with home_lock(settings.home, "reprocess"):
+            result = home.defs.resolve_job_def("reprocess_job").execute_in_process(
+                instance=home.instance, run_config=run_config, raise_on_error=False
+            )
+            if not result.success:
+                return outcome(result), {}, None
+            report: dict[str, Any] = result.output_for_node("reprocess_op")
+            touched = sorted(report["collections"])
+            synced = (
+                run_sync(home.defs, home.config, home.instance, only=touched) if touched else None
+            )
+        return outcome(result), report, synced
+
     def eval_report(self, settings: Settings) -> JobOutcome:
         """Materialize ``retrieval_evals`` so the UI shows the newest `corpus eval` figures."""
         home = self.open_home(settings)

@@ -3,7 +3,7 @@ against the home's Dagster instance, so the runs show in the UI like any other."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,9 +189,12 @@ def run_sync(
     instance: dg.DagsterInstance,
     *,
     progress: Progress | None = None,
+    only: Sequence[str] | None = None,
 ) -> SyncReport:
-    """Ingest every collection, embed and index it under every profile, refresh each generation."""
+    """Ingest every collection (or those of ``only``), embed and index it under every profile,
+    refresh each generation."""
     say = progress or (lambda _msg: None)
+    names = [n for n in config.collections if only is None or n in only]
     report = SyncReport()
     ensure_collection_partitions(instance, config)
     purge_removed_collections(defs, config, instance, report)
@@ -204,7 +207,7 @@ def run_sync(
         record_run(report, job, label, result)
         return result
 
-    for name in config.collections:
+    for name in names:
         entry: dict[str, Any] = {"profiles": {}}
         mats = materializations(execute("ingest_job", name, name))
         manifest = mats.get("source_manifest", {})
@@ -224,7 +227,7 @@ def run_sync(
         report.collections[name] = entry
 
     for profile in config.profiles:
-        for name in config.collections:
+        for name in names:
             if not config.profile_covers(profile, name):
                 continue
             key = dg.MultiPartitionKey({"profile": profile, "collection": name})

@@ -28,8 +28,16 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables,
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_of
-from corpus_index.linked.groups import link_units
+from corpus_index.linked.reprocess import REPROCESS_WINDOWS
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA, Block
+from corpus_index.reprocess_queue import (
+    Linker,
+    Linking,
+    read_queue,
+    refresh,
+    woken,
+    write_queue,
+)
 from corpus_index.sources import live_documents
 
 GROUPS = "linked_groups"
@@ -47,6 +55,8 @@ class LinkedGroupsOutcome:
     by_type: dict[str, int] = field(default_factory=dict)
     unindexed: int = 0  # groups whose members share no ACL group (kept, never indexed)
     cut: int = 0  # groups whose input text was cut to the model's input limit
+    queued: int = 0  # items in the re-processing queue after this run
+    woken: list[str] = field(default_factory=list)  # incidents a new shift note re-evaluated
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -68,7 +78,17 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = set(live_documents(manifest))
     units = read_units(home.read("parsed_blocks", (collection,), BLOCK_SCHEMA))
-    tables = group_tables(collection, units, link_units)
+    stored = read_queue(home.warehouse, collection)
+    linking = stored.linking
+    changed = {r["doc_id"] for r in manifest.to_pylist() if r["change"] in ("added", "changed")}
+    now = linking.now_for([u.message for u in units])
+    wake = (
+        [] if now is None else woken(stored, [u.message for u in units if u.doc_id in changed], now)
+    )
+    if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
+        linking = Linking(REPROCESS_WINDOWS, now)
+    linker = Linker(linking)
+    tables = group_tables(collection, units, linker)
     outcome = LinkedGroupsOutcome(
         grouped=True,
         units=len(units),
@@ -82,6 +102,11 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if outcome.passed:
         home.warehouse.write(GROUPS, (collection,), tables.groups)
         home.warehouse.write(MEMBERS, (collection,), tables.members)
+        tenants = {u.message.unit_id: u.tenant_id for u in units}
+        keys = [i.key for i in wake]
+        queue = refresh(collection, stored, linker, tenants, processed=keys, now=now)
+        write_queue(home.warehouse, collection, queue, linking)
+        outcome.queued, outcome.woken = len(queue), keys
     return outcome
 
 

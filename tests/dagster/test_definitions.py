@@ -62,6 +62,7 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         "purge_collection_job",
         "compaction_job",
         "eval_report_job",
+        "reprocess_job",
     ]:
         assert defs.resolve_job_def(job) is not None
     assert {s.name for s in defs.sensors or []} == {
@@ -71,7 +72,8 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
     }
     # every sensor runs as soon as `make ui` starts the daemon, the failure alerts included
     assert {s.default_status for s in defs.sensors or []} == {dg.DefaultSensorStatus.RUNNING}
-    assert {s.name for s in defs.schedules or []} == {"compaction_schedule"}
+    assert {s.name for s in defs.schedules or []} == {"compaction_schedule", "reprocess_schedule"}
+    assert {s.default_status for s in defs.schedules or []} == {dg.DefaultScheduleStatus.RUNNING}
     # source changes flow downstream by declarative automation; promotion never does
     for name in ("embeddings", "sidecars", "index_rows", "index_generation"):
         assert defs.resolve_assets_def(name).automation_conditions_by_key

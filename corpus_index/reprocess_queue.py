@@ -1,0 +1,250 @@
+"""The re-processing queue of a home (seed "Linked Context" §2.3, §2.4, §7): one warehouse
+partition per collection, ``reprocess_queue/<collection>.parquet``, holding the items of
+:mod:`corpus_index.linked.reprocess` with their tenant, attempts and ``last_reprocessed_at``.
+
+Its schema metadata records how the collection's units are linked (:class:`Linking`): the
+windows (the first pass's, or the wider ones of re-processing) and the time priorities and
+timeouts were last judged at. A re-processing run does not write groups itself: it marks the
+items it takes (one attempt more, ``last_reprocessed_at``), records the wider windows and its
+``now`` here, and the ``linked_groups`` step then links the collection with them, so the
+changed groups are embedded and indexed by the normal steps. Once widened, a collection stays
+widened: a narrower pass later would drop what the second pass found. The step refreshes the
+queue from the groups it wrote (:func:`refresh`). Time is always passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from corpus_index.linked.groups import Group, Windows, link_units
+from corpus_index.linked.incidents import SHIFT_NOTE
+from corpus_index.linked.messages import Message
+from corpus_index.linked.reprocess import (
+    BATCH,
+    REPROCESS_WINDOWS,
+    QueueItem,
+    due,
+    next_due,
+    queue_of,
+)
+from corpus_index.warehouse import Warehouse
+
+QUEUE = "reprocess_queue"
+LINKING_KEY = b"corpus_index.linking"
+
+QUEUE_SCHEMA = pa.schema(
+    [
+        ("collection", pa.string()),
+        ("tenant_id", pa.string()),
+        ("key", pa.string()),
+        ("group_type", pa.string()),
+        ("anchor", pa.string()),
+        ("priority", pa.int64()),
+        ("since", pa.float64()),
+        ("location", pa.string()),
+        ("last_reprocessed_at", pa.float64()),
+        ("attempts", pa.int64()),
+        ("next_due", pa.float64()),  # for readers of the table; recomputed on read
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Linking:
+    """How a collection's units are linked: the windows, and the time (seconds since the
+    epoch) priorities and timeouts are judged at (None: the newest unit's time)."""
+
+    windows: Windows = Windows()
+    judged_at: float | None = None
+
+    @property
+    def widened(self) -> bool:
+        return self.windows == REPROCESS_WINDOWS
+
+    def now_for(self, messages: Sequence[Message]) -> float | None:
+        """The time to judge ``messages`` at: the newest of them, or later if judged later."""
+        newest = max((m.timestamp for m in messages), default=None)
+        if self.judged_at is None or newest is None:
+            return self.judged_at if newest is None else newest
+        return max(newest, self.judged_at)
+
+
+class Queued(NamedTuple):
+    """A queue item of one collection and tenant."""
+
+    collection: str
+    tenant_id: str
+    item: QueueItem
+
+
+class Stored(NamedTuple):
+    """A collection's queue and linking, as stored."""
+
+    items: list[Queued]
+    linking: Linking
+
+
+def read_queue(warehouse: Warehouse, collection: str) -> Stored:
+    """The stored queue of ``collection`` (empty, first-pass linking, if never written)."""
+    table = warehouse.read(QUEUE, (collection,), QUEUE_SCHEMA)
+    if table is None:
+        return Stored([], Linking())
+    raw = (warehouse.metadata(QUEUE, (collection,)) or {}).get(LINKING_KEY)
+    linking = Linking()
+    if raw:
+        data = json.loads(raw)
+        linking = Linking(Windows(data["answer_s"], data["notes_s"]), data["judged_at"])
+    items = [
+        Queued(
+            collection,
+            r["tenant_id"],
+            QueueItem(
+                r["key"],
+                r["group_type"],
+                r["anchor"],
+                r["priority"],
+                r["since"],
+                r["location"],
+                r["last_reprocessed_at"],
+                r["attempts"],
+            ),
+        )
+        for r in table.to_pylist()
+    ]
+    return Stored(items, linking)
+
+
+def write_queue(
+    warehouse: Warehouse, collection: str, items: Iterable[Queued], linking: Linking
+) -> None:
+    """Replace ``collection``'s queue and linking (atomically: one Parquet file)."""
+    rows = [
+        {
+            "collection": collection,
+            "tenant_id": q.tenant_id,
+            **{f.name: getattr(q.item, f.name) for f in dataclasses.fields(QueueItem)},
+            "next_due": next_due(q.item),
+        }
+        for q in sorted(items, key=lambda q: q.item.key)
+    ]
+    meta = {
+        LINKING_KEY: json.dumps(
+            {
+                "answer_s": linking.windows.answer_s,
+                "notes_s": linking.windows.notes_s,
+                "judged_at": linking.judged_at,
+            },
+            sort_keys=True,
+        ).encode()
+    }
+    table = pa.Table.from_pylist(rows, schema=QUEUE_SCHEMA.with_metadata(meta))
+    warehouse.write(QUEUE, (collection,), table)
+
+
+class Linker:
+    """The ``link`` of :func:`corpus_index.group_records.group_tables` under a collection's
+    :class:`Linking`, keeping the groups and units it linked (for :func:`refresh`)."""
+
+    def __init__(self, linking: Linking) -> None:
+        self.linking = linking
+        self.groups: list[Group] = []
+        self.messages: dict[str, Message] = {}
+
+    def __call__(self, messages: Sequence[Message]) -> list[Group]:
+        groups = link_units(
+            messages, now=self.linking.now_for(messages), windows=self.linking.windows
+        )
+        self.groups.extend(groups)
+        self.messages.update((m.unit_id, m) for m in messages)
+        return groups
+
+
+def woken(stored: Stored, arrived: Sequence[Message], now: float) -> list[QueueItem]:
+    """The incidents a shift note in ``arrived`` wakes at ``now`` (at its place, within a week
+    of their report), due by time or not: re-evaluated at once, with the wider window
+    (seed §2.4)."""
+    places = {m.location.strip().casefold() for m in arrived if m.source == SHIFT_NOTE}
+    queue = [q.item for q in stored.items]
+    return [
+        i
+        for i in due(queue, now, arrived=arrived, limit=len(queue))
+        if i.group_type == "incident_context" and i.location in places
+    ]
+
+
+def refresh(
+    collection: str,
+    stored: Stored,
+    linker: Linker,
+    tenants: Mapping[str, str],
+    *,
+    processed: Iterable[str] = (),
+    now: float | None = None,
+) -> list[Queued]:
+    """The queue after a ``linked_groups`` run: an item per group still with a priority and a
+    check to come, keeping the attempts of those whose priority is unchanged; the items of
+    ``processed`` whose reason is unchanged count one attempt more at ``now``.
+
+    Args:
+        tenants: unit id -> tenant (an item's tenant is its anchor's).
+    """
+    previous = [q.item for q in stored.items]
+    prior = {i.key: i.priority for i in previous}
+    done = set(processed)
+    fresh = queue_of(linker.groups, linker.messages, previous=previous)
+    out = []
+    for item in fresh:
+        if item.key in done and prior.get(item.key) == item.priority and now is not None:
+            item = replace(item, last_reprocessed_at=now, attempts=item.attempts + 1)
+        if next_due(item) is not None:
+            out.append(Queued(collection, tenants[item.anchor], item))
+    return out
+
+
+class Taken(NamedTuple):
+    """What :func:`take_due` took: the items, by collection."""
+
+    items: list[Queued]
+
+    @property
+    def collections(self) -> list[str]:
+        return sorted({q.collection for q in self.items})
+
+
+def take_due(
+    warehouse: Warehouse, collections: Sequence[str], now: float, *, limit: int = BATCH
+) -> Taken:
+    """Take the items due at ``now`` in ``collections``: by priority, then the longest since
+    last re-processed (never first), at most ``limit`` in all. Each one taken counts one
+    attempt more at ``now``, and its collection is recorded as widened and judged at ``now``
+    (never earlier than it was), so the next ``linked_groups`` run re-detects with the wider
+    windows."""
+    stored = {c: read_queue(warehouse, c) for c in collections}
+    ready = [q for c, s in stored.items() for q in s.items if q.item in due([q.item], now, limit=1)]
+    ready.sort(
+        key=lambda q: (
+            -q.item.priority,
+            q.item.last_reprocessed_at if q.item.last_reprocessed_at is not None else -1e300,
+            q.collection,
+            q.item.key,
+        )
+    )
+    taken = ready[:limit]
+    for c in sorted({q.collection for q in taken}):
+        keys = {q.item.key for q in taken if q.collection == c}
+        items = [
+            q._replace(item=replace(q.item, last_reprocessed_at=now, attempts=q.item.attempts + 1))
+            if q.item.key in keys
+            else q
+            for q in stored[c].items
+        ]
+        judged = stored[c].linking.judged_at
+        linking = Linking(REPROCESS_WINDOWS, now if judged is None else max(judged, now))
+        write_queue(warehouse, c, items, linking)
+    return Taken(taken)

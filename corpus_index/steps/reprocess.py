@@ -1,0 +1,159 @@
+"""The re-processing step (seed "Linked Context" §7.2): take the due items of the home's
+queue, then link each collection they belong to again with the wider windows and rewrite its
+``embedding_inputs``, so the changed groups are embedded and indexed by the normal steps.
+
+``reprocess_job`` runs it (hourly, ``reprocess_schedule``) and ``corpus reprocess`` through it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from corpus_index.errors import ConfigError
+from corpus_index.group_records import GROUP_SCHEMA
+from corpus_index.home import Home
+from corpus_index.kinds import kind_of
+from corpus_index.linked.reprocess import BATCH
+from corpus_index.reprocess_queue import take_due
+from corpus_index.steps import embedding_inputs, linked_groups
+
+GIVEN_UP = ("timeout",)  # a question nobody answered within a week
+
+
+@dataclass(slots=True)
+class ReprocessReport:
+    """What one re-processing run did."""
+
+    now: float
+    taken: list[dict[str, Any]] = field(default_factory=list)
+    collections: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def groups_changed(self) -> int:
+        return sum(int(c["groups_changed"]) for c in self.collections.values())
+
+    @property
+    def timed_out(self) -> list[str]:
+        return [k for c in self.collections.values() for k in c["timed_out"]]
+
+    @property
+    def passed(self) -> bool:
+        return all(c["written"] for c in self.collections.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "now": iso(self.now),
+            "items_taken": len(self.taken),
+            "groups_changed": self.groups_changed,
+            "items_timed_out": len(self.timed_out),
+            "taken": self.taken,
+            "timed_out": self.timed_out,
+            "collections": self.collections,
+        }
+
+
+def parse_now(text: str) -> float:
+    """Seconds since the epoch of an ISO 8601 time (``Z`` or an offset; none reads as UTC).
+
+    Raises:
+        ConfigError: ``text`` is not an ISO 8601 time.
+    """
+    try:
+        stamp = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"now={text!r} is not an ISO 8601 time (for example 2025-12-10T06:00:00+11:00)"
+        ) from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.UTC)
+    return stamp.timestamp()
+
+
+def iso(stamp: float) -> str:
+    return dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat()
+
+
+def grouped_collections(home: Home, only: str = "") -> list[str]:
+    """The configured collections whose kind is grouped (``only``: that one, which must be).
+
+    Raises:
+        ConfigError: ``only`` is not a configured collection, or not a grouped one.
+    """
+    names = [only] if only else sorted(home.config.collections)
+    out = [n for n in names if kind_of(home.collection(n)).grouped]
+    if only and not out:
+        raise ConfigError(f"collection {only!r} is not grouped: only messages are re-processed")
+    return out
+
+
+def _groups(home: Home, collection: str) -> dict[str, dict[str, Any]]:
+    table = home.warehouse.read(linked_groups.GROUPS, (collection,), GROUP_SCHEMA)
+    rows = table.to_pylist() if table is not None else []
+    return {r["group_id"]: r for r in rows}
+
+
+def _keys(home: Home, collection: str) -> dict[str, str]:
+    """group id -> queue key (``<type>:<anchor unit>``, the anchor as in
+    :func:`corpus_index.linked.reprocess.anchor_of`) of the collection's groups."""
+    table = home.warehouse.read(linked_groups.MEMBERS, (collection,))
+    members: dict[str, list[dict[str, Any]]] = {}
+    for r in table.to_pylist() if table is not None else []:
+        members.setdefault(r["group_id"], []).append(r)
+    out = {}
+    for gid, rows in members.items():
+        primary = [r["unit_id"] for r in rows if r["primary"]]
+        out[gid] = primary[0] if primary else min(rows, key=lambda r: r["order"])["unit_id"]
+    return out
+
+
+def run(home: Home, now: float, *, collection: str = "", limit: int = BATCH) -> ReprocessReport:
+    """Re-process what is due at ``now`` in the grouped collections (or ``collection``).
+
+    Returns:
+        The items taken, and per collection re-linked the groups changed (added, removed or
+        whose content changed) and the taken items that timed out.
+    """
+    collections: Sequence[str] = grouped_collections(home, collection)
+    taken = take_due(home.warehouse, collections, now, limit=limit)
+    report = ReprocessReport(now)
+    report.taken = [
+        {
+            "collection": q.collection,
+            "tenant_id": q.tenant_id,
+            "key": q.item.key,
+            "priority": q.item.priority,
+            "attempt": q.item.attempts + 1,
+        }
+        for q in taken.items
+    ]
+    for name in taken.collections:
+        before = _groups(home, name)
+        outcome = linked_groups.run(home, name)
+        embedding_inputs.run(home, name)
+        after = _groups(home, name)
+        changed = {g for g in before.keys() | after.keys() if g not in before or g not in after}
+        changed |= {
+            g
+            for g in before.keys() & after.keys()
+            if before[g]["content_hash"] != after[g]["content_hash"]
+            or before[g]["resolution_status"] != after[g]["resolution_status"]
+        }
+        keys = {q.item.key for q in taken.items if q.collection == name}
+        anchors = _keys(home, name)
+        timed_out = sorted(
+            key
+            for g in after.values()
+            if g["resolution_status"] in GIVEN_UP
+            and (key := f"{g['group_type']}:{anchors.get(g['group_id'], '')}") in keys
+        )
+        report.collections[name] = {
+            "taken": len(keys),
+            "groups_changed": len(changed),
+            "timed_out": timed_out,
+            "written": outcome.passed,
+            "queued": outcome.queued,
+        }
+    return report

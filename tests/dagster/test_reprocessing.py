@@ -1,0 +1,270 @@
+"""Temporal re-processing through the real graph: the queue each ``linked_groups`` run keeps,
+``corpus reprocess --now`` moving the clock over an unanswered question, a shift note that
+arrives later waking its incident in a sync, and ``reprocess_job`` run in-process at a given
+time. Small collections, a hash profile; time is moved, never slept."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
+from corpus_index.home import Home
+from corpus_index.linked.reprocess import DAY, HOUR
+from corpus_index.reprocess_queue import Queued, read_queue
+from corpus_index.steps import reprocess
+from pipelines.reprocess import SCHEDULED_AT, reprocess_schedule
+from tests.dagster.harness import QUIET, Graph
+
+ASKED = dt.datetime(2025, 12, 8, 9, 0, tzinfo=dt.UTC)
+REPORT = (
+    "People involved: John Pereira (participant). Staff present: Mike Brennan, Jane Okafor.\n"
+    "What happened: John had a seizure in the lounge after dinner."
+)
+
+
+def record(uid: str, source: str, author: str, at: dt.datetime, text: str, **kw: str) -> str:
+    channel = {"incident_report": "incident-portal", "shift_note": "shift-notes"}.get(
+        source, "#picton-sil"
+    )
+    row = {
+        "id": uid,
+        "source": source,
+        "channel": channel,
+        "author": author,
+        "timestamp": at.isoformat(),
+        "location": "Picton SIL",
+        "text": text,
+        "recipients": [],
+        "cc": [],
+        **kw,
+    }
+    return json.dumps(row) + "\n"
+
+
+def home_with(root: Path, files: dict[str, str]) -> Settings:
+    """One messages collection (tenant wattle) holding ``files``, one hash profile."""
+    data = root / "wattle"
+    data.mkdir(parents=True)
+    for name, text in files.items():
+        (data / name).write_text(text)
+    config = root / "corpus.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "collections": {
+                    "wattle-messages": {
+                        "kind": "messages",
+                        "path": "wattle",
+                        "tenant": "wattle",
+                        "acl_groups": ["wattle-staff"],
+                        "namespace": "messages",
+                    }
+                },
+                "profiles": {"hash": {"embedder": "hash:v1-64", "namespace": "messages"}},
+                "namespaces": {"messages": {"eval_gate": "off"}},
+            }
+        )
+    )
+    return Settings(config_path=config, home=root / "home")
+
+
+def cli(settings: Settings, *args: str) -> dict[str, Any]:
+    out = CliRunner().invoke(
+        main, ["--config", str(settings.config_path), "--home", str(settings.home), *args]
+    )
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout) if "--json" in args else {}
+
+
+def queued(settings: Settings, key: str) -> Queued | None:
+    found = [
+        q
+        for q in read_queue(Home(settings).warehouse, "wattle-messages").items
+        if q.item.key == key
+    ]
+    return found[0] if found else None
+
+
+def group_of(settings: Settings, group_type: str, unit: str) -> dict[str, Any]:
+    home = Home(settings)
+    groups = home.read("linked_groups", ("wattle-messages",), GROUP_SCHEMA).to_pylist()
+    members = home.read("group_members", ("wattle-messages",), MEMBER_SCHEMA).to_pylist()
+    ids = {m["group_id"] for m in members if m["unit_id"] == unit}
+    (found,) = [g for g in groups if g["group_id"] in ids and g["group_type"] == group_type]
+    found["members"] = sorted(
+        (m["order"], m["unit_id"]) for m in members if m["group_id"] == found["group_id"]
+    )
+    return found
+
+
+def at(offset_s: float) -> str:
+    return (ASKED + dt.timedelta(seconds=offset_s)).isoformat()
+
+
+QUESTION = record(
+    "q1", "discord_chat", "Jane O.", ASKED, "has anyone got a spare charger for the office?"
+)
+
+
+def test_an_unanswered_question_is_reprocessed_at_6h_24h_48h_and_7d_then_times_out(
+    tmp_path: Path,
+) -> None:
+    """The clock moved over a week, through the re-processing step ``corpus reprocess`` and
+    ``reprocess_job`` run (ingestion only: embedding is the next test's)."""
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    assert Graph(settings).ingest("wattle-messages").success
+    item = queued(settings, "qa_pair:q1")
+    assert item is not None and item.tenant_id == "wattle"
+    assert (item.item.priority, item.item.attempts, item.item.last_reprocessed_at) == (8, 0, None)
+    checks = []
+    for offset in (5 * HOUR, 6 * HOUR, 7 * HOUR, 23 * HOUR, DAY, 47 * HOUR, 2 * DAY,
+                   7 * DAY - HOUR, 7 * DAY, 8 * DAY):  # fmt: skip
+        report = reprocess.run(Home(settings), ASKED.timestamp() + offset)
+        if "qa_pair:q1" in [t["key"] for t in report.taken]:
+            checks.append(offset)
+            item = queued(settings, "qa_pair:q1")
+            if offset < 7 * DAY:
+                assert item is not None and item.item.attempts == len(checks)
+                assert item.item.last_reprocessed_at == ASKED.timestamp() + offset
+                assert report.timed_out == []
+            else:
+                assert item is None and report.timed_out == ["qa_pair:q1"]
+    assert checks == [6 * HOUR, DAY, 2 * DAY, 7 * DAY]
+    qa = group_of(settings, "qa_pair", "q1")
+    assert (qa["resolution_status"], qa["reprocess_priority"]) == ("timeout", 0)
+
+
+def test_corpus_reprocess_at_7_days_times_the_question_out_and_reindexes(tmp_path: Path) -> None:
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    cli(settings, "sync", "--json")
+    report = cli(settings, "reprocess", "--now", at(7 * DAY), "--json")
+    assert "qa_pair:q1" in report["timed_out"]
+    assert report["groups_changed"] >= 1  # the question's group is now a timeout
+    assert report["sync"]["failed_runs"] == []
+    qa = group_of(settings, "qa_pair", "q1")
+    assert qa["resolution_status"] == "timeout"
+    home = Home(settings)
+    gen = home.registry.live_generation("hash")
+    assert gen is not None
+    rows = home.store.table(gen).search().limit(10_000).to_list()
+    (row,) = [r for r in rows if r["kind"] == "group" and r["doc_id"] == qa["group_id"]]
+    assert row["content_hash"] == qa["content_hash"]
+    out = CliRunner().invoke(
+        main,
+        [
+            "--config",
+            str(settings.config_path),
+            "--home",
+            str(settings.home),
+            "reprocess",
+            "--now",
+            at(8 * DAY),
+        ],  # fmt: skip
+    )
+    assert out.exit_code == 0, out.output
+    assert "0 items taken, 0 groups changed, 0 items timed out" in out.output
+
+
+def test_a_shift_note_that_arrives_later_wakes_its_incident_in_a_sync(tmp_path: Path) -> None:
+    reported = ASKED
+    incident = record(
+        "ir1", "incident_report", "Mike Brennan", reported, REPORT, title="Seizure - John"
+    )
+    settings = home_with(tmp_path, {"incidents.jsonl": incident})
+    cli(settings, "sync", "--json")
+    ctx = group_of(settings, "incident_context", "ir1")
+    assert (ctx["resolution_status"], ctx["reprocess_priority"]) == ("pending_context", 10)
+    item = queued(settings, "incident_context:ir1")
+    assert item is not None and item.item.priority == 10
+
+    # Jane's late entry, 30 hours on: past the first pass's day either side of the report
+    note = record(
+        "sn1",
+        "shift_note",
+        "Jane Okafor",
+        reported + dt.timedelta(hours=30),
+        "Late entry. John: I timed the seizure, about three minutes.",
+    )
+    (tmp_path / "wattle" / "shift-notes.jsonl").write_text(note)
+    cli(settings, "sync", "--json")
+    ctx = group_of(settings, "incident_context", "ir1")
+    assert ctx["members"] == [(1, "ir1"), (2, "sn1")]
+    assert ctx["reprocess_priority"] < 10  # Mike's note is still to come: daily, not 6-hourly
+    item = queued(settings, "incident_context:ir1")
+    assert item is None or item.item.priority < 10
+    # the new group is indexed: the generation holds its row
+    home = Home(settings)
+    gen = home.registry.live_generation("hash")
+    assert gen is not None
+    rows = home.store.table(gen).search().limit(10_000).to_list()
+    assert ctx["group_id"] in {r["doc_id"] for r in rows if r["kind"] == "group"}
+
+
+def test_reprocess_job_runs_in_process_at_the_time_given(tmp_path: Path) -> None:
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    graph = Graph(settings)
+    graph.build_all()
+    job = graph.defs.resolve_job_def("reprocess_job")
+    early = job.execute_in_process(
+        instance=graph.instance,
+        run_config={"ops": {"reprocess_op": {"config": {"now": at(HOUR)}}}, **QUIET},
+    )
+    assert early.success and early.output_for_node("reprocess_op")["items_taken"] == 0
+    # a scheduled run is judged at its tick
+    result = job.execute_in_process(
+        instance=graph.instance, tags={SCHEDULED_AT: at(6 * HOUR)}, run_config=QUIET
+    )
+    assert result.success
+    report = result.output_for_node("reprocess_op")
+    assert report["now"] == at(6 * HOUR)
+    assert "qa_pair:q1" in [t["key"] for t in report["taken"]]
+    partitions = {
+        (ev.asset_key.to_user_string(), ev.partition)  # type: ignore[union-attr]
+        for ev in result.get_asset_materialization_events()
+    }
+    assert partitions == {
+        ("linked_groups", "wattle-messages"),
+        ("embedding_inputs", "wattle-messages"),
+    }
+    item = queued(settings, "qa_pair:q1")
+    assert item is not None and item.item.attempts == 1
+
+
+def test_the_schedule_is_hourly_and_running_by_default() -> None:
+    assert reprocess_schedule.cron_schedule == "0 * * * *"
+    assert reprocess_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert reprocess_schedule.job_name == "reprocess_job"
+
+
+def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    out = CliRunner().invoke(
+        main,
+        [
+            "--config",
+            str(settings.config_path),
+            "--home",
+            str(settings.home),
+            "reprocess",
+            "--now",
+            "next tuesday",
+        ],
+    )
+    assert out.exit_code == 2
+    assert "'next tuesday' is not an ISO 8601 time" in out.output
+
+
+@pytest.mark.parametrize("args", [["reprocess", "--help"]])
+def test_reprocess_has_help(args: list[str]) -> None:
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 0 and "--now" in out.output

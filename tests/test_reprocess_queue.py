@@ -1,0 +1,104 @@
+"""The home's re-processing queue: stored per collection with its linking, read back in
+another process, and taken at most 50 at a time, by priority then the longest since last
+re-processed, across collections."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from corpus_index.linked.groups import Windows
+from corpus_index.linked.reprocess import DAY, HOUR, REPROCESS_WINDOWS, QueueItem
+from corpus_index.reprocess_queue import Linking, Queued, read_queue, take_due, write_queue
+from corpus_index.warehouse import Warehouse
+
+T0 = 1_765_000_000.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fill(warehouse: Warehouse, collection: str, n: int, priority: int, **kw: float) -> None:
+    items = [
+        Queued(
+            collection,
+            "wattle",
+            QueueItem(f"qa_pair:{collection}-{priority}-{k:03d}", "qa_pair", f"u{k}", priority, T0),
+        )
+        for k in range(n)
+    ]
+    if kw:
+        items = [
+            q._replace(
+                item=QueueItem(
+                    q.item.key,
+                    "incident_context",
+                    q.item.anchor,
+                    priority,
+                    T0,
+                    "picton sil",
+                    kw["last"] - k,
+                    1,
+                )
+            )
+            for k, q in enumerate(items)
+        ]
+    before = read_queue(warehouse, collection).items
+    write_queue(warehouse, collection, [*before, *items], Linking())
+
+
+def test_at_most_fifty_are_taken_by_priority_then_longest_since_reprocessed(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "warehouse")
+    fill(wh, "a", 30, 8)  # questions: first check due at 6 h
+    fill(wh, "b", 15, 10, last=T0 + HOUR)  # incidents without notes: every 6 h
+    fill(wh, "b", 20, 3)  # validation passes: due at 48 h
+    taken = take_due(wh, ["a", "b"], T0 + 3 * DAY)
+    got = [(q.collection, q.item.priority) for q in taken.items]
+    assert len(got) == 50
+    assert [p for _, p in got] == [10] * 15 + [8] * 30 + [3] * 5
+    # among the incidents, the one re-processed longest ago first
+    lasts = [q.item.last_reprocessed_at for q in taken.items[:15]]
+    assert lasts == sorted(lasts)  # type: ignore[type-var]
+    after = {q.item.key: q.item for c in "ab" for q in read_queue(wh, c).items}
+    took = {q.item.key for q in taken.items}
+    assert all(after[k].last_reprocessed_at == T0 + 3 * DAY for k in took)
+    left = [i for k, i in after.items() if k not in took]
+    assert len(left) == 15 and all(i.attempts == 0 and i.priority == 3 for i in left)
+    # a collection with an item taken is linked with the wider windows from now on
+    for c in "ab":
+        assert read_queue(wh, c).linking == Linking(REPROCESS_WINDOWS, T0 + 3 * DAY)
+    again = take_due(wh, ["a", "b"], T0 + 3 * DAY)
+    # the incidents are not due for six hours; the questions' next check (24 h) has passed too
+    assert [q.item.priority for q in again.items] == [8] * 30 + [3] * 15
+
+
+def test_nothing_is_due_before_its_time(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "warehouse")
+    fill(wh, "a", 3, 8)
+    assert take_due(wh, ["a"], T0 + 5 * HOUR).items == []
+    assert read_queue(wh, "a").linking == Linking()  # untouched: still the first pass's
+
+
+def test_the_queue_is_read_back_in_another_process(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "warehouse")
+    fill(wh, "a", 2, 8)
+    script = (
+        "import sys; from pathlib import Path;"
+        "from corpus_index.warehouse import Warehouse;"
+        "from corpus_index.reprocess_queue import take_due;"
+        f"t = take_due(Warehouse(Path(sys.argv[1])), ['a'], {T0 + DAY});"
+        "print(len(t.items))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "warehouse")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert out.stdout.strip() == "2"
+    stored = read_queue(wh, "a")
+    assert [(q.item.attempts, q.item.last_reprocessed_at) for q in stored.items] == [
+        (1, T0 + DAY)
+    ] * 2
+    assert stored.linking.windows == REPROCESS_WINDOWS != Windows()
