@@ -9,7 +9,8 @@ import time
 import click
 
 from corpus_index.cli.app import EXIT_FAILED, emit_json, handle_errors, main, runner_of, settings_of
-from corpus_index.steps.reprocess import iso, parse_now
+from corpus_index.home import Home
+from corpus_index.steps.reprocess import grouped_collections, iso, parse_now
 
 
 @main.command()
@@ -29,6 +30,8 @@ def reprocess(ctx: click.Context, now_text: str | None, collection: str, as_json
     incidents without their shift notes, conversations still going (at most 50 items, highest
     priority first), with the wider windows; the groups that change are embedded and indexed."""
     now = iso(parse_now(now_text) if now_text else time.time())
+    if collection:  # refused here (exit 2) rather than as a failed run
+        grouped_collections(Home(settings_of(ctx)), collection)
     result, report, synced = runner_of(ctx).reprocess(settings_of(ctx), now, collection=collection)
     if not result.success:
         click.echo(f"error: re-processing failed: {result.error}", err=True)

@@ -262,6 +262,9 @@ def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
     )
     assert out.exit_code == 2
     assert "'next tuesday' is not an ISO 8601 time" in out.output
+    args = ["--config", str(settings.config_path), "--home", str(settings.home), "reprocess"]
+    out = CliRunner().invoke(main, [*args, "--collection", "nope"])
+    assert out.exit_code == 2 and "no collection 'nope' is configured" in out.output
 
 
 @pytest.mark.parametrize("args", [["reprocess", "--help"]])
