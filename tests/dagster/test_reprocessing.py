@@ -213,7 +213,7 @@ def test_a_shift_note_that_arrives_later_wakes_its_incident_in_a_sync(tmp_path: 
 def test_reprocess_job_runs_in_process_at_the_time_given(tmp_path: Path) -> None:
     settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
     graph = Graph(settings)
-    graph.build_all()
+    assert graph.ingest("wattle-messages").success
     job = graph.defs.resolve_job_def("reprocess_job")
     early = job.execute_in_process(
         instance=graph.instance,
