@@ -70,9 +70,7 @@ class Linking:
     def now_for(self, messages: Sequence[Message]) -> float | None:
         """The time to judge ``messages`` at: the newest of them, or later if judged later."""
         newest = max((m.timestamp for m in messages), default=None)
-        if self.judged_at is None or newest is None:
-            return self.judged_at if newest is None else newest
-        return max(newest, self.judged_at)
+        return max((t for t in (newest, self.judged_at) if t is not None), default=None)
 
 
 class Queued(NamedTuple):
