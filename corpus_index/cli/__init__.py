@@ -3,12 +3,18 @@
 ``app`` holds the Click group and the error boundary; ``operate`` the commands that run or
 inspect the pipeline (through the injected ``PipelineRunner``); ``query`` the commands that read
 the index as a principal; ``alerts`` the failed runs an operator has not acknowledged;
-``grouping`` the evaluation of conversation grouping.
+``grouping`` the evaluation of conversation grouping; ``identities`` the people of messages.
 """
 
 from __future__ import annotations
 
-from corpus_index.cli import alerts, grouping, operate, query  # noqa: F401 - registers commands
+from corpus_index.cli import (  # noqa: F401 - registers commands
+    alerts,
+    grouping,
+    identities,
+    operate,
+    query,
+)
 from corpus_index.cli.app import main
 from corpus_index.cli.query import print_hits
 
