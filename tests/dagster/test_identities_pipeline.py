@@ -237,6 +237,9 @@ def test_a_merge_moves_mentions_reanchors_and_reembeds_the_groups_concerned(
     personal = identity_id("acme", f"discovered:{PERSONAL}")
     listed = json.loads(_cli(settings, "identities", "list", "--tenant", "acme", "--json").output)
     row = next(p for p in listed if p["identity_id"] == personal)
+    text = _cli(settings, "identities", "list").output
+    assert "tenant acme" in text and "tenant birch" not in text
+    assert f"{personal}  discovered:{PERSONAL}" in text and "[discovered 0.50]" in text
     assert row["origin"] == "discovered" and row["mentions"] == 2  # author of ac-3, to in ac-4
     before = _groups_of(home, "ac-3")
     assert before and all(personal in gr["identity_anchors"] for gr in before.values())
