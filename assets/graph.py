@@ -175,7 +175,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     def linked_groups(
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
-        """Linked groups of a grouped collection's units (conversations and the like) with their members; empty for other kinds."""
+        """Linked groups of a grouped collection's units (conversations and the like) with their members, and its identities, mentions and sightings; empty for other kinds."""
         r = steps.linked_groups.run(corpus.open_home(), context.partition_key)
         if not r.grouped:
             return dg.MaterializeResult(
@@ -190,6 +190,15 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "groups_by_type": dg.MetadataValue.json(r.by_type),
                 "groups_not_indexed": r.unindexed,
                 "group_inputs_cut": r.cut,
+                "identities": r.identities,
+                "identities_discovered": r.discovered,
+                "identity_mentions": sum(r.mentions_by_role.values()),
+                "mentions_by_role": dg.MetadataValue.json(r.mentions_by_role),
+                "identity_sightings": r.sightings,
+                "sightings_path": dg.MetadataValue.path(r.sightings_path),
+                "merges_applied": r.merges,
+                "merges_not_seen_here": r.merges_not_here,
+                "groups_reanchored": r.reanchored,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

@@ -35,3 +35,6 @@ class CollectionConfig:
     # the people file that seeds the tenant's identity registry (``people:`` in the config,
     # relative to ``path``; checked to exist), or None
     people: Path | None = None
+    # the merges file (``merges:``, relative to ``path``): identities known to be one person,
+    # applied at every sync before the merges recorded in the home; or None
+    merges: Path | None = None

@@ -178,6 +178,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
         extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
+        extra |= {"merges"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -207,7 +208,8 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             ),
             format=_string(spec["format"], f"{key}.format", path) if "format" in spec else "",
             processing=_mapping(spec.get("processing"), f"{key}.processing", path),
-            people=_people_file(spec, root, f"{key}.people", path),
+            people=_collection_file(spec, "people", root, f"{key}.people", path),
+            merges=_collection_file(spec, "merges", root, f"{key}.merges", path),
         )
         try:
             KINDS[kind].check_options(collections[name], key=key)
@@ -342,16 +344,19 @@ def _mapping(value: Any, key: str, path: Path, *, required: bool = False) -> dic
     return {str(k): v for k, v in value.items()}
 
 
-def _people_file(spec: dict[str, Any], root: Path, key: str, path: Path) -> Path | None:
-    """The collection's ``people`` file, relative to its root, which must hold it."""
-    if "people" not in spec:
+def _collection_file(
+    spec: dict[str, Any], name: str, root: Path, key: str, path: Path
+) -> Path | None:
+    """The collection's ``name`` file (``people``, ``merges``), relative to its root, which
+    must hold it."""
+    if name not in spec:
         return None
-    rel = _string(spec["people"], key, path)
+    rel = _string(spec[name], key, path)
     found = (root / rel).resolve()
     if not found.is_relative_to(root) or not found.is_file():
         raise ConfigError(
             f"{path}: {key}: {rel!r} is not a file inside the collection's path {root}; "
-            "name the people file relative to the collection's path"
+            f"name the {name} file relative to the collection's path"
         )
     return found
 

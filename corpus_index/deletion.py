@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_index import byte_audit, lance, predicates, purge
+from corpus_index import byte_audit, identity_store, lance, predicates, purge
 from corpus_index.home import Home
 
 
@@ -124,7 +124,8 @@ def propagate_deletion(
     if not ids:
         return None
     tombstoned = set(ids)
-    groups = _groups_holding(corpus, collection, ids)
+    units = _units_of(corpus, collection, ids)
+    groups = _groups_holding(corpus, collection, units)
     ids |= {f"{collection}/{g}" for g in groups}
     receipt = Receipt(
         receipt_id=uuid.uuid4().hex[:12],
@@ -141,7 +142,9 @@ def propagate_deletion(
     where = predicates.all_of(
         [predicates.eq("collection", collection), predicates.is_in("source_id", sorted(ids))]
     )
-    receipt.fingerprints = _fingerprints(corpus, blocks, inputs, ids, where)
+    receipt.fingerprints = _fingerprints(
+        corpus, blocks, inputs, ids, where, identity_store.unit_texts(corpus, collection, units)
+    )
 
     # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
     for gen in corpus.registry.generations():
@@ -180,6 +183,9 @@ def propagate_deletion(
         wh.write("group_members", (collection,), kept)
         n = members.num_rows - kept.num_rows
         receipt.removed("warehouse", str(wh.path("group_members", collection)), n, "rows")
+    # identity mentions and sightings of the deleted units (their snippets hold its words)
+    for location, n in identity_store.remove_units(corpus, collection, units):
+        receipt.removed("warehouse", location, n, "rows")
     for asset in ("parsed_blocks", "embedding_inputs", "quarantine", "linked_groups"):
         table = wh.read(asset, (collection,))
         if table is None or "source_id" not in table.column_names:
@@ -242,19 +248,25 @@ def propagate_deletion(
     return receipt
 
 
-def _groups_holding(corpus: Home, collection: str, source_ids: set[str]) -> set[str]:
-    """The ids of the linked groups with a member among the units of ``source_ids``."""
-    members = corpus.warehouse.read("group_members", (collection,), columns=["group_id", "unit_id"])
+def _units_of(corpus: Home, collection: str, source_ids: set[str]) -> set[str]:
+    """The unit ids of the blocks of ``source_ids`` (a message record's ``unit_id``)."""
     blocks = corpus.warehouse.read(
         "parsed_blocks", (collection,), columns=["source_id", "metadata"]
     )
-    if members is None or blocks is None or not members.num_rows:
+    if blocks is None:
         return set()
     gone = blocks.filter(pc.is_in(blocks["source_id"], pa.array(sorted(source_ids), pa.string())))
-    units = {
+    return {
         str(json.loads(m).get("unit_id", s.split("/", 1)[-1]) if m else s.split("/", 1)[-1])
         for s, m in zip(gone["source_id"].to_pylist(), gone["metadata"].to_pylist(), strict=True)
     }
+
+
+def _groups_holding(corpus: Home, collection: str, units: set[str]) -> set[str]:
+    """The ids of the linked groups with a member among ``units``."""
+    members = corpus.warehouse.read("group_members", (collection,), columns=["group_id", "unit_id"])
+    if members is None or not members.num_rows or not units:
+        return set()
     held = members.filter(pc.is_in(members["unit_id"], pa.array(sorted(units), pa.string())))
     return set(held["group_id"].to_pylist())
 
@@ -275,14 +287,21 @@ def _texts_only_of(table: pa.Table | None, ids: set[str], column: str, key: str)
 
 
 def _fingerprints(
-    corpus: Home, blocks: pa.Table | None, inputs: pa.Table | None, ids: set[str], where: str
+    corpus: Home,
+    blocks: pa.Table | None,
+    inputs: pa.Table | None,
+    ids: set[str],
+    where: str,
+    snippets: list[str],
 ) -> dict[str, Any]:
     """Fingerprints of what is deleted: block contents and input texts no other source of the
-    collection shares, and the vectors the generation tables hold for those inputs (by input
-    hash, so the audit can drop one that a live source uses again)."""
+    collection shares, the context snippets of its identity mentions, and the vectors the
+    generation tables hold for those inputs (by input hash, so the audit can drop one that a
+    live source uses again)."""
     texts = _texts_only_of(blocks, ids, "content", "content_hash") + _texts_only_of(
         inputs, ids, "text", "input_hash"
     )
+    texts += snippets
     exclusive_inputs = {h for h in _hashes_of(inputs, ids, "input_hash") if h} - _hashes_of(
         inputs, _others(inputs, ids), "input_hash"
     )
@@ -489,6 +508,10 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
                     remaining.append(
                         {"store": "warehouse", "path": str(path), "rows": n, "match": "input_hash"}
                     )
+    collection, _, unit = source_id.partition("/")
+    if identity_store.sightings_of_unit(corpus, collection, unit):  # keyed by unit, not source
+        where_held = str(corpus.warehouse.path(identity_store.SIGHTINGS, collection))
+        remaining.append({"store": "warehouse", "path": where_held, "match": "unit"})
     byte_scan = _scan_bytes(corpus, source_id, tomb, live_inputs)
     remaining.extend(byte_scan.pop("findings"))
     return {

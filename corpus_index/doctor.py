@@ -28,6 +28,9 @@ from corpus_index import lance
 from corpus_index.config import Settings
 from corpus_index.errors import DamagedStateError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
+from corpus_index.identities import IDENTITY_SCHEMA
+from corpus_index.identity_sightings import SIGHTING_SCHEMA
+from corpus_index.identity_store import IDENTITIES, MENTIONS, SIGHTINGS, STORED_MENTION_SCHEMA
 from corpus_index.index_store import GenerationStore
 from corpus_index.records import (
     BLOCK_SCHEMA,
@@ -52,6 +55,9 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     "linked_groups": set(GROUP_SCHEMA.names),
     "group_members": set(MEMBER_SCHEMA.names),
     "reprocess_queue": set(QUEUE_SCHEMA.names),
+    IDENTITIES: set(IDENTITY_SCHEMA.names),
+    MENTIONS: set(STORED_MENTION_SCHEMA.names),
+    SIGHTINGS: set(SIGHTING_SCHEMA.names),
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

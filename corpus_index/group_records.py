@@ -14,6 +14,7 @@ import dataclasses
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -24,6 +25,7 @@ from corpus_index.linked.group_input import FORMAT as GROUP_V1
 from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, group_id
 from corpus_index.linked.messages import Message
+from corpus_index.linked.people import NameResolver
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
 
 GROUP_KIND = "group"  # the ``kind`` of a group's row in a generation (units carry their kind's)
@@ -127,9 +129,18 @@ def _day(stamp: float | None) -> str:
 def group_tables(
     collection: str,
     units: Sequence[Unit],
-    link: Callable[[Sequence[Message]], list[Group]],
+    link: Callable[..., list[Group]],
+    *,
+    registries: Mapping[str, NameResolver] | None = None,
+    names: Mapping[str, Callable[[str], str]] | None = None,
 ) -> GroupTables:
     """Group ``units`` by ``link`` one tenant at a time, and lay the groups out as tables.
+
+    With ``registries`` (tenant -> its identity registry), ``link`` is given the tenant's
+    registry (``registry=``), so groups anchor to its identities; with ``names`` (tenant -> a
+    written name to the registry's name for that person) the ``group-v1`` text names each
+    author so (a merge that renames a person changes the text of the groups they are in,
+    which are then embedded again).
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id.
@@ -142,7 +153,12 @@ def group_tables(
     for tenant, mine in sorted(by_tenant.items()):
         scope = {u.message.unit_id: u for u in mine}
         messages = {u: s.message for u, s in scope.items()}
-        for group in link([u.message for u in mine]):
+        registry = (registries or {}).get(tenant)
+        options = {} if registry is None else {"registry": registry}
+        name = (names or {}).get(tenant)
+        if name is not None:
+            messages = {u: replace(m, author=name(m.author)) for u, m in messages.items()}
+        for group in link([u.message for u in mine], **options):
             gid = group_id(tenant, collection, group.group_type, group.member_ids)
             if gid in group_rows:
                 continue  # the same members grouped twice the same way: one group

@@ -18,7 +18,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -154,9 +154,9 @@ class Linker:
         self.groups: list[Group] = []
         self.messages: dict[str, Message] = {}
 
-    def __call__(self, messages: Sequence[Message]) -> list[Group]:
+    def __call__(self, messages: Sequence[Message], **options: Any) -> list[Group]:
         groups = link_units(
-            messages, now=self.linking.now_for(messages), windows=self.linking.windows
+            messages, now=self.linking.now_for(messages), windows=self.linking.windows, **options
         )
         self.groups.extend(groups)
         self.messages.update((m.unit_id, m) for m in messages)

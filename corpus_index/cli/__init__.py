@@ -3,13 +3,20 @@
 ``app`` holds the Click group and the error boundary; ``operate`` the commands that run or
 inspect the pipeline (through the injected ``PipelineRunner``); ``query`` the commands that read
 the index as a principal; ``alerts`` the failed runs an operator has not acknowledged;
-``grouping`` the evaluation of conversation grouping; ``reprocess`` the second pass over
-linked groups.
+``grouping`` the evaluation of conversation grouping; ``identities`` the people of messages;
+``reprocess`` the second pass over linked groups.
 """
 
 from __future__ import annotations
 
-from corpus_index.cli import alerts, grouping, operate, query, reprocess  # noqa: F401 - registers commands
+from corpus_index.cli import (  # noqa: F401 - registers commands
+    alerts,
+    grouping,
+    identities,
+    operate,
+    query,
+    reprocess,
+)
 from corpus_index.cli.app import main
 from corpus_index.cli.query import print_hits
 

@@ -3,7 +3,11 @@ and the other groupings of :func:`corpus_index.linked.groups.link_units`), with 
 tenancy and ``group-v1`` input text (DESIGN §10b).
 
 Two partitions: ``linked_groups`` (one row per group) and ``group_members`` (one row per
-member). A collection whose kind is not grouped gets both, empty. The whole collection is
+member), and the identity partitions of :mod:`corpus_index.identity_store` (``identities``,
+``identity_mentions``, ``identity_sightings``): before grouping, each tenant's units go through
+the identity pass (:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's
+registry with its merges applied. A collection whose kind is not grouped gets all of them
+empty; so does the identity side of an ``irc`` collection (chat nicks, no people). The whole collection is
 linked again on each run: grouping reads a unit's neighbours, so a changed unit may change
 groups it is not a member of; the cost is grouping's, never embedding's (an unchanged group
 keeps its id and its input hash, so it is never embedded twice).
@@ -17,8 +21,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from corpus_index import gates
+from corpus_index import gates, identity_store
+from corpus_index.collection import CollectionConfig
 from corpus_index.group_gates import (
     group_acl_within_members,
     group_members_exist_and_are_live,
@@ -26,6 +32,10 @@ from corpus_index.group_gates import (
 )
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables, Unit, group_tables
 from corpus_index.home import Home
+from corpus_index.identities import IDENTITY_SCHEMA, identities_table
+from corpus_index.identity_mentions import mentions_table
+from corpus_index.identity_pass import TenantIdentities, display_names, identify, unit_records
+from corpus_index.identity_sightings import sightings_table
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_of
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
@@ -57,6 +67,14 @@ class LinkedGroupsOutcome:
     cut: int = 0  # groups whose input text was cut to the model's input limit
     queued: int = 0  # items in the re-processing queue after this run
     woken: list[str] = field(default_factory=list)  # incidents a new shift note re-evaluated
+    identities: int = 0
+    discovered: int = 0
+    mentions_by_role: dict[str, int] = field(default_factory=dict)
+    sightings: int = 0
+    merges: int = 0  # merges that moved mentions
+    merges_not_here: int = 0  # merges naming an identity this collection never saw
+    reanchored: int = 0  # groups holding a unit whose mentions a merge moved
+    sightings_path: str = ""  # the Parquet file an external identity system reads
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -65,19 +83,26 @@ class LinkedGroupsOutcome:
 
 
 def run(home: Home, collection: str) -> LinkedGroupsOutcome:
-    """Link the collection's units, check the groups, and write both partitions when every
-    check passes (otherwise the last good groups stay).
+    """Link the collection's units, check the groups, and write the group and identity
+    partitions when every check passes (otherwise the last good ones stay).
 
     Returns:
-        Counts of units, groups (by type) and members, and the checks' outcomes.
+        Counts of units, groups (by type), members, identities and mentions (by role), and
+        the checks' outcomes.
+
+    Raises:
+        ConfigError: the collection's people or merges file is invalid.
     """
-    if not kind_of(home.collection(collection)).grouped:
+    cfg = home.collection(collection)
+    if not kind_of(cfg).grouped:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
+        _write_identities(home, collection, {})
         return LinkedGroupsOutcome(grouped=False)
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = set(live_documents(manifest))
-    units = read_units(home.read("parsed_blocks", (collection,), BLOCK_SCHEMA))
+    blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
+    units = read_units(blocks)
     stored = read_queue(home.warehouse, collection)
     linking = stored.linking
     changed = {r["doc_id"] for r in manifest.to_pylist() if r["change"] in ("added", "changed")}
@@ -88,7 +113,15 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
         linking = Linking(REPROCESS_WINDOWS, now)
     linker = Linker(linking)
-    tables = group_tables(collection, units, linker)
+    found = {} if cfg.format == "irc" else _identify(home, cfg, blocks, units)
+    registries = {t: f.registry for t, f in found.items()}
+    names = {t: display_names(r) for t, r in registries.items()}
+    tables = group_tables(collection, units, linker, registries=registries, names=names)
+    roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
+    merged_units = {u for f in found.values() for r in f.merges for u in r.units}
+    held = tables.members.filter(
+        pc.is_in(tables.members["unit_id"], pa.array(sorted(merged_units), pa.string()))
+    )
     outcome = LinkedGroupsOutcome(
         grouped=True,
         units=len(units),
@@ -97,6 +130,14 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         by_type=dict(sorted(Counter(tables.groups["group_type"].to_pylist()).items())),
         unindexed=sum(1 for a in tables.groups["acl_groups"].to_pylist() if not a),
         cut=sum(1 for c in tables.groups["input_cut"].to_pylist() if c),
+        identities=sum(len(f.registry) for f in found.values()),
+        discovered=sum(1 for f in found.values() for p in f.registry if p.origin == "discovered"),
+        mentions_by_role=dict(sorted(roles.items())),
+        sightings=sum(len(f.sightings) for f in found.values()),
+        merges=sum(len(f.merges) for f in found.values()),
+        merges_not_here=sum(len(f.not_here) for f in found.values()),
+        reanchored=len(set(held["group_id"].to_pylist())),
+        sightings_path=str(home.warehouse.path(identity_store.SIGHTINGS, collection)),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -107,7 +148,69 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         queue = refresh(collection, stored, linker, tenants, processed=keys, now=now)
         write_queue(home.warehouse, collection, queue, linking)
         outcome.queued, outcome.woken = len(queue), keys
+        _write_identities(home, collection, found, _sources(blocks))
     return outcome
+
+
+def _identify(
+    home: Home, cfg: CollectionConfig, blocks: pa.Table, units: list[Unit]
+) -> dict[str, TenantIdentities]:
+    """The identity pass of each tenant's units (the collection's people file seeds its own
+    tenant's registry only: a record of another tenant starts from an empty one)."""
+    records = unit_records(blocks, {u.message.unit_id: u.message.text for u in units})
+    by_tenant: dict[str, list[dict[str, Any]]] = {}
+    for record in records.values():
+        by_tenant.setdefault(str(record["tenant_id"]), []).append(record)
+    return {
+        tenant: identify(
+            tenant,
+            mine,
+            people=cfg.people if tenant == cfg.tenant else None,
+            merges_file=cfg.merges if tenant == cfg.tenant else None,
+            recorded=identity_store.recorded_merges(home, tenant),
+            limits=cfg.limits,
+        )
+        for tenant, mine in sorted(by_tenant.items())
+    }
+
+
+def _sources(blocks: pa.Table) -> dict[str, str]:
+    """Unit id -> the source (document) it came from."""
+    out: dict[str, str] = {}
+    for doc_id, source_id, meta in zip(
+        blocks["doc_id"].to_pylist(),
+        blocks["source_id"].to_pylist(),
+        blocks["metadata"].to_pylist(),
+        strict=True,
+    ):
+        unit = str(json.loads(meta).get("unit_id", doc_id)) if meta else doc_id
+        out.setdefault(unit, source_id)
+    return out
+
+
+def _write_identities(
+    home: Home,
+    collection: str,
+    found: dict[str, TenantIdentities],
+    sources: dict[str, str] | None = None,
+) -> None:
+    people = [identities_table(f.registry) for f in found.values()]
+    mentions = mentions_table(m for f in found.values() for m in f.mentions)
+    mentions = mentions.append_column(
+        "collection", pa.array([collection] * mentions.num_rows, pa.string())
+    ).append_column(
+        "source_id",
+        pa.array([(sources or {}).get(u, "") for u in mentions["unit_id"].to_pylist()]),
+    )
+    sightings = sightings_table(s for f in found.values() for s in f.sightings)
+    wh = home.warehouse
+    wh.write(
+        identity_store.IDENTITIES,
+        (collection,),
+        pa.concat_tables([IDENTITY_SCHEMA.empty_table(), *people]),
+    )
+    wh.write(identity_store.MENTIONS, (collection,), mentions)
+    wh.write(identity_store.SIGHTINGS, (collection,), sightings)
 
 
 def read_units(blocks: pa.Table) -> list[Unit]:

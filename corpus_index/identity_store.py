@@ -1,0 +1,203 @@
+"""Where a home keeps identities: the warehouse partitions the ``linked_groups`` step writes
+for each messages collection, and the merges an operator records (DESIGN §10b).
+
+Warehouse partitions (one Parquet file per collection, ``warehouse/<asset>/<collection>.parquet``):
+
+- ``identities``: the tenant's registry as this collection's sync left it (the people file,
+  the identities discovered in the collection, merges applied), ``IDENTITY_SCHEMA``;
+- ``identity_mentions``: one row per (unit, identity, role), ``MENTION_SCHEMA`` plus the
+  ``collection`` and the unit's ``source_id``;
+- ``identity_sightings``: what an external identity system reads (seed §8.1),
+  ``SIGHTING_SCHEMA`` exactly; its ``source_id`` is the unit's id.
+
+Merges recorded by ``corpus identities merge`` are in ``identities/<tenant>/merges.yaml`` of
+the home, in the merges-file format (:func:`~corpus_index.identity_merges.load_merges`), and
+are applied by every later sync of that tenant's collections after the collection's own
+merges file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import yaml
+
+from corpus_index.errors import IdentityError
+from corpus_index.home import Home
+from corpus_index.identities import IDENTITY_SCHEMA
+from corpus_index.identity_mentions import MENTION_SCHEMA
+from corpus_index.identity_merges import load_merges
+
+IDENTITIES = "identities"
+MENTIONS = "identity_mentions"
+SIGHTINGS = "identity_sightings"
+STORED_MENTION_SCHEMA = pa.schema(
+    [*MENTION_SCHEMA, pa.field("collection", pa.string()), pa.field("source_id", pa.string())]
+)
+# the unit column of each partition that holds units' words (a context snippet)
+UNIT_COLUMN = {MENTIONS: "unit_id", SIGHTINGS: "source_id"}
+
+
+def merges_file(home: Home, tenant: str) -> Path:
+    """The merges recorded for ``tenant`` in the home."""
+    return home.settings.home / "identities" / tenant / "merges.yaml"
+
+
+def recorded_merges(home: Home, tenant: str) -> list[tuple[str, str]]:
+    """The ``(merged, survivor)`` pairs recorded for ``tenant``, oldest first."""
+    path = merges_file(home, tenant)
+    return load_merges(path) if path.is_file() else []
+
+
+def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
+    """Append a merge to ``tenant``'s merges file (written aside, then renamed into place)."""
+    path = merges_file(home, tenant)
+    data: dict[str, Any] = {"merges": []}
+    if path.is_file():
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or data
+    at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    data["merges"].append({"merge": merged, "into": survivor, "recorded_at": at})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".merges.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        yaml.safe_dump(data, out, sort_keys=False)
+    os.replace(tmp, path)
+    return path
+
+
+class KnownIdentity(NamedTuple):
+    """One identity of a tenant, over all its collections."""
+
+    identity_id: str
+    tenant_id: str
+    key: str
+    name: str
+    aliases: list[str]
+    emails: list[str]
+    phones: list[str]
+    role: str
+    origin: str
+    confidence: float
+    mentions: int
+    collections: list[str]
+
+
+def known_identities(home: Home, *, tenant: str | None = None) -> list[KnownIdentity]:
+    """Every identity the last sync of each messages collection left, per tenant (one tenant
+    only with ``tenant``), with its mention count; an identity seen in several collections of
+    its tenant is one, its aliases and details joined."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, cfg in sorted(home.config.collections.items()):
+        if tenant is not None and cfg.tenant != tenant:
+            continue
+        people = home.warehouse.read(IDENTITIES, (name,), IDENTITY_SCHEMA)
+        if people is None:
+            continue
+        counts = _mention_counts(home, name)
+        for row in people.to_pylist():
+            key = (row["tenant_id"], row["identity_id"])
+            seen = found.setdefault(key, {**row, "mentions": 0, "collections": []})
+            for col in ("aliases", "emails", "phones"):
+                seen[col] = list(dict.fromkeys([*seen[col], *row[col]]))
+            seen["confidence"] = max(seen["confidence"], row["confidence"])
+            seen["mentions"] += counts.get(row["identity_id"], 0)
+            seen["collections"].append(name)
+    return [
+        KnownIdentity(**{f: row[f] for f in KnownIdentity._fields})
+        for _, row in sorted(found.items(), key=lambda kv: (kv[0][0], kv[1]["name"], kv[0][1]))
+    ]
+
+
+def _mention_counts(home: Home, collection: str) -> dict[str, int]:
+    mentions = home.warehouse.read(MENTIONS, (collection,), columns=["identity_id"])
+    if mentions is None or not mentions.num_rows:
+        return {}
+    counts = pc.value_counts(mentions["identity_id"]).to_pylist()
+    return {c["values"]: c["counts"] for c in counts}
+
+
+def find_identity(
+    home: Home, ref: str, *, tenant: str | None = None
+) -> tuple[KnownIdentity | None, list[KnownIdentity]]:
+    """The identity ``ref`` (an id or a people-file/discovered key) names in ``tenant`` (or in
+    any tenant), and the identities of the same ref in the other tenants.
+
+    Raises:
+        IdentityError: without ``tenant``, ``ref`` names identities of several tenants.
+    """
+    everyone = known_identities(home)
+    hits = [p for p in everyone if ref in (p.identity_id, p.key)]
+    if tenant is not None:
+        mine = [p for p in hits if p.tenant_id == tenant]
+        return (mine[0] if mine else None), [p for p in hits if p.tenant_id != tenant]
+    tenants = sorted({p.tenant_id for p in hits})
+    if len(tenants) > 1:
+        raise IdentityError(
+            f"{ref!r} names identities of tenants {', '.join(tenants)}; "
+            "say which with --tenant (merges never cross tenants)"
+        )
+    return (hits[0] if hits else None), []
+
+
+def remove_units(home: Home, collection: str, units: Iterable[str]) -> list[tuple[str, int]]:
+    """Drop the mentions and sightings of ``units`` from ``collection``'s partitions, and the
+    discovered identities no unit left mentions (what they were known by came from the
+    deleted units).
+
+    Returns:
+        ``(path, rows removed)`` of each partition that changed.
+    """
+    gone = pa.array(sorted(set(units)), pa.string())
+    changed = []
+    for asset, column in UNIT_COLUMN.items():
+        table = home.warehouse.read(asset, (collection,))
+        if table is None or not len(gone):
+            continue
+        kept = table.filter(pc.invert(pc.is_in(table[column], gone)))
+        if kept.num_rows != table.num_rows:
+            home.warehouse.write(asset, (collection,), kept)
+            changed.append(
+                (str(home.warehouse.path(asset, collection)), table.num_rows - kept.num_rows)
+            )
+    people = home.warehouse.read(IDENTITIES, (collection,))
+    mentions = home.warehouse.read(MENTIONS, (collection,), columns=["identity_id"])
+    if changed and people is not None and mentions is not None:
+        seen = pa.array(sorted(set(mentions["identity_id"].to_pylist())), pa.string())
+        unseen = pc.invert(pc.is_in(people["identity_id"], seen))
+        drop = pc.and_(pc.equal(people["origin"], "discovered"), unseen)
+        kept = people.filter(pc.invert(drop))
+        if kept.num_rows != people.num_rows:
+            home.warehouse.write(IDENTITIES, (collection,), kept)
+            path = str(home.warehouse.path(IDENTITIES, collection))
+            changed.append((path, people.num_rows - kept.num_rows))
+    return changed
+
+
+def unit_texts(home: Home, collection: str, units: Iterable[str]) -> list[str]:
+    """The context snippets the mentions and sightings of ``units`` hold (what a deletion
+    fingerprints, so the audit finds them wherever they were copied)."""
+    wanted = pa.array(sorted(set(units)), pa.string())
+    texts: list[str] = []
+    for asset, column in UNIT_COLUMN.items():
+        table = home.warehouse.read(asset, (collection,))
+        if table is None:
+            continue
+        rows = table.filter(pc.is_in(table[column], wanted))
+        snippet = "context_snippet" if asset == MENTIONS else "context"
+        texts.extend(t for t in rows[snippet].to_pylist() if t)
+    return texts
+
+
+def sightings_of_unit(home: Home, collection: str, unit: str) -> int:
+    """How many sightings of ``collection`` still name ``unit`` as their source."""
+    table = home.warehouse.read(SIGHTINGS, (collection,), columns=["source_id"])
+    if table is None:
+        return 0
+    return int(pc.sum(pc.equal(table["source_id"], unit)).as_py() or 0)

@@ -1,0 +1,328 @@
+"""Identities through the real graph: a sync writes each messages collection's registry,
+mentions (with roles) and sightings; a merge recorded by ``corpus identities merge`` re-anchors
+and re-embeds the groups concerned at the next sync; deleting a unit removes its mentions;
+tenants never mix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import yaml
+from click.testing import CliRunner
+
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
+from corpus_index.home import Home
+from corpus_index.identities import identity_id
+from corpus_index.identity_sightings import SIGHTING_SCHEMA
+from tests.dagster.harness import Graph, metadata
+
+PERSONAL = "sjones.home@gmail.com"  # Sarah Jones writing from home: not in the people file
+ACME = [
+    {
+        "id": "ac-1",
+        "source": "discord_chat",
+        "channel": "#picton",
+        "author": "Sarah Jones",
+        "timestamp": "2025-12-01T08:05:00+11:00",
+        "location": "Picton",
+        "text": "Mike, can you cover the Tuesday late shift with Ruby Hall?",
+    },
+    {
+        "id": "ac-2",
+        "source": "discord_chat",
+        "channel": "#picton",
+        "author": "Mike",
+        "timestamp": "2025-12-01T08:20:00+11:00",
+        "location": "Picton",
+        "reply_to": "ac-1",
+        "text": "Yes I can cover Tuesday, no worries Sarah.",
+    },
+    {
+        "id": "ac-3",
+        "source": "email_thread",
+        "thread": "roster",
+        "subject": "Roster for next week",
+        "author": PERSONAL,
+        "recipients": ["Mike Brennan <mike.brennan@acme.org>"],
+        "cc": ["Lee Park <lee.park@acme.org>"],
+        "timestamp": "2025-12-02T19:00:00+11:00",
+        "location": "Picton",
+        "text": "Hi Mike, the roster for next week is attached. Thanks",
+    },
+    {
+        "id": "ac-4",
+        "source": "email_thread",
+        "thread": "roster",
+        "subject": "Re: Roster for next week",
+        "author": "Mike Brennan <mike.brennan@acme.org>",
+        "recipients": [PERSONAL],
+        "timestamp": "2025-12-02T20:10:00+11:00",
+        "location": "Picton",
+        "text": "Thanks, the roster looks fine to me.",
+    },
+    {
+        "id": "ac-5",
+        "source": "incident_report",
+        "channel": "incident-portal",
+        "author": "Mike Brennan",
+        "timestamp": "2025-12-04T21:10:00+11:00",
+        "location": "Picton",
+        "title": "Fall - Ruby Hall - kitchen",
+        "text": "People involved: Ruby Hall (participant). Staff present: Mike Brennan, Lee Park.\n"
+        "Ruby slipped on the kitchen floor after dinner; no injury, obs taken.",
+    },
+]
+BIRCH = [
+    {
+        "id": "bi-1",
+        "source": "discord_chat",
+        "channel": "#bowral",
+        "author": "Sarah Jones",
+        "timestamp": "2025-12-01T09:00:00+11:00",
+        "location": "Bowral",
+        "text": "Tom, the van is booked for Thursday.",
+    },
+    {
+        "id": "bi-2",
+        "source": "discord_chat",
+        "channel": "#bowral",
+        "author": "Tom Reid",
+        "timestamp": "2025-12-01T09:10:00+11:00",
+        "location": "Bowral",
+        "reply_to": "bi-1",
+        "text": "Great, thanks Sarah.",
+    },
+]
+PEOPLE = {
+    "acme": [
+        {
+            "id": "sarah-jones",
+            "name": "Sarah Jones",
+            "role": "staff",
+            "aliases": ["Sarah"],
+            "emails": ["sarah.jones@acme.org"],
+        },
+        {
+            "id": "mike-brennan",
+            "name": "Mike Brennan",
+            "role": "staff",
+            "aliases": ["Mike"],
+            "emails": ["mike.brennan@acme.org"],
+        },
+        {"id": "lee-park", "name": "Lee Park", "role": "staff", "emails": ["lee.park@acme.org"]},
+        {"id": "ruby-hall", "name": "Ruby Hall", "role": "participant", "aliases": ["Ruby"]},
+    ],
+    # another provider's Sarah Jones: the same name, another person, another tenant
+    "birch": [
+        {"id": "sarah-jones", "name": "Sarah Jones", "role": "staff", "aliases": ["Sarah"]},
+        {"id": "tom-reid", "name": "Tom Reid", "role": "staff", "aliases": ["Tom"]},
+    ],
+}
+
+
+def _write(root: Path, tenant: str, records: list[dict[str, Any]]) -> None:
+    folder = root / tenant
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "people.yaml").write_text(
+        yaml.safe_dump({"tenant": tenant, "people": PEOPLE[tenant]})
+    )
+    lines = [json.dumps({"recipients": [], "cc": [], **r}) for r in records]
+    (folder / "messages.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _settings(root: Path) -> Settings:
+    _write(root, "acme", ACME)
+    _write(root, "birch", BIRCH)
+    common = {"kind": "messages", "namespace": "messages", "people": "people.yaml"}
+    config = {
+        "collections": {
+            "acme-messages": {**common, "path": "acme", "tenant": "acme", "acl_groups": ["acme"]},
+            "birch-messages": {
+                **common,
+                "path": "birch",
+                "tenant": "birch",
+                "acl_groups": ["birch"],
+            },
+        },
+        "profiles": {"hash": {"embedder": "hash:v1-64", "namespace": "messages"}},
+        "namespaces": {"messages": {"eval_gate": "off"}},
+    }
+    (root / "corpus.yaml").write_text(yaml.safe_dump(config))
+    return Settings(config_path=root / "corpus.yaml", home=root / "home")
+
+
+def _cli(settings: Settings, *args: str) -> Any:
+    base = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    return CliRunner().invoke(main, [*base, *args])
+
+
+def _mentions(home: Home, collection: str) -> list[dict[str, Any]]:
+    table = home.warehouse.read("identity_mentions", (collection,))
+    assert table is not None
+    return table.to_pylist()
+
+
+def _sync(g: Graph, collection: str) -> tuple[dict[str, object], dict[str, object]]:
+    ingest = g.ingest(collection)
+    assert ingest.success
+    embed = g.embed("hash", collection)
+    assert embed.success
+    return metadata(ingest, "linked_groups"), metadata(embed, "embeddings")
+
+
+def _synced(root: Path, *collections: str) -> tuple[Settings, Graph, Home]:
+    """A fresh home of the two tenants, with ``collections`` ingested and embedded."""
+    settings = _settings(root)
+    g = Graph(settings)
+    for c in collections:
+        _sync(g, c)
+    return settings, g, Home(settings)
+
+
+def _groups_of(home: Home, unit: str) -> dict[str, dict[str, Any]]:
+    groups = home.read("linked_groups", ("acme-messages",), GROUP_SCHEMA).to_pylist()
+    members = home.read("group_members", ("acme-messages",), MEMBER_SCHEMA).to_pylist()
+    mine = {m["group_id"] for m in members if m["unit_id"] == unit}
+    return {g["group_id"]: g for g in groups if g["group_id"] in mine}
+
+
+def test_a_sync_writes_mentions_with_roles_sightings_and_anchors(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    md, _ = _sync(Graph(settings), "acme-messages")
+    home = Home(settings)
+    acme = {k: identity_id("acme", k) for k in ("sarah-jones", "mike-brennan", "lee-park")}
+    acme["ruby-hall"] = identity_id("acme", "ruby-hall")
+    mentions = _mentions(home, "acme-messages")
+    roles = {(m["unit_id"], m["identity_id"], m["mention_type"]) for m in mentions}
+    assert ("ac-1", acme["sarah-jones"], "author") in roles
+    assert ("ac-1", acme["mike-brennan"], "mentioned") in roles  # "Mike, can you ..."
+    assert ("ac-3", acme["mike-brennan"], "recipient") in roles
+    assert ("ac-3", acme["lee-park"], "mentioned") in roles  # CC'd
+    assert ("ac-5", acme["ruby-hall"], "subject") in roles
+    assert ("ac-5", acme["lee-park"], "witness") in roles
+    assert {m["source_id"] for m in mentions} == {f"acme-messages/ac-{i}" for i in range(1, 6)}
+    assert all(m["match_reasoning"] and m["context_snippet"] for m in mentions)
+    assert md["identity_mentions"] == len(mentions)
+    assert md["mentions_by_role"] == dict(
+        sorted(
+            (r, sum(1 for m in mentions if m["mention_type"] == r)) for r in {x[2] for x in roles}
+        )
+    )
+    # the unknown sender is a discovered identity of the tenant
+    discovered = identity_id("acme", f"discovered:{PERSONAL}")
+    assert ("ac-3", discovered, "author") in roles and md["identities_discovered"] == 1
+    # sightings: a Parquet file an identity system reads, where the metadata says
+    path = Path(str(md["sightings_path"]))
+    sightings = pq.read_table(path)
+    assert sightings.schema.equals(SIGHTING_SCHEMA)
+    assert PERSONAL in sightings["email"].to_pylist()
+    assert set(sightings["tenant_id"].to_pylist()) == {"acme"}
+    # groups anchor to the registry's identities
+    (conversation,) = [
+        gr for gr in _groups_of(home, "ac-1").values() if gr["group_type"] == "conversation"
+    ]
+    assert {acme["sarah-jones"], acme["mike-brennan"]} <= set(conversation["identity_anchors"])
+
+
+def test_a_merge_moves_mentions_reanchors_and_reembeds_the_groups_concerned(
+    tmp_path: Path,
+) -> None:
+    settings, g, home = _synced(tmp_path, "acme-messages")
+    sarah = identity_id("acme", "sarah-jones")
+    personal = identity_id("acme", f"discovered:{PERSONAL}")
+    listed = json.loads(_cli(settings, "identities", "list", "--tenant", "acme", "--json").output)
+    row = next(p for p in listed if p["identity_id"] == personal)
+    text = _cli(settings, "identities", "list").output
+    assert "tenant acme" in text and "tenant birch" not in text
+    assert f"{personal}  discovered:{PERSONAL}" in text and "[discovered 0.50]" in text
+    assert row["origin"] == "discovered" and row["mentions"] == 2  # author of ac-3, to in ac-4
+    before = _groups_of(home, "ac-3")
+    assert before and all(personal in gr["identity_anchors"] for gr in before.values())
+    total_groups = home.read("linked_groups", ("acme-messages",), GROUP_SCHEMA).num_rows
+
+    out = _cli(settings, "identities", "merge", f"discovered:{PERSONAL}", "sarah-jones")
+    assert out.exit_code == 0, out.output
+    md, emb = _sync(g, "acme-messages")
+    assert md["merges_applied"] == 1 and md["groups_reanchored"] == len(before)
+    mentions = _mentions(home, "acme-messages")
+    assert personal not in {m["identity_id"] for m in mentions}
+    assert ("ac-3", sarah, "author") in {
+        (m["unit_id"], m["identity_id"], m["mention_type"]) for m in mentions
+    }
+    after = _groups_of(home, "ac-3")
+    assert set(after) == set(before)  # the same members: the same groups, re-anchored
+    for gid, gr in after.items():
+        assert personal not in gr["identity_anchors"] and sarah in gr["identity_anchors"]
+        # group-v1 names her as the registry does now, so the input hash changed
+        assert PERSONAL in before[gid]["input_text"] and PERSONAL not in gr["input_text"]
+        assert "Sarah Jones" in gr["input_text"]
+        assert gr["input_hash"] != before[gid]["input_hash"]
+    # exactly those groups were embedded again, nothing else
+    assert emb["embedded"] == len(after) < total_groups
+    listed = json.loads(_cli(settings, "identities", "list", "--json").output)
+    assert personal not in {p["identity_id"] for p in listed}
+    assert PERSONAL in next(p for p in listed if p["identity_id"] == sarah)["emails"]
+    # a sync with nothing new embeds nothing
+    md, emb = _sync(g, "acme-messages")
+    assert emb["embedded"] == 0 and md["merges_applied"] == 1
+
+
+def test_tenants_never_mix_and_merge_refuses_unknown_self_and_cross_tenant(
+    tmp_path: Path,
+) -> None:
+    settings, _, home = _synced(tmp_path, "acme-messages", "birch-messages")
+    cases = [
+        (["nobody-here", "sarah-jones", "--tenant", "acme"], "no identity 'nobody-here'"),
+        (["sarah-jones", "sarah-jones", "--tenant", "acme"], "into itself"),
+        (["mike-brennan", "tom-reid"], "merges never cross tenants"),
+        (["sarah-jones", "mike-brennan"], "tenants acme, birch"),  # ambiguous: say which
+        (["tom-reid", identity_id("acme", "sarah-jones"), "--tenant", "birch"], "tenant acme"),
+    ]
+    for args, error in cases:
+        out = _cli(settings, "identities", "merge", *args)
+        assert out.exit_code == 2 and error in out.output, (args, out.output)
+    assert not (settings.home / "identities").exists()  # nothing recorded
+    listed = json.loads(_cli(settings, "identities", "list", "--json").output)
+    by_tenant: dict[str, set[str]] = {}
+    for p in listed:
+        by_tenant.setdefault(p["tenant_id"], set()).add(p["identity_id"])
+    assert set(by_tenant) == {"acme", "birch"} and not by_tenant["acme"] & by_tenant["birch"]
+    # one name, two tenants: two people, each tenant's mentions naming its own only
+    for tenant in ("acme", "birch"):
+        mentions = _mentions(home, f"{tenant}-messages")
+        assert {m["tenant_id"] for m in mentions} == {tenant}
+        assert {m["identity_id"] for m in mentions} <= by_tenant[tenant]
+        assert identity_id(tenant, "sarah-jones") in {m["identity_id"] for m in mentions}
+    only = json.loads(_cli(settings, "identities", "list", "--tenant", "birch", "--json").output)
+    assert {p["tenant_id"] for p in only} == {"birch"}
+
+
+def test_deleting_a_unit_removes_its_mentions_and_the_audit_finds_nothing(
+    tmp_path: Path,
+) -> None:
+    settings, g, home = _synced(tmp_path, "acme-messages")
+    assert g.generation("hash").success
+    assert {m["unit_id"] for m in _mentions(home, "acme-messages")} >= {"ac-3"}
+    _write(tmp_path, "acme", [r for r in ACME if r["id"] != "ac-3"])
+    r = g.ingest("acme-messages")
+    assert r.success and metadata(r, "source_manifest")["removed"] == 1
+    assert "ac-3" not in {m["unit_id"] for m in _mentions(home, "acme-messages")}
+    sightings = home.warehouse.read("identity_sightings", ("acme-messages",))
+    assert sightings is not None and "ac-3" not in sightings["source_id"].to_pylist()
+    tomb = home.registry.tombstone("acme-messages/ac-3")
+    assert tomb is not None
+    receipt = json.loads(Path(tomb["receipt"]).read_text())
+    removed = {Path(a["location"]).parent.name for a in receipt["artifacts"]}
+    assert {"identity_mentions", "identity_sightings"} <= removed
+    assert g.embed("hash", "acme-messages").success
+    out = _cli(settings, "compact", "--json")
+    assert out.exit_code == 0, out.output
+    out = _cli(settings, "audit-deletion", "acme-messages/ac-3", "--json")
+    audit = json.loads(out.output)
+    assert audit["clean"], audit["remaining"]
+    assert audit["byte_scan"]["status"] == "done"
