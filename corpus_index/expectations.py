@@ -6,12 +6,22 @@ the Arrow table at this boundary and nowhere else, and only the columns the suit
 expectations name (all but the vector column if one reads the whole table): GX hashes the
 frame it is given, and the columns no expectation reads (JSON metadata, ACL lists) cost most
 of that. GX is imported on first use: it takes seconds to import.
+
+A validation costs about half a second of CPU whatever the table's size (GX resolves a metric
+graph per expectation), and a sync revalidates the rows of every collection it touches, changed
+or not. The answer depends only on the suite, its parameters and the checked columns' content,
+so a process remembers the latest answers by a digest of those (``MEMO_SIZE`` of them): the
+same rows under the same suite are not handed to GX twice.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +33,9 @@ from corpus_index.kinds import registered_values
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "expectations"
 SAMPLE_LIMIT = 5
+MEMO_SIZE = 256
+_memo: OrderedDict[str, Gate] = OrderedDict()
+_memo_lock = threading.Lock()
 
 
 def suite_path(name: str) -> Path:
@@ -77,8 +90,6 @@ def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> G
     Raises:
         ConfigError: the suite file is missing or not a suite.
     """
-    from great_expectations.core.expectation_suite import ExpectationSuite
-
     path = suite_path(suite)
     data = _load_suite(path)
     name = check_name or f"{suite}_pass_expectation_suite"
@@ -97,7 +108,48 @@ def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> G
             f"the table has every column suite {suite} checks",
             {"suite": str(path), "missing_columns": ", ".join(missing)},
         )
-    frame = table.select(frame_columns(columns, data)).to_pandas()
+    checked = table.select(frame_columns(columns, data))
+    parameters = registered_values()
+    key = _digest(checked, path, data, parameters, name)
+    with _memo_lock:
+        known = _memo.get(key)
+        if known is not None:
+            _memo.move_to_end(key)
+            return copy.deepcopy(known)
+    gate = _validate(checked, suite, path, data, parameters, name)
+    with _memo_lock:
+        _memo[key] = copy.deepcopy(gate)
+        while len(_memo) > MEMO_SIZE:
+            _memo.popitem(last=False)
+    return gate
+
+
+def _digest(
+    checked: pa.Table, path: Path, suite: dict[str, Any], parameters: Any, name: str
+) -> str:
+    """What a validation's answer depends on: the suite and its parameters, the check's name,
+    and the checked columns (schema and values, as Arrow IPC bytes)."""
+    h = hashlib.sha256()
+    spec = [str(path), name, suite, parameters]
+    h.update(json.dumps(spec, sort_keys=True, default=repr).encode())
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, checked.schema) as writer:
+        writer.write_table(checked)
+    h.update(sink.getvalue())
+    return h.hexdigest()
+
+
+def _validate(
+    checked: pa.Table,
+    suite: str,
+    path: Path,
+    data: dict[str, Any],
+    parameters: Any,
+    name: str,
+) -> Gate:
+    from great_expectations.core.expectation_suite import ExpectationSuite
+
+    frame = checked.to_pandas()
     context = _context()
     gx_suite = ExpectationSuite(
         name=f"{suite}-{id(frame)}", expectations=data["expectations"], meta=data.get("meta", {})
@@ -110,7 +162,7 @@ def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> G
             .get_batch(batch_parameters={"dataframe": frame})
         )
         # suites name what the kind registry allows as parameters, never as a copied list
-        result = batch.validate(gx_suite, expectation_parameters=registered_values())
+        result = batch.validate(gx_suite, expectation_parameters=parameters)
     finally:
         context.data_sources.delete(source.name)
     failures = []
@@ -131,6 +183,6 @@ def validate(table: pa.Table, suite: str, *, check_name: str | None = None) -> G
             "expectations": len(data["expectations"]),
             "failed_expectations": len(failures),
             "failures": "; ".join(failures),
-            "rows": table.num_rows,
+            "rows": checked.num_rows,
         },
     )

@@ -252,9 +252,24 @@ class Registry:
 
     def _select(self, where: str = "", params: list[Any] | None = None) -> list[Generation]:
         with self.connect() as con:
-            cur = con.execute(f"SELECT * FROM generations {where} ORDER BY id", params or [])
-            cols = [d[0] for d in cur.description]
-            return [self._row_to_generation(row, cols) for row in cur.fetchall()]
+            return self._select_on(con, where, params)
+
+    def _select_on(
+        self, con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None
+    ) -> list[Generation]:
+        cur = con.execute(f"SELECT * FROM generations {where} ORDER BY id", params or [])
+        cols = [d[0] for d in cur.description]
+        return [self._row_to_generation(row, cols) for row in cur.fetchall()]
+
+    def _require_on(self, con: duckdb.DuckDBPyConnection, generation_id: str) -> Generation:
+        """``require`` on an open connection: a read-modify-write opens the database once (each
+        open costs tens of milliseconds) and reads what it changes under the same lock."""
+        found = self._select_on(con, "WHERE id = ?", [generation_id])
+        if not found:
+            raise MissingGenerationError(
+                f"no generation {generation_id!r} (see `corpus generations`)"
+            )
+        return found[0]
 
     def generations(
         self, *, namespace: str | None = None, profile: str | None = None
@@ -274,29 +289,25 @@ class Registry:
         return found[0] if found else None
 
     def require(self, generation_id: str) -> Generation:
-        gen = self.get(generation_id)
-        if gen is None:
-            raise MissingGenerationError(
-                f"no generation {generation_id!r} (see `corpus generations`)"
-            )
-        return gen
+        with self.connect() as con:
+            return self._require_on(con, generation_id)
 
     def open_generation(self, spec: GenerationSpec, *, run_id: str | None = None) -> Generation:
         """The live generation of ``spec.profile`` whose vectors match ``spec``, or a new BUILDING one.
 
         Live means BUILDING, READY or ACTIVE: all of them receive the same updates and deletions.
         """
-        for gen in reversed(self.generations(profile=spec.profile)):
-            if (
-                gen.status in ("BUILDING", "READY", "ACTIVE")
-                and gen.spec.same_vectors_as(spec)
-                and gen.spec.namespace == spec.namespace
-            ):
-                if run_id:
-                    self.add_run(gen.id, run_id)
-                return gen
-        now = _now()
         with self.connect() as con:
+            for gen in reversed(self._select_on(con, "WHERE profile = ?", [spec.profile])):
+                if (
+                    gen.status in ("BUILDING", "READY", "ACTIVE")
+                    and gen.spec.same_vectors_as(spec)
+                    and gen.spec.namespace == spec.namespace
+                ):
+                    if run_id:
+                        self._add_run_on(con, gen, run_id)
+                    return gen
+            now = _now()
             con.execute("BEGIN TRANSACTION")
             (count,) = con.execute("SELECT count(*) FROM generations").fetchone() or (0,)
             gen_id = f"g{int(count) + 1:04d}"
@@ -325,7 +336,7 @@ class Registry:
             )
             con.execute("COMMIT")
             self._journal_generation(con, gen_id)
-        return self.require(gen_id)
+            return self._require_on(con, gen_id)
 
     def _journal_generation(self, con: duckdb.DuckDBPyConnection, generation_id: str) -> None:
         cur = con.execute("SELECT * FROM generations WHERE id = ?", [generation_id])
@@ -342,34 +353,36 @@ class Registry:
         return None
 
     def add_run(self, generation_id: str, run_id: str) -> None:
-        gen = self.require(generation_id)
+        with self.connect() as con:
+            self._add_run_on(con, self._require_on(con, generation_id), run_id)
+
+    def _add_run_on(self, con: duckdb.DuckDBPyConnection, gen: Generation, run_id: str) -> None:
         if run_id in gen.run_ids:
             return
-        with self.connect() as con:
-            con.execute(
-                "UPDATE generations SET run_ids = ?, updated_at = ? WHERE id = ?",
-                [json.dumps([*gen.run_ids, run_id]), _now(), generation_id],
-            )
+        con.execute(
+            "UPDATE generations SET run_ids = ?, updated_at = ? WHERE id = ?",
+            [json.dumps([*gen.run_ids, run_id]), _now(), gen.id],
+        )
 
     def record_build(
         self, generation_id: str, *, row_count: int, checks: dict[str, Any], ready: bool
     ) -> Generation:
         """Store the generation's row count and merge check outcomes; BUILDING becomes READY
         when ``ready``."""
-        gen = self.require(generation_id)
-        status = gen.status
-        now = _now()
-        if gen.status == "BUILDING" and ready:
-            status = "READY"
-        merged = {**gen.checks, **checks}
         with self.connect() as con:
+            gen = self._require_on(con, generation_id)
+            status = gen.status
+            now = _now()
+            if gen.status == "BUILDING" and ready:
+                status = "READY"
+            merged = {**gen.checks, **checks}
             con.execute(
                 """UPDATE generations SET row_count = ?, checks = ?, status = ?, updated_at = ?,
                    ready_at = COALESCE(ready_at, CASE WHEN ? = 'READY' THEN ?::TIMESTAMPTZ END)
                    WHERE id = ?""",
                 [row_count, json.dumps(merged), status, now, status, now, generation_id],
             )
-        return self.require(generation_id)
+            return self._require_on(con, generation_id)
 
     def record_checks(
         self, generation_id: str, checks: dict[str, Any], *, keep: set[str] | None = None
@@ -379,19 +392,19 @@ class Registry:
         With ``keep``, outcomes of checks outside ``keep`` (say, of a collection no longer
         configured) are dropped.
         """
-        gen = self.require(generation_id)
-        merged = {**gen.checks, **checks}
-        if keep is not None:
-            merged = {k: v for k, v in merged.items() if k in keep}
         with self.connect() as con:
+            gen = self._require_on(con, generation_id)
+            merged = {**gen.checks, **checks}
+            if keep is not None:
+                merged = {k: v for k, v in merged.items() if k in keep}
             con.execute(
                 "UPDATE generations SET checks = ?, updated_at = ? WHERE id = ?",
                 [json.dumps(merged), _now(), generation_id],
             )
 
     def record_eval(self, generation_id: str, metrics: dict[str, Any]) -> None:
-        gen = self.require(generation_id)
         with self.connect() as con:
+            gen = self._require_on(con, generation_id)
             con.execute(
                 "UPDATE generations SET eval = ?, updated_at = ? WHERE id = ?",
                 [json.dumps({**gen.eval, **metrics}), _now(), generation_id],
@@ -522,7 +535,7 @@ class Registry:
             self.journal.append(
                 "pointer", namespace=ns, generation=gen.id, previous=current, action=action, at=now
             )
-        return self.require(gen.id)
+            return self._require_on(con, gen.id)
 
     def deactivated_at(self, generation_id: str) -> dt.datetime | None:
         """When ``generation_id`` last stopped being ACTIVE, if it ever served."""
@@ -581,7 +594,7 @@ class Registry:
                 [now, now, gen.id],
             )
             con.execute("COMMIT")
-        return self.require(gen.id)
+            return self._require_on(con, gen.id)
 
     # -- evaluations on BEIR-format datasets (corpus eval) ----------------------------------
 

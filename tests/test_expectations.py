@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -110,3 +112,27 @@ def test_columns_no_expectation_reads_are_not_converted() -> None:
         pa.table({"odd": odd}).to_pandas()
     gate = expectations.validate(table([ROW]).append_column("odd", odd), "index_rows")
     assert gate.passed, gate.metadata
+
+
+def test_the_same_rows_under_the_same_suite_reach_gx_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(expectations, "_memo", OrderedDict())
+    calls: list[int] = []
+    real = expectations._validate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(expectations, "_validate", counted)
+    rows = [ROW, {**ROW, "vector_id": "vec_" + "9" * 32, "chunk_ref": "memo", "tier": "secret"}]
+    first = expectations.validate(table(rows), "index_rows")
+    assert not first.passed and "e.g. ['secret']" in first.metadata["failures"]
+    again = expectations.validate(table(rows), "index_rows")
+    assert again == first and len(calls) == 1
+    again.metadata["failures"] = ""  # what a caller does to its answer is not remembered
+    assert expectations.validate(table(rows), "index_rows") == first and len(calls) == 1
+    # another value, another check name: validated by GX again
+    fixed = expectations.validate(table([ROW, {**rows[1], "tier": "public"}]), "index_rows")
+    assert fixed.passed and len(calls) == 2
+    named = expectations.validate(table(rows), "index_rows", check_name="rows_ok")
+    assert named.name == "rows_ok" and not named.passed and len(calls) == 3

@@ -1,5 +1,9 @@
 """Deletion reaches every generation, sidecar and warehouse row, with a tombstone, a receipt,
-and an audit that is clean once compaction has run."""
+and an audit that is clean once compaction has run.
+
+Every test starts from the same home, synced once for the module (two profiles, both
+generations built); each gets its own copy to change.
+"""
 
 from __future__ import annotations
 
@@ -25,11 +29,27 @@ pytestmark = pytest.mark.slow
 GONE = "alpha-deals/deal-alpha-001"
 
 
-def two_profile_home(tmp_path: Path) -> Settings:
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-profile home after its first sync (sources, corpus.yaml and home under one root)."""
+    root = tmp_path_factory.mktemp("synced")
     config = write_home(
-        tmp_path, extra_profiles={"alt": {"embedder": "hash:v1-32", "namespace": "deals"}}
+        root, extra_profiles={"alt": {"embedder": "hash:v1-32", "namespace": "deals"}}
     )
-    return Settings(config_path=config, home=tmp_path / "home")
+    assert dagster_runner().sync(Settings(config_path=config, home=root / "home")).ok
+    return root
+
+
+@pytest.fixture
+def settings(synced: Path, tmp_path: Path) -> Settings:
+    """A copy of the synced home (its sources in ``<root>/sources``), free to change."""
+    root = tmp_path / "copy"
+    shutil.copytree(synced, root)
+    return Settings(config_path=root / "corpus.yaml", home=root / "home")
+
+
+def source(settings: Settings, name: str) -> Path:
+    return settings.config_path.parent / "sources" / name
 
 
 def rows_of(corpus: Home, source_id: str) -> dict[str, int]:
@@ -39,16 +59,14 @@ def rows_of(corpus: Home, source_id: str) -> dict[str, int]:
     }
 
 
-def test_removed_file_leaves_every_generation_and_store(tmp_path: Path) -> None:
-    settings = two_profile_home(tmp_path)
-    assert dagster_runner().sync(settings).ok
+def test_removed_file_leaves_every_generation_and_store(settings: Settings) -> None:
     assert dagster_runner().promote(settings, "deals", "g0001").success
     corpus = Home(settings)
     assert set(rows_of(corpus, GONE).values()) == {4}  # both generations hold its 4 sections
     sidecars = sorted((settings.exports / "sidecars").glob("*/alpha-deals/deal-alpha-001.*"))
     assert len(sidecars) == 2
 
-    (tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md").unlink()
+    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
     report = dagster_runner().sync(settings)
     assert report.ok, report.failed_runs
     assert report.collections["alpha-deals"]["removed"] == 1
@@ -109,11 +127,9 @@ def test_removed_file_leaves_every_generation_and_store(tmp_path: Path) -> None:
         assert cov.rows == 20 and cov.fts_unindexed == 0
 
 
-def test_a_source_that_comes_back_is_indexed_again(tmp_path: Path) -> None:
-    settings = two_profile_home(tmp_path)
-    path = tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md"
+def test_a_source_that_comes_back_is_indexed_again(settings: Settings) -> None:
+    path = source(settings, "alpha/deal-alpha-001.uw.md")
     text = path.read_text()
-    assert dagster_runner().sync(settings).ok
     path.unlink()
     assert dagster_runner().sync(settings).ok
     path.write_text(text)
@@ -124,14 +140,14 @@ def test_a_source_that_comes_back_is_indexed_again(tmp_path: Path) -> None:
     assert corpus.registry.tombstone(GONE) is None
 
 
-def test_tombstones_replay_into_a_generation_built_later(tmp_path: Path) -> None:
+def test_tombstones_replay_into_a_generation_built_later(
+    settings: Settings, tmp_path: Path
+) -> None:
     """A generation built after the deletion from inputs that still mention the source (say a
     restored warehouse backup) never receives it."""
-    settings = two_profile_home(tmp_path)
-    assert dagster_runner().sync(settings).ok
     backup = tmp_path / "warehouse-backup"
     shutil.copytree(settings.warehouse, backup)
-    (tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md").unlink()
+    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
     assert dagster_runner().sync(settings).ok
     shutil.rmtree(settings.warehouse)
     shutil.copytree(backup, settings.warehouse)  # the stale inputs are back
@@ -149,9 +165,7 @@ def test_tombstones_replay_into_a_generation_built_later(tmp_path: Path) -> None
     assert corpus.store.count(late, "collection = 'alpha-deals'") == 8
 
 
-def test_a_collection_removed_from_config_is_purged(tmp_path: Path) -> None:
-    settings = two_profile_home(tmp_path)
-    assert dagster_runner().sync(settings).ok
+def test_a_collection_removed_from_config_is_purged(settings: Settings) -> None:
     config = yaml.safe_load(settings.config_path.read_text())
     del config["collections"]["beta-deals"]
     settings.config_path.write_text(yaml.safe_dump(config))
