@@ -190,6 +190,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "groups_by_type": dg.MetadataValue.json(r.by_type),
                 "groups_not_indexed": r.unindexed,
                 "group_inputs_cut": r.cut,
+                "messages_relinked": r.relinked,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

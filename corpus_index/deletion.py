@@ -180,7 +180,13 @@ def propagate_deletion(
         wh.write("group_members", (collection,), kept)
         n = members.num_rows - kept.num_rows
         receipt.removed("warehouse", str(wh.path("group_members", collection)), n, "rows")
-    for asset in ("parsed_blocks", "embedding_inputs", "quarantine", "linked_groups"):
+    for asset in (
+        "parsed_blocks",
+        "embedding_inputs",
+        "quarantine",
+        "linked_groups",
+        "conversation_links",
+    ):
         table = wh.read(asset, (collection,))
         if table is None or "source_id" not in table.column_names:
             continue

@@ -29,6 +29,7 @@ from corpus_index.config import Settings
 from corpus_index.errors import DamagedStateError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.index_store import GenerationStore
+from corpus_index.linked.relink import LINK_SCHEMA
 from corpus_index.records import (
     BLOCK_SCHEMA,
     INPUT_SCHEMA,
@@ -50,6 +51,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     "sidecar_pins": set(SIDECAR_PINS_SCHEMA.names),
     "linked_groups": set(GROUP_SCHEMA.names),
     "group_members": set(MEMBER_SCHEMA.names),
+    "conversation_links": set(LINK_SCHEMA.names),
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

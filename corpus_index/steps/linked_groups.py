@@ -2,17 +2,21 @@
 and the other groupings of :func:`corpus_index.linked.groups.link_units`), with their members,
 tenancy and ``group-v1`` input text (DESIGN §10b).
 
-Two partitions: ``linked_groups`` (one row per group) and ``group_members`` (one row per
-member). A collection whose kind is not grouped gets both, empty. The whole collection is
-linked again on each run: grouping reads a unit's neighbours, so a changed unit may change
-groups it is not a member of; the cost is grouping's, never embedding's (an unchanged group
-keeps its id and its input hash, so it is never embedded twice).
+Three partitions: ``linked_groups`` (one row per group), ``group_members`` (one row per
+member) and ``conversation_links`` (each message's link in its channel, see
+:mod:`corpus_index.linked.relink`). A collection whose kind is not grouped gets them empty.
+Conversations are linked again only from each channel's first changed message on (its
+TF-IDF block), from the links of the last run: the same groups as a full re-link, at the
+cost of the change. The other groupings read the whole collection on each run (grouping
+reads a unit's neighbours, so a changed unit may change groups it is not a member of); an
+unchanged group keeps its id and its input hash, so it is never embedded twice.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,12 +32,15 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables,
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_of
-from corpus_index.linked.groups import link_units
+from corpus_index.linked.groups import Group, link_units
+from corpus_index.linked.messages import Message
+from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA, Block
 from corpus_index.sources import live_documents
 
 GROUPS = "linked_groups"
 MEMBERS = "group_members"
+LINKS = "conversation_links"
 
 
 @dataclass(slots=True)
@@ -47,6 +54,7 @@ class LinkedGroupsOutcome:
     by_type: dict[str, int] = field(default_factory=dict)
     unindexed: int = 0  # groups whose members share no ACL group (kept, never indexed)
     cut: int = 0  # groups whose input text was cut to the model's input limit
+    relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -64,11 +72,22 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if not kind_of(home.collection(collection)).grouped:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
+        home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
         return LinkedGroupsOutcome(grouped=False)
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = set(live_documents(manifest))
     units = read_units(home.read("parsed_blocks", (collection,), BLOCK_SCHEMA))
-    tables = group_tables(collection, units, link_units)
+    previous = read_links(home.warehouse.read(LINKS, (collection,), LINK_SCHEMA))
+    tenant_of = {u.message.unit_id: u.tenant_id for u in units}
+    sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
+    relinkers: list[Relinker] = []
+
+    def link(messages: Sequence[Message]) -> list[Group]:
+        tenant = tenant_of[messages[0].unit_id] if messages else ""
+        relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
+        return link_units(messages, relinker=relinkers[-1])
+
+    tables = group_tables(collection, units, link)
     outcome = LinkedGroupsOutcome(
         grouped=True,
         units=len(units),
@@ -77,11 +96,15 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         by_type=dict(sorted(Counter(tables.groups["group_type"].to_pylist()).items())),
         unindexed=sum(1 for a in tables.groups["acl_groups"].to_pylist() if not a),
         cut=sum(1 for c in tables.groups["input_cut"].to_pylist() if c),
+        relinked=sum(r.relinked for r in relinkers),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
         home.warehouse.write(GROUPS, (collection,), tables.groups)
         home.warehouse.write(MEMBERS, (collection,), tables.members)
+        home.warehouse.write(
+            LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
+        )
     return outcome
 
 
