@@ -30,10 +30,12 @@ BLOCK = 2048  # messages whose pair features are held at once (about 12 MiB with
 
 
 def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
-    """Messages per channel, each channel in time order (ties keep the input order)."""
+    """Messages per channel, each channel in time order (ties keep the input order). A
+    channel is one source's (``<source>/<channel>`` when the source is known): a shift note
+    filed under a chat channel's name never joins a chat conversation."""
     channels: dict[str, list[Message]] = defaultdict(list)
     for m in messages:
-        channels[m.channel].append(m)
+        channels[f"{m.source}/{m.channel}" if m.source else m.channel].append(m)
     return {c: sorted(ms, key=lambda m: m.timestamp) for c, ms in channels.items()}
 
 
