@@ -199,6 +199,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "merges_applied": r.merges,
                 "merges_not_seen_here": r.merges_not_here,
                 "groups_reanchored": r.reanchored,
+                "messages_relinked": r.relinked,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

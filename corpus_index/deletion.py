@@ -186,7 +186,13 @@ def propagate_deletion(
     # identity mentions and sightings of the deleted units (their snippets hold its words)
     for location, n in identity_store.remove_units(corpus, collection, units):
         receipt.removed("warehouse", location, n, "rows")
-    for asset in ("parsed_blocks", "embedding_inputs", "quarantine", "linked_groups"):
+    for asset in (
+        "parsed_blocks",
+        "embedding_inputs",
+        "quarantine",
+        "linked_groups",
+        "conversation_links",
+    ):
         table = wh.read(asset, (collection,))
         if table is None or "source_id" not in table.column_names:
             continue

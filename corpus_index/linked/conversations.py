@@ -30,10 +30,12 @@ BLOCK = 2048  # messages whose pair features are held at once (about 12 MiB with
 
 
 def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
-    """Messages per channel, each channel in time order (ties keep the input order)."""
+    """Messages per channel, each channel in time order (ties keep the input order). A
+    channel is one source's (``<source>/<channel>`` when the source is known): a shift note
+    filed under a chat channel's name never joins a chat conversation."""
     channels: dict[str, list[Message]] = defaultdict(list)
     for m in messages:
-        channels[m.channel].append(m)
+        channels[f"{m.source}/{m.channel}" if m.source else m.channel].append(m)
     return {c: sorted(ms, key=lambda m: m.timestamp) for c, ms in channels.items()}
 
 
@@ -59,16 +61,25 @@ def decode(
     model: LinkModel,
     *,
     pair: np.ndarray | None = None,
+    before: Sequence[int] = (),
 ) -> list[int]:
     """:func:`link_parents` on features computed already. The pair features are computed
     ``BLOCK`` messages at a time unless ``pair`` holds them all (its conversation columns are
-    then overwritten as the conversations are decided)."""
+    then overwritten as the conversations are decided).
+
+    Args:
+        before: the parents of the first ``len(before)`` messages, decided already (by an
+            earlier run on the same messages): they are taken as they are, and only the
+            messages after them are decided (``features`` need rows from there on only).
+    """
     index = {m.unit_id: i for i, m in enumerate(messages)}
     pair_w = np.asarray(model.pair_weights, dtype=np.float32)
     own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
     state = ConversationState(features)
-    parents: list[int] = []
-    for start in range(0, len(messages), BLOCK):
+    parents: list[int] = list(before)
+    for i, parent in enumerate(parents):
+        state.join(i, parent)
+    for start in range(len(parents), len(messages), BLOCK):
         stop = min(start + BLOCK, len(messages))
         rows = pair[start:stop] if pair is not None else features.pair_rows(start, stop)
         for i in range(start, stop):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from corpus_index.linked.messages import Message, addressed_word
-from corpus_index.linked.topic import Embed, band_similarity, tokens
+from corpus_index.linked.topic import TOPIC_BLOCK, Embed, band_similarity, tokens
 
 PAIR_FEATURES = (
     "lines_1",
@@ -50,8 +50,9 @@ PAIR_FEATURES = (
     "j_is_conversation_latest",
     "i_author_in_conversation",
     "conversation_log_size",
+    "conversation_topic_similarity",
 )
-CONVERSATION_COLUMNS = slice(27, 31)
+CONVERSATION_COLUMNS = slice(27, 32)
 SELF_FEATURES = (
     "bias",
     "is_question",
@@ -164,21 +165,31 @@ def _addressee(text: str, names: _Names) -> int:
 
 
 def channel_features(
-    messages: Sequence[Message], *, window: int, embed: Embed | None = None
+    messages: Sequence[Message], *, window: int, embed: Embed | None = None, start: int = 0
 ) -> ChannelFeatures:
     """Features of ``messages`` (one channel, in order) against their ``window`` predecessors.
 
     An author is named when a message starts with their name (``nick: ...``, the irc way of
     addressing someone) or has them among its ``mentions``; only people who have written in
     the channel before count, so a common word is rarely taken for a name.
+
+    Every feature of a message reads only the messages before it (and the TF-IDF block it is
+    in, see :func:`~corpus_index.linked.topic.band_similarity`), so with ``start`` only the
+    messages from ``start``'s TF-IDF block on get their mentions, topic and new-conversation
+    features (the rows before are 0): what re-linking the end of a channel needs.
     """
     n = len(messages)
     names = _Names()
     author = np.empty(n, dtype=np.int64)
     addressee = np.full(n, -1, dtype=np.int64)
     mentioned: list[frozenset[int]] = []
+    first = start - start % TOPIC_BLOCK
     for i, m in enumerate(messages):
         addressee[i] = -1 if m.system else _addressee(m.text, names)
+        if i < first:
+            mentioned.append(frozenset())
+            author[i] = -1 if m.system or not m.author else names.seen(m.author)
+            continue
         said = {names.forms[t] for t in tokens(m.text) if t in names.forms}
         said.update(names.id_of(x) for x in m.mentions)
         if addressee[i] >= 0:
@@ -190,7 +201,7 @@ def channel_features(
     prev_same, next_same = _neighbours(author)
     unit_index = {m.unit_id: i for i, m in enumerate(messages)}
     reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
-    topic = band_similarity([m.text for m in messages], window, embed=embed)
+    topic = band_similarity([m.text for m in messages], window, embed=embed, start=first)
 
     valid = np.zeros((n, window), dtype=bool)
     idx = np.arange(n)
@@ -202,7 +213,7 @@ def channel_features(
     return ChannelFeatures(
         window=window,
         self_=_self_features(
-            messages, author, addressee, mentioned, times, prev_same, topic, valid
+            messages, author, addressee, mentioned, times, prev_same, topic, valid, first
         ),
         valid=valid,
         author=author,
@@ -253,11 +264,15 @@ def _self_features(
     prev_same: np.ndarray,
     topic: np.ndarray,
     valid: np.ndarray,
+    first: int,
 ) -> np.ndarray:
     n = len(messages)
     out = np.zeros((n, len(SELF_FEATURES)), dtype=np.float32)
     chat_before = -1
     for i, m in enumerate(messages):
+        if i < first:
+            chat_before = chat_before if m.system else i
+            continue
         words = tokens(m.text)
         gap_channel = (times[i] - times[chat_before]) / 60.0 if chat_before >= 0 else 60.0
         gap_author = (times[i] - times[prev_same[i]]) / 60.0 if prev_same[i] >= 0 else 60.0

@@ -31,6 +31,7 @@ from corpus_index.linked.records import (
     Member,
     group_id,
 )
+from corpus_index.linked.relink import Relinker
 from corpus_index.linked.similarity import Similarity
 
 __all__ = [
@@ -65,12 +66,16 @@ class Windows:
         return Windows(self.answer_s * factor, self.notes_s * factor)
 
 
-def conversation_groups(messages: Sequence[Message]) -> list[Group]:
+def conversation_groups(
+    messages: Sequence[Message], *, relinker: Relinker | None = None
+) -> list[Group]:
     """Every conversation of two or more messages, members in time order (the first the
-    initiator), with its people, place and time span."""
+    initiator), with its people, place and time span; linked by ``relinker`` when given
+    (from an earlier run's links: the same conversations, less work)."""
     by_id = {m.unit_id: m for m in messages}
+    chat = [m for m in messages if not m.system]
     out: list[Group] = []
-    for ids in group_conversations([m for m in messages if not m.system]):
+    for ids in relinker.group(chat) if relinker else group_conversations(chat):
         if len(ids) < 2:
             continue
         units = sorted((by_id[i] for i in ids), key=lambda m: (m.timestamp, m.unit_id))
@@ -128,6 +133,7 @@ def link_units(
     now: float | None = None,
     windows: Windows = Windows(),
     verifier: AnswerVerifier | None = None,
+    relinker: Relinker | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
     conversations, questions with their answers, incidents with their shift notes, and days
@@ -143,6 +149,9 @@ def link_units(
             newest unit's time by default.
         windows: how far answers and shift notes are looked for.
         verifier: may refuse a question-answer pair (none by default: no network).
+        relinker: links the conversations from an earlier run's links, re-deciding only the
+            channels' changed ends (see :mod:`corpus_index.linked.relink`); the groups are
+            the same as without it.
     """
     units = _units(messages)
     if not units:
@@ -152,7 +161,7 @@ def link_units(
     similarity = Similarity(units)
     people = People(registry)
     out: list[Group] = []
-    for g in conversation_groups(units):
+    for g in conversation_groups(units, relinker=relinker):
         out.append(describe(g, by_id, similarity=similarity, people=people))
     links = find_answers(units, similarity=similarity, window_s=windows.answer_s, verifier=verifier)
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):

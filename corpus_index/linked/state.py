@@ -14,7 +14,9 @@ class ConversationState:
     """The conversations of a channel decided so far, as each message is: what the
     conversation-level features of a candidate ``j`` read (the time since the last message of
     ``j``'s conversation, not the channel's; whether ``j`` is that last message; whether the
-    author of ``i`` has taken part in it; its size)."""
+    author of ``i`` has taken part in it; its size; how close ``i`` comes in topic to any of
+    its messages in the window, so a reply that shares words with the conversation's opening
+    question, not with the message just before, still reads as on topic)."""
 
     def __init__(self, features: ChannelFeatures) -> None:
         self.features = features
@@ -29,6 +31,11 @@ class ConversationState:
         features, ``[window, len(PAIR_FEATURES)]``; messages before ``i`` must have joined)
         and return it."""
         f = self.features
+        topic: dict[int, float] = {}  # conversation -> i's best similarity to one of its messages
+        for k in range(1, min(row.shape[0], i) + 1):
+            if f.valid[i, k - 1]:
+                c = int(self.conversation[i - k])
+                topic[c] = max(topic.get(c, 0.0), float(f.topic[i, k - 1]))
         for k in range(1, row.shape[0] + 1):
             j = i - k
             if j < 0:
@@ -43,6 +50,7 @@ class ConversationState:
                 last == j,
                 f.author[i] in self.authors.get(c, ()),
                 math.log1p(self.size.get(c, 1)),
+                topic[c],
             )
         return row
 

@@ -7,6 +7,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -55,21 +56,47 @@ def tfidf_matrix(texts: Sequence[str]) -> sparse.csr_matrix:
     return sparse.csr_matrix((vals, (rows, cols)), shape=(len(docs), max(len(vocab), 1)))
 
 
-def band_similarity(texts: Sequence[str], window: int, *, embed: Embed | None = None) -> np.ndarray:
+TOPIC_BLOCK = 2048  # messages whose TF-IDF document frequencies are counted together
+
+
+def band_similarity(
+    texts: Sequence[str], window: int, *, embed: Embed | None = None, start: int = 0
+) -> np.ndarray:
     """``sim[i, k - 1]``: the cosine of message ``i`` and message ``i - k`` for k in
-    1..window (0 where ``i - k < 0``), by TF-IDF, or by ``embed`` vectors when given."""
+    1..window (0 where ``i - k < 0``), by TF-IDF, or by ``embed`` vectors when given.
+
+    TF-IDF document frequencies are counted per block of ``TOPIC_BLOCK`` messages (with the
+    ``window`` before it), never over the whole channel: a message added at the end changes
+    the similarities of its own block only, so a channel can be linked again from that block
+    on (:mod:`corpus_index.linked.relink`). Rows before the block holding ``start`` are left 0
+    (not computed).
+    """
     n = len(texts)
     band = np.zeros((n, window), dtype=np.float32)
     if n < 2:
         return band
-    if embed is None:
-        m = tfidf_matrix(texts)
-        for k in range(1, min(window, n - 1) + 1):
-            band[k:, k - 1] = np.asarray(m[k:].multiply(m[:-k]).sum(axis=1)).ravel()
+    first = start - start % TOPIC_BLOCK
+    if embed is not None:
+        lo = max(first - window, 0)
+        raw = np.asarray(embed(list(texts[lo:])), dtype=np.float32)
+        norms = np.linalg.norm(raw, axis=1, keepdims=True)
+        vectors = (raw / np.where(norms == 0, 1, norms)).astype(np.float32)
+        _fill(band, vectors, lo, first, n, window, dense=True)
         return band
-    raw = np.asarray(embed(list(texts)), dtype=np.float32)
-    norms = np.linalg.norm(raw, axis=1, keepdims=True)
-    vectors = (raw / np.where(norms == 0, 1, norms)).astype(np.float32)
-    for k in range(1, min(window, n - 1) + 1):
-        band[k:, k - 1] = np.einsum("ij,ij->i", vectors[k:], vectors[:-k])
+    for b0 in range(first, n, TOPIC_BLOCK):
+        lo, hi = max(b0 - window, 0), min(b0 + TOPIC_BLOCK, n)
+        _fill(band, tfidf_matrix(texts[lo:hi]), lo, b0, hi, window, dense=False)
     return band
+
+
+def _fill(band: np.ndarray, m: Any, lo: int, b0: int, hi: int, window: int, *, dense: bool) -> None:
+    """Rows ``b0`` to ``hi`` of ``band`` from the vectors ``m`` of messages ``lo`` to ``hi``."""
+    for k in range(1, window + 1):
+        rows = np.arange(max(b0, lo + k), hi)
+        if not len(rows):
+            break
+        a, b = m[rows - lo], m[rows - lo - k]
+        if dense:
+            band[rows, k - 1] = np.einsum("ij,ij->i", a, b)
+        else:
+            band[rows, k - 1] = np.asarray(a.multiply(b).sum(axis=1)).ravel()

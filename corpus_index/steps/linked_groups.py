@@ -2,21 +2,27 @@
 and the other groupings of :func:`corpus_index.linked.groups.link_units`), with their members,
 tenancy and ``group-v1`` input text (DESIGN §10b).
 
-Two partitions: ``linked_groups`` (one row per group) and ``group_members`` (one row per
-member), and the identity partitions of :mod:`corpus_index.identity_store` (``identities``,
-``identity_mentions``, ``identity_sightings``): before grouping, each tenant's units go through
-the identity pass (:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's
-registry with its merges applied. A collection whose kind is not grouped gets all of them
-empty; so does the identity side of an ``irc`` collection (chat nicks, no people). The whole collection is
-linked again on each run: grouping reads a unit's neighbours, so a changed unit may change
-groups it is not a member of; the cost is grouping's, never embedding's (an unchanged group
-keeps its id and its input hash, so it is never embedded twice).
+Three partitions: ``linked_groups`` (one row per group), ``group_members`` (one row per
+member) and ``conversation_links`` (each message's link in its channel, see
+:mod:`corpus_index.linked.relink`), and the identity partitions of
+:mod:`corpus_index.identity_store` (``identities``, ``identity_mentions``,
+``identity_sightings``): before grouping, each tenant's units go through the identity pass
+(:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's registry with its merges
+applied. A collection whose kind is not grouped gets all of them empty; so does the identity
+side of an ``irc`` collection (chat nicks, no people). Conversations are linked again only from
+each channel's first changed message on (its TF-IDF block), from the links of the last run: the
+same groups as a full re-link, at the cost of the change. The other groupings read the whole
+collection on each run (grouping reads a unit's neighbours, so a changed unit may change groups
+it is not a member of); an unchanged group keeps its id and its input hash, so it is never
+embedded twice. The re-processing queue (:mod:`corpus_index.reprocess_queue`) is kept from the
+groups each run writes.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +44,9 @@ from corpus_index.identity_pass import TenantIdentities, display_names, identify
 from corpus_index.identity_sightings import sightings_table
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_of
+from corpus_index.linked.groups import Group
+from corpus_index.linked.messages import Message
+from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA, Block
 from corpus_index.reprocess_queue import (
@@ -52,6 +61,7 @@ from corpus_index.sources import live_documents
 
 GROUPS = "linked_groups"
 MEMBERS = "group_members"
+LINKS = "conversation_links"
 
 
 @dataclass(slots=True)
@@ -75,6 +85,7 @@ class LinkedGroupsOutcome:
     merges_not_here: int = 0  # merges naming an identity this collection never saw
     reanchored: int = 0  # groups holding a unit whose mentions a merge moved
     sightings_path: str = ""  # the Parquet file an external identity system reads
+    relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -97,6 +108,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if not kind_of(cfg).grouped:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
+        home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
         _write_identities(home, collection, {})
         return LinkedGroupsOutcome(grouped=False)
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
@@ -113,10 +125,20 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
         linking = Linking(REPROCESS_WINDOWS, now)
     linker = Linker(linking)
+    previous = read_links(home.warehouse.read(LINKS, (collection,), LINK_SCHEMA))
+    tenant_of = {u.message.unit_id: u.tenant_id for u in units}
+    sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
+    relinkers: list[Relinker] = []
+
+    def link(messages: Sequence[Message], **options: Any) -> list[Group]:
+        tenant = tenant_of[messages[0].unit_id] if messages else ""
+        relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
+        return linker(messages, relinker=relinkers[-1], **options)
+
     found = {} if cfg.format == "irc" else _identify(home, cfg, blocks, units)
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
-    tables = group_tables(collection, units, linker, registries=registries, names=names)
+    tables = group_tables(collection, units, link, registries=registries, names=names)
     roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
     held = tables.members.filter(
@@ -138,6 +160,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         merges_not_here=sum(len(f.not_here) for f in found.values()),
         reanchored=len(set(held["group_id"].to_pylist())),
         sightings_path=str(home.warehouse.path(identity_store.SIGHTINGS, collection)),
+        relinked=sum(r.relinked for r in relinkers),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -149,6 +172,9 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         write_queue(home.warehouse, collection, queue, linking)
         outcome.queued, outcome.woken = len(queue), keys
         _write_identities(home, collection, found, _sources(blocks))
+        home.warehouse.write(
+            LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
+        )
     return outcome
 
 

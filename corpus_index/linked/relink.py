@@ -1,0 +1,158 @@
+"""Conversations linked again only where the messages changed (seed "Linked Context" §5.1 at
+scale): a channel's links from the last run are kept up to its first changed message, and
+only its messages from there on are decided again.
+
+Every feature of a message reads only the messages before it, within the TF-IDF block it is
+in (:data:`~corpus_index.linked.topic.TOPIC_BLOCK` messages, see
+:func:`~corpus_index.linked.topic.band_similarity`), and each decision reads the decisions
+before it. So when the first ``p`` messages of a channel are the same as last time (same ids,
+authors, texts, times, replies, mentions, in the same order), their parents are the same, and
+a full re-link and this one agree on every message: re-linking starts at the TF-IDF block that
+holds message ``p`` and looks back ``window`` messages. A new message in a long channel costs a
+block of it, not the channel; a channel nothing changed in costs nothing.
+
+The links are kept as :class:`Link` rows (one per message, its position in the channel, a
+fingerprint of what the linker reads of it, its parent's position), in the Arrow layout
+:data:`LINK_SCHEMA`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from corpus_index.linked.conversations import by_channel, components, decode
+from corpus_index.linked.features import channel_features
+from corpus_index.linked.messages import Message
+from corpus_index.linked.model import LinkModel
+from corpus_index.linked.topic import TOPIC_BLOCK, Embed
+
+
+class Link(NamedTuple):
+    """One message's place in its channel's conversations, as the last run decided it."""
+
+    channel: str
+    position: int  # in the channel's time order
+    fingerprint: str  # of what the linker reads of the message (see :func:`fingerprint`)
+    parent: int  # the position of the message it continues; its own when it starts one
+    source_id: str = ""  # the document it came from, so deleting it removes the row
+    tenant_id: str = ""  # channels are a tenant's: two tenants' links never mix
+
+
+LINK_SCHEMA = pa.schema(
+    [
+        ("channel", pa.string()),
+        ("position", pa.int64()),
+        ("fingerprint", pa.string()),
+        ("parent", pa.int64()),
+        ("source_id", pa.string()),
+        ("tenant_id", pa.string()),
+    ]
+)
+
+
+def fingerprint(m: Message, *, model: str = "") -> str:
+    """sha256 of what linking reads of a message (its id, author, text, time, explicit reply,
+    mentions and whether it is a system line) and of the ``model`` (a digest of the weights),
+    so an edit to any of them, or other weights, is seen."""
+    data = [model, m.unit_id, m.author, m.text, m.timestamp, m.reply_to, list(m.mentions)]
+    data.append(m.system)
+    raw = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def model_digest(model: LinkModel) -> str:
+    """First 16 hex of the sha256 of the weights, as their file writes them."""
+    raw = json.dumps(model.to_json(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def links_table(links: Iterable[Link]) -> pa.Table:
+    """The links as a table of :data:`LINK_SCHEMA`."""
+    rows = [link._asdict() for link in links]
+    return pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
+
+
+def read_links(table: pa.Table | None) -> list[Link]:
+    """The links of a table of :data:`LINK_SCHEMA` (none for ``None``)."""
+    if table is None:
+        return []
+    return [Link(**row) for row in table.select(LINK_SCHEMA.names).to_pylist()]
+
+
+@dataclass(slots=True)
+class Relinker:
+    """Groups messages into conversations per channel like
+    :func:`~corpus_index.linked.conversations.group_conversations`, starting from the links
+    of an earlier run (``previous``); after :meth:`group`, :attr:`links` holds this run's
+    links, to give the next run, and the counts say how much was decided again.
+
+    Args:
+        previous: the links an earlier run of the same model left (none: link everything).
+        model: the link weights (default: the ones shipped).
+        embed: an embedding function for topic similarity instead of TF-IDF cosine.
+        sources: the document each unit id came from, recorded on its link.
+        tenant_id: whose channels these are: only ``previous`` links of this tenant are read,
+            and this run's links carry it.
+    """
+
+    previous: Sequence[Link] = ()
+    model: LinkModel | None = None
+    embed: Embed | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    tenant_id: str = ""
+    links: list[Link] = field(default_factory=list)
+    reused: int = 0  # messages whose parent was taken from the previous links
+    relinked: int = 0  # messages decided again
+    channels_relinked: int = 0
+
+    def group(self, messages: Sequence[Message]) -> list[list[str]]:
+        """The conversations of ``messages`` (any channels): lists of unit ids in time order,
+        the same as a full re-link gives."""
+        model = self.model or LinkModel.load()
+        digest = model_digest(model)
+        before: dict[str, list[Link]] = {}
+        mine = (x for x in self.previous if x.tenant_id == self.tenant_id)
+        for link in sorted(mine, key=lambda x: (x.channel, x.position)):
+            before.setdefault(link.channel, []).append(link)
+        self.links, self.reused, self.relinked, self.channels_relinked = [], 0, 0, 0
+        out: list[list[str]] = []
+        for name, channel in by_channel(messages).items():
+            prints = [fingerprint(m, model=digest) for m in channel]
+            kept = _kept_parents(before.get(name, []), prints)
+            if len(kept) < len(channel):
+                start = len(kept)
+                features = channel_features(
+                    channel, window=model.window, embed=self.embed, start=start
+                )
+                parents = decode(channel, features, model, before=kept)
+                self.channels_relinked += 1
+            else:
+                parents = kept
+            self.reused += len(kept)
+            self.relinked += len(channel) - len(kept)
+            self.links.extend(
+                Link(name, i, p, parents[i], self.sources.get(m.unit_id, ""), self.tenant_id)
+                for i, (m, p) in enumerate(zip(channel, prints, strict=True))
+            )
+            out.extend(components(channel, parents))
+        return out
+
+
+def _kept_parents(previous: list[Link], prints: list[str]) -> list[int]:
+    """The parents that still hold: those of the messages before the TF-IDF block of the
+    first message that differs from last time (all of them when none does)."""
+    same = 0
+    for link, p in zip(previous, prints, strict=False):
+        if link.position != same or link.fingerprint != p:
+            break
+        same += 1
+    if same == len(prints) == len(previous):
+        return [link.parent for link in previous]
+    first = same - same % TOPIC_BLOCK
+    return [link.parent for link in previous[:first]]

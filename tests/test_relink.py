@@ -1,0 +1,100 @@
+"""Re-linking only what changed gives the conversations a full re-link gives."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from corpus_index.linked.conversations import group_conversations
+from corpus_index.linked.groups import link_units
+from corpus_index.linked.messages import Message
+from corpus_index.linked.model import LinkModel
+from corpus_index.linked.relink import Relinker, links_table, read_links
+from corpus_index.linked.topic import TOPIC_BLOCK
+from tests.streamgen import stream
+from tests.test_linked_contexts import sample
+
+
+def canon(conversations: list[list[str]]) -> list[tuple[str, ...]]:
+    return sorted(tuple(sorted(c)) for c in conversations)
+
+
+def relinked(previous: Relinker, messages: list[Message]) -> Relinker:
+    """A second run from the first's links, through their table (as the step keeps them)."""
+    again = Relinker(read_links(links_table(previous.links)))
+    assert canon(again.group(messages)) == canon(group_conversations(messages))
+    return again
+
+
+@pytest.fixture(scope="module")
+def long_stream() -> list[Message]:
+    """Two channels; one longer than a TF-IDF block, so a change at its end keeps a prefix."""
+    other = [replace(m, unit_id=f"o{m.unit_id}", channel="#other") for m in stream(300, seed=8)]
+    both = [*stream(TOPIC_BLOCK + 300, channels=1, seed=7), *other]
+    return sorted(both, key=lambda m: (m.timestamp, m.unit_id))
+
+
+@pytest.fixture(scope="module")
+def first(long_stream: list[Message]) -> Relinker:
+    first = Relinker()
+    assert canon(first.group(long_stream)) == canon(group_conversations(long_stream))
+    assert first.reused == 0 and first.relinked == len(long_stream)
+    return first
+
+
+def test_nothing_changed_decides_nothing_again(first: Relinker, long_stream: list[Message]) -> None:
+    again = relinked(first, long_stream)
+    assert again.relinked == 0 and again.channels_relinked == 0
+    assert again.links == first.links
+
+
+def test_a_new_message_relinks_only_its_channels_last_block(
+    first: Relinker, long_stream: list[Message]
+) -> None:
+    counts = Counter(m.channel for m in long_stream)
+    channel, size = counts.most_common(1)[0]
+    assert size > TOPIC_BLOCK
+    last = long_stream[-1]
+    new = replace(last, unit_id="new", channel=channel, text="Sarah: van booked for thursday", timestamp=last.timestamp + 60)  # fmt: skip
+    again = relinked(first, [*long_stream, new])
+    assert again.channels_relinked == 1
+    assert again.relinked == size % TOPIC_BLOCK + 1  # its block, never the whole channel
+    assert again.reused == len(long_stream) - size % TOPIC_BLOCK
+
+
+@pytest.mark.parametrize("where", ["edit", "delete", "late"])
+def test_changes_anywhere_give_what_a_full_relink_gives(
+    first: Relinker, long_stream: list[Message], where: str
+) -> None:
+    messages = list(long_stream)
+    k = len(messages) // 3
+    if where == "edit":
+        messages[k] = replace(messages[k], text="the plumber fixed the bathroom leak")
+    elif where == "delete":
+        del messages[k]
+    else:  # a message arriving late, dated among the older ones
+        messages.append(replace(messages[k], unit_id="late", timestamp=messages[k].timestamp + 1))
+    again = relinked(first, messages)
+    assert again.relinked >= 1
+
+
+def test_other_weights_relink_everything(first: Relinker, long_stream: list[Message]) -> None:
+    shipped = LinkModel.load()
+    other = replace(shipped, self_weights=(shipped.self_weights[0] + 0.5, *shipped.self_weights[1:]))  # fmt: skip
+    again = Relinker(first.links, model=other)
+    assert canon(again.group(long_stream)) == canon(group_conversations(long_stream, model=other))
+    assert again.reused == 0
+
+
+@pytest.mark.parametrize("tenant", ["wattle", "bluegum"])
+def test_the_sample_links_the_same_groups_from_an_earlier_run(tenant: str) -> None:
+    units = list(sample(tenant))
+    chat = [u for u in units if u.source == "discord_chat"]
+    dropped = chat[len(chat) // 2]  # the earlier run did not have this message yet
+    earlier = Relinker()
+    link_units([u for u in units if u is not dropped], relinker=earlier)
+    later = Relinker(earlier.links)
+    assert link_units(units, relinker=later) == link_units(units)
+    assert later.reused > 0 and later.relinked > 0
