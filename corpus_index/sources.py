@@ -19,7 +19,7 @@ from corpus_index.config import CollectionConfig
 from corpus_index.errors import LimitExceededError, ParseError
 from corpus_index.hashing import sha256_hex
 from corpus_index.kinds import (
-    checked_stat,
+    StatCheck,
     list_documents,
     load_document,
     load_documents,
@@ -144,11 +144,12 @@ def _fingerprints(
         for doc in read_documents(collection):
             yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line
         return
+    check = StatCheck(collection)  # the root and each folder resolved once per scan
     for doc_id, path in listing:
         # a document that may not or cannot be read is listed with a version derived from the
         # reason, so parsing quarantines it (and retries it when the reason changes)
         try:
-            st = checked_stat(collection, path)
+            st = check(path)
             known = recorded.get(doc_id)
             if known is not None and known[:3] == (path, st.st_size, st.st_mtime):
                 yield doc_id, path, st.st_size, st.st_mtime, known[3], None

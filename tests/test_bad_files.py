@@ -11,6 +11,7 @@ import os
 import re
 import threading
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from click.testing import CliRunner
 
 from corpus_index.cli import main
 from corpus_index.config import CollectionConfig, Settings
-from corpus_index.kinds import bounded_yaml
+from corpus_index.errors import UnreadableDocumentError
+from corpus_index.kinds import StatCheck, bounded_yaml, checked_stat
 from corpus_index.limits import Limits
 from corpus_index.sources import ParseResult, parse_collection, scan_manifest
 from tests.corpusgen import deal_text
@@ -113,6 +115,41 @@ def test_a_symlink_out_of_the_root_is_not_followed_unless_allowed(tmp_path: Path
     again = parse_collection(coll, scan_manifest(coll, None).table, allowed.blocks, None)
     assert parsed_ids(again) == set(ids) and again.stale_documents == 0
     assert list(quarantined(again)) == ["secret"]
+
+
+def test_a_scan_resolves_each_path_as_realpath_does(tmp_path: Path) -> None:
+    """The scan resolves each folder once (``StatCheck``); what it accepts and refuses is what
+    resolving every path whole (``checked_stat``) gives: a root reached through a symlink, a
+    subfolder, links inside the root and out of it, ``..`` in a path."""
+    real = tmp_path / "real"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    good_deals(real / "sub", 1)
+    (outside / "x.uw.md").write_text("outside", encoding="utf-8")
+    os.symlink(real, tmp_path / "via")  # the root as configured is a symlink to the folder
+    root = tmp_path / "via"
+    os.symlink("sub/deal-000.uw.md", root / "inside.uw.md")
+    os.symlink(outside / "x.uw.md", root / "out.uw.md")
+    os.symlink(outside, real / "away")  # a symlinked folder: a path through it leaves the root
+    paths = [
+        str(root / "sub" / "deal-000.uw.md"),
+        str(root / "inside.uw.md"),
+        str(root / "out.uw.md"),
+        str(root / "away" / "x.uw.md"),
+        str(root / "sub" / ".." / "sub" / "deal-000.uw.md"),
+        str(root / "away" / ".." / "real" / "sub" / "deal-000.uw.md"),  # '..' of elsewhere
+    ]
+
+    def outcome(check: Callable[[str], os.stat_result], path: str) -> str:
+        try:
+            return f"ok {check(path).st_ino}"
+        except UnreadableDocumentError as exc:
+            return str(exc)
+
+    scan = StatCheck(collection(root))
+    each = [outcome(scan, p) for p in paths]
+    assert each == [outcome(lambda p: checked_stat(collection(root), p), p) for p in paths]
+    assert [e.startswith("ok") for e in each] == [True, True, False, False, True, True]
 
 
 def test_special_files_are_never_read(tmp_path: Path) -> None:

@@ -334,20 +334,54 @@ def checked_stat(collection: CollectionConfig, path: str) -> os.stat_result:
         LimitExceededError: the file is larger than ``limits.max_document_bytes``.
         OSError: the file cannot be stat'ed (FileNotFoundError when it is gone; a symlink loop).
     """
-    st = os.stat(path)  # follows symlinks; a loop raises ELOOP
-    if not collection.follow_symlinks_outside_root:
-        target = os.path.realpath(path)
-        root = os.path.realpath(collection.path)
-        if os.path.commonpath([root, target]) != root:
-            raise UnreadableDocumentError(
-                path,
-                f"symlink points outside the collection root (to {target}), not followed; move "
-                f"the file into the root or set collections.{collection.name}."
-                "follow_symlinks_outside_root: true",
-            )
-    _check_regular(path, st)
-    _check_size(collection, path, st.st_size)
-    return st
+    return StatCheck(collection)(path)
+
+
+class StatCheck:
+    """:func:`checked_stat` for many documents of one collection (a scan): the root and each
+    folder are resolved once, not once per document.
+
+    A document that is not a symlink lies where its folder resolves to, so its real path is its
+    folder's real path and its name: one ``lstat`` per document, where ``os.path.realpath``
+    takes one per component of the path. A symlink is resolved whole, as before. Folders are
+    remembered for the life of the object only: make one per scan.
+    """
+
+    def __init__(self, collection: CollectionConfig) -> None:
+        self.collection = collection
+        self._root: str | None = None
+        self._folders: dict[str, str] = {}
+
+    def __call__(self, path: str) -> os.stat_result:
+        """``checked_stat(collection, path)``; raises what it raises."""
+        st = os.lstat(path)
+        link = stat.S_ISLNK(st.st_mode)
+        if link:
+            st = os.stat(path)  # follows symlinks; a loop raises ELOOP
+        if not self.collection.follow_symlinks_outside_root:
+            target = self._real_path(path, link=link)
+            if self._root is None:
+                self._root = os.path.realpath(self.collection.path)
+            root = self._root
+            if target != root and not target.startswith(root.rstrip("/") + "/"):
+                raise UnreadableDocumentError(
+                    path,
+                    f"symlink points outside the collection root (to {target}), not followed; "
+                    f"move the file into the root or set collections.{self.collection.name}."
+                    "follow_symlinks_outside_root: true",
+                )
+        _check_regular(path, st)
+        _check_size(self.collection, path, st.st_size)
+        return st
+
+    def _real_path(self, path: str, *, link: bool) -> str:
+        folder, name = os.path.split(path)
+        if link or name in ("", ".", "..") or ".." in folder.split("/"):
+            return os.path.realpath(path)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder).rstrip("/")
+        return f"{real}/{name}"
 
 
 def _check_regular(path: str, st: os.stat_result) -> None:

@@ -48,7 +48,7 @@ def run(home: Home, collection: str) -> InputsSummary:
     grouped = groups is not None and groups.num_rows > 0
     previous = home.warehouse.batches(*key) if previous_rule == rule else None
     if previous is not None:  # a group's input is rebuilt from its group, never carried
-        previous = (b.filter(pc.not_equal(b["input_format"], GROUP_INPUT_FORMAT)) for b in previous)
+        previous = (_without_group_inputs(b) for b in previous)
     with home.warehouse.writer(*key, INPUT_SCHEMA.with_metadata({INPUT_RULE_KEY: rule})) as out:
         units: list[pa.Table] = []
         build_inputs_into(
@@ -70,3 +70,10 @@ def run(home: Home, collection: str) -> InputsSummary:
         formats=sorted(pc.unique(keys["input_format"]).to_pylist()),
         distinct_hashes=int(pc.count_distinct(keys["input_hash"]).as_py()),
     )
+
+
+def _without_group_inputs(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` less its ``group-v1`` inputs; a batch that has none passes as it is (a
+    filter would copy every column, texts included, of every batch carried forward)."""
+    keep = pc.not_equal(batch["input_format"], GROUP_INPUT_FORMAT)
+    return batch if pc.all(keep, skip_nulls=False).as_py() else batch.filter(keep)
