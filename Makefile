@@ -9,8 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LANCE_LOG := error
 export TOKENIZERS_PARALLELISM := false
-# test files are spread over this many worker processes (one per core on the 2-core target)
-TEST_WORKERS ?= 2
+# test files are spread over this many worker processes: three on the 2-core target, as several
+# files spend much of their time waiting on a daemon, a browser or a subprocess
+TEST_WORKERS ?= 3
 
 .PHONY: test-daemon test-browser browser setup run ui test lint bench clean
 

@@ -1,7 +1,9 @@
 """End to end on the bundled sample corpus with the real MiniLM model, through the CLI.
 
-One session-scoped home is built with `corpus sync` + `corpus promote` (subprocesses, as a
-user would run them); the tests then read it through the CLI and the Python API.
+One session-scoped home is built with `corpus sync` (a subprocess, as a user would run it),
+then `corpus promote` and a second `corpus sync` run in this process (the same commands, without
+loading Dagster and the model in two more processes); the tests then read it through the CLI
+and the Python API.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
@@ -39,12 +43,21 @@ def run_cli(
     return out
 
 
+def run_here(home: Path, *args: str) -> str:
+    """``corpus <args>`` in this process, on the real corpus.yaml; its output."""
+    base = ["--config", str(ROOT / "corpus.yaml"), "--home", str(home)]
+    result = CliRunner().invoke(main, [*base, *args])
+    if result.exit_code != 0:
+        raise AssertionError(f"corpus {' '.join(args)} exited {result.exit_code}:\n{result.output}")
+    return result.stdout
+
+
 @pytest.fixture(scope="session")
 def sample_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("sample") / "home"
     first = json.loads(run_cli(home, "sync", "--json").stdout)
-    run_cli(home, "promote")
-    second = json.loads(run_cli(home, "sync", "--json").stdout)
+    run_here(home, "promote")
+    second = json.loads(run_here(home, "sync", "--json"))
     return {"home": home, "first": first, "second": second}
 
 
