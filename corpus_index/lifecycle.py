@@ -22,11 +22,13 @@ from corpus_index.errors import (
     RetryableError,
     UnknownNamespaceError,
 )
+from corpus_index.group_gates import LINKED_GROUP_GATES
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock
 from corpus_index.registry import Generation, Registry
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
+GROUP_ROWS_GATE = next(g for g in LINKED_GROUP_GATES if g[0] == "group_rows_have_groups")
 
 
 def required_checks(home: Home, profile: str, *, for_rollback: bool = False) -> set[str]:
@@ -35,17 +37,20 @@ def required_checks(home: Home, profile: str, *, for_rollback: bool = False) -> 
 
     The eval gate is left out when rolling back (the rollback target served before, and
     comparing it with the generation it replaces is exactly what a rollback overrides) and
-    for a namespace that declares ``eval_gate: off``.
+    for a namespace that declares ``eval_gate: off``. A promotion also needs each
+    collection's ``group_rows_have_groups`` (no group row without its group); a rollback does
+    not, as its target served before and may predate that check.
     """
     p = home.profile(profile)
     config = home.config
+    row_gates = gates.INDEX_ROW_GATES + ([] if for_rollback else [GROUP_ROWS_GATE])
     required = {
         gates.check_key(asset, name, c.name)
         for c in config.collections_in(p.namespace)
         if config.profile_covers(profile, c.name)
         for asset, checks in (
             ("embeddings", gates.EMBEDDING_GATES),
-            ("index_rows", gates.INDEX_ROW_GATES),
+            ("index_rows", row_gates),
         )
         for name, _ in checks
     }

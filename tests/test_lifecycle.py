@@ -169,3 +169,21 @@ def test_an_unexpected_active_generation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ActiveMismatchError):
         lifecycle.promote(home, "deals", "g0001", expect_active="g0001")
     assert active_id(home) == "g0002" and len(home.registry.history("deals")) == moves
+
+
+def test_promotion_needs_every_collections_group_rows_check(tmp_path: Path) -> None:
+    home = built(tmp_path, eval_gate="off")
+    gen = home.registry.generations(namespace="deals")[-1]
+    keys = {
+        gates.check_key("index_rows", "group_rows_have_groups", c.name)
+        for c in home.config.collections_in("deals")
+    }
+    assert keys <= lifecycle.required_checks(home, "main")
+    assert not keys & lifecycle.required_checks(home, "main", for_rollback=True)
+    assert all(gen.checks[k]["passed"] for k in keys)  # index_rows recorded it for each
+    failed = sorted(keys)[0]
+    home.registry.record_checks(gen.id, {failed: {"passed": False, "orphans": "g-lost"}})
+    with pytest.raises(PromotionRefusedError) as refused:
+        lifecycle.promote(home, "deals")
+    assert failed in str(refused.value)
+    assert home.registry.active("deals") is None
