@@ -166,12 +166,11 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if outcome.passed:
         home.warehouse.write(GROUPS, (collection,), tables.groups)
         home.warehouse.write(MEMBERS, (collection,), tables.members)
-        tenants = {u.message.unit_id: u.tenant_id for u in units}
         keys = [i.key for i in wake]
-        queue = refresh(collection, stored, linker, tenants, processed=keys, now=now)
+        queue = refresh(collection, stored, linker, tenant_of, processed=keys, now=now)
         write_queue(home.warehouse, collection, queue, linking)
         outcome.queued, outcome.woken = len(queue), keys
-        _write_identities(home, collection, found, _sources(blocks))
+        _write_identities(home, collection, found, sources)
         home.warehouse.write(
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
@@ -198,20 +197,6 @@ def _identify(
         )
         for tenant, mine in sorted(by_tenant.items())
     }
-
-
-def _sources(blocks: pa.Table) -> dict[str, str]:
-    """Unit id -> the source (document) it came from."""
-    out: dict[str, str] = {}
-    for doc_id, source_id, meta in zip(
-        blocks["doc_id"].to_pylist(),
-        blocks["source_id"].to_pylist(),
-        blocks["metadata"].to_pylist(),
-        strict=True,
-    ):
-        unit = str(json.loads(meta).get("unit_id", doc_id)) if meta else doc_id
-        out.setdefault(unit, source_id)
-    return out
 
 
 def _write_identities(

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 import pytest
 import yaml
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
@@ -78,10 +78,15 @@ def home_with(root: Path, files: dict[str, str]) -> Settings:
     return Settings(config_path=config, home=root / "home")
 
 
-def cli(settings: Settings, *args: str) -> dict[str, Any]:
-    out = CliRunner().invoke(
+def invoke(settings: Settings, *args: str) -> Result:
+    """``corpus <args>`` on this home, in this process."""
+    return CliRunner().invoke(
         main, ["--config", str(settings.config_path), "--home", str(settings.home), *args]
     )
+
+
+def cli(settings: Settings, *args: str) -> dict[str, Any]:
+    out = invoke(settings, *args)
     assert out.exit_code == 0, out.output
     return json.loads(out.stdout) if "--json" in args else {}
 
@@ -159,18 +164,7 @@ def test_corpus_reprocess_at_7_days_times_the_question_out_and_reindexes(tmp_pat
     rows = home.store.table(gen).search().limit(10_000).to_list()
     (row,) = [r for r in rows if r["kind"] == "group" and r["doc_id"] == qa["group_id"]]
     assert row["content_hash"] == qa["content_hash"]
-    out = CliRunner().invoke(
-        main,
-        [
-            "--config",
-            str(settings.config_path),
-            "--home",
-            str(settings.home),
-            "reprocess",
-            "--now",
-            at(8 * DAY),
-        ],  # fmt: skip
-    )
+    out = invoke(settings, "reprocess", "--now", at(8 * DAY))
     assert out.exit_code == 0, out.output
     assert "0 items taken, 0 groups changed, 0 items timed out" in out.output
 
@@ -248,22 +242,10 @@ def test_the_schedule_is_hourly_and_running_by_default() -> None:
 
 def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
     settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
-    out = CliRunner().invoke(
-        main,
-        [
-            "--config",
-            str(settings.config_path),
-            "--home",
-            str(settings.home),
-            "reprocess",
-            "--now",
-            "next tuesday",
-        ],
-    )
+    out = invoke(settings, "reprocess", "--now", "next tuesday")
     assert out.exit_code == 2
     assert "'next tuesday' is not an ISO 8601 time" in out.output
-    args = ["--config", str(settings.config_path), "--home", str(settings.home), "reprocess"]
-    out = CliRunner().invoke(main, [*args, "--collection", "nope"])
+    out = invoke(settings, "reprocess", "--collection", "nope")
     assert out.exit_code == 2 and "no collection 'nope' is configured" in out.output
 
 
