@@ -1,18 +1,31 @@
 """Conversation grouping of an irc-disentanglement folder, read through the ``messages``
 kind's ``irc`` layout, and its scores against gold clusters when there are any.
 
-For now the folder is read and parsed by the kind directly, without a home; once the
-pipeline's ``linked_groups`` step exists, this reads the groups it wrote instead. Grouping
-reads only the logs (``*.ascii.txt``): never annotation or gold files, which only score.
+The folder is ingested through the real pipeline into a home of its own
+(``<home>/evals/grouping-<folder>/``, as ``corpus eval`` does for retrieval): one ``messages``
+collection in the ``irc`` layout, synced by the pipeline runner, and the conversations are
+those its ``linked_groups`` step wrote (each chat message not in one stands alone, as does each
+system line). The profile embeds with ``hash:v1-384``: the conversation linker reads no
+embedding (topic is TF-IDF), so no model is loaded to score a grouping. Link-model weights
+other than the shipped ones (``weights``, for training experiments) group the parsed logs in
+this process instead. Grouping reads only the logs (``*.ascii.txt``): never annotation or gold
+files, which only score.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.compute as pc
+import yaml
+
 from corpus_index.collection import CollectionConfig
-from corpus_index.errors import ParseError
+from corpus_index.config import Settings
+from corpus_index.errors import ConfigError, ParseError
+from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
+from corpus_index.home import Home
 from corpus_index.kinds import parse_document, read_documents
 from corpus_index.kinds.messages import message_of
 from corpus_index.linked.clusters import read_clusters
@@ -20,6 +33,12 @@ from corpus_index.linked.conversations import five_minute_rule, group_conversati
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.scoring import GroupingScores, score
+from corpus_index.records import BLOCK_SCHEMA, QUARANTINE_SCHEMA
+from corpus_index.runner import PipelineRunner, Progress, load_runner
+from corpus_index.steps.linked_groups import read_units
+
+EVAL_GROUP = "eval"
+EMBEDDER = "hash:v1-384"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,22 +94,114 @@ def read_messages(folder: Path) -> tuple[list[Message], int, list[str]]:
     return messages, logs, problems
 
 
+def grouping_settings(settings: Settings, folder: Path) -> Settings:
+    """The folder's own home and config: one ``messages`` collection in the ``irc`` layout, a
+    ``hash:v1-384`` profile, a namespace with no eval gate (the gold clusters are the eval)."""
+    folder = Path(folder).resolve()
+    name = re.sub(r"[^a-z0-9_-]+", "-", folder.name.lower()).strip("-") or "logs"
+    namespace = f"eval-grouping-{name}"
+    home = settings.home / "evals" / f"grouping-{name}"
+    home.mkdir(parents=True, exist_ok=True)
+    config = {
+        "collections": {
+            name: {
+                "kind": "messages",
+                "format": "irc",
+                "path": str(folder),
+                "tenant": namespace,
+                "acl_groups": [EVAL_GROUP],
+                "tier": "public",
+                "namespace": namespace,
+            }
+        },
+        "profiles": {
+            "hash": {"embedder": EMBEDDER, "input_format": "default-v1", "namespace": namespace}
+        },
+        "namespaces": {namespace: {"eval_gate": "off"}},
+    }
+    path = home / "corpus.yaml"
+    text = yaml.safe_dump(config, sort_keys=False)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return Settings(config_path=path, home=home)
+
+
+def synced_grouping(
+    settings: Settings,
+    folder: Path,
+    *,
+    runner: PipelineRunner | None = None,
+    progress: Progress | None = None,
+) -> tuple[list[Message], list[list[str]], int, list[str]]:
+    """Sync ``folder`` in its own home (:func:`grouping_settings`) and read back its messages,
+    its conversations (as the ``linked_groups`` step wrote them, members in order; every
+    other message alone), the number of logs and the problems of those quarantined.
+
+    Raises:
+        ConfigError: the pipeline failed.
+    """
+    es = grouping_settings(settings, folder)
+    report = (runner or load_runner()).sync(es, progress=progress)
+    if not report.ok:
+        raise ConfigError(f"{folder}: the pipeline failed: {report.failed_runs}")
+    home = Home(es)
+    (collection,) = home.config.collections
+    part = (collection,)
+    blocks = home.read("parsed_blocks", part, BLOCK_SCHEMA)
+    messages = sorted(
+        (u.message for u in read_units(blocks)), key=lambda m: (m.timestamp, m.unit_id)
+    )
+    groups = home.read("linked_groups", part, GROUP_SCHEMA)
+    conversation_ids = set(
+        groups.filter(pc.equal(groups["group_type"], "conversation"))["group_id"].to_pylist()
+    )
+    members = home.read("group_members", part, MEMBER_SCHEMA).to_pylist()
+    grouped: dict[str, list[tuple[int, str]]] = {}
+    for m in members:
+        if m["group_id"] in conversation_ids:
+            grouped.setdefault(m["group_id"], []).append((m["order"], m["unit_id"]))
+    conversations = [[u for _, u in sorted(v)] for _, v in sorted(grouped.items())]
+    seen = {u for c in conversations for u in c}
+    conversations.extend([m.unit_id] for m in messages if m.unit_id not in seen)
+    quarantined = home.read("quarantine", part, QUARANTINE_SCHEMA).to_pylist()
+    problems = [f"{q['path']}: {q['error']}" for q in quarantined]
+    logs = len({b["doc_id"] for b in blocks.select(["doc_id"]).to_pylist()}) + len(quarantined)
+    return messages, conversations, logs, problems
+
+
 def evaluate_grouping(
-    folder: Path, *, gold: Path | None = None, weights: Path | None = None, score_it: bool = True
+    folder: Path,
+    *,
+    settings: Settings | None = None,
+    runner: PipelineRunner | None = None,
+    gold: Path | None = None,
+    weights: Path | None = None,
+    score_it: bool = True,
+    progress: Progress | None = None,
 ) -> GroupingReport:
     """Group every log of ``folder``; score the grouping against ``gold`` (default: the
     corpus's gold file beside the folder) unless ``score_it`` is off or there is none.
 
+    With ``settings`` (the user's home) the folder goes through the pipeline in a home of its
+    own (:func:`synced_grouping`, run by ``runner``); without, or with ``weights`` other than
+    the shipped ones, the logs are parsed and grouped in this process.
+
     Raises:
         FileNotFoundError: the folder, or a gold or weights file named, does not exist.
         ParseError: the gold file is malformed.
+        ConfigError: the pipeline failed.
     """
-    messages, logs, problems = read_messages(folder)
-    conversations = group_conversations(messages, model=LinkModel.load(weights))
     gold_path = (gold or default_gold(folder)) if score_it else None
+    clusters = read_clusters(gold_path) if gold_path is not None else None  # bad gold: first
+    if settings is None or weights is not None:
+        messages, logs, problems = read_messages(folder)
+        conversations = group_conversations(messages, model=LinkModel.load(weights))
+    else:
+        messages, conversations, logs, problems = synced_grouping(
+            settings, folder, runner=runner, progress=progress
+        )
     ours = rule = None
-    if gold_path is not None:
-        clusters = read_clusters(gold_path)
+    if clusters is not None:
         ours = score(clusters, conversations)
         rule = score(clusters, five_minute_rule(messages))
     return GroupingReport(logs, len(messages), conversations, problems, gold_path, ours, rule)

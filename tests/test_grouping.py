@@ -3,17 +3,14 @@ with known values, the clusters format, the irc reader, and grouping a tiny log.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corpus_index.cli import main
 from corpus_index.errors import ConfigError, ParseError
 from corpus_index.linked import conversations
 from corpus_index.linked.clusters import (
@@ -223,38 +220,6 @@ def test_fit_learns_what_the_gold_links_say() -> None:
     again = fit([example], window=window, l2=0.01)
     assert model == again  # deterministic
     assert link_parents(messages, model=model)[2:] == list(range(38))
-
-
-# -- corpus eval-grouping ----------------------------------------------------------------------
-
-
-def test_eval_grouping_writes_clusters_from_logs_alone(tmp_path: Path) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (logs / f"{STEM}.ascii.txt").write_text(LOG, encoding="utf-8")
-    out = tmp_path / "clusters.txt"
-    result = CliRunner().invoke(main, ["eval-grouping", str(logs), "--write-clusters", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "scoring skipped" in result.output
-    written = read_clusters(out)
-    assert sorted(map(sorted, written)) == sorted(
-        [ids(STEM, 0, 2, 5, 7), ids(STEM, 1, 3, 6), ids(STEM, 4)]
-    )
-    refused = CliRunner().invoke(main, ["eval-grouping", str(logs)])
-    assert refused.exit_code == 2 and "no gold clusters" in refused.output
-
-
-def test_eval_grouping_scores_against_the_gold_beside_the_folder(tmp_path: Path) -> None:
-    split = tmp_path / "dev"
-    split.mkdir()
-    (split / f"{STEM}.ascii.txt").write_text(LOG, encoding="utf-8")
-    write_clusters(tmp_path / "gold.dev.clusters.txt", [ids(STEM, 0, 2, 5), ids(STEM, 1, 3, 6)])
-    result = CliRunner().invoke(main, ["eval-grouping", str(split), "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
-    assert (report["logs"], report["messages"], report["conversations"]) == (1, 8, 3)
-    assert report["scores"]["one_to_one"] == 100.0 and report["scores"]["f"] == 100.0
-    assert report["five_minute_rule"]["one_to_one"] == 50.0
 
 
 def test_five_minute_rule_follows_the_channel_clock() -> None:

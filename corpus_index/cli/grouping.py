@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from corpus_index.cli.app import EXIT_USAGE, emit_json, handle_errors, main
-from corpus_index.grouping_eval import evaluate_grouping
+from corpus_index.cli.app import EXIT_USAGE, emit_json, handle_errors, main, runner_of, settings_of
+from corpus_index.grouping_eval import default_gold, evaluate_grouping
 from corpus_index.linked.clusters import write_clusters
 from corpus_index.linked.scoring import GroupingScores
 
@@ -32,8 +32,10 @@ from corpus_index.linked.scoring import GroupingScores
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Link-model weights (default: the ones shipped with corpus-index).",
 )
+@click.pass_context
 @handle_errors
 def eval_grouping(
+    ctx: click.Context,
     folder: Path,
     as_json: bool,
     clusters_path: Path | None,
@@ -42,15 +44,15 @@ def eval_grouping(
 ) -> None:
     """Group the irc logs (*.ascii.txt) of FOLDER into conversations and score them.
 
-    Grouping reads the logs alone, through the messages kind's irc layout; gold clusters are
-    read only to score: 1 - scaled VI, one-to-one overlap and conversation precision, recall
-    and F, beside the channel-wide five-minute rule. With --write-clusters and no gold the
-    conversations are written and scoring is skipped.
+    FOLDER is synced through the pipeline into a home of its own (evals/grouping-<name>/
+    under the home, a messages collection in the irc layout) and the conversations are those
+    its linked_groups step wrote. Grouping reads the logs alone; gold clusters are read only to
+    score: 1 - scaled VI, one-to-one overlap and conversation precision, recall and F, beside
+    the channel-wide five-minute rule. With --write-clusters and no gold the conversations are
+    written and scoring is skipped. --weights groups in this process instead (for trying
+    weights other than the shipped ones).
     """
-    report = evaluate_grouping(folder, gold=gold, weights=weights)
-    if clusters_path is not None:
-        write_clusters(clusters_path, report.conversations)
-    elif report.scores is None:
+    if clusters_path is None and gold is None and default_gold(folder) is None:
         click.echo(
             f"error: no gold clusters for {folder} (looked for {folder.parent}/gold."
             f"{folder.name}.clusters.txt); give --gold FILE, or --write-clusters FILE to "
@@ -58,6 +60,16 @@ def eval_grouping(
             err=True,
         )
         raise SystemExit(EXIT_USAGE)
+    report = evaluate_grouping(
+        folder,
+        settings=settings_of(ctx),
+        runner=runner_of(ctx),
+        gold=gold,
+        weights=weights,
+        progress=None if as_json else (lambda m: click.echo(f"  {m}", err=True)),
+    )
+    if clusters_path is not None:
+        write_clusters(clusters_path, report.conversations)
     if as_json:
         emit_json(
             {
