@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from corpus_index.config import Settings
+from corpus_index.config import Settings, home_of_its_own
 from corpus_index.errors import ConfigError
 from corpus_index.home import Home
 from corpus_index.kinds.beir import BEIR
@@ -109,7 +109,6 @@ def eval_settings(settings: Settings, dataset: Dataset, profile: str) -> Setting
     namespace = f"eval-{dataset.name}"
     prof["namespace"] = namespace
     home = settings.home / "evals" / dataset.name
-    home.mkdir(parents=True, exist_ok=True)
     config = {
         "collections": {
             dataset.name: {
@@ -128,11 +127,7 @@ def eval_settings(settings: Settings, dataset: Dataset, profile: str) -> Setting
     for key in ("sections",):
         if key in raw:
             config[key] = raw[key]
-    path = home / "corpus.yaml"
-    text = yaml.safe_dump(config, sort_keys=False)
-    if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
-    return Settings(config_path=path, home=home)
+    return home_of_its_own(home, config)
 
 
 def run_eval(

@@ -130,6 +130,18 @@ class Settings:
         return load_config(self.config_path)
 
 
+def home_of_its_own(home: Path, config: Mapping[str, Any]) -> Settings:
+    """Settings for a home an evaluation keeps apart from the user's (``corpus eval``,
+    ``corpus eval-grouping``): ``config`` written as ``home/corpus.yaml``, rewritten only when
+    it changed (so a second run finds the same file and syncs only what changed)."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "corpus.yaml"
+    text = yaml.safe_dump(dict(config), sort_keys=False)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return Settings(config_path=path, home=home)
+
+
 def settings_from_env(
     environ: Mapping[str, str] | None = None, *, cwd: Path | None = None
 ) -> Settings:

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.compute as pc
-import yaml
 
 from corpus_index.collection import CollectionConfig
-from corpus_index.config import Settings
+from corpus_index.config import Settings, home_of_its_own
 from corpus_index.errors import ConfigError, ParseError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
@@ -101,7 +100,6 @@ def grouping_settings(settings: Settings, folder: Path) -> Settings:
     name = re.sub(r"[^a-z0-9_-]+", "-", folder.name.lower()).strip("-") or "logs"
     namespace = f"eval-grouping-{name}"
     home = settings.home / "evals" / f"grouping-{name}"
-    home.mkdir(parents=True, exist_ok=True)
     config = {
         "collections": {
             name: {
@@ -119,11 +117,7 @@ def grouping_settings(settings: Settings, folder: Path) -> Settings:
         },
         "namespaces": {namespace: {"eval_gate": "off"}},
     }
-    path = home / "corpus.yaml"
-    text = yaml.safe_dump(config, sort_keys=False)
-    if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
-    return Settings(config_path=path, home=home)
+    return home_of_its_own(home, config)
 
 
 def synced_grouping(
