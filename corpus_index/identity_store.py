@@ -29,11 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
+from corpus_index.collection import CollectionConfig
 from corpus_index.errors import IdentityError
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA
 from corpus_index.identity_mentions import MENTION_SCHEMA
 from corpus_index.identity_merges import load_merges
+from corpus_index.kinds import fingerprint, kind_of
 
 IDENTITIES = "identities"
 MENTIONS = "identity_mentions"
@@ -47,7 +49,21 @@ UNIT_COLUMN = {MENTIONS: "unit_id", SIGHTINGS: "source_id"}
 
 def merges_file(home: Home, tenant: str) -> Path:
     """The merges recorded for ``tenant`` in the home."""
-    return home.settings.home / "identities" / tenant / "merges.yaml"
+    return recorded_merges_path(home.settings.home, tenant)
+
+
+def recorded_merges_path(home_dir: Path, tenant: str) -> Path:
+    """The merges recorded for ``tenant`` in the home folder ``home_dir``."""
+    return home_dir / "identities" / tenant / "merges.yaml"
+
+
+def source_fingerprint(home_dir: Path, collection: CollectionConfig) -> str:
+    """The collection's :func:`~corpus_index.kinds.fingerprint`, with the merges recorded in
+    the home for its tenant when its kind is grouped (``corpus identities merge`` changes
+    what its next sync writes, so the source sensor must see it)."""
+    grouped = kind_of(collection).grouped
+    also = [recorded_merges_path(home_dir, collection.tenant)] if grouped else []
+    return fingerprint(collection, also=also)
 
 
 def recorded_merges(home: Home, tenant: str) -> list[tuple[str, str]]:

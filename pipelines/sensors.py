@@ -18,11 +18,13 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
 from assets import CorpusResource
 from corpus_index.config import CorpusConfig
+from corpus_index.identity_store import source_fingerprint
 from corpus_index.kinds import fingerprint
 
 DEFAULT_INTERVAL_S = 30
@@ -58,6 +60,7 @@ def scan_sources(
     partitions: list[str],
     changes: dict[str, int] | None = None,
     ingested: Callable[[str], str] | None = None,
+    home: Path | None = None,
 ) -> SourceScan:
     """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
     collection ``partitions``.
@@ -65,14 +68,15 @@ def scan_sources(
     ``ingested(collection)`` is the fingerprint the collection's last ingest recorded (``''``
     if none): a collection whose files are as that ingest saw them is not ingested again,
     whatever the cursor says (a `corpus sync` ran while no daemon watched; the first tick
-    of a new daemon), unless its partition is new.
+    of a new daemon), unless its partition is new. With ``home`` (the home folder), what a
+    sync reads there for a collection counts too (merges recorded for its tenant).
     """
     scan = SourceScan()
     counts = dict(changes or {})
     existing = set(partitions)
     seen: dict[str, str] = {}
     for name, collection in config.collections.items():
-        fp = fingerprint(collection)
+        fp = fingerprint(collection) if home is None else source_fingerprint(home, collection)
         seen[name] = fp
         if name not in existing:
             scan.add_partitions.append(name)
@@ -118,11 +122,17 @@ def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
 def source_update_sensor(
     context: dg.SensorEvaluationContext, corpus: CorpusResource
 ) -> dg.SensorResult:
-    config = corpus.settings().load()
+    settings = corpus.settings()
+    config = settings.load()
     fingerprints, changes = read_cursor(context.cursor)
     partitions = list(context.instance.get_dynamic_partitions("collections"))
     scan = scan_sources(
-        config, fingerprints, partitions, changes, ingested=last_ingested(context.instance)
+        config,
+        fingerprints,
+        partitions,
+        changes,
+        ingested=last_ingested(context.instance),
+        home=settings.home,
     )
     requests = [
         dg.RunRequest(

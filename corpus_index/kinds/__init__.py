@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -172,21 +173,23 @@ def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -
     return kind_of(collection).parse(collection, doc, version)
 
 
-def fingerprint(collection: CollectionConfig) -> str:
+def fingerprint(collection: CollectionConfig, *, also: Sequence[Path] = ()) -> str:
     """A cheap digest of the collection's files (relative path, size, mtime in ns), read with
-    ``stat`` only: it changes when a document is added, changed or removed. A missing root
-    fingerprints as ``missing``."""
+    ``stat`` only: it changes when a document is added, changed or removed, and when one of
+    ``also`` (files outside the collection that its sync reads, such as merges recorded in the
+    home) appears, changes or goes. A missing root fingerprints as ``missing``."""
     if not collection.path.is_dir():
         return "missing"
     files = kind_of(collection).fingerprint_files(collection)
+    files = [*files, *((f"+{i}", str(p)) for i, p in enumerate(also))]
     digest = hashlib.sha256()
     for rel, path in files:
         try:
             stat = os.stat(path)
-        except OSError:  # removed between the listing and the stat, or a symlink loop
+        except OSError:  # removed between the listing and the stat, a symlink loop, or absent
             continue
         digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return f"{len(files)}:{digest.hexdigest()[:24]}"
+    return f"{len(files) - len(also)}:{digest.hexdigest()[:24]}"
 
 
 def registered_values() -> dict[str, list[str]]:

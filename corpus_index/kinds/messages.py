@@ -403,9 +403,12 @@ class Messages(KindDefaults):
         return layout_of(collection).load_documents(collection, paths)
 
     def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:
-        """The ``*.jsonl`` files (or irc logs), named by their path below the root."""
+        """The ``*.jsonl`` files (or irc logs), named by their path below the root, and the
+        people and merges files the collection names (its groups read them)."""
         suffix = layout_of(collection).suffix
-        return [(rel + suffix, path) for rel, path in list_files(collection.path, suffix)]
+        files = [(rel + suffix, path) for rel, path in list_files(collection.path, suffix)]
+        named = {"people:": collection.people, "merges:": collection.merges}
+        return files + [(key, str(path)) for key, path in named.items() if path is not None]
 
     def parse(self, collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
         """A record's block(s) (jsonl), or a log's line blocks (irc)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from corpus_index.deletion import propagate_deletion
 from corpus_index.home import Home
-from corpus_index.kinds import fingerprint
+from corpus_index.identity_store import source_fingerprint
 from corpus_index.sources import ManifestResult, scan_manifest
 
 
@@ -27,7 +27,7 @@ def run(home: Home, collection: str) -> ManifestOutcome:
     Returns:
         The manifest's counts, and the path of the deletion receipt when documents went.
     """
-    before = fingerprint(home.collection(collection))
+    before = source_fingerprint(home.settings.home, home.collection(collection))
     previous = home.warehouse.read("source_manifest", (collection,))
     result = scan_manifest(home.collection(collection), previous)
     changes = result.table.select(["source_id", "change"]).to_pylist()

@@ -19,6 +19,8 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.identities import identity_id
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
+from corpus_index.identity_store import record_merge
+from pipelines.sensors import scan_sources
 from tests.dagster.harness import Graph, metadata
 
 PERSONAL = "sjones.home@gmail.com"  # Sarah Jones writing from home: not in the people file
@@ -270,6 +272,26 @@ def test_a_merge_moves_mentions_reanchors_and_reembeds_the_groups_concerned(
     # a sync with nothing new embeds nothing
     md, emb = _sync(g, "acme-messages")
     assert emb["embedded"] == 0 and md["merges_applied"] == 1
+
+
+def test_the_source_sensor_sees_a_recorded_merge_and_a_changed_people_file(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path)
+    config, names = settings.load(), ["acme-messages", "birch-messages"]
+    first = scan_sources(config, {}, [], home=settings.home)
+    assert sorted(first.ingest) == names
+    seen = first.cursor["fingerprints"]
+    assert scan_sources(config, seen, names, home=settings.home).ingest == {}
+    record_merge(Home(settings), "acme", f"discovered:{PERSONAL}", "sarah-jones")
+    merged = scan_sources(config, seen, names, home=settings.home)
+    assert sorted(merged.ingest) == ["acme-messages"]  # birch's tenant recorded nothing
+    seen = merged.cursor["fingerprints"]
+    people = tmp_path / "birch" / "people.yaml"
+    people.write_text(people.read_text(encoding="utf-8") + "# one more line\n", encoding="utf-8")
+    assert sorted(scan_sources(config, seen, names, home=settings.home).ingest) == [
+        "birch-messages"
+    ]
 
 
 def test_tenants_never_mix_and_merge_refuses_unknown_self_and_cross_tenant(
