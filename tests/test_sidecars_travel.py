@@ -1,6 +1,7 @@
 """Sidecars that travel (RFC 0013): a deal folder that carries its sidecars is indexed without
 embedding, a sidecar given to ``CorpusIndex.add`` lends its current entries, ``remove`` takes
-a deal out of every generation and keeps its file, and ``sidecars: beside`` placement.
+a deal out of every generation and keeps its file, ``sidecars: beside`` placement, and
+``corpus sidecar verify`` on fixture 02.
 
 One home for the module (hash embedders; two profiles, so two generations), synced in-process
 with the library steps. The profiles' real embedders are wrapped to record what they embed.
@@ -9,6 +10,7 @@ with the library steps. The profiles' real embedders are wrapped to record what 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,10 +20,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from corpus_index import home as home_module
 from corpus_index import steps
 from corpus_index.api import CorpusIndex
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.deletion import WITHDRAWN, audit_deletion
 from corpus_index.embedders.hashing import HashEmbedder
@@ -31,7 +35,7 @@ from corpus_index.search import Principal
 from corpus_index.sidecars import read_sidecar, write_sidecar
 from tests.corpusgen import deal_text, write_home
 from tests.searchkit import build_home
-from tests.test_sidecars import rfc_example, sidecar_for
+from tests.test_sidecars import STALE, rfc_example, sidecar_for
 
 ALPHA = Principal("alpha", ("alpha-uw", "alpha-credit"))
 MAIN, SECOND = "hash:v1-64", "hash:v1-32"
@@ -244,6 +248,50 @@ def test_remove_withdraws_a_deal_from_every_generation_and_keeps_its_file(
         "main": 4,
         "second": 4,
     }
+
+
+def run_verify(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["sidecar", "verify", *map(str, args), "--json"])
+    return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def test_sidecar_verify_marks_the_stale_entry_of_fixture_02(tmp_path: Path) -> None:
+    code, report = run_verify(
+        STALE / "deal.modified.uw.md", "--sidecar", STALE / "deal.embeddings.json"
+    )
+    assert (code, report["stale"], report["current"]) == (1, ["risk_assessment/1"], 3)
+    assert run_verify(STALE / "deal.uw.md")[0] == 0, "the sidecar beside the original is current"
+    # a copy of the modified deal with the sidecar beside it, marked in place
+    shutil.copy(STALE / "deal.modified.uw.md", tmp_path / "deal.uw.md")
+    shutil.copy(STALE / "deal.embeddings.json", tmp_path / "deal.embeddings.json")
+    code, report = run_verify(tmp_path / "deal.uw.md", "--mark")
+    assert (code, report["marked"]) == (1, True)
+    marked = read_sidecar(tmp_path / "deal.embeddings.json")
+    assert {b["block_key"]: b["stale"] for b in marked["blocks"]} == {
+        "market_analysis/0": False,
+        "risk_assessment/0": False,
+        "risk_assessment/1": True,
+        "borrower_sponsor/0": False,
+    }
+    # a sidecar of another deal is refused (exit 2, naming it)
+    result = CliRunner().invoke(
+        main,
+        ["sidecar", "verify", str(STALE / "deal.uw.md"), "--sidecar", str(tmp_path / "x.json")],
+    )
+    assert result.exit_code == 2
+    other = read_sidecar(STALE / "deal.embeddings.json") | {"deal_id": "DEAL-OTHER"}
+    write_sidecar(tmp_path / "other.embeddings.json", other)
+    result = CliRunner().invoke(
+        main,
+        [
+            "sidecar",
+            "verify",
+            str(STALE / "deal.uw.md"),
+            "--sidecar",
+            str(tmp_path / "other.embeddings.json"),
+        ],
+    )
+    assert result.exit_code == 2 and "is for deal 'DEAL-OTHER'" in result.stderr
 
 
 def test_sidecar_placement_is_checked_in_the_config(tmp_path: Path) -> None:
