@@ -114,21 +114,30 @@ def sidecar_vectors(
     """Vectors for those of ``todo`` (input hashes with no vector yet) that the sidecars of
     their documents hold, current and from the profile's embedder."""
     producer = (spec.backend_spec, spec.model_revision)
+    out = SidecarVectors(EmbedResult([], np.zeros((0, spec.dim), np.float32), 0, 0))
+    wanted = pc.field("input_hash").isin(todo) & (pc.field("input_format") == spec.input_format)
+    # first only which documents need vectors, and which of them have a sidecar at all (a
+    # ``stat`` each): a first sync of a large collection without sidecars reads no more
+    docs = home.read("embedding_inputs", (collection,), where=wanted, columns=["doc_id"])
+    files: dict[str, list[Path]] = {}
+    for doc_id in pc.unique(docs["doc_id"]).to_pylist():
+        found_files = [p for p in candidates(home, profile, collection, doc_id) if p.is_file()]
+        if found_files:
+            files[doc_id] = found_files
+    if not files:
+        return out
     rows = home.read(
         "embedding_inputs",
         (collection,),
-        where=pc.field("input_hash").isin(todo) & (pc.field("input_format") == spec.input_format),
+        where=wanted & pc.field("doc_id").isin(pa.array(sorted(files), pa.string())),
         columns=_MATCH_COLUMNS,
     ).to_pylist()
     by_doc: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_doc.setdefault(row["doc_id"], []).append(row)
     found: dict[str, list[float]] = {}
-    out = SidecarVectors(EmbedResult([], np.zeros((0, spec.dim), np.float32), 0, 0))
     for doc_id, doc_rows in sorted(by_doc.items()):
-        for path in candidates(home, profile, collection, doc_id):
-            if not path.is_file():
-                continue
+        for path in files[doc_id]:
             try:
                 sidecar = read_sidecar(path)
             except (SidecarError, OSError) as exc:

@@ -31,7 +31,9 @@ from corpus_index.deletion import WITHDRAWN, audit_deletion
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import ConfigError
 from corpus_index.home import Home
+from corpus_index.registry import GenerationSpec
 from corpus_index.search import Principal
+from corpus_index.sidecar_import import embedder_mismatch, matching_vectors
 from corpus_index.sidecars import read_sidecar, write_sidecar
 from tests.corpusgen import deal_text, write_home
 from tests.searchkit import build_home
@@ -309,3 +311,68 @@ def test_sidecar_placement_is_checked_in_the_config(tmp_path: Path) -> None:
         parse_config(config(sidecars="next-door"), path=tmp_path / "c.yaml")
     with pytest.raises(ConfigError, match=r"collections\.c\.sidecars: the messages kind writes no"):
         parse_config(config(kind="messages", sidecars="beside"), path=tmp_path / "c.yaml")
+
+
+SPEC = GenerationSpec("deals", "main", "hash:v1-4", "v1", 4, True, "default-v1", "sections-v1")
+UNIT = [0.5, 0.5, 0.5, 0.5]
+
+
+def embedder_of(**embedder: Any) -> dict[str, Any]:
+    return {"embedder": {"model": "hash:v1-4", "dim": 4, "input_format": "default-v1", **embedder}}
+
+
+@pytest.mark.parametrize(
+    ("embedder", "spec", "why"),
+    [
+        ({}, SPEC, None),
+        ({"revision": "v1", "normalized": True}, SPEC, None),
+        (
+            {"model": "text-embedding-3-large"},
+            dataclasses.replace(SPEC, backend_spec="openai:text-embedding-3-large"),
+            None,
+        ),
+        ({"model": "hash:v1-8"}, SPEC, "embedder.model is 'hash:v1-8'"),
+        ({"model": "v1-4"}, SPEC, "embedder.model is 'v1-4'"),  # bare names: openai and st only
+        ({"input_format": "default-v2"}, SPEC, "embedder.input_format is 'default-v2'"),
+        ({"dim": 8}, SPEC, "embedder.dim is 8"),
+        ({"revision": "v0"}, SPEC, "embedder.revision is 'v0'"),
+        ({"normalized": False}, SPEC, "embedder.normalized is False"),
+    ],
+)
+def test_a_sidecar_stands_for_the_profiles_embedder_only(
+    embedder: dict[str, Any], spec: GenerationSpec, why: str | None
+) -> None:
+    found = embedder_mismatch(embedder_of(**embedder), spec)
+    assert found == why if why is None else found is not None and found.startswith(why)
+
+
+def test_entries_match_by_key_or_by_section_and_pin() -> None:
+    pin, other = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    rows = [
+        {"section": "risk", "block_key": "risk/0", "content_hash": pin, "input_hash": "a"},
+        {"section": "risk", "block_key": "risk/1", "content_hash": other, "input_hash": "b"},
+        {"section": "market", "block_key": "market/0#p1", "content_hash": pin, "input_hash": "c"},
+        {"section": "market", "block_key": "market/0#p2", "content_hash": pin, "input_hash": "d"},
+    ]
+    sidecar = {
+        "blocks": [
+            {"section": "risk", "content_hash": pin, "vector": UNIT},  # RFC shape: by pin
+            {"section": "risk", "block_key": "risk/1", "content_hash": pin, "vector": UNIT},
+            {"section": "market", "content_hash": pin, "vector": UNIT},  # no paragraph key
+            {"section": "market", "block_key": "market/0#p1", "content_hash": pin, "vector": UNIT},
+            {
+                "section": "market",
+                "block_key": "market/0#p2",
+                "content_hash": pin,
+                "input_hash": "x",  # another input text: not this paragraph's
+                "vector": UNIT,
+            },
+        ]
+    }
+    assert sorted(matching_vectors(sidecar, rows, SPEC)) == ["a", "c"]
+    sidecar["blocks"][0]["vector"] = [1.0, 1.0, 0.0, 0.0]  # off unit norm: not used
+    assert sorted(matching_vectors(sidecar, rows, SPEC)) == ["c"]
+    assert sorted(matching_vectors(sidecar, rows, dataclasses.replace(SPEC, normalized=False))) == [
+        "a",
+        "c",
+    ]
