@@ -73,8 +73,9 @@ def test_add_query_remove_through_the_dagster_sync(home: Settings, tmp_path: Pat
         h.deal_id for h in beta.query("levee breach flooded garage", k=50)
     }
     assert beta.remove("DEAL-ALPHA-NEW") is False
-    # remove takes it out of the ACTIVE generation
+    # remove takes it out of the ACTIVE generation and leaves the file
     assert index.remove("DEAL-ALPHA-NEW") is True
+    assert (home.home / ".." / "sources" / "alpha" / "deal-alpha-new.uw.md").resolve().is_file()
     assert "DEAL-ALPHA-NEW" not in {
         h.deal_id for h in index.query("levee breach flooded garage", k=50)
     }
