@@ -267,6 +267,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "embedded": r.embedded,
                 "cache_hits": r.cache_hits,
                 "cache_misses": r.embedded,
+                "from_sidecars": r.from_sidecars,
                 "cache_hit_rate": round(hit_rate, 4),
                 "tokens": r.tokens,
                 "cost_usd": round(r.cost_usd, 6),

@@ -7,10 +7,14 @@ only when ``add``/``remove`` run, so this module keeps the library free of Dagst
 
 Differences from the RFC's TypeScript sketch, on purpose:
 
-- ``add`` takes the file (a path or its bytes); vectors are computed by the pipeline with the
-  namespace's own model and cache, so an ``embeddings`` sidecar, when given, is only checked
-  for conformance and for naming the same model, never trusted as vectors.
-- ``remove`` returns whether a document was removed ("not found" is a value, not an error).
+- ``add`` takes the file (a path or its bytes) and optionally its sidecar (a path or the
+  loaded document). The sidecar must name the namespace's model; its entries are marked
+  ``stale`` against the file's blocks and stored where the profile's sidecars live, and the
+  sync takes the current entries' vectors from it and embeds only the stale blocks
+  (``sidecar_import``).
+- ``remove`` takes the deal out of every generation (a tombstone) but leaves its file where it
+  is; the scan passes over the file until it is added again. It returns whether a document
+  was removed ("not found" is a value, not an error).
 - Every call acts as a principal (tenant + groups): a principal may only add to and remove from
   collections of its own tenant that share one of its groups.
 """
@@ -28,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from corpus_index.config import CollectionConfig, Settings
+from corpus_index.deletion import WITHDRAWN
 from corpus_index.errors import (
     ConfigError,
     IncompatibleEmbedderError,
@@ -42,6 +47,8 @@ from corpus_index.kinds.uw_deals import SUFFIX
 from corpus_index.records import SourceDoc
 from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
+from corpus_index.sidecar_import import PlacedSidecar, embedder_mismatch, place_given_sidecar
+from corpus_index.sidecars import read_sidecar, validate_sidecar
 from corpus_index.traces import TraceStore
 
 _SAFE_NAME = re.compile(r"[^a-z0-9._-]+")
@@ -102,18 +109,24 @@ class CorpusIndex:
         self.mode = mode
         self._collection = collection
         self._runner = runner
+        # where the last ``add`` stored the sidecar it was given, and its stale entries
+        self.placed: list[PlacedSidecar] = []
 
     # -- RFC API ---------------------------------------------------------------------------
 
     def add(
-        self, file: str | os.PathLike[str] | bytes, embeddings: Mapping[str, Any] | None = None
+        self,
+        file: str | os.PathLike[str] | bytes,
+        embeddings: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     ) -> str:
         """Add (or replace) one underwriting file and update the index; returns its source_id.
 
         Args:
             file: a ``.uw.md`` path, or the file's bytes.
-            embeddings: an optional RFC 0013 sidecar for the file; it is validated and must
-                name the namespace's model, but the index embeds the file itself.
+            embeddings: an optional RFC 0013 sidecar for the file (its path, or the loaded
+                document). It must name the namespace's model; the vectors of its entries
+                still pinned to the file's blocks are used, the others are marked
+                ``stale: true`` and embedded anew.
 
         Raises:
             ParseError: the file is not a valid underwriting file for the collection.
@@ -128,8 +141,9 @@ class CorpusIndex:
         # raises ParseError with the line
         blocks = kind_of(collection).parse(collection, source, "0" * 16)
         deal_id = str(blocks[0].metadata["deal_id"]) if blocks else doc_id
+        sidecar, self.placed = None, []
         if embeddings is not None:
-            self._check_sidecar(embeddings, deal_id)
+            sidecar = self._check_sidecar(embeddings, deal_id)
         existing = self._files_of(deal_id, [collection])
         target = collection.path / name
         for path in existing:
@@ -140,9 +154,21 @@ class CorpusIndex:
                     "file under that name",
                 )
         collection.path.mkdir(parents=True, exist_ok=True)
+        source_id = f"{collection.name}/{doc_id}"
+        if sidecar is not None:
+            current = {
+                b.block_key: b.content_hash
+                for b in blocks
+                if b.section in self.corpus.config.sections
+            }
+            self.placed = place_given_sidecar(
+                self.corpus, collection.name, doc_id, current, sidecar
+            )
         _atomic_write(target, raw)
+        if source_id in self.corpus.registry.tombstoned(collection.name, WITHDRAWN):
+            self.corpus.registry.lift_tombstones([source_id])  # added again: scanned again
         self._update()
-        return f"{collection.name}/{doc_id}"
+        return source_id
 
     def query(
         self,
@@ -187,19 +213,32 @@ class CorpusIndex:
         ]
 
     def remove(self, deal_id: str) -> bool:
-        """Remove the deal's file(s) from the principal's collections and update the index.
+        """Remove the deal from the index: its rows leave every generation, its sidecars and
+        warehouse rows go, and a tombstone records it (DESIGN §8); its source file stays
+        where it is, and the scan passes over it until ``add`` brings it back.
 
         Returns:
-            False when no file of that deal is in a collection the principal may write to.
+            False when no indexed file of that deal is in a collection the principal may
+            write to.
 
         Raises:
-            IndexUpdateError: the sync run failed.
+            IndexUpdateError: the sync run failed (the deal stays withdrawn; sync again).
         """
-        paths = self._files_of(deal_id, self._writable_collections())
-        if not paths:
+        stones = []
+        for c in self._writable_collections():
+            for path in self._files_of(deal_id, [c]):
+                doc_id = path.relative_to(c.path).as_posix()[: -len(SUFFIX)]
+                stones.append(
+                    {
+                        "source_id": f"{c.name}/{doc_id}",
+                        "collection": c.name,
+                        "namespace": c.namespace,
+                        "reason": WITHDRAWN,
+                    }
+                )
+        if not stones:
             return False
-        for path in paths:
-            path.unlink()
+        self.corpus.registry.add_tombstones(stones)
         self._update()
         return True
 
@@ -240,7 +279,8 @@ class CorpusIndex:
         )
 
     def _files_of(self, deal_id: str, collections: list[CollectionConfig]) -> list[Path]:
-        """Files whose front-matter deal_id (or file name) is ``deal_id``."""
+        """Indexed files (not withdrawn) whose front-matter deal_id (or file name) is
+        ``deal_id``."""
         from corpus_index.kinds import uw_deals as uw
 
         wanted = {deal_id, deal_id.lower(), deal_id.upper()}
@@ -248,7 +288,11 @@ class CorpusIndex:
         for c in collections:
             if not c.path.is_dir():
                 continue
+            withdrawn = self.corpus.registry.tombstoned(c.name, WITHDRAWN)
             for path in sorted(c.path.rglob(f"*{SUFFIX}")):
+                rel = path.relative_to(c.path).as_posix()[: -len(SUFFIX)]
+                if f"{c.name}/{rel}" in withdrawn:
+                    continue
                 if path.name[: -len(SUFFIX)] in wanted:
                     found.append(path)
                     continue
@@ -260,23 +304,33 @@ class CorpusIndex:
                     found.append(path)
         return found
 
-    def _check_sidecar(self, sidecar: Mapping[str, Any], deal_id: str) -> None:
-        from corpus_index.sidecars import validate_sidecar
-
-        validate_sidecar(dict(sidecar), source="embeddings")
-        models = {p.embedder for p in self.corpus.config.profiles_in(self.namespace)}
-        model = str(sidecar.get("embedder", {}).get("model", ""))
-        if model not in models:
+    def _check_sidecar(
+        self, embeddings: Mapping[str, Any] | str | os.PathLike[str], deal_id: str
+    ) -> dict[str, Any]:
+        """The sidecar, validated, for this deal and from a model of the namespace."""
+        if isinstance(embeddings, Mapping):
+            source = "embeddings"
+            sidecar = dict(embeddings)
+            validate_sidecar(sidecar, source=source)
+        else:
+            source = os.fspath(embeddings)
+            sidecar = read_sidecar(Path(source))
+        problems = [
+            embedder_mismatch(sidecar, self.corpus.spec(p.name))
+            for p in self.corpus.config.profiles_in(self.namespace)
+        ]
+        if all(problems):
             raise IncompatibleEmbedderError(
-                f"the sidecar's vectors come from {model!r}; namespace {self.namespace!r} is "
-                f"embedded with {', '.join(sorted(models))}, so they cannot be compared"
+                f"{source}: the sidecar's vectors cannot stand for namespace "
+                f"{self.namespace!r}'s: {'; '.join(p for p in problems if p)}"
             )
         if str(sidecar.get("deal_id")) != deal_id:
             raise SidecarError(
                 "$.deal_id",
                 f"the sidecar is for deal {sidecar.get('deal_id')!r}, not {deal_id!r}",
-                source="embeddings",
+                source=source,
             )
+        return sidecar
 
     @property
     def runner(self) -> PipelineRunner:

@@ -38,3 +38,7 @@ class CollectionConfig:
     # the merges file (``merges:``, relative to ``path``): identities known to be one person,
     # applied at every sync before the merges recorded in the home; or None
     merges: Path | None = None
+    # where the pipeline writes this collection's RFC 0013 sidecars: ``home`` (under the
+    # home's exports) or ``beside`` (``<doc>.embeddings.json`` next to each source file, so
+    # the vectors travel with the folder; see ``sidecar_places``)
+    sidecars: str = "home"

@@ -28,6 +28,7 @@ from corpus_index.limits import LIMIT_KEYS, Limits
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
+SIDECAR_PLACES = ("home", "beside")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 DEFAULT_SECTIONS: dict[str, str] = {
@@ -190,7 +191,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
         extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
-        extra |= {"merges"}
+        extra |= {"merges", "sidecars"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -222,7 +223,10 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             processing=_mapping(spec.get("processing"), f"{key}.processing", path),
             people=_collection_file(spec, "people", root, f"{key}.people", path),
             merges=_collection_file(spec, "merges", root, f"{key}.merges", path),
+            sidecars=_choice(spec.get("sidecars", "home"), SIDECAR_PLACES, f"{key}.sidecars", path),
         )
+        if collections[name].sidecars != "home" and not KINDS[kind].sidecars:
+            raise _fail(path, f"{key}.sidecars", f"the {kind} kind writes no sidecars")
         try:
             KINDS[kind].check_options(collections[name], key=key)
         except ConfigError as exc:

@@ -30,6 +30,12 @@ import pyarrow.parquet as pq
 
 from corpus_index import byte_audit, identity_store, lance, predicates, purge
 from corpus_index.home import Home
+from corpus_index.sidecar_places import sidecar_folder
+from corpus_index.sidecars import SIDECAR_SUFFIX
+
+# the tombstone reason of a source removed from the index while its file stays
+# (``CorpusIndex.remove``): the scan treats it as absent until it is added again
+WITHDRAWN = "removed from the index; source file kept"
 
 
 def _now() -> str:
@@ -154,27 +160,22 @@ def propagate_deletion(
         n = corpus.store.delete_where(gen, where)
         receipt.removed("lance", f"{gen.table_name} ({gen.id}, {gen.status})", n, "rows")
 
-    # 2. sidecars of every profile
+    # 2. sidecars of every profile, under the home and (``sidecars: beside``) beside the sources
     doc_ids = {s.split("/", 1)[1] for s in ids if "/" in s}
-    sidecar_root = corpus.settings.exports / "sidecars"
-    if sidecar_root.is_dir():
-        for profile_dir in sorted(p for p in sidecar_root.iterdir() if p.is_dir()):
-            for doc_id in sorted(doc_ids):
-                path = profile_dir / collection / f"{doc_id}.embeddings.json"
-                if path.is_file():
-                    path.unlink()
-                    receipt.removed("exports", str(path), 1, "files")
-            pins = wh.read("sidecar_pins", (profile_dir.name, collection))
-            if pins is not None:
-                kept, n = _without(pins, ids)
-                if n:
-                    wh.write("sidecar_pins", (profile_dir.name, collection), kept)
-                    receipt.removed(
-                        "warehouse",
-                        str(wh.path("sidecar_pins", profile_dir.name, collection)),
-                        n,
-                        "rows",
-                    )
+    for profile, folder in _sidecar_folders(corpus, collection):
+        for doc_id in sorted(doc_ids):
+            path = folder / f"{doc_id}{SIDECAR_SUFFIX}"
+            if path.is_file():
+                path.unlink()
+                receipt.removed("exports", str(path), 1, "files")
+        pins = wh.read("sidecar_pins", (profile, collection))
+        if pins is not None:
+            kept, n = _without(pins, ids)
+            if n:
+                wh.write("sidecar_pins", (profile, collection), kept)
+                receipt.removed(
+                    "warehouse", str(wh.path("sidecar_pins", profile, collection)), n, "rows"
+                )
 
     # 3. warehouse rows
     members = wh.read("group_members", (collection,))
@@ -252,6 +253,23 @@ def propagate_deletion(
         ]
     )
     return receipt
+
+
+def _sidecar_folders(corpus: Home, collection: str) -> list[tuple[str, Path]]:
+    """``(profile, folder)`` of every place sidecars of ``collection`` may sit: each profile
+    folder under the home's exports, and the configured placement of each covering profile
+    (beside the source files for ``sidecars: beside``)."""
+    places: dict[str, set[Path]] = {}
+    root = corpus.settings.exports / "sidecars"
+    if root.is_dir():
+        for p in sorted(d for d in root.iterdir() if d.is_dir()):
+            places.setdefault(p.name, set()).add(p / collection)
+    config = corpus.config.collections.get(collection)
+    if config is not None:
+        for profile in corpus.config.profiles_in(config.namespace):
+            folder = sidecar_folder(corpus.settings, corpus.config, profile.name, config)
+            places.setdefault(profile.name, set()).add(folder)
+    return [(p, f) for p in sorted(places) for f in sorted(places[p])]
 
 
 def _units_of(corpus: Home, collection: str, source_ids: set[str]) -> set[str]:
@@ -472,6 +490,12 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
             }
         )
     needles = [source_id, *content_hashes]
+    collection_name, _, doc = source_id.partition("/")
+    if collection_name in corpus.config.collections:
+        for _profile, folder in _sidecar_folders(corpus, collection_name):
+            beside = folder / f"{doc}{SIDECAR_SUFFIX}"
+            if not beside.is_relative_to(corpus.settings.exports) and beside.is_file():
+                remaining.append({"store": "sidecar", "path": str(beside), "match": "file name"})
     exports = corpus.settings.exports
     if exports.is_dir():
         doc_id = source_id.split("/", 1)[-1]

@@ -695,6 +695,15 @@ class Registry:
                 out.append(r)
             return out
 
+    def tombstoned(self, collection: str, reason: str) -> set[str]:
+        """The source_ids of ``collection`` tombstoned for ``reason``."""
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT source_id FROM tombstones WHERE collection = ? AND reason = ?",
+                [collection, reason],
+            ).fetchall()
+        return {r[0] for r in rows}
+
     def tombstone(self, source_id: str) -> dict[str, Any] | None:
         found = [t for t in self.tombstones() if t["source_id"] == source_id]
         return found[0] if found else None

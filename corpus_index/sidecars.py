@@ -223,18 +223,19 @@ def _entry_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     seen: dict[str, int] = {}
     for i, block in enumerate(doc["blocks"]):
         where = f"$.blocks[{i}]"
-        key: str = block["block_key"]
         if not _PIN.fullmatch(block["content_hash"]):
             problems.append(
                 (f"{where}.content_hash", f"{block['content_hash']!r} is not sha256:<64 hex>")
             )
-        if not key.startswith(block["section"] + "/"):
+        key: str | None = block.get("block_key")  # optional, as in the RFC's example
+        if key is not None and not key.startswith(block["section"] + "/"):
             problems.append(
                 (f"{where}.block_key", f"{key!r} does not belong to section {block['section']!r}")
             )
-        if key in seen:
+        if key is not None and key in seen:
             problems.append((f"{where}.block_key", f"{key!r} repeats $.blocks[{seen[key]}]"))
-        seen.setdefault(key, i)
+        if key is not None:
+            seen.setdefault(key, i)
         vector: list[float] = block["vector"]
         not_number = next(
             (
@@ -297,7 +298,9 @@ def mark_stale(sidecar: Mapping[str, Any], current_hashes: Mapping[str, str]) ->
     """Mark each entry stale or current against the blocks as they are now.
 
     An entry is stale when its block's current content_hash differs from its pin, or when the
-    block no longer exists. Paragraph entries (``<section>/<n>#p<m>``) follow their block.
+    block no longer exists. Paragraph entries (``<section>/<n>#p<m>``) follow their block. An
+    entry without a ``block_key`` (the RFC's example shape) is current when some block of its
+    section has its pin now.
 
     Args:
         sidecar: a sidecar document; it is validated and not modified.
@@ -305,7 +308,8 @@ def mark_stale(sidecar: Mapping[str, Any], current_hashes: Mapping[str, str]) ->
             (see :func:`current_block_hashes`).
 
     Returns:
-        A copy with ``stale`` set on every entry, and the stale block keys in entry order.
+        A copy with ``stale`` set on every entry, and the stale block keys in entry order (an
+        entry without a key is named by its section and position).
 
     Raises:
         SidecarError: the sidecar is non-conformant.
@@ -313,12 +317,15 @@ def mark_stale(sidecar: Mapping[str, Any], current_hashes: Mapping[str, str]) ->
     validate_sidecar(sidecar)
     marked = copy.deepcopy(dict(sidecar))
     stale: list[str] = []
-    for block in marked["blocks"]:
-        key: str = block["block_key"]
-        current = current_hashes.get(key.split("#", 1)[0])
-        block["stale"] = current != block["content_hash"]
+    by_section = {(key.split("/", 1)[0], pin) for key, pin in current_hashes.items() if "/" in key}
+    for i, block in enumerate(marked["blocks"]):
+        key: str | None = block.get("block_key")
+        if key is None:
+            block["stale"] = (block["section"], block["content_hash"]) not in by_section
+        else:
+            block["stale"] = current_hashes.get(key.split("#", 1)[0]) != block["content_hash"]
         if block["stale"]:
-            stale.append(key)
+            stale.append(key if key is not None else f"{block['section']} ($.blocks[{i}])")
     return StaleResult(marked, stale)
 
 

@@ -9,7 +9,7 @@ a document that stopped parsing, so it keeps serving while its error is visible.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Set
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -60,8 +60,13 @@ RACY_SECONDS = 1.0
 PARSE_BATCH = 500  # documents whose blocks are merged, sorted and written together
 
 
-def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> ManifestResult:
+def scan_manifest(
+    collection: CollectionConfig, previous: pa.Table | None, *, withdrawn: Set[str] = frozenset()
+) -> ManifestResult:
     """Fingerprint every document under the collection root and diff against ``previous``.
+
+    ``withdrawn`` names doc_ids removed from the index whose files stay (``CorpusIndex.remove``):
+    they are scanned as if absent.
 
     Documents are hashed by content. For kinds with one file per document, a file whose path,
     size and mtime equal the previous manifest's (and are older than that scan) keeps its
@@ -92,6 +97,8 @@ def scan_manifest(collection: CollectionConfig, previous: pa.Table | None) -> Ma
     counts = {"added": 0, "changed": 0, "unchanged": 0, "removed": 0}
     seen: set[str] = set()
     for doc_id, path, size, mtime, digest, line in _fingerprints(collection, recorded):
+        if doc_id in withdrawn:
+            continue
         if doc_id in seen:
             raise ParseError(path, f"duplicate document id {doc_id!r}", line=line)
         seen.add(doc_id)

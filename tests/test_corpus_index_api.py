@@ -73,8 +73,9 @@ def test_add_query_remove_through_the_dagster_sync(home: Settings, tmp_path: Pat
         h.deal_id for h in beta.query("levee breach flooded garage", k=50)
     }
     assert beta.remove("DEAL-ALPHA-NEW") is False
-    # remove takes it out of the ACTIVE generation
+    # remove takes it out of the ACTIVE generation and leaves the file
     assert index.remove("DEAL-ALPHA-NEW") is True
+    assert (home.home / ".." / "sources" / "alpha" / "deal-alpha-new.uw.md").resolve().is_file()
     assert "DEAL-ALPHA-NEW" not in {
         h.deal_id for h in index.query("levee breach flooded garage", k=50)
     }
@@ -169,7 +170,7 @@ def test_add_refuses_files_outside_the_principals_scope(built: Settings, tmp_pat
     assert not (built.config_path.parent / "sources" / "alpha" / "deal-alpha-new.uw.md").exists()
 
 
-def test_add_checks_a_sidecar_but_embeds_the_file_itself(built: Settings) -> None:
+def test_add_checks_a_sidecar_and_embeds_its_stale_entries(built: Settings) -> None:
     index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
 
     def sidecar(model: str, dim: int, deal: str = "DEAL-ALPHA-NEW") -> dict[str, Any]:
@@ -190,6 +191,7 @@ def test_add_checks_a_sidecar_but_embeds_the_file_itself(built: Settings) -> Non
     with pytest.raises(SidecarError, match=r"\$\.deal_id: the sidecar is for deal 'DEAL-OTHER'"):
         index.add(new_deal().encode(), embeddings=sidecar("hash:v1-64", 64, deal="DEAL-OTHER"))
     assert index.add(new_deal().encode(), embeddings=sidecar("hash:v1-64", 64))
+    assert [p.stale for p in index.placed] == [["risk_assessment/0"]]  # its pin is not the block's
 
 
 def test_remove_only_within_the_principals_collections(built: Settings) -> None:
@@ -199,7 +201,7 @@ def test_remove_only_within_the_principals_collections(built: Settings) -> None:
     alpha = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner())
     before = {h.deal_id for h in alpha.query("roofs anchor windstorm sponsor", k=50)}
     assert "DEAL-ALPHA-001" in before
-    assert alpha.remove("deal-alpha-001") is True and not source.exists()
+    assert alpha.remove("deal-alpha-001") is True and source.is_file()  # the file stays
     after = {h.deal_id for h in alpha.query("roofs anchor windstorm sponsor", k=50)}
     assert after == before - {"DEAL-ALPHA-001"}
     assert alpha.remove("DEAL-ALPHA-001") is False

@@ -160,17 +160,22 @@ def test_read_reports_nan_written_by_another_producer(
     assert read_sidecar(path, validate=False)["deal_id"] == "DEAL-2026-0042"
 
 
+def build8(entries: list[SidecarEntry], **kwargs: Any) -> dict[str, Any]:
+    """A sidecar of deal ``D`` from ``hash:v1-8``."""
+    return build_sidecar(
+        uw_version="1.1",
+        deal_id="D",
+        backend_spec="hash:v1-8",
+        dim=8,
+        input_format="default-v1",
+        entries=entries,
+        **kwargs,
+    )
+
+
 def test_build_requires_an_aware_timestamp() -> None:
     with pytest.raises(SidecarError, match=r"\$\.generated_at: .* no time zone"):
-        build_sidecar(
-            uw_version="1.1",
-            deal_id="D",
-            backend_spec="hash:v1-8",
-            dim=8,
-            input_format="default-v1",
-            entries=[],
-            generated_at=dt.datetime(2026, 1, 1),
-        )
+        build8([], generated_at=dt.datetime(2026, 1, 1))
 
 
 def test_build_writes_utc_whole_seconds() -> None:
@@ -270,6 +275,61 @@ def test_paragraph_entries_follow_their_block(sidecar: dict[str, Any]) -> None:
     validate_sidecar(sidecar)
     assert mark_stale(sidecar, {block["block_key"]: block["content_hash"]}).stale == []
     assert mark_stale(sidecar, {}).stale == [f"{block['block_key']}#p0", f"{block['block_key']}#p1"]
+
+
+def rfc_example(path: Path, dim: int = 8) -> dict[str, Any]:
+    """A sidecar in the shape RFC 0013 draws: ``uw_version``, ``deal_id``, ``embedder``
+    (``model``, ``dim``, ``input_format`` only), ``generated_at``, and ``blocks`` whose entries
+    carry only ``section``, ``content_hash`` and ``vector`` (no ``block_key``)."""
+    front, blocks = parse_text(str(path), path.read_text(encoding="utf-8"))
+    embedder = HashEmbedder(dim)
+    embeddable = [(s, c) for s, _line, c in blocks if s in EMBEDDABLE]
+    texts = [
+        input_units("default-v1", section=s, content=c, source_type="uw_block")[0].text
+        for s, c in embeddable
+    ]
+    vectors = embedder.embed(texts)
+    return {
+        "uw_version": str(front["uw_version"]),
+        "deal_id": str(front["deal_id"]),
+        "embedder": {"model": embedder.backend_spec, "dim": dim, "input_format": "default-v1"},
+        "generated_at": "2026-04-27T15:00:00Z",
+        "blocks": [
+            {"section": s, "content_hash": content_hash(c), "vector": vectors[i].tolist()}
+            for i, (s, c) in enumerate(embeddable)
+        ],
+    }
+
+
+def test_the_rfc_example_shape_is_accepted_and_checked_by_section() -> None:
+    doc = rfc_example(STALE / "deal.uw.md")
+    validate_sidecar(doc)  # no block_key, no revision, no normalized, no input_hash
+    assert {frozenset(b) for b in doc["blocks"]} == {
+        frozenset({"section", "content_hash", "vector"})
+    }
+    current = current_block_hashes(STALE / "deal.uw.md", EMBEDDABLE)
+    assert mark_stale(doc, current).stale == []
+    # the modified file changed the second risk block: only that entry goes stale, named by
+    # its section and position since it has no key
+    modified = current_block_hashes(STALE / "deal.modified.uw.md", EMBEDDABLE)
+    marked, stale = mark_stale(doc, modified)
+    assert stale == ["risk_assessment ($.blocks[2])"]
+    assert [b["stale"] for b in marked["blocks"]] == [False, False, True, False]
+    validate_sidecar(marked)
+    # an RFC-shaped entry still MUST be pinned, and its pin checked
+    del doc["blocks"][1]["content_hash"]
+    with pytest.raises(SidecarError, match=r"\$\.blocks\[1\]\.content_hash: is required"):
+        validate_sidecar(doc)
+
+
+def test_our_writer_still_keys_and_pins_every_entry() -> None:
+    doc = sidecar_for(STALE / "deal.uw.md", HashEmbedder(8), generated_at=FIXED_TIME)
+    for block in doc["blocks"]:
+        assert block["block_key"].startswith(block["section"] + "/")
+        assert block["content_hash"].startswith("sha256:") and len(block["input_hash"]) == 64
+    keyless = SidecarEntry("property", "", "sha256:" + "0" * 64, [0.5] * 8)
+    with pytest.raises(SidecarError, match=r"\$\.blocks\[0\]\.block_key: '' does not match"):
+        build8([keyless])
 
 
 def test_block_keys_count_within_their_section(tmp_path: Path) -> None:

@@ -30,8 +30,10 @@ from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
 from corpus_index.group_records import generation_formats
 from corpus_index.hashing import canonical_json
 from corpus_index.home import Home
+from corpus_index.kinds import kind_of
 from corpus_index.records import INPUT_SCHEMA, embedding_schema
 from corpus_index.registry import Generation
+from corpus_index.sidecar_import import sidecar_vectors
 from corpus_index.steps.checks import record_partition_checks
 from corpus_index.tokens import token_counter
 from corpus_index.warehouse import KeyedReader, unpack_vectors
@@ -55,6 +57,7 @@ class EmbeddingsOutcome:
     inputs: int = 0
     embedded: int = 0
     cache_hits: int = 0
+    from_sidecars: int = 0  # vectors taken from the documents' sidecars
     tokens: int = 0
     cost_usd: float = 0.0
     dim: int = 0
@@ -125,8 +128,20 @@ def run(
         identity,
         hashes,
     )
+    # a document's sidecar (carried beside its file, or given to ``CorpusIndex.add``) lends
+    # the vectors it holds for current blocks from this very embedder; the rest is embedded
+    carried = None
+    if len(todo) and kind_of(home.collection(collection)).sidecars:
+        carried = sidecar_vectors(home, spec, profile, collection, todo).result
+        if carried.hashes:
+            todo = pc.filter(todo, pc.invert(pc.is_in(todo, pa.array(carried.hashes))))
     n_reused = reused.num_rows if reused is not None else 0
-    unchanged = previous is not None and len(todo) == 0 and n_reused == len(previous.keys)
+    unchanged = (
+        previous is not None
+        and len(todo) == 0
+        and n_reused == len(previous.keys)
+        and not (carried is not None and carried.hashes)
+    )
     outcome = EmbeddingsOutcome(
         covered=True,
         inputs=len(hashes),
@@ -185,6 +200,10 @@ def run(
                     vector_matrix(part, spec.dim), part_hashes, {lender: part.num_rows}
                 )
             out.write(part)
+        if carried is not None and carried.hashes and ok:
+            outcome.from_sidecars = len(carried.hashes)
+            ok = check(carried.vectors, pa.array(carried.hashes, pa.string()), carried.producers)
+            out.write(carried.to_table(spec.dim))
         texts = (
             home.keyed("embedding_inputs", (collection,), columns=["input_hash", "text"])
             if len(todo)

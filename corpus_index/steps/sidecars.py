@@ -21,8 +21,10 @@ from corpus_index.kinds import kind_of
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
 from corpus_index.registry import GenerationSpec
+from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import (
     SIDECAR_PINS_SCHEMA,
+    SIDECAR_SUFFIX,
     SidecarEntry,
     build_sidecar,
     read_sidecar,
@@ -72,7 +74,10 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
     ):
         return SidecarsOutcome(covered=False)
     spec = home.spec(profile)
-    folder = home.settings.exports / "sidecars" / profile / collection
+    config = home.collection(collection)
+    folder = sidecar_folder(home.settings, home.config, profile, config)
+    # beside the sources, files this step did not record are the user's: never swept
+    beside = folder == config.path
     inputs_key = ("embedding_inputs", (collection,))
     pins_key = ("sidecar_pins", (profile, collection))
     home.require(*inputs_key)
@@ -102,9 +107,9 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
                 seen.update(pc.unique(mine["doc_id"]).to_pylist())
             memory.release()
         work.remove_gone(pins.rest())
-        if not recorded and folder.is_dir():
-            for path in sorted(folder.rglob("*.embeddings.json")):
-                doc_id = path.relative_to(folder).as_posix()[: -len(".embeddings.json")]
+        if not recorded and not beside and folder.is_dir():
+            for path in sorted(folder.rglob(f"*{SIDECAR_SUFFIX}")):
+                doc_id = path.relative_to(folder).as_posix()[: -len(SIDECAR_SUFFIX)]
                 if doc_id not in seen:
                     path.unlink()
                     work.removed += 1
@@ -139,7 +144,7 @@ class _SidecarWork:
 
     def file(self, doc_id: str) -> str:
         """The document's sidecar file, built as a string (called for every document)."""
-        return f"{self._folder}/{doc_id}.embeddings.json"
+        return f"{self._folder}/{doc_id}{SIDECAR_SUFFIX}"
 
     def path(self, doc_id: str) -> Path:
         return Path(self.file(doc_id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corpus_index.deletion import propagate_deletion
+from corpus_index.deletion import WITHDRAWN, propagate_deletion
 from corpus_index.home import Home
 from corpus_index.identity_store import source_fingerprint
 from corpus_index.sources import ManifestResult, scan_manifest
@@ -29,18 +29,32 @@ def run(home: Home, collection: str) -> ManifestOutcome:
     """
     before = source_fingerprint(home.settings.home, home.collection(collection))
     previous = home.warehouse.read("source_manifest", (collection,))
-    result = scan_manifest(home.collection(collection), previous)
+    withdrawn = home.registry.tombstoned(collection, WITHDRAWN)
+    prefix = f"{collection}/"
+    result = scan_manifest(
+        home.collection(collection),
+        previous,
+        withdrawn={s.removeprefix(prefix) for s in withdrawn},
+    )
     changes = result.table.select(["source_id", "change"]).to_pylist()
     removed = [r["source_id"] for r in changes if r["change"] == "removed"]
     added = [r["source_id"] for r in changes if r["change"] == "added"]
     home.registry.lift_tombstones(added)
-    receipt = propagate_deletion(
-        home,
-        collection,
-        removed,
-        namespace=home.collection(collection).namespace,
-        reason="source file removed",
-    )
+    receipt = None
+    for reason, ids in (
+        ("source file removed", [s for s in removed if s not in withdrawn]),
+        (WITHDRAWN, [s for s in removed if s in withdrawn]),  # the tombstone keeps its reason
+    ):
+        receipt = (
+            propagate_deletion(
+                home,
+                collection,
+                ids,
+                namespace=home.collection(collection).namespace,
+                reason=reason,
+            )
+            or receipt
+        )
     home.warehouse.write("source_manifest", (collection,), result.table)
     return ManifestOutcome(
         manifest=result,

@@ -1,0 +1,378 @@
+"""Sidecars that travel (RFC 0013): a deal folder that carries its sidecars is indexed without
+embedding, a sidecar given to ``CorpusIndex.add`` lends its current entries, ``remove`` takes
+a deal out of every generation and keeps its file, ``sidecars: beside`` placement, and
+``corpus sidecar verify`` on fixture 02.
+
+One home for the module (hash embedders; two profiles, so two generations), synced in-process
+with the library steps. The profiles' real embedders are wrapped to record what they embed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from corpus_index import home as home_module
+from corpus_index import steps
+from corpus_index.api import CorpusIndex
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.deletion import WITHDRAWN, audit_deletion
+from corpus_index.embedders.hashing import HashEmbedder
+from corpus_index.errors import ConfigError
+from corpus_index.home import Home
+from corpus_index.registry import GenerationSpec
+from corpus_index.search import Principal
+from corpus_index.sidecar_import import embedder_mismatch, matching_vectors
+from corpus_index.sidecars import read_sidecar, write_sidecar
+from tests.corpusgen import deal_text, write_home
+from tests.searchkit import build_home
+from tests.test_sidecars import STALE, rfc_example, sidecar_for
+
+ALPHA = Principal("alpha", ("alpha-uw", "alpha-credit"))
+MAIN, SECOND = "hash:v1-64", "hash:v1-32"
+
+
+class CountingEmbedder:
+    """A profile's real embedder, recording every text it is asked to embed."""
+
+    def __init__(self, inner: Any, record: dict[str, list[str]]) -> None:
+        self.inner = inner
+        self.record = record.setdefault(inner.backend_spec, [])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.record.extend(texts)
+        return np.asarray(self.inner.embed(texts), dtype=np.float32)
+
+
+@dataclasses.dataclass
+class Report:
+    ok: bool = True
+    failed_runs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+class LibrarySync:
+    """``corpus sync`` in-process: the library steps, sidecars included."""
+
+    def sync(self, settings: Settings, *, progress: Any = None) -> Report:
+        corpus = build_home(settings, promote=False)
+        for profile in corpus.config.profiles:
+            for name in corpus.config.collections:
+                steps.sidecars.run(corpus, profile, name)
+        return Report()
+
+
+@dataclasses.dataclass
+class Travel:
+    settings: Settings
+    root: Path
+    embedded: dict[str, list[str]]
+
+    def index(self, **kwargs: Any) -> CorpusIndex:
+        return CorpusIndex(self.settings, principal=ALPHA, runner=LibrarySync(), **kwargs)
+
+    def vectors(self, deal_id: str) -> dict[str, dict[str, list[float]]]:
+        """profile -> content_hash -> vector of the deal's rows in each live generation."""
+        corpus = Home(self.settings)
+        out: dict[str, dict[str, list[float]]] = {}
+        for gen in corpus.registry.generations():
+            rows = corpus.store.table(gen).search().where(f"deal_id = '{deal_id}'").to_list()
+            out[gen.spec.profile] = {r["content_hash"]: list(r["vector"]) for r in rows}
+        return out
+
+
+@pytest.fixture(scope="module")
+def travel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Travel]:
+    root = tmp_path_factory.mktemp("travel")
+    config_path = write_home(
+        root, deals_per_tenant=1, extra_profiles={"second": {"embedder": SECOND}}
+    )
+    config = yaml.safe_load(config_path.read_text())
+    config["profiles"]["second"]["namespace"] = "deals"
+    del config["collections"]["beta-deals"]  # one tenant is enough here
+    (root / "sources" / "carried").mkdir()
+    config["collections"]["carried"] = {
+        "kind": "uw_deals",
+        "path": "sources/carried",
+        "tenant": "alpha",
+        "acl_groups": ["alpha-uw"],
+        "namespace": "deals",
+        "sidecars": "beside",
+    }
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    settings = Settings(config_path=config_path, home=root / "home")
+    embedded: dict[str, list[str]] = {}
+    real = home_module.make_embedder
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            home_module,
+            "make_embedder",
+            lambda *a, **k: CountingEmbedder(real(*a, **k), embedded),
+        )
+        build_home(settings)
+        yield Travel(settings, root, embedded)
+
+
+def nudged(sidecar: dict[str, Any]) -> dict[str, Any]:
+    """The sidecar with every vector moved a little (still unit length), so that a vector
+    found in the index can only have come from it."""
+    for block in sidecar["blocks"]:
+        v = np.asarray(block["vector"], dtype=np.float64)
+        v[0] += 0.25
+        block["vector"] = (v / np.linalg.norm(v)).tolist()
+    return sidecar
+
+
+def write_deal(folder: Path, name: str, risk: str, **kwargs: Any) -> Path:
+    path = folder / f"{name}.uw.md"
+    path.write_text(deal_text(name.upper(), tenant="alpha", acl=["alpha-uw"], risk=risk, **kwargs))
+    return path
+
+
+def test_a_deal_folder_that_carries_its_sidecars_embeds_nothing(
+    travel: Travel, tmp_path: Path
+) -> None:
+    # a sponsor's export: two deals, each with its sidecar from the same model (one in our
+    # full shape, one in the RFC's shape), made outside this home
+    export = tmp_path / "export"
+    export.mkdir()
+    full = write_deal(export, "deal-carried-a", "A sinkhole opened under the north lot.")
+    rfc = write_deal(export, "deal-carried-b", "Asbestos was found in the boiler room lagging.")
+    sidecars = {
+        "DEAL-CARRIED-A": nudged(sidecar_for(full, HashEmbedder(64))),
+        "DEAL-CARRIED-B": nudged(rfc_example(rfc, dim=64)),
+    }
+    for path, sidecar in zip((full, rfc), sidecars.values(), strict=True):
+        write_sidecar(path.with_name(path.name.replace(".uw.md", ".embeddings.json")), sidecar)
+    shutil.copytree(export, travel.root / "sources" / "carried", dirs_exist_ok=True)
+
+    travel.embedded.clear()
+    LibrarySync().sync(travel.settings)
+
+    assert travel.embedded.get(MAIN, []) == [], "the sidecars' model embedded nothing"
+    assert travel.embedded[SECOND], "the other profile has no sidecar: it embeds the deals"
+    for deal_id, sidecar in sidecars.items():
+        indexed = travel.vectors(deal_id)
+        pins = {b["content_hash"]: b["vector"] for b in sidecar["blocks"]}
+        assert set(indexed["main"]) == set(pins)
+        for pin, vector in pins.items():
+            np.testing.assert_allclose(indexed["main"][pin], vector, atol=1e-6)
+    # ``sidecars: beside``: the main profile's sidecars are rewritten in place, every entry
+    # keyed and pinned, the vectors kept; the second profile's stay under the home
+    beside = read_sidecar(travel.root / "sources" / "carried" / "deal-carried-b.embeddings.json")
+    assert all("block_key" in b and "input_hash" in b for b in beside["blocks"])
+    by_pin = {b["content_hash"]: b["vector"] for b in sidecars["DEAL-CARRIED-B"]["blocks"]}
+    for block in beside["blocks"]:
+        np.testing.assert_allclose(block["vector"], by_pin[block["content_hash"]], atol=1e-6)
+    exports = travel.settings.exports / "sidecars"
+    assert not (exports / "main" / "carried").exists()
+    assert (exports / "second" / "carried" / "deal-carried-b.embeddings.json").is_file()
+
+
+def test_add_takes_a_sidecars_current_entries_and_embeds_the_stale_ones(
+    travel: Travel, tmp_path: Path
+) -> None:
+    risk = "Termites hollowed the joists of building C."
+    original = write_deal(tmp_path, "deal-given", risk, market="Vacancy fell to three percent.")
+    sidecar = tmp_path / "deal-given.embeddings.json"
+    write_sidecar(sidecar, sidecar_for(original, HashEmbedder(64)))
+    changed = write_deal(tmp_path, "deal-given", "Termites and dry rot in building C.")
+    index = travel.index(collection="alpha-deals")
+
+    travel.embedded.clear()
+    assert index.add(changed, embeddings=sidecar) == "alpha-deals/deal-given"
+
+    [placed] = index.placed
+    assert placed.profile == "main"
+    assert (
+        placed.path
+        == travel.settings.exports / "sidecars/main/alpha-deals/deal-given.embeddings.json"
+    )
+    assert placed.stale == ["market_analysis/0", "risk_assessment/0"]
+    # only the stale blocks reach the model: the changed risk block (the stale market entry's
+    # block now has the summary the home's other deals share, so its vector was cached)
+    [text] = travel.embedded[MAIN]
+    assert text.startswith("risk_assessment\n") and "Termites and dry rot" in text
+    hits = index.query("termites dry rot joists", k=3)
+    assert hits and hits[0].deal_id == "DEAL-GIVEN"
+
+
+def test_remove_withdraws_a_deal_from_every_generation_and_keeps_its_file(
+    travel: Travel, tmp_path: Path
+) -> None:
+    folder = travel.root / "sources" / "carried"
+    source = folder / "deal-given-c.uw.md"
+    write_deal(folder, "deal-given-c", "Rising damp spoiled the basement storage units.")
+    LibrarySync().sync(travel.settings)
+    beside = folder / "deal-given-c.embeddings.json"
+    assert beside.is_file()
+    assert {p: len(v) for p, v in travel.vectors("DEAL-GIVEN-C").items()} == {
+        "main": 4,
+        "second": 4,
+    }
+    kept = source.read_bytes()
+    index = travel.index()
+
+    assert index.remove("DEAL-GIVEN-C") is True
+
+    assert source.read_bytes() == kept, "the user's file stays"
+    assert travel.vectors("DEAL-GIVEN-C") == {"main": {}, "second": {}}
+    assert not beside.exists()
+    tomb = Home(travel.settings).registry.tombstone("carried/deal-given-c")
+    assert tomb is not None and tomb["reason"] == WITHDRAWN and tomb["receipt"]
+    LibrarySync().sync(travel.settings)  # the scan passes over a withdrawn file
+    assert travel.vectors("DEAL-GIVEN-C") == {"main": {}, "second": {}}
+    assert index.remove("DEAL-GIVEN-C") is False
+    # the audit finds a sidecar left beside the file, and nothing else of the deal but what
+    # the next compaction removes (old LanceDB versions and fragments, cache entries)
+    shutil.copy(folder / "deal-carried-a.embeddings.json", beside)
+    remaining = audit_deletion(Home(travel.settings), "carried/deal-given-c")["remaining"]
+    left = [r for r in remaining if r["store"] not in ("lance", "cache", "bytes")]
+    assert left == [{"store": "sidecar", "path": str(beside), "match": "file name"}]
+    assert all(".lance" in r["path"] for r in remaining if r["store"] == "bytes"), remaining
+    beside.unlink()
+    # adding it again brings it back
+    travel.index(collection="carried").add(source)
+    assert {p: len(v) for p, v in travel.vectors("DEAL-GIVEN-C").items()} == {
+        "main": 4,
+        "second": 4,
+    }
+
+
+def run_verify(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["sidecar", "verify", *map(str, args), "--json"])
+    return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def test_sidecar_verify_marks_the_stale_entry_of_fixture_02(tmp_path: Path) -> None:
+    code, report = run_verify(
+        STALE / "deal.modified.uw.md", "--sidecar", STALE / "deal.embeddings.json"
+    )
+    assert (code, report["stale"], report["current"]) == (1, ["risk_assessment/1"], 3)
+    assert run_verify(STALE / "deal.uw.md")[0] == 0, "the sidecar beside the original is current"
+    # a copy of the modified deal with the sidecar beside it, marked in place
+    shutil.copy(STALE / "deal.modified.uw.md", tmp_path / "deal.uw.md")
+    shutil.copy(STALE / "deal.embeddings.json", tmp_path / "deal.embeddings.json")
+    code, report = run_verify(tmp_path / "deal.uw.md", "--mark")
+    assert (code, report["marked"]) == (1, True)
+    marked = read_sidecar(tmp_path / "deal.embeddings.json")
+    assert {b["block_key"]: b["stale"] for b in marked["blocks"]} == {
+        "market_analysis/0": False,
+        "risk_assessment/0": False,
+        "risk_assessment/1": True,
+        "borrower_sponsor/0": False,
+    }
+    # a sidecar of another deal is refused (exit 2, naming it)
+    result = CliRunner().invoke(
+        main,
+        ["sidecar", "verify", str(STALE / "deal.uw.md"), "--sidecar", str(tmp_path / "x.json")],
+    )
+    assert result.exit_code == 2
+    other = read_sidecar(STALE / "deal.embeddings.json") | {"deal_id": "DEAL-OTHER"}
+    write_sidecar(tmp_path / "other.embeddings.json", other)
+    result = CliRunner().invoke(
+        main,
+        [
+            "sidecar",
+            "verify",
+            str(STALE / "deal.uw.md"),
+            "--sidecar",
+            str(tmp_path / "other.embeddings.json"),
+        ],
+    )
+    assert result.exit_code == 2 and "is for deal 'DEAL-OTHER'" in result.stderr
+
+
+def test_sidecar_placement_is_checked_in_the_config(tmp_path: Path) -> None:
+    from corpus_index.config import parse_config
+
+    def config(**collection: Any) -> dict[str, Any]:
+        base = {"kind": "uw_deals", "path": ".", "tenant": "t", "acl_groups": ["g"]}
+        return {
+            "collections": {"c": base | collection},
+            "profiles": {"p": {"embedder": "hash:v1-8"}},
+        }
+
+    assert parse_config(config(), path=tmp_path / "c.yaml").collections["c"].sidecars == "home"
+    with pytest.raises(ConfigError, match=r"collections\.c\.sidecars: must be one of home, beside"):
+        parse_config(config(sidecars="next-door"), path=tmp_path / "c.yaml")
+    with pytest.raises(ConfigError, match=r"collections\.c\.sidecars: the messages kind writes no"):
+        parse_config(config(kind="messages", sidecars="beside"), path=tmp_path / "c.yaml")
+
+
+SPEC = GenerationSpec("deals", "main", "hash:v1-4", "v1", 4, True, "default-v1", "sections-v1")
+UNIT = [0.5, 0.5, 0.5, 0.5]
+
+
+def embedder_of(**embedder: Any) -> dict[str, Any]:
+    return {"embedder": {"model": "hash:v1-4", "dim": 4, "input_format": "default-v1", **embedder}}
+
+
+@pytest.mark.parametrize(
+    ("embedder", "spec", "why"),
+    [
+        ({}, SPEC, None),
+        ({"revision": "v1", "normalized": True}, SPEC, None),
+        (
+            {"model": "text-embedding-3-large"},
+            dataclasses.replace(SPEC, backend_spec="openai:text-embedding-3-large"),
+            None,
+        ),
+        ({"model": "hash:v1-8"}, SPEC, "embedder.model is 'hash:v1-8'"),
+        ({"model": "v1-4"}, SPEC, "embedder.model is 'v1-4'"),  # bare names: openai and st only
+        ({"input_format": "default-v2"}, SPEC, "embedder.input_format is 'default-v2'"),
+        ({"dim": 8}, SPEC, "embedder.dim is 8"),
+        ({"revision": "v0"}, SPEC, "embedder.revision is 'v0'"),
+        ({"normalized": False}, SPEC, "embedder.normalized is False"),
+    ],
+)
+def test_a_sidecar_stands_for_the_profiles_embedder_only(
+    embedder: dict[str, Any], spec: GenerationSpec, why: str | None
+) -> None:
+    found = embedder_mismatch(embedder_of(**embedder), spec)
+    assert found == why if why is None else found is not None and found.startswith(why)
+
+
+def test_entries_match_by_key_or_by_section_and_pin() -> None:
+    pin, other = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    rows = [
+        {"section": "risk", "block_key": "risk/0", "content_hash": pin, "input_hash": "a"},
+        {"section": "risk", "block_key": "risk/1", "content_hash": other, "input_hash": "b"},
+        {"section": "market", "block_key": "market/0#p1", "content_hash": pin, "input_hash": "c"},
+        {"section": "market", "block_key": "market/0#p2", "content_hash": pin, "input_hash": "d"},
+    ]
+    sidecar = {
+        "blocks": [
+            {"section": "risk", "content_hash": pin, "vector": UNIT},  # RFC shape: by pin
+            {"section": "risk", "block_key": "risk/1", "content_hash": pin, "vector": UNIT},
+            {"section": "market", "content_hash": pin, "vector": UNIT},  # no paragraph key
+            {"section": "market", "block_key": "market/0#p1", "content_hash": pin, "vector": UNIT},
+            {
+                "section": "market",
+                "block_key": "market/0#p2",
+                "content_hash": pin,
+                "input_hash": "x",  # another input text: not this paragraph's
+                "vector": UNIT,
+            },
+        ]
+    }
+    assert sorted(matching_vectors(sidecar, rows, SPEC)) == ["a", "c"]
+    sidecar["blocks"][0]["vector"] = [1.0, 1.0, 0.0, 0.0]  # off unit norm: not used
+    assert sorted(matching_vectors(sidecar, rows, SPEC)) == ["c"]
+    assert sorted(matching_vectors(sidecar, rows, dataclasses.replace(SPEC, normalized=False))) == [
+        "a",
+        "c",
+    ]
