@@ -4,7 +4,7 @@
 inspect the pipeline (through the injected ``PipelineRunner``); ``query`` the commands that read
 the index as a principal; ``alerts`` the failed runs an operator has not acknowledged;
 ``grouping`` the evaluation of conversation grouping; ``identities`` the people of messages;
-``reprocess`` the second pass over linked groups.
+``reprocess`` the second pass over linked groups; ``serve`` the HTTP API.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from corpus_index.cli import (  # noqa: F401 - registers commands
     operate,
     query,
     reprocess,
+    serve,
 )
 from corpus_index.cli.app import main
 from corpus_index.cli.query import print_hits
