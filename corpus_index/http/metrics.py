@@ -73,6 +73,11 @@ class ServiceMetrics:
             ["type", "status"],
             registry=r,
         )
+        for ns in corpus.config.namespaces:  # exported at 0 from the start: these should stay 0
+            self.unauthorized.labels(ns)
+            self.embedding_failures.labels(ns)
+            for reason in ("deleted", "superseded"):
+                self.stale.labels(ns, reason)
         r.register(IndexCollector(corpus))
 
 
