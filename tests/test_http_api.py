@@ -22,6 +22,7 @@ import yaml
 from corpus_index import lifecycle, steps
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from corpus_index.http.audit import ResultAudit
 from corpus_index.search import Principal, Searcher
 from corpus_index.traces import TraceStore
 from tests.corpusgen import write_home
@@ -230,39 +231,40 @@ def test_sidecars_only_for_the_keys_own_documents(served: Served) -> None:
 def test_metrics_and_traces(served: Served) -> None:
     served.search({"query": "sponsor", "mode": "dense", "filters": {"geo": {"state": "WY"}}})
     resp = served.search({"query": "sponsor", "mode": "lexical"}, key=BETA)
-    text = served.get("/metrics", key=None).text
-    assert (
-        'corpus_search_latency_seconds_count{endpoint="search",mode="lexical",namespace="deals"}'
-        in text
-    )
-    assert (
-        _value(
-            text,
-            'corpus_zero_result_searches_total{endpoint="search",mode="dense",namespace="deals"}',
-        )
-        >= 1
-    )
-    assert _value(text, 'corpus_unauthorized_results_total{namespace="deals"}') == 0
-    assert _value(text, 'corpus_stale_results_total{namespace="deals",reason="deleted"}') == 0
-    assert (
-        _value(
-            text,
-            'corpus_generation_completeness_ratio{generation="'
-            + served.gens["main"]
-            + '",namespace="deals"}',
-        )
-        == 1.0
-    )
-    assert _value(text, 'corpus_index_freshness_seconds{namespace="deals"}') == 0.0
-    assert _value(text, 'corpus_http_problems_total{status="401",type="unauthorized"}') >= 1
     rid = resp.headers["x-request-id"]
     traces = TraceStore(served.build.registry_path)
-    for _ in range(50):  # written by the server's background writer
+    for _ in range(100):  # the server stores traces (and audits hits) after responding
         found = [t for t in traces.recent(50) if t["trace"].get("request_id") == rid]
         if found:
             break
         time.sleep(0.2)
-    assert found and found[0]["tenant"] == "beta"
+    assert found and found[0]["tenant"] == "beta" and found[0]["trace"]["mode"] == "lexical"
+    text = served.get("/metrics", key=None).text
+    labels = 'endpoint="search",mode="lexical",namespace="deals"'
+    assert _value(text, f"corpus_search_latency_seconds_count{{{labels}}}") >= 1
+    zero = 'corpus_zero_result_searches_total{endpoint="search",mode="dense",namespace="deals"}'
+    assert _value(text, zero) >= 1
+    assert _value(text, 'corpus_audited_results_total{namespace="deals"}') > 0
+    assert _value(text, 'corpus_unauthorized_results_total{namespace="deals"}') == 0
+    assert _value(text, 'corpus_stale_results_total{namespace="deals",reason="deleted"}') == 0
+    assert _value(text, 'corpus_stale_results_total{namespace="deals",reason="superseded"}') == 0
+    gen = served.gens["main"]
+    ratio = f'corpus_generation_completeness_ratio{{generation="{gen}",namespace="deals"}}'
+    assert _value(text, ratio) == 1.0
+    assert _value(text, 'corpus_index_freshness_seconds{namespace="deals"}') == 0.0
+    assert _value(text, 'corpus_http_problems_total{status="401",type="unauthorized"}') >= 1
+
+
+def test_the_audit_counts_hits_the_principal_may_not_see(served: Served) -> None:
+    corpus = Home(served.build)
+    searcher = Searcher(corpus)
+    alpha = Principal("alpha", ("alpha-uw", "alpha-credit"))
+    hits = searcher.search("sponsor", principal=alpha, k=5, namespace="deals").hits
+    gen = corpus.registry.require(served.gens["main"])
+    audit = ResultAudit(corpus)
+    assert audit.check(hits, alpha, gen).unauthorized == 0
+    assert audit.check(hits, Principal("beta", ("beta-team",)), gen).unauthorized == len(hits)
+    assert audit.check(hits, Principal("alpha", ("beta-team",)), gen).unauthorized == len(hits)
 
 
 def _value(text: str, series: str) -> float:

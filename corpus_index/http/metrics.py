@@ -67,6 +67,18 @@ class ServiceMetrics:
             ["namespace", "reason"],
             registry=r,
         )
+        self.audited = Counter(
+            "corpus_audited_results",
+            "Returned hits re-checked against their principal (after the response).",
+            ["namespace"],
+            registry=r,
+        )
+        self.dropped = Counter(
+            "corpus_background_dropped",
+            "Audits or traces dropped because the background queue was full.",
+            ["work"],
+            registry=r,
+        )
         self.problems = Counter(
             "corpus_http_problems",
             "Requests answered with a problem document, by type.",

@@ -112,29 +112,42 @@ def _account(
     query: str,
     started: float,
 ) -> None:
-    """Metrics, the audit of every returned hit, and the trace with its request id."""
+    """Metrics, and after the response: the audit of every returned hit and the trace (with
+    its request id)."""
     ns, mode = gen.spec.namespace, str(result.trace.get("mode", "dense"))
     m = svc.metrics
     m.searches.labels(endpoint, mode, ns).inc()
     if not result.hits:
         m.zero_results.labels(endpoint, mode, ns).inc()
-    audit = svc.audit.check(result.hits, principal, gen)
-    if audit.unauthorized:
-        m.unauthorized.labels(ns).inc(audit.unauthorized)
-    if audit.deleted:
-        m.stale.labels(ns, "deleted").inc(audit.deleted)
-    if audit.superseded:
-        m.stale.labels(ns, "superseded").inc(audit.superseded)
+    hits = list(result.hits)
+
+    def audit() -> None:
+        found = svc.audit.check(hits, principal, gen)
+        m.audited.labels(ns).inc(len(hits))
+        if found.unauthorized:
+            m.unauthorized.labels(ns).inc(found.unauthorized)
+        if found.deleted:
+            m.stale.labels(ns, "deleted").inc(found.deleted)
+        if found.superseded:
+            m.stale.labels(ns, "superseded").inc(found.superseded)
+
+    svc.background.submit(audit, what="audit")
     result.trace["request_id"] = _request_id(request)
-    if svc.traces is not None:
-        svc.traces.put(
-            query=query,
-            tenant=principal.tenant,
-            groups=principal.groups,
-            trace=dict(result.trace),
-            hits=len(result.hits),
-            kind=endpoint,
-        )
+    traces = svc.traces
+    if traces is not None:
+        trace, hit_count = dict(result.trace), len(result.hits)
+
+        def store_trace() -> None:
+            traces.record(
+                query=query,
+                tenant=principal.tenant,
+                groups=principal.groups,
+                trace=trace,
+                hits=hit_count,
+                kind=endpoint,
+            )
+
+        svc.background.submit(store_trace, what="trace")
     m.latency.labels(endpoint, mode, ns).observe(time.perf_counter() - started)
 
 

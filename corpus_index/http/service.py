@@ -1,6 +1,6 @@
 """What the HTTP app holds for its lifetime: the home, a searcher whose query embedding is
-bounded by a semaphore, the key store, the cursor codec, the result audit, the metrics, and a
-background writer for query traces (one writer, off the request path)."""
+bounded by a semaphore, the key store, the cursor codec, the result audit, the metrics, and one
+background thread that stores query traces and audits returned hits off the request path."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import queue
 import secrets
 import threading
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ from corpus_index.search import Searcher
 from corpus_index.traces import TraceStore
 
 log = logging.getLogger("corpus_index.http")
-TRACE_QUEUE = 1000
+QUEUE = 1000
 
 
 class BoundedSearcher(Searcher):
@@ -54,32 +54,35 @@ class BoundedSearcher(Searcher):
             self._slots.release()
 
 
-class TraceWriter:
-    """Stores query traces in the registry from one background thread, in arrival order."""
+class Background:
+    """Work done after the response, in arrival order, by one thread: storing query traces
+    (one registry writer) and auditing returned hits. A full queue drops work and counts it,
+    so neither a slow registry nor the audit ever slows a search."""
 
-    def __init__(self, store: TraceStore) -> None:
-        self.store = store
-        self.dropped = 0
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=TRACE_QUEUE)
-        self._thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self._metrics = metrics
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
+        self._thread = threading.Thread(target=self._run, name="corpus-background", daemon=True)
         self._thread.start()
 
-    def put(self, **record: Any) -> None:
+    def submit(self, work: Callable[[], None], *, what: str) -> None:
         try:
-            self._queue.put_nowait(record)
+            self._queue.put_nowait(work)
         except queue.Full:
-            self.dropped += 1  # a slow registry must not slow the searches
+            self._metrics.dropped.labels(what).inc()
 
     def close(self, timeout_s: float = 10.0) -> None:
         self._queue.put(None)
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        while (record := self._queue.get()) is not None:
+        while (work := self._queue.get()) is not None:
             try:
-                self.store.record(**record)
+                work()
             except RetryableError as exc:
-                log.warning("query trace not stored: %s", exc)
+                log.warning("background work skipped: %s", exc)
+            except Exception:
+                log.exception("background work failed")
 
 
 class Service:
@@ -100,8 +103,8 @@ class Service:
         secret = os.environ.get(self.serve.cursor_secret_env or "", "")
         self.cursors = CursorCodec(secret.encode() if secret else secrets.token_bytes(32))
         self.audit = ResultAudit(self.corpus)
-        self.traces = TraceWriter(TraceStore(settings.registry_path)) if record_traces else None
+        self.traces = TraceStore(settings.registry_path) if record_traces else None
+        self.background = Background(self.metrics)
 
     def close(self) -> None:
-        if self.traces is not None:
-            self.traces.close()
+        self.background.close()
