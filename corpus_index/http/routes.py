@@ -97,6 +97,20 @@ def _generation_problem(exc: MissingGenerationError, *, named: str | None, curso
     return Problem(NO_ACTIVE, str(exc))
 
 
+def _still_serving(svc: Service, ns: str, gen_id: str) -> None:
+    """A cursor's generation must still hold its rows (not retired, its table not dropped)."""
+    try:
+        gen = svc.searcher.resolve_generation(ns, gen_id)
+    except MissingGenerationError as exc:
+        raise _generation_problem(exc, named=gen_id, cursor=True) from None
+    if gen.status == "RETIRED" or not svc.corpus.store.exists(gen):
+        raise Problem(
+            GENERATION_GONE,
+            f"generation {gen_id}, which answered the first page, was retired; search again "
+            "without a cursor",
+        )
+
+
 def _request_id(request: Request) -> str:
     return str(request.state.request_id)
 
@@ -189,6 +203,7 @@ def search(
         if cur.namespace != ns:
             raise Problem(BAD_CURSOR, "the cursor belongs to another namespace")
         gen_id, offset, depth = cur.generation, cur.offset, cur.candidates
+        _still_serving(svc, ns, gen_id)
     else:
         gen_id, offset, depth = body.generation, 0, candidate_depth(body.k)
     try:
