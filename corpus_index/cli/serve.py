@@ -37,7 +37,13 @@ def serve(ctx: click.Context, host: str, port: int, no_trace: bool, log_level: s
     from corpus_index.http import create_app
 
     settings = settings_of(ctx)
-    settings.load()  # a bad configuration fails here, before the port opens
+    serve_config = settings.load().serve  # a bad configuration fails here, before the port opens
+    if serve_config.api_keys_file is None and serve_config.api_keys_env is None:
+        click.echo(
+            "warning: corpus.yaml has no `serve: {api_keys_file: ...}` (or api_keys_env): every "
+            "request will be refused (401); make a key with `corpus api-key`",
+            err=True,
+        )
     announce_model_loading()
     app = create_app(settings, record_traces=not no_trace)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
