@@ -101,3 +101,20 @@ def test_cursors_are_signed_and_bound_to_their_request() -> None:
         assert err.value.kind.slug == "bad-cursor"
     with pytest.raises(Problem):  # another server's secret
         CursorCodec(os.urandom(32)).decode(token, expect="fp-1")
+
+
+def test_api_key_command_appends_only_the_hash(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    args = ["api-key", "--tenant", "alpha", "--group", "g1", "--name", "analyst", "--file"]
+    first = CliRunner().invoke(main, [*args, str(keys)])
+    assert first.exit_code == 0, first.output
+    key = first.stdout.strip().splitlines()[-1]
+    assert key.startswith("ck_") and key not in keys.read_text()
+    store = KeyStore(ServeConfig(api_keys_file=keys))
+    assert store.principal(key) == ("analyst", Principal("alpha", ("g1",)))
+    again = CliRunner().invoke(main, [*args, str(keys)])
+    assert again.exit_code == 2 and "already has a key named 'analyst'" in again.output
