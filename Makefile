@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 # files spend much of their time waiting on a daemon, a browser or a subprocess
 TEST_WORKERS ?= 3
 
-.PHONY: test-daemon test-browser browser setup run ui test lint bench clean
+.PHONY: test-daemon test-browser browser setup run ui serve test lint bench clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,10 @@ ui: $(STAMP)
 	mkdir -p $(CORPUS_HOME)/dagster
 	DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/python -m corpus_index.dagster_home \
 		&& DAGSTER_HOME=$(CORPUS_HOME)/dagster $(BIN)/dagster dev -w workspace.yaml
+
+# the HTTP API and search page on loopback (keys: `serve` in corpus.yaml, `corpus api-key`)
+serve: $(STAMP)
+	$(BIN)/corpus serve --host 127.0.0.1 --port $(or $(PORT),8080)
 
 # The UI tests (pytest -m browser) drive the system's chromium headless. Where it is missing and
 # apt-get can install it (root, e.g. CI), it is installed; otherwise say so: the tests then skip,

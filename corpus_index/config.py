@@ -25,6 +25,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS
 from corpus_index.limits import LIMIT_KEYS, Limits
+from corpus_index.serve_config import ServeConfig, parse_serve
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
@@ -79,6 +80,7 @@ class CorpusConfig:
     profiles: dict[str, ProfileConfig]
     namespaces: dict[str, NamespaceConfig]
     sections: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SECTIONS))
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     def collections_in(self, namespace: str) -> list[CollectionConfig]:
         """Collections served by ``namespace``, in configuration order."""
@@ -181,7 +183,8 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
     """Validate an already-loaded configuration mapping."""
     base = path.parent
     _require_mapping(raw, "(top level)", path)
-    _no_unknown(raw, {"collections", "profiles", "namespaces", "sections", "limits"}, "", path)
+    top = {"collections", "profiles", "namespaces", "sections", "limits", "serve"}
+    _no_unknown(raw, top, "", path)
     limits = _limits(raw.get("limits"), Limits(), "limits", path)
 
     collections: dict[str, CollectionConfig] = {}
@@ -329,6 +332,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         profiles=profiles,
         namespaces=namespaces,
         sections=sections,
+        serve=parse_serve(raw.get("serve"), path=path),
     )
 
 

@@ -4,7 +4,8 @@
 inspect the pipeline (through the injected ``PipelineRunner``); ``query`` the commands that read
 the index as a principal; ``alerts`` the failed runs an operator has not acknowledged;
 ``grouping`` the evaluation of conversation grouping; ``identities`` the people of messages;
-``reprocess`` the second pass over linked groups; ``sidecar`` RFC 0013 sidecars.
+``reprocess`` the second pass over linked groups; ``sidecar`` RFC 0013 sidecars; ``serve`` the
+HTTP API.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from corpus_index.cli import (  # noqa: F401 - registers commands
     operate,
     query,
     reprocess,
+    serve,
     sidecar,
 )
 from corpus_index.cli.app import main

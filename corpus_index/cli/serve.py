@@ -1,0 +1,97 @@
+"""``corpus serve`` (the HTTP API and search page), ``corpus api-key`` (a new key and the line
+that grants it) and ``corpus openapi`` (the API's OpenAPI document)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from corpus_index.cli.app import announce_model_loading, handle_errors, main, settings_of
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port."
+)
+@click.option("--no-trace", is_flag=True, help="Do not store query traces in the registry.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+    help="Server log level.",
+)
+@click.pass_context
+@handle_errors
+def serve(ctx: click.Context, host: str, port: int, no_trace: bool, log_level: str) -> None:
+    """Serve the search API (/v1), /metrics and the search page over HTTP.
+
+    API keys map to principals through the file (or environment variable) that `serve` in
+    corpus.yaml names; `corpus api-key` makes one.
+    """
+    import uvicorn
+
+    from corpus_index.http import create_app
+
+    settings = settings_of(ctx)
+    serve_config = settings.load().serve  # a bad configuration fails here, before the port opens
+    if serve_config.api_keys_file is None and serve_config.api_keys_env is None:
+        click.echo(
+            "warning: corpus.yaml has no `serve: {api_keys_file: ...}` (or api_keys_env): every "
+            "request will be refused (401); make a key with `corpus api-key`",
+            err=True,
+        )
+    announce_model_loading()
+    app = create_app(settings, record_traces=not no_trace)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+
+
+@main.command("api-key")
+@click.option("--tenant", required=True, help="The tenant the key acts for.")
+@click.option("--group", "groups", multiple=True, help="A group of the key (repeatable).")
+@click.option("--name", required=True, help="A name for the key (for revocation and logs).")
+@click.option(
+    "--file",
+    "keys_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append the key's hash to this keys file (default: only print it).",
+)
+@handle_errors
+def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | None) -> None:
+    """Make a new API key: prints the key once (keep it) and the keys-file entry of its hash."""
+    import yaml
+
+    from corpus_index.http.keys import key_hash, new_key, parse_keys
+
+    key = new_key()
+    entry = {"name": name, "sha256": key_hash(key), "tenant": tenant, "groups": list(groups)}
+    if keys_file is not None:
+        doc = yaml.safe_load(keys_file.read_text(encoding="utf-8")) if keys_file.exists() else None
+        doc = doc or {"keys": []}
+        parse_keys(doc, source=str(keys_file))  # refuse to extend a broken file
+        if any(k.get("name") == name for k in doc["keys"]):
+            raise click.UsageError(f"{keys_file} already has a key named {name!r}")
+        doc["keys"].append(entry)
+        keys_file.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        click.echo(f"added key {name!r} for tenant {tenant} to {keys_file}", err=True)
+    else:
+        click.echo(yaml.safe_dump({"keys": [entry]}, sort_keys=False), err=True)
+    click.echo(key)
+
+
+@main.command()
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+@handle_errors
+def openapi(ctx: click.Context, path: Path | None) -> None:
+    """Print (or write to PATH) the HTTP API's OpenAPI document."""
+    from corpus_index.http import create_app
+
+    text = json.dumps(create_app(settings_of(ctx)).openapi(), indent=2, sort_keys=True) + "\n"
+    if path is None:
+        click.echo(text, nl=False)
+    else:
+        path.write_text(text, encoding="utf-8")

@@ -1,0 +1,165 @@
+"""The FastAPI app of ``corpus serve``: the ``/v1`` API, health and readiness, ``/metrics``,
+the search page, and RFC 9457 problem documents for every error."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from corpus_index.config import Settings
+from corpus_index.errors import CorpusError
+from corpus_index.http import models, problems, routes
+from corpus_index.http.problems import FORBIDDEN, NO_ACTIVE, NOT_FOUND, VALIDATION, Problem
+from corpus_index.http.service import Service
+
+log = logging.getLogger("corpus_index.http")
+API_VERSION = "1.0.0"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+_PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    str(status): {"model": models.Problem, "content": {problems.MEDIA_TYPE: {}}}
+    for status in (400, 401, 403, 404, 409, 410, 422, 503)
+}
+
+
+def create_app(settings: Settings, *, record_traces: bool = True) -> FastAPI:
+    """The app over ``settings``' home; the home is opened when the app starts."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.service = Service(settings, record_traces=record_traces)
+        try:
+            yield
+        finally:
+            app.state.service.close()
+
+    app = FastAPI(
+        title="corpus-index",
+        version=API_VERSION,
+        description="Governed search over a corpus-index home. Every request acts as the "
+        "principal (tenant + groups) of its API key.",
+        lifespan=lifespan,
+        responses=_PROBLEM_RESPONSES,
+    )
+    app.include_router(routes.router)
+    app.add_api_route("/v1/health", health, methods=["GET"], tags=["operations"])
+    app.add_api_route("/v1/ready", ready, methods=["GET"], tags=["operations"])
+    app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"])
+    app.add_api_route("/", page, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/search.js", script, methods=["GET"], include_in_schema=False)
+    app.middleware("http")(request_ids)
+    app.add_exception_handler(Problem, _problem_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(CorpusError, _error_handler)
+    app.add_exception_handler(Exception, _error_handler)
+    return app
+
+
+async def request_ids(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Each request gets an id (the caller's ``X-Request-ID`` when sane), echoed in the response."""
+    given = request.headers.get("x-request-id", "")
+    request.state.request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    response = await call_next(request)
+    response.headers["X-Request-ID"] = request.state.request_id
+    return response
+
+
+def health() -> dict[str, str]:
+    """The process is up (no authentication)."""
+    return {"status": "ok"}
+
+
+def ready(request: Request) -> dict[str, Any]:
+    """Every configured namespace has an ACTIVE generation (503 otherwise)."""
+    svc: Service = request.app.state.service
+    active = {
+        ns: (g.id if (g := svc.corpus.registry.active(ns, cached=True)) else None)
+        for ns in svc.corpus.config.namespaces
+    }
+    missing = sorted(ns for ns, g in active.items() if g is None)
+    if missing:
+        raise Problem(
+            NO_ACTIVE,
+            f"namespace(s) {', '.join(missing)} have no ACTIVE generation (run `corpus sync` "
+            "then `corpus promote`)",
+            namespaces=active,
+        )
+    return {"status": "ready", "namespaces": active}
+
+
+def metrics(request: Request) -> Response:
+    """Prometheus metrics."""
+    svc: Service = request.app.state.service
+    return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _asset(name: str) -> str:
+    return (resources.files("corpus_index.http") / "static" / name).read_text(encoding="utf-8")
+
+
+def page() -> HTMLResponse:
+    return HTMLResponse(_asset("index.html"))
+
+
+def script() -> Response:
+    return Response(_asset("search.js"), media_type="text/javascript")
+
+
+def _respond(request: Request, problem: Problem) -> JSONResponse:
+    rid = getattr(request.state, "request_id", "") or uuid.uuid4().hex
+    svc = getattr(request.app.state, "service", None)
+    if svc is not None:
+        svc.metrics.problems.labels(problem.kind.slug, str(problem.kind.status)).inc()
+    return JSONResponse(
+        problem.document(instance=request.url.path, request_id=rid),
+        status_code=problem.kind.status,
+        headers={**problem.headers(), "X-Request-ID": rid},
+        media_type=problems.MEDIA_TYPE,
+    )
+
+
+async def _problem_handler(request: Request, exc: Problem) -> JSONResponse:
+    return _respond(request, exc)
+
+
+async def _validation_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    if any(
+        e.get("type") == "extra_forbidden" and e.get("loc", ())[-1:] == ("tenant",) for e in errors
+    ):
+        return _respond(
+            request,
+            Problem(FORBIDDEN, "the tenant comes from the API key; a request cannot name one"),
+        )
+    parts = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors]
+    invalid = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))} for e in errors
+    ]
+    return _respond(request, Problem(VALIDATION, "; ".join(parts), errors=invalid))
+
+
+async def _http_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == 404:
+        return _respond(request, Problem(NOT_FOUND, f"no route {request.url.path}"))
+    kind = problems.ProblemType("http-" + str(exc.status_code), exc.status_code, str(exc.detail))
+    return _respond(request, Problem(kind, str(exc.detail)))
+
+
+async def _error_handler(request: Request, exc: Exception) -> JSONResponse:
+    problem = problems.from_error(exc)
+    if problem.kind is problems.INTERNAL:
+        log.exception("request %s failed", request.url.path, exc_info=exc)
+    return _respond(request, problem)

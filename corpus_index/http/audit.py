@@ -1,0 +1,111 @@
+"""Re-checks every hit the service returns, independently of the search's own prefilter.
+
+The search already keeps rows a principal may not see out of its candidates (inside the
+engine). This audit reads the returned rows again from the generation by ``chunk_ref`` with no
+eligibility predicate, and judges each one in Python against the principal: a hit of another
+tenant, without a shared ACL group, or of a collection no longer served is *unauthorized*. A hit
+whose source has a tombstone is *deleted*; one whose source version is not the version the
+last scan of its collection recorded is *superseded*. All three are expected to stay 0; the
+service counts them in its metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus_index import predicates
+from corpus_index.eligibility import Principal
+from corpus_index.hits import Hit
+from corpus_index.home import Home
+from corpus_index.registry import Generation
+
+_COLUMNS = ["chunk_ref", "tenant_id", "acl_groups", "collection", "source_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditResult:
+    """How many of the returned hits break each rule."""
+
+    unauthorized: int = 0
+    deleted: int = 0
+    superseded: int = 0
+
+
+class ResultAudit:
+    """Judges returned hits; caches tombstones and scanned versions until their files change."""
+
+    def __init__(self, corpus: Home) -> None:
+        self.corpus = corpus
+        self._lock = threading.Lock()
+        self._tombstones: tuple[tuple[int, ...], frozenset[str]] | None = None
+        self._versions: dict[str, tuple[tuple[int, ...], dict[str, str]]] = {}
+
+    def check(self, hits: Sequence[Hit], principal: Principal, gen: Generation) -> AuditResult:
+        """Count the hits that break a rule (0, 0, 0 when all is well)."""
+        if not hits:
+            return AuditResult()
+        table = self.corpus.store.table(gen)
+        refs = [h.provenance.chunk_ref for h in hits]
+        where = predicates.is_in("chunk_ref", refs)
+        rows = table.search().where(where).select(_COLUMNS).limit(len(refs) * 2).to_list()
+        by_ref = {r["chunk_ref"]: r for r in rows}
+        served = {c.name for c in self.corpus.config.collections_in(gen.spec.namespace)}
+        groups = set(principal.groups)
+        unauthorized = 0
+        for hit in hits:
+            row = by_ref.get(hit.provenance.chunk_ref)
+            if (
+                row is None
+                or row["tenant_id"] != principal.tenant
+                or hit.tenant_id != principal.tenant
+                or not groups.intersection(row["acl_groups"] or ())
+                or row["collection"] not in served
+            ):
+                unauthorized += 1
+        gone = self._deleted()
+        deleted = sum(1 for h in hits if h.source_id in gone)
+        superseded = 0
+        for hit in hits:
+            current = self._scanned_versions(hit.collection).get(hit.source_id)
+            if current is not None and current != hit.provenance.source_version:
+                superseded += 1
+        return AuditResult(unauthorized, deleted, superseded)
+
+    def _deleted(self) -> frozenset[str]:
+        registry = self.corpus.registry
+        state = registry._files_state()
+        with self._lock:
+            if self._tombstones is None or self._tombstones[0] != state:
+                ids = frozenset(t["source_id"] for t in registry.tombstones())
+                self._tombstones = (state, ids)
+            return self._tombstones[1]
+
+    def _scanned_versions(self, collection: str) -> dict[str, str]:
+        path = self.corpus.warehouse.path("source_manifest", collection)
+        state = _stat(path)
+        with self._lock:
+            cached = self._versions.get(collection)
+            if cached is not None and cached[0] == state:
+                return cached[1]
+        table = self.corpus.warehouse.read(
+            "source_manifest", (collection,), columns=["source_id", "source_version", "change"]
+        )
+        versions: dict[str, str] = {}
+        if table is not None:
+            for row in table.to_pylist():
+                if row["change"] != "removed":
+                    versions[row["source_id"]] = row["source_version"]
+        with self._lock:
+            self._versions[collection] = (state, versions)
+        return versions
+
+
+def _stat(path: Path) -> tuple[int, ...]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return ()
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

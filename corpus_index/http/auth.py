@@ -1,0 +1,55 @@
+"""Who is asking: the principal of the request's API key, narrowed to the groups it asks for.
+
+The principal comes from the key only. A request may name a subset of the key's groups (to
+search as less than it may); naming a group the key lacks, or any tenant, is refused (403).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from corpus_index.eligibility import Principal
+from corpus_index.errors import ConfigError
+from corpus_index.http.problems import FORBIDDEN, KEYS_UNAVAILABLE, UNAUTHORIZED, Problem
+
+bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`.")
+
+
+def caller(
+    request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> Principal:
+    """The principal of the request's key (401 when there is none, or it is not accepted)."""
+    if "tenant" in request.query_params:
+        raise Problem(FORBIDDEN, "the tenant comes from the API key; a request cannot name one")
+    if creds is None or not creds.credentials:
+        raise Problem(UNAUTHORIZED, "no API key: send `Authorization: Bearer <key>`")
+    try:
+        found = request.app.state.service.keys.principal(creds.credentials)
+    except ConfigError as exc:
+        raise Problem(KEYS_UNAVAILABLE, str(exc)) from None
+    if found is None:
+        raise Problem(UNAUTHORIZED, "the API key is not valid (unknown or revoked)")
+    name, principal = found
+    request.state.key_name = name
+    return principal  # type: ignore[no-any-return]
+
+
+def narrowed(principal: Principal, groups: Sequence[str] | None) -> Principal:
+    """``principal`` with only ``groups`` (None: all of its groups)."""
+    if groups is None:
+        return principal
+    extra = sorted(set(groups) - set(principal.groups))
+    if extra:
+        raise Problem(
+            FORBIDDEN,
+            f"the API key does not grant group(s) {', '.join(extra)}; a request may only "
+            "narrow the key's groups",
+        )
+    return Principal(principal.tenant, tuple(g for g in principal.groups if g in set(groups)))
+
+
+Caller = Annotated[Principal, Depends(caller)]

@@ -1,0 +1,138 @@
+"""API keys -> principals, from a file (or environment variable) of key hashes.
+
+The file holds no key, only each key's sha256 with the principal it stands for::
+
+    keys:
+      - name: meridian-analyst          # for logs and revocation; never a secret
+        sha256: 9f86d081884c7d65...     # hex sha256 of the key (``corpus api-key`` prints it)
+        tenant: meridian
+        groups: [uw-team]
+
+The file is re-read whenever it changes (size, mtime or inode), checked on every request, so a
+key removed from it stops working with the next request. Keys are random 256-bit tokens, so a
+plain sha256 is not open to guessing; comparison is constant-time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from corpus_index.eligibility import Principal
+from corpus_index.errors import ConfigError
+from corpus_index.serve_config import ServeConfig
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+KEY_PREFIX = "ck_"
+
+
+def new_key() -> str:
+    """A fresh API key: ``ck_`` and 43 URL-safe characters (256 random bits)."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def key_hash(key: str) -> str:
+    """The hex sha256 the keys file records for ``key``."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEntry:
+    """One accepted key: its name, hash and principal."""
+
+    name: str
+    sha256: str
+    principal: Principal
+
+
+def parse_keys(doc: Any, *, source: str) -> list[KeyEntry]:
+    """The entries of a keys document.
+
+    Raises:
+        ConfigError: naming ``source`` and the entry at fault.
+    """
+    if doc is None:
+        return []
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("keys", []), list):
+        raise ConfigError(f"{source}: expected a mapping with a list under 'keys'")
+    entries: list[KeyEntry] = []
+    for i, item in enumerate(doc.get("keys") or []):
+        where = f"{source}: keys[{i}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with name, sha256, tenant, groups")
+        unknown = sorted(set(item) - {"name", "sha256", "tenant", "groups"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+        digest = str(item.get("sha256", "")).lower()
+        if not _HEX64.match(digest):
+            raise ConfigError(f"{where}.sha256: expected 64 hex digits (the key's sha256)")
+        tenant = item.get("tenant")
+        if not isinstance(tenant, str) or not tenant:
+            raise ConfigError(f"{where}.tenant: expected a tenant id")
+        groups = item.get("groups", [])
+        if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+            raise ConfigError(f"{where}.groups: expected a list of group names")
+        entries.append(
+            KeyEntry(
+                name=str(item.get("name") or f"key-{i}"),
+                sha256=digest,
+                principal=Principal(tenant, tuple(groups)),
+            )
+        )
+    return entries
+
+
+class KeyStore:
+    """The accepted keys, re-read from their file when it changes."""
+
+    def __init__(self, serve: ServeConfig, *, environ: Mapping[str, str] | None = None) -> None:
+        self._file = serve.api_keys_file
+        self._lock = threading.Lock()
+        self._state: tuple[int, ...] | None = None
+        self._entries: list[KeyEntry] = []
+        if serve.api_keys_env:
+            env = os.environ if environ is None else environ
+            source = f"environment variable {serve.api_keys_env}"
+            text = env.get(serve.api_keys_env, "")
+            self._entries = parse_keys(_load(text, source), source=source)
+
+    def principal(self, key: str) -> tuple[str, Principal] | None:
+        """The name and principal of ``key``, or None when no entry has its hash."""
+        digest = key_hash(key)
+        found = None
+        for entry in self._current():
+            # compare every entry, so timing says nothing about which hash is near
+            if hmac.compare_digest(entry.sha256, digest):
+                found = (entry.name, entry.principal)
+        return found
+
+    def _current(self) -> list[KeyEntry]:
+        if self._file is None:
+            return self._entries
+        try:
+            st = self._file.stat()
+            state: tuple[int, ...] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            state = ()
+        with self._lock:
+            if state != self._state:
+                text = self._file.read_text(encoding="utf-8") if state else ""
+                self._entries = parse_keys(_load(text, str(self._file)), source=str(self._file))
+                self._state = state
+            return self._entries
+
+
+def _load(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML (or JSON): {exc}") from None

@@ -1,0 +1,111 @@
+"""Request and response bodies of the HTTP API (pydantic), documented in its OpenAPI."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus_index.hits import Provenance
+
+HARD_MAX_QUERY = 100_000  # a sanity bound for the schema; the configured limit is lower
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchRequest(_Strict):
+    """A search as the Python API takes it. The tenant comes from the API key, never from here."""
+
+    query: str = Field(min_length=1, max_length=HARD_MAX_QUERY, description="The query text.")
+    mode: Literal["dense", "lexical", "hybrid"] = "hybrid"
+    k: int = Field(10, ge=1, description="Hits per page (at most the server's max_k).")
+    filters: dict[str, Any] | None = Field(
+        None,
+        description="RFC 0013 CorpusFilter (asset_class, geo{state, metro}, size_units_range, "
+        "date_range) plus `column: value`, `column: [values]` or `column: {op: value}`.",
+    )
+    groups: list[str] | None = Field(
+        None, description="Search as only these of the key's groups (narrowing, never widening)."
+    )
+    generation: str | None = Field(
+        None, description="Search this generation of the namespace instead of the ACTIVE one."
+    )
+    cursor: str | None = Field(
+        None, description="`next_cursor` of the previous page (same query, mode, k, filters)."
+    )
+
+
+class SimilarRequest(_Strict):
+    """Deals most like one deal, found with its own vectors."""
+
+    k: int = Field(5, ge=1)
+    filters: dict[str, Any] | None = None
+    groups: list[str] | None = None
+    generation: str | None = None
+    sections: list[str] | None = None
+
+
+class HitModel(BaseModel):
+    """A hit exactly as ``corpus search --json`` prints it."""
+
+    score: float
+    source_id: str
+    collection: str
+    tenant_id: str
+    section: str
+    excerpt: str
+    provenance: Provenance
+    context: list[dict[str, Any]] | None = None
+
+
+class SearchResponse(BaseModel):
+    namespace: str
+    generation: str = Field(description="The generation that answered (every page: the same).")
+    hits: list[HitModel]
+    next_cursor: str | None = Field(None, description="Pass it back for the next page.")
+    request_id: str
+    trace: dict[str, Any]
+
+
+class SimilarResponse(BaseModel):
+    namespace: str
+    generation: str
+    source_id: str
+    deal_id: str | None
+    sections: list[str]
+    deals: list[dict[str, Any]]
+    request_id: str
+    trace: dict[str, Any]
+
+
+class GenerationModel(BaseModel):
+    id: str
+    namespace: str
+    profile: str
+    status: str
+    backend_spec: str
+    model_revision: str
+    dim: int
+    input_format: str
+    created_at: str
+    activated_at: str | None
+    retired_at: str | None
+
+
+class NamespaceModel(BaseModel):
+    name: str
+    active_generation: str | None
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str
+    retryable: bool
+    request_id: str

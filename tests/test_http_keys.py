@@ -1,0 +1,120 @@
+"""API keys and the ``serve`` configuration, in-process: hashes only, re-read on change, and
+errors that name the file (or variable) and the entry at fault."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from corpus_index.config import parse_config
+from corpus_index.eligibility import Principal
+from corpus_index.errors import ConfigError
+from corpus_index.http.cursor import Cursor, CursorCodec
+from corpus_index.http.keys import KeyStore, key_hash, new_key
+from corpus_index.http.problems import Problem
+from corpus_index.serve_config import ServeConfig, parse_serve
+
+
+def entry(key: str, tenant: str = "alpha", groups: list[str] | None = None) -> dict[str, object]:
+    return {"name": key[-6:], "sha256": key_hash(key), "tenant": tenant, "groups": groups or ["g"]}
+
+
+def test_keys_file_is_reread_when_it_changes(tmp_path: Path) -> None:
+    path = tmp_path / "keys.yaml"
+    one, two = new_key(), new_key()
+    assert one != two and one.startswith("ck_") and len(one) > 40
+    path.write_text(yaml.safe_dump({"keys": [entry(one), entry(two, "beta", ["b1", "b2"])]}))
+    store = KeyStore(ServeConfig(api_keys_file=path))
+    assert store.principal(two) == (two[-6:], Principal("beta", ("b1", "b2")))
+    assert store.principal("ck_wrong") is None
+    assert one not in path.read_text()  # only hashes are stored
+    path.write_text(yaml.safe_dump({"keys": [entry(one)]}))
+    assert store.principal(two) is None and store.principal(one) is not None
+    path.unlink()
+    assert store.principal(one) is None  # no file: no key is accepted
+
+
+def test_keys_from_an_environment_variable() -> None:
+    key = new_key()
+    env = {"CORPUS_API_KEYS": yaml.safe_dump({"keys": [entry(key, "gamma")]})}
+    store = KeyStore(ServeConfig(api_keys_env="CORPUS_API_KEYS"), environ=env)
+    assert store.principal(key) == (key[-6:], Principal("gamma", ("g",)))
+    assert KeyStore(ServeConfig(api_keys_env="UNSET"), environ={}).principal(key) is None
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"keys": [{"sha256": "abc", "tenant": "t"}]}, "keys[0].sha256: expected 64 hex"),
+        ({"keys": [{"sha256": "a" * 64}]}, "keys[0].tenant"),
+        ({"keys": [{"sha256": "a" * 64, "tenant": "t", "groups": "g"}]}, "keys[0].groups"),
+        ({"keys": [{"sha256": "a" * 64, "tenant": "t", "key": "x"}]}, "unknown key(s) key"),
+        (["not", "a", "mapping"], "expected a mapping"),
+    ],
+)
+def test_a_bad_keys_file_is_named_with_its_entry(tmp_path: Path, doc: object, message: str) -> None:
+    path = tmp_path / "keys.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match=r"keys\.yaml") as err:
+        KeyStore(ServeConfig(api_keys_file=path)).principal("ck_x")
+    assert message in str(err.value)
+
+
+def test_serve_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.yaml"
+    serve = parse_serve({"api_keys_file": "keys.yaml", "max_k": 20}, path=path)
+    assert serve.api_keys_file == tmp_path / "keys.yaml" and serve.max_k == 20
+    assert serve.max_query_chars == ServeConfig().max_query_chars
+    bad = [
+        ({"api_keys_file": "a", "api_keys_env": "B"}, "not both"),
+        ({"max_k": 0}, "serve.max_k: expected a positive integer"),
+        ({"api_key": "x"}, "unknown key(s) api_key"),
+        ({"api_keys_env": "NOT A NAME"}, "serve.api_keys_env"),
+        ({"embedding_wait_s": -1}, "serve.embedding_wait_s"),
+    ]
+    for raw, message in bad:
+        with pytest.raises(ConfigError, match="corpus.yaml") as err:
+            parse_serve(raw, path=path)
+        assert message in str(err.value)
+    (tmp_path / "src").mkdir()
+    config = {
+        "collections": {
+            "c": {"kind": "uw_deals", "path": "src", "tenant": "t", "acl_groups": ["g"]}
+        },
+        "profiles": {"p": {"embedder": "hash:v1-8"}},
+        "serve": {"api_keys_env": "CORPUS_API_KEYS"},
+    }
+    assert parse_config(config, path=path).serve.api_keys_env == "CORPUS_API_KEYS"
+    assert parse_config({**config, "serve": None}, path=path).serve == ServeConfig()
+
+
+def test_cursors_are_signed_and_bound_to_their_request() -> None:
+    codec = CursorCodec(os.urandom(32))
+    token = codec.encode(Cursor("deals", "g0001", 10, 50, "fp-1"))
+    assert codec.decode(token, expect="fp-1") == Cursor("deals", "g0001", 10, 50, "fp-1")
+    for bad, expect in [(token, "fp-2"), (token[:-3] + "abc", "fp-1"), ("%%%", "fp-1")]:
+        with pytest.raises(Problem) as err:
+            codec.decode(bad, expect=expect)
+        assert err.value.kind.slug == "bad-cursor"
+    with pytest.raises(Problem):  # another server's secret
+        CursorCodec(os.urandom(32)).decode(token, expect="fp-1")
+
+
+def test_api_key_command_appends_only_the_hash(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    args = ["api-key", "--tenant", "alpha", "--group", "g1", "--name", "analyst", "--file"]
+    first = CliRunner().invoke(main, [*args, str(keys)])
+    assert first.exit_code == 0, first.output
+    key = first.stdout.strip().splitlines()[-1]
+    assert key.startswith("ck_") and key not in keys.read_text()
+    store = KeyStore(ServeConfig(api_keys_file=keys))
+    assert store.principal(key) == ("analyst", Principal("alpha", ("g1",)))
+    again = CliRunner().invoke(main, [*args, str(keys)])
+    assert again.exit_code == 2 and "already has a key named 'analyst'" in again.output

@@ -1,0 +1,125 @@
+"""``corpus serve``'s contract as a whole: its OpenAPI document is current and valid, a
+property-based fuzz run of every operation finds no 5xx, and the search page works in a real
+headless Chromium. One server (hash embedder, two tenants) for the module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+
+from corpus_index.config import Settings
+from corpus_index.http import create_app
+from tests.corpusgen import write_home
+from tests.searchkit import build_home
+from tests.support.browser import browser_page, chromium
+from tests.support.http_server import running_server, serve_config
+
+ROOT = Path(__file__).resolve().parents[1]
+ALPHA, BETA = "ck_page-alpha", "ck_page-beta"
+KEYS = {ALPHA: ("alpha", ["alpha-uw", "alpha-credit"]), BETA: ("beta", ["beta-team"])}
+# per operation: enough to reach every problem path, still fast
+FUZZ_EXAMPLES = {"positive": 10, "negative": 6}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
+    root = tmp_path_factory.mktemp("page")
+    config = serve_config(write_home(root), KEYS)
+    home = Settings(config_path=config, home=root / "home")
+    build_home(home)
+    with running_server(config, home.home, log=root / "server.log") as url:
+        yield url, home
+
+
+def test_openapi_is_checked_in_current_and_valid(server: tuple[str, Settings]) -> None:
+    url, home = server
+    checked_in = json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8"))
+    assert checked_in == create_app(home).openapi(), "run `corpus openapi docs/openapi.json`"
+    served = httpx.get(f"{url}/openapi.json", timeout=30).json()
+    assert served == checked_in
+    schema = schemathesis.openapi.from_dict(served)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
+        "POST /v1/namespaces/{namespace}/search",
+        "GET /v1/ready",
+        "GET /metrics",
+    }
+
+
+@pytest.mark.parametrize("mode", ["positive", "negative"])
+def test_fuzzing_every_operation_finds_no_server_error(
+    server: tuple[str, Settings], mode: str
+) -> None:
+    url, _ = server
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    generation = schemathesis.GenerationMode(mode)
+    auth = {"Authorization": f"Bearer {ALPHA}"}
+    failures: list[str] = []
+    for result in schema.get_all_operations():
+        op = result.ok()
+        params = {"namespace": "deals"} if "{namespace}" in op.path else None
+        strategy = op.as_strategy(generation_mode=generation, path_parameters=params)
+
+        @given(case=strategy)
+        @settings(
+            max_examples=FUZZ_EXAMPLES[mode],
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def call(case: schemathesis.Case) -> None:
+            resp = case.call(base_url=url, headers=auth, timeout=60)
+            if resp.status_code >= 500:
+                failures.append(f"{case.method} {case.path} -> {resp.status_code}: {resp.text}")
+
+        try:
+            call()
+        except Unsatisfiable:
+            assert mode == "negative"  # an operation with no input has no invalid one
+    assert failures == []
+
+
+@pytest.mark.browser
+def test_search_page_in_a_browser(server: tuple[str, Settings]) -> None:
+    url, _ = server
+    with browser_page(chromium()) as page:
+        page.goto(url)
+        page.fill("#api-key", ALPHA)
+        page.fill("#query", "roofs and boilers past their useful life")
+        page.click("button[type=submit]")
+        page.wait_for_selector(".hit")
+        alpha = page.locator(".hit strong").all_inner_texts()
+        assert alpha and all(t.startswith("alpha-deals/") for t in alpha)
+        status = page.inner_text("#status")
+        assert "from generation g0001" in status
+        assert (
+            page.locator("section[data-type=risk_assessment] .prov")
+            .first.inner_text()
+            .startswith("chunk://alpha-deals/")
+        )
+        # another tenant's key, the same query: none of the first tenant's results
+        page.fill("#api-key", BETA)
+        page.click("button[type=submit]")
+        page.wait_for_function("document.querySelector('#status').textContent.includes('hit')")
+        page.wait_for_selector(".hit strong >> text=/^beta-deals/")
+        beta = page.locator(".hit strong").all_inner_texts()
+        assert beta and not any(t.startswith("alpha-deals/") for t in beta)
+        # a bad filter: a readable message, not a stack trace
+        page.fill("#f-json", '{"nosuch": 1}')
+        page.click("button[type=submit]")
+        page.wait_for_selector("#problem:not([hidden])")
+        message = page.inner_text("#problem")
+        assert "The filter is invalid (400)" in message and "nosuch" in message
+        page.fill("#f-json", "{not json")
+        page.click("button[type=submit]")
+        page.wait_for_function(
+            "document.querySelector('#problem').textContent.includes('not valid JSON')"
+        )
