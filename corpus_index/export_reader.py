@@ -153,6 +153,16 @@ def probe_verdict(export: LoadedExport, embedder: Embedder) -> Verdict:
     return Verdict(verdict_of(similarity), round(similarity, 6), same)
 
 
+def verdict_line(export: LoadedExport, embedder: Embedder, verdict: Verdict) -> str:
+    """One line a person reads: the verdict, the probe's cosine and what was checked."""
+    similarity = "n/a" if verdict.similarity is None else f"{verdict.similarity:.4f}"
+    index = export.index
+    return (
+        f"{verdict.verdict}: probe cosine {similarity} ({embedder.backend_spec} against "
+        f"{index['backend_spec']}); {index['count']} rows x {index['dim']}, size and sha256 ok"
+    )
+
+
 def search_blob(
     export: LoadedExport, query: str, *, embedder: Embedder, k: int = 5
 ) -> list[BlobHit]:

@@ -10,7 +10,7 @@ import click
 from corpus_index.cli.app import EXIT_FAILED, announce_model_loading, emit_json, handle_errors, main
 from corpus_index.embedders import make_embedder
 from corpus_index.errors import ExportError
-from corpus_index.export_reader import load_export, probe_verdict, search_blob
+from corpus_index.export_reader import load_export, probe_verdict, search_blob, verdict_line
 
 
 @main.group("export")
@@ -58,12 +58,7 @@ def verify_command(location: str, model: str, query: str, k: int, as_json: bool)
     if as_json:
         emit_json(report)
     else:
-        similarity = "n/a" if verdict.similarity is None else f"{verdict.similarity:.4f}"
-        click.echo(
-            f"{verdict.verdict}: probe cosine {similarity} ({embedder.backend_spec} against "
-            f"{export.index['backend_spec']}); {export.index['count']} rows x "
-            f"{export.index['dim']}, size and sha256 ok"
-        )
+        click.echo(verdict_line(export, embedder, verdict))
         for hit in report.get("hits", []):
             click.echo(
                 f"  {hit['score']:.3f}  {hit['source_id'] or hit['row']}  "
