@@ -329,6 +329,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "public_rows": r.public_rows,
                 "restricted_rows": r.restricted_rows,
                 "removed": ", ".join(r.removed) or "none",
+                "unchanged": r.unchanged,
                 "written": r.written,
                 "folder": dg.MetadataValue.path(r.folder),
             },

@@ -27,6 +27,7 @@ from corpus_index.embedding import vector_matrix
 from corpus_index.export_reader import VERIFIED, cosine
 from corpus_index.flat_blob import CHUNK_FIELDS, INDEX_FILE, export_problems, write_export
 from corpus_index.gates import Gate
+from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.profiles import CENTROIDS_SLUG, restricted_exports
@@ -54,6 +55,7 @@ class ExportsOutcome:
     checks; ``written`` is False when a check failed and the old exports were kept."""
 
     covered: bool
+    unchanged: bool = False
     researchers: int = 0
     public_rows: int = 0
     restricted_rows: int = 0
@@ -85,9 +87,22 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
     spec = home.spec(profile)
     public_root, restricted_root = export_roots(home, profile, collection)
     chunks = _chunks(home, profile, collection, spec.input_format, spec.dim)
+    separate = restricted_exports(home.collection(collection)) == "separate"
+    tiers = {(r["source_id"], r["chunk_index"]): r["tier"] for v in chunks.values() for r in v}
+    identity = [spec.backend_spec, spec.model_revision, spec.input_format, separate, PROBE_TEXT]
+    pins = [
+        [r[k] for k in (*CHUNK_FIELDS, "tier", "input_hash")] for v in chunks.values() for r in v
+    ]
+    digest = sha256_hex(canonical_json([identity, sorted(chunks), pins]))
+    stamp = public_root.with_name(f".{collection}.built.json")
+    unchanged = _unchanged(home, profile, stamp, digest, tiers, [public_root, restricted_root])
+    if unchanged is not None:  # nothing to rebuild: the files were checked as they are
+        out = ExportsOutcome(covered=True, unchanged=True, folder=str(public_root))
+        out.researchers = len(chunks)
+        out.gates = unchanged
+        return out
     probe_vector = home.embedder(profile).embed([PROBE_TEXT])[0]
     probe = {"text": PROBE_TEXT, "vector": [float(x) for x in probe_vector]}
-    separate = restricted_exports(home.collection(collection)) == "separate"
     stage = public_root.with_name(f".{collection}.{uuid.uuid4().hex[:8]}")
     stage_restricted = restricted_root.with_name(stage.name)
     out = ExportsOutcome(covered=True, folder=str(public_root))
@@ -116,7 +131,6 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
             probe=probe,
         )
         out.researchers = len(slugs)
-        tiers = {(r["source_id"], r["chunk_index"]): r["tier"] for v in chunks.values() for r in v}
         out.gates = check_exports(
             [stage, stage_restricted], tiers, home, profile, public_root=stage
         )
@@ -126,6 +140,8 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
             _swap(stage, public_root)
             _swap(stage_restricted, restricted_root)
             out.written = True
+            probe_gate = next(g for g in out.gates if g.name == EXPORT_GATES[2][0])
+            stamp.write_text(json.dumps({"digest": digest, "probe": probe_gate.metadata}))
             if stage_restricted.exists() or restricted_root.exists():
                 out.restricted_folder = str(restricted_root)
     finally:
@@ -152,8 +168,34 @@ def remove_collection(home: Home, collection: str) -> list[str]:
     for tree in (PUBLIC, RESTRICTED):
         for folder in sorted((home.settings.exports / tree).glob(f"*/{collection}")):
             shutil.rmtree(folder)
+            folder.with_name(f".{collection}.built.json").unlink(missing_ok=True)
             removed.append(str(folder))
     return removed
+
+
+def _unchanged(
+    home: Home,
+    profile: str,
+    stamp: Path,
+    digest: str,
+    tiers: dict[tuple[str, int], str],
+    roots: list[Path],
+) -> list[Gate] | None:
+    """The checks of exports built from the same chunks, vectors and model as now (``digest``,
+    recorded in ``stamp`` by the last build that passed): all but the probe's run again on the
+    files as they are; the probe's result is the one recorded (the model is not loaded again).
+    None when they must be rebuilt (changed, never built, or a check fails now)."""
+    try:
+        recorded = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    if recorded.get("digest") != digest or not roots[0].is_dir():
+        return None
+    gates = check_exports(roots, tiers, home, profile, public_root=roots[0], probe=False)
+    if not all(g.passed for g in gates):
+        return None
+    probe = _gate(2, True, **recorded.get("probe", {}), recorded_at_last_build=True)
+    return [probe if g.name == probe.name else g for g in gates]
 
 
 def _chunks(
@@ -188,6 +230,7 @@ def _chunks(
                 "section": block["section"] or None,
                 "char_count": meta["char_count"],
                 "tier": block["tier"],
+                "input_hash": input_hash,
                 "vector": matrix[at[input_hash]],
             }
         )
@@ -241,9 +284,11 @@ def check_exports(
     profile: str,
     *,
     public_root: Path,
+    probe: bool = True,
 ) -> list[Gate]:
     """The blocking checks of EXPORT_GATES over the exports under ``roots``; ``tiers`` maps
-    ``(source_id, chunk_index)`` to the chunk's tier."""
+    ``(source_id, chunk_index)`` to the chunk's tier. Without ``probe`` the probes are not
+    embedded again (their check passes vacuously; the caller replaces it)."""
     spec = home.spec(profile)
     embedder = home.embedder(profile)
     folders = list(index_files(roots))
@@ -256,11 +301,11 @@ def check_exports(
         problems.extend(export_problems(folder))
         index = json.loads((folder / INDEX_FILE).read_text())
         specs.add(index["backend_spec"])
-        probe = index.get("probe")
-        if probe:
-            if probe["text"] not in probes:
-                probes[probe["text"]] = embedder.embed([probe["text"]])[0]
-            cos = cosine(probes[probe["text"]], np.asarray(probe["vector"], np.float32))
+        recorded = index.get("probe")
+        if recorded and probe:
+            if recorded["text"] not in probes:
+                probes[recorded["text"]] = embedder.embed([recorded["text"]])[0]
+            cos = cosine(probes[recorded["text"]], np.asarray(recorded["vector"], np.float32))
             if cos < VERIFIED:
                 weak[str(folder)] = round(cos, 4)
         if folder.is_relative_to(public_root) and index["row_key"] == "chunk_index":

@@ -203,6 +203,18 @@ def test_the_checks_catch_a_broken_blob_a_leak_and_a_wrong_probe(
     }
 
 
+def test_an_unchanged_build_writes_nothing_and_a_touched_one_is_rebuilt(home: Home) -> None:
+    again = steps.flat_exports.run(home, "h", "people")
+    assert again.unchanged and not again.written and all(g.passed for g in again.gates)
+    probe = next(g for g in again.gates if g.name == "probe_verifies_against_own_model")
+    assert probe.metadata["recorded_at_last_build"] is True
+    blob = _folder(home, "cy-tanaka") / "hash-v1-32.bin"
+    blob.write_bytes(blob.read_bytes()[:-4])  # someone truncated a served file
+    rebuilt = steps.flat_exports.run(home, "h", "people")
+    assert rebuilt.written and not rebuilt.unchanged
+    assert len(blob.read_bytes()) == 32 * 4
+
+
 @pytest.fixture
 def http_root(home: Home) -> Iterator[str]:
     """A real HTTP server on loopback over the exports folder, stopped by its PID."""
