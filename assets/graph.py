@@ -8,6 +8,7 @@ from assets.resources import CorpusResource
 from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.eval_report import eval_report
+from corpus_index.flat_exports import EXPORT_GATES
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
 from corpus_index.group_gates import LINKED_GROUP_GATES
 from corpus_index.lifecycle import move_pointer, registry_view
@@ -305,6 +306,39 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
 
     @dg.asset(
         partitions_def=p.profile_collection,
+        group_name="exports",
+        deps=[embeddings],
+        check_specs=_specs("flat_exports", EXPORT_GATES, p.profile_collection),
+        kinds={"json"},
+        automation_condition=AUTOMATION,
+    )
+    @releasing
+    def flat_exports(
+        context: dg.AssetExecutionContext, corpus: CorpusResource
+    ) -> dg.MaterializeResult:
+        """Flat-blob embedding exports per researcher (public and restricted apart) and collection centroids."""
+        profile, collection = _profile_collection(context)
+        r = steps.flat_exports.run(corpus.open_home(), profile, collection)
+        if not r.covered:
+            return dg.MaterializeResult(
+                metadata={"skipped": "no flat exports for this profile and collection"},
+                check_results=_skipped(EXPORT_GATES, "no flat exports here"),
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "researchers": r.researchers,
+                "public_rows": r.public_rows,
+                "restricted_rows": r.restricted_rows,
+                "removed": ", ".join(r.removed) or "none",
+                "unchanged": r.unchanged,
+                "written": r.written,
+                "folder": dg.MetadataValue.path(r.folder),
+            },
+            check_results=_results(r.gates),
+        )
+
+    @dg.asset(
+        partitions_def=p.profile_collection,
         group_name="index",
         deps=[embeddings],
         check_specs=_specs("index_rows", INDEX_ROW_CHECKS, p.profile_collection),
@@ -526,6 +560,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         embedding_inputs,
         embeddings,
         sidecars,
+        flat_exports,
         index_rows,
         index_generation,
         active_generation,

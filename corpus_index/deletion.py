@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_index import byte_audit, identity_store, lance, predicates, purge
+from corpus_index import byte_audit, flat_exports, identity_store, lance, predicates, purge
 from corpus_index.home import Home
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
@@ -222,6 +222,9 @@ def propagate_deletion(
                     table.num_rows - kept.num_rows,
                     "rows",
                 )
+    # 4. flat-blob exports (profiles collections): rebuilt from what remains
+    for location in flat_exports.rebuild(corpus, collection):
+        receipt.removed("exports", location, 1, "rebuilt export trees")
     corpus.registry.clear_stale(sorted(ids))
     receipt.pending = [
         f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
@@ -408,6 +411,9 @@ def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt |
             shutil.rmtree(folder)
             if receipt is not None:
                 receipt.removed("exports", str(folder), 1, "folders")
+    for tree in flat_exports.remove_collection(corpus, collection):
+        if receipt is not None:
+            receipt.removed("exports", tree, 1, "folders")
     if receipt is not None and receipt.path:
         Path(receipt.path).write_text(
             json.dumps(receipt.to_json(), indent=2) + "\n", encoding="utf-8"

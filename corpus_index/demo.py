@@ -9,7 +9,11 @@ import click
 import pyarrow.compute as pc
 
 from corpus_index.config import Settings
+from corpus_index.embedders import make_embedder
+from corpus_index.export_reader import load_export, probe_verdict, verdict_line
+from corpus_index.flat_exports import export_roots
 from corpus_index.home import Home
+from corpus_index.kinds import kind_of
 from corpus_index.search import Principal, Searcher, SearchResult
 
 EXAMPLES = [
@@ -30,6 +34,23 @@ EXAMPLES = [
         "rising property insurance premiums from hurricane exposure",
         Principal("meridian", ("uw-team",)),
         "insurance premium",
+    ),
+]
+
+
+# (title, query, principal, namespace) over the plain documents and the researcher profiles
+TEXT_EXAMPLES = [
+    (
+        "A handbook question, answered by the section that holds it",
+        "how many weeks off do new parents get",
+        Principal("university", ("staff",)),
+        "handbook",
+    ),
+    (
+        "Researchers by what they work on, not by keyword",
+        "who works on plastic pollution",
+        Principal("university", ("staff",)),
+        "researchers",
     ),
 ]
 
@@ -66,3 +87,32 @@ def run_demo(settings: Settings, *, show: Callable[[str, SearchResult], None], k
             f"    -> {len(deals)} deals' risk sections found by meaning; "
             f'the literal phrase "{phrase}" appears in {len(literal)} of this tenant\'s deals'
         )
+
+
+def run_text_demo(
+    settings: Settings, *, show: Callable[[str, SearchResult], None], k: int = 3
+) -> None:
+    """Search the documents and profiles samples, then verify one researcher's flat-blob export
+    as a consumer would (``corpus export verify``)."""
+    corpus = Home(settings)
+    namespaces = {c.namespace for c in corpus.config.collections.values()}
+    searcher = Searcher(corpus)
+    for title, query, principal, namespace in TEXT_EXAMPLES:
+        if namespace not in namespaces or corpus.registry.active(namespace) is None:
+            continue
+        click.echo(f"\n=== {title}")
+        click.echo(f"    as tenant {principal.tenant}, groups {', '.join(principal.groups)}")
+        show(query, searcher.search(query, principal=principal, k=k, namespace=namespace))
+    for name, collection in sorted(corpus.config.collections.items()):
+        if not kind_of(collection).flat_exports:
+            continue
+        for profile in sorted(corpus.config.profiles):
+            public, _ = export_roots(corpus, profile, name)
+            folders = sorted(p / "embeddings" for p in public.glob("*") if p.name != "collection")
+            if not folders:
+                continue
+            export = load_export(str(folders[0]))
+            embedder = make_embedder(export.index["backend_spec"])
+            click.echo(f"\n=== corpus export verify {folders[0]}")
+            click.echo(f"    {verdict_line(export, embedder, probe_verdict(export, embedder))}")
+            return

@@ -149,3 +149,7 @@ class DamagedRegistryError(DamagedStateError):
 
 class IdentityError(PermanentError, ValueError):
     """An identity operation would cross tenants, or names an identity the tenant lacks."""
+
+
+class ExportError(PermanentError, ValueError):
+    """A flat-blob export is malformed, or does not match its index.json."""

@@ -132,10 +132,39 @@ def _default_v2_units(
     return [f"{context}\n{u}" if context else u for u in units]
 
 
+def heading_context(document: dict[str, Any]) -> str:
+    """A chunk's context line: its document's title, then its heading path, joined with
+    `` > `` (a first heading that repeats the title is not repeated)."""
+    title = _norm(str(document.get("title") or ""))
+    path = [_norm(str(h)) for h in document.get("heading_path") or []]
+    if path and title and path[0].casefold() == title.casefold():
+        path = path[1:]
+    return " > ".join(p for p in [title, *path] if p)
+
+
+def _heading_context_v1_units(
+    section: str,
+    content: dict[str, Any],
+    source_type: str,
+    granularity: str,
+    document: dict[str, Any],
+) -> list[str]:
+    """``heading-context-v1``: a text chunk (a block whose metadata has a ``heading_path``: the
+    ``documents`` and ``profiles`` kinds) as its context line (:func:`heading_context`), a
+    newline and its text, whitespace inside each line collapsed; any other block as
+    ``default-v1``."""
+    if "heading_path" not in document or not isinstance(content.get("text"), str):
+        return _default_v1_units(section, content, source_type, granularity, document)
+    text = "\n".join(_norm(line) for line in content["text"].split("\n") if line.strip())
+    context = heading_context(document)
+    return [f"{context}\n{text}" if context else text]
+
+
 FormatFn = Callable[[str, dict[str, Any], str, str, dict[str, Any]], list[str]]
 INPUT_FORMATS: dict[str, FormatFn] = {
     "default-v1": _default_v1_units,
     "default-v2": _default_v2_units,
+    "heading-context-v1": _heading_context_v1_units,
 }
 
 

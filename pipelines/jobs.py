@@ -13,7 +13,7 @@ from corpus_index.deletion import namespace_of, purge_collection
 from corpus_index.lifecycle import RetireChoice, retire
 
 INGEST_ASSETS = ["source_manifest", "parsed_blocks", "linked_groups", "embedding_inputs"]
-EMBED_ASSETS = ["embeddings", "sidecars", "index_rows"]
+EMBED_ASSETS = ["embeddings", "sidecars", "flat_exports", "index_rows"]
 
 
 def generation_field(choices: list[RetireChoice]) -> dg.Field:

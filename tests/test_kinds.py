@@ -53,6 +53,19 @@ def write_messages(root: Path) -> None:
     (root / "notes.txt").write_text("not a stream", encoding="utf-8")
 
 
+def write_documents(root: Path) -> None:
+    (root / "policies").mkdir(parents=True, exist_ok=True)
+    (root / "policies" / "leave.md").write_text("# Leave\n\n## Parental\n\nSixteen weeks.\n")
+    (root / "notes.txt").write_text("Plain notes.\n", encoding="utf-8")
+    (root / "image.png").write_bytes(b"not text")
+
+
+def write_profiles(root: Path) -> None:
+    (root / "ada").mkdir(parents=True, exist_ok=True)
+    (root / "ada" / "expertise.md").write_text("# Expertise\n\nGraph kernels.\n")
+    (root / "ada" / "cv.md").write_text("# CV\n\nPhD 2008.\n")
+
+
 @dataclass(frozen=True)
 class Case:
     kind: str
@@ -116,6 +129,28 @@ CASES = [
             "Mike: yes pumpkin please.",
         ),
     ),
+    Case(
+        kind="documents",
+        write=write_documents,
+        doc_ids=["notes.txt", "policies/leave.md"],
+        listed=True,
+        fingerprinted=["notes.txt", "policies/leave.md"],
+        units={"Leave > Parental": "block", "": "block"},
+        promoted={},
+        capabilities={"sidecars": False, "writable": False, "grouped": False},
+        excerpt=("leave > Parental\nSixteen weeks.", "Leave > Parental", "Sixteen weeks."),
+    ),
+    Case(
+        kind="profiles",
+        write=write_profiles,
+        doc_ids=["ada/cv.md", "ada/expertise.md"],
+        listed=True,
+        fingerprinted=["ada/cv.md", "ada/expertise.md"],
+        units={"Expertise": "block"},
+        promoted={},
+        capabilities={"sidecars": False, "grouped": False, "flat_exports": True},
+        excerpt=("ada expertise\ntext: Graph kernels.", "Expertise", "Graph kernels."),
+    ),
 ]
 IDS = [c.kind for c in CASES]
 
@@ -176,7 +211,9 @@ def test_blocks_carry_the_kind_and_its_default_tier(case: Case, tmp_path: Path) 
         assert blocks
         for b in blocks:
             assert b.kind == case.kind and b.tenant_id == "lab"
-            assert b.tier == kind.default_tier(coll, b.source_type) == "public"
+            # the collection's tier, but where a source type's role restricts it (profiles)
+            role = "restricted" if b.source_type in ("cv", "web", "grant") else "public"
+            assert b.tier == kind.default_tier(coll, b.source_type) == role
 
 
 def test_embeddable_units_follow_the_section_registry(case: Case) -> None:
@@ -278,7 +315,8 @@ def test_unknown_kind_names_the_collection_and_the_kind(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         kind_of(coll)
     assert str(info.value) == (
-        "collections.chat.kind: unknown collection kind 'slack' (known: beir, messages, uw_deals)"
+        "collections.chat.kind: unknown collection kind 'slack' (known: beir, documents, messages, profiles, "
+        "uw_deals)"
     )
 
 
@@ -293,7 +331,7 @@ def test_config_allows_exactly_the_registered_kinds(tmp_path: Path) -> None:
         assert parse_config(config(name), path=tmp_path / "corpus.yaml").collections["c"].kind
     with pytest.raises(
         ConfigError,
-        match=r"collections\.c\.kind: must be one of uw_deals, beir, messages \(got .slack.\)",
+        match=r"collections\.c\.kind: must be one of uw_deals, beir, messages, documents, profiles \(got .slack.\)",
     ):
         parse_config(config("slack"), path=tmp_path / "corpus.yaml")
 

@@ -73,14 +73,17 @@ def golden() -> list[dict[str, Any]]:
 def test_sync_summary_counts_everything(sample_home: dict[str, Any]) -> None:
     first = sample_home["first"]
     assert set(first) >= {"embedded", "cache_hits", "documents", "quarantined", "collections"}
-    # 26 deals, and the messages sample's 168 + 95 records (a record is a document)
-    assert first["documents"] == 26 + 168 + 95 and first["quarantined"] == 0
+    # 26 deals, the messages sample's 168 + 95 records (a record is a document), 44 profile
+    # source files of 13 researchers and 5 handbook documents
+    assert first["documents"] == 26 + 168 + 95 + 44 + 5 and first["quarantined"] == 0
     assert first["embedded"] > 0
     assert set(first["collections"]) == {
         "meridian-deals",
         "harbor-deals",
         "wattle-messages",
         "bluegum-messages",
+        "researchers",
+        "handbook",
     }
     assert first["collections"]["meridian-deals"]["documents"] == 14
     assert first["collections"]["wattle-messages"]["documents"] == 168
@@ -200,9 +203,10 @@ def test_shared_risk_pattern_is_found_across_different_wordings(searcher: Search
 
 def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any]) -> None:
     doc = json.loads(run_cli(sample_home["home"], "generations", "--json").stdout)
-    # one generation per profile: the deals' and the messages'
+    # one generation per profile: the deals', the messages', the researchers', the handbook's
     by_namespace = {g["namespace"]: g for g in doc["generations"]}
-    assert sorted(by_namespace) == ["deals", "messages"] and len(doc["generations"]) == 2
+    assert sorted(by_namespace) == ["deals", "handbook", "messages", "researchers"]
+    assert len(doc["generations"]) == 4
     assert by_namespace["messages"]["status"] == "ACTIVE"
     gen = by_namespace["deals"]
     assert (
@@ -218,3 +222,23 @@ def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any
     )
     assert gen["row_count"] == rows > 0
     assert all(c["passed"] for c in gen["checks"].values())
+
+
+def test_sample_profiles_export_verifies_and_keeps_restricted_files_out(
+    sample_home: dict[str, Any],
+) -> None:
+    flat = sample_home["home"] / "exports" / "flat" / "minilm-researchers" / "researchers"
+    folders = sorted(p / "embeddings" for p in flat.iterdir() if p.name != "collection")
+    assert len(folders) == 13
+    report = json.loads(
+        run_here(sample_home["home"], "export", "verify", str(folders[0]), "--json")
+    )
+    assert report["verdict"] == "verified" and report["backend_spec"] == "st:all-MiniLM-L6-v2"
+    public = {
+        c["source_type"]
+        for f in folders
+        for c in json.loads((f / "st-all-minilm-l6-v2.chunks.json").read_text())
+    }
+    assert public == {"expertise", "paper_summary", "paper_abstract", "soul"}
+    demo = run_here(sample_home["home"], "demo")
+    assert "=== corpus export verify" in demo and "verified: probe cosine" in demo

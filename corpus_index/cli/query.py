@@ -182,9 +182,10 @@ def print_hits(query: str, result: Any) -> None:
 @handle_errors
 def demo(ctx: click.Context) -> None:
     """Print example searches over the bundled sample corpus."""
-    from corpus_index.demo import run_demo
+    from corpus_index.demo import run_demo, run_text_demo
 
     run_demo(settings_of(ctx), show=print_hits)
+    run_text_demo(settings_of(ctx), show=print_hits)
 
 
 # -- RFC 0013 use cases: similar deals, calibration SQL, risk patterns; query traces ----------

@@ -31,7 +31,9 @@ from corpus_index.kinds.base import (
     unreadable,
 )
 from corpus_index.kinds.beir import BEIR
+from corpus_index.kinds.documents import DOCUMENTS
 from corpus_index.kinds.messages import MESSAGES
+from corpus_index.kinds.profiles import PROFILES
 from corpus_index.kinds.uw_deals import UW_DEALS
 from corpus_index.linked.groups import GROUP_TYPES
 from corpus_index.records import Block, SourceDoc
@@ -69,6 +71,8 @@ KINDS: dict[str, CollectionKind] = {
     UW_DEALS.name: UW_DEALS,
     BEIR.name: BEIR,
     MESSAGES.name: MESSAGES,
+    DOCUMENTS.name: DOCUMENTS,
+    PROFILES.name: PROFILES,
 }
 
 

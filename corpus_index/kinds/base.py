@@ -67,7 +67,10 @@ class CollectionKind(Protocol):
         grouping reads: ``author``, ``recipients``, ``channel``, ``timestamp`` (ISO 8601 with
         offset) and ``location``; the grouping itself (conversations, Q&A pairs, incident and
         daily contexts) is a step of its own that reads those units, and its groups are rows
-        of ``kind: group`` beside them.
+        of ``kind: group`` beside them. ``flat_exports``: each profile × collection gets the
+        seed's flat-blob exports per researcher (``<slug>/embeddings/``) and collection
+        centroids; its blocks' ``metadata`` carry ``slug``, ``source_type``, ``chunk_index``
+        and ``char_count`` (the ``profiles`` kind).
     """
 
     # read-only members, so a kind may declare them as plain class attributes
@@ -85,6 +88,9 @@ class CollectionKind(Protocol):
 
     @property
     def grouped(self) -> bool: ...
+
+    @property
+    def flat_exports(self) -> bool: ...
 
     @property
     def promoted_columns(self) -> tuple[tuple[str, pa.DataType], ...]: ...
@@ -122,6 +128,7 @@ class KindDefaults:
     sidecars = False
     writable = False
     grouped = False
+    flat_exports = False
     promoted_columns: tuple[tuple[str, pa.DataType], ...] = ()
 
     def default_tier(self, collection: CollectionConfig, source_type: str) -> str:

@@ -8,6 +8,7 @@ outcome record (counts, check outcomes) for the caller to report. The Dagster as
 from corpus_index.steps import (
     embedding_inputs,
     embeddings,
+    flat_exports,
     index_generation,
     index_rows,
     linked_groups,
@@ -19,6 +20,7 @@ from corpus_index.steps import (
 __all__ = [
     "embedding_inputs",
     "embeddings",
+    "flat_exports",
     "index_generation",
     "index_rows",
     "linked_groups",

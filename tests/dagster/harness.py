@@ -48,7 +48,7 @@ class Graph:
 
     def embed(self, profile: str, collection: str) -> dg.ExecuteInProcessResult:
         key = dg.MultiPartitionKey({"profile": profile, "collection": collection})
-        return self.materialize(["embeddings", "sidecars", "index_rows"], key)
+        return self.materialize(["embeddings", "sidecars", "flat_exports", "index_rows"], key)
 
     def generation(self, profile: str) -> dg.ExecuteInProcessResult:
         return self.materialize(["index_generation"], profile)

@@ -20,6 +20,7 @@ EXPECTED_ASSETS = {
     "embedding_inputs",
     "embeddings",
     "sidecars",
+    "flat_exports",
     "index_rows",
     "index_generation",
     "active_generation",
@@ -50,6 +51,10 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         ("linked_groups", "groups_stay_within_one_tenant"),
         ("linked_groups", "group_acl_within_members"),
         ("index_rows", "group_rows_have_groups"),
+        ("flat_exports", "exports_match_their_index"),
+        ("flat_exports", "no_restricted_chunk_in_public_blob"),
+        ("flat_exports", "probe_verifies_against_own_model"),
+        ("flat_exports", "exports_share_generation_backend_spec"),
     ]:
         assert expected in checks
     for job in [
@@ -75,7 +80,7 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
     assert {s.name for s in defs.schedules or []} == {"compaction_schedule", "reprocess_schedule"}
     assert {s.default_status for s in defs.schedules or []} == {dg.DefaultScheduleStatus.RUNNING}
     # source changes flow downstream by declarative automation; promotion never does
-    for name in ("embeddings", "sidecars", "index_rows", "index_generation"):
+    for name in ("embeddings", "sidecars", "flat_exports", "index_rows", "index_generation"):
         assert defs.resolve_assets_def(name).automation_conditions_by_key
         assert all(defs.resolve_assets_def(name).automation_conditions_by_key.values())
     assert not any(

@@ -88,6 +88,10 @@ def test_a_new_kind_syncs_end_to_end(tmp_path: Path, notes_kind: Notes) -> None:
     assert metadata(r, "embedding_inputs")["inputs"] == 3
     r = g.embed("hash", "notes")
     assert r.success and all(check_outcomes(r).values())
+    # a kind without flat exports: the asset is skipped and says so, its checks with it
+    assert (
+        metadata(r, "flat_exports")["skipped"] == "no flat exports for this profile and collection"
+    )
     r = g.generation("hash")
     assert r.success and metadata(r, "index_generation")["rows"] == 3
 

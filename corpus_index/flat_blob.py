@@ -1,0 +1,197 @@
+"""The flat-blob embedding index of the researcher-profiles seed ("Embeddings" §3-§5).
+
+An export is a folder ``embeddings/`` holding ``index.json``, a raw blob (headerless, row-major,
+little-endian IEEE 754 float32, exactly ``count * dim * 4`` bytes) named by the slug of its
+``backend_spec``, and, for per-profile chunks, a ``.chunks.json`` beside the blob with one entry
+per row (``source_type``, ``source_id``, ``chunk_index``, ``section``, ``char_count``; never the
+text). This module writes exports and checks one against its own files; the consumer side (fetch,
+verify, search) is :mod:`corpus_index.export_reader`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from corpus_index.errors import ExportError
+
+INDEX_FILE = "index.json"
+INDEX_FIELDS = (
+    "backend_spec",
+    "file",
+    "dtype",
+    "byte_order",
+    "dim",
+    "count",
+    "layout",
+    "normalized",
+    "metric",
+    "row_key",
+    "rows",
+    "sha256",
+    "probe",
+)
+CHUNK_FIELDS = ("source_type", "source_id", "chunk_index", "section", "char_count")
+LITTLE_F32 = np.dtype("<f4")
+
+
+def blob_name(backend_spec: str) -> str:
+    """The blob's file name (§3): the backend_spec lowercased, ``:`` and ``/`` replaced by
+    ``-``, with ``.bin``."""
+    return backend_spec.lower().replace(":", "-").replace("/", "-") + ".bin"
+
+
+def chunks_name(blob_file: str) -> str:
+    """The chunks file beside a blob (§5): its path with ``.bin`` replaced by ``.chunks.json``."""
+    return blob_file.removesuffix(".bin") + ".chunks.json"
+
+
+def write_export(
+    folder: Path,
+    *,
+    backend_spec: str,
+    vectors: npt.NDArray[np.floating[Any]],
+    rows: Sequence[int | str],
+    row_key: str,
+    normalized: bool,
+    probe: dict[str, Any] | None,
+    chunks: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Write one export into ``folder`` (created): the blob, the chunks file when ``chunks`` is
+    given, and ``index.json`` last. Returns the index.
+
+    Raises:
+        ExportError: rows, chunks and vectors disagree in number.
+    """
+    matrix = np.ascontiguousarray(vectors, dtype=LITTLE_F32)
+    if matrix.ndim != 2 or matrix.shape[0] != len(rows):
+        raise ExportError(f"{folder}: {len(rows)} rows for a {matrix.shape} vector matrix")
+    if chunks is not None and len(chunks) != len(rows):
+        raise ExportError(f"{folder}: {len(chunks)} chunk entries for {len(rows)} rows")
+    folder.mkdir(parents=True, exist_ok=True)
+    blob = matrix.tobytes(order="C")
+    file = blob_name(backend_spec)
+    _write(folder / file, blob)
+    if chunks is not None:
+        entries = [{k: c[k] for k in CHUNK_FIELDS} for c in chunks]
+        _write(folder / chunks_name(file), json.dumps(entries, indent=1).encode())
+    index: dict[str, Any] = {
+        "backend_spec": backend_spec,
+        "file": file,
+        "dtype": "float32",
+        "byte_order": "little",
+        "dim": int(matrix.shape[1]),
+        "count": int(matrix.shape[0]),
+        "layout": "row_major",
+        "normalized": normalized,
+        "metric": "cosine",
+        "row_key": row_key,
+        "rows": list(rows),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+    }
+    if probe is not None:
+        index["probe"] = probe
+    _write(folder / INDEX_FILE, json.dumps(index, indent=1).encode())
+    return index
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def parse_index(data: bytes, *, where: str) -> dict[str, Any]:
+    """``index.json`` read and checked for the fields and types of §3.
+
+    Raises:
+        ExportError: not JSON, or a field missing or of the wrong type (named, with ``where``).
+    """
+    try:
+        index = json.loads(data)
+    except ValueError as exc:
+        raise ExportError(f"{where}: index.json is not JSON: {exc}") from None
+    if not isinstance(index, dict):
+        raise ExportError(f"{where}: index.json must be an object")
+    types: dict[str, type | tuple[type, ...]] = {
+        "backend_spec": str,
+        "file": str,
+        "dim": int,
+        "count": int,
+        "normalized": bool,
+        "row_key": str,
+        "rows": list,
+        "sha256": str,
+    }
+    for name, type_ in types.items():
+        if not isinstance(index.get(name), type_):
+            raise ExportError(f"{where}: index.json field {name!r} is missing or not {type_}")
+    fixed = {"dtype": "float32", "byte_order": "little", "layout": "row_major", "metric": "cosine"}
+    for name, value in fixed.items():
+        if index.get(name) != value:
+            raise ExportError(
+                f"{where}: index.json {name!r} is {index.get(name)!r}; this reader knows {value!r}"
+            )
+    if "/" in index["file"].replace("\\", "/") or index["file"] in ("", ".", ".."):
+        raise ExportError(f"{where}: index.json 'file' must name a file beside it")
+    probe = index.get("probe")
+    if probe is not None and not (
+        isinstance(probe, dict)
+        and isinstance(probe.get("text"), str)
+        and isinstance(probe.get("vector"), list)
+        and len(probe["vector"]) == index["dim"]
+    ):
+        raise ExportError(f"{where}: index.json 'probe' must be {{text, vector}} of dim floats")
+    return index
+
+
+def blob_problems(index: dict[str, Any], blob: bytes) -> list[str]:
+    """What is wrong with ``blob`` for ``index``: its length and sha256 (empty when none)."""
+    problems = []
+    expected = index["count"] * index["dim"] * 4
+    if len(blob) != expected:
+        problems.append(
+            f"blob is {len(blob)} bytes, index.json says count*dim*4 = {expected} bytes"
+        )
+    digest = hashlib.sha256(blob).hexdigest()
+    if digest != index["sha256"]:
+        problems.append(f"blob sha256 is {digest}, index.json says {index['sha256']}")
+    if len(index["rows"]) != index["count"]:
+        problems.append(f"index.json lists {len(index['rows'])} rows for count {index['count']}")
+    return problems
+
+
+def decode_blob(index: dict[str, Any], blob: bytes) -> npt.NDArray[np.float32]:
+    """The blob as a ``(count, dim)`` float32 matrix in native byte order."""
+    matrix = np.frombuffer(blob, dtype=LITTLE_F32).reshape(index["count"], index["dim"])
+    return matrix.astype(np.float32)
+
+
+def export_problems(folder: Path) -> list[str]:
+    """An export checked against its own files: index.json's fields, the blob's length and
+    sha256, the rows and (when the row key is ``chunk_index``) the chunks file's entries."""
+    where = str(folder / INDEX_FILE)
+    try:
+        index = parse_index((folder / INDEX_FILE).read_bytes(), where=where)
+        blob = (folder / index["file"]).read_bytes()
+    except (OSError, ExportError) as exc:
+        return [str(exc)]
+    problems = [f"{where}: {p}" for p in blob_problems(index, blob)]
+    if index["row_key"] == "chunk_index":
+        path = folder / chunks_name(index["file"])
+        try:
+            chunks = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            return [*problems, f"{path}: cannot be read: {exc}"]
+        if len(chunks) != index["count"]:
+            problems.append(f"{path}: {len(chunks)} entries for count {index['count']}")
+        elif [c.get("chunk_index") for c in chunks] != index["rows"]:
+            problems.append(f"{path}: chunk indexes differ from index.json's rows")
+    return problems

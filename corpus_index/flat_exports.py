@@ -1,0 +1,330 @@
+"""Flat-blob exports of a ``profiles`` collection under one embedding profile (seed
+"Embeddings"): per researcher ``<slug>/embeddings/`` with only its public chunks, the restricted
+chunks in a separate tree (or nowhere, ``processing.exports.restricted: off``), and collection
+centroids ``collection/embeddings/`` over every chunk.
+
+The trees are rebuilt whole from the current inputs and vectors into a staging folder, checked
+there, and swapped in only when every check passes: a removed chunk or researcher leaves every
+blob, chunks file and centroid at the next build, and a failed build leaves the last good
+exports in place.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow.compute as pc
+
+from corpus_index.embedding import vector_matrix
+from corpus_index.export_reader import VERIFIED, cosine
+from corpus_index.flat_blob import CHUNK_FIELDS, INDEX_FILE, export_problems, write_export
+from corpus_index.gates import Gate
+from corpus_index.hashing import canonical_json, sha256_hex
+from corpus_index.home import Home
+from corpus_index.kinds import kind_of
+from corpus_index.kinds.profiles import CENTROIDS_SLUG, restricted_exports
+
+PROBE_TEXT = "A researcher who studies how machine learning models represent language."
+PUBLIC, RESTRICTED = "flat", "flat-restricted"
+EXPORT_GATES = [
+    (
+        "exports_match_their_index",
+        "Every blob is count*dim*4 bytes with the sha256 its index.json records, and its rows "
+        "and chunks file have count entries.",
+    ),
+    ("no_restricted_chunk_in_public_blob", "No public export holds a restricted chunk."),
+    (
+        "probe_verifies_against_own_model",
+        "Every probe embedded again with the profile's own model has cosine >= 0.99.",
+    ),
+    ("exports_share_generation_backend_spec", "Every export's backend_spec is the generation's."),
+]
+
+
+@dataclass(slots=True)
+class ExportsOutcome:
+    """What one build wrote (into ``folder``, and ``restricted_folder`` when any), and its
+    checks; ``written`` is False when a check failed and the old exports were kept."""
+
+    covered: bool
+    unchanged: bool = False
+    researchers: int = 0
+    public_rows: int = 0
+    restricted_rows: int = 0
+    removed: list[str] = field(default_factory=list)
+    folder: str = ""
+    restricted_folder: str = ""
+    gates: list[Gate] = field(default_factory=list)
+    written: bool = False
+
+
+def export_roots(home: Home, profile: str, collection: str) -> tuple[Path, Path]:
+    """The public tree and the restricted one (never below the public one)."""
+    exports = home.settings.exports
+    return exports / PUBLIC / profile / collection, exports / RESTRICTED / profile / collection
+
+
+def covers(home: Home, profile: str, collection: str) -> bool:
+    """Whether ``profile`` embeds ``collection`` and its kind has flat exports."""
+    return (
+        home.config.profile_covers(profile, collection)
+        and kind_of(home.collection(collection)).flat_exports
+    )
+
+
+def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
+    """Rebuild the exports of one profile × collection (see the module docstring)."""
+    if not covers(home, profile, collection):
+        return ExportsOutcome(covered=False)
+    spec = home.spec(profile)
+    public_root, restricted_root = export_roots(home, profile, collection)
+    chunks = _chunks(home, profile, collection, spec.input_format, spec.dim)
+    separate = restricted_exports(home.collection(collection)) == "separate"
+    tiers = {(r["source_id"], r["chunk_index"]): r["tier"] for v in chunks.values() for r in v}
+    identity = [spec.backend_spec, spec.model_revision, spec.input_format, separate, PROBE_TEXT]
+    pins = [
+        [r[k] for k in (*CHUNK_FIELDS, "tier", "input_hash")] for v in chunks.values() for r in v
+    ]
+    digest = sha256_hex(canonical_json([identity, sorted(chunks), pins]))
+    stamp = public_root.with_name(f".{collection}.built.json")
+    unchanged = _unchanged(home, profile, stamp, digest, tiers, [public_root, restricted_root])
+    if unchanged is not None:  # nothing to rebuild: the files were checked as they are
+        out = ExportsOutcome(covered=True, unchanged=True, folder=str(public_root))
+        out.researchers = len(chunks)
+        out.gates = unchanged
+        return out
+    probe_vector = home.embedder(profile).embed([PROBE_TEXT])[0]
+    probe = {"text": PROBE_TEXT, "vector": [float(x) for x in probe_vector]}
+    stage = public_root.with_name(f".{collection}.{uuid.uuid4().hex[:8]}")
+    stage_restricted = restricted_root.with_name(stage.name)
+    out = ExportsOutcome(covered=True, folder=str(public_root))
+    try:
+        slugs = sorted(chunks)
+        centroids = []
+        for slug in slugs:
+            rows = chunks[slug]
+            public = [r for r in rows if r["tier"] == "public"]
+            restricted = [r for r in rows if r["tier"] != "public"]
+            _write_chunks(stage / slug / "embeddings", spec.backend_spec, public, probe)
+            if separate and restricted:
+                folder = stage_restricted / slug / "embeddings"
+                _write_chunks(folder, spec.backend_spec, restricted, probe)
+            out.public_rows += len(public)
+            out.restricted_rows += len(restricted)
+            mean = np.mean([r["vector"] for r in rows], axis=0)
+            centroids.append(mean / (np.linalg.norm(mean) or 1.0))
+        write_export(
+            stage / CENTROIDS_SLUG / "embeddings",
+            backend_spec=spec.backend_spec,
+            vectors=np.array(centroids, dtype=np.float32).reshape(len(slugs), spec.dim),
+            rows=slugs,
+            row_key="slug",
+            normalized=True,
+            probe=probe,
+        )
+        out.researchers = len(slugs)
+        out.gates = check_exports(
+            [stage, stage_restricted], tiers, home, profile, public_root=stage
+        )
+        if all(g.passed for g in out.gates):
+            old = _slugs(public_root) | _slugs(restricted_root)
+            out.removed = sorted(old - set(slugs) - {CENTROIDS_SLUG})
+            _swap(stage, public_root)
+            _swap(stage_restricted, restricted_root)
+            out.written = True
+            probe_gate = next(g for g in out.gates if g.name == EXPORT_GATES[2][0])
+            stamp.write_text(json.dumps({"digest": digest, "probe": probe_gate.metadata}))
+            if stage_restricted.exists() or restricted_root.exists():
+                out.restricted_folder = str(restricted_root)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(stage_restricted, ignore_errors=True)
+    return out
+
+
+def rebuild(home: Home, collection: str) -> list[str]:
+    """Rebuild the exports of every profile that has them for ``collection`` (after a
+    deletion); returns the public trees rebuilt."""
+    rebuilt = []
+    for profile in sorted(home.config.profiles):
+        public_root, _ = export_roots(home, profile, collection)
+        if public_root.is_dir() and covers(home, profile, collection):
+            build(home, profile, collection)
+            rebuilt.append(str(public_root))
+    return rebuilt
+
+
+def remove_collection(home: Home, collection: str) -> list[str]:
+    """Remove every export tree of ``collection`` (a collection gone from the config)."""
+    removed = []
+    for tree in (PUBLIC, RESTRICTED):
+        for folder in sorted((home.settings.exports / tree).glob(f"*/{collection}")):
+            shutil.rmtree(folder)
+            folder.with_name(f".{collection}.built.json").unlink(missing_ok=True)
+            removed.append(str(folder))
+    return removed
+
+
+def _unchanged(
+    home: Home,
+    profile: str,
+    stamp: Path,
+    digest: str,
+    tiers: dict[tuple[str, int], str],
+    roots: list[Path],
+) -> list[Gate] | None:
+    """The checks of exports built from the same chunks, vectors and model as now (``digest``,
+    recorded in ``stamp`` by the last build that passed): all but the probe's run again on the
+    files as they are; the probe's result is the one recorded (the model is not loaded again).
+    None when they must be rebuilt (changed, never built, or a check fails now)."""
+    try:
+        recorded = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    if recorded.get("digest") != digest or not roots[0].is_dir():
+        return None
+    gates = check_exports(roots, tiers, home, profile, public_root=roots[0], probe=False)
+    if not all(g.passed for g in gates):
+        return None
+    probe = _gate(2, True, **recorded.get("probe", {}), recorded_at_last_build=True)
+    return [probe if g.name == probe.name else g for g in gates]
+
+
+def _chunks(
+    home: Home, profile: str, collection: str, input_format: str, dim: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Every embedded chunk of the collection by slug, in (source, chunk_index) order, with its
+    tier, chunks-file fields and vector."""
+    inputs = home.read(
+        "embedding_inputs", (collection,), columns=["chunk_ref", "input_format", "input_hash"]
+    )
+    inputs = inputs.filter(pc.equal(inputs["input_format"], input_format))
+    blocks = home.read(
+        "parsed_blocks",
+        (collection,),
+        columns=["chunk_ref", "source_id", "tier", "section", "metadata"],
+    )
+    by_ref = {r["chunk_ref"]: r for r in blocks.to_pylist()}
+    vectors = home.keyed("embeddings", (profile, collection)).lookup(inputs["input_hash"])
+    matrix = vector_matrix(vectors, dim)
+    at = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for ref, input_hash in zip(
+        inputs["chunk_ref"].to_pylist(), inputs["input_hash"].to_pylist(), strict=True
+    ):
+        block = by_ref[ref]
+        meta = json.loads(block["metadata"] or "{}")
+        out.setdefault(meta["slug"], []).append(
+            {
+                "source_type": meta["source_type"],
+                "source_id": block["source_id"],
+                "chunk_index": meta["chunk_index"],
+                "section": block["section"] or None,
+                "char_count": meta["char_count"],
+                "tier": block["tier"],
+                "input_hash": input_hash,
+                "vector": matrix[at[input_hash]],
+            }
+        )
+    for rows in out.values():
+        rows.sort(key=lambda r: (r["source_id"], r["chunk_index"]))
+    return out
+
+
+def _write_chunks(
+    folder: Path, backend_spec: str, rows: list[dict[str, Any]], probe: dict[str, Any]
+) -> None:
+    dim = len(probe["vector"])
+    write_export(
+        folder,
+        backend_spec=backend_spec,
+        vectors=np.array([r["vector"] for r in rows], dtype=np.float32).reshape(len(rows), dim),
+        rows=[r["chunk_index"] for r in rows],
+        row_key="chunk_index",
+        normalized=False,
+        probe=probe,
+        chunks=[{k: r[k] for k in CHUNK_FIELDS} for r in rows],
+    )
+
+
+def _slugs(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+
+def _swap(stage: Path, target: Path) -> None:
+    """Put ``stage`` where ``target`` is (the old tree removed); no stage removes the target."""
+    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+    if target.exists():
+        target.rename(old)
+    if stage.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stage.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def index_files(roots: list[Path]) -> Iterator[Path]:
+    """Every export folder (one holding index.json) under ``roots``."""
+    for root in roots:
+        if root.is_dir():
+            yield from sorted(p.parent for p in root.rglob(INDEX_FILE))
+
+
+def check_exports(
+    roots: list[Path],
+    tiers: dict[tuple[str, int], str],
+    home: Home,
+    profile: str,
+    *,
+    public_root: Path,
+    probe: bool = True,
+) -> list[Gate]:
+    """The blocking checks of EXPORT_GATES over the exports under ``roots``; ``tiers`` maps
+    ``(source_id, chunk_index)`` to the chunk's tier. Without ``probe`` the probes are not
+    embedded again (their check passes vacuously; the caller replaces it)."""
+    spec = home.spec(profile)
+    embedder = home.embedder(profile)
+    folders = list(index_files(roots))
+    problems: list[str] = []
+    leaked: list[str] = []
+    weak: dict[str, float] = {}
+    specs: set[str] = set()
+    probes: dict[str, npt.NDArray[np.float32]] = {}
+    for folder in folders:
+        problems.extend(export_problems(folder))
+        index = json.loads((folder / INDEX_FILE).read_text())
+        specs.add(index["backend_spec"])
+        recorded = index.get("probe")
+        if recorded and probe:
+            if recorded["text"] not in probes:
+                probes[recorded["text"]] = embedder.embed([recorded["text"]])[0]
+            cos = cosine(probes[recorded["text"]], np.asarray(recorded["vector"], np.float32))
+            if cos < VERIFIED:
+                weak[str(folder)] = round(cos, 4)
+        if folder.is_relative_to(public_root) and index["row_key"] == "chunk_index":
+            chunks = json.loads(
+                (folder / index["file"].replace(".bin", ".chunks.json")).read_text()
+            )
+            leaked.extend(
+                f"{c['source_id']}#{c['chunk_index']}"
+                for c in chunks
+                if tiers.get((c["source_id"], c["chunk_index"])) != "public"
+            )
+    return [
+        _gate(0, not problems, exports=len(folders), problems=problems[:5] or None),
+        _gate(1, not leaked, restricted_in_public=leaked[:5] or None, count=len(leaked)),
+        _gate(2, not weak, below_threshold=weak or None, threshold=VERIFIED),
+        _gate(3, specs <= {spec.backend_spec}, backend_spec=spec.backend_spec, found=sorted(specs)),
+    ]
+
+
+def _gate(n: int, passed: bool, **metadata: Any) -> Gate:
+    name, description = EXPORT_GATES[n]
+    return Gate(name, passed, description, {k: v for k, v in metadata.items() if v is not None})

@@ -1,0 +1,302 @@
+"""Flat-blob exports of a profiles collection (seed "Embeddings"): the blob format byte for byte,
+the tier rule, centroids, the blocking checks, HTTP reading, and deletion reaching every export.
+One home, synced once with the hash embedder, serves the file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from corpus_index import steps
+from corpus_index.cli import main
+from corpus_index.compaction import compact
+from corpus_index.config import Settings
+from corpus_index.deletion import audit_deletion
+from corpus_index.embedders import make_embedder
+from corpus_index.errors import ExportError
+from corpus_index.export_reader import load_export, search_blob
+from corpus_index.flat_exports import check_exports
+from corpus_index.home import Home
+
+SPEC = "hash:v1-32"
+PEOPLE = {
+    "ada-okafor": {
+        "expertise.md": "# Ada Okafor\n\nGraph kernels for molecules.\n\n## Methods\n\nSpectral.\n",
+        "cv.md": "# CV\n\nPhD Lagos 2008. Postdoc Zurich.\n",
+        "grant--nsf.md": "Three-year award for kernel learning.\n",
+    },
+    "bo-lindqvist": {
+        "paper_summary--tides.md": "# Tides\n\nTidal mixing drives coastal upwelling.\n",
+        "web.md": "Lab homepage: join us.\n",
+    },
+    "cy-tanaka": {"soul.txt": "I study soil microbes because soil is alive.\n"},
+}
+
+
+def _write(root: Path, people: dict[str, dict[str, str]]) -> Settings:
+    for slug, files in people.items():
+        (root / "people" / slug).mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (root / "people" / slug / name).write_text(text)
+    coll = {"kind": "profiles", "tenant": "lab", "acl_groups": ["lab"], "tier": "public"}
+    config = {
+        "collections": {
+            "people": {**coll, "path": "people", "namespace": "people"},
+            # the same folder, its restricted chunks exported nowhere
+            "people-public": {
+                **coll,
+                "path": "people",
+                "namespace": "people",
+                "processing": {"exports": {"restricted": "off"}},
+            },
+        },
+        "profiles": {
+            "h": {"embedder": SPEC, "namespace": "people", "input_format": "heading-context-v1"}
+        },
+        "namespaces": {"people": {"eval_gate": "off"}},
+    }
+    (root / "corpus.yaml").write_text(yaml.safe_dump(config))
+    return Settings(config_path=root / "corpus.yaml", home=root / "home")
+
+
+def _sync(home: Home, collection: str) -> None:
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(home, collection)
+    steps.embeddings.run(home, "h", collection, run_id="test")
+    assert steps.flat_exports.run(home, "h", collection).written
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Home:
+    corpus = Home(_write(tmp_path_factory.mktemp("exports"), PEOPLE))
+    for collection in ("people", "people-public"):
+        _sync(corpus, collection)
+    return corpus
+
+
+def _folder(home: Home, slug: str, tree: str = "flat", collection: str = "people") -> Path:
+    return home.settings.exports / tree / "h" / collection / slug / "embeddings"
+
+
+def _read_blob_per_seed(folder: Path) -> tuple[dict[str, object], list[tuple[float, ...]]]:
+    """A reader written from seed §3-§4 alone: raw little-endian float32, row-major, no header."""
+    index = json.loads((folder / "index.json").read_text())
+    blob = (folder / str(index["file"])).read_bytes()
+    count, dim = int(index["count"]), int(index["dim"])  # type: ignore[call-overload]
+    assert len(blob) == count * dim * 4
+    assert hashlib.sha256(blob).hexdigest() == index["sha256"]
+    values = struct.unpack(f"<{count * dim}f", blob)
+    return index, [values[i * dim : (i + 1) * dim] for i in range(count)]
+
+
+def test_the_blob_is_headerless_little_endian_float32_byte_for_byte(home: Home) -> None:
+    folder = _folder(home, "ada-okafor")
+    index, rows = _read_blob_per_seed(folder)
+    assert set(index) == {
+        "backend_spec", "file", "dtype", "byte_order", "dim", "count", "layout", "normalized",
+        "metric", "row_key", "rows", "sha256", "probe",
+    }  # fmt: skip
+    assert index["file"] == "hash-v1-32.bin" and index["backend_spec"] == SPEC
+    assert (index["dtype"], index["byte_order"], index["layout"]) == (
+        "float32",
+        "little",
+        "row_major",
+    )
+    assert (index["normalized"], index["metric"], index["row_key"]) == (
+        False,
+        "cosine",
+        "chunk_index",
+    )
+    chunks = json.loads((folder / "hash-v1-32.chunks.json").read_text())
+    assert [set(c) for c in chunks] == [
+        {"source_type", "source_id", "chunk_index", "section", "char_count"}
+    ] * len(chunks)
+    assert [(c["source_id"], c["chunk_index"], c["section"]) for c in chunks] == [
+        ("people/ada-okafor/expertise.md", 0, "Ada Okafor"),
+        ("people/ada-okafor/expertise.md", 1, "Ada Okafor > Methods"),
+    ]
+    assert index["rows"] == [0, 1]
+    # each row is the embedder's vector of the chunk's input text, to the last bit
+    inputs = home.read("embedding_inputs", ("people",)).to_pylist()
+    texts = [i["text"] for i in inputs if i["chunk_ref"].split("/")[4] == "expertise.md"]
+    expected = make_embedder(SPEC).embed(texts).astype("<f4").tobytes()
+    assert (folder / "hash-v1-32.bin").read_bytes() == expected
+    assert rows[1] == struct.unpack("<32f", expected[128:])
+    assert "Spectral" not in (folder / "hash-v1-32.chunks.json").read_text()  # no chunk text
+
+
+def test_restricted_chunks_live_apart_or_nowhere(home: Home) -> None:
+    public = {
+        c["source_type"]
+        for slug in PEOPLE
+        for c in json.loads((_folder(home, slug) / "hash-v1-32.chunks.json").read_text())
+    }
+    assert public == {"expertise", "paper_summary", "soul"}
+    restricted = _folder(home, "ada-okafor", "flat-restricted")
+    assert not restricted.is_relative_to(home.settings.exports / "flat")
+    chunks = json.loads((restricted / "hash-v1-32.chunks.json").read_text())
+    assert [c["source_type"] for c in chunks] == ["cv", "grant"]
+    assert not _folder(home, "cy-tanaka", "flat-restricted").exists()  # nothing restricted
+    off = home.settings.exports / "flat-restricted" / "h" / "people-public"
+    assert _folder(home, "ada-okafor", collection="people-public").is_dir() and not off.exists()
+
+
+def test_centroids_are_normalized_means_over_every_chunk(home: Home) -> None:
+    folder = _folder(home, "collection")
+    index, rows = _read_blob_per_seed(folder)
+    assert (index["normalized"], index["row_key"], index["rows"]) == (True, "slug", sorted(PEOPLE))
+    assert not list(folder.glob("*.chunks.json")) and "probe" in index
+    for slug, row in zip(sorted(PEOPLE), rows, strict=True):
+        every = [*_read_blob_per_seed(_folder(home, slug))[1]]
+        if _folder(home, slug, "flat-restricted").is_dir():
+            every += _read_blob_per_seed(_folder(home, slug, "flat-restricted"))[1]
+        mean = np.mean(np.array(every, dtype=np.float64), axis=0)
+        assert np.allclose(row, mean / np.linalg.norm(mean), atol=1e-6)
+        assert abs(np.linalg.norm(row) - 1.0) < 1e-5
+    public_only = np.mean(_read_blob_per_seed(_folder(home, "ada-okafor"))[1], axis=0)
+    assert not np.allclose(rows[0], public_only / np.linalg.norm(public_only), atol=1e-3)
+
+
+def test_the_checks_catch_a_broken_blob_a_leak_and_a_wrong_probe(
+    home: Home, tmp_path: Path
+) -> None:
+    tree = tmp_path / "flat"
+    shutil.copytree(home.settings.exports / "flat" / "h" / "people", tree)
+    tiers = {("people/ada-okafor/expertise.md", i): "public" for i in (0, 1)}
+    tiers[("people/ada-okafor/cv.md", 0)] = "restricted"
+    ada = tree / "ada-okafor" / "embeddings"
+    for path in (tree / "bo-lindqvist", tree / "cy-tanaka", tree / "collection"):
+        shutil.rmtree(path)
+
+    def failed() -> set[str]:
+        gates = check_exports([tree], tiers, home, "h", public_root=tree)
+        return {g.name for g in gates if not g.passed}
+
+    assert failed() == set()
+    blob = bytearray((ada / "hash-v1-32.bin").read_bytes())
+    blob[5] ^= 0x40
+    (ada / "hash-v1-32.bin").write_bytes(bytes(blob))
+    assert failed() == {"exports_match_their_index"}
+    chunks = json.loads((ada / "hash-v1-32.chunks.json").read_text())
+    chunks[0]["source_id"], chunks[0]["chunk_index"] = "people/ada-okafor/cv.md", 0
+    (ada / "hash-v1-32.chunks.json").write_text(json.dumps(chunks))
+    index = json.loads((ada / "index.json").read_text())
+    index["probe"]["vector"] = [-x for x in index["probe"]["vector"]]
+    index["backend_spec"] = "hash:v1-32-other"
+    (ada / "index.json").write_text(json.dumps(index))
+    assert failed() == {
+        "exports_match_their_index",
+        "no_restricted_chunk_in_public_blob",
+        "probe_verifies_against_own_model",
+        "exports_share_generation_backend_spec",
+    }
+
+
+def test_an_unchanged_build_writes_nothing_and_a_touched_one_is_rebuilt(home: Home) -> None:
+    again = steps.flat_exports.run(home, "h", "people")
+    assert again.unchanged and not again.written and all(g.passed for g in again.gates)
+    probe = next(g for g in again.gates if g.name == "probe_verifies_against_own_model")
+    assert probe.metadata["recorded_at_last_build"] is True
+    blob = _folder(home, "cy-tanaka") / "hash-v1-32.bin"
+    blob.write_bytes(blob.read_bytes()[:-4])  # someone truncated a served file
+    rebuilt = steps.flat_exports.run(home, "h", "people")
+    assert rebuilt.written and not rebuilt.unchanged
+    assert len(blob.read_bytes()) == 32 * 4
+
+
+@pytest.fixture
+def http_root(home: Home) -> Iterator[str]:
+    """A real HTTP server on loopback over the exports folder, stopped by its PID."""
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        cwd=home.settings.exports,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://...) ..."
+        port = int(line.split(" port ")[1].split()[0])
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_consumer_verifies_and_searches_over_http(home: Home, http_root: str) -> None:
+    url = f"{http_root}/flat/h/people/ada-okafor/embeddings/index.json"
+    result = CliRunner().invoke(main, ["export", "verify", url, "--query", "spectral", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["verdict"], report["similarity"], report["count"]) == ("verified", 1.0, 2)
+    assert report["hits"][0]["source_id"] == "people/ada-okafor/expertise.md"
+    assert report["hits"][0]["section"] == "Ada Okafor > Methods"
+    folder_url = f"{http_root}/flat/h/people/collection/embeddings/"
+    assert load_export(folder_url).index["rows"] == sorted(PEOPLE)
+    with pytest.raises(ExportError, match="index.json"):
+        load_export(f"{http_root}/flat/h/people/nobody/embeddings/")
+
+
+def test_a_tampered_blob_is_refused_and_another_model_may_not_search(
+    home: Home, tmp_path: Path
+) -> None:
+    folder = tmp_path / "embeddings"
+    shutil.copytree(_folder(home, "bo-lindqvist"), folder)
+    export = load_export(str(folder))
+    with pytest.raises(Exception, match="cosine across models is meaningless"):
+        search_blob(export, "tides", embedder=make_embedder("hash:v1-16"))
+    (folder / "hash-v1-32.bin").write_bytes((folder / "hash-v1-32.bin").read_bytes()[:-4])
+    result = CliRunner().invoke(main, ["export", "verify", str(folder)])
+    assert result.exit_code == 1
+    assert "count*dim*4 = 128 bytes" in result.output and "hash-v1-32.bin" in result.output
+
+
+def test_change_and_deletion_reach_every_export(tmp_path: Path) -> None:
+    people = {k: dict(v) for k, v in PEOPLE.items()}
+    settings = _write(tmp_path, people)
+    corpus = Home(settings)
+    _sync(corpus, "people")
+    old_chunks = (_folder(corpus, "bo-lindqvist") / "hash-v1-32.chunks.json").read_bytes()
+    shutil.rmtree(tmp_path / "people" / "bo-lindqvist")  # a researcher leaves
+    (tmp_path / "people" / "ada-okafor" / "cv.md").unlink()  # a restricted source goes
+    (tmp_path / "people" / "cy-tanaka" / "soul.txt").write_text("I study fungi now.\n")
+    _sync(corpus, "people")
+    flat = corpus.settings.exports / "flat" / "h" / "people"
+    assert sorted(p.name for p in flat.iterdir()) == ["ada-okafor", "collection", "cy-tanaka"]
+    assert not _folder(corpus, "bo-lindqvist", "flat-restricted").exists()
+    assert load_export(str(_folder(corpus, "collection"))).index["rows"] == [
+        "ada-okafor",
+        "cy-tanaka",
+    ]
+    restricted = json.loads(
+        (_folder(corpus, "ada-okafor", "flat-restricted") / "hash-v1-32.chunks.json").read_text()
+    )
+    assert [c["source_type"] for c in restricted] == ["grant"]
+    changed = load_export(str(_folder(corpus, "cy-tanaka")))
+    assert (
+        changed.vectors.tobytes()
+        == make_embedder(SPEC).embed(["cy-tanaka soul\nI study fungi now."]).astype("<f4").tobytes()
+    )
+    compact(corpus)  # purges the cache entries only the deleted sources used
+    for source in ("people/bo-lindqvist/web.md", "people/ada-okafor/cv.md"):
+        audit = audit_deletion(corpus, source)
+        assert audit["clean"], audit["remaining"]
+    # an export left behind would be found: the audit reads the exports too
+    stale = flat / "bo-lindqvist" / "embeddings"
+    stale.mkdir(parents=True)
+    (stale / "hash-v1-32.chunks.json").write_bytes(old_chunks)
+    audit = audit_deletion(corpus, "people/bo-lindqvist/paper_summary--tides.md")
+    assert not audit["clean"]
+    assert any("bo-lindqvist" in str(r.get("path", "")) for r in audit["remaining"])
