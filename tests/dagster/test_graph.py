@@ -35,8 +35,9 @@ def test_full_graph_builds_a_ready_generation(home: Settings) -> None:
     emb = metadata(r, "embeddings")
     assert emb["dim"] == 64 and emb["backend_spec"] == "hash:v1-64"
     assert emb["embedded"] + emb["cache_hits"] == emb["inputs"]
-    # 5 on embeddings, 4 on index_rows (the last: no group row without a group)
-    assert all(check_outcomes(r).values()) and len(check_outcomes(r)) == 9
+    # 5 on embeddings, 4 on index_rows (the last: no group row without a group), 4 on
+    # flat_exports (a uw_deals collection has none to check)
+    assert all(check_outcomes(r).values()) and len(check_outcomes(r)) == 13
     assert metadata(r, "index_rows")["rows_written"] == 12  # 3 deals x 4 embeddable sections
     assert g.ingest("beta-deals").success and g.embed("main", "beta-deals").success
     r = g.generation("main")
