@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable
 
@@ -9,6 +10,7 @@ import click
 import pyarrow.compute as pc
 
 from corpus_index.config import Settings
+from corpus_index.group_search import ContextResult, search_contexts
 from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher, SearchResult
 
@@ -34,6 +36,15 @@ EXAMPLES = [
 ]
 
 
+# the seed's own example (Linked Context V2 §6.1), asked two weeks after Christmas
+MESSAGES_EXAMPLE = (
+    "What happened with pumpkin at Christmas?",
+    Principal("wattle", ("wattle-staff", "wattle-managers")),
+    "messages",
+    dt.datetime(2026, 1, 10, tzinfo=dt.UTC),
+)
+
+
 def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation: str) -> set[str]:
     """Deals whose indexed text contains ``phrase`` literally (what grep would find)."""
     gen = corpus.registry.require(generation)
@@ -45,12 +56,20 @@ def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation:
     return set(table.filter(mask)["source_id"].to_pylist())
 
 
-def run_demo(settings: Settings, *, show: Callable[[str, SearchResult], None], k: int = 5) -> None:
-    """Run the example searches and print their hits with provenance.
+def run_demo(
+    settings: Settings,
+    *,
+    show: Callable[[str, SearchResult], None],
+    show_contexts: Callable[[ContextResult], None] | None = None,
+    k: int = 5,
+) -> None:
+    """Run the example searches and print their hits with provenance, then one group-first
+    search over the sample messages (when the home serves them).
 
     Args:
         settings: the home holding the sample corpus.
         show: prints one query's hits (the CLI's ``print_hits``).
+        show_contexts: prints a group-first search's records.
         k: hits per query.
     """
     corpus = Home(settings)
@@ -66,3 +85,17 @@ def run_demo(settings: Settings, *, show: Callable[[str, SearchResult], None], k
             f"    -> {len(deals)} deals' risk sections found by meaning; "
             f'the literal phrase "{phrase}" appears in {len(literal)} of this tenant\'s deals'
         )
+
+    ns = MESSAGES_EXAMPLE[2]
+    if show_contexts is None or ns not in corpus.config.namespaces:
+        return
+    if corpus.registry.active(ns) is None:
+        return
+    query, principal, _, as_of = MESSAGES_EXAMPLE
+    click.echo("\n=== Whole contexts, not fragments: a question about the sample messages")
+    click.echo(
+        f"    as tenant {principal.tenant}, groups {', '.join(principal.groups)}, as of {as_of:%d %b %Y}"
+    )
+    show_contexts(
+        search_contexts(searcher, query, principal=principal, k=3, namespace=ns, as_of=as_of)
+    )

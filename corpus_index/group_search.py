@@ -22,7 +22,6 @@ the Python API or an HTTP layer shows as it is.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +45,7 @@ from corpus_index.group_records import GROUP_KIND
 from corpus_index.hits import Hit
 from corpus_index.home import Home
 from corpus_index.identity_store import IDENTITIES
+from corpus_index.kinds import kind_of
 from corpus_index.query_analysis import Person, QueryAnalysis, analyze
 from corpus_index.search import Searcher, Stopwatch
 
@@ -96,10 +96,9 @@ def tenant_people(home: Home, principal: Principal, namespace: str) -> list[Pers
     return list(found.values())
 
 
-def with_condition(filters: FilterSpec, condition: Condition) -> FilterSpec:
-    """The user's filters with one more condition (all must hold)."""
-    spec = as_filter(filters)
-    return dataclasses.replace(spec, where=(*spec.where, condition))
+def grouped_namespace(home: Home, namespace: str) -> bool:
+    """Whether ``namespace`` holds a collection whose units are grouped (``messages``)."""
+    return any(kind_of(c).grouped for c in home.config.collections_in(namespace))
 
 
 def search_contexts(
@@ -151,7 +150,7 @@ def search_contexts(
     table = corpus.store.table(gen) if corpus.store.exists(gen) else None
     records: list[ContextRecord] = []
     if not units and table is not None:
-        group_filter = with_condition(filters, Condition("kind", "=", GROUP_KIND))
+        group_filter = as_filter(filters).with_conditions(Condition("kind", "=", GROUP_KIND))
         found = searcher.search(
             query, k=max(2 * k, 10), filters=group_filter, per_doc_cap=None, **options
         )
@@ -271,7 +270,7 @@ def _units(
     """Units found directly, as records of their own, below the groups (none already shown)."""
     seen = {m.source_id for r in shown for m in r.members}
     need = k - len(shown) if shown else k
-    unit_filter = with_condition(filters, Condition("kind", "!=", GROUP_KIND))
+    unit_filter = as_filter(filters).with_conditions(Condition("kind", "!=", GROUP_KIND))
     found = searcher.search(query, k=need + len(seen), filters=unit_filter, **options)
     sources = [h.source_id for h in found.hits if h.source_id not in seen]
     sources = list(dict.fromkeys(sources))[:need]

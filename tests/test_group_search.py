@@ -8,8 +8,11 @@ import datetime as dt
 import json
 
 import pytest
+from click.testing import CliRunner
 
 from corpus_index import predicates
+from corpus_index.api import CorpusIndex
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.context_records import MemberRecord, People, expand_groups, read_rows
 from corpus_index.filters import Condition
@@ -158,3 +161,41 @@ def test_a_shared_given_name_across_tenants_resolves_in_the_askers_tenant(
     assert mine.person is not None and theirs.person is not None
     assert mine.person.name == "Sarah Jones" and theirs.person.name == "Sarah Jonas"
     assert all(u.startswith("bg-") for u in unit_ids(theirs.records))
+
+
+def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
+    corpus: Home,
+) -> None:
+    paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    who = ["--tenant", "wattle", "--group", "wattle-staff", "--no-trace"]
+    ask = [
+        *paths,
+        "search",
+        "Kevin slipped getting out of the shower",
+        *who,
+        "--as-of",
+        "2026-01-10",
+    ]
+    out = CliRunner().invoke(main, [*ask, "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert set(data) == {"query", "analysis", "results", "total_hits", "trace"}
+    assert data["analysis"]["as_of"].startswith("2026-01-10")
+    first = next(r for rs in data["results"].values() for r in rs if r["rank"] == 1)
+    assert {"type", "title", "members", "participants", "location", "date", "relevance"} <= set(
+        first
+    )
+    units = CliRunner().invoke(main, [*ask, "--units", "--json"])
+    assert units.exit_code == 0 and "hits" in json.loads(units.output)
+    person = CliRunner().invoke(main, [*paths, "person", "Kevin", *who[:-1]])
+    assert person.exit_code == 0 and person.output.startswith("Kevin Lam")
+    nobody = CliRunner().invoke(main, [*paths, "person", "Peter Nash", *who[:-1]])
+    assert nobody.exit_code == 1 and "no one in tenant wattle" in nobody.output
+
+
+def test_the_python_api_returns_the_same_records(corpus: Home, searcher: Searcher) -> None:
+    api = CorpusIndex(corpus.settings, principal=MANAGER, record_traces=False)
+    data = api.contexts("roast pumpkin", as_of=AS_OF)
+    direct = search_contexts(searcher, "roast pumpkin", principal=MANAGER, as_of=AS_OF).to_json()
+    assert data["results"] == direct["results"] and data["total_hits"] == direct["total_hits"]
+    assert api.person("Amelia Carter")["person"]["name"] == "Amelia Carter"

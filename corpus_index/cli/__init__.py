@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from corpus_index.cli import (  # noqa: F401 - registers commands
     alerts,
+    contexts,
     grouping,
     identities,
     operate,
