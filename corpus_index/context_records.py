@@ -196,6 +196,11 @@ def metadata_of(row: Mapping[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def unit_of(row: Mapping[str, Any]) -> str:
+    """The unit id of a unit's row (its metadata's ``unit_id``, else its document id)."""
+    return str(metadata_of(row).get("unit_id") or row["doc_id"])
+
+
 def unit_rows(
     table: Any, where_eligible: str, collection: str, units: Iterable[str]
 ) -> dict[str, list[dict[str, Any]]]:
@@ -214,8 +219,7 @@ def unit_rows(
     )
     out: dict[str, list[dict[str, Any]]] = {}
     for row in read_rows(table, where):
-        unit = str(metadata_of(row).get("unit_id") or row["doc_id"])
-        out.setdefault(unit, []).append(row)
+        out.setdefault(unit_of(row), []).append(row)
     for rows in out.values():
         rows.sort(key=lambda r: str(r["block_key"]))
     return out
@@ -368,11 +372,16 @@ def expand_groups(
     return out, dropped
 
 
-def unit_record(row_group: Sequence[Mapping[str, Any]], people: People) -> ContextRecord:
-    """A unit standing alone as a record: itself its only member."""
+def unit_record(
+    row_group: Sequence[Mapping[str, Any]],
+    people: People,
+    mentions: Sequence[Mapping[str, Any]] | None = None,
+) -> ContextRecord:
+    """A unit standing alone as a record: itself its only member (``mentions``: the unit's,
+    when read already)."""
     first = row_group[0]
     meta = metadata_of(first)
-    unit = str(meta.get("unit_id") or first["doc_id"])
+    unit = unit_of(first)
     collection = str(first["collection"])
     source = str(meta.get("source") or first["section"])
     member = member_record(unit, 1, "initiator", row_group)
@@ -381,7 +390,9 @@ def unit_record(row_group: Sequence[Mapping[str, Any]], people: People) -> Conte
         id=unit,
         type=UNIT_TYPE.get(source, "message"),
         title=title or " ".join(member.text.split())[:80],
-        participants=people.of(collection, people.mentions(collection, [unit])),
+        participants=people.of(
+            collection, people.mentions(collection, [unit]) if mentions is None else mentions
+        ),
         location=str(meta.get("location") or ""),
         date=str(first.get("event_date") or ""),
         date_end=str(first.get("event_date") or ""),

@@ -37,9 +37,11 @@ from corpus_index.context_records import (
     may_see,
     metadata_of,
     read_rows,
+    unit_of,
     unit_record,
 )
 from corpus_index.eligibility import Principal
+from corpus_index.errors import InvalidQueryError
 from corpus_index.filters import Condition, FilterSpec, as_filter
 from corpus_index.group_records import GROUP_KIND
 from corpus_index.hits import Hit
@@ -54,6 +56,9 @@ DATE_BOOST = 0.15  # a group's dates overlap a time hint of the query
 PERSON_BOOST = 0.15  # a group anchors a person the query names
 TOPIC_BOOST = 0.1  # a group's topic tags hold a word of the query
 DAY = "daily_context"
+# a day at a place holds everything of that day: a conversation, question or incident that
+# matches as well is the more precise context, so days rank below it
+DAY_PENALTY = 0.1
 
 
 @dataclass(slots=True)
@@ -134,6 +139,8 @@ def search_contexts(
         The errors of :meth:`Searcher.search` (bad options, unknown namespace, no generation).
     """
     clock = Stopwatch()
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidQueryError("the query is empty: give some text")
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
     analysis = analyze(query, as_of=as_of, people=tenant_people(corpus, principal, ns))
@@ -146,7 +153,10 @@ def search_contexts(
         "namespace": ns,
         "generation": gen.id,
         "mode": mode,
+        # the query is embedded once, for both searches (groups, then units)
+        "vector": searcher.query_vector(query, None, gen, mode),
     }
+    clock.lap("embedding")
     table = corpus.store.table(gen) if corpus.store.exists(gen) else None
     records: list[ContextRecord] = []
     if not units and table is not None:
@@ -243,6 +253,8 @@ def _boosted(
         tags = {w for tag in meta.get("topic_tags") or () for w in str(tag).split("_")}
         if words & tags:
             why["topic"] = TOPIC_BOOST
+        if meta.get("group_type") == DAY:
+            why["day"] = -DAY_PENALTY
         why["relevance"] = round(sum(v for v in why.values()), 6)
         out.append((row, why))
     out.sort(key=lambda rw: -float(rw[1]["relevance"]))  # stable: ties keep the search order
@@ -291,11 +303,20 @@ def _units(
     for h in found.hits:
         score.setdefault(h.source_id, h.score)
     top = max(score.values(), default=0.0) or 1.0
+    said: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_collection: dict[str, set[str]] = {}
+    for found_rows in rows.values():
+        by_collection.setdefault(found_rows[0]["collection"], set()).add(unit_of(found_rows[0]))
+    for collection, unit_ids in by_collection.items():
+        for m in people.mentions(collection, unit_ids):
+            said.setdefault((collection, m["unit_id"]), []).append(m)
     out = []
     for source in sources:
         if source not in rows:
             continue
-        rec = unit_record(sorted(rows[source], key=lambda r: str(r["block_key"])), people)
+        first = rows[source][0]
+        mine = said.get((first["collection"], unit_of(first)), [])
+        rec = unit_record(sorted(rows[source], key=lambda r: str(r["block_key"])), people, mine)
         rec.relevance = round(score[source] / top, 6)
         rec.why = {"search": rec.relevance, "relevance": rec.relevance}
         out.append(rec)

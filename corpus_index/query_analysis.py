@@ -35,6 +35,7 @@ it). Topics are the remaining content words.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -162,12 +163,14 @@ def _free(span: tuple[int, int], claimed: Sequence[tuple[int, int]]) -> bool:
     return all(span[1] <= a or span[0] >= b for a, b in claimed)
 
 
+@functools.lru_cache(maxsize=16)
 def _holiday_names(
-    country: str, subdivision: str | None, years: Iterable[int]
+    country: str, subdivision: str | None, first: int, last: int
 ) -> dict[str, list[dt.date]]:
+    """Holiday name -> its days in ``first``..``last`` (kept: building it costs ~0.1 s)."""
     import holidays
 
-    table = holidays.country_holidays(country, subdiv=subdivision, years=list(years))
+    table = holidays.country_holidays(country, subdiv=subdivision, years=range(first, last + 1))
     names: dict[str, list[dt.date]] = {}
     for day, name in sorted(table.items()):
         for part in str(name).split(";"):  # two holidays on one day come joined by "; "
@@ -185,7 +188,7 @@ def _holiday_hints(
     claimed: list[tuple[int, int]],
 ) -> list[TimeHint]:
     folded = query.casefold().replace("’", "'")
-    names = _holiday_names(country, subdivision, range(today.year - 10, today.year + 2))
+    names = _holiday_names(country, subdivision, today.year - 10, today.year + 1)
     out: list[TimeHint] = []
     # longest names first, so "Christmas Day" is taken before a shorter name inside it
     for name in sorted(names, key=len, reverse=True):
