@@ -21,6 +21,7 @@ Differences from the RFC's TypeScript sketch, on purpose:
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import tempfile
@@ -211,6 +212,42 @@ class CorpusIndex:
             )
             for h in result.hits
         ]
+
+    def contexts(
+        self,
+        text: str,
+        k: int = 5,
+        *,
+        as_of: dt.datetime | None = None,
+        units: bool = False,
+        filters: FilterSpec = None,
+    ) -> dict[str, Any]:
+        """Group-first search of a messages namespace (whole conversations, incidents with
+        their shift notes, questions with their answers), as the JSON ``corpus search
+        --json`` prints: ``{query, analysis, results: {category: [record]}, total_hits,
+        trace}``. See :func:`corpus_index.group_search.search_contexts`."""
+        from corpus_index.group_search import search_contexts
+
+        return search_contexts(
+            self.searcher,
+            text,
+            principal=self.principal,
+            k=k,
+            namespace=self.namespace,
+            as_of=as_of,
+            mode=self.mode,
+            filters=filters,
+            units=units,
+        ).to_json()
+
+    def person(self, name: str, *, limit: int = 50) -> dict[str, Any]:
+        """Everything the principal may see about one person of its tenant, as ``corpus
+        person --json`` prints it (``person`` null when the name names nobody)."""
+        from corpus_index.person_search import person_contexts
+
+        return person_contexts(
+            self.searcher, name, principal=self.principal, namespace=self.namespace, limit=limit
+        ).to_json()
 
     def remove(self, deal_id: str) -> bool:
         """Remove the deal from the index: its rows leave every generation, its sidecars and

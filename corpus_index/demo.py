@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ from corpus_index.config import Settings
 from corpus_index.embedders import make_embedder
 from corpus_index.export_reader import load_export, probe_verdict, verdict_line
 from corpus_index.flat_exports import export_roots
+from corpus_index.group_search import ContextResult, search_contexts
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.search import Principal, Searcher, SearchResult
@@ -54,6 +56,14 @@ TEXT_EXAMPLES = [
     ),
 ]
 
+# the seed's own example (Linked Context V2 §6.1), asked two weeks after Christmas
+MESSAGES_EXAMPLE = (
+    "What happened with pumpkin at Christmas?",
+    Principal("wattle", ("wattle-staff", "wattle-managers")),
+    "messages",
+    dt.datetime(2026, 1, 10, tzinfo=dt.UTC),
+)
+
 
 def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation: str) -> set[str]:
     """Deals whose indexed text contains ``phrase`` literally (what grep would find)."""
@@ -66,12 +76,20 @@ def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation:
     return set(table.filter(mask)["source_id"].to_pylist())
 
 
-def run_demo(settings: Settings, *, show: Callable[[str, SearchResult], None], k: int = 5) -> None:
-    """Run the example searches and print their hits with provenance.
+def run_demo(
+    settings: Settings,
+    *,
+    show: Callable[[str, SearchResult], None],
+    show_contexts: Callable[[ContextResult], None] | None = None,
+    k: int = 5,
+) -> None:
+    """Run the example searches and print their hits with provenance, then one group-first
+    search over the sample messages (when the home serves them).
 
     Args:
         settings: the home holding the sample corpus.
         show: prints one query's hits (the CLI's ``print_hits``).
+        show_contexts: prints a group-first search's records.
         k: hits per query.
     """
     corpus = Home(settings)
@@ -87,6 +105,20 @@ def run_demo(settings: Settings, *, show: Callable[[str, SearchResult], None], k
             f"    -> {len(deals)} deals' risk sections found by meaning; "
             f'the literal phrase "{phrase}" appears in {len(literal)} of this tenant\'s deals'
         )
+
+    ns = MESSAGES_EXAMPLE[2]
+    if show_contexts is None or ns not in corpus.config.namespaces:
+        return
+    if corpus.registry.active(ns) is None:
+        return
+    query, principal, _, as_of = MESSAGES_EXAMPLE
+    click.echo("\n=== Whole contexts, not fragments: a question about the sample messages")
+    click.echo(
+        f"    as tenant {principal.tenant}, groups {', '.join(principal.groups)}, as of {as_of:%d %b %Y}"
+    )
+    show_contexts(
+        search_contexts(searcher, query, principal=principal, k=3, namespace=ns, as_of=as_of)
+    )
 
 
 def run_text_demo(

@@ -18,6 +18,7 @@ import yaml
 from corpus_index import lifecycle, steps
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from corpus_index.kinds import kind_of
 from corpus_index.registry import Generation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-run") -> Home:
     """Materialize every collection and profile of ``settings`` and (by default) promote."""
     corpus = Home(settings)
-    for name in corpus.config.collections:
+    for name, collection in corpus.config.collections.items():
         steps.source_manifest.run(corpus, name)
         steps.parsed_blocks.run(corpus, name)
+        if kind_of(collection).grouped:
+            steps.linked_groups.run(corpus, name)
         steps.embedding_inputs.run(corpus, name)
     for profile in corpus.config.profiles:
         for name in corpus.config.collections:
@@ -45,14 +48,26 @@ def build_home(settings: Settings, *, promote: bool = True, run_id: str = "test-
 def sample_config(root: Path, *, embedder: str = "hash:v1-256") -> Path:
     """The bundled sample deals (both tenants; not the messages sample, a namespace of its
     own) with a fast embedder; returns corpus.yaml."""
+    return _bundled(root, "uw_deals", "main", "deals", embedder)
+
+
+def messages_config(root: Path, *, embedder: str = "hash:v1-256") -> Path:
+    """The bundled messages sample (both tenants, namespace ``messages``) with a fast
+    embedder; returns corpus.yaml."""
+    return _bundled(root, "messages", "msgs", "messages", embedder)
+
+
+def _bundled(root: Path, kind: str, profile: str, namespace: str, embedder: str) -> Path:
+    """The bundled collections of ``kind`` under one profile, with no eval gate (no golden
+    set here)."""
     config = yaml.safe_load((ROOT / "corpus.yaml").read_text())
     config["collections"] = {
-        name: c for name, c in config["collections"].items() if c["kind"] == "uw_deals"
+        name: c for name, c in config["collections"].items() if c["kind"] == kind
     }
     for c in config["collections"].values():
         c["path"] = str(ROOT / c["path"])
-    config["profiles"] = {"main": {"embedder": embedder, "namespace": "deals"}}
-    config["namespaces"] = {"deals": {"eval_gate": "off"}}  # no golden set here
+    config["profiles"] = {profile: {"embedder": embedder, "namespace": namespace}}
+    config["namespaces"] = {namespace: {"eval_gate": "off"}}
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path

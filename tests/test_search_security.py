@@ -6,26 +6,37 @@
    principal's tenant and groups (or the namespace's collections), in every mode, with and
    without filters, and with a reranker; dense search (exact, candidates >= rows) returns
    exactly the eligible rows, so the prefilter is neither too loose nor too strict.
+3. Over two tenants' generated message streams (the same unit ids and staff names in both,
+   some records narrowed to one group), group-first search, unit-only search and person
+   queries never show a group, member, participant or snippet outside the principal's tenant
+   and groups, in every mode.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from corpus_index.cli import main
+from corpus_index.config import Settings
 from corpus_index.errors import InvalidFilterError, InvalidQueryError
 from corpus_index.filters import Condition, CorpusFilter, Geo, compile_filter, filterable_columns
+from corpus_index.group_search import search_contexts, tenant_people
 from corpus_index.home import Home
+from corpus_index.kinds import excerpt_of
+from corpus_index.person_search import person_contexts
 from corpus_index.registry import Generation
 from corpus_index.search import Principal, Searcher
-from tests.searchkit import Doc, chunk_ref_of, scratch_home, write_generation
+from tests.searchkit import Doc, build_home, chunk_ref_of, scratch_home, write_generation
+from tests.streamgen import STAFF, TOPICS, stream, write_jsonl
 
 TENANTS = {"alpha": ["a1", "a2"], "beta": ["b1"], "gamma": ["g1", "g2"]}
 ALL_GROUPS = sorted({g for gs in TENANTS.values() for g in gs} | {"zzz"})
@@ -405,3 +416,106 @@ def test_truncation_and_caps_never_leak(
 def test_scratch_home_paths_exist(scratch: tuple[Home, Generation]) -> None:
     corpus, _ = scratch
     assert Path(corpus.settings.config_path).is_file()
+
+
+# -- 3. group-first search and person queries ---------------------------------------------------
+
+STREAM_TENANTS = {"north": ["n1", "n2"], "south": ["s1", "s2"]}
+STREAM_PRINCIPALS = st.builds(
+    Principal,
+    st.sampled_from(["north", "south", "nobody"]),
+    st.lists(st.sampled_from(["n1", "n2", "s1", "s2", "zzz"]), max_size=3, unique=True).map(tuple),
+)
+
+
+@pytest.fixture(scope="module")
+def streams(tmp_path_factory: pytest.TempPathFactory) -> tuple[Searcher, list[dict[str, Any]]]:
+    """Two tenants' generated chat streams with the same unit ids and the same staff names,
+    some records narrowed to one ACL group; built once, hash embedder. Returns the searcher
+    and every row of the generation (the oracle)."""
+    root = tmp_path_factory.mktemp("streams")
+    collections = {}
+    for i, (tenant, groups) in enumerate(STREAM_TENANTS.items()):
+        folder = root / tenant
+        folder.mkdir()
+        write_jsonl(stream(50, channels=2, seed=i + 1), folder / "chat.jsonl")
+        lines = (folder / "chat.jsonl").read_text().splitlines()
+        narrowed = [
+            json.dumps({**json.loads(line), "acl": [groups[n % 3 % 2]]}) if n % 3 else line
+            for n, line in enumerate(lines)
+        ]
+        (folder / "chat.jsonl").write_text("\n".join(narrowed) + "\n")
+        collections[f"{tenant}-chat"] = {
+            "kind": "messages",
+            "path": str(folder),
+            "tenant": tenant,
+            "acl_groups": groups,
+            "namespace": "chat",
+        }
+    config = {
+        "collections": collections,
+        "profiles": {"p": {"embedder": "hash:v1-64", "namespace": "chat"}},
+        "namespaces": {"chat": {"eval_gate": "off"}},
+    }
+    (root / "corpus.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    corpus = build_home(Settings(config_path=root / "corpus.yaml", home=root / "home"))
+    rows = corpus.store.table(corpus.registry.active("chat")).to_arrow().drop_columns(["vector"])
+    return Searcher(corpus), rows.to_pylist()
+
+
+def visible(rows: list[dict[str, Any]], p: Principal) -> list[dict[str, Any]]:
+    return [r for r in rows if r["tenant_id"] == p.tenant and set(r["acl_groups"]) & set(p.groups)]
+
+
+def check_records(
+    records: list[Any], principal: Principal, rows: list[dict[str, Any]], people: set[str]
+) -> None:
+    """Every record, member, participant and snippet is inside the principal's scope."""
+    seen = visible(rows, principal)
+    sources = {r["source_id"] for r in seen}
+    texts = {
+        r["source_id"]: [excerpt_of(x) for x in seen if x["source_id"] == r["source_id"]]
+        for r in seen
+    }
+    for rec in records:
+        assert rec.provenance["source_id"] in sources  # the group (or unit) row itself
+        for m in rec.members:
+            assert m.source_id in sources
+            assert m.text.split("\n") == texts[m.source_id]
+        assert {p.identity_id for p in rec.participants} <= people
+
+
+def tenant_identities(searcher: Searcher, tenant: str) -> set[str]:
+    return {p.identity_id for p in tenant_people(searcher.corpus, Principal(tenant), "chat")}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=HEALTH)
+@given(
+    principal=STREAM_PRINCIPALS,
+    words=st.lists(
+        st.sampled_from([*STAFF, *" ".join(TOPICS.values()).split()]), min_size=1, max_size=3
+    ),
+    mode=st.sampled_from(MODES),
+    units=st.booleans(),
+)
+def test_no_group_member_participant_or_snippet_is_outside_the_principals_scope(
+    streams: tuple[Searcher, list[dict[str, Any]]],
+    principal: Principal,
+    words: list[str],
+    mode: str,
+    units: bool,
+) -> None:
+    searcher, rows = streams
+    people = tenant_identities(searcher, principal.tenant)
+    found = search_contexts(
+        searcher, " ".join(words), principal=principal, k=8, mode=mode, units=units
+    )
+    check_records(found.records, principal, rows, people)
+    json.dumps(found.to_json())  # serialisable as it is
+    if not visible(rows, principal):
+        assert found.records == []
+    person = person_contexts(searcher, words[0], principal=principal)
+    check_records(person.records, principal, rows, people)
+    assert {p["identity_id"] for p in person.partners} <= people
+    if person.person is not None:
+        assert person.person.identity_id in people

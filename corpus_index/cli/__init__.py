@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from corpus_index.cli import (  # noqa: F401 - registers commands
     alerts,
+    contexts,
     exports,
     grouping,
     identities,

@@ -3,6 +3,7 @@ cases (similar deals, calibration SQL, risk patterns) and query traces."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from typing import Any
 
@@ -18,6 +19,7 @@ from corpus_index.cli.app import (
     searcher,
     settings_of,
 )
+from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show_contexts
 
 
 @main.command()
@@ -95,7 +97,22 @@ from corpus_index.cli.app import (
     help="A local sentence-transformers cross-encoder folder to rerank the candidates with.",
 )
 @click.option("--no-trace", is_flag=True, help="Do not store this query's trace in the registry.")
-@click.option("--json", "as_json", is_flag=True, help="Print {hits, trace} as JSON.")
+@click.option(
+    "--units",
+    is_flag=True,
+    help="On a messages namespace, search units only (hits, as on any other namespace).",
+)
+@click.option(
+    "--as-of",
+    type=click.DateTime(AS_OF_FORMATS),
+    help="Reference time (UTC) of the query's time hints on a messages namespace (default now).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {hits, trace} as JSON ({query, analysis, results, total_hits, trace} for groups).",
+)
 @click.pass_context
 @handle_errors
 def search(
@@ -119,18 +136,32 @@ def search(
     window: int,
     rerank_model: str | None,
     no_trace: bool,
+    units: bool,
+    as_of: dt.datetime | None,
     as_json: bool,
 ) -> None:
-    """Search the ACTIVE generation as a principal (tenant + groups): dense, lexical or hybrid."""
+    """Search the ACTIVE generation as a principal (tenant + groups): dense, lexical or hybrid.
+
+    On a messages namespace the search is group-first: whole conversations, incidents with
+    their shift notes and questions with their answers, then units (``--units``: units only).
+    """
     from corpus_index.filters import parse_expressions
     from corpus_index.rerank import make_reranker
     from corpus_index.search import Principal
 
     filters = parse_expressions(filter_exprs)
+    principal = Principal(tenant, tuple(groups))
+    finder = searcher(ctx, record=not no_trace)
+    if not units and grouped(finder, principal, namespace):
+        when = as_of.replace(tzinfo=dt.UTC) if as_of else None
+        show_contexts(
+            finder, query, principal, k, namespace, generation, mode, filters, when, as_json
+        )
+        return
     reranker = make_reranker(rerank_model)
-    result = searcher(ctx, record=not no_trace).search(
+    result = finder.search(
         query,
-        principal=Principal(tenant, tuple(groups)),
+        principal=principal,
         k=k,
         namespace=namespace,
         generation=generation,
@@ -184,7 +215,7 @@ def demo(ctx: click.Context) -> None:
     """Print example searches over the bundled sample corpus."""
     from corpus_index.demo import run_demo, run_text_demo
 
-    run_demo(settings_of(ctx), show=print_hits)
+    run_demo(settings_of(ctx), show=print_hits, show_contexts=print_result)
     run_text_demo(settings_of(ctx), show=print_hits)
 
 

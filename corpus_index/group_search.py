@@ -1,0 +1,323 @@
+"""Group-first search over a messages namespace (seed "Linked Context V2" §6.1, §6.2; DESIGN §10b).
+
+1. The query is analysed (:mod:`corpus_index.query_analysis`): time hints against ``as_of``,
+   people in the asking tenant's registry only, topics.
+2. The group rows of the generation (``kind: group``) are searched with the same search as
+   units (:meth:`Searcher.search`: the eligibility prefilter with the user's filters, dense and
+   lexical fused) and then boosted: a group whose dates overlap a time hint, which anchors a
+   person the query names, or whose topic tags hold a query word, moves up. Dates boost and
+   never filter: the talk about Christmas happens in the weeks before it, and a misread date
+   must not hide the conversation asked for.
+3. Each group is expanded (:func:`corpus_index.context_records.expand_groups`): members in
+   order with their text, participants with their roles, place, dates, source refs; a group
+   with a member the principal may not see is dropped whole.
+4. With fewer than ``min_groups`` groups, units are searched directly and appended below the
+   groups as contexts of their own (units already shown inside a group are not repeated).
+5. Records in the seed's rich shape, and the §6.2 response grouped by category with
+   ``total_hits``. ``units=True`` is unit-only search in the same shape.
+
+The functions take a principal and a query and return JSON-serialisable records: what a CLI,
+the Python API or an HTTP layer shows as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.compute as pc
+
+from corpus_index import predicates
+from corpus_index.context_records import (
+    ContextRecord,
+    People,
+    expand_groups,
+    grouped_json,
+    may_see,
+    metadata_of,
+    read_rows,
+    unit_of,
+    unit_record,
+)
+from corpus_index.eligibility import Principal
+from corpus_index.errors import InvalidQueryError
+from corpus_index.filters import Condition, FilterSpec, as_filter
+from corpus_index.group_records import GROUP_KIND
+from corpus_index.hits import Hit
+from corpus_index.home import Home
+from corpus_index.identity_store import IDENTITIES
+from corpus_index.kinds import kind_of
+from corpus_index.query_analysis import Person, QueryAnalysis, analyze
+from corpus_index.search import Searcher, Stopwatch
+
+MIN_GROUPS = 3  # fewer groups than this: units are searched too (seed §6.1 step 4)
+DATE_BOOST = 0.15  # a group's dates overlap a time hint of the query
+PERSON_BOOST = 0.15  # a group anchors a person the query names
+TOPIC_BOOST = 0.1  # a group's topic tags hold a word of the query
+DAY = "daily_context"
+# a day at a place holds everything of that day: a conversation, question or incident that
+# matches as well is the more precise context, so days rank below it
+DAY_PENALTY = 0.1
+
+
+@dataclass(slots=True)
+class ContextResult:
+    """Records in rank order (groups first), the query's analysis and the trace."""
+
+    query: str
+    analysis: QueryAnalysis
+    records: list[ContextRecord]
+    trace: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The §6.2 unified response: results by category, each record with its rank."""
+        return {
+            "query": self.query,
+            "analysis": self.analysis.to_json(),
+            "results": grouped_json(self.records),
+            "total_hits": len(self.records),
+            "trace": self.trace,
+        }
+
+
+def tenant_people(home: Home, principal: Principal, namespace: str) -> list[Person]:
+    """The identities of the principal's tenant in ``namespace``'s collections (names and
+    aliases): the only people its queries can name."""
+    found: dict[str, Person] = {}
+    for c in home.config.collections_in(namespace):
+        if c.tenant != principal.tenant:
+            continue
+        table = home.warehouse.read(
+            IDENTITIES,
+            (c.name,),
+            where=pc.field("tenant_id") == principal.tenant,
+            columns=["identity_id", "name", "aliases"],
+        )
+        for row in table.to_pylist() if table is not None else []:
+            seen = found.get(row["identity_id"])
+            aliases = tuple(dict.fromkeys([*(seen.aliases if seen else ()), *row["aliases"]]))
+            found[row["identity_id"]] = Person(row["identity_id"], row["name"], aliases)
+    return list(found.values())
+
+
+def grouped_namespace(home: Home, namespace: str) -> bool:
+    """Whether ``namespace`` holds a collection whose units are grouped (``messages``)."""
+    return any(kind_of(c).grouped for c in home.config.collections_in(namespace))
+
+
+def search_contexts(
+    searcher: Searcher,
+    query: str,
+    *,
+    principal: Principal,
+    k: int = 5,
+    namespace: str | None = None,
+    generation: str | None = None,
+    as_of: dt.datetime | None = None,
+    mode: str = "hybrid",
+    filters: FilterSpec = None,
+    units: bool = False,
+    min_groups: int = MIN_GROUPS,
+) -> ContextResult:
+    """Whole contexts for ``query``: groups first, expanded, then units (module docstring).
+
+    Args:
+        searcher: the searcher of the home.
+        query: the query text.
+        principal: who asks; nothing outside their tenant and ACL groups is read or shown.
+        k: how many records.
+        namespace: the namespace (default: the principal's tenant's).
+        generation: a generation id instead of the namespace's ACTIVE one.
+        as_of: the reference time of the query's time hints (default now).
+        mode: ``dense``, ``lexical`` or ``hybrid``.
+        filters: the user's filters, as for :meth:`Searcher.search`.
+        units: unit-only search (no groups), in the same record shape.
+        min_groups: fewer groups than this and units are appended below them.
+
+    Raises:
+        The errors of :meth:`Searcher.search` (bad options, unknown namespace, no generation).
+    """
+    clock = Stopwatch()
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidQueryError("the query is empty: give some text")
+    ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
+    corpus = searcher.corpus
+    analysis = analyze(query, as_of=as_of, people=tenant_people(corpus, principal, ns))
+    people = People(corpus, principal)
+    trace: dict[str, Any] = {"namespace": ns, "generation": gen.id, "mode": mode, "k": k}
+    trace["units_only"] = units
+    clock.lap("analysis")
+    options: dict[str, Any] = {
+        "principal": principal,
+        "namespace": ns,
+        "generation": gen.id,
+        "mode": mode,
+        # the query is embedded once, for both searches (groups, then units)
+        "vector": searcher.query_vector(query, None, gen, mode),
+    }
+    clock.lap("embedding")
+    table = corpus.store.table(gen) if corpus.store.exists(gen) else None
+    records: list[ContextRecord] = []
+    if not units and table is not None:
+        group_filter = as_filter(filters).with_conditions(Condition("kind", "=", GROUP_KIND))
+        found = searcher.search(
+            query, k=max(2 * k, 10), filters=group_filter, per_doc_cap=None, **options
+        )
+        clock.lap("groups")
+        ranked = _boosted(_group_rows(table, where_eligible, found.hits), found.hits, analysis)
+        expanded, dropped = expand_groups(
+            corpus, table, where_eligible, principal, [r for r, _ in ranked], people
+        )
+        why = {str(r["doc_id"]): w for r, w in ranked}
+        for rec in expanded:
+            rec.why = why[rec.id]
+            rec.relevance = float(rec.why["relevance"])
+        records = collapse(expanded)[:k]
+        trace["groups"] = {"candidates": len(found.hits), "dropped_not_visible": len(dropped)}
+        clock.lap("expand")
+    if table is not None and (units or len(records) < min_groups):
+        records += _units(
+            searcher, query, table, where_eligible, records, k, filters, options, people
+        )
+        clock.lap("units")
+    for rank, rec in enumerate(records, start=1):
+        rec.rank = rank
+    trace["returned"] = {
+        "groups": sum(r.is_group for r in records),
+        "units": sum(not r.is_group for r in records),
+    }
+    trace.update(clock.times())
+    return ContextResult(query, analysis, records, trace)
+
+
+def collapse(records: list[ContextRecord]) -> list[ContextRecord]:
+    """Whole contexts, not fragments: a group whose members all show in a group ranked above
+    it is left out, and a group holding all of a higher group's members takes that group's
+    place (a question with its answer inside the conversation it belongs to). A day at a
+    place holds everything of that day, so it neither hides nor replaces anything."""
+    out: list[ContextRecord] = []
+    for rec in records:
+        mine = {m.unit_id for m in rec.members}
+        if rec.type == DAY:
+            out.append(rec)
+            continue
+        if any(r.type != DAY and mine <= {m.unit_id for m in r.members} for r in out):
+            continue
+        inside = [
+            i for i, r in enumerate(out) if r.type != DAY and {m.unit_id for m in r.members} < mine
+        ]
+        if inside:
+            out[inside[0]] = rec
+            out = [r for i, r in enumerate(out) if i not in inside[1:]]
+        else:
+            out.append(rec)
+    return out
+
+
+def _group_rows(table: Any, where_eligible: str, hits: list[Hit]) -> list[dict[str, Any]]:
+    """The generation rows of the group hits (with their §3.1 metadata), read again inside
+    the eligibility prefilter, in hit order."""
+    if not hits:
+        return []
+    where = predicates.all_of(
+        [
+            where_eligible,
+            predicates.eq("kind", GROUP_KIND),
+            predicates.is_in("source_id", sorted({h.source_id for h in hits})),
+        ]
+    )
+    by_source = {r["source_id"]: r for r in read_rows(table, where)}
+    return [by_source[h.source_id] for h in hits if h.source_id in by_source]
+
+
+def _boosted(
+    rows: list[dict[str, Any]], hits: list[Hit], analysis: QueryAnalysis
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Group rows re-ranked by their search score (scaled to the best) plus the boosts of the
+    query's time hints, people and topic words; each with the reasons."""
+    score = {h.source_id: h.score for h in hits}
+    top = max((score[r["source_id"]] for r in rows), default=0.0) or 1.0
+    words = set(analysis.topics) | {w.casefold() for t in analysis.times for w in t.text.split()}
+    wanted_people = {p.identity_id for p in analysis.people}
+    out = []
+    for row in rows:
+        meta = metadata_of(row)
+        first = _date(meta.get("event_date") or row.get("event_date"))
+        last = _date(meta.get("event_date_end")) or first
+        why: dict[str, Any] = {"search": round(score[row["source_id"]] / top, 6)}
+        if any(t.overlaps(first, last) for t in analysis.times):
+            why["date"] = DATE_BOOST
+        if wanted_people & set(meta.get("identity_anchors") or ()):
+            why["person"] = PERSON_BOOST
+        tags = {w for tag in meta.get("topic_tags") or () for w in str(tag).split("_")}
+        if words & tags:
+            why["topic"] = TOPIC_BOOST
+        if meta.get("group_type") == DAY:
+            why["day"] = -DAY_PENALTY
+        why["relevance"] = round(sum(v for v in why.values()), 6)
+        out.append((row, why))
+    out.sort(key=lambda rw: -float(rw[1]["relevance"]))  # stable: ties keep the search order
+    return out
+
+
+def _date(value: Any) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(value)[:10]) if value else None
+    except ValueError:
+        return None
+
+
+def _units(
+    searcher: Searcher,
+    query: str,
+    table: Any,
+    where_eligible: str,
+    shown: list[ContextRecord],
+    k: int,
+    filters: FilterSpec,
+    options: dict[str, Any],
+    people: People,
+) -> list[ContextRecord]:
+    """Units found directly, as records of their own, below the groups (none already shown)."""
+    seen = {m.source_id for r in shown for m in r.members}
+    need = k - len(shown) if shown else k
+    unit_filter = as_filter(filters).with_conditions(Condition("kind", "!=", GROUP_KIND))
+    found = searcher.search(query, k=need + len(seen), filters=unit_filter, **options)
+    sources = [h.source_id for h in found.hits if h.source_id not in seen]
+    sources = list(dict.fromkeys(sources))[:need]
+    if not sources:
+        return []
+    where = predicates.all_of(
+        [
+            where_eligible,
+            predicates.compare("kind", "!=", GROUP_KIND),
+            predicates.is_in("source_id", sources),
+        ]
+    )
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in read_rows(table, where):
+        if may_see(row, options["principal"]):  # the rule checked again on what was read
+            rows.setdefault(row["source_id"], []).append(row)
+    score: dict[str, float] = {}
+    for h in found.hits:
+        score.setdefault(h.source_id, h.score)
+    top = max(score.values(), default=0.0) or 1.0
+    said: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_collection: dict[str, set[str]] = {}
+    for found_rows in rows.values():
+        by_collection.setdefault(found_rows[0]["collection"], set()).add(unit_of(found_rows[0]))
+    for collection, unit_ids in by_collection.items():
+        for m in people.mentions(collection, unit_ids):
+            said.setdefault((collection, m["unit_id"]), []).append(m)
+    out = []
+    for source in sources:
+        if source not in rows:
+            continue
+        first = rows[source][0]
+        mine = said.get((first["collection"], unit_of(first)), [])
+        rec = unit_record(sorted(rows[source], key=lambda r: str(r["block_key"])), people, mine)
+        rec.relevance = round(score[source] / top, 6)
+        rec.why = {"search": rec.relevance, "relevance": rec.relevance}
+        out.append(rec)
+    return out

@@ -1,0 +1,195 @@
+""" "Everything about X" (seed "Linked Context V2" §9): all content about one identity of the
+asking tenant, across sources, as whole contexts grouped by topic and by month, with the roles
+the person plays and the people they interact with most.
+
+The name is resolved in the principal's tenant only (its identities in the namespace: id,
+people-file key, name or alias); another tenant's person of the same name is never found. The
+units that mention the person are read inside the eligibility prefilter; the groups holding
+them are expanded as search results are (a group with a member the principal may not see is
+dropped whole); units in no shown group stand alone. Roles and partners are counted over what
+is shown, so nothing the principal may not see is counted either.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.compute as pc
+
+from corpus_index import predicates
+from corpus_index.context_records import (
+    ContextRecord,
+    People,
+    expand_groups,
+    may_see,
+    read_rows,
+    unit_record,
+    unit_rows,
+)
+from corpus_index.eligibility import Principal
+from corpus_index.group_records import GROUP_KIND
+from corpus_index.group_search import tenant_people
+from corpus_index.identity_forms import normalize_name
+from corpus_index.identity_store import MENTIONS
+from corpus_index.query_analysis import Person, analyze
+from corpus_index.search import Searcher
+
+TOP_PARTNERS = 5
+
+
+@dataclass(slots=True)
+class PersonResult:
+    """What the principal may see about one person (``person`` None: no such person)."""
+
+    query: str
+    person: Person | None
+    records: list[ContextRecord] = field(default_factory=list)
+    roles: dict[str, int] = field(default_factory=dict)
+    partners: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[Person] = field(default_factory=list)  # when the name fits several
+
+    def to_json(self) -> dict[str, Any]:
+        by_topic: dict[str, list[str]] = {}
+        by_month: dict[str, list[str]] = {}
+        for r in self.records:
+            for topic in r.topics or ("other",):
+                by_topic.setdefault(topic, []).append(r.id)
+            by_month.setdefault(r.date[:7] or "undated", []).append(r.id)
+        person: dict[str, Any] | None = None
+        if self.person is not None:
+            person = {"identity_id": self.person.identity_id, "name": self.person.name}
+            person["aliases"] = list(self.person.aliases)
+        return {
+            "query": self.query,
+            "person": person,
+            "candidates": [{"identity_id": p.identity_id, "name": p.name} for p in self.candidates],
+            "roles": self.roles,
+            "partners": self.partners,
+            "by_topic": dict(sorted(by_topic.items())),
+            "by_month": dict(sorted(by_month.items())),
+            "records": [r.to_json() for r in self.records],
+            "total_hits": len(self.records),
+        }
+
+
+def find_person(people: list[Person], name: str) -> tuple[Person | None, list[Person]]:
+    """The one person ``name`` names (an id, a full name or alias, or a name the query
+    analysis resolves), else None with the candidates that share the name."""
+    wanted = normalize_name(name)
+    exact = [
+        p
+        for p in people
+        if name == p.identity_id or wanted in {normalize_name(f) for f in (p.name, *p.aliases)}
+    ]
+    if len(exact) == 1:
+        return exact[0], []
+    if exact:
+        return None, exact
+    hints = analyze(name, people=people).people
+    by_id = {p.identity_id: p for p in people}
+    if len(hints) == 1:
+        return by_id[hints[0].identity_id], []
+    return None, [by_id[h.identity_id] for h in hints]
+
+
+def person_contexts(
+    searcher: Searcher,
+    name: str,
+    *,
+    principal: Principal,
+    namespace: str | None = None,
+    generation: str | None = None,
+    limit: int = 50,
+) -> PersonResult:
+    """All content about the person ``name`` of the principal's tenant (module docstring).
+
+    Args:
+        limit: at most this many records (groups first, by date).
+
+    Raises:
+        The errors of :meth:`Searcher.scope` (unknown namespace, no generation).
+    """
+    ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
+    corpus = searcher.corpus
+    person, candidates = find_person(tenant_people(corpus, principal, ns), name)
+    result = PersonResult(name, person, candidates=candidates)
+    if person is None or not corpus.store.exists(gen):
+        return result
+    table = corpus.store.table(gen)
+    people = People(corpus, principal)
+    records: list[ContextRecord] = []
+    for c in corpus.config.collections_in(ns):
+        if c.tenant != principal.tenant:
+            continue
+        mentions = corpus.warehouse.read(
+            MENTIONS,
+            (c.name,),
+            where=(pc.field("tenant_id") == principal.tenant)
+            & (pc.field("identity_id") == person.identity_id),
+            columns=["unit_id"],
+        )
+        units = set(mentions["unit_id"].to_pylist()) if mentions is not None else set()
+        visible = unit_rows(table, where_eligible, c.name, units)
+        records += _contexts(corpus, table, where_eligible, principal, c.name, visible, people)
+    records.sort(key=lambda r: (not r.is_group, r.date, r.id))
+    result.records = records[:limit]
+    for rank, r in enumerate(result.records, start=1):
+        r.rank = rank
+    roles: Counter[str] = Counter()
+    partners: Counter[tuple[str, str]] = Counter()
+    for r in result.records:
+        for p in r.participants:
+            if p.identity_id == person.identity_id:
+                roles.update(p.roles)
+            else:
+                partners[(p.identity_id, p.name)] += 1
+    result.roles = dict(roles.most_common())
+    result.partners = [
+        {"identity_id": i, "name": n, "contexts": count}
+        for (i, n), count in sorted(partners.items(), key=lambda kv: (-kv[1], kv[0][1]))[
+            :TOP_PARTNERS
+        ]
+    ]
+    return result
+
+
+def _contexts(
+    corpus: Any,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    collection: str,
+    visible: dict[str, list[dict[str, Any]]],
+    people: People,
+) -> list[ContextRecord]:
+    """The groups of ``collection`` holding the visible units, expanded, and the visible units
+    in none of them standing alone."""
+    if not visible:
+        return []
+    members = corpus.warehouse.read(
+        "group_members",
+        (collection,),
+        where=(pc.field("tenant_id") == principal.tenant)
+        & pc.field("unit_id").isin(sorted(visible)),
+        columns=["group_id"],
+    )
+    gids = sorted(set(members["group_id"].to_pylist())) if members is not None else []
+    group_rows = []
+    if gids:
+        where = predicates.all_of(
+            [
+                where_eligible,
+                predicates.eq("kind", GROUP_KIND),
+                predicates.eq("collection", collection),
+                predicates.is_in("doc_id", gids),
+            ]
+        )
+        group_rows = [r for r in read_rows(table, where) if may_see(r, principal)]
+    records, _ = expand_groups(corpus, table, where_eligible, principal, group_rows, people)
+    shown = {m.unit_id for r in records for m in r.members}
+    for unit, rows in sorted(visible.items()):
+        if unit not in shown and all(may_see(r, principal) for r in rows):
+            records.append(unit_record(rows, people))
+    return records

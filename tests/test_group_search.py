@@ -1,0 +1,201 @@
+"""Group-first search and person queries over the messages sample (both tenants), built once
+for the module with the hash embedder: whole contexts with members in order, participants and
+provenance; ACL and tenancy held for every member; units below fewer than three groups."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from corpus_index import predicates
+from corpus_index.api import CorpusIndex
+from corpus_index.cli import main
+from corpus_index.config import Settings
+from corpus_index.context_records import MemberRecord, People, expand_groups, read_rows
+from corpus_index.filters import Condition
+from corpus_index.group_search import ContextRecord, collapse, search_contexts
+from corpus_index.home import Home
+from corpus_index.person_search import person_contexts
+from corpus_index.search import Principal, Searcher
+from tests.searchkit import active, build_home, messages_config
+
+AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
+MANAGER = Principal("wattle", ("wattle-staff", "wattle-managers"))
+STAFF = Principal("wattle", ("wattle-staff",))
+BLUEGUM = Principal("bluegum", ("bluegum-staff", "bluegum-coordinators"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Home:
+    root = tmp_path_factory.mktemp("messages")
+    return build_home(Settings(config_path=messages_config(root), home=root / "home"))
+
+
+@pytest.fixture(scope="module")
+def searcher(corpus: Home) -> Searcher:
+    return Searcher(corpus)
+
+
+def unit_ids(records: list[ContextRecord]) -> set[str]:
+    return {m.unit_id for r in records for m in r.members}
+
+
+def test_an_incident_comes_back_whole_with_its_shift_notes_people_and_provenance(
+    searcher: Searcher,
+) -> None:
+    found = search_contexts(
+        searcher, "John had a seizure in the lounge room", principal=MANAGER, as_of=AS_OF
+    )
+    top = found.records[0]
+    assert top.type == "incident_context" and top.rank == 1
+    assert [m.unit_id for m in top.members] == ["wg-ir-001", "wg-sn-001", "wg-sn-002", "wg-sn-003"]
+    assert [m.order for m in top.members] == sorted(m.order for m in top.members)
+    assert all(m.text and m.chunk_refs for m in top.members)
+    names = {p.name: p.roles for p in top.participants}
+    assert "witness" in names["Mike Brennan"] and "subject" in names.get("John Pereira", ())
+    assert top.location == "Picton SIL" and top.date == "2025-12-04"
+    assert top.provenance["group_id"] == top.id and top.provenance["generation"] == "g0001"
+    assert [p.name for p in found.analysis.people] == ["John Pereira"]
+    data = json.loads(json.dumps(found.to_json()))
+    assert data["total_hits"] == len(found.records)
+    assert data["results"]["incidents"][0]["members"][0]["unit_id"] == "wg-ir-001"
+    assert data["analysis"]["people"][0]["name"] == "John Pereira"
+
+
+def test_staff_never_see_a_group_holding_a_managers_only_report(searcher: Searcher) -> None:
+    found = search_contexts(
+        searcher, "John had a seizure in the lounge room", principal=STAFF, k=10, as_of=AS_OF
+    )
+    assert found.records and not any(u.startswith("wg-ir-") for u in unit_ids(found.records))
+    assert found.records[0].type in ("conversation", "qa_pair", "daily_context")
+
+
+def test_the_other_tenant_sees_only_its_own_contexts_and_people(searcher: Searcher) -> None:
+    found = search_contexts(searcher, "roast pumpkin", principal=BLUEGUM, k=10, as_of=AS_OF)
+    assert found.records and all(u.startswith("bg-") for u in unit_ids(found.records))
+    names = {p.name for r in found.records for p in r.participants}
+    assert names and not names & {"Sarah Jones", "Mike Brennan", "John Pereira"}
+
+
+def test_a_christmas_query_boosts_groups_of_december(searcher: Searcher) -> None:
+    found = search_contexts(
+        searcher, "What happened with pumpkin at Christmas?", principal=MANAGER, as_of=AS_OF
+    )
+    (hint,) = found.analysis.times
+    assert (hint.start, hint.end) == (dt.date(2025, 12, 1), dt.date(2025, 12, 25))
+    assert all(r.date.startswith("2025-12") for r in found.records[:3])
+    assert all(r.why.get("date") for r in found.records[:3])
+
+
+def test_unit_only_search_returns_units_in_the_same_shape(searcher: Searcher) -> None:
+    found = search_contexts(searcher, "roast pumpkin", principal=MANAGER, units=True, as_of=AS_OF)
+    assert len(found.records) == 5 and not any(r.is_group for r in found.records)
+    assert all(len(r.members) == 1 and r.members[0].unit_id == r.id for r in found.records)
+
+
+def test_with_fewer_groups_than_asked_units_follow_below_without_repeats(
+    searcher: Searcher,
+) -> None:
+    # on 12 December Wattle Grove has one group and one unit in no group
+    one_day = [Condition("event_date", "=", "2025-12-12")]
+    found = search_contexts(searcher, "roster", principal=MANAGER, filters=one_day, as_of=AS_OF)
+    assert [r.is_group for r in found.records] == [True, False]  # the group, then the unit
+    assert all(r.date == "2025-12-12" for r in found.records)
+    shown = [m.unit_id for r in found.records for m in r.members if r.is_group]
+    assert not {r.id for r in found.records if not r.is_group} & set(shown)
+
+
+def test_a_group_with_a_member_the_principal_cannot_see_is_dropped_whole(corpus: Home) -> None:
+    table = corpus.store.table(active(corpus, "messages"))
+    eligible = predicates.all_of(
+        [predicates.eq("tenant_id", "wattle"), predicates.eq("collection", "wattle-messages")]
+    )
+    rows = read_rows(table, predicates.all_of([eligible, predicates.eq("kind", "group")]))
+    hidden = predicates.all_of([eligible, predicates.compare("doc_id", "!=", "wg-sn-002")])
+    kept, dropped = expand_groups(corpus, table, hidden, MANAGER, rows, People(corpus, MANAGER))
+    assert dropped and "wg-sn-002" not in unit_ids(kept)
+    assert len(kept) + len(dropped) == len(rows)
+
+
+def member(unit: str) -> MemberRecord:
+    return MemberRecord(unit, 1, "response", "discord_chat", "", "", "", unit, ())
+
+
+def record(gid: str, kind: str, *units: str) -> ContextRecord:
+    return ContextRecord(gid, kind, "", (), "", "", "", tuple(map(member, units)), {})
+
+
+def test_collapse_keeps_whole_contexts_and_never_lets_a_day_swallow_them() -> None:
+    qa = record("qa", "qa_pair", "a", "b")
+    conv = record("conv", "conversation", "a", "b", "c")
+    day = record("day", "daily_context", "a", "b", "c", "d")
+    other = record("other", "conversation", "x", "y")
+    assert [r.id for r in collapse([qa, day, other, conv])] == ["conv", "day", "other"]
+    assert [r.id for r in collapse([conv, qa])] == ["conv"]
+
+
+def test_everything_about_a_person_is_their_tenants_and_visible_only(searcher: Searcher) -> None:
+    found = person_contexts(searcher, "Amelia Carter", principal=MANAGER)
+    assert found.person is not None and found.person.name == "Amelia Carter"
+    assert found.records and all(u.startswith("wg-") for u in unit_ids(found.records))
+    assert "subject" in found.roles or "mentioned" in found.roles
+    assert found.partners and found.partners[0]["contexts"] >= found.partners[-1]["contexts"]
+    data = found.to_json()
+    assert data["by_month"] and data["total_hits"] == len(found.records)
+    staff = person_contexts(searcher, "Amelia Carter", principal=STAFF)
+    assert not any(u.startswith("wg-ir-") for u in unit_ids(staff.records))
+    assert len(staff.records) < len(found.records)
+    # Bluegum's registry has no Amelia Carter: nothing of Wattle Grove's is found
+    other = person_contexts(searcher, "Amelia Carter", principal=BLUEGUM)
+    assert other.person is None and other.records == []
+
+
+def test_a_shared_given_name_across_tenants_resolves_in_the_askers_tenant(
+    searcher: Searcher,
+) -> None:
+    mine = person_contexts(searcher, "Sarah", principal=MANAGER)
+    theirs = person_contexts(searcher, "Sarah", principal=BLUEGUM)
+    assert mine.person is not None and theirs.person is not None
+    assert mine.person.name == "Sarah Jones" and theirs.person.name == "Sarah Jonas"
+    assert all(u.startswith("bg-") for u in unit_ids(theirs.records))
+
+
+def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
+    corpus: Home,
+) -> None:
+    paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    who = ["--tenant", "wattle", "--group", "wattle-staff", "--no-trace"]
+    ask = [
+        *paths,
+        "search",
+        "Kevin slipped getting out of the shower",
+        *who,
+        "--as-of",
+        "2026-01-10",
+    ]
+    out = CliRunner().invoke(main, [*ask, "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert set(data) == {"query", "analysis", "results", "total_hits", "trace"}
+    assert data["analysis"]["as_of"].startswith("2026-01-10")
+    first = next(r for rs in data["results"].values() for r in rs if r["rank"] == 1)
+    assert {"type", "title", "members", "participants", "location", "date", "relevance"} <= set(
+        first
+    )
+    units = CliRunner().invoke(main, [*ask, "--units", "--json"])
+    assert units.exit_code == 0 and "hits" in json.loads(units.output)
+    person = CliRunner().invoke(main, [*paths, "person", "Kevin", *who[:-1]])
+    assert person.exit_code == 0 and person.output.startswith("Kevin Lam")
+    nobody = CliRunner().invoke(main, [*paths, "person", "Peter Nash", *who[:-1]])
+    assert nobody.exit_code == 1 and "no one in tenant wattle" in nobody.output
+
+
+def test_the_python_api_returns_the_same_records(corpus: Home, searcher: Searcher) -> None:
+    api = CorpusIndex(corpus.settings, principal=MANAGER, record_traces=False)
+    data = api.contexts("roast pumpkin", as_of=AS_OF)
+    direct = search_contexts(searcher, "roast pumpkin", principal=MANAGER, as_of=AS_OF).to_json()
+    assert data["results"] == direct["results"] and data["total_hits"] == direct["total_hits"]
+    assert api.person("Amelia Carter")["person"]["name"] == "Amelia Carter"

@@ -1,0 +1,109 @@
+"""Query analysis: time expressions resolved against a reference time (a table), people matched
+in one tenant's registry only, and topics from the remaining words."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from corpus_index.query_analysis import Person, QueryAnalysis, analyze
+
+MON = dt.datetime(2026, 1, 12, 10, 0, tzinfo=dt.UTC)  # a Monday
+SAT = dt.datetime(2026, 1, 10, 9, 0, tzinfo=dt.UTC)  # the Saturday before
+MID_DEC = dt.datetime(2025, 12, 15, 12, 0, tzinfo=dt.UTC)
+D = dt.date
+
+# (query, reference time, expected inclusive range of the one time hint)
+TIMES = [
+    ("What happened with pumpkin at Christmas?", MON, (D(2025, 12, 1), D(2025, 12, 25))),
+    ("christmas lunch plans", MID_DEC, (D(2024, 12, 1), D(2024, 12, 25))),
+    ("Christmas Eve roster", MON, (D(2025, 12, 1), D(2025, 12, 24))),
+    ("Christmas Day menu", MON, (D(2025, 12, 1), D(2025, 12, 25))),
+    ("who worked on Boxing Day", MON, (D(2025, 12, 1), D(2025, 12, 26))),
+    ("Boxing Day 2024 BBQ", MON, (D(2024, 12, 1), D(2024, 12, 26))),
+    ("anything on Australia Day", MON, (D(2025, 1, 1), D(2025, 1, 27))),
+    ("new year fireworks", MON, (D(2026, 1, 1), D(2026, 1, 1))),
+    ("what happened last week", MON, (D(2026, 1, 5), D(2026, 1, 11))),
+    ("van issues this week", MON, (D(2026, 1, 12), D(2026, 1, 18))),
+    ("what happened yesterday", MON, (D(2026, 1, 11), D(2026, 1, 11))),
+    ("notes from today", MON, (D(2026, 1, 12), D(2026, 1, 12))),
+    ("fall two days ago", MON, (D(2026, 1, 10), D(2026, 1, 10))),
+    ("anything over the weekend", MON, (D(2026, 1, 10), D(2026, 1, 11))),
+    ("what happened over the weekend", SAT, (D(2026, 1, 10), D(2026, 1, 11))),
+    ("last weekend outing", MON, (D(2026, 1, 10), D(2026, 1, 11))),
+    ("medication review last Friday", MON, (D(2026, 1, 9), D(2026, 1, 9))),
+    ("rosters last month", MON, (D(2025, 12, 1), D(2025, 12, 31))),
+    ("incidents in March", MON, (D(2025, 3, 1), D(2025, 3, 31))),
+    ("incidents in March 2025", MON, (D(2025, 3, 1), D(2025, 3, 31))),
+    ("the audit in December", MON, (D(2025, 12, 1), D(2025, 12, 31))),
+    ("meeting on 10 December 2025", MON, (D(2025, 12, 10), D(2025, 12, 10))),
+    ("shift notes 2025-12-10", MON, (D(2025, 12, 10), D(2025, 12, 10))),
+    ("what happened on Dec 10", MON, (D(2025, 12, 10), D(2025, 12, 10))),
+    ("leave between 3 and 5 March", MON, (D(2025, 3, 3), D(2025, 3, 5))),
+    ("roster from 1 Dec to 5 Dec", MON, (D(2025, 12, 1), D(2025, 12, 5))),
+    ("falls in the last 3 days", MON, (D(2026, 1, 9), D(2026, 1, 12))),
+    ("seizure at 3pm yesterday", MON, (D(2026, 1, 11), D(2026, 1, 11))),
+]
+
+
+@pytest.mark.parametrize(("query", "as_of", "expected"), TIMES, ids=[t[0] for t in TIMES])
+def test_time_expressions_resolve_to_the_expected_range(
+    query: str, as_of: dt.datetime, expected: tuple[dt.date, dt.date]
+) -> None:
+    found = analyze(query, as_of=as_of)
+    assert [(t.start, t.end) for t in found.times] == [expected], found.to_json()
+
+
+def test_a_holiday_keeps_its_day_and_its_month_leading_up_to_it() -> None:
+    (hint,) = analyze("Boxing Day", as_of=MON).times
+    assert (hint.day, hint.how) == (D(2025, 12, 26), "holiday")
+    assert hint.overlaps(D(2025, 12, 10), None) and not hint.overlaps(D(2025, 11, 30), None)
+    assert not hint.overlaps(None, None)
+
+
+def test_a_query_without_time_has_no_hint_and_keeps_its_words_as_topics() -> None:
+    found = analyze("roast pumpkin for the residents", as_of=MON)
+    assert found.times == ()
+    assert found.topics == ("roast", "pumpkin", "residents")
+
+
+WATTLE = [
+    Person("idn_sarah", "Sarah Jones", ("SJ", "Sarah J")),
+    Person("idn_amelia", "Amelia Carter", ()),
+    Person("idn_john", "John Pereira", ("Johnny",)),
+    Person("idn_helen", "Helen Pereira", ()),
+]
+
+
+def test_people_match_by_name_alias_and_unique_given_name_and_leave_the_topics() -> None:
+    found = analyze("What did SJ say about Amelia's physio last week?", as_of=MON, people=WATTLE)
+    assert [p.identity_id for p in found.people] == ["idn_sarah", "idn_amelia"]
+    assert found.topics == ("say", "physio")
+    assert [t.text for t in found.times] == ["last week"]
+
+
+def test_a_full_name_wins_over_its_parts_and_a_shared_surname_names_nobody() -> None:
+    found = analyze("Helen Pereira visiting; the Pereira family", as_of=MON, people=WATTLE)
+    assert [(p.text, p.identity_id) for p in found.people] == [("Helen Pereira", "idn_helen")]
+    assert "pereira" in found.topics
+
+
+def test_people_are_only_those_of_the_registry_given() -> None:
+    """Another tenant's registry is never consulted: a name it alone knows stays a topic."""
+    other = [Person("idn_peter", "Peter Nash", ("Pete",))]
+    mine = analyze("Pete Nash rostered", as_of=MON, people=WATTLE)
+    theirs = analyze("Pete Nash rostered", as_of=MON, people=other)
+    assert mine.people == () and mine.topics == ("pete", "nash", "rostered")
+    assert [p.identity_id for p in theirs.people] == ["idn_peter"]
+
+
+def test_the_analysis_is_json_serialisable_with_its_reference_time() -> None:
+    found = analyze("Amelia on Boxing Day", as_of=MON, people=WATTLE)
+    data = found.to_json()
+    assert data["as_of"] == MON.isoformat()
+    assert data["times"][0]["day"] == "2025-12-26"
+    assert data["people"] == [
+        {"text": "Amelia", "identity_id": "idn_amelia", "name": "Amelia Carter"}
+    ]
+    assert isinstance(found, QueryAnalysis)
