@@ -44,7 +44,6 @@ def load(name: str, home: Path) -> dict[str, Any]:
 
     from corpus_index.beir_eval import load_dataset
     from corpus_index.embedders import local
-    from corpus_index.retrieval import lexical
 
     ds = load_dataset(ROOT / name)
     docs = [json.loads(x) for x in (ROOT / name / "corpus.jsonl").read_text().splitlines() if x]
@@ -62,7 +61,7 @@ def load(name: str, home: Path) -> dict[str, Any]:
         qv = model.encode([t for _, t in queries], normalize_embeddings=True).astype(np.float32)
         np.savez(qcache, vectors=qv)
     db = lancedb.connect(str(lab / f"{name}.lance"))
-    if "passages" in db.table_names():
+    if "passages" in db.list_tables().tables:
         table = db.open_table("passages")
     else:
         table = db.create_table(
@@ -75,7 +74,7 @@ def load(name: str, home: Path) -> dict[str, Any]:
     else:
         fts = {}
         for qid, text in queries:
-            rows = _lex(table, text, lexical)
+            rows = _lex(table, text)
             fts[qid] = [[r["vector_id"], float(r["_score"])] for r in rows]
         fcache.write_text(json.dumps(fts))
     return {
@@ -92,15 +91,15 @@ def load(name: str, home: Path) -> dict[str, Any]:
     }
 
 
-def _lex(table: Any, text: str, lexical: Any, depth: int = FTS_DEPTH) -> list[dict[str, Any]]:
-    import corpus_index.retrieval as r
+def _lex(table: Any, text: str, depth: int = FTS_DEPTH) -> list[dict[str, Any]]:
+    """BM25 top-``depth`` with the pipeline's match query (``retrieval.lexical``'s options)."""
+    from lancedb.query import FullTextOperator, MatchQuery
 
-    saved = r.RESULT_COLUMNS
-    r.RESULT_COLUMNS = ["vector_id"]
-    try:
-        return list(lexical(table, text, "true", depth))
-    finally:
-        r.RESULT_COLUMNS = saved
+    match = MatchQuery(text, "text", fuzziness=0, operator=FullTextOperator.OR)
+    rows: list[dict[str, Any]] = (
+        table.search(match, query_type="fts").select(["vector_id", "_score"]).limit(depth).to_list()
+    )
+    return rows
 
 
 def dense_top(d: dict[str, Any], qv: Any, depth: int) -> dict[str, float]:
@@ -227,11 +226,9 @@ def rm3_lex(
 ) -> dict[str, float]:
     from lancedb.query import BooleanQuery, MatchQuery, Occur
 
-    from corpus_index.index_store import FTS_COLUMN
-
-    clauses = [(Occur.SHOULD, MatchQuery(text, FTS_COLUMN, boost=lam))]
+    clauses = [(Occur.SHOULD, MatchQuery(text, "text", boost=lam))]
     clauses += [
-        (Occur.SHOULD, MatchQuery(t.term, FTS_COLUMN, boost=(1 - lam) * t.weight)) for t in terms
+        (Occur.SHOULD, MatchQuery(t.term, "text", boost=(1 - lam) * t.weight)) for t in terms
     ]
     rows = (
         d["table"]
