@@ -3,7 +3,8 @@ overridable per namespace only in ``corpus.yaml`` (``namespaces.<ns>.retrieval``
 
 The default (chosen on the SciFact and Cranfield dev collections, ``bench/fusion_lab.py``;
 figures in ``bench/README.md``): z-score fusion of the dense and lexical scores with equal
-weights, plus one round of Rocchio feedback on the dense side over the top fused candidate.
+weights, plus one round of Rocchio feedback on the dense side over the top fused candidate
+(beta 0.5).
 ``fusion: rrf`` with ``feedback_docs: 0`` is the previous behaviour (reciprocal rank fusion).
 """
 
@@ -34,7 +35,7 @@ class RetrievalSettings:
     lexical_weight: float = 1.0
     rrf_k: int = 60
     feedback_docs: int = 1
-    feedback_beta: float = 1.0
+    feedback_beta: float = 0.5
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:

@@ -50,7 +50,7 @@ def test_the_default_is_zscore_with_one_rocchio_round() -> None:
         "lexical_weight": 1.0,
         "rrf_k": 60,
         "feedback_docs": 1,
-        "feedback_beta": 1.0,
+        "feedback_beta": 0.5,
     }
     assert DEFAULT_RETRIEVAL.feedback
     assert not RetrievalSettings(fusion="rrf", feedback_docs=0).feedback
