@@ -304,13 +304,14 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
         t0 = time.perf_counter()
         stage = {"synced": 0.0}
 
-        current = {"mode": "dense"}
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+        current = {"mode": modes[0]}
 
         def progress(msg: str, t0: float = t0) -> None:
             head = msg.split(":", 1)[0]
             if head in MODES:
                 current["mode"] = head
-            if msg.startswith("dense:") and not stage["synced"]:
+            if head in modes and not stage["synced"]:  # the first mode starts: sync is over
                 stage["synced"] = time.perf_counter() - t0
                 torch.set_num_threads(args.query_threads)
             say(f"  pipeline: {msg}")
@@ -318,7 +319,6 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
         # run_eval syncs, then runs the modes: ``progress`` switches torch threads in between.
         # Searcher.search is wrapped (in this process only, nothing edited) to keep each
         # query's ranking for the per-query comparison with the raw systems.
-        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
         captured: dict[str, list[list[str]]] = {m: [] for m in modes}
         original = Searcher.search
 
