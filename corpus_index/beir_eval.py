@@ -34,6 +34,12 @@ from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
 
 MODES = ("dense", "lexical", "hybrid")
+# hybrid variants an eval can score beside the namespace's default hybrid: name -> search options
+HYBRID_VARIANTS: dict[str, dict[str, Any]] = {
+    "hybrid-rrf": {"fusion_method": "rrf", "feedback": False},
+    "hybrid-zscore": {"fusion_method": "zscore", "feedback": False},
+    "hybrid-rrf-feedback": {"fusion_method": "rrf", "feedback": True},
+}
 DEFAULT_KS = (1, 5, 10, 100)
 EVAL_GROUP = "eval"
 
@@ -143,6 +149,9 @@ def run_eval(
 ) -> list[dict[str, Any]]:
     """Ingest, index and promote the dataset in its own home, then score every mode.
 
+    ``modes`` are search modes (``hybrid`` with the namespace's retrieval settings) or names of
+    ``HYBRID_VARIANTS`` (``hybrid-rrf``: the reciprocal rank fusion hybrid without feedback).
+
     ``runner`` runs the pipeline (default: the installed one, ``corpus_index.runner``).
     """
 
@@ -170,7 +179,13 @@ def run_eval(
         for qid, text in queries:
             t0 = time.perf_counter()
             result = searcher.search(
-                text, principal=principal, k=depth, namespace=namespace, mode=mode, per_doc_cap=None
+                text,
+                principal=principal,
+                k=depth,
+                namespace=namespace,
+                mode="hybrid" if mode in HYBRID_VARIANTS else mode,
+                per_doc_cap=None,
+                **HYBRID_VARIANTS.get(mode, {}),
             )
             latencies.append((time.perf_counter() - t0) * 1000)
             run[qid] = [h.source_id.split("/", 1)[1] for h in result.hits]

@@ -25,6 +25,12 @@ from corpus_index.errors import ConfigError
 from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS
 from corpus_index.limits import LIMIT_KEYS, Limits
+from corpus_index.retrieval_settings import (
+    DEFAULT_RETRIEVAL,
+    RETRIEVAL_KEYS,
+    RetrievalSettings,
+    retrieval_settings,
+)
 from corpus_index.serve_config import ServeConfig, parse_serve
 
 TIERS = ("public", "restricted")
@@ -69,6 +75,9 @@ class NamespaceConfig:
     # off: promotion does not require the eval gate (a namespace with no golden set must say
     # so explicitly; otherwise its promotion is refused)
     eval_gate: bool = True
+    # how hybrid search fuses: the one default unless corpus.yaml declares an override
+    retrieval: RetrievalSettings = DEFAULT_RETRIEVAL
+    retrieval_declared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +302,10 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         spec = spec or {}
         _require_mapping(spec, key, path)
         _no_unknown(
-            spec, {"golden_set", "eval_tolerance", "retire_after_hours", "eval_gate"}, key, path
+            spec,
+            {"golden_set", "eval_tolerance", "retire_after_hours", "eval_gate", "retrieval"},
+            key,
+            path,
         )
         golden = _opt_string(spec.get("golden_set"), f"{key}.golden_set", path)
         namespaces[name] = NamespaceConfig(
@@ -304,6 +316,8 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
                 spec.get("retire_after_hours", 24.0), f"{key}.retire_after_hours", path
             ),
             eval_gate=_on_off(spec.get("eval_gate", "on"), f"{key}.eval_gate", path),
+            retrieval=_retrieval(spec.get("retrieval"), f"{key}.retrieval", path),
+            retrieval_declared=spec.get("retrieval") is not None,
         )
     used = {c.namespace for c in collections.values()} | {p.namespace for p in profiles.values()}
     for ns in sorted(used - namespaces.keys()):
@@ -348,6 +362,16 @@ def _limits(value: Any, base: Limits, key: str, path: Path) -> Limits:
     spec = _mapping(value, key, path)
     _no_unknown(spec, set(LIMIT_KEYS), key, path)
     return replace(base, **{k: _int(v, f"{key}.{k}", path) for k, v in spec.items()})
+
+
+def _retrieval(value: Any, key: str, path: Path) -> RetrievalSettings:
+    """A namespace's declared retrieval override: the default with the keys it sets."""
+    spec = _mapping(value, key, path)
+    _no_unknown(spec, set(RETRIEVAL_KEYS), key, path)
+    try:
+        return retrieval_settings(spec)
+    except ValueError as exc:
+        raise _fail(path, key, str(exc)) from None
 
 
 def _require_mapping(value: Any, key: str, path: Path) -> None:

@@ -13,6 +13,7 @@ first, and only then by id.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
@@ -61,6 +62,44 @@ def min_max(scores: Mapping[str, float]) -> dict[str, float]:
     if hi == lo:
         return {d: 1.0 for d in scores}
     return {d: (s - lo) / (hi - lo) for d, s in scores.items()}
+
+
+def z_scores(scores: Mapping[str, float]) -> dict[str, float]:
+    """Scores as standard scores ``(s - mean) / stdev`` (population stdev); all equal -> 0.0."""
+    if not scores:
+        return {}
+    n = len(scores)
+    mean = sum(scores.values()) / n
+    sd = math.sqrt(sum((s - mean) ** 2 for s in scores.values()) / n)
+    if sd == 0:
+        return {d: 0.0 for d in scores}
+    return {d: (s - mean) / sd for d, s in scores.items()}
+
+
+def z_fusion(
+    scores: Mapping[str, Mapping[str, float]], *, weights: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """``Σ_i w_i * z_i(d)``: each list's scores standardized, then summed with weights. An id
+    missing from a list gets that list's lowest standard score (it ranked below all it returned).
+
+    Raises:
+        ValueError: a weight is negative.
+    """
+    normed: dict[str, dict[str, float]] = {}
+    for name, by_id in scores.items():
+        w = 1.0 if weights is None else float(weights.get(name, 1.0))
+        if w < 0:
+            raise ValueError(f"fusion weight of {name!r} must be >= 0 (got {w})")
+        normed[name] = {d: w * z for d, z in z_scores(by_id).items()}
+    every = {d for by_id in normed.values() for d in by_id}
+    fused = dict.fromkeys(every, 0.0)
+    for by_id in normed.values():
+        if not by_id:
+            continue
+        floor = min(by_id.values())
+        for d in every:
+            fused[d] += by_id.get(d, floor)
+    return fused
 
 
 def weighted_fusion(

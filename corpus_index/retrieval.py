@@ -14,9 +14,10 @@ from corpus_index import fusion, predicates
 from corpus_index.errors import InvalidQueryError
 from corpus_index.hits import Candidate, ContextChunk
 from corpus_index.index_store import FTS_COLUMN
+from corpus_index.retrieval_settings import FUSIONS as RETRIEVAL_FUSIONS
 
 MODES = ("dense", "lexical", "hybrid")
-FUSIONS = ("rrf", "weighted")
+FUSIONS = RETRIEVAL_FUSIONS
 EXPANSIONS = ("section", "neighbours")
 ANN_REFINE_FACTOR = (
     5  # exact re-ranking of the ANN candidates (bench/latency.py: recall@10 >= 0.95)
@@ -187,6 +188,14 @@ def fuse(
                 {"dense": dense_ids, "lexical": lexical_ids}, k=rrf_k, weights=w
             )
             tiebreak = weighted  # equal RRF scores: the more confidently scored candidate first
+        elif method == "zscore":
+            scores = fusion.z_fusion(
+                {
+                    "dense": {v: by_id[v].scores["dense"] for v in dense_ids},
+                    "lexical": {v: by_id[v].scores["lexical"] for v in lexical_ids},
+                },
+                weights=w,
+            )
         else:
             scores = weighted
     out = []
@@ -198,6 +207,24 @@ def fuse(
         c.ranks["fused"] = rank
         out.append(c)
     return out
+
+
+def vectors_of(table: Any, vector_ids: list[str], where: str) -> npt.NDArray[np.float32]:
+    """The stored vectors of ``vector_ids`` (inside the prefilter ``where``), in that order."""
+    if not vector_ids:
+        return np.zeros((0, 0), dtype=np.float32)
+    rows = (
+        table.search()
+        .where(
+            predicates.all_of([where, predicates.is_in("vector_id", vector_ids)]), prefilter=True
+        )
+        .select(["vector_id", "vector"])
+        .limit(len(vector_ids))
+        .to_list()
+    )
+    by_id = {r["vector_id"]: r["vector"] for r in rows}
+    found = [by_id[v] for v in vector_ids if v in by_id]
+    return np.asarray(found, dtype=np.float32)
 
 
 def expand(

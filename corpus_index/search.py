@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from corpus_index import feedback as feedback_round
 from corpus_index import fusion, lance, predicates, retrieval
 from corpus_index.eligibility import Principal, eligibility
 from corpus_index.errors import (
@@ -38,6 +39,7 @@ from corpus_index.kinds import excerpt_of
 from corpus_index.registry import Generation
 from corpus_index.rerank import Reranker
 from corpus_index.retrieval import EXPANSIONS, FUSIONS, MODES, block_order, dedupe_key
+from corpus_index.retrieval_settings import DEFAULT_RETRIEVAL, RetrievalSettings
 from corpus_index.traces import TraceStore
 
 EXCERPT_CHARS = 280
@@ -177,9 +179,10 @@ class Searcher:
         filters: FilterSpec = None,
         vector: Sequence[float] | npt.NDArray[np.float32] | None = None,
         candidates: int | None = None,
-        fusion_method: str = "rrf",
-        rrf_k: int = fusion.RRF_K,
-        weights: tuple[float, float] = (1.0, 1.0),
+        fusion_method: str | None = None,
+        rrf_k: int | None = None,
+        weights: tuple[float, float] | None = None,
+        feedback: bool | None = None,
         dedupe: bool = True,
         per_doc_cap: int | None = DEFAULT_PER_DOC_CAP,
         rerank: Reranker | None = None,
@@ -200,9 +203,12 @@ class Searcher:
             vector: a query vector to use instead of embedding ``query`` (dense/hybrid); its
                 dimension must be the generation's.
             candidates: rows each retriever returns (default ``max(5k, 50)``).
-            fusion_method: ``rrf`` (reciprocal rank fusion) or ``weighted`` (min-max scores).
-            rrf_k: the RRF constant.
-            weights: (dense, lexical) weights of the fusion.
+            fusion_method: ``zscore`` (standardized scores), ``rrf`` (reciprocal rank fusion)
+                or ``weighted`` (min-max scores); default: the namespace's retrieval settings.
+            rrf_k: the RRF constant (default: the namespace's).
+            weights: (dense, lexical) weights of the fusion (default: the namespace's).
+            feedback: run the namespace's Rocchio round (hybrid only; default: when its
+                settings have one).
             dedupe: drop later hits whose content (content_hash) was already returned.
             per_doc_cap: at most this many hits per document (``None``: no cap).
             rerank: a reranker to reorder the top ``rerank_depth`` candidates.
@@ -220,13 +226,23 @@ class Searcher:
         """
         clock = Stopwatch()
         retrieval.check_options(
-            mode, fusion_method, expand, k, candidates, window, weights, rerank_depth
+            mode,
+            fusion_method or retrieval.FUSIONS[0],
+            expand,
+            k,
+            candidates,
+            window,
+            weights or (1.0, 1.0),
+            rerank_depth,
         )
         if per_doc_cap is not None and per_doc_cap < 1:
             raise InvalidQueryError(f"per-document cap must be >= 1 (got {per_doc_cap})")
         text = _checked_text(query, vector, mode, rerank)
         depth = candidates or candidate_depth(k)
         ns, gen, where_eligible = self.scope(principal, namespace, generation)
+        plan = _plan(
+            self.corpus.config.namespaces[ns].retrieval, fusion_method, rrf_k, weights, feedback
+        )
         table = self.corpus.store.table(gen) if self.corpus.store.exists(gen) else None
         clock.lap("resolve")
 
@@ -238,7 +254,7 @@ class Searcher:
             "mode": mode,
             "k": k,
             "candidates": depth,
-            "fusion": fusion_method if mode == "hybrid" else None,
+            "fusion": plan.fusion if mode == "hybrid" else None,
             "filters": user_filter.to_json()["conditions"],
             "rerank": rerank.name if rerank is not None else None,
             "expand": expand,
@@ -254,11 +270,27 @@ class Searcher:
         lexical_rows = _lexical_stage(table, text, where, depth, mode, gen, trace)
         clock.lap("lexical")
 
-        fused = retrieval.fuse(
-            dense_rows, lexical_rows, mode=mode, method=fusion_method, rrf_k=rrf_k, weights=weights
-        )
-        narrowed = _dedupe_and_cap(fused, dedupe=dedupe, per_doc_cap=per_doc_cap)
+        fuse_opts: dict[str, Any] = {
+            "mode": mode,
+            "method": plan.fusion,
+            "rrf_k": plan.rrf_k,
+            "weights": plan.weights,
+        }
+        fused = retrieval.fuse(dense_rows, lexical_rows, **fuse_opts)
         clock.lap("fusion")
+
+        if mode == "hybrid" and plan.feedback and qvec is not None and table is not None:
+            top = [c.row["vector_id"] for c in fused[: plan.feedback_docs]]
+            moved = feedback_round.rocchio(
+                qvec, retrieval.vectors_of(table, top, where), beta=plan.feedback_beta
+            )
+            dense_rows = retrieval.dense(table, moved, where, depth)
+            fused = retrieval.fuse(dense_rows, lexical_rows, **fuse_opts)
+            trace["feedback"] = {"docs": len(top), "beta": plan.feedback_beta}
+        clock.lap("feedback")
+
+        narrowed = _dedupe_and_cap(fused, dedupe=dedupe, per_doc_cap=per_doc_cap)
+        clock.lap("dedupe")
 
         pool = narrowed.candidates
         if rerank is not None and pool:
@@ -323,6 +355,34 @@ class Searcher:
         except RetryableError as exc:
             # a busy registry must not fail a search that already succeeded
             result.trace["trace_error"] = str(exc)
+
+
+def _plan(
+    settings: RetrievalSettings,
+    fusion_method: str | None,
+    rrf_k: int | None,
+    weights: tuple[float, float] | None,
+    feedback: bool | None,
+) -> RetrievalSettings:
+    """The namespace's retrieval settings with what this search asked for instead."""
+    dense_w, lexical_w = weights or settings.weights
+    plan = RetrievalSettings(
+        fusion=fusion_method or settings.fusion,
+        dense_weight=dense_w,
+        lexical_weight=lexical_w,
+        rrf_k=settings.rrf_k if rrf_k is None else rrf_k,
+        feedback_docs=settings.feedback_docs,
+        feedback_beta=settings.feedback_beta,
+    )
+    if feedback is False or (feedback and not plan.feedback):
+        # off, or asked for where the namespace has none: the default round's size
+        docs, beta = (
+            (0, 0.0)
+            if feedback is False
+            else (DEFAULT_RETRIEVAL.feedback_docs, DEFAULT_RETRIEVAL.feedback_beta)
+        )
+        plan = RetrievalSettings(**{**plan.to_json(), "feedback_docs": docs, "feedback_beta": beta})
+    return plan
 
 
 def _checked_text(

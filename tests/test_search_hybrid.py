@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from corpus_index import fusion
@@ -29,6 +30,7 @@ from corpus_index.errors import (
 )
 from corpus_index.filters import Condition, CorpusFilter, Geo
 from corpus_index.home import Home
+from corpus_index.retrieval_settings import DEFAULT_RETRIEVAL
 from corpus_index.search import Hit, Principal, Searcher, block_order
 from tests.corpusgen import deal_text, write_home
 from tests.searchkit import active, all_rows, build_home, sample_config
@@ -149,7 +151,8 @@ def test_hybrid_is_the_rrf_of_the_two_rankings(searcher: Searcher, query: str, r
     expected = fusion.reciprocal_rank_fusion(
         {"dense": refs(dense), "lexical": refs(lexical)}, k=rrf_k
     )
-    hybrid = searcher.search(query, mode="hybrid", k=10, rrf_k=rrf_k, **opts).hits
+    rrf = {"fusion_method": "rrf", "feedback": False}
+    hybrid = searcher.search(query, mode="hybrid", k=10, rrf_k=rrf_k, **rrf, **opts).hits
     assert len(hybrid) == 10
     assert [h.score for h in hybrid] == [
         round(s, 6) for s in sorted(expected.values(), reverse=True)[:10]
@@ -162,12 +165,18 @@ def test_hybrid_is_the_rrf_of_the_two_rankings(searcher: Searcher, query: str, r
         if in_dense:
             assert h.ranks["dense"] == refs(dense).index(h.provenance.chunk_ref) + 1
     # ties are broken the same way every time
-    again = searcher.search(query, mode="hybrid", k=10, rrf_k=rrf_k, **opts).hits
+    again = searcher.search(query, mode="hybrid", k=10, rrf_k=rrf_k, **rrf, **opts).hits
     assert refs(again) == refs(hybrid)
 
 
 def test_hybrid_weights_shift_the_ranking(searcher: Searcher) -> None:
-    opts: dict[str, Any] = {"principal": MERIDIAN, "k": 5, "dedupe": False, "per_doc_cap": None}
+    opts: dict[str, Any] = {
+        "principal": MERIDIAN,
+        "k": 5,
+        "dedupe": False,
+        "per_doc_cap": None,
+        "feedback": False,
+    }
     query = "roof replacement capital plan"
     dense_only = searcher.search(query, mode="hybrid", weights=(1.0, 0.0), **opts).hits
     lexical_only = searcher.search(query, mode="hybrid", weights=(0.0, 1.0), **opts).hits
@@ -196,11 +205,95 @@ def test_weighted_fusion_of_min_max_scores(
         weights={"dense": weights[0], "lexical": weights[1]},
     )
     hybrid = searcher.search(
-        query, mode="hybrid", k=8, fusion_method="weighted", weights=weights, **opts
+        query,
+        mode="hybrid",
+        k=8,
+        fusion_method="weighted",
+        weights=weights,
+        feedback=False,
+        **opts,
     ).hits
     assert [h.score for h in hybrid] == [
         round(s, 6) for s in sorted(expected.values(), reverse=True)[:8]
     ]
+
+
+def _scores(hits: Sequence[Hit], key: str) -> dict[str, float]:
+    return {h.provenance.chunk_ref: h.scores[key] for h in hits}
+
+
+def test_zscore_fusion_of_the_two_lists(searcher: Searcher) -> None:
+    opts: dict[str, Any] = {"principal": HARBOR, **EVERYTHING}
+    query = "street rates self storage"
+    dense = searcher.search(query, mode="dense", **opts).hits
+    lexical = searcher.search(query, mode="lexical", **opts).hits
+    expected = fusion.z_fusion(
+        {"dense": _scores(dense, "dense"), "lexical": _scores(lexical, "lexical")},
+        weights={"dense": 1.0, "lexical": 0.5},
+    )
+    hybrid = searcher.search(
+        query, mode="hybrid", fusion_method="zscore", weights=(1.0, 0.5), feedback=False, **opts
+    ).hits
+    top = sorted(expected.values(), reverse=True)[:10]
+    assert [h.score for h in hybrid[:10]] == [round(v, 6) for v in top]
+
+
+def test_default_hybrid_runs_one_rocchio_round(searcher: Searcher, sample: Home) -> None:
+    """Oracle: the z-fused top candidate's stored vector moves the query (Rocchio, computed
+    here from the table), a dense search with the moved vector, z-fused again with BM25."""
+    opts: dict[str, Any] = {"principal": MERIDIAN, **EVERYTHING}
+    query = "roof replacement capital plan"
+    first = searcher.search(query, mode="hybrid", feedback=False, **opts).hits
+    table = sample.store.table(active(sample))
+    stored = {
+        r["chunk_ref"]: r["vector"]
+        for r in table.to_arrow().select(["chunk_ref", "vector"]).to_pylist()
+    }
+    gen = active(sample)
+    qvec = searcher.embed_query(query, gen)
+    top = np.asarray([stored[first[0].provenance.chunk_ref]], dtype=np.float32)
+    moved = qvec + DEFAULT_RETRIEVAL.feedback_beta * top.mean(axis=0)
+    moved = moved / np.linalg.norm(moved)
+    dense = searcher.search(query, mode="dense", vector=moved, **opts).hits
+    lexical = searcher.search(query, mode="lexical", **opts).hits
+    expected = fusion.z_fusion(
+        {"dense": _scores(dense, "dense"), "lexical": _scores(lexical, "lexical")}
+    )
+    hybrid = searcher.search(query, mode="hybrid", **opts)
+    assert hybrid.trace["feedback"] == {"docs": 1, "beta": DEFAULT_RETRIEVAL.feedback_beta}
+    top10 = sorted(expected.values(), reverse=True)[:10]
+    assert [h.score for h in hybrid.hits[:10]] == pytest.approx(
+        [round(v, 6) for v in top10], abs=2e-6
+    )
+    # the round changed the dense side, so the fused scores are not the first round's
+    assert [h.score for h in hybrid.hits] != [h.score for h in first]
+
+
+def test_a_namespace_override_declared_in_corpus_yaml_is_its_default(
+    sample: Home, tmp_path: Path
+) -> None:
+    config = yaml.safe_load(sample.settings.config_path.read_text())
+    config["namespaces"]["deals"]["retrieval"] = {"fusion": "rrf", "feedback_docs": 0}
+    path = tmp_path / "corpus.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    tuned = Searcher(Home(Settings(config_path=path, home=sample.settings.home)))
+    opts: dict[str, Any] = {"principal": MERIDIAN, **EVERYTHING}
+    query = "hurricane insurance"
+    got = tuned.search(query, mode="hybrid", **opts)
+    assert got.trace["fusion"] == "rrf" and "feedback" not in got.trace
+    explicit = Searcher(sample).search(
+        query, mode="hybrid", fusion_method="rrf", feedback=False, **opts
+    )
+    assert [(h.provenance.chunk_ref, h.score) for h in got.hits] == [
+        (h.provenance.chunk_ref, h.score) for h in explicit.hits
+    ]
+    listed = CliRunner().invoke(
+        main,
+        ["--config", str(path), "--home", str(sample.settings.home), "generations", "--json"],
+    )
+    assert listed.exit_code == 0, listed.output
+    shown = json.loads(listed.output)["retrieval"]["deals"]
+    assert shown["fusion"] == "rrf" and shown["feedback_docs"] == 0 and shown["declared"] is True
 
 
 # -- dedupe and per-document cap --------------------------------------------------------------
@@ -507,12 +600,18 @@ def test_trace_times_every_stage(searcher: Searcher) -> None:
         "dense",
         "lexical",
         "fusion",
+        "feedback",
+        "dedupe",
         "rerank",
         "expand",
         "total",
     ):
         assert isinstance(t[f"{stage}_ms"], float) and t[f"{stage}_ms"] >= 0, stage
-    assert t["mode"] == "hybrid" and t["fusion"] == "rrf" and t["k"] == 3 and t["candidates"] == 50
+    # the default hybrid is the namespace's retrieval settings (none declared: the one default)
+    default = searcher.corpus.config.namespaces["deals"].retrieval
+    assert default == DEFAULT_RETRIEVAL and t["fusion"] == "zscore"
+    assert t["feedback"] == {"docs": default.feedback_docs, "beta": default.feedback_beta}
+    assert t["mode"] == "hybrid" and t["k"] == 3 and t["candidates"] == 50
     assert t["counts"]["dense"] > 0 and t["counts"]["lexical"] > 0 and t["counts"]["returned"] == 3
     assert t["total_ms"] >= t["dense_ms"] + t["lexical_ms"]
     lexical = searcher.search("roof", principal=MERIDIAN, mode="lexical").trace

@@ -117,7 +117,17 @@ def generations(ctx: click.Context, as_json: bool) -> None:
     # status and checks say
     damage = {g.id: generation_problem(store, g) if g.status in LIVE else None for g in gens}
     if as_json:
-        emit_json({"generations": [{**g.to_json(), "damaged": damage[g.id]} for g in gens]})
+        config = settings.load()
+        emit_json(
+            {
+                "generations": [{**g.to_json(), "damaged": damage[g.id]} for g in gens],
+                # how each namespace's hybrid search fuses (the default unless declared)
+                "retrieval": {
+                    name: {**ns.retrieval.to_json(), "declared": ns.retrieval_declared}
+                    for name, ns in config.namespaces.items()
+                },
+            }
+        )
         if any(damage.values()):
             sys.exit(EXIT_DAMAGED)
         return

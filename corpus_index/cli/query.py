@@ -48,27 +48,24 @@ from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show
 )
 @click.option(
     "--fusion",
-    type=click.Choice(["rrf", "weighted"]),
-    default="rrf",
-    show_default=True,
-    help="How hybrid mode fuses the two rankings.",
+    type=click.Choice(["zscore", "rrf", "weighted"]),
+    help="How hybrid mode fuses the two rankings (default: the namespace's retrieval settings).",
 )
+@click.option("--rrf-k", type=click.IntRange(0), help="RRF constant (default: the namespace's).")
 @click.option(
-    "--rrf-k", default=60, show_default=True, type=click.IntRange(0), help="RRF constant."
+    "--feedback/--no-feedback",
+    default=None,
+    help="Rocchio feedback round of hybrid mode (default: the namespace's retrieval settings).",
 )
 @click.option(
     "--dense-weight",
-    default=1.0,
-    show_default=True,
     type=FiniteFloat(0),
-    help="Fusion weight.",
+    help="Fusion weight (default: the namespace's; 1.0 when only --lexical-weight is given).",
 )
 @click.option(
     "--lexical-weight",
-    default=1.0,
-    show_default=True,
     type=FiniteFloat(0),
-    help="Fusion weight.",
+    help="Fusion weight (default: the namespace's; 1.0 when only --dense-weight is given).",
 )
 @click.option(
     "--candidates",
@@ -125,10 +122,11 @@ def search(
     generation: str | None,
     mode: str,
     filter_exprs: tuple[str, ...],
-    fusion: str,
-    rrf_k: int,
-    dense_weight: float,
-    lexical_weight: float,
+    fusion: str | None,
+    rrf_k: int | None,
+    feedback: bool | None,
+    dense_weight: float | None,
+    lexical_weight: float | None,
     candidates: int | None,
     per_doc: int,
     no_dedupe: bool,
@@ -170,7 +168,13 @@ def search(
         candidates=max(candidates, k) if candidates else None,
         fusion_method=fusion,
         rrf_k=rrf_k,
-        weights=(dense_weight, lexical_weight),
+        weights=None
+        if dense_weight is None and lexical_weight is None
+        else (
+            1.0 if dense_weight is None else dense_weight,
+            1.0 if lexical_weight is None else lexical_weight,
+        ),
+        feedback=feedback,
         dedupe=not no_dedupe,
         per_doc_cap=per_doc or None,
         rerank=reranker,
@@ -484,7 +488,7 @@ def traces(ctx: click.Context, limit: int, tenant: str | None, as_json: bool) ->
         return
     if not rows:
         click.echo("no queries traced yet")
-    stages = ("embedding", "filter", "dense", "lexical", "fusion", "rerank")
+    stages = ("embedding", "filter", "dense", "lexical", "fusion", "feedback", "dedupe", "rerank")
     for r in rows:
         t = r["trace"]
         times = "  ".join(f"{s}={t[f'{s}_ms']:.1f}" for s in stages if f"{s}_ms" in t)
