@@ -1,17 +1,20 @@
 """End to end on the bundled sample corpus with the real MiniLM model, through the CLI.
 
-One session-scoped home is built with `corpus sync` (a subprocess, as a user would run it),
-then `corpus promote` and a second `corpus sync` run in this process (the same commands, without
-loading Dagster and the model in two more processes); the tests then read it through the CLI
-and the Python API.
+One session-scoped home is built from the shipped ``corpus.yaml`` with ``corpus sync``, then
+``corpus promote`` and a second ``corpus sync``; the tests read it through the CLI and the
+Python API. The commands run in this process (one import of Dagster and one load of the model
+for the whole file; ``corpus sync`` as a subprocess is exercised in tests/dagster/
+test_incremental.py and tests/test_homelock.py).
+
+The deals are what the searches below judge, so they keep MiniLM. The messages profile
+embeds through the hash embedder instead: nothing here reads the meaning of a message vector,
+and MiniLM over the messages sample was most of the file's CPU time (the messages pipeline is
+tested on its own in tests/dagster/test_linked_groups.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,27 +28,30 @@ from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = [sys.executable, "-m", "corpus_index.cli"]
+MESSAGES_EMBEDDER = "hash:v1-64"
 pytestmark = pytest.mark.model
 
 
-def run_cli(
-    home: Path, *args: str, config: Path = ROOT / "corpus.yaml", check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CORPUS_CONFIG": str(config), "CORPUS_HOME": str(home)}
-    out = subprocess.run(
-        [*CORPUS, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
-    )
-    if check and out.returncode != 0:
-        raise AssertionError(
-            f"corpus {' '.join(args)} exited {out.returncode}:\n{out.stderr[-3000:]}"
-        )
-    return out
+def sample_config(folder: Path) -> Path:
+    """The shipped corpus.yaml, its paths made absolute, with the messages profile on the hash
+    embedder; written to ``folder``."""
+    config = yaml.safe_load((ROOT / "corpus.yaml").read_text(encoding="utf-8"))
+    for spec in config["collections"].values():
+        spec["path"] = str(ROOT / spec["path"])
+    for spec in config["namespaces"].values():
+        if "golden_set" in spec:
+            spec["golden_set"] = str(ROOT / spec["golden_set"])
+    messages = config["profiles"]["minilm-messages"]
+    assert messages["namespace"] == "messages" and messages["embedder"].startswith("st:")
+    messages["embedder"] = MESSAGES_EMBEDDER
+    path = folder / "corpus.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
 
 
-def run_here(home: Path, *args: str) -> str:
-    """``corpus <args>`` in this process, on the real corpus.yaml; its output."""
-    base = ["--config", str(ROOT / "corpus.yaml"), "--home", str(home)]
+def run_here(settings: Settings, *args: str) -> str:
+    """``corpus <args>`` in this process, on the sample's config; its output."""
+    base = ["--config", str(settings.config_path), "--home", str(settings.home)]
     result = CliRunner().invoke(main, [*base, *args])
     if result.exit_code != 0:
         raise AssertionError(f"corpus {' '.join(args)} exited {result.exit_code}:\n{result.output}")
@@ -54,16 +60,17 @@ def run_here(home: Path, *args: str) -> str:
 
 @pytest.fixture(scope="session")
 def sample_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    home = tmp_path_factory.mktemp("sample") / "home"
-    first = json.loads(run_cli(home, "sync", "--json").stdout)
-    run_here(home, "promote")
-    second = json.loads(run_here(home, "sync", "--json"))
-    return {"home": home, "first": first, "second": second}
+    root = tmp_path_factory.mktemp("sample")
+    settings = Settings(config_path=sample_config(root), home=root / "home")
+    first = json.loads(run_here(settings, "sync", "--json"))
+    run_here(settings, "promote")
+    second = json.loads(run_here(settings, "sync", "--json"))
+    return {"settings": settings, "first": first, "second": second}
 
 
 @pytest.fixture(scope="session")
 def searcher(sample_home: dict[str, Any]) -> Searcher:
-    return Searcher(Home(Settings(config_path=ROOT / "corpus.yaml", home=sample_home["home"])))
+    return Searcher(Home(sample_home["settings"]))
 
 
 def golden() -> list[dict[str, Any]]:
@@ -105,8 +112,8 @@ def test_second_sync_embeds_nothing(sample_home: dict[str, Any]) -> None:
 
 
 def test_search_json_shape_and_provenance(sample_home: dict[str, Any]) -> None:
-    out = run_cli(
-        sample_home["home"],
+    out = run_here(
+        sample_home["settings"],
         "search",
         "roofs and plumbing past their useful life",
         "--tenant",
@@ -117,7 +124,7 @@ def test_search_json_shape_and_provenance(sample_home: dict[str, Any]) -> None:
         "3",
         "--json",
     )
-    doc = json.loads(out.stdout)
+    doc = json.loads(out)
     assert set(doc) == {"hits", "trace"}
     assert len(doc["hits"]) == 3
     for hit in doc["hits"]:
@@ -202,12 +209,13 @@ def test_shared_risk_pattern_is_found_across_different_wordings(searcher: Search
 
 
 def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any]) -> None:
-    doc = json.loads(run_cli(sample_home["home"], "generations", "--json").stdout)
+    doc = json.loads(run_here(sample_home["settings"], "generations", "--json"))
     # one generation per profile: the deals', the messages', the researchers', the handbook's
     by_namespace = {g["namespace"]: g for g in doc["generations"]}
     assert sorted(by_namespace) == ["deals", "handbook", "messages", "researchers"]
     assert len(doc["generations"]) == 4
-    assert by_namespace["messages"]["status"] == "ACTIVE"
+    messages = by_namespace["messages"]
+    assert messages["status"] == "ACTIVE" and messages["backend_spec"] == MESSAGES_EMBEDDER
     gen = by_namespace["deals"]
     assert (
         gen["status"] == "ACTIVE"
@@ -227,12 +235,11 @@ def test_generations_json_lists_the_active_generation(sample_home: dict[str, Any
 def test_sample_profiles_export_verifies_and_keeps_restricted_files_out(
     sample_home: dict[str, Any],
 ) -> None:
-    flat = sample_home["home"] / "exports" / "flat" / "minilm-researchers" / "researchers"
+    settings = sample_home["settings"]
+    flat = settings.home / "exports" / "flat" / "minilm-researchers" / "researchers"
     folders = sorted(p / "embeddings" for p in flat.iterdir() if p.name != "collection")
     assert len(folders) == 13
-    report = json.loads(
-        run_here(sample_home["home"], "export", "verify", str(folders[0]), "--json")
-    )
+    report = json.loads(run_here(settings, "export", "verify", str(folders[0]), "--json"))
     assert report["verdict"] == "verified" and report["backend_spec"] == "st:all-MiniLM-L6-v2"
     public = {
         c["source_type"]
@@ -240,5 +247,5 @@ def test_sample_profiles_export_verifies_and_keeps_restricted_files_out(
         for c in json.loads((f / "st-all-minilm-l6-v2.chunks.json").read_text())
     }
     assert public == {"expertise", "paper_summary", "paper_abstract", "soul"}
-    demo = run_here(sample_home["home"], "demo")
+    demo = run_here(settings, "demo")
     assert "=== corpus export verify" in demo and "verified: probe cosine" in demo

@@ -2,7 +2,8 @@
 and an audit that is clean once compaction has run.
 
 Every test starts from the same home, synced once for the module (two profiles, both
-generations built); each gets its own copy to change.
+generations built), or from that home after one deal's file was removed and synced (also once
+for the module); each gets its own copy to change.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pyarrow.compute as pc
 import pytest
@@ -40,12 +42,37 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def copy_of(root: Path, tmp_path: Path) -> Settings:
+    """A copy of the home under ``root`` (its sources in ``<copy>/sources``), free to change."""
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    return Settings(config_path=copy / "corpus.yaml", home=copy / "home")
+
+
 @pytest.fixture
 def settings(synced: Path, tmp_path: Path) -> Settings:
-    """A copy of the synced home (its sources in ``<root>/sources``), free to change."""
-    root = tmp_path / "copy"
-    shutil.copytree(synced, root)
-    return Settings(config_path=root / "corpus.yaml", home=root / "home")
+    return copy_of(synced, tmp_path)
+
+
+class Deleted(NamedTuple):
+    root: Path
+    report: Any  # the SyncReport of the sync that saw the file gone
+    sidecars: list[Path]  # the removed deal's sidecars before, relative to the root
+
+
+@pytest.fixture(scope="module")
+def deleted(synced: Path, tmp_path_factory: pytest.TempPathFactory) -> Deleted:
+    """The synced home with g0001 promoted, then GONE's file removed and synced."""
+    settings = copy_of(synced, tmp_path_factory.mktemp("deleted"))
+    root = settings.config_path.parent
+    assert dagster_runner().promote(settings, "deals", "g0001").success
+    assert set(rows_of(Home(settings), GONE).values()) == {4}  # both generations hold its 4
+    sidecars = sorted((settings.exports / "sidecars").glob("*/alpha-deals/deal-alpha-001.*"))
+    assert len(sidecars) == 2
+    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
+    report = dagster_runner().sync(settings)
+    assert report.ok, report.failed_runs
+    return Deleted(root, report, [p.relative_to(root) for p in sidecars])
 
 
 def source(settings: Settings, name: str) -> Path:
@@ -59,20 +86,13 @@ def rows_of(corpus: Home, source_id: str) -> dict[str, int]:
     }
 
 
-def test_removed_file_leaves_every_generation_and_store(settings: Settings) -> None:
-    assert dagster_runner().promote(settings, "deals", "g0001").success
+def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_path: Path) -> None:
+    settings = copy_of(deleted.root, tmp_path)
     corpus = Home(settings)
-    assert set(rows_of(corpus, GONE).values()) == {4}  # both generations hold its 4 sections
-    sidecars = sorted((settings.exports / "sidecars").glob("*/alpha-deals/deal-alpha-001.*"))
-    assert len(sidecars) == 2
-
-    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
-    report = dagster_runner().sync(settings)
-    assert report.ok, report.failed_runs
-    assert report.collections["alpha-deals"]["removed"] == 1
+    assert deleted.report.collections["alpha-deals"]["removed"] == 1
 
     assert set(rows_of(corpus, GONE).values()) == {0}
-    assert not any(p.exists() for p in sidecars)
+    assert not any((settings.config_path.parent / p).exists() for p in deleted.sidecars)
     for asset in ("parsed_blocks", "embedding_inputs"):
         table = corpus.warehouse.read(asset, ("alpha-deals",))
         assert table is not None and GONE not in table["source_id"].to_pylist()
@@ -127,12 +147,12 @@ def test_removed_file_leaves_every_generation_and_store(settings: Settings) -> N
         assert cov.rows == 20 and cov.fts_unindexed == 0
 
 
-def test_a_source_that_comes_back_is_indexed_again(settings: Settings) -> None:
-    path = source(settings, "alpha/deal-alpha-001.uw.md")
-    text = path.read_text()
-    path.unlink()
-    assert dagster_runner().sync(settings).ok
-    path.write_text(text)
+def test_a_source_that_comes_back_is_indexed_again(
+    synced: Path, deleted: Deleted, tmp_path: Path
+) -> None:
+    settings = copy_of(deleted.root, tmp_path)
+    text = (synced / "sources" / "alpha" / "deal-alpha-001.uw.md").read_text()
+    source(settings, "alpha/deal-alpha-001.uw.md").write_text(text)
     report = dagster_runner().sync(settings)
     assert report.ok and report.embedded == 0  # vectors still in the cache until compaction
     corpus = Home(settings)
@@ -141,16 +161,14 @@ def test_a_source_that_comes_back_is_indexed_again(settings: Settings) -> None:
 
 
 def test_tombstones_replay_into_a_generation_built_later(
-    settings: Settings, tmp_path: Path
+    synced: Path, deleted: Deleted, tmp_path: Path
 ) -> None:
     """A generation built after the deletion from inputs that still mention the source (say a
     restored warehouse backup) never receives it."""
-    backup = tmp_path / "warehouse-backup"
-    shutil.copytree(settings.warehouse, backup)
-    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
-    assert dagster_runner().sync(settings).ok
+    backup = Settings(config_path=synced / "corpus.yaml", home=synced / "home").warehouse
+    settings = copy_of(deleted.root, tmp_path)
     shutil.rmtree(settings.warehouse)
-    shutil.copytree(backup, settings.warehouse)  # the stale inputs are back
+    shutil.copytree(backup, settings.warehouse)  # the stale inputs (from before it) are back
     config = yaml.safe_load(settings.config_path.read_text())
     config["profiles"]["late"] = {"embedder": "hash:v1-16", "namespace": "deals"}
     settings.config_path.write_text(yaml.safe_dump(config))

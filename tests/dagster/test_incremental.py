@@ -1,14 +1,20 @@
-"""Cost proportional to the change, writes before deletes, and a kill -9 that loses nothing."""
+"""Cost proportional to the change, writes before deletes, and a kill -9 that loses nothing.
+
+Every test starts from the same home, synced once for the module through one local
+OpenAI-protocol server; each gets its own copy to change.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -28,9 +34,9 @@ DEAL = Path("sources") / "beta" / "deal-beta-001.uw.md"
 QUERY = ("beta", ("beta-team",), "rents market growth jobs")
 
 
-def served_home(tmp_path: Path, server: FakeOpenAIServer) -> Settings:
+def served_home(root: Path, server: FakeOpenAIServer) -> Settings:
     """The generated home with one profile embedding through the local OpenAI-protocol server."""
-    config_path = write_home(tmp_path)
+    config_path = write_home(root)
     config = yaml.safe_load(config_path.read_text())
     config["profiles"] = {
         "remote": {
@@ -42,7 +48,7 @@ def served_home(tmp_path: Path, server: FakeOpenAIServer) -> Settings:
         }
     }
     config_path.write_text(yaml.safe_dump(config))
-    return Settings(config_path=config_path, home=tmp_path / "home")
+    return Settings(config_path=config_path, home=root / "home")
 
 
 def inputs_sent(server: FakeOpenAIServer, since: int = 0) -> int:
@@ -59,19 +65,41 @@ def answers(settings: Settings) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAIServer]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", "test-key")
+        model = HashEmbedder(64)
+        with serve(embed=lambda texts, dim: model.embed(list(texts))) as srv:
+            yield srv
+
+
+class Synced(NamedTuple):
+    root: Path  # sources, corpus.yaml and home
+    inputs_sent: int  # what its first sync sent to the server
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAIServer) -> Synced:
+    """The served home after its first sync."""
+    root = tmp_path_factory.mktemp("synced")
+    mark = len(server.requests)
+    assert dagster_runner().sync(served_home(root, server)).ok
+    return Synced(root, inputs_sent(server, mark))
+
+
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    model = HashEmbedder(64)
-    with serve(embed=lambda texts, dim: model.embed(list(texts))) as srv:
-        yield srv
+def settings(synced: Synced, server: FakeOpenAIServer, tmp_path: Path) -> Settings:
+    """A copy of the synced home, free to change (the server's script emptied)."""
+    server.script.clear()
+    root = tmp_path / "copy"
+    shutil.copytree(synced.root, root)
+    return Settings(config_path=root / "corpus.yaml", home=root / "home")
 
 
 def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
-    tmp_path: Path, server: FakeOpenAIServer
+    settings: Settings, synced: Synced, server: FakeOpenAIServer
 ) -> None:
-    settings = served_home(tmp_path, server)
-    assert dagster_runner().sync(settings).ok
     corpus = Home(settings)
     distinct = set()
     for collection in ("alpha-deals", "beta-deals"):
@@ -79,13 +107,13 @@ def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
         assert table is not None
         distinct |= set(table["input_hash"].to_pylist())
     # every distinct input embedded once across collections (identical text is shared)
-    assert inputs_sent(server) == len(distinct) < 24
+    assert synced.inputs_sent == len(distinct) < 24
     gen = corpus.registry.live_generation("remote")
     assert gen is not None
     table = corpus.store.table(gen)
     version_before = table.version
 
-    deal = tmp_path / DEAL
+    deal = settings.config_path.parent / DEAL
     deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew eleven"))
     mark = len(server.requests)
     report = dagster_runner().sync(settings)
@@ -160,15 +188,13 @@ def _kill_mid_sync(
     ids=["while-embedding", "after-embedding"],
 )
 def test_kill_9_mid_sync_keeps_serving_and_the_next_run_converges(
-    tmp_path: Path, server: FakeOpenAIServer, hold_s: float, after_s: float
+    settings: Settings, server: FakeOpenAIServer, hold_s: float, after_s: float
 ) -> None:
-    settings = served_home(tmp_path, server)
-    assert dagster_runner().sync(settings).ok
     assert dagster_runner().promote(settings, "deals", "").success
     before = answers(settings)
     assert before
 
-    deal = tmp_path / DEAL
+    deal = settings.config_path.parent / DEAL
     deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew eleven"))
     _kill_mid_sync(settings, server, hold_s=hold_s, after_s=after_s)
 
