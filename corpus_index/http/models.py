@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +46,51 @@ class SimilarRequest(_Strict):
     groups: list[str] | None = None
     generation: str | None = None
     sections: list[str] | None = None
+
+
+class ContextsRequest(_Strict):
+    """A group-first search of a messages namespace (seed "Linked Context" §6)."""
+
+    query: str = Field(min_length=1, max_length=HARD_MAX_QUERY, description="The query text.")
+    mode: Literal["dense", "lexical", "hybrid"] = "hybrid"
+    k: int = Field(5, ge=1, description="Records (at most the server's max_k).")
+    filters: dict[str, Any] | None = None
+    groups: list[str] | None = Field(
+        None, description="Search as only these of the key's groups (narrowing, never widening)."
+    )
+    generation: str | None = None
+    as_of: dt.datetime | None = Field(
+        None, description="The time the query's time hints are resolved against (default now)."
+    )
+    units: bool = Field(False, description="Unit-only search, in the same record shape.")
+
+
+class ContextsResponse(BaseModel):
+    """The unified response: records by type (conversations, incidents, ...), ranked."""
+
+    namespace: str
+    request_id: str
+    query: str
+    analysis: dict[str, Any]
+    results: dict[str, list[dict[str, Any]]]
+    total_hits: int
+    trace: dict[str, Any]
+
+
+class PersonResponse(BaseModel):
+    """Everything about one person: contexts by topic and month, roles, partners."""
+
+    namespace: str
+    request_id: str
+    query: str
+    person: dict[str, Any] | None
+    candidates: list[dict[str, Any]]
+    roles: dict[str, int]
+    partners: list[dict[str, Any]]
+    by_topic: dict[str, list[str]]
+    by_month: dict[str, list[str]]
+    records: list[dict[str, Any]]
+    total_hits: int
 
 
 class HitModel(BaseModel):

@@ -1,7 +1,7 @@
 """The ``/v1`` API: per-namespace search, similar deals, generations and sidecars.
 
 Everything a principal reads lives under ``/v1/namespaces/{namespace}/``; the message-namespace
-reads (``groups/search``, ``people/{name}``) slot in beside ``search`` as routers of their own.
+reads (``groups/search``, ``people/{name}``) are beside ``search`` in :mod:`.contexts`.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ def service(request: Request) -> Service:
     return svc
 
 
-def _namespace(svc: Service, ns: str) -> str:
+def known_namespace(svc: Service, ns: str) -> str:
     if ns not in svc.corpus.config.namespaces:
         raise Problem(UNKNOWN_NAMESPACE, f"no namespace {ns!r} is configured")
     return ns
 
 
-def _filters(svc: Service, raw: dict[str, Any] | None) -> CorpusFilter:
+def bounded_filters(svc: Service, raw: dict[str, Any] | None) -> CorpusFilter:
     """The request's filters, bounded in size and checked for shape (400 when malformed)."""
     if raw is None:
         return CorpusFilter()
@@ -82,14 +82,14 @@ def _scope(
     body: models.SearchRequest | models.SimilarRequest,
 ) -> tuple[str, Principal, CorpusFilter]:
     """The namespace, the (narrowed) principal and the filters of a request, within limits."""
-    ns = _namespace(svc, namespace)
+    ns = known_namespace(svc, namespace)
     who = narrowed(principal, body.groups)
     if body.k > svc.serve.max_k:
         raise Problem(LIMIT, f"k is {body.k}; the limit is {svc.serve.max_k}")
-    return ns, who, _filters(svc, body.filters)
+    return ns, who, bounded_filters(svc, body.filters)
 
 
-def _generation_problem(exc: MissingGenerationError, *, named: str | None, cursor: bool) -> Problem:
+def generation_problem(exc: MissingGenerationError, *, named: str | None, cursor: bool) -> Problem:
     if cursor:
         return Problem(GENERATION_GONE, f"{exc}; search again without a cursor")
     if named:
@@ -102,7 +102,7 @@ def _still_serving(svc: Service, ns: str, gen_id: str) -> None:
     try:
         gen = svc.searcher.resolve_generation(ns, gen_id)
     except MissingGenerationError as exc:
-        raise _generation_problem(exc, named=gen_id, cursor=True) from None
+        raise generation_problem(exc, named=gen_id, cursor=True) from None
     if gen.status == "RETIRED" or not svc.corpus.store.exists(gen):
         raise Problem(
             GENERATION_GONE,
@@ -218,7 +218,7 @@ def search(
             candidates=max(depth, offset + body.k),
         )
     except MissingGenerationError as exc:
-        raise _generation_problem(exc, named=gen_id, cursor=bool(body.cursor)) from None
+        raise generation_problem(exc, named=gen_id, cursor=bool(body.cursor)) from None
     gen = svc.searcher.resolve_generation(ns, str(result.trace["generation"]))
     result.hits = result.hits[offset:]
     full = len(result.hits) == body.k
@@ -274,7 +274,7 @@ def similar(
             sections=body.sections,
         )
     except MissingGenerationError as exc:
-        raise _generation_problem(exc, named=body.generation, cursor=False) from None
+        raise generation_problem(exc, named=body.generation, cursor=False) from None
     if found is None:
         raise Problem(NOT_FOUND, f"no deal {deal_id!r} is visible to this key in namespace {ns!r}")
     out = found.to_json()
@@ -315,7 +315,7 @@ def _summary(gen: Generation) -> dict[str, Any]:
 )
 def generations(namespace: str, request: Request, principal: Caller) -> list[dict[str, Any]]:
     svc = service(request)
-    ns = _namespace(svc, namespace)
+    ns = known_namespace(svc, namespace)
     return [_summary(g) for g in svc.corpus.registry.generations(namespace=ns)]
 
 
@@ -328,7 +328,7 @@ def generation(
     namespace: str, generation: str, request: Request, principal: Caller
 ) -> dict[str, Any]:
     svc = service(request)
-    ns = _namespace(svc, namespace)
+    ns = known_namespace(svc, namespace)
     gen = svc.corpus.registry.get(generation)
     if gen is None or gen.spec.namespace != ns:
         raise Problem(UNKNOWN_GENERATION, f"namespace {ns!r} has no generation {generation!r}")
@@ -351,14 +351,14 @@ def sidecar(
     ] = None,
 ) -> FileResponse:
     svc = service(request)
-    ns = _namespace(svc, namespace)
+    ns = known_namespace(svc, namespace)
     missing = Problem(NOT_FOUND, f"no sidecar of {collection}/{doc_id} is visible to this key")
     if collection not in {c.name for c in svc.corpus.config.collections_in(ns)}:
         raise missing
     try:
         _, gen, where = svc.searcher.scope(principal, ns, None)
     except MissingGenerationError as exc:
-        raise _generation_problem(exc, named=None, cursor=False) from None
+        raise generation_problem(exc, named=None, cursor=False) from None
     profile = profile or gen.spec.profile
     if profile not in {p.name for p in svc.corpus.config.profiles_in(ns)}:
         raise Problem(NOT_FOUND, f"namespace {ns!r} has no profile {profile!r}")

@@ -1,0 +1,123 @@
+"""The message-namespace reads of the ``/v1`` API: group-first search
+(``groups/search``) and everything about one person (``people/{name}``).
+
+Both are the library's own (:func:`~corpus_index.group_search.search_contexts`,
+:func:`~corpus_index.person_search.person_contexts`), asked as the key's principal (narrowed
+by ``groups`` when the request names some); their records are what ``corpus search --json`` and
+``corpus person --json`` print on a messages namespace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from corpus_index.errors import MissingGenerationError
+from corpus_index.group_search import grouped_namespace, search_contexts
+from corpus_index.http import models
+from corpus_index.http.auth import Caller, narrowed
+from corpus_index.http.problems import LIMIT, NOT_FOUND, Problem
+from corpus_index.http.routes import bounded_filters, generation_problem, known_namespace, service
+from corpus_index.http.service import Service
+from corpus_index.person_search import person_contexts
+
+router = APIRouter(prefix="/v1/namespaces", tags=["contexts"])
+MAX_PERSON_RECORDS = 200
+
+
+def _grouped(svc: Service, namespace: str) -> str:
+    ns = known_namespace(svc, namespace)
+    if not grouped_namespace(svc.corpus, ns):
+        raise Problem(NOT_FOUND, f"namespace {ns!r} holds no linked groups (no messages kind)")
+    return ns
+
+
+@router.post(
+    "/{namespace}/groups/search",
+    response_model=models.ContextsResponse,
+    summary="Whole contexts (conversations, incidents, questions) first, then units",
+)
+def search_groups(
+    namespace: str,
+    body: models.ContextsRequest,
+    request: Request,
+    principal: Caller,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    svc = service(request)
+    ns = _grouped(svc, namespace)
+    who = narrowed(principal, body.groups)
+    limits = svc.serve
+    if body.k > limits.max_k:
+        raise Problem(LIMIT, f"k is {body.k}; the limit is {limits.max_k}")
+    if len(body.query) > limits.max_query_chars:
+        raise Problem(
+            LIMIT,
+            f"the query is {len(body.query)} characters; the limit is {limits.max_query_chars}",
+        )
+    filt = bounded_filters(svc, body.filters)
+    as_of = body.as_of
+    if as_of is not None and as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=dt.UTC)
+    try:
+        result = search_contexts(
+            svc.searcher,
+            body.query,
+            principal=who,
+            k=body.k,
+            namespace=ns,
+            generation=body.generation,
+            as_of=as_of,
+            mode=body.mode,
+            filters=filt,
+            units=body.units,
+        )
+    except MissingGenerationError as exc:
+        raise generation_problem(exc, named=body.generation, cursor=False) from None
+    m = svc.metrics
+    m.searches.labels("groups", body.mode, ns).inc()
+    if not result.records:
+        m.zero_results.labels("groups", body.mode, ns).inc()
+    m.latency.labels("groups", body.mode, ns).observe(time.perf_counter() - started)
+    request_id = str(request.state.request_id)
+    result.trace["request_id"] = request_id
+    return {"namespace": ns, "request_id": request_id, **result.to_json()}
+
+
+@router.get(
+    "/{namespace}/people/{name}",
+    response_model=models.PersonResponse,
+    summary="Everything the key may see about one person of its tenant",
+)
+def person(
+    namespace: str,
+    name: str,
+    request: Request,
+    principal: Caller,
+    groups: Annotated[
+        list[str] | None, Query(description="Only these of the key's groups (narrowing).")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PERSON_RECORDS)] = 50,
+    generation: Annotated[str | None, Query(description="Instead of the ACTIVE one.")] = None,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    svc = service(request)
+    ns = _grouped(svc, namespace)
+    who = narrowed(principal, groups)
+    if len(name) > svc.serve.max_query_chars:
+        raise Problem(
+            LIMIT, f"the name is {len(name)} characters; the limit is {svc.serve.max_query_chars}"
+        )
+    try:
+        found = person_contexts(
+            svc.searcher, name, principal=who, namespace=ns, generation=generation, limit=limit
+        )
+    except MissingGenerationError as exc:
+        raise generation_problem(exc, named=generation, cursor=False) from None
+    svc.metrics.latency.labels("person", "lookup", ns).observe(time.perf_counter() - started)
+    if found.person is None and not found.candidates:
+        raise Problem(NOT_FOUND, f"no person named {name!r} in this key's tenant")
+    return {"namespace": ns, "request_id": str(request.state.request_id), **found.to_json()}

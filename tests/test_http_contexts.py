@@ -1,0 +1,124 @@
+"""Group-first search and person queries over HTTP: a real ``corpus serve`` on loopback over the
+bundled messages sample (two tenants, built in-process with the hash embedder). The records are
+the library's own; every one stays inside the key's tenant and groups."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from corpus_index.config import Settings
+from corpus_index.group_search import search_contexts
+from corpus_index.home import Home
+from corpus_index.search import Principal, Searcher
+from tests.searchkit import build_home, messages_config
+from tests.support.http_server import running_server, serve_config
+
+WATTLE, STAFF, BLUEGUM = "ck_wattle", "ck_wattle-staff", "ck_bluegum"
+KEYS = {
+    WATTLE: ("wattle", ["wattle-staff", "wattle-managers"]),
+    STAFF: ("wattle", ["wattle-staff"]),
+    BLUEGUM: ("bluegum", ["bluegum-staff", "bluegum-coordinators"]),
+}
+QUERY = "What happened with pumpkin at Christmas?"
+AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
+PROBLEM = "urn:corpus-index:problem:"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Home]]:
+    root = tmp_path_factory.mktemp("contexts")
+    settings = Settings(config_path=messages_config(root), home=root / "home")
+    corpus = build_home(settings)
+    serve_config(settings.config_path, KEYS)
+    log = root / "server.log"
+    with running_server(settings.config_path, settings.home, log=log) as url:
+        client = httpx.Client(base_url=url, timeout=60)
+        yield client, corpus
+        client.close()
+
+
+def ask(client: httpx.Client, key: str | None, body: dict[str, Any]) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return client.post("/v1/namespaces/messages/groups/search", json=body, headers=headers)
+
+
+def units_of(doc: dict[str, Any]) -> list[str]:
+    """The source ids of every member of every record of a unified response."""
+    return [
+        m["source_id"] for records in doc["results"].values() for r in records for m in r["members"]
+    ]
+
+
+def test_group_search_returns_the_librarys_records_for_the_keys_principal(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    client, corpus = served
+    body = {"query": QUERY, "k": 3, "as_of": AS_OF.isoformat()}
+    response = ask(client, WATTLE, body)
+    assert response.status_code == 200, response.text
+    doc = response.json()
+    here = search_contexts(
+        Searcher(corpus),
+        QUERY,
+        principal=Principal("wattle", ("wattle-staff", "wattle-managers")),
+        k=3,
+        namespace="messages",
+        as_of=AS_OF,
+    ).to_json()
+    assert doc["results"] == here["results"] and doc["total_hits"] == here["total_hits"] > 0
+    assert doc["analysis"] == here["analysis"] and doc["request_id"]
+    assert units_of(doc) and all(s.startswith("wattle-messages/") for s in units_of(doc))
+    # the other tenant's key asks the same and sees only its own
+    other = ask(client, BLUEGUM, body).json()
+    assert all(s.startswith("bluegum-messages/") for s in units_of(other))
+
+
+def test_a_request_narrows_its_groups_and_never_widens_them_or_names_a_tenant(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    client, _ = served
+    assert ask(client, WATTLE, {"query": QUERY, "groups": ["wattle-staff"]}).status_code == 200
+    widened = ask(client, STAFF, {"query": QUERY, "groups": ["wattle-managers"]})
+    assert widened.status_code == 403 and widened.json()["type"] == f"{PROBLEM}forbidden"
+    named = ask(client, STAFF, {"query": QUERY, "tenant": "bluegum"})
+    assert named.status_code == 403
+    assert ask(client, None, {"query": QUERY}).status_code == 401
+    big = ask(client, WATTLE, {"query": QUERY, "k": 100_000})
+    assert big.status_code == 422 and big.json()["type"] == f"{PROBLEM}limit-exceeded"
+
+
+def test_everything_about_a_person_stays_in_the_keys_tenant(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    client, _ = served
+
+    def person(name: str, key: str, **params: Any) -> httpx.Response:
+        return client.get(
+            f"/v1/namespaces/messages/people/{name}",
+            headers={"Authorization": f"Bearer {key}"},
+            params=params,
+        )
+
+    found = person("Jane Okafor", WATTLE)
+    assert found.status_code == 200, found.text
+    doc = found.json()
+    assert doc["person"]["name"] == "Jane Okafor" and doc["total_hits"] > 0
+    assert all(
+        m["source_id"].startswith("wattle-messages/") for r in doc["records"] for m in r["members"]
+    )
+    # another tenant's key does not know her; a tenant in the query is refused
+    missing = person("Jane Okafor", BLUEGUM)
+    assert missing.status_code == 404 and missing.json()["type"] == f"{PROBLEM}not-found"
+    assert person("Jane Okafor", STAFF, tenant="wattle").status_code == 403
+    assert person("Jane Okafor", STAFF, groups=["wattle-managers"]).status_code == 403
+    unknown = client.post(
+        "/v1/namespaces/nowhere/groups/search",
+        json={"query": QUERY},
+        headers={"Authorization": f"Bearer {WATTLE}"},
+    )
+    assert unknown.status_code == 404
