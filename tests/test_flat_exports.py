@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import yaml
@@ -28,6 +29,7 @@ from corpus_index.errors import ExportError
 from corpus_index.export_reader import load_export, search_blob
 from corpus_index.flat_exports import check_exports
 from corpus_index.home import Home
+from tests.support.http_server import running_server, serve_config
 
 SPEC = "hash:v1-32"
 PEOPLE = {
@@ -247,6 +249,47 @@ def test_a_consumer_verifies_and_searches_over_http(home: Home, http_root: str) 
     assert load_export(folder_url).index["rows"] == sorted(PEOPLE)
     with pytest.raises(ExportError, match="index.json"):
         load_export(f"{http_root}/flat/h/people/nobody/embeddings/")
+
+
+def test_a_key_downloads_its_own_public_export_from_corpus_serve(
+    home: Home, tmp_path: Path
+) -> None:
+    lab, outsider, stranger = "ck_lab", "ck_lab-other-group", "ck_other-tenant"
+    keys = {lab: ("lab", ["lab"]), outsider: ("lab", ["elsewhere"]), stranger: ("else", ["lab"])}
+    config = tmp_path / "corpus.yaml"
+    shutil.copy(home.settings.config_path, config)
+    doc = yaml.safe_load(config.read_text())
+    for collection in doc["collections"].values():  # the module home's sources, by full path
+        collection["path"] = str(home.settings.config_path.parent / collection["path"])
+    config.write_text(yaml.safe_dump(doc))
+    serve_config(config, keys)
+    folder = _folder(home, "ada-okafor")
+    index = json.loads((folder / "index.json").read_text())
+    base = "/v1/namespaces/people/exports/people/ada-okafor"
+    log = tmp_path / "server.log"
+    with (
+        running_server(config, home.settings.home, log=log) as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+
+        def get(path: str, key: str | None = lab) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            return client.get(path, headers=headers)
+
+        assert get(f"{base}/index.json").json() == index
+        blob = get(f"{base}/{index['file']}")
+        assert blob.status_code == 200
+        assert blob.content == (folder / index["file"]).read_bytes()
+        chunks = get(f"{base}/{index['file'].removesuffix('.bin')}.chunks.json")
+        assert chunks.status_code == 200 and len(chunks.json()) == index["count"]
+        # no key, a key of the tenant without its groups, another tenant's key: nothing
+        assert get(f"{base}/index.json", None).status_code == 401
+        assert get(f"{base}/index.json", outsider).status_code == 404
+        assert get(f"{base}/index.json", stranger).status_code == 404
+        # centroids mix restricted chunks in; files that are not the export's; none served
+        centroids = "/v1/namespaces/people/exports/people/collection/index.json"
+        assert get(centroids).status_code == 404
+        assert get(f"{base}/..%2F..%2Fcorpus.yaml").status_code == 404
 
 
 def test_a_tampered_blob_is_refused_and_another_model_may_not_search(

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from corpus_index.config import Settings
 from corpus_index.errors import CorpusError
-from corpus_index.http import contexts, models, problems, routes
+from corpus_index.http import contexts, exports, models, problems, routes
 from corpus_index.http.problems import FORBIDDEN, NO_ACTIVE, NOT_FOUND, VALIDATION, Problem
 from corpus_index.http.service import Service
 
@@ -53,6 +53,7 @@ def create_app(settings: Settings, *, record_traces: bool = True) -> FastAPI:
     )
     app.include_router(routes.router)
     app.include_router(contexts.router)
+    app.include_router(exports.router)
     app.add_api_route("/v1/health", health, methods=["GET"], tags=["operations"])
     app.add_api_route("/v1/ready", ready, methods=["GET"], tags=["operations"])
     app.add_api_route("/metrics", metrics, methods=["GET"], tags=["operations"])
