@@ -19,8 +19,14 @@ from corpus_index.errors import MissingGenerationError
 from corpus_index.group_search import grouped_namespace, search_contexts
 from corpus_index.http import models
 from corpus_index.http.auth import Caller, narrowed
-from corpus_index.http.problems import LIMIT, NOT_FOUND, Problem
-from corpus_index.http.routes import bounded_filters, generation_problem, known_namespace, service
+from corpus_index.http.problems import NOT_FOUND, Problem
+from corpus_index.http.routes import (
+    bounded_filters,
+    generation_problem,
+    known_namespace,
+    service,
+    within_limits,
+)
 from corpus_index.http.service import Service
 from corpus_index.person_search import person_contexts
 
@@ -50,14 +56,7 @@ def search_groups(
     svc = service(request)
     ns = _grouped(svc, namespace)
     who = narrowed(principal, body.groups)
-    limits = svc.serve
-    if body.k > limits.max_k:
-        raise Problem(LIMIT, f"k is {body.k}; the limit is {limits.max_k}")
-    if len(body.query) > limits.max_query_chars:
-        raise Problem(
-            LIMIT,
-            f"the query is {len(body.query)} characters; the limit is {limits.max_query_chars}",
-        )
+    within_limits(svc, k=body.k, text=body.query)
     filt = bounded_filters(svc, body.filters)
     as_of = body.as_of
     if as_of is not None and as_of.tzinfo is None:
@@ -107,10 +106,7 @@ def person(
     svc = service(request)
     ns = _grouped(svc, namespace)
     who = narrowed(principal, groups)
-    if len(name) > svc.serve.max_query_chars:
-        raise Problem(
-            LIMIT, f"the name is {len(name)} characters; the limit is {svc.serve.max_query_chars}"
-        )
+    within_limits(svc, text=name, what="name")
     try:
         found = person_contexts(
             svc.searcher, name, principal=who, namespace=ns, generation=generation, limit=limit

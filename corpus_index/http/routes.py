@@ -75,6 +75,20 @@ def bounded_filters(svc: Service, raw: dict[str, Any] | None) -> CorpusFilter:
     return filt
 
 
+def within_limits(
+    svc: Service, *, k: int | None = None, text: str = "", what: str = "query"
+) -> None:
+    """Refuse (422 limit-exceeded) a ``k`` above the server's ``max_k`` or a ``text`` (the
+    query, or what ``what`` names) longer than ``max_query_chars``."""
+    limits = svc.serve
+    if k is not None and k > limits.max_k:
+        raise Problem(LIMIT, f"k is {k}; the limit is {limits.max_k}")
+    if len(text) > limits.max_query_chars:
+        raise Problem(
+            LIMIT, f"the {what} is {len(text)} characters; the limit is {limits.max_query_chars}"
+        )
+
+
 def _scope(
     svc: Service,
     namespace: str,
@@ -84,8 +98,7 @@ def _scope(
     """The namespace, the (narrowed) principal and the filters of a request, within limits."""
     ns = known_namespace(svc, namespace)
     who = narrowed(principal, body.groups)
-    if body.k > svc.serve.max_k:
-        raise Problem(LIMIT, f"k is {body.k}; the limit is {svc.serve.max_k}")
+    within_limits(svc, k=body.k)
     return ns, who, bounded_filters(svc, body.filters)
 
 
@@ -180,12 +193,7 @@ def search(
     started = time.perf_counter()
     svc = service(request)
     ns, who, filt = _scope(svc, namespace, principal, body)
-    limits = svc.serve
-    if len(body.query) > limits.max_query_chars:
-        raise Problem(
-            LIMIT,
-            f"the query is {len(body.query)} characters; the limit is {limits.max_query_chars}",
-        )
+    within_limits(svc, text=body.query)
     asked = {
         "tenant": who.tenant,
         "groups": list(who.groups),
