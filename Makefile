@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 # files spend much of their time waiting on a daemon, a browser or a subprocess
 TEST_WORKERS ?= 3
 
-.PHONY: test-daemon test-browser browser setup run ui serve test lint bench clean
+.PHONY: test-prod test-daemon test-browser browser setup run ui serve test lint bench clean
 
 setup: $(STAMP)
 
@@ -55,7 +55,13 @@ browser:
 	fi
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q --durations=10 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q --durations=10 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "not prod"
+
+# the production pieces (Scaling out): tests that start a real PostgreSQL and an S3-compatible
+# server on loopback themselves; .ci/run runs these after `make test`
+test-prod: $(STAMP)
+	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadfile --no-loadscope-reorder -m prod
 
 test-daemon: $(STAMP)
 	$(BIN)/python -m pytest -q -m daemon

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,6 +19,10 @@ from corpus_index.config import Settings  # noqa: E402
 from corpus_index.environment import configure_environment  # noqa: E402
 from corpus_index.runner import DEFAULT_RUNNER, ENTRY_POINT_GROUP  # noqa: E402
 from tests.corpusgen import write_home  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.postgres import LocalPostgres
+    from tests.support.s3_server import LocalS3
 
 configure_environment()  # what every entry point does first (the CLI, definitions.py)
 # An editable install made before pyproject.toml declared the runner entry point has no such
@@ -32,3 +38,31 @@ def home(tmp_path: Path) -> Settings:
     """A config with two tenants (3 deals each) and the hash embedder, and an empty home folder."""
     config = write_home(tmp_path)
     return Settings(config_path=config, home=tmp_path / "home")
+
+
+def _server_unavailable(what: str, exc: Exception) -> None:
+    """No server binaries here: fail under CI (a skipped production test would pass unseen)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is needed by the prod tests: {exc}")
+    pytest.skip(f"{what}: {exc}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[LocalPostgres]:
+    """One real PostgreSQL per test worker, on loopback (tests/support/postgres.py)."""
+    from tests.support.postgres import PostgresUnavailable, running_postgres
+
+    try:
+        with running_postgres() as server:
+            yield server
+    except PostgresUnavailable as exc:
+        _server_unavailable("PostgreSQL", exc)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[LocalS3]:
+    """One S3-compatible server (moto) per test worker, on loopback (tests/support/s3_server.py)."""
+    from tests.support.s3_server import running_s3
+
+    with running_s3() as server:
+        yield server
