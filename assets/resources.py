@@ -31,10 +31,15 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
 
     config_path: str
     home: str
+    registry_url: str | None = None  # CORPUS_REGISTRY: the registry's PostgreSQL database
     lock_wait_s: float = LOCK_WAIT_S
 
     def settings(self) -> Settings:
-        return Settings(config_path=Path(self.config_path), home=Path(self.home))
+        return Settings(
+            config_path=Path(self.config_path),
+            home=Path(self.home),
+            registry_url=self.registry_url,
+        )
 
     def open_home(self) -> Home:
         return Home(self.settings())

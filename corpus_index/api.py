@@ -46,6 +46,7 @@ from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.uw_deals import SUFFIX
 from corpus_index.records import SourceDoc
+from corpus_index.registry import open_registry
 from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
 from corpus_index.sidecar_import import PlacedSidecar, embedder_mismatch, place_given_sidecar
@@ -104,7 +105,7 @@ class CorpusIndex:
         self.settings = settings
         self.principal = principal
         self.corpus = Home(settings)
-        traces = TraceStore(settings.registry_path) if record_traces else None
+        traces = TraceStore(open_registry(settings, lock_timeout_s=5.0)) if record_traces else None
         self.searcher = Searcher(self.corpus, traces=traces)
         self.namespace = namespace or self.searcher.default_namespace(principal)
         self.mode = mode

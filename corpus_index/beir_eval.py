@@ -29,7 +29,7 @@ from corpus_index.home import Home
 from corpus_index.kinds.beir import BEIR
 from corpus_index.lifecycle import promote
 from corpus_index.metrics import evaluate, percentile
-from corpus_index.registry import Registry
+from corpus_index.registry import open_registry
 from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
 
@@ -210,5 +210,5 @@ def run_eval(
                 "evaluated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             }
         )
-    Registry(settings.registry_path).record_dataset_evals(results)
+    open_registry(settings).record_dataset_evals(results)
     return results

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -112,6 +113,8 @@ class Settings:
 
     config_path: Path
     home: Path
+    # the registry's PostgreSQL database (CORPUS_REGISTRY); None: <home>/registry.duckdb
+    registry_url: str | None = None
 
     @property
     def warehouse(self) -> Path:
@@ -157,15 +160,41 @@ def home_of_its_own(home: Path, config: Mapping[str, Any]) -> Settings:
 def settings_from_env(
     environ: Mapping[str, str] | None = None, *, cwd: Path | None = None
 ) -> Settings:
-    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``) and ``CORPUS_HOME`` (``./.corpus``).
+    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``), ``CORPUS_HOME`` (``./.corpus``) and
+    ``CORPUS_REGISTRY`` (unset: the registry is ``<home>/registry.duckdb``).
 
     Relative values are taken relative to ``cwd`` (default: the process's working directory).
+
+    Raises:
+        ConfigError: ``CORPUS_REGISTRY`` is not a ``postgresql://`` URL.
     """
     env = os.environ if environ is None else environ
     base = cwd or Path.cwd()
     config = base / (env.get("CORPUS_CONFIG") or "corpus.yaml")  # an absolute value replaces base
     home = base / (env.get("CORPUS_HOME") or ".corpus")
-    return Settings(config_path=config.resolve(), home=home.resolve())
+    return Settings(
+        config_path=config.resolve(),
+        home=home.resolve(),
+        registry_url=registry_url(registry) if (registry := env.get("CORPUS_REGISTRY")) else None,
+    )
+
+
+def registry_url(value: str, *, setting: str = "CORPUS_REGISTRY") -> str:
+    """``value`` if it names a PostgreSQL database (``postgresql://user@host:port/db``).
+
+    Raises:
+        ConfigError: anything else, naming ``setting``.
+    """
+    parts = urlsplit(value)
+    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname:
+        shown = value if parts.password is None else value.replace(parts.password, "***")
+        raise ConfigError(
+            f"{setting}: {shown!r} is not a PostgreSQL URL: give postgresql://user@host:port/"
+            "database, or leave it unset for <home>/registry.duckdb"
+        )
+    if not parts.path.strip("/"):
+        raise ConfigError(f"{setting}: the URL names no database (postgresql://host:port/DATABASE)")
+    return value
 
 
 def load_config(path: Path | str) -> CorpusConfig:

@@ -9,7 +9,9 @@ What repair does: a damaged warehouse partition is removed with the other partit
 collection, so the next sync rebuilds them from the sources (vectors come from the cache); a
 damaged generation table is dropped, so the next sync rebuilds it from the warehouse; a damaged
 cache table is dropped (the next sync embeds its inputs again); a damaged or lost registry is
-moved aside and a new one restored from the journal (``corpus_index.journal``). What cannot be
+moved aside and a new one restored from the journal (``corpus_index.journal``); a registry in
+PostgreSQL (``CORPUS_REGISTRY``) that lacks what the journal recorded (an empty database, say)
+has the journal replayed into it. What cannot be
 rebuilt: the sources themselves, and what only the lost registry held (check outcomes and
 evals of generations never promoted, traces, stale-source notes), which the next sync records
 again.
@@ -40,7 +42,7 @@ from corpus_index.records import (
     QUARANTINE_SCHEMA,
     embedding_schema,
 )
-from corpus_index.registry import Generation, Registry, restore_from_journal
+from corpus_index.registry import Generation, open_registry, restore_from_journal
 from corpus_index.reprocess_queue import QUEUE_SCHEMA
 from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
 from corpus_index.warehouse import Warehouse
@@ -91,7 +93,7 @@ def check(settings: Settings) -> list[Finding]:
     store = GenerationStore(settings.lance_uri)
     registry_ok = not any(f.kind == "registry" for f in findings)
     if registry_ok:
-        for gen in Registry(settings.registry_path).generations():
+        for gen in open_registry(settings).generations():
             if gen.status in LIVE:
                 problem = generation_problem(store, gen)
                 if problem:
@@ -152,9 +154,12 @@ def _table_problem(store: GenerationStore, name: str, column: str) -> str | None
 
 
 def _check_registry(settings: Settings) -> list[Finding]:
-    registry = Registry(settings.registry_path)
-    path = str(settings.registry_path)
-    if not settings.registry_path.exists() and any(registry.journal.entries()):
+    registry = open_registry(settings)
+    path = registry.location
+    # a PostgreSQL registry is never missing as a file: an empty database whose journal
+    # recorded pointers and tombstones is found below, and restored the same way
+    lost_file = registry.path is not None and not registry.path.exists()
+    if lost_file and any(registry.journal.entries()):
         return [
             Finding(
                 "registry",
@@ -251,7 +256,7 @@ def repair(settings: Settings, findings: list[Finding]) -> list[str]:
     Generation tables and partitions are rebuilt by the next sync, not here.
     """
     done: list[str] = []
-    registry = Registry(settings.registry_path)
+    registry = open_registry(settings)
     for f in findings:
         if f.kind == "registry" and settings.registry_path.exists():
             stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
@@ -262,7 +267,7 @@ def repair(settings: Settings, findings: list[Finding]) -> list[str]:
                 wal.rename(aside.with_name(aside.name + ".wal"))
             done.append(f"moved the damaged registry aside to {aside}")
     if any(f.kind in ("registry", "journal") for f in findings):
-        counts = restore_from_journal(Registry(settings.registry_path))
+        counts = restore_from_journal(open_registry(settings))
         done.append(
             f"restored {counts['generations']} generations, {counts['pointers']} ACTIVE "
             f"pointers and {counts['tombstones']} tombstones from {registry.journal.path}"

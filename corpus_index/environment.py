@@ -39,14 +39,16 @@ def configure_environment(
     *,
     config_path: str | None = None,
     home: str | None = None,
+    registry: str | None = None,
 ) -> Environment:
     """Set the process defaults corpus-index relies on, configure the allocators once, and read
-    ``CORPUS_CONFIG``, ``CORPUS_HOME`` and ``CORPUS_RUNNER``.
+    ``CORPUS_CONFIG``, ``CORPUS_HOME``, ``CORPUS_REGISTRY`` and ``CORPUS_RUNNER``.
 
     Args:
         environ: the environment to read and complete (default: the process's).
         config_path: a configuration file that wins over ``CORPUS_CONFIG``.
         home: a home folder that wins over ``CORPUS_HOME``.
+        registry: a registry database URL that wins over ``CORPUS_REGISTRY``.
     """
     env = os.environ if environ is None else environ
     for name, value in PROCESS_DEFAULTS.items():
@@ -58,4 +60,6 @@ def configure_environment(
         view["CORPUS_CONFIG"] = config_path
     if home:
         view["CORPUS_HOME"] = home
+    if registry:
+        view["CORPUS_REGISTRY"] = registry
     return Environment(settings=settings_from_env(view), runner=env.get("CORPUS_RUNNER") or None)

@@ -80,6 +80,10 @@ class RetryableError(CorpusError, RuntimeError):
     """A transient failure (I/O, rate limit, server error) that may succeed on retry."""
 
 
+class RegistryConflictError(RetryableError):
+    """A registry transaction lost a race with another process's; running it again is safe."""
+
+
 class CheckFailedError(PermanentError, RuntimeError):
     """A blocking data-quality check failed."""
 

@@ -16,7 +16,7 @@ from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, S
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.errors import ConfigError
 from corpus_index.index_store import GenerationStore
-from corpus_index.registry import GenerationSpec, Registry
+from corpus_index.registry import GenerationSpec, open_registry
 from corpus_index.warehouse import KeyedReader, Warehouse
 
 
@@ -28,7 +28,7 @@ class Home:
         self.settings = settings
         self.config = config or settings.load()
         self.warehouse = Warehouse(settings.warehouse)
-        self.registry = Registry(settings.registry_path)
+        self.registry = open_registry(settings)
         self._store: GenerationStore | None = None
 
     @property

@@ -25,7 +25,7 @@ from corpus_index.errors import (
 from corpus_index.group_gates import LINKED_GROUP_GATES
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock
-from corpus_index.registry import Generation, Registry
+from corpus_index.registry import Generation, open_registry
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
 GROUP_ROWS_GATE = next(g for g in LINKED_GROUP_GATES if g[0] == "group_rows_have_groups")
@@ -295,9 +295,9 @@ def retire_choices(settings: Settings) -> list[RetireChoice]:
     has no registry yet, or it cannot be read now (busy or damaged: the Dagster code location
     still loads, and `corpus doctor` names the damage); the safety window is not judged here
     (``retire`` does)."""
-    if not settings.registry_path.exists():
+    if settings.registry_url is None and not settings.registry_path.exists():
         return []
-    registry = Registry(settings.registry_path)
+    registry = open_registry(settings)
     try:
         gens = registry.generations()
         namespaces = {g.spec.namespace for g in gens}

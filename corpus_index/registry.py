@@ -1,32 +1,41 @@
-"""The registry (``registry.duckdb``): generations, active pointers, check results, evals.
+"""The registry: generations, active pointers, check results, evals, tombstones.
 
-DuckDB allows one writing process per file, so every operation opens the file, does one short
-transaction with bound parameters, and closes it; a lock held by another process is retried.
-Pointer moves, new generations and tombstones are also journaled (``corpus_index.journal``)
-right after they commit, so ``restore_from_journal`` can rebuild them into a new registry.
+It lives in ``<home>/registry.duckdb`` by default, or in a PostgreSQL database when
+``CORPUS_REGISTRY`` names one (``open_registry``); ``corpus_index.registry_sql`` keeps what
+differs between the two. Every operation is one short unit of work with bound parameters: on
+DuckDB, which allows one writing process per file, it opens the file and closes it (a lock held
+by another process is retried); on PostgreSQL it is one SERIALIZABLE transaction, run again
+when it lost a race with another process's. Pointer moves, new generations and tombstones are
+also journaled (``corpus_index.journal``, ``<home>/registry.journal.jsonl`` for both) right
+after they commit, so ``restore_from_journal`` can rebuild them into a new registry.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
+from corpus_index.config import Settings
 from corpus_index.errors import (
-    DamagedRegistryError,
     MissingGenerationError,
     PromotionRefusedError,
     RetireRefusedError,
-    RetryableError,
 )
 from corpus_index.journal import Journal
+from corpus_index.registry_sql import (
+    Connection,
+    DuckDBBackend,
+    in_list,
+    is_database_url,
+    open_backend,
+    retry_conflicts,
+    upsert,
+)
 
 STATUSES = ("BUILDING", "READY", "ACTIVE", "RETIRED", "FAILED")
 SCHEMA_VERSION = 1
@@ -102,6 +111,20 @@ _DDL = [
 ]
 
 
+POINTER_COLUMNS = ("namespace", "generation", "previous", "updated_at")
+TOMBSTONE_COLUMNS = (
+    "source_id",
+    "collection",
+    "namespace",
+    "content_hashes",
+    "input_hashes",
+    "removed_at",
+    "reason",
+    "receipt",
+    "purged_at",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class GenerationSpec:
     """The immutable part of a generation: what its vectors mean."""
@@ -175,49 +198,69 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-class Registry:
-    """Short, serialized transactions over ``registry.duckdb``."""
+JOURNAL_NAME = "registry.journal.jsonl"
 
-    def __init__(self, path: Path, *, lock_timeout_s: float = 30.0) -> None:
-        self.path = Path(path)
+
+def open_registry(settings: Settings, *, lock_timeout_s: float = 30.0) -> Registry:
+    """The registry ``settings`` name: the PostgreSQL database of ``settings.registry_url``
+    when set, else ``<home>/registry.duckdb``; journaled to ``<home>/registry.journal.jsonl``."""
+    return Registry(
+        settings.registry_url or settings.registry_path,
+        journal=settings.home / JOURNAL_NAME,
+        lock_timeout_s=lock_timeout_s,
+    )
+
+
+class Registry:
+    """Short transactions over the registry's database (a DuckDB file or PostgreSQL).
+
+    Args:
+        location: a ``postgresql://user@host:port/db`` URL, or the path of a DuckDB file.
+        journal: the journal file; default ``registry.journal.jsonl`` beside a DuckDB file
+            (a PostgreSQL registry must be given one).
+        lock_timeout_s: how long a busy or conflicting operation is retried.
+    """
+
+    def __init__(
+        self,
+        location: Path | str,
+        *,
+        journal: Path | None = None,
+        lock_timeout_s: float = 30.0,
+    ) -> None:
         self.lock_timeout_s = lock_timeout_s
-        self._initialized = False
-        self.journal = Journal(self.path.with_name("registry.journal.jsonl"))
-        # namespace -> (the registry files' state when read, the ACTIVE generation or None)
-        self._active_cache: dict[str, tuple[tuple[int, ...], Generation | None]] = {}
+        self.backend = open_backend(location, ddl=_DDL, lock_timeout_s=lock_timeout_s)
+        # the DuckDB file (None on PostgreSQL)
+        self.path = self.backend.path if isinstance(self.backend, DuckDBBackend) else None
+        if journal is None:
+            if self.path is None:
+                raise ValueError(
+                    "a PostgreSQL registry needs a journal path "
+                    f"(open_registry gives <home>/{JOURNAL_NAME})"
+                )
+            journal = self.path.with_name(JOURNAL_NAME)
+        self.journal = Journal(journal)
+        # namespace -> (the backend's state when read, the ACTIVE generation or None)
+        self._active_cache: dict[str, tuple[tuple[object, ...], Generation | None]] = {}
+
+    @property
+    def location(self) -> str:
+        """Where the registry lives, for messages (a URL without its password, or a path)."""
+        return self.backend.location
+
+    @property
+    def on_postgres(self) -> bool:
+        return is_database_url(self.backend.location)
 
     @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """One connection for one short unit of work; retried while another process holds the lock."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
-        delay = 0.05
-        while True:
-            try:
-                con = duckdb.connect(str(self.path))
-                break
-            except duckdb.Error as exc:
-                if "lock" not in str(exc).lower():
-                    raise DamagedRegistryError(
-                        "the registry", self.path, str(exc).splitlines()[0]
-                    ) from None
-                if time.monotonic() > deadline:
-                    raise RetryableError(f"{self.path}: registry is busy: {exc}") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        try:
-            if not self._initialized:
-                for ddl in _DDL:
-                    con.execute(ddl)
-                self._initialized = True
+    def connect(self, extra_ddl: Sequence[str] = ()) -> Iterator[Connection]:
+        """One short unit of work (on PostgreSQL one transaction, committed at the end).
+
+        Args:
+            extra_ddl: tables beside the registry's (the query traces), created on first use.
+        """
+        with self.backend.connect(extra_ddl) as con:
             yield con
-        except (duckdb.InternalException, duckdb.SerializationException) as exc:
-            # a file that opens but whose blocks are garbage fails on first read
-            raise DamagedRegistryError(
-                "the registry", self.path, str(exc).splitlines()[0]
-            ) from None
-        finally:
-            con.close()
 
     # -- generations -----------------------------------------------------------------------
 
@@ -255,13 +298,13 @@ class Registry:
             return self._select_on(con, where, params)
 
     def _select_on(
-        self, con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None
+        self, con: Connection, where: str = "", params: list[Any] | None = None
     ) -> list[Generation]:
         cur = con.execute(f"SELECT * FROM generations {where} ORDER BY id", params or [])
         cols = [d[0] for d in cur.description]
         return [self._row_to_generation(row, cols) for row in cur.fetchall()]
 
-    def _require_on(self, con: duckdb.DuckDBPyConnection, generation_id: str) -> Generation:
+    def _require_on(self, con: Connection, generation_id: str) -> Generation:
         """``require`` on an open connection: a read-modify-write opens the database once (each
         open costs tens of milliseconds) and reads what it changes under the same lock."""
         found = self._select_on(con, "WHERE id = ?", [generation_id])
@@ -271,6 +314,7 @@ class Registry:
             )
         return found[0]
 
+    @retry_conflicts
     def generations(
         self, *, namespace: str | None = None, profile: str | None = None
     ) -> list[Generation]:
@@ -284,14 +328,17 @@ class Registry:
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         return self._select(where, params)
 
+    @retry_conflicts
     def get(self, generation_id: str) -> Generation | None:
         found = self._select("WHERE id = ?", [generation_id])
         return found[0] if found else None
 
+    @retry_conflicts
     def require(self, generation_id: str) -> Generation:
         with self.connect() as con:
             return self._require_on(con, generation_id)
 
+    @retry_conflicts
     def open_generation(self, spec: GenerationSpec, *, run_id: str | None = None) -> Generation:
         """The live generation of ``spec.profile`` whose vectors match ``spec``, or a new BUILDING one.
 
@@ -338,13 +385,14 @@ class Registry:
             self._journal_generation(con, gen_id)
             return self._require_on(con, gen_id)
 
-    def _journal_generation(self, con: duckdb.DuckDBPyConnection, generation_id: str) -> None:
+    def _journal_generation(self, con: Connection, generation_id: str) -> None:
         cur = con.execute("SELECT * FROM generations WHERE id = ?", [generation_id])
         cols = [d[0] for d in cur.description]
         row = cur.fetchone()
         if row is not None:
             self.journal.append("generation", row=dict(zip(cols, row, strict=True)))
 
+    @retry_conflicts
     def live_generation(self, profile: str) -> Generation | None:
         """The newest BUILDING/READY/ACTIVE generation of ``profile``, if any."""
         for gen in reversed(self.generations(profile=profile)):
@@ -352,11 +400,12 @@ class Registry:
                 return gen
         return None
 
+    @retry_conflicts
     def add_run(self, generation_id: str, run_id: str) -> None:
         with self.connect() as con:
             self._add_run_on(con, self._require_on(con, generation_id), run_id)
 
-    def _add_run_on(self, con: duckdb.DuckDBPyConnection, gen: Generation, run_id: str) -> None:
+    def _add_run_on(self, con: Connection, gen: Generation, run_id: str) -> None:
         if run_id in gen.run_ids:
             return
         con.execute(
@@ -364,6 +413,7 @@ class Registry:
             [json.dumps([*gen.run_ids, run_id]), _now(), gen.id],
         )
 
+    @retry_conflicts
     def record_build(
         self, generation_id: str, *, row_count: int, checks: dict[str, Any], ready: bool
     ) -> Generation:
@@ -384,6 +434,7 @@ class Registry:
             )
             return self._require_on(con, generation_id)
 
+    @retry_conflicts
     def record_checks(
         self, generation_id: str, checks: dict[str, Any], *, keep: set[str] | None = None
     ) -> None:
@@ -402,6 +453,7 @@ class Registry:
                 [json.dumps(merged), _now(), generation_id],
             )
 
+    @retry_conflicts
     def record_eval(self, generation_id: str, metrics: dict[str, Any]) -> None:
         with self.connect() as con:
             gen = self._require_on(con, generation_id)
@@ -410,6 +462,7 @@ class Registry:
                 [json.dumps({**gen.eval, **metrics}), _now(), generation_id],
             )
 
+    @retry_conflicts
     def set_status(self, generation_id: str, status: str) -> None:
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
@@ -424,16 +477,19 @@ class Registry:
 
     # -- active pointers -------------------------------------------------------------------
 
+    @retry_conflicts
     def active(self, namespace: str, *, cached: bool = False) -> Generation | None:
         """The namespace's ACTIVE generation, read in one query on one connection.
 
-        With ``cached``, the answer is reused while ``registry.duckdb`` and its WAL are unchanged
-        on disk (size and mtime): every commit, by this process or another, appends to the WAL
-        or checkpoints into the file, so a promotion or rollback elsewhere is seen by the next
-        call. The query path uses it; it saves opening the database on every search.
+        With ``cached``, the answer is reused while the backend's state is unchanged: on DuckDB
+        ``registry.duckdb`` and its WAL on disk (size and mtime; every commit, by this process
+        or another, appends to the WAL or checkpoints into the file), on PostgreSQL the pointer
+        row's and the generation's ``updated_at``. A promotion or rollback elsewhere is seen by
+        the next call. The query path uses it; on DuckDB it saves opening the database on every
+        search.
         """
         if cached:
-            state = self._files_state()
+            state = self.backend.active_state(namespace)
             hit = self._active_cache.get(namespace)
             if hit is not None and hit[0] == state:
                 return hit[1]
@@ -454,17 +510,13 @@ class Registry:
             self._active_cache[namespace] = (state, gen)
         return gen
 
-    def _files_state(self) -> tuple[int, ...]:
-        state: list[int] = []
-        for path in (self.path, self.path.with_name(self.path.name + ".wal")):
-            try:
-                st = path.stat()
-            except FileNotFoundError:
-                state += [-1, -1, -1]
-            else:
-                state += [st.st_size, st.st_mtime_ns, st.st_ino]
-        return tuple(state)
+    @retry_conflicts
+    def tombstones_state(self) -> tuple[object, ...]:
+        """A key that changes whenever the set of tombstoned sources changes (on DuckDB, with
+        every commit), for callers that cache ``tombstones()``."""
+        return self.backend.tombstones_state()
 
+    @retry_conflicts
     def previous(self, namespace: str) -> Generation | None:
         with self.connect() as con:
             row = con.execute(
@@ -472,6 +524,7 @@ class Registry:
             ).fetchone()
         return self.get(row[0]) if row and row[0] else None
 
+    @retry_conflicts
     def promote(
         self,
         generation_id: str,
@@ -537,6 +590,7 @@ class Registry:
             )
             return self._require_on(con, gen.id)
 
+    @retry_conflicts
     def deactivated_at(self, generation_id: str) -> dt.datetime | None:
         """When ``generation_id`` last stopped being ACTIVE, if it ever served."""
         with self.connect() as con:
@@ -546,6 +600,7 @@ class Registry:
             ).fetchone()
         return row[0] if row and row[0] else None
 
+    @retry_conflicts
     def retire(
         self, generation_id: str, *, window_hours: float, now: dt.datetime | None = None
     ) -> Generation:
@@ -598,6 +653,7 @@ class Registry:
 
     # -- evaluations on BEIR-format datasets (corpus eval) ----------------------------------
 
+    @retry_conflicts
     def record_dataset_evals(self, results: list[dict[str, Any]]) -> None:
         now = _now()
         with self.connect() as con:
@@ -617,6 +673,7 @@ class Registry:
                 )
             con.execute("COMMIT")
 
+    @retry_conflicts
     def dataset_evals(self, dataset: str | None = None) -> list[dict[str, Any]]:
         """Every recorded run, oldest first (each the JSON ``corpus eval --json`` printed)."""
         where, params = ("WHERE dataset = ?", [dataset]) if dataset else ("", [])
@@ -628,6 +685,7 @@ class Registry:
 
     # -- tombstones --------------------------------------------------------------------------
 
+    @retry_conflicts
     def add_tombstones(self, rows: list[dict[str, Any]]) -> None:
         """Record removed sources (source_id, collection, namespace, content_hashes,
         input_hashes, reason, receipt); a source removed again gets a fresh tombstone."""
@@ -674,6 +732,7 @@ class Registry:
             ]
         )
 
+    @retry_conflicts
     def tombstones(
         self, *, namespace: str | None = None, pending_purge: bool = False
     ) -> list[dict[str, Any]]:
@@ -695,6 +754,7 @@ class Registry:
                 out.append(r)
             return out
 
+    @retry_conflicts
     def tombstoned(self, collection: str, reason: str) -> set[str]:
         """The source_ids of ``collection`` tombstoned for ``reason``."""
         with self.connect() as con:
@@ -710,6 +770,7 @@ class Registry:
 
     # -- stale sources: a document that stopped parsing, still serving its last good version --
 
+    @retry_conflicts
     def set_stale(self, collection: str, rows: list[dict[str, Any]]) -> None:
         """Make the collection's stale sources exactly ``rows`` (source_id, serving_version,
         broken_version, path, line, error); one still broken at the same version keeps its
@@ -742,14 +803,17 @@ class Registry:
                 )
             con.execute("COMMIT")
 
+    @retry_conflicts
     def clear_stale(self, source_ids: list[str]) -> None:
         """Deleted sources are no longer stale: they no longer serve at all."""
         if source_ids:
             with self.connect() as con:
                 con.execute(
-                    "DELETE FROM stale_sources WHERE list_contains(?, source_id)", [source_ids]
+                    f"DELETE FROM stale_sources WHERE source_id IN {in_list(source_ids)}",
+                    source_ids,
                 )
 
+    @retry_conflicts
     def stale_sources(self, collection: str | None = None) -> list[dict[str, Any]]:
         where, params = ("WHERE collection = ?", [collection]) if collection else ("", [])
         with self.connect() as con:
@@ -757,6 +821,7 @@ class Registry:
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
+    @retry_conflicts
     def lift_tombstones(self, source_ids: list[str]) -> int:
         """A source that came back is live again: its tombstone no longer applies."""
         if not source_ids:
@@ -765,26 +830,30 @@ class Registry:
             lifted = sorted(
                 r[0]
                 for r in con.execute(
-                    "SELECT source_id FROM tombstones WHERE list_contains(?, source_id)",
-                    [source_ids],
+                    f"SELECT source_id FROM tombstones WHERE source_id IN {in_list(source_ids)}",
+                    source_ids,
                 ).fetchall()
             )
-            con.execute("DELETE FROM tombstones WHERE list_contains(?, source_id)", [source_ids])
+            con.execute(
+                f"DELETE FROM tombstones WHERE source_id IN {in_list(source_ids)}", source_ids
+            )
         if lifted:
             self.journal.append("lift", source_ids=lifted)
         return len(lifted)
 
+    @retry_conflicts
     def mark_purged(self, source_ids: list[str]) -> None:
         if not source_ids:
             return
         now = _now()
         with self.connect() as con:
             con.execute(
-                "UPDATE tombstones SET purged_at = ? WHERE list_contains(?, source_id)",
-                [now, source_ids],
+                f"UPDATE tombstones SET purged_at = ? WHERE source_id IN {in_list(source_ids)}",
+                [now, *source_ids],
             )
         self.journal.append("purged", source_ids=sorted(source_ids), at=now)
 
+    @retry_conflicts
     def history(self, namespace: str) -> list[dict[str, Any]]:
         with self.connect() as con:
             cur = con.execute(
@@ -846,22 +915,16 @@ def restore_from_journal(registry: Registry) -> dict[str, int]:
             for c in ("checks", "eval", "run_ids"):
                 if not isinstance(row[c], str):
                     row[c] = json.dumps(row[c] if row[c] is not None else {})
-            con.execute(
-                f"INSERT OR REPLACE INTO generations ({', '.join(cols)}) "
-                f"VALUES ({', '.join('?' for _ in cols)})",
-                [row[c] for c in cols],
-            )
+            con.execute(upsert("generations", cols, "id"), [row[c] for c in cols])
         for ns, p in sorted(pointers.items()):
             con.execute(
-                "INSERT OR REPLACE INTO active_pointers VALUES (?, ?, ?, ?)",
+                upsert("active_pointers", POINTER_COLUMNS, "namespace"),
                 [ns, p["generation"], p["previous"], p["at"]],
             )
             con.execute("UPDATE generations SET status = 'ACTIVE' WHERE id = ?", [p["generation"]])
         for sid, t in sorted(stones.items()):
             con.execute(
-                """INSERT OR REPLACE INTO tombstones (source_id, collection, namespace,
-                   content_hashes, input_hashes, removed_at, reason, receipt, purged_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                upsert("tombstones", TOMBSTONE_COLUMNS, "source_id"),
                 [
                     sid,
                     t["collection"],

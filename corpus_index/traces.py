@@ -1,8 +1,9 @@
 """Query traces in the registry: what each search did and how long each stage took.
 
-The last ``keep`` traces (default 1000) are kept in ``registry.duckdb``'s ``query_traces``
-table; older ones are pruned in the same short transaction that inserts a new one, since DuckDB
-allows one writing process and the registry must never be held for long.
+The last ``keep`` traces (default 1000) are kept in the registry's ``query_traces`` table
+(``registry.duckdb``, or the PostgreSQL database of ``CORPUS_REGISTRY``); older ones are pruned
+in the same short transaction that inserts a new one, since DuckDB allows one writing process
+and the registry must never be held for long.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from corpus_index.registry import Registry
+from corpus_index.registry_sql import retry_conflicts
 
 DEFAULT_KEEP = 1000
 
-_DDL = [
+TRACE_DDL = (
     "CREATE SEQUENCE IF NOT EXISTS query_trace_seq START 1",
     """CREATE TABLE IF NOT EXISTS query_traces (
         seq BIGINT PRIMARY KEY,
@@ -31,30 +32,28 @@ _DDL = [
         mode VARCHAR,
         k INTEGER,
         hits INTEGER NOT NULL,
-        total_ms DOUBLE,
+        total_ms DOUBLE PRECISION,
         trace JSON NOT NULL
     )""",
-]
+)
 
 
 class TraceStore:
     """Appends query traces to the registry and keeps only the newest ``keep``."""
 
-    def __init__(
-        self, registry_path: Path, *, keep: int = DEFAULT_KEEP, lock_timeout_s: float = 5.0
-    ) -> None:
+    def __init__(self, registry: Registry, *, keep: int = DEFAULT_KEEP) -> None:
+        """``registry``: a short ``lock_timeout_s`` (``open_registry(settings,
+        lock_timeout_s=5)``) keeps a busy registry from holding up a search for long."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1 (got {keep})")
-        self.registry = Registry(registry_path, lock_timeout_s=lock_timeout_s)
+        self.registry = registry
         self.keep = keep
-        self._ready = False
 
-    def _ensure(self, con: Any) -> None:
-        if not self._ready:
-            for ddl in _DDL:
-                con.execute(ddl)
-            self._ready = True
+    @property
+    def lock_timeout_s(self) -> float:
+        return self.registry.lock_timeout_s
 
+    @retry_conflicts
     def record(
         self,
         *,
@@ -70,8 +69,7 @@ class TraceStore:
         Raises:
             RetryableError: the registry stayed locked by another process past the timeout.
         """
-        with self.registry.connect() as con:
-            self._ensure(con)
+        with self.registry.connect(TRACE_DDL) as con:
             con.execute("BEGIN TRANSACTION")
             (seq,) = con.execute("SELECT nextval('query_trace_seq')").fetchone() or (0,)
             con.execute(
@@ -98,11 +96,11 @@ class TraceStore:
             con.execute("COMMIT")
         return int(seq)
 
+    @retry_conflicts
     def recent(self, limit: int = 20, *, tenant: str | None = None) -> list[dict[str, Any]]:
         """The newest ``limit`` traces, newest first (only ``tenant``'s when given)."""
         where, params = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
-        with self.registry.connect() as con:
-            self._ensure(con)
+        with self.registry.connect(TRACE_DDL) as con:
             cur = con.execute(
                 f"SELECT * FROM query_traces {where} ORDER BY seq DESC LIMIT ?", [*params, limit]
             )
@@ -114,8 +112,8 @@ class TraceStore:
             row["recorded_at"] = row["recorded_at"].isoformat()
         return rows
 
+    @retry_conflicts
     def count(self) -> int:
-        with self.registry.connect() as con:
-            self._ensure(con)
+        with self.registry.connect(TRACE_DDL) as con:
             (n,) = con.execute("SELECT count(*) FROM query_traces").fetchone() or (0,)
         return int(n)

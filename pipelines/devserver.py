@@ -64,6 +64,7 @@ def dagster_dev(
         "DAGSTER_HOME": str(dagster_home),
         "CORPUS_CONFIG": str(settings.config_path),
         "CORPUS_HOME": str(settings.home),
+        **({"CORPUS_REGISTRY": settings.registry_url} if settings.registry_url else {}),
         "CORPUS_SENSOR_INTERVAL_S": str(sensor_interval_s),
         "LANCE_LOG": "error",
         "HF_HUB_OFFLINE": "1",

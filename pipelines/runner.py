@@ -78,12 +78,12 @@ class DagsterRunner:
     def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
         """Run the asset graph for every configured collection under the home's lock, refresh
         ``retrieval_evals`` when what it shows changed, and record each failed run as an alert."""
-        from corpus_index.registry import Registry
+        from corpus_index.registry import open_registry
 
         home = self.open_home(settings)
         with home_lock(settings.home, "sync"):
             report = run_sync(home.defs, home.config, home.instance, progress=progress)
-            evals = eval_report(Registry(settings.registry_path))
+            evals = eval_report(open_registry(settings))
             refresh_eval_report(home.defs, home.instance, evals.fingerprint, report)
         for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look
             run = home.instance.get_run_by_id(failure["run_id"])
@@ -91,7 +91,7 @@ class DagsterRunner:
                 record_alert(settings.home, alert_for_run(home.instance, run))
         report.stale = [
             {**row, "since": row["since"].isoformat()}
-            for row in Registry(settings.registry_path).stale_sources()
+            for row in open_registry(settings).stale_sources()
         ]
         return report
 

@@ -21,6 +21,7 @@ from corpus_index.runner import DEFAULT_RUNNER, ENTRY_POINT_GROUP  # noqa: E402
 from tests.corpusgen import write_home  # noqa: E402
 
 if TYPE_CHECKING:
+    from tests.registry_backends import Place
     from tests.support.postgres import LocalPostgres
     from tests.support.s3_server import LocalS3
 
@@ -66,3 +67,11 @@ def s3_server() -> Iterator[LocalS3]:
 
     with running_s3() as server:
         yield server
+
+
+@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.prod)])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
+    """One empty registry per test on each backend: a DuckDB file, a PostgreSQL database."""
+    from tests.registry_backends import place_for
+
+    return place_for(request, request.param, tmp_path)

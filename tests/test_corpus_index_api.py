@@ -215,9 +215,10 @@ def test_a_failed_sync_is_an_error(built: Settings) -> None:
 
 
 def test_query_records_traces_unless_told_not_to(built: Settings) -> None:
+    from corpus_index.registry import open_registry
     from corpus_index.traces import TraceStore
 
-    store = TraceStore(built.registry_path)
+    store = TraceStore(open_registry(built))
     before = store.count()
     CorpusIndex(built, principal=ALPHA).query("roofs")
     CorpusIndex(built, principal=ALPHA, record_traces=False).query("roofs")

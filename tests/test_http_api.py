@@ -23,6 +23,7 @@ from corpus_index import lifecycle, steps
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.http.audit import ResultAudit
+from corpus_index.registry import open_registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.traces import TraceStore
 from tests.corpusgen import write_home
@@ -232,7 +233,7 @@ def test_metrics_and_traces(served: Served) -> None:
     served.search({"query": "sponsor", "mode": "dense", "filters": {"geo": {"state": "WY"}}})
     resp = served.search({"query": "sponsor", "mode": "lexical"}, key=BETA)
     rid = resp.headers["x-request-id"]
-    traces = TraceStore(served.build.registry_path)
+    traces = TraceStore(open_registry(served.build))
     for _ in range(100):  # the server stores traces (and audits hits) after responding
         found = [t for t in traces.recent(50) if t["trace"].get("request_id") == rid]
         if found:

@@ -9,7 +9,17 @@ import pytest
 
 from corpus_index.errors import DamagedRegistryError
 from corpus_index.registry import Registry, restore_from_journal
+from tests.registry_backends import Place, new_database
 from tests.test_registry import OTHER_MODEL, SPEC, ready, registry
+
+
+def lost(place: Place, request: pytest.FixtureRequest) -> Registry:
+    """An empty registry beside the same journal: the DuckDB file deleted, or (PostgreSQL) a
+    new, empty database."""
+    if place.backend == "duckdb":
+        Path(place.location).unlink()
+        return place.open()
+    return Registry(new_database(request), journal=place.journal)
 
 
 def stone(source_id: str) -> dict[str, object]:
@@ -23,8 +33,10 @@ def stone(source_id: str) -> dict[str, object]:
     }
 
 
-def test_a_lost_registry_is_restored_from_its_journal(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_a_lost_registry_is_restored_from_its_journal(
+    place: Place, request: pytest.FixtureRequest
+) -> None:
+    reg = place.open()
     g1, g2 = ready(reg, SPEC), ready(reg, OTHER_MODEL)
     reg.promote(g1)
     reg.promote(g2)
@@ -33,31 +45,29 @@ def test_a_lost_registry_is_restored_from_its_journal(tmp_path: Path) -> None:
     reg.mark_purged(["alpha-deals/c"])
     before = {t["source_id"]: t for t in reg.tombstones()}
 
-    reg.path.unlink()
-    lost = Registry(reg.path)
-    assert lost.active("deals") is None and lost.tombstones() == []
+    restored = lost(place, request)
+    assert restored.active("deals") is None and restored.tombstones() == []
 
-    counts = restore_from_journal(lost)
+    counts = restore_from_journal(restored)
     assert counts == {"generations": 2, "pointers": 1, "tombstones": 2}
-    active = lost.active("deals")
+    active = restored.active("deals")
     assert active is not None and active.id == g2 and active.row_count == 10
-    assert lost.previous("deals") is not None and lost.require(g1).status == "READY"
-    after = {t["source_id"]: t for t in lost.tombstones()}
+    assert restored.previous("deals") is not None and restored.require(g1).status == "READY"
+    after = {t["source_id"]: t for t in restored.tombstones()}
     assert after.keys() == before.keys() == {"alpha-deals/a", "alpha-deals/c"}
     for sid, t in after.items():
         assert t["content_hashes"] == ["c1"] and t["receipt"] == before[sid]["receipt"]
         assert (t["purged_at"] is None) == (sid == "alpha-deals/a")
     # the restored registry serves the next sync: the live generation of the spec is reused
-    assert lost.open_generation(SPEC).id == g1  # g1's spec is still live
+    assert restored.open_generation(SPEC).id == g1  # g1's spec is still live
 
 
-def test_a_torn_last_journal_line_is_skipped(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_a_torn_last_journal_line_is_skipped(place: Place, request: pytest.FixtureRequest) -> None:
+    reg = place.open()
     reg.promote(ready(reg, SPEC))
     with reg.journal.path.open("a") as f:
         f.write('{"op": "tombstone", "source_id": "x"')  # a crash mid-write
-    reg.path.unlink()
-    assert restore_from_journal(Registry(reg.path))["pointers"] == 1
+    assert restore_from_journal(lost(place, request))["pointers"] == 1
 
 
 def test_a_corrupt_registry_is_damaged_not_busy(tmp_path: Path) -> None:

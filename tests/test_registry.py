@@ -1,4 +1,5 @@
-"""The generation registry on a real DuckDB file: lifecycle, promotion gates, locking."""
+"""The generation registry on both backends (a real DuckDB file, a real PostgreSQL database):
+lifecycle, promotion gates, the cached ACTIVE pointer; DuckDB's file lock."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from corpus_index.errors import MissingGenerationError, PromotionRefusedError, RetryableError
 from corpus_index.registry import GenerationSpec, Registry
+from tests.registry_backends import Place
 
 SPEC = GenerationSpec(
     namespace="deals",
@@ -37,8 +39,8 @@ def ready(reg: Registry, spec: GenerationSpec, *, rows: int = 10) -> str:
     return gen.id
 
 
-def test_open_generation_creates_g0001_building_and_reuses_it(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_open_generation_creates_g0001_building_and_reuses_it(place: Place) -> None:
+    reg = place.open()
     first = reg.open_generation(SPEC, run_id="run-1")
     assert (first.id, first.status, first.table_name, first.row_count) == (
         "g0001",
@@ -65,8 +67,8 @@ VECTOR_CHANGES: list[dict[str, object]] = [
 ]
 
 
-def test_a_different_spec_for_the_same_profile_opens_a_new_generation(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_a_different_spec_for_the_same_profile_opens_a_new_generation(place: Place) -> None:
+    reg = place.open()
     reg.open_generation(SPEC)
     for n, change in enumerate(VECTOR_CHANGES, start=2):
         other = reg.open_generation(dataclasses.replace(SPEC, **change))  # type: ignore[arg-type]
@@ -76,14 +78,14 @@ def test_a_different_spec_for_the_same_profile_opens_a_new_generation(tmp_path: 
     assert len(reg.generations(profile="main")) == 1 + len(VECTOR_CHANGES)
 
 
-def test_normalized_flag_alone_does_not_split_generations(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_normalized_flag_alone_does_not_split_generations(place: Place) -> None:
+    reg = place.open()
     reg.open_generation(SPEC)
     assert reg.open_generation(dataclasses.replace(SPEC, normalized=False)).id == "g0001"
 
 
-def test_retired_or_failed_generations_are_not_reused(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_retired_or_failed_generations_are_not_reused(place: Place) -> None:
+    reg = place.open()
     reg.open_generation(SPEC)
     reg.set_status("g0001", "FAILED")
     assert reg.open_generation(SPEC).id == "g0002"
@@ -95,8 +97,8 @@ def test_retired_or_failed_generations_are_not_reused(tmp_path: Path) -> None:
         reg.set_status("g0003", "DONE")
 
 
-def test_record_build_makes_building_ready(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_record_build_makes_building_ready(place: Place) -> None:
+    reg = place.open()
     gen = reg.open_generation(SPEC)
     not_yet = reg.record_build(gen.id, row_count=5, checks={"x": {"passed": False}}, ready=False)
     assert (not_yet.status, not_yet.row_count, not_yet.ready_at) == ("BUILDING", 5, None)
@@ -110,8 +112,8 @@ def test_record_build_makes_building_ready(tmp_path: Path) -> None:
     assert rebuilt.ready_at == built.ready_at  # the first time it became ready is kept
 
 
-def test_record_checks_and_eval_merge(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_record_checks_and_eval_merge(place: Place) -> None:
+    reg = place.open()
     gen_id = ready(reg, SPEC)
     reg.record_checks(gen_id, {"retrieval_eval": {"passed": True, "ndcg": 0.7}})
     reg.record_eval(gen_id, {"ndcg@10": 0.7})
@@ -121,8 +123,8 @@ def test_record_checks_and_eval_merge(tmp_path: Path) -> None:
     assert gen.eval == {"ndcg@10": 0.7, "recall@10": 0.9}
 
 
-def test_promote_moves_the_pointer_and_remembers_the_previous(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_promote_moves_the_pointer_and_remembers_the_previous(place: Place) -> None:
+    reg = place.open()
     assert reg.active("deals") is None
     assert reg.previous("deals") is None
     g1 = ready(reg, SPEC)
@@ -157,8 +159,8 @@ def test_promote_moves_the_pointer_and_remembers_the_previous(tmp_path: Path) ->
     assert reg.history("other") == []
 
 
-def test_promoting_the_active_generation_again_changes_nothing(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_promoting_the_active_generation_again_changes_nothing(place: Place) -> None:
+    reg = place.open()
     g1 = ready(reg, SPEC)
     reg.promote(g1)
     assert reg.promote(g1).status == "ACTIVE"
@@ -166,16 +168,16 @@ def test_promoting_the_active_generation_again_changes_nothing(tmp_path: Path) -
     assert reg.previous("deals") is None
 
 
-def test_promote_refuses_a_building_generation(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_promote_refuses_a_building_generation(place: Place) -> None:
+    reg = place.open()
     gen = reg.open_generation(SPEC)
     with pytest.raises(PromotionRefusedError, match="g0001 is BUILDING; only a READY generation"):
         reg.promote(gen.id)
     assert reg.active("deals") is None
 
 
-def test_promote_refuses_dead_generations(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_promote_refuses_dead_generations(place: Place) -> None:
+    reg = place.open()
     for status in ("FAILED", "RETIRED"):
         gen_id = ready(reg, SPEC)
         reg.set_status(gen_id, status)
@@ -183,8 +185,8 @@ def test_promote_refuses_dead_generations(tmp_path: Path) -> None:
             reg.promote(gen_id)
 
 
-def test_promote_refuses_a_failed_check_and_names_it(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_promote_refuses_a_failed_check_and_names_it(place: Place) -> None:
+    reg = place.open()
     g1 = ready(reg, SPEC)
     reg.promote(g1)
     g2 = reg.open_generation(OTHER_MODEL).id
@@ -203,8 +205,8 @@ def test_promote_refuses_a_failed_check_and_names_it(tmp_path: Path) -> None:
     assert reg.require(g2).status == "READY"
 
 
-def test_missing_generation(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_missing_generation(place: Place) -> None:
+    reg = place.open()
     assert reg.get("g0042") is None
     with pytest.raises(MissingGenerationError, match="no generation 'g0042'"):
         reg.require("g0042")
@@ -212,8 +214,8 @@ def test_missing_generation(tmp_path: Path) -> None:
         reg.promote("g0042")
 
 
-def test_generations_filter_and_to_json(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_generations_filter_and_to_json(place: Place) -> None:
+    reg = place.open()
     reg.open_generation(SPEC)
     reg.open_generation(dataclasses.replace(SPEC, profile="alt", namespace="lab"))
     assert [g.id for g in reg.generations(namespace="lab")] == ["g0002"]
@@ -227,9 +229,9 @@ def test_generations_filter_and_to_json(tmp_path: Path) -> None:
     assert isinstance(data["created_at"], str)
 
 
-def test_two_registry_objects_on_one_file_in_sequence(tmp_path: Path) -> None:
-    a = registry(tmp_path)
-    b = registry(tmp_path)
+def test_two_registry_objects_on_one_file_in_sequence(place: Place) -> None:
+    a = place.open()
+    b = place.open()
     g1 = ready(a, SPEC)
     assert b.open_generation(SPEC).id == g1
     b.promote(g1)
@@ -244,13 +246,13 @@ PROMOTER = """
 import sys
 from pathlib import Path
 from corpus_index.registry import Registry
-Registry(Path(sys.argv[1])).promote(sys.argv[2])
+Registry(sys.argv[1], journal=Path(sys.argv[2])).promote(sys.argv[3])
 """
 
 
-def test_cached_active_is_reused_until_the_registry_changes_on_disk(tmp_path: Path) -> None:
-    reader = registry(tmp_path)
-    writer = registry(tmp_path)
+def test_cached_active_is_reused_until_the_registry_changes(place: Place) -> None:
+    reader = place.open()
+    writer = place.open()
     assert reader.active("deals", cached=True) is None
     g1 = ready(writer, SPEC)
     assert reader.active("deals", cached=True) is None  # READY is not ACTIVE
@@ -263,7 +265,8 @@ def test_cached_active_is_reused_until_the_registry_changes_on_disk(tmp_path: Pa
     writer.promote(g2)  # another Registry object in this process
     assert reader.active("deals", cached=True).id == g2  # type: ignore[union-attr]
     # another process moves the pointer back: the cached reader sees it on its next call
-    subprocess.run([sys.executable, "-c", PROMOTER, str(writer.path), g1], check=True)
+    promoter = [sys.executable, "-c", PROMOTER, str(place.location), str(place.journal), g1]
+    subprocess.run(promoter, check=True)
     again = reader.active("deals", cached=True)
     assert again is not None and again.id == g1 and again.status == "ACTIVE"
     assert reader.active("other", cached=True) is None
@@ -334,8 +337,8 @@ def test_connect_waits_for_a_lock_released_within_the_timeout(tmp_path: Path) ->
     assert waited >= 0.3, "the registry should have had to wait for the holder"
 
 
-def test_promote_requires_every_named_gate_to_have_run(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_promote_requires_every_named_gate_to_have_run(place: Place) -> None:
+    reg = place.open()
     g1 = ready(reg, SPEC)
     required = {*PASSED, "index_generation:retrieval_not_worse_than_active"}
     with pytest.raises(PromotionRefusedError) as info:
@@ -348,20 +351,20 @@ def test_promote_requires_every_named_gate_to_have_run(tmp_path: Path) -> None:
     assert reg.promote(g1, required=required).status == "ACTIVE"
 
 
-def test_record_checks_keep_drops_outcomes_no_longer_required(tmp_path: Path) -> None:
-    reg = registry(tmp_path)
+def test_record_checks_keep_drops_outcomes_no_longer_required(place: Place) -> None:
+    reg = place.open()
     g1 = ready(reg, SPEC)
     reg.record_checks(g1, {"embeddings:vectors_are_finite[gone]": {"passed": False}})
     reg.record_checks(g1, {}, keep=set(PASSED))
     assert reg.require(g1).checks == PASSED
 
 
-def test_retire_refuses_active_rollback_target_and_window(tmp_path: Path) -> None:
+def test_retire_refuses_active_rollback_target_and_window(place: Place) -> None:
     import datetime as dt
 
     from corpus_index.errors import RetireRefusedError
 
-    reg = registry(tmp_path)
+    reg = place.open()
     g1 = ready(reg, SPEC)
     g2 = ready(reg, OTHER_MODEL)
     g3 = ready(reg, dataclasses.replace(SPEC, backend_spec="hash:v1-16", dim=16))
@@ -383,12 +386,12 @@ def test_retire_refuses_active_rollback_target_and_window(tmp_path: Path) -> Non
     assert again.id == "g0004" and again.status == "BUILDING"
 
 
-def test_retire_window_counts_from_when_it_last_served(tmp_path: Path) -> None:
+def test_retire_window_counts_from_when_it_last_served(place: Place) -> None:
     import datetime as dt
 
     from corpus_index.errors import RetireRefusedError
 
-    reg = registry(tmp_path)
+    reg = place.open()
     g1, g2, g3 = (
         ready(reg, SPEC),
         ready(reg, OTHER_MODEL),

@@ -1,4 +1,5 @@
-"""Query traces in registry.duckdb: recorded per search, newest kept, a busy registry tolerated."""
+"""Query traces in the registry (DuckDB and PostgreSQL): recorded per search, newest kept, a busy
+registry tolerated."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,10 +15,11 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import RetryableError
 from corpus_index.home import Home
-from corpus_index.registry import Registry
+from corpus_index.registry import open_registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.traces import TraceStore
 from tests.corpusgen import write_home
+from tests.registry_backends import Place
 from tests.searchkit import active, build_home
 
 
@@ -32,8 +33,8 @@ def record(store: TraceStore, i: int, tenant: str = "alpha") -> int:
     )
 
 
-def test_record_and_read_back(tmp_path: Path) -> None:
-    store = TraceStore(tmp_path / "registry.duckdb")
+def test_record_and_read_back(place: Place) -> None:
+    store = place.traces()
     assert store.recent() == [] and store.count() == 0
     seqs = [record(store, i) for i in range(3)]
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
@@ -44,29 +45,29 @@ def test_record_and_read_back(tmp_path: Path) -> None:
     assert t["mode"] == "hybrid" and t["hits"] == 2 and t["total_ms"] == 2.0
     assert t["kind"] == "search" and t["recorded_at"].startswith("20")
     # the registry's own tables are untouched and usable
-    assert Registry(tmp_path / "registry.duckdb").generations() == []
+    assert place.open().generations() == []
 
 
-def test_only_the_newest_are_kept(tmp_path: Path) -> None:
-    store = TraceStore(tmp_path / "registry.duckdb", keep=3)
+def test_only_the_newest_are_kept(place: Place) -> None:
+    store = place.traces(keep=3)
     for i in range(7):
         record(store, i, tenant="beta" if i % 2 else "alpha")
     assert store.count() == 3
     assert [t["query"] for t in store.recent(10)] == ["query 6", "query 5", "query 4"]
     assert [t["query"] for t in store.recent(10, tenant="beta")] == ["query 5"]
     # a second store over the same file continues the sequence and the pruning
-    other = TraceStore(tmp_path / "registry.duckdb", keep=3)
+    other = place.traces(keep=3)
     record(other, 7)
     assert [t["query"] for t in other.recent(10)] == ["query 7", "query 6", "query 5"]
 
 
-def test_keep_must_be_positive(tmp_path: Path) -> None:
+def test_keep_must_be_positive(place: Place) -> None:
     with pytest.raises(ValueError):
-        TraceStore(tmp_path / "r.duckdb", keep=0)
+        place.traces(keep=0)
 
 
-def test_default_keeps_one_thousand(tmp_path: Path) -> None:
-    store = TraceStore(tmp_path / "r.duckdb")
+def test_default_keeps_one_thousand(place: Place) -> None:
+    store = TraceStore(place.open())
     assert store.keep == 1000
 
 
@@ -77,7 +78,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Home:
 
 
 def test_every_search_stores_its_trace(corpus: Home) -> None:
-    store = TraceStore(corpus.settings.registry_path)
+    store = TraceStore(open_registry(corpus.settings))
     searcher = Searcher(corpus, traces=store)
     before = store.count()
     p = Principal("alpha", ("alpha-uw",))
@@ -107,7 +108,7 @@ time.sleep(float(sys.argv[2]))
 
 
 def test_a_busy_registry_does_not_fail_the_search(corpus: Home) -> None:
-    store = TraceStore(corpus.settings.registry_path, lock_timeout_s=0.3)
+    store = TraceStore(open_registry(corpus.settings, lock_timeout_s=0.3))
     searcher = Searcher(corpus, traces=store)
     p = Principal("beta", ("beta-team",))
     gen = active(corpus).id

@@ -21,6 +21,7 @@ from corpus_index.errors import InvalidQueryError, QueryLimitError, ReadOnlyQuer
 from corpus_index.filters import CorpusFilter
 from corpus_index.home import Home
 from corpus_index.kinds.uw_deals import parse_text
+from corpus_index.registry import open_registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.traces import TraceStore
 from corpus_index.use_cases import neighbour_table, risk_patterns, run_sql, similar_deals
@@ -39,7 +40,7 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Home:
 
 @pytest.fixture(scope="module")
 def searcher(sample: Home) -> Searcher:
-    return Searcher(sample, traces=TraceStore(sample.settings.registry_path))
+    return Searcher(sample, traces=TraceStore(open_registry(sample.settings)))
 
 
 @functools.cache
@@ -388,7 +389,7 @@ def test_risk_patterns_stay_in_scope(searcher: Searcher) -> None:
 
 
 def test_use_cases_leave_one_trace_each(sample: Home, searcher: Searcher) -> None:
-    store = TraceStore(sample.settings.registry_path)
+    store = TraceStore(open_registry(sample.settings))
     before = store.count()
     similar_deals(searcher, "DEAL-2026-0042", principal=MERIDIAN)
     run_sql(searcher, "SELECT 1", principal=MERIDIAN)

@@ -18,6 +18,7 @@ from corpus_index.cli import (  # noqa: F401 - registers commands
     identities,
     operate,
     query,
+    registry,
     reprocess,
     serve,
     sidecar,

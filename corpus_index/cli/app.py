@@ -120,10 +120,14 @@ def searcher(ctx: click.Context, *, record: bool = True) -> Searcher:
 
     announce_model_loading()
     from corpus_index.home import Home
+    from corpus_index.registry import open_registry
     from corpus_index.traces import TraceStore
 
     settings = settings_of(ctx)
-    return Searcher(Home(settings), traces=TraceStore(settings.registry_path) if record else None)
+    return Searcher(
+        Home(settings),
+        traces=TraceStore(open_registry(settings, lock_timeout_s=5.0)) if record else None,
+    )
 
 
 class FiniteFloat(click.FloatRange):
@@ -155,11 +159,22 @@ def emit_json(value: Any) -> None:
     type=click.Path(file_okay=False),
     help="Home folder (default: $CORPUS_HOME or ./.corpus).",
 )
+@click.option(
+    "--registry",
+    metavar="URL",
+    help="The registry's PostgreSQL database, postgresql://user@host:port/db "
+    "(default: $CORPUS_REGISTRY, or <home>/registry.duckdb).",
+)
 @click.version_option(package_name="corpus-index")
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None, home: str | None) -> None:
+def main(
+    ctx: click.Context, config_path: str | None, home: str | None, registry: str | None
+) -> None:
     """corpus-index: a governed, searchable embedding index of a document corpus."""
-    env = configure_environment(config_path=config_path, home=home)
+    try:
+        env = configure_environment(config_path=config_path, home=home, registry=registry)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--registry / CORPUS_REGISTRY") from None
     # a PipelineRunner given as the context object (``CliRunner().invoke(main, args,
     # obj=runner)``) is used instead of the installed one
     injected = ctx.obj if isinstance(ctx.obj, PipelineRunner) else None

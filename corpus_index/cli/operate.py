@@ -107,10 +107,10 @@ def generations(ctx: click.Context, as_json: bool) -> None:
     from corpus_index.doctor import LIVE, generation_problem
     from corpus_index.gates import check_summary
     from corpus_index.index_store import GenerationStore
-    from corpus_index.registry import Registry
+    from corpus_index.registry import open_registry
 
     settings = settings_of(ctx)
-    reg = Registry(settings.registry_path)
+    reg = open_registry(settings)
     gens = reg.generations()
     store = GenerationStore(settings.lance_uri)
     # a live generation whose table is missing or unreadable is not healthy, whatever its
@@ -205,11 +205,11 @@ EXPECT_ACTIVE_HELP = (
 def _run_promotion(
     ctx: click.Context, namespace: str, generation: str, action: str, expect_active: str = ""
 ) -> None:
-    from corpus_index.registry import Registry
+    from corpus_index.registry import open_registry
 
     settings = settings_of(ctx)
     runner = runner_of(ctx)
-    before = Registry(settings.registry_path).active(namespace)
+    before = open_registry(settings).active(namespace)
     if action == "rollback":
         result = runner.rollback(settings, namespace, expect_active=expect_active)
     else:
@@ -218,7 +218,7 @@ def _run_promotion(
         detail = result.error or "see the run in the Dagster UI"
         click.echo(f"error: {action} refused for namespace {namespace}: {detail}", err=True)
         sys.exit(EXIT_FAILED)
-    active = Registry(settings.registry_path).active(namespace)
+    active = open_registry(settings).active(namespace)
     if active is None:
         return
     if expect_active and (before.id if before else "") != expect_active:
@@ -257,11 +257,11 @@ def promote(
     ctx: click.Context, generation: str | None, namespace: str | None, expect_active: str
 ) -> None:
     """Make GENERATION (default: the newest READY one) serve its namespace, after its gates passed."""
-    from corpus_index.registry import Registry
+    from corpus_index.registry import open_registry
 
     settings = settings_of(ctx)
     if generation:
-        gen = Registry(settings.registry_path).require(generation)
+        gen = open_registry(settings).require(generation)
         _run_promotion(ctx, gen.spec.namespace, generation, "promote", expect_active)
         return
     config = settings.load()
@@ -287,10 +287,10 @@ def promote(
 @handle_errors
 def rollback(ctx: click.Context, namespace: str | None, expect_active: str) -> None:
     """Point a namespace back at its previous ACTIVE generation, in one step, without re-embedding."""
-    from corpus_index.registry import Registry
+    from corpus_index.registry import open_registry
 
     settings = settings_of(ctx)
-    reg = Registry(settings.registry_path)
+    reg = open_registry(settings)
     config = settings.load()
     namespaces = [namespace] if namespace else [ns for ns in config.namespaces if reg.previous(ns)]
     _single_namespace(expect_active, namespaces, "rollback")
@@ -308,16 +308,16 @@ def rollback(ctx: click.Context, namespace: str | None, expect_active: str) -> N
 def retire(ctx: click.Context, generation: str) -> None:
     """Retire GENERATION and drop its table (never the ACTIVE one nor the rollback target, and
     only after the namespace's retire_after_hours)."""
-    from corpus_index.registry import Registry
+    from corpus_index.registry import open_registry
 
     settings = settings_of(ctx)
-    Registry(settings.registry_path).require(generation)
+    open_registry(settings).require(generation)
     result = runner_of(ctx).retire(settings, generation)
     if not result.success:
         detail = result.error or "see the run in the Dagster UI"
         click.echo(f"error: retire refused: {detail}", err=True)
         sys.exit(EXIT_FAILED)
-    gen = Registry(settings.registry_path).require(generation)
+    gen = open_registry(settings).require(generation)
     click.echo(f"{gen.id}: {gen.status}; table {gen.table_name} dropped; run {result.run_id}")
 
 

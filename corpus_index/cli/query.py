@@ -480,9 +480,12 @@ def risk_patterns_command(
 @handle_errors
 def traces(ctx: click.Context, limit: int, tenant: str | None, as_json: bool) -> None:
     """The newest query traces (the last 1000 are kept): stage times per query."""
+    from corpus_index.registry import open_registry
     from corpus_index.traces import TraceStore
 
-    rows = TraceStore(settings_of(ctx).registry_path).recent(limit, tenant=tenant)
+    rows = TraceStore(open_registry(settings_of(ctx), lock_timeout_s=5.0)).recent(
+        limit, tenant=tenant
+    )
     if as_json:
         emit_json({"traces": rows})
         return

@@ -40,7 +40,7 @@ class ResultAudit:
     def __init__(self, corpus: Home) -> None:
         self.corpus = corpus
         self._lock = threading.Lock()
-        self._tombstones: tuple[tuple[int, ...], frozenset[str]] | None = None
+        self._tombstones: tuple[tuple[object, ...], frozenset[str]] | None = None
         self._versions: dict[str, tuple[tuple[int, ...], dict[str, str]]] = {}
 
     def check(self, hits: Sequence[Hit], principal: Principal, gen: Generation) -> AuditResult:
@@ -76,7 +76,7 @@ class ResultAudit:
 
     def _deleted(self) -> frozenset[str]:
         registry = self.corpus.registry
-        state = registry._files_state()
+        state = registry.tombstones_state()
         with self._lock:
             if self._tombstones is None or self._tombstones[0] != state:
                 ids = frozenset(t["source_id"] for t in registry.tombstones())

@@ -22,7 +22,7 @@ from corpus_index.http.cursor import CursorCodec
 from corpus_index.http.keys import KeyStore
 from corpus_index.http.metrics import ServiceMetrics
 from corpus_index.http.problems import BUSY, Problem
-from corpus_index.registry import Generation
+from corpus_index.registry import Generation, open_registry
 from corpus_index.search import Searcher
 from corpus_index.traces import TraceStore
 
@@ -103,7 +103,9 @@ class Service:
         secret = os.environ.get(self.serve.cursor_secret_env or "", "")
         self.cursors = CursorCodec(secret.encode() if secret else secrets.token_bytes(32))
         self.audit = ResultAudit(self.corpus)
-        self.traces = TraceStore(settings.registry_path) if record_traces else None
+        self.traces = (
+            TraceStore(open_registry(settings, lock_timeout_s=5.0)) if record_traces else None
+        )
         self.background = Background(self.metrics)
 
     def close(self) -> None:

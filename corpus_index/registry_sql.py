@@ -1,0 +1,357 @@
+"""Where the registry's tables live: a DuckDB file or a PostgreSQL database.
+
+The registry (``corpus_index.registry``) and the query traces (``corpus_index.traces``) speak
+one SQL: ``?`` placeholders, ``BEGIN TRANSACTION``/``COMMIT``/``ROLLBACK``, ``JSON`` columns
+holding text, ``INSERT ... ON CONFLICT (key) DO UPDATE``. What differs between the two
+databases is kept here, and only here:
+
+- DuckDB allows one writing process per file: every unit of work opens the file and closes it
+  (the open is the lock), retried while another process holds it.
+- PostgreSQL lets many processes write: every unit of work is ONE transaction at SERIALIZABLE
+  isolation on a connection kept per thread, committed when the unit ends. A transaction that
+  loses a race with another process fails with a serialization failure, raised here as
+  ``RegistryConflictError``; ``retry_conflicts`` runs the whole operation again. Placeholders
+  become ``%s``, ``JSON`` columns are read back as the text that was written, ``VARCHAR``
+  columns compare bytewise (``COLLATE "C"``, as DuckDB does) and timestamps are in UTC.
+
+Both record the schema version (``registry_schema``) when they create the tables, and refuse a
+database written by a newer version.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import duckdb
+
+from corpus_index.errors import (
+    DamagedRegistryError,
+    PermanentError,
+    RegistryConflictError,
+    RetryableError,
+)
+
+# the layout of the registry's own tables; bump when a migration is needed
+REGISTRY_SCHEMA_VERSION = 1
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+_SCHEMA_DDL = "CREATE TABLE IF NOT EXISTS registry_schema (version INTEGER NOT NULL)"
+# PostgreSQL: concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog; schema
+# creation takes this transaction-level advisory lock first
+_SCHEMA_LOCK = 0x636F7270  # "corp"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Cursor(Protocol):
+    """What the registry reads from a statement: its rows and column names."""
+
+    @property
+    def description(self) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """One unit of work on the registry's database."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+
+def is_database_url(location: object) -> bool:
+    """Whether ``location`` is a ``postgresql://`` URL (anything else is a DuckDB file path)."""
+    return isinstance(location, str) and urlsplit(location).scheme in POSTGRES_SCHEMES
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def in_list(values: Sequence[object]) -> str:
+    """``(?, ?, ...)`` for ``column IN`` one placeholder per value (never an empty list)."""
+    if not values:
+        raise ValueError("in_list needs at least one value")
+    return "(" + ", ".join("?" for _ in values) + ")"
+
+
+def upsert(table: str, columns: Sequence[str], key: str) -> str:
+    """An INSERT of ``columns`` that replaces the row with the same ``key``."""
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+    )
+
+
+def retry_conflicts(fn: F) -> F:
+    """Run a registry operation again when its transaction lost a race with another process
+    (``RegistryConflictError``), with backoff, for up to the object's ``lock_timeout_s``."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + float(self.lock_timeout_s)
+        delay = 0.01
+        while True:
+            try:
+                return fn(self, *args, **kwargs)
+            except RegistryConflictError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Backend(Protocol):
+    """A database holding the registry's tables."""
+
+    location: str
+
+    def connect(self, extra: Sequence[str] = ()) -> Any:
+        """A context manager yielding one ``Connection``; the tables (the registry's and
+        ``extra``) are created on first use."""
+
+    def active_state(self, namespace: str) -> tuple[object, ...]:
+        """A key that changes whenever the namespace's ACTIVE pointer or generation changes."""
+
+    def tombstones_state(self) -> tuple[object, ...]:
+        """A key that changes whenever the set of tombstoned sources changes."""
+
+
+class DuckDBBackend:
+    """``registry.duckdb``: one short connection per unit of work."""
+
+    def __init__(self, path: Path, *, ddl: Sequence[str], lock_timeout_s: float) -> None:
+        self.path = Path(path)
+        self.ddl = tuple(ddl)
+        self.location = str(self.path)
+        self.lock_timeout_s = lock_timeout_s
+        self._created: set[str] = set()
+
+    @contextmanager
+    def connect(self, extra: Sequence[str] = ()) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One connection for one short unit of work; retried while another process holds the lock."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                con = duckdb.connect(str(self.path))
+                break
+            except duckdb.Error as exc:
+                if "lock" not in str(exc).lower():
+                    raise DamagedRegistryError(
+                        "the registry", self.path, str(exc).splitlines()[0]
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise RetryableError(f"{self.path}: registry is busy: {exc}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        try:
+            missing = [d for d in (*self.ddl, *extra) if d not in self._created]
+            if missing:
+                _create(con, missing, self.location)
+                self._created.update(missing)
+            yield con
+        except (duckdb.InternalException, duckdb.SerializationException) as exc:
+            # a file that opens but whose blocks are garbage fails on first read
+            raise DamagedRegistryError(
+                "the registry", self.path, str(exc).splitlines()[0]
+            ) from None
+        finally:
+            con.close()
+
+    def active_state(self, namespace: str) -> tuple[object, ...]:
+        """The registry file's and its WAL's size, mtime and inode: every commit, by this
+        process or another, appends to the WAL or checkpoints into the file. No database read."""
+        state: list[int] = []
+        for path in (self.path, self.path.with_name(self.path.name + ".wal")):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                state += [-1, -1, -1]
+            else:
+                state += [st.st_size, st.st_mtime_ns, st.st_ino]
+        return tuple(state)
+
+    def tombstones_state(self) -> tuple[object, ...]:
+        return self.active_state("")
+
+
+# connections a forked child inherited: closing one would end the parent's session, so they
+# are kept, unused, for the child's lifetime
+_INHERITED: list[Any] = []
+
+
+class PostgresBackend:
+    """A PostgreSQL database: one SERIALIZABLE transaction per unit of work."""
+
+    def __init__(self, url: str, *, ddl: Sequence[str], lock_timeout_s: float) -> None:
+        self.url = url
+        self.ddl = tuple(ddl)
+        self.location = redact(url)
+        self.lock_timeout_s = lock_timeout_s
+        self._created: set[str] = set()
+        self._local = threading.local()
+
+    def _raw(self) -> Any:
+        import psycopg2
+        import psycopg2.extras
+
+        raw = getattr(self._local, "raw", None)
+        if raw is not None and self._local.pid != os.getpid():
+            _INHERITED.append(raw)
+            raw = None
+        if raw is None or raw.closed:
+            timeout_ms = max(1, int(self.lock_timeout_s * 1000))
+            try:
+                raw = psycopg2.connect(
+                    self.url,
+                    connect_timeout=max(1, int(self.lock_timeout_s)),
+                    application_name="corpus-index registry",
+                    options=f"-c TimeZone=UTC -c lock_timeout={timeout_ms}",
+                )
+            except psycopg2.OperationalError as exc:
+                raise RetryableError(
+                    f"{self.location}: cannot reach the registry database: "
+                    f"{str(exc).strip().splitlines()[0]}"
+                ) from None
+            raw.set_session(isolation_level="SERIALIZABLE", autocommit=False)
+            # JSON columns come back as the text that was written, as DuckDB returns them
+            psycopg2.extras.register_default_json(raw, loads=_text)
+            psycopg2.extras.register_default_jsonb(raw, loads=_text)
+            self._local.raw = raw
+            self._local.pid = os.getpid()
+        return raw
+
+    @contextmanager
+    def connect(self, extra: Sequence[str] = ()) -> Iterator[_PostgresConnection]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        import psycopg2
+        import psycopg2.errors
+
+        raw = self._raw()
+        con = _PostgresConnection(raw)
+        try:
+            missing = [d for d in (*self.ddl, *extra) if d not in self._created]
+            if missing:
+                con.execute("SELECT pg_advisory_xact_lock(?)", [_SCHEMA_LOCK])
+                _create(con, [_postgres_ddl(d) for d in missing], self.location)
+                raw.commit()
+                self._created.update(missing)
+            yield con
+            raw.commit()
+        except BaseException as exc:
+            with suppress(psycopg2.InterfaceError, psycopg2.OperationalError):
+                raw.rollback()  # a lost connection has nothing to roll back
+            if isinstance(
+                exc, psycopg2.errors.SerializationFailure | psycopg2.errors.DeadlockDetected
+            ):
+                raise RegistryConflictError(
+                    f"{self.location}: another process changed the registry at the same time"
+                ) from exc
+            if isinstance(exc, psycopg2.errors.LockNotAvailable):
+                raise RetryableError(f"{self.location}: registry is busy: {exc}") from exc
+            if isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError):
+                self._local.raw = None
+                raise RetryableError(
+                    f"{self.location}: lost the registry database: {str(exc).strip()}"
+                ) from exc
+            raise
+
+    def active_state(self, namespace: str) -> tuple[object, ...]:
+        """The pointer row's and the ACTIVE generation's ``updated_at``: every pointer move
+        and every change of the generation's record sets them (one indexed read; what the
+        cache saves is reading and decoding the record)."""
+        with self.connect() as con:
+            row = con.execute(
+                "SELECT p.generation, p.updated_at, g.updated_at FROM active_pointers p "
+                "LEFT JOIN generations g ON g.id = p.generation WHERE p.namespace = ?",
+                [namespace],
+            ).fetchone()
+        return tuple(row) if row else ()
+
+    def tombstones_state(self) -> tuple[object, ...]:
+        """How many tombstones and the newest ``removed_at``: adding one (or removing a source
+        again) sets ``removed_at`` to now, lifting one lowers the count."""
+        with self.connect() as con:
+            row = con.execute("SELECT count(*), max(removed_at) FROM tombstones").fetchone()
+        return tuple(row)
+
+
+class _PostgresConnection:
+    """The registry's SQL on a psycopg2 connection, inside the unit of work's transaction."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.cursor = raw.cursor()
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> Any:
+        verb = sql.strip().upper()
+        if verb in ("BEGIN", "BEGIN TRANSACTION"):
+            return self.cursor  # the unit of work is already one transaction
+        if verb == "COMMIT":
+            self.raw.commit()
+            return self.cursor
+        if verb == "ROLLBACK":
+            self.raw.rollback()
+            return self.cursor
+        self.cursor.execute(_postgres_sql(sql), list(params))
+        return self.cursor
+
+
+@functools.lru_cache(maxsize=512)
+def _postgres_sql(sql: str) -> str:
+    # the registry's SQL holds no '?' or '%' inside literals: placeholders are the only ones
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _postgres_ddl(sql: str) -> str:
+    return re.sub(r"\bVARCHAR\b", 'VARCHAR COLLATE "C"', sql)
+
+
+def _text(value: str) -> str:
+    return value
+
+
+def _create(con: Any, ddl: Sequence[str], location: str) -> None:
+    """Create the tables and record (or check) the schema version."""
+    con.execute(_SCHEMA_DDL)
+    for statement in ddl:
+        con.execute(statement)
+    (found,) = con.execute("SELECT max(version) FROM registry_schema").fetchone()
+    if found is None:
+        con.execute("INSERT INTO registry_schema VALUES (?)", [REGISTRY_SCHEMA_VERSION])
+    elif int(found) > REGISTRY_SCHEMA_VERSION:
+        raise PermanentError(
+            f"{location}: the registry's schema is version {found}, newer than this "
+            f"corpus-index reads ({REGISTRY_SCHEMA_VERSION}): upgrade corpus-index"
+        )
+
+
+def open_backend(
+    location: Path | str, *, ddl: Sequence[str], lock_timeout_s: float
+) -> DuckDBBackend | PostgresBackend:
+    """The backend ``location`` names (a ``postgresql://`` URL, else a DuckDB file path),
+    creating the tables ``ddl`` declares on first use."""
+    if is_database_url(location):
+        return PostgresBackend(str(location), ddl=ddl, lock_timeout_s=lock_timeout_s)
+    return DuckDBBackend(Path(location), ddl=ddl, lock_timeout_s=lock_timeout_s)
