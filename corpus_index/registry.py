@@ -561,6 +561,13 @@ class Registry:
             if current == gen.id:
                 con.execute("COMMIT")
                 return gen
+            # history is read in changed_at order: a clock read before this transaction saw the
+            # last move (another process's, on PostgreSQL) must still come after it
+            (last,) = con.execute(
+                "SELECT max(changed_at) FROM pointer_history WHERE namespace = ?", [ns]
+            ).fetchone()
+            if last is not None and last >= now:
+                now = last + dt.timedelta(microseconds=1)
             if current is not None:
                 con.execute(
                     "UPDATE generations SET status = 'READY', updated_at = ? WHERE id = ?",

@@ -406,3 +406,95 @@ def test_retire_window_counts_from_when_it_last_served(place: Place) -> None:
     assert reg.retire(g1, window_hours=1, now=served_until + dt.timedelta(minutes=61)).status == (
         "RETIRED"
     )
+
+
+def test_stale_sources_evals_and_tombstones(place: Place) -> None:
+    reg = place.open()
+    broken = {"serving_version": "v1", "broken_version": "v2", "path": "a.md", "line": 3}
+    reg.set_stale("deals-a", [{"source_id": "deals-a/x", **broken, "error": "bad table"}])
+    reg.set_stale("deals-b", [{"source_id": "deals-b/y", **broken, "error": "bad", "line": None}])
+    since = reg.stale_sources("deals-a")[0]["since"]
+    # still broken at the same version: keeps its since; a second one joins it
+    reg.set_stale(
+        "deals-a",
+        [
+            {"source_id": "deals-a/x", **broken, "error": "bad table"},
+            {"source_id": "deals-a/z", **broken, "error": "bad list"},
+        ],
+    )
+    rows = reg.stale_sources("deals-a")
+    assert [(r["source_id"], r["line"]) for r in rows] == [("deals-a/x", 3), ("deals-a/z", 3)]
+    assert rows[0]["since"] == since and rows[1]["since"] > since
+    reg.clear_stale(["deals-a/x", "deals-b/y", "deals-b/none"])
+    assert [r["source_id"] for r in reg.stale_sources()] == ["deals-a/z"]
+
+    result = {"dataset": "tiny", "mode": "dense", "generation": "g0001", "profile": "main"}
+    reg.record_dataset_evals([{**result, "backend_spec": "hash:v1-64", "ndcg@10": 0.5}])
+    reg.record_dataset_evals([{**result, "backend_spec": "hash:v1-64", "ndcg@10": 0.7}])
+    assert [e["ndcg@10"] for e in reg.dataset_evals("tiny")] == [0.5, 0.7]
+    assert reg.dataset_evals("other") == []
+
+    stone = {"collection": "deals-a", "namespace": "deals", "content_hashes": ["c2", "c1"]}
+    reg.add_tombstones(
+        [
+            {"source_id": "deals-a/gone", **stone, "reason": "removed"},
+            {"source_id": "deals-a/p'q", **stone, "reason": "purged"},
+        ]
+    )
+    assert reg.tombstoned("deals-a", "removed") == {"deals-a/gone"}
+    assert reg.tombstone("deals-a/p'q")["content_hashes"] == ["c1", "c2"]  # type: ignore[index]
+    state = reg.tombstones_state()
+    reg.mark_purged(["deals-a/p'q"])
+    assert [t["source_id"] for t in reg.tombstones(pending_purge=True)] == ["deals-a/gone"]
+    assert reg.lift_tombstones(["deals-a/gone", "deals-a/never"]) == 1
+    assert reg.tombstones_state() != state  # a lifted tombstone changes the set
+    assert [t["source_id"] for t in reg.tombstones(namespace="deals")] == ["deals-a/p'q"]
+
+
+def test_the_schema_version_is_recorded_and_a_newer_one_refused(place: Place) -> None:
+    from corpus_index.errors import PermanentError
+    from corpus_index.registry_sql import REGISTRY_SCHEMA_VERSION
+
+    reg = place.open()
+    with reg.connect() as con:
+        assert con.execute("SELECT version FROM registry_schema").fetchall() == [
+            (REGISTRY_SCHEMA_VERSION,)
+        ]
+        con.execute("UPDATE registry_schema SET version = ?", [REGISTRY_SCHEMA_VERSION + 1])
+    assert reg.generations() == []  # this object created the tables before the change
+    with pytest.raises(PermanentError, match=f"schema is version {REGISTRY_SCHEMA_VERSION + 1}"):
+        place.open().generations()
+
+
+def test_corpus_registry_selects_postgres_and_anything_else_is_refused(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+    from corpus_index.config import settings_from_env
+    from corpus_index.errors import ConfigError
+    from corpus_index.registry import open_registry
+
+    url = "postgresql://corpus@127.0.0.1:5432/registry"
+    on_pg = open_registry(settings_from_env({"CORPUS_REGISTRY": url}, cwd=tmp_path))
+    assert on_pg.on_postgres and on_pg.path is None and on_pg.location == url
+    assert on_pg.journal.path == tmp_path / ".corpus" / "registry.journal.jsonl"
+    default = open_registry(settings_from_env({"CORPUS_REGISTRY": ""}, cwd=tmp_path))
+    assert default.path == tmp_path / ".corpus" / "registry.duckdb" and not default.on_postgres
+    secret = settings_from_env({"CORPUS_REGISTRY": "postgresql://u:pw@db:5432/r"}, cwd=tmp_path)
+    assert open_registry(secret).location == "postgresql://u:***@db:5432/r"
+    for bad, message in [
+        ("mysql://db/registry", "'mysql://db/registry' is not a PostgreSQL URL"),
+        ("/srv/registry.duckdb", "is not a PostgreSQL URL"),
+        ("postgresql://db:5432", "the URL names no database"),
+    ]:
+        with pytest.raises(ConfigError, match=message) as raised:
+            settings_from_env({"CORPUS_REGISTRY": bad}, cwd=tmp_path)
+        assert str(raised.value).startswith("CORPUS_REGISTRY: ")
+    result = CliRunner().invoke(
+        main, ["--registry", "mysql://db/r", "--home", str(tmp_path), "generations"]
+    )
+    assert (
+        result.exit_code == 2 and "--registry" in result.output and "mysql://db/r" in result.output
+    )
+    with pytest.raises(ValueError, match="needs a journal path"):
+        Registry(url)

@@ -1,0 +1,191 @@
+"""The registry on a real PostgreSQL server: processes promoting at once leave one consistent
+ACTIVE pointer and history; a whole home runs on it (`corpus sync`, `promote`, search, doctor);
+`corpus registry copy` moves a DuckDB registry into it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from corpus_index.cli import main
+from corpus_index.registry import JOURNAL_NAME, Registry
+from tests.corpusgen import write_home
+from tests.registry_backends import new_database
+from tests.test_registry import SPEC, ready
+
+pytestmark = pytest.mark.prod
+
+WORKER = """
+import json, sys, time
+from pathlib import Path
+from corpus_index.registry import GenerationSpec, Registry
+
+url, journal, start, order = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+reg = Registry(url, journal=journal, lock_timeout_s=60)
+spec = GenerationSpec("deals", "raced", "hash:v1-16", "v1", 16, True, "default-v1", "sections-v1")
+time.sleep(max(0.0, start - time.time()))  # both workers start together
+opened = reg.open_generation(spec).id  # both open the same new generation at once
+for gen in order:
+    reg.promote(gen)
+print(json.dumps({"opened": opened}))
+"""
+
+
+def test_two_processes_promoting_at_once_leave_one_consistent_pointer(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = new_database(request)
+    journal = tmp_path / JOURNAL_NAME
+    reg = Registry(url, journal=journal)
+    gens = [
+        ready(reg, dataclasses.replace(SPEC, backend_spec=f"hash:v{n}-8", dim=8)) for n in range(6)
+    ]
+    rounds = 15
+    orders = [gens[:3] * rounds, gens[3:] * rounds]  # each worker cycles through its own three
+    start = time.time() + 2.0
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, str(journal), str(start), *order],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for order in orders
+    ]
+    outputs = [w.communicate(timeout=240) for w in workers]
+    for w, (_, err) in zip(workers, outputs, strict=True):
+        assert w.returncode == 0, err
+    opened = {json.loads(out)["opened"] for out, _ in outputs}
+    assert opened == {"g0007"}  # one new generation, not two with the same id
+
+    active = reg.active("deals")
+    assert active is not None and active.id in gens
+    statuses = {g.id: g.status for g in reg.generations()}
+    assert [g for g, s in statuses.items() if s == "ACTIVE"] == [active.id]
+    assert all(statuses[g] == "READY" for g in gens if g != active.id)
+
+    history = reg.history("deals")
+    # every promotion that moved the pointer is one entry, each from where the last one left it
+    assert len(history) == 2 * 3 * rounds
+    assert history[0]["from_generation"] is None
+    for before, after in zip(history, history[1:], strict=False):
+        assert after["from_generation"] == before["to_generation"], (before, after)
+    assert history[-1]["to_generation"] == active.id
+    previous = reg.previous("deals")
+    assert previous is not None and previous.id == history[-1]["from_generation"]
+    # the journal agrees: its last pointer entry names the serving generation
+    pointers = [e for e in reg.journal.entries() if e["op"] == "pointer"]
+    assert len(pointers) == len(history) and pointers[-1]["generation"] == active.id
+
+
+# -- a whole home with its registry in PostgreSQL ------------------------------------------
+
+
+def corpus(root: Path, url: str | None, *args: str) -> Result:
+    base = ["--config", str(root / "corpus.yaml"), "--home", str(root / "home")]
+    env = {"CORPUS_REGISTRY": url} if url else {}
+    return CliRunner(env=env).invoke(main, [*base, *args])
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, result.output
+    return result
+
+
+QUERY = ["anchor tenant lease", "--tenant", "beta", "--group", "beta-team", "--json"]
+
+
+@pytest.fixture(scope="module")
+def on_postgres(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> tuple[Path, str]:
+    """A home synced and promoted with CORPUS_REGISTRY naming a PostgreSQL database."""
+    root = tmp_path_factory.mktemp("pg-home")
+    write_home(root)
+    url = str(postgres_server.create_database("home_registry"))
+    ok(corpus(root, url, "sync"))
+    ok(corpus(root, url, "promote"))
+    return root, url
+
+
+def test_sync_promote_and_search_with_the_registry_in_postgres(
+    on_postgres: tuple[Path, str],
+) -> None:
+    root, url = on_postgres
+    assert not (root / "home" / "registry.duckdb").exists()  # nothing wrote a DuckDB registry
+    gens = json.loads(ok(corpus(root, url, "generations", "--json")).stdout)
+    listed = gens["generations"]
+    assert [g["status"] for g in listed] == ["ACTIVE"]
+    registry = Registry(url, journal=root / "home" / JOURNAL_NAME)
+    assert registry.active("deals") is not None
+    assert registry.active("deals").id == listed[0]["id"]  # type: ignore[union-attr]
+    checks = listed[0]["checks"]
+    # every check outcome reached the registry: all passed but the eval gate (no golden set)
+    assert any(name.startswith("index_rows:rows_have_tenant_and_acl") for name in checks)
+    assert {n for n, c in checks.items() if not c["passed"]} == {
+        "index_generation:retrieval_not_worse_than_active"
+    }
+
+    found = json.loads(ok(corpus(root, url, "search", *QUERY)).stdout)
+    assert found["hits"] and all(h["tenant_id"] == "beta" for h in found["hits"])
+    traces = json.loads(ok(corpus(root, url, "traces", "--json")).stdout)["traces"]
+    assert traces[0]["seq"] == found["trace"]["trace_id"]  # the trace went to PostgreSQL too
+
+    # --registry names the same database as the environment does
+    flag = ["--registry", url, "--config", str(root / "corpus.yaml"), "--home", str(root / "home")]
+    via_flag = ok(CliRunner().invoke(main, [*flag, "generations", "--json"]))
+    assert json.loads(via_flag.stdout) == gens
+    healthy = ok(corpus(root, url, "doctor"))
+    assert "healthy" in healthy.output
+
+
+def test_doctor_restores_an_emptied_postgres_registry_from_the_journal(
+    on_postgres: tuple[Path, str], request: pytest.FixtureRequest
+) -> None:
+    root, url = on_postgres
+    active = Registry(url, journal=root / "home" / JOURNAL_NAME).active("deals")
+    assert active is not None
+    empty = new_database(request)  # the registry database was lost: a new one is empty
+    found = corpus(root, empty, "doctor", "--json")
+    assert found.exit_code == 3, found.output
+    (finding,) = json.loads(found.stdout)["findings"]
+    assert finding["kind"] == "journal" and f"should serve {active.id}" in finding["problem"]
+    ok(corpus(root, empty, "doctor", "--repair"))
+    restored = Registry(empty, journal=root / "home" / JOURNAL_NAME).active("deals")
+    assert restored is not None and restored.id == active.id
+    assert json.loads(ok(corpus(root, empty, "search", *QUERY)).stdout)["hits"]
+
+
+# -- moving a DuckDB registry into PostgreSQL ------------------------------------------------
+
+
+def test_registry_copy_moves_a_duckdb_registry_into_postgres(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    write_home(tmp_path)
+    ok(corpus(tmp_path, None, "sync"))
+    ok(corpus(tmp_path, None, "promote"))
+    searched = json.loads(ok(corpus(tmp_path, None, "search", *QUERY)).stdout)
+    before = json.loads(ok(corpus(tmp_path, None, "generations", "--json")).stdout)
+    url = new_database(request)
+
+    copied = json.loads(
+        ok(corpus(tmp_path, None, "registry", "copy", "--to", url, "--json")).stdout
+    )
+    assert copied["to"] == url and copied["from"].endswith("registry.duckdb")
+    assert copied["rows"]["generations"] == 1 and copied["rows"]["active_pointers"] == 1
+    assert copied["rows"]["query_traces"] == 1
+
+    assert json.loads(ok(corpus(tmp_path, url, "generations", "--json")).stdout) == before
+    again = json.loads(ok(corpus(tmp_path, url, "search", *QUERY)).stdout)
+    assert [h["provenance"] for h in again["hits"]] == [h["provenance"] for h in searched["hits"]]
+    assert again["trace"]["trace_id"] == searched["trace"]["trace_id"] + 1  # numbering goes on
+
+    refused = corpus(tmp_path, None, "registry", "copy", "--to", url)
+    assert refused.exit_code == 2 and "not empty" in refused.output
