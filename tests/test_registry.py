@@ -498,3 +498,22 @@ def test_corpus_registry_selects_postgres_and_anything_else_is_refused(tmp_path:
     )
     with pytest.raises(ValueError, match="needs a journal path"):
         Registry(url)
+
+
+def test_an_unreachable_postgres_registry_is_named_without_its_password(tmp_path: Path) -> None:
+    import socket
+
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://corpus:s3cret@127.0.0.1:{port}/registry"
+    result = CliRunner(env={"CORPUS_REGISTRY": url}).invoke(
+        main, ["--home", str(tmp_path), "generations"]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"postgresql://corpus:***@127.0.0.1:{port}/registry" in result.output
+    assert "cannot reach the registry database" in result.output and "s3cret" not in result.output
