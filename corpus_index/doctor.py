@@ -42,7 +42,12 @@ from corpus_index.records import (
     QUARANTINE_SCHEMA,
     embedding_schema,
 )
-from corpus_index.registry import Generation, open_registry, restore_from_journal
+from corpus_index.registry import (
+    Generation,
+    journaled_pointers,
+    open_registry,
+    restore_from_journal,
+)
 from corpus_index.reprocess_queue import QUEUE_SCHEMA
 from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
 from corpus_index.warehouse import Warehouse
@@ -188,10 +193,10 @@ def _check_registry(settings: Settings) -> list[Finding]:
     lost: list[str] = []
     pointers: dict[str, str] = {}
     journaled: set[str] = set()
+    for ns, moved in journaled_pointers(registry.journal.entries()).items():
+        pointers[ns] = moved["generation"]
     for entry in registry.journal.entries():
-        if entry["op"] == "pointer":
-            pointers[entry["namespace"]] = entry["generation"]
-        elif entry["op"] == "tombstone":
+        if entry["op"] == "tombstone":
             journaled.add(entry["source_id"])
         elif entry["op"] == "lift":
             journaled -= set(entry["source_ids"])

@@ -885,23 +885,44 @@ def _gate_summary(gen: Generation, required: set[str] | None) -> str:
     return (": " + "; ".join(parts)) if parts else ""
 
 
+def _instant(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value)
+
+
+def journaled_pointers(entries: Iterator[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each namespace's last pointer move in the journal (namespace -> its entry).
+
+    The last by time, not by line: on PostgreSQL two processes may append their lines in the
+    other order than they committed, and promotion times follow commit order (``promote``).
+    """
+    pointers: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if entry["op"] != "pointer":
+            continue
+        known = pointers.get(entry["namespace"])
+        if known is None or _instant(entry["at"]) >= _instant(known["at"]):
+            pointers[entry["namespace"]] = entry
+    return pointers
+
+
 def restore_from_journal(registry: Registry) -> dict[str, int]:
     """Replay the journal into ``registry`` (a new, empty one after the old was lost): the
     generations it recorded, each namespace's ACTIVE pointer and every tombstone. Returns how
     many of each were restored.
 
-    Generations are restored as last journaled, except that only the generation a pointer
+    Generations are restored as last updated, except that only the generation a pointer
     names is ACTIVE (one ACTIVE before a later promotion is READY).
     """
     gens: dict[str, dict[str, Any]] = {}
-    pointers: dict[str, dict[str, Any]] = {}
+    pointers = journaled_pointers(registry.journal.entries())
     stones: dict[str, dict[str, Any]] = {}
     for entry in registry.journal.entries():
         op = entry.pop("op")
         if op == "generation":
-            gens[entry["row"]["id"]] = entry["row"]
-        elif op == "pointer":
-            pointers[entry["namespace"]] = entry
+            row = entry["row"]
+            known = gens.get(row["id"])
+            if known is None or _instant(row["updated_at"]) >= _instant(known["updated_at"]):
+                gens[row["id"]] = row
         elif op == "tombstone":
             stones[entry["source_id"]] = {**entry, "purged_at": None}
         elif op == "lift":
