@@ -172,6 +172,23 @@ def test_doctor_restores_an_emptied_postgres_registry_from_the_journal(
     assert json.loads(ok(corpus(root, empty, "search", *QUERY)).stdout)["hits"]
 
 
+def test_the_code_location_takes_the_registry_from_corpus_registry(
+    on_postgres: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corpus_index.lifecycle import retire_choices
+    from definitions import build_definitions
+
+    root, url = on_postgres
+    monkeypatch.setenv("CORPUS_CONFIG", str(root / "corpus.yaml"))
+    monkeypatch.setenv("CORPUS_HOME", str(root / "home"))
+    monkeypatch.setenv("CORPUS_REGISTRY", url)
+    defs = build_definitions()  # what `dagster dev` and the daemon load
+    resource = defs.resources["corpus"]
+    assert resource.registry_url == url  # every run's steps open this registry
+    choices = retire_choices(resource.settings())  # the retire job's launchpad, read from it
+    assert [c.generation for c in choices] == ["g0001"] and "ACTIVE" in choices[0].description
+
+
 # -- moving a DuckDB registry into PostgreSQL ------------------------------------------------
 
 
