@@ -26,6 +26,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS
 from corpus_index.limits import LIMIT_KEYS, Limits
+from corpus_index.registry_sql import POSTGRES_SCHEMES, redact
 from corpus_index.retrieval_settings import (
     DEFAULT_RETRIEVAL,
     RETRIEVAL_KEYS,
@@ -186,10 +187,9 @@ def registry_url(value: str, *, setting: str = "CORPUS_REGISTRY") -> str:
         ConfigError: anything else, naming ``setting``.
     """
     parts = urlsplit(value)
-    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname:
-        shown = value if parts.password is None else value.replace(parts.password, "***")
+    if parts.scheme not in POSTGRES_SCHEMES or not parts.hostname:
         raise ConfigError(
-            f"{setting}: {shown!r} is not a PostgreSQL URL: give postgresql://user@host:port/"
+            f"{setting}: {redact(value)!r} is not a PostgreSQL URL: give postgresql://user@host:port/"
             "database, or leave it unset for <home>/registry.duckdb"
         )
     if not parts.path.strip("/"):

@@ -52,17 +52,6 @@ _SCHEMA_LOCK = 0x636F7270  # "corp"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Cursor(Protocol):
-    """What the registry reads from a statement: its rows and column names."""
-
-    @property
-    def description(self) -> Any: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
 class Connection(Protocol):
     """One unit of work on the registry's database."""
 
@@ -118,22 +107,6 @@ def retry_conflicts(fn: F) -> F:
                 delay = min(delay * 2, 0.5)
 
     return wrapper  # type: ignore[return-value]
-
-
-class Backend(Protocol):
-    """A database holding the registry's tables."""
-
-    location: str
-
-    def connect(self, extra: Sequence[str] = ()) -> Any:
-        """A context manager yielding one ``Connection``; the tables (the registry's and
-        ``extra``) are created on first use."""
-
-    def active_state(self, namespace: str) -> tuple[object, ...]:
-        """A key that changes whenever the namespace's ACTIVE pointer or generation changes."""
-
-    def tombstones_state(self) -> tuple[object, ...]:
-        """A key that changes whenever the set of tombstoned sources changes."""
 
 
 class DuckDBBackend:
