@@ -31,7 +31,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         executor=dg.in_process_executor,
         resources={
             "corpus": CorpusResource(
-                config_path=str(settings.config_path), home=str(settings.home)
+                config_path=str(settings.config_path),
+                home=str(settings.home),
+                storage=settings.storage,
             ),
         },
     )

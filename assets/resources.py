@@ -31,10 +31,15 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
 
     config_path: str
     home: str
+    # CORPUS_STORAGE (s3://bucket/prefix) or None; its endpoint and credentials stay in the
+    # process environment, out of the run's recorded configuration
+    storage: str | None = None
     lock_wait_s: float = LOCK_WAIT_S
 
     def settings(self) -> Settings:
-        return Settings(config_path=Path(self.config_path), home=Path(self.home))
+        return Settings(
+            config_path=Path(self.config_path), home=Path(self.home), storage=self.storage
+        )
 
     def open_home(self) -> Home:
         return Home(self.settings())
