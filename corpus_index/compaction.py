@@ -24,9 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import lance, predicates, purge
+from corpus_index.config import Settings
 from corpus_index.deletion import live_input_hashes
 from corpus_index.home import Home
 from corpus_index.storage import Location
+from corpus_index.store_copy import receipt_location
 
 DEFAULT_RETENTION_HOURS = 24.0
 DELETE_CHUNK = 500
@@ -70,7 +72,9 @@ def _purge_cache(table: Any, live: set[str]) -> tuple[int, purge.Rewrite]:
     return len(dead_list), purge.rewrite_fragments(table, held) if held else purge.Rewrite(0, 0)
 
 
-def _held_fragments(pending: list[dict[str, Any]]) -> dict[str, set[int] | None]:
+def _held_fragments(
+    settings: Settings, pending: list[dict[str, Any]]
+) -> dict[str, set[int] | None]:
     """Per table, the fragments the pending deletions' receipts say held deleted rows; a table
     maps to None (rewrite every fragment) when a receipt cannot say (missing, or written before
     receipts named fragments)."""
@@ -78,7 +82,8 @@ def _held_fragments(pending: list[dict[str, Any]]) -> dict[str, set[int] | None]
     unknown = False
     for tomb in pending:
         try:
-            receipt = json.loads(Location.of(tomb["receipt"]).read_text(encoding="utf-8"))
+            where = receipt_location(settings, tomb["receipt"])
+            receipt = json.loads(where.read_text(encoding="utf-8"))
         except (OSError, ValueError, TypeError):
             unknown = True
             continue
@@ -128,7 +133,7 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
     targets = [n for n in live_tables if n in names] + sorted(
         n for n in names if n.startswith("cache__")
     )
-    held = _held_fragments(pending)
+    held = _held_fragments(corpus.settings, pending)
     for name in targets:
         table = db.open_table(name)
         entry: dict[str, Any] = {"table": name, "versions_before": len(table.list_versions())}

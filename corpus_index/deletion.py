@@ -28,10 +28,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_index import byte_audit, flat_exports, identity_store, lance, predicates, purge
+from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
 from corpus_index.storage import Location
+from corpus_index.store_copy import receipt_location
 
 # the tombstone reason of a source removed from the index while its file stays
 # (``CorpusIndex.remove``): the scan treats it as absent until it is added again
@@ -558,11 +560,12 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     }
 
 
-def _receipt_fingerprints(tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+def _receipt_fingerprints(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:
     if not tomb or not tomb.get("receipt"):
         return None
     try:
-        receipt = json.loads(Location.of(tomb["receipt"]).read_text(encoding="utf-8"))
+        where = receipt_location(settings, tomb["receipt"])
+        receipt = json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     fps = receipt.get("fingerprints")
@@ -587,7 +590,7 @@ def _scan_bytes(
     """Every file of the home scanned for the fingerprints the receipt keeps; fingerprints of
     vectors whose input a live source uses, and of text windows live texts also hold, are
     dropped first (they are not the deleted source's content)."""
-    fps = _receipt_fingerprints(tomb)
+    fps = _receipt_fingerprints(corpus.settings, tomb)
     if fps is None:
         why = "no tombstone" if not tomb else "its receipt keeps no fingerprints (older receipt)"
         return {"status": f"not done: {why}", "findings": []}

@@ -236,13 +236,25 @@ class Location:
                 )
                 yield _Entry(self.fs, str(p), scheme=self.scheme, kind=kind)
             return
-        selector = pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive)
+        # an object store has no folders, only keys: a folder is the prefix of the files under
+        # it (pyarrow's empty "folder/" markers, left where it removed a last file, are not)
+        selector = pafs.FileSelector(self.path, allow_not_found=True, recursive=True)
         try:
             infos = self.fs.get_file_info(selector)
         except NotADirectoryError:
             return
+        seen: set[str] = set()
         for info in infos:
-            yield _Entry(self.fs, info.path, scheme=self.scheme, kind=info.type)
+            if info.type != pafs.FileType.File:
+                continue
+            parts = PurePosixPath(info.path).relative_to(self.path).parts
+            depth = len(parts) if recursive else 1
+            for n in range(1, depth + 1):
+                path = str(PurePosixPath(self.path).joinpath(*parts[:n]))
+                if path not in seen:
+                    seen.add(path)
+                    kind = pafs.FileType.File if n == len(parts) else pafs.FileType.Directory
+                    yield _Entry(self.fs, path, scheme=self.scheme, kind=kind)
 
     # -- reading and writing -----------------------------------------------------------------
 

@@ -19,15 +19,21 @@ from typing import Any, NamedTuple
 import boto3
 import pyarrow as pa
 import pytest
+import yaml
 from click.testing import CliRunner
 
-from corpus_index import predicates
+from corpus_index import predicates, steps
 from corpus_index.cli import main
 from corpus_index.config import Settings, settings_from_env
+from corpus_index.export_reader import load_export
+from corpus_index.flat_blob import export_problems
+from corpus_index.flat_exports import ExportsOutcome
 from corpus_index.home import Home
 from corpus_index.index_store import GenerationStore, vector_entry_schema
+from corpus_index.search import Principal, Searcher
 from corpus_index.storage import Location
 from tests.corpusgen import write_home
+from tests.searchkit import build_home
 from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
 
 pytestmark = pytest.mark.prod
@@ -60,7 +66,7 @@ def stored(s3_server: LocalS3, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield Stored(settings, s3_server, ["--config", str(config), "--home", str(root / "home")])
 
 
-def keys(s3: LocalS3, under: str) -> list[str]:
+def keys(s3: LocalS3, under: str, *, prefix: str = PREFIX) -> list[str]:
     client = boto3.client(
         "s3",
         endpoint_url=s3.endpoint,
@@ -70,7 +76,7 @@ def keys(s3: LocalS3, under: str) -> list[str]:
     )
     found: list[str] = []
     for page in client.get_paginator("list_objects_v2").paginate(
-        Bucket=BUCKET, Prefix=f"{PREFIX}/{under}"
+        Bucket=BUCKET, Prefix=f"{prefix}/{under}"
     ):
         # (pyarrow keeps an empty "folder/" marker where it removed a folder's last file)
         found.extend(o["Key"] for o in page.get("Contents", []) if not o["Key"].endswith("/"))
@@ -216,3 +222,85 @@ def test_settings_outside_the_environment_name_the_same_stores(
     )
     assert explicit.warehouse == stored.settings.warehouse
     assert explicit.roots[1] == stored.settings.stores and len(explicit.roots) == 2
+
+
+def test_flat_exports_are_built_replaced_and_read_on_the_object_store(
+    stored: Stored, tmp_path: Path
+) -> None:
+    """A profiles collection's flat-blob exports: built under the bucket, rebuilt without a
+    researcher whose file was removed (the tree replaced file by file, the old slug gone), and
+    read back by their s3:// URI."""
+    people = tmp_path / "people"
+    for slug, topic in (("ada-okafor", "Coral reef symbionts."), ("bo-lindqvist", "Tidal mixing.")):
+        (people / slug).mkdir(parents=True)
+        (people / slug / "expertise.md").write_text(f"# Expertise\n\n{topic}\n")
+    coll = {"kind": "profiles", "tenant": "lab", "acl_groups": ["lab"], "tier": "public"}
+    config = {
+        "collections": {"people": {**coll, "path": "people", "namespace": "people"}},
+        "profiles": {"h": {"embedder": "hash:v1-32", "namespace": "people"}},
+        "namespaces": {"people": {"eval_gate": "off"}},
+    }
+    (tmp_path / "corpus.yaml").write_text(yaml.safe_dump(config))
+    settings = Settings(
+        config_path=tmp_path / "corpus.yaml", home=tmp_path / "home", storage=f"s3://{BUCKET}/lab"
+    )
+    home = Home(settings)
+
+    def build() -> ExportsOutcome:  # the steps `corpus sync` runs for the collection
+        for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+            step.run(home, "people")
+        steps.embeddings.run(home, "h", "people", run_id="test")
+        return steps.flat_exports.run(home, "h", "people")
+
+    assert build().written
+    folder = settings.exports / "flat" / "h" / "people"
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == [
+        "ada-okafor",
+        "bo-lindqvist",
+        "collection",
+    ]
+    (people / "bo-lindqvist" / "expertise.md").unlink()
+    (people / "bo-lindqvist").rmdir()
+    build()  # the deletion of bo's file rebuilds the exports (the step then finds them current)
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["ada-okafor", "collection"]
+    assert not [k for k in keys(stored.s3, "exports", prefix="lab") if "bo-lindqvist" in k]
+    export = load_export(str(folder / "ada-okafor" / "embeddings"))
+    assert (
+        export.index["count"] == 1 and export_problems(folder / "ada-okafor" / "embeddings") == []
+    )
+    assert not (tmp_path / "home" / "exports").exists()
+
+
+def test_storage_copy_moves_a_home_to_the_object_store_where_it_serves_the_same(
+    stored: Stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A home synced in its folder, copied with `corpus storage copy --to`, then served from the
+    bucket (CORPUS_STORAGE set): the same hits, the doctor finds it healthy; a second copy to
+    the same prefix is refused."""
+    monkeypatch.delenv("CORPUS_STORAGE")
+    local = Settings(config_path=write_home(tmp_path, deals_per_tenant=2), home=tmp_path / "home")
+    built = build_home(local)
+    for collection in built.config.collections:
+        assert steps.sidecars.run(built, "main", collection).written == 2
+    args = ["--config", str(local.config_path), "--home", str(local.home)]
+    target = f"s3://{BUCKET}/moved"
+    out = CliRunner().invoke(main, [*args, "storage", "copy", "--to", target, "--json"])
+    assert out.exit_code == 0, out.output
+    copied = json.loads(out.output)["stores"]
+    assert copied["warehouse"]["files"] > 0 and copied["lance"]["bytes"] > 0
+    assert copied["exports"]["files"] == 4  # a sidecar per deal
+    assert len(keys(stored.s3, "", prefix="moved")) == sum(c["files"] for c in copied.values())
+    again = CliRunner().invoke(main, [*args, "storage", "copy", "--to", target])
+    assert again.exit_code == 2 and "already holds warehouse, lance, exports" in again.output
+
+    moved = Settings(config_path=local.config_path, home=local.home, storage=target)
+    who = Principal("beta", ("beta-team",))
+    before = Searcher(Home(local)).search("sponsor experience", principal=who, k=5)
+    after = Searcher(Home(moved)).search("sponsor experience", principal=who, k=5)
+    assert (
+        [(h.source_id, h.section) for h in after.hits]
+        == [(h.source_id, h.section) for h in before.hits]
+        != []
+    )
+    monkeypatch.setenv("CORPUS_STORAGE", target)
+    assert CliRunner().invoke(main, [*args, "doctor"]).output.strip().endswith("healthy")

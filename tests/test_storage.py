@@ -7,12 +7,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
 from corpus_index import lance
+from corpus_index.cli import main
 from corpus_index.config import Settings, settings_from_env
 from corpus_index.errors import CommitConflictError, ConfigError, RetryableError
 from corpus_index.storage import Location, copy_tree, parse_storage_uri
+from corpus_index.store_copy import receipt_location
+from tests.test_cli_basics import missing_help
 
 
 @pytest.mark.parametrize(
@@ -124,3 +129,25 @@ def test_a_conflict_that_persists_is_a_retryable_error_and_others_pass_through()
     with pytest.raises(ValueError, match="Schema error"):
         lance.retry_commits(broken, sleep=lambda _: None)
     assert calls == [1]  # not a conflict: not retried
+
+
+def test_a_receipt_named_by_its_old_path_is_found_among_the_moved_stores(tmp_path: Path) -> None:
+    here = Settings(config_path=tmp_path / "c.yaml", home=tmp_path / "home")
+    written = here.receipts / "20260101T000000-deals-r1.json"
+    written.write_text("{}")
+    assert receipt_location(here, str(written)) == written
+    moved = Settings(config_path=here.config_path, home=tmp_path / "elsewhere")
+    (moved.receipts / written.name).write_text("{}")
+    written.unlink()
+    assert receipt_location(moved, str(written)) == moved.receipts / written.name
+
+
+def test_storage_copy_has_help_and_refuses_a_target_that_is_not_an_object_store(
+    tmp_path: Path,
+) -> None:
+    group = main.commands["storage"]
+    assert isinstance(group, click.Group) and missing_help(group) == []
+    args = ["--config", str(tmp_path / "c.yaml"), "--home", str(tmp_path / "home")]
+    out = CliRunner().invoke(main, [*args, "storage", "copy", "--to", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "--to=" in out.output and "not an object-store URI" in out.output
+    assert not (tmp_path / "home").exists()  # refused before anything was touched
