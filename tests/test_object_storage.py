@@ -42,6 +42,13 @@ BUCKET = "corpus-home"
 PREFIX = "team/corpus"
 GONE = "alpha-deals/deal-alpha-001"
 STORES = ("warehouse", "lance", "exports", "receipts")
+README_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+    "AWS_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+)
 
 
 class Stored(NamedTuple):
@@ -57,8 +64,11 @@ def stored(s3_server: LocalS3, tmp_path_factory: pytest.TempPathFactory) -> Iter
     root = tmp_path_factory.mktemp("s3home")
     config = write_home(root)
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in s3_server.env().items():
-            mp.setenv(name, value)
+        env = s3_server.env()
+        for name in README_ENV:  # exactly what README's "Scaling out" shows
+            mp.setenv(name, env[name])
+        for name in set(env) - set(README_ENV):
+            mp.delenv(name, raising=False)
         mp.setenv("CORPUS_STORAGE", f"s3://{BUCKET}/{PREFIX}/")
         mp.setenv("CORPUS_CONFIG", str(config))
         mp.setenv("CORPUS_HOME", str(root / "home"))
