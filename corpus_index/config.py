@@ -118,7 +118,11 @@ class Settings:
 
     config_path: Path
     home: Path
-    storage: str | None = None  # CORPUS_STORAGE, checked by parse_storage_uri
+    storage: str | None = None  # CORPUS_STORAGE: s3://bucket/prefix
+
+    def __post_init__(self) -> None:
+        if self.storage is not None:  # checked and normalized however the settings were made
+            object.__setattr__(self, "storage", parse_storage_uri(self.storage))
 
     @property
     def stores(self) -> Location:

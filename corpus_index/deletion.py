@@ -609,6 +609,7 @@ def _scan_bytes(
     findings, cost = byte_audit.scan_tree(corpus.settings.roots, needles)
     return {
         "status": "done",
+        "roots": [str(root) for root in corpus.settings.roots],
         "fingerprints": len(needles),
         "dropped_as_shared": {"text_windows": len(shared_windows), "vectors": shared_vectors},
         "texts_too_short": fps.get("texts_too_short", 0),

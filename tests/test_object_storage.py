@@ -166,6 +166,7 @@ def test_a_deletion_writes_its_receipt_to_the_bucket_and_the_audit_covers_it(
     # before compaction, old LanceDB versions on the object store still hold its bytes
     audit = corpus(stored, "audit-deletion", GONE, "--json", code=1)
     assert not audit["clean"] and audit["byte_scan"]["status"] == "done"
+    assert audit["byte_scan"]["roots"] == [str(settings.home), f"s3://{BUCKET}/{PREFIX}"]
     byte_paths = [r["path"] for r in audit["remaining"] if r["store"] == "bytes"]
     assert byte_paths and all(p.startswith(f"s3://{BUCKET}/{PREFIX}/lance/") for p in byte_paths)
     assert audit["byte_scan"]["cost"]["files"] > len(keys(stored.s3, "lance")) // 2
@@ -181,7 +182,7 @@ def test_compaction_on_the_object_store_leaves_the_audit_clean(stored: Stored) -
     assert str(stale) in report["temp_files_removed"] and not stale.exists()
     audit = corpus(stored, "audit-deletion", GONE, "--json")
     assert audit["clean"], audit["remaining"]
-    assert corpus(stored, "doctor").strip().endswith("healthy")
+    assert corpus(stored, "doctor").strip().endswith(f"(stores: s3://{BUCKET}/{PREFIX}): healthy")
     assert local_stores(stored.settings) == []
 
 

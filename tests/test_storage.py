@@ -42,6 +42,8 @@ def test_storage_settles_where_the_stores_live_and_the_home_keeps_the_rest(tmp_p
     away = Settings(config_path=tmp_path / "c.yaml", home=tmp_path, storage="s3://b/p")
     assert (away.registry_path, away.dagster_home) == (here.registry_path, here.dagster_home)
     assert away.lance_uri == "s3://b/p/lance"
+    with pytest.raises(ConfigError, match="CORPUS_STORAGE='/data': not an object-store URI"):
+        Settings(config_path=tmp_path / "c.yaml", home=tmp_path, storage="/data")
 
 
 def test_writes_replace_whole_files_and_leave_no_temp_behind(tmp_path: Path) -> None:
