@@ -100,7 +100,7 @@ class EmbeddingCache:
             },
             schema=cache_schema(self.dim),
         )
-        lance.retry_commits(lambda: table.add(data))
+        lance.retry_commits(lambda: table.add(data), table=table)
         return len(hashes)
 
     @lance.reads_tables
@@ -118,7 +118,7 @@ class EmbeddingCache:
         before = int(table.count_rows())
         for start in range(0, len(keys), LOOKUP_CHUNK):
             where = predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK])
-            lance.retry_commits(functools.partial(table.delete, where))
+            lance.retry_commits(functools.partial(table.delete, where), table=table)
         return before - int(table.count_rows())
 
 

@@ -67,7 +67,7 @@ def _purge_cache(table: Any, live: set[str]) -> tuple[int, purge.Rewrite]:
     dead_list = dead_rows["input_hash"].to_pylist()
     for start in range(0, len(dead_list), DELETE_CHUNK):
         where = predicates.is_in("input_hash", dead_list[start : start + DELETE_CHUNK])
-        lance.retry_commits(functools.partial(table.delete, where))
+        lance.retry_commits(functools.partial(table.delete, where), table=table)
     held = purge.fragments_of(dead_rows["_rowaddr"]) if dead_list else set()
     return len(dead_list), purge.rewrite_fragments(table, held) if held else purge.Rewrite(0, 0)
 
@@ -151,7 +151,9 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
             # window 0 (a deletion awaits purge) removes every old version on purpose; a query
             # still reading one of them in another process fails once and is retried
             warnings.filterwarnings("ignore", message=r".*removes every version except")
-            lance.retry_commits(functools.partial(table.optimize, cleanup_older_than=window))
+            lance.retry_commits(
+                functools.partial(table.optimize, cleanup_older_than=window), table=table
+            )
         entry["versions_after"] = len(table.list_versions())
         entry["rows"] = int(table.count_rows())
         report.tables.append(entry)

@@ -119,7 +119,7 @@ class GenerationStore:
         table = self.ensure(generation)
         before = int(table.count_rows())
         data = _conformed(rows, generation)
-        lance.retry_commits(lambda: table.add(data), attempts=_attempts(data))
+        lance.retry_commits(lambda: table.add(data), table=table, attempts=_attempts(data))
         return WriteResult(
             inserted=int(table.count_rows()) - before,
             deleted=0,
@@ -145,6 +145,7 @@ class GenerationStore:
                 .when_not_matched_by_source_delete(predicates.eq("collection", collection))
                 .execute(rows)
             ),
+            table=table,
             attempts=_attempts(rows),
         )
         return WriteResult(
@@ -202,7 +203,7 @@ class GenerationStore:
         )
         if rows.num_rows == 0:  # only removals: one delete commit
             before = int(table.count_rows(scope))
-            lance.retry_commits(lambda: table.delete(scope))
+            lance.retry_commits(lambda: table.delete(scope), table=table)
             return WriteResult(
                 inserted=0,
                 deleted=before - int(table.count_rows(scope)),
@@ -214,7 +215,8 @@ class GenerationStore:
                 .when_not_matched_insert_all()
                 .when_not_matched_by_source_delete(scope)
                 .execute(rows)
-            )
+            ),
+            table=table,
         )
         return WriteResult(
             inserted=int(result.num_inserted_rows),
@@ -227,7 +229,7 @@ class GenerationStore:
             return 0
         table = self.table(generation)
         before = int(table.count_rows())
-        lance.retry_commits(lambda: table.delete(predicate))
+        lance.retry_commits(lambda: table.delete(predicate), table=table)
         return before - int(table.count_rows())
 
     def count(self, generation: Generation, predicate: str | None = None) -> int:
@@ -247,14 +249,15 @@ class GenerationStore:
                 lance.retry_commits(
                     lambda: table.create_index(
                         FTS_COLUMN, config=FTS(with_position=False), replace=True
-                    )
+                    ),
+                    table=table,
                 )
             if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
                 config = _ann_config(rows, generation.spec.dim)
                 lance.retry_commits(
-                    lambda: table.create_index("vector", config=config, replace=True)
+                    lambda: table.create_index("vector", config=config, replace=True), table=table
                 )
-            lance.retry_commits(table.optimize)
+            lance.retry_commits(table.optimize, table=table)
         return self.coverage(generation)
 
     def coverage(self, generation: Generation) -> Coverage:

@@ -45,6 +45,7 @@ def is_commit_conflict(exc: BaseException) -> bool:
 def retry_commits(
     write: Callable[[], R],
     *,
+    table: Any = None,
     attempts: int = COMMIT_ATTEMPTS,
     base_s: float = BACKOFF_BASE_S,
     max_s: float = BACKOFF_MAX_S,
@@ -54,7 +55,8 @@ def retry_commits(
     not a stream already read), retrying a commit conflict after a jittered exponential
     backoff (``base_s`` doubling up to ``max_s``). Writers sharing a table on an object store
     race on its manifest (a conditional PUT); the loser sees the conflict and tries again on
-    the new version.
+    the new version: ``table`` (the LanceDB table ``write`` commits to) is moved to the
+    version that won before each retry, as a table object stays on the version it read.
 
     Raises:
         CommitConflictError: still in conflict after ``attempts`` tries (the last error chained).
@@ -74,6 +76,8 @@ def retry_commits(
                 raise err from exc
             delay = min(max_s, base_s * 2 ** (attempt - 1))
             sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not security
+            if table is not None:
+                table.checkout_latest()
     raise AssertionError("unreachable")  # the loop returns or raises
 
 

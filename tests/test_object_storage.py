@@ -1,8 +1,9 @@
 """The stores on an S3-compatible object store (moto's server on loopback): a full sync,
 search, promotion, a deletion with its receipt and audit, compaction and the doctor, all through
 ``CORPUS_STORAGE`` and the standard AWS environment variables, with nothing of the warehouse,
-the LanceDB tables, the exports or the receipts in the local home; and two writers racing on
-one generation table.
+the LanceDB tables, the exports or the receipts in the local home; flat-blob exports; two
+writers racing on one generation table's rows, and two on its index (a real commit conflict,
+retried); and `corpus storage copy` of a local home to the bucket.
 
 One home is synced for the module; the tests run in order on it (each step is the next one of
 the same life of a home), so the file costs one sync, one deletion and one compaction.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,7 +24,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from corpus_index import predicates, steps
+from corpus_index import lance, predicates, steps
 from corpus_index.cli import main
 from corpus_index.config import Settings, settings_from_env
 from corpus_index.export_reader import load_export
@@ -315,3 +317,58 @@ def test_storage_copy_moves_a_home_to_the_object_store_where_it_serves_the_same(
     )
     monkeypatch.setenv("CORPUS_STORAGE", target)
     assert CliRunner().invoke(main, [*args, "doctor"]).output.strip().endswith("healthy")
+
+
+def test_index_builds_racing_on_one_table_are_retried_until_both_commit(stored: Stored) -> None:
+    """Two writers rebuilding the same table's full-text index at once: LanceDB refuses the
+    loser's commit ("Retryable commit conflict"); retry_commits backs off and commits it on the
+    new version. Both finish, the conflicts were met and retried, and the index is whole."""
+    from lancedb.index import FTS
+
+    home = Home(stored.settings)
+    gen = home.registry.active("deals")
+    assert gen is not None
+    retried: list[float] = []
+    errors: list[BaseException] = []
+
+    def backoff(seconds: float) -> None:
+        retried.append(seconds)
+        time.sleep(seconds)
+
+    def writer(start: threading.Barrier) -> None:
+        table = GenerationStore(stored.settings.lance_uri).table(gen)  # a connection of its own
+        start.wait()
+        try:
+            lance.retry_commits(
+                lambda: table.create_index("text", config=FTS(with_position=False), replace=True),
+                table=table,
+                sleep=backoff,
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    for _ in range(5):  # a race is won by timing: a few rounds make sure one is lost
+        start = threading.Barrier(2)
+        threads = [threading.Thread(target=writer, args=(start,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        if retried:
+            break
+    assert retried, "no commit conflict in five races"
+    assert home.store.coverage(gen).fts_unindexed == 0
+    found = corpus(
+        stored,
+        "search",
+        "windstorm",
+        "--tenant",
+        "alpha",
+        "--group",
+        "alpha-uw",
+        "--mode",
+        "lexical",
+        "--json",
+    )
+    assert found["hits"]

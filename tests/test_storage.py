@@ -109,8 +109,15 @@ def test_a_commit_conflict_is_retried_with_backoff_then_succeeds() -> None:
             raise RuntimeError("lance error: Retryable commit conflict for version 7: preempted")
         return "committed"
 
-    assert lance.retry_commits(write, sleep=slept.append, base_s=0.1) == "committed"
-    assert len(tries) == 3 and len(slept) == 2
+    class Table:  # a LanceDB table stays on the version it read until told to move
+        checkouts = 0
+
+        def checkout_latest(self) -> None:
+            self.checkouts += 1
+
+    table = Table()
+    assert lance.retry_commits(write, table=table, sleep=slept.append, base_s=0.1) == "committed"
+    assert len(tries) == 3 and len(slept) == 2 and table.checkouts == 2
     assert 0.05 <= slept[0] <= 0.1 and 0.1 <= slept[1] <= 0.2  # jittered, doubling
 
 
