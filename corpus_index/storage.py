@@ -176,11 +176,19 @@ class Location:
         return int(self.info().size or 0)
 
     def mtime(self) -> float:
-        """Seconds since the epoch of the last write (0 where the store does not say)."""
-        return self.stat_or_missing().st_mtime_ns / 1e9
+        """Seconds since the epoch of the last write.
 
-    def stat(self) -> FileStat | None:
-        """The file's size and time of last write; None if there is no such file."""
+        Raises:
+            FileNotFoundError: there is no such file (named).
+        """
+        st = self.file_stat()
+        if st is None:
+            raise FileNotFoundError(f"{self}: no such file")
+        return st.st_mtime_ns / 1e9
+
+    def file_stat(self) -> FileStat | None:
+        """The file's size and time of last write; None if there is no such file (unlike
+        ``Path.stat``, which raises)."""
         if self.is_local:  # one system call: the sidecar step stats every document's file
             try:
                 st = os.stat(self.path)
@@ -191,13 +199,6 @@ class Location:
         if info.type != pafs.FileType.File:
             return None
         return FileStat(int(info.size or 0), int(info.mtime_ns or 0))
-
-    def stat_or_missing(self) -> FileStat:
-        """:meth:`stat`, raising FileNotFoundError naming the file when there is none."""
-        st = self.stat()
-        if st is None:
-            raise FileNotFoundError(f"{self}: no such file")
-        return st
 
     def iterdir(self) -> list[Location]:
         """The entries directly under this folder, sorted by name (none if it is missing)."""

@@ -53,8 +53,8 @@ def test_writes_replace_whole_files_and_leave_no_temp_behind(tmp_path: Path) -> 
     target.write_text("two")
     assert target.read_text() == "two" and target.is_file() and not target.is_dir()
     assert [p.name for p in root.walk()] == ["b.json"]  # no temp file left
-    assert target.stat() is not None and target.stat().st_size == 3  # type: ignore[union-attr]
-    assert (root / "missing").stat() is None and not (root / "missing").exists()
+    assert target.file_stat() is not None and target.file_stat().st_size == 3  # type: ignore[union-attr]
+    assert (root / "missing").file_stat() is None and not (root / "missing").exists()
     with pytest.raises(FileNotFoundError):
         (root / "missing").unlink()
     (root / "missing").unlink(missing_ok=True)

@@ -104,5 +104,5 @@ class ResultAudit:
 
 
 def _stat(path: Location) -> tuple[int, ...]:
-    st = path.stat()  # a partition is replaced whole, under a new time of last write
+    st = path.file_stat()  # a partition is replaced whole, under a new time of last write
     return () if st is None else (st.st_size, st.st_mtime_ns)

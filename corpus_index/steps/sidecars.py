@@ -187,7 +187,7 @@ class _SidecarWork:
         due: list[str] = []
         order = sorted(spans)
         for doc_id in order:
-            st = stats[doc_id] = self.path(doc_id).stat()
+            st = stats[doc_id] = self.path(doc_id).file_stat()
             fresh = st is not None and known.get(doc_id) == (
                 digests[doc_id],
                 st.st_size,
@@ -212,7 +212,7 @@ class _SidecarWork:
                 due.append(doc_id)
         if due:
             self._build(due, inputs)
-            stats.update((doc_id, self.path(doc_id).stat()) for doc_id in due)
+            stats.update((doc_id, self.path(doc_id).file_stat()) for doc_id in due)
         self.written += len(due)
         self.unchanged += len(spans) - len(due)
         sizes, mtimes = [], []
