@@ -34,6 +34,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
                 config_path=str(settings.config_path),
                 home=str(settings.home),
                 registry_url=settings.registry_url,
+                storage=settings.storage,
             ),
         },
     )

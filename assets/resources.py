@@ -32,6 +32,9 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
     config_path: str
     home: str
     registry_url: str | None = None  # CORPUS_REGISTRY: the registry's PostgreSQL database
+    # CORPUS_STORAGE (s3://bucket/prefix) or None; its endpoint and credentials stay in the
+    # process environment, out of the run's recorded configuration
+    storage: str | None = None
     lock_wait_s: float = LOCK_WAIT_S
 
     def settings(self) -> Settings:
@@ -39,6 +42,7 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
             config_path=Path(self.config_path),
             home=Path(self.home),
             registry_url=self.registry_url,
+            storage=self.storage,
         )
 
     def open_home(self) -> Home:

@@ -23,17 +23,19 @@ fingerprint's.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from corpus_index.storage import Location
 
 WINDOW = 32
 MAX_PER_BLOB = 16
@@ -185,10 +187,10 @@ def _count(needles: Needles, digests: set[str]) -> dict[str, int]:
     return out
 
 
-def _raw(path: Path, needles: Needles, cost: ScanCost) -> set[str]:
+def _raw(path: Location, needles: Needles, cost: ScanCost) -> set[str]:
     found: set[str] = set()
     tail = b""
-    with path.open("rb") as f:
+    with path.open_input() as f:
         while chunk := f.read(READ_CHUNK):
             cost.raw_bytes += len(chunk)
             found |= needles.find(tail + chunk)
@@ -203,8 +205,8 @@ def _array_buffers(column: pa.ChunkedArray) -> Iterator[pa.Buffer]:
                 yield buf
 
 
-def _parquet(path: Path, needles: Needles, cost: ScanCost) -> Iterator[tuple[str, set[str]]]:
-    pf = pq.ParquetFile(path)
+def _parquet(path: Location, needles: Needles, cost: ScanCost) -> Iterator[tuple[str, set[str]]]:
+    pf = pq.ParquetFile(path.path, filesystem=path.fs)
     for name in pf.schema_arrow.names:
         found: set[str] = set()
         for group in range(pf.num_row_groups):
@@ -219,14 +221,15 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _duckdb(path: Path, needles: Needles, cost: ScanCost) -> Iterator[tuple[str, set[str]]]:
+def _duckdb(path: Location, needles: Needles, cost: ScanCost) -> Iterator[tuple[str, set[str]]]:
     import duckdb
 
+    local = os.fspath(path)  # the registry is a file of the home folder, never on a store
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = duckdb.connect(local, read_only=True)
     except duckdb.ConnectionException:
         # this process already holds the file open read-write: share that instance
-        con = duckdb.connect(str(path))
+        con = duckdb.connect(local)
     try:
         columns = con.execute(
             "SELECT c.table_schema, c.table_name, c.column_name "
@@ -249,12 +252,12 @@ def _duckdb(path: Path, needles: Needles, cost: ScanCost) -> Iterator[tuple[str,
         con.close()
 
 
-def _is_parquet(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) == b"PAR1"
+def _is_parquet(path: Location) -> bool:
+    with path.open_input() as f:
+        return bytes(f.read(4)) == b"PAR1"
 
 
-def scan_file(path: Path, needles: Needles, cost: ScanCost) -> list[Finding]:
+def scan_file(path: Location, needles: Needles, cost: ScanCost) -> list[Finding]:
     """Every place in one file where a fingerprint occurs: its raw bytes, and its decoded
     columns when it is a Parquet or DuckDB file. A Parquet or DuckDB file that cannot be decoded
     (a half-written temp file, a damaged partition) is a finding: absence cannot be proven."""
@@ -286,15 +289,16 @@ def scan_file(path: Path, needles: Needles, cost: ScanCost) -> list[Finding]:
     return out
 
 
-def scan_tree(root: Path, needles: Needles) -> tuple[list[Finding], ScanCost]:
-    """Scan every regular file under ``root`` (symlinks are not followed)."""
+def scan_tree(
+    roots: Location | Iterable[Location], needles: Needles
+) -> tuple[list[Finding], ScanCost]:
+    """Scan every regular file under each of ``roots`` (a folder here, or a prefix of an
+    object store, whose objects are read as files; symlinks are not followed)."""
     cost = ScanCost()
     t0 = time.perf_counter()
     findings: list[Finding] = []
-    if root.is_dir():
-        for path in sorted(root.rglob("*")):
-            if path.is_symlink() or not path.is_file():
-                continue
+    for root in [roots] if isinstance(roots, Location) else roots:
+        for path in root.walk():
             try:
                 findings.extend(scan_file(path, needles, cost))
             except FileNotFoundError:

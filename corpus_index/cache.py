@@ -7,6 +7,7 @@ switching back to an old model costs nothing.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -99,7 +100,7 @@ class EmbeddingCache:
             },
             schema=cache_schema(self.dim),
         )
-        table.add(data)
+        lance.retry_commits(lambda: table.add(data), table=table)
         return len(hashes)
 
     @lance.reads_tables
@@ -116,7 +117,8 @@ class EmbeddingCache:
             return 0
         before = int(table.count_rows())
         for start in range(0, len(keys), LOOKUP_CHUNK):
-            table.delete(predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK]))
+            where = predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK])
+            lance.retry_commits(functools.partial(table.delete, where), table=table)
         return before - int(table.count_rows())
 
 

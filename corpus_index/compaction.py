@@ -12,6 +12,7 @@ removed, so the deleted content leaves the disk.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import time
 import warnings
@@ -23,8 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import lance, predicates, purge
+from corpus_index.config import Settings
 from corpus_index.deletion import live_input_hashes
 from corpus_index.home import Home
+from corpus_index.storage import Location
+from corpus_index.store_copy import receipt_location
 
 DEFAULT_RETENTION_HOURS = 24.0
 DELETE_CHUNK = 500
@@ -62,12 +66,15 @@ def _purge_cache(table: Any, live: set[str]) -> tuple[int, purge.Rewrite]:
     dead_rows = got.filter(dead)
     dead_list = dead_rows["input_hash"].to_pylist()
     for start in range(0, len(dead_list), DELETE_CHUNK):
-        table.delete(predicates.is_in("input_hash", dead_list[start : start + DELETE_CHUNK]))
+        where = predicates.is_in("input_hash", dead_list[start : start + DELETE_CHUNK])
+        lance.retry_commits(functools.partial(table.delete, where), table=table)
     held = purge.fragments_of(dead_rows["_rowaddr"]) if dead_list else set()
     return len(dead_list), purge.rewrite_fragments(table, held) if held else purge.Rewrite(0, 0)
 
 
-def _held_fragments(pending: list[dict[str, Any]]) -> dict[str, set[int] | None]:
+def _held_fragments(
+    settings: Settings, pending: list[dict[str, Any]]
+) -> dict[str, set[int] | None]:
     """Per table, the fragments the pending deletions' receipts say held deleted rows; a table
     maps to None (rewrite every fragment) when a receipt cannot say (missing, or written before
     receipts named fragments)."""
@@ -75,7 +82,8 @@ def _held_fragments(pending: list[dict[str, Any]]) -> dict[str, set[int] | None]
     unknown = False
     for tomb in pending:
         try:
-            receipt = json.loads(Path(tomb["receipt"]).read_text(encoding="utf-8"))
+            where = receipt_location(settings, tomb["receipt"])
+            receipt = json.loads(where.read_text(encoding="utf-8"))
         except (OSError, ValueError, TypeError):
             unknown = True
             continue
@@ -91,19 +99,19 @@ def _held_fragments(pending: list[dict[str, Any]]) -> dict[str, set[int] | None]
     return held
 
 
-def remove_temp_files(home: Path, older_than: dt.timedelta) -> list[str]:
-    """Remove ``*.tmp`` files under ``home`` (not Dagster's own folder) older than ``older_than``:
-    what a crashed atomic write left behind. Returns their paths."""
+def remove_temp_files(root: Path | Location, older_than: dt.timedelta) -> list[str]:
+    """Remove ``*.tmp`` files under ``root`` (a home folder, not Dagster's own folder in it, or
+    the object-store prefix of the stores) older than ``older_than``: what a crashed atomic
+    write left behind. Returns their paths."""
     removed: list[str] = []
-    if not home.is_dir():
-        return removed
+    root = Location.of(root)
     cutoff = time.time() - older_than.total_seconds()
-    dagster = home / "dagster"
-    for path in sorted(home.rglob("*.tmp")):
-        if path.is_symlink() or not path.is_file() or path.is_relative_to(dagster):
+    dagster = root / "dagster"
+    for path in root.rglob("*.tmp"):
+        if not path.is_file() or path.is_relative_to(dagster):
             continue
         try:
-            if path.stat().st_mtime <= cutoff:
+            if path.mtime() <= cutoff:
                 path.unlink()
                 removed.append(str(path))
         except FileNotFoundError:
@@ -125,7 +133,7 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
     targets = [n for n in live_tables if n in names] + sorted(
         n for n in names if n.startswith("cache__")
     )
-    held = _held_fragments(pending)
+    held = _held_fragments(corpus.settings, pending)
     for name in targets:
         table = db.open_table(name)
         entry: dict[str, Any] = {"table": name, "versions_before": len(table.list_versions())}
@@ -143,7 +151,9 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
             # window 0 (a deletion awaits purge) removes every old version on purpose; a query
             # still reading one of them in another process fails once and is retried
             warnings.filterwarnings("ignore", message=r".*removes every version except")
-            table.optimize(cleanup_older_than=window)
+            lance.retry_commits(
+                functools.partial(table.optimize, cleanup_older_than=window), table=table
+            )
         entry["versions_after"] = len(table.list_versions())
         entry["rows"] = int(table.count_rows())
         report.tables.append(entry)
@@ -154,7 +164,9 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
                 if entry["table"] == gen.table_name:
                     entry["fts_unindexed"] = cov.fts_unindexed
                     entry["ann_unindexed"] = cov.ann_unindexed
-    report.temp_files_removed = remove_temp_files(corpus.settings.home, window)
+    report.temp_files_removed = [
+        path for root in corpus.settings.roots for path in remove_temp_files(root, window)
+    ]
     ids = [t["source_id"] for t in pending]
     corpus.registry.mark_purged(ids)
     report.tombstones_purged = ids

@@ -34,6 +34,7 @@ from corpus_index.retrieval_settings import (
     retrieval_settings,
 )
 from corpus_index.serve_config import ServeConfig, parse_serve
+from corpus_index.storage import Location, parse_storage_uri
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
@@ -110,24 +111,50 @@ class CorpusConfig:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Where things live: the configuration and the home folder."""
+    """Where things live: the configuration, the home folder, and the stores.
+
+    The stores (warehouse, LanceDB tables, exports, deletion receipts) live under the home
+    folder, or under ``storage`` (``s3://bucket/prefix``) when it is set; what belongs to this
+    machine (the lock, the Dagster home, the DuckDB registry, alerts, reports) stays in the home.
+    """
 
     config_path: Path
     home: Path
     # the registry's PostgreSQL database (CORPUS_REGISTRY); None: <home>/registry.duckdb
     registry_url: str | None = None
+    storage: str | None = None  # CORPUS_STORAGE: s3://bucket/prefix
+
+    def __post_init__(self) -> None:
+        if self.storage is not None:  # checked and normalized however the settings were made
+            object.__setattr__(self, "storage", parse_storage_uri(self.storage))
 
     @property
-    def warehouse(self) -> Path:
-        return self.home / "warehouse"
+    def stores(self) -> Location:
+        """The root the stores live under: ``storage``, or the home folder."""
+        return Location.of(self.storage) if self.storage else Location.local(self.home)
+
+    @property
+    def warehouse(self) -> Location:
+        return self.stores / "warehouse"
 
     @property
     def lance_uri(self) -> str:
-        return str(self.home / "lance")
+        return str(self.stores / "lance")
 
     @property
-    def exports(self) -> Path:
-        return self.home / "exports"
+    def exports(self) -> Location:
+        return self.stores / "exports"
+
+    @property
+    def receipts(self) -> Location:
+        return self.stores / "receipts"
+
+    @property
+    def roots(self) -> list[Location]:
+        """Every root that holds files of this home: the home folder, and the object-store
+        prefix when the stores live there (what a scan of the home's bytes must cover)."""
+        here = Location.local(self.home)
+        return [here] if self.stores == here else [here, self.stores]
 
     @property
     def registry_path(self) -> Path:
@@ -161,22 +188,26 @@ def home_of_its_own(home: Path, config: Mapping[str, Any]) -> Settings:
 def settings_from_env(
     environ: Mapping[str, str] | None = None, *, cwd: Path | None = None
 ) -> Settings:
-    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``), ``CORPUS_HOME`` (``./.corpus``) and
-    ``CORPUS_REGISTRY`` (unset: the registry is ``<home>/registry.duckdb``).
+    """Read ``CORPUS_CONFIG`` (default ``./corpus.yaml``), ``CORPUS_HOME`` (``./.corpus``),
+    ``CORPUS_REGISTRY`` (unset: the registry is ``<home>/registry.duckdb``) and ``CORPUS_STORAGE``
+    (unset: the stores stay in the home folder).
 
     Relative values are taken relative to ``cwd`` (default: the process's working directory).
 
     Raises:
-        ConfigError: ``CORPUS_REGISTRY`` is not a ``postgresql://`` URL.
+        ConfigError: ``CORPUS_REGISTRY`` is not a ``postgresql://`` URL, or ``CORPUS_STORAGE``
+            is not an ``s3://bucket/prefix`` URI.
     """
     env = os.environ if environ is None else environ
     base = cwd or Path.cwd()
     config = base / (env.get("CORPUS_CONFIG") or "corpus.yaml")  # an absolute value replaces base
     home = base / (env.get("CORPUS_HOME") or ".corpus")
+    storage = env.get("CORPUS_STORAGE") or None
     return Settings(
         config_path=config.resolve(),
         home=home.resolve(),
         registry_url=registry_url(registry) if (registry := env.get("CORPUS_REGISTRY")) else None,
+        storage=parse_storage_uri(storage) if storage else None,
     )
 
 

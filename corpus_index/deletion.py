@@ -20,7 +20,6 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,9 +28,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_index import byte_audit, flat_exports, identity_store, lance, predicates, purge
+from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
+from corpus_index.storage import Location
+from corpus_index.store_copy import receipt_location
 
 # the tombstone reason of a source removed from the index while its file stays
 # (``CorpusIndex.remove``): the scan treats it as absent until it is added again
@@ -207,8 +209,8 @@ def propagate_deletion(
     )
     only_theirs = sorted(input_hashes - still_used)
     embeddings_root = corpus.settings.warehouse / "embeddings"
-    if embeddings_root.is_dir() and only_theirs:
-        for profile_dir in sorted(p for p in embeddings_root.iterdir() if p.is_dir()):
+    if only_theirs:
+        for profile_dir in [p for p in embeddings_root.iterdir() if p.is_dir()]:
             table = wh.read("embeddings", (profile_dir.name, collection))
             if table is None:
                 continue
@@ -232,11 +234,9 @@ def propagate_deletion(
     ]
     receipt.finished_at = _now()
     path = (
-        corpus.settings.home
-        / "receipts"
+        corpus.settings.receipts
         / f"{receipt.started_at[:19].replace(':', '')}-{collection}-{receipt.receipt_id}.json"
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(receipt.to_json(), indent=2) + "\n", encoding="utf-8")
     receipt.path = str(path)
     content_by_source = _by_source(blocks, ids, "content_hash")
@@ -258,14 +258,14 @@ def propagate_deletion(
     return receipt
 
 
-def _sidecar_folders(corpus: Home, collection: str) -> list[tuple[str, Path]]:
+def _sidecar_folders(corpus: Home, collection: str) -> list[tuple[str, Location]]:
     """``(profile, folder)`` of every place sidecars of ``collection`` may sit: each profile
-    folder under the home's exports, and the configured placement of each covering profile
+    folder under the exports, and the configured placement of each covering profile
     (beside the source files for ``sidecars: beside``)."""
-    places: dict[str, set[Path]] = {}
+    places: dict[str, set[Location]] = {}
     root = corpus.settings.exports / "sidecars"
-    if root.is_dir():
-        for p in sorted(d for d in root.iterdir() if d.is_dir()):
+    for p in root.iterdir():
+        if p.is_dir():
             places.setdefault(p.name, set()).add(p / collection)
     config = corpus.config.collections.get(collection)
     if config is not None:
@@ -403,19 +403,15 @@ def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt |
     for path in corpus.warehouse.delete_collection(collection):
         if receipt is not None:
             receipt.removed("warehouse", path, 1, "files")
-    sidecar_root = corpus.settings.exports / "sidecars"
-    if sidecar_root.is_dir():
-        import shutil
-
-        for folder in sidecar_root.glob(f"*/{collection}"):
-            shutil.rmtree(folder)
-            if receipt is not None:
-                receipt.removed("exports", str(folder), 1, "folders")
+    for folder in (corpus.settings.exports / "sidecars").glob(f"*/{collection}"):
+        folder.rmtree()
+        if receipt is not None:
+            receipt.removed("exports", str(folder), 1, "folders")
     for tree in flat_exports.remove_collection(corpus, collection):
         if receipt is not None:
             receipt.removed("exports", tree, 1, "folders")
     if receipt is not None and receipt.path:
-        Path(receipt.path).write_text(
+        Location.of(receipt.path).write_text(
             json.dumps(receipt.to_json(), indent=2) + "\n", encoding="utf-8"
         )
     return receipt
@@ -503,25 +499,22 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
             if not beside.is_relative_to(corpus.settings.exports) and beside.is_file():
                 remaining.append({"store": "sidecar", "path": str(beside), "match": "file name"})
     exports = corpus.settings.exports
-    if exports.is_dir():
-        doc_id = source_id.split("/", 1)[-1]
-        for path in sorted(exports.rglob("*")):
-            if not path.is_file():
-                continue
-            if path.name == f"{doc_id}.embeddings.json" and source_id.split("/", 1)[0] in str(path):
-                remaining.append({"store": "exports", "path": str(path), "match": "file name"})
-                continue
-            try:
-                text = path.read_text(encoding="utf-8", errors="ignore")
-            except OSError:
-                continue
-            hits = [n for n in needles if n in text]
-            if hits and source_id in hits:
-                remaining.append({"store": "exports", "path": str(path), "match": "source_id"})
+    doc_id = source_id.split("/", 1)[-1]
+    for path in exports.walk():
+        if path.name == f"{doc_id}.embeddings.json" and source_id.split("/", 1)[0] in str(path):
+            remaining.append({"store": "exports", "path": str(path), "match": "file name"})
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="ignore")
+        except OSError:
+            continue
+        hits = [n for n in needles if n in text]
+        if hits and source_id in hits:
+            remaining.append({"store": "exports", "path": str(path), "match": "source_id"})
     warehouse = corpus.settings.warehouse
-    if warehouse.is_dir():
-        for path in sorted(warehouse.rglob("*.parquet")):
-            table = pq.read_table(path)
+    for path in warehouse.rglob("*.parquet"):
+        if path.is_file():
+            table = pq.read_table(path.path, filesystem=path.fs)
             cols = table.column_names
             if "source_id" in cols:
                 n = int(pc.sum(pc.equal(table["source_id"], source_id)).as_py() or 0)
@@ -567,11 +560,12 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     }
 
 
-def _receipt_fingerprints(tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+def _receipt_fingerprints(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:
     if not tomb or not tomb.get("receipt"):
         return None
     try:
-        receipt = json.loads(Path(tomb["receipt"]).read_text(encoding="utf-8"))
+        where = receipt_location(settings, tomb["receipt"])
+        receipt = json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     fps = receipt.get("fingerprints")
@@ -596,7 +590,7 @@ def _scan_bytes(
     """Every file of the home scanned for the fingerprints the receipt keeps; fingerprints of
     vectors whose input a live source uses, and of text windows live texts also hold, are
     dropped first (they are not the deleted source's content)."""
-    fps = _receipt_fingerprints(tomb)
+    fps = _receipt_fingerprints(corpus.settings, tomb)
     if fps is None:
         why = "no tombstone" if not tomb else "its receipt keeps no fingerprints (older receipt)"
         return {"status": f"not done: {why}", "findings": []}
@@ -612,9 +606,10 @@ def _scan_bytes(
     for blob in _live_texts(corpus, source_id):
         shared_windows |= needles.find(blob)
     needles = needles.without(shared_windows)
-    findings, cost = byte_audit.scan_tree(corpus.settings.home, needles)
+    findings, cost = byte_audit.scan_tree(corpus.settings.roots, needles)
     return {
         "status": "done",
+        "roots": [str(root) for root in corpus.settings.roots],
         "fingerprints": len(needles),
         "dropped_as_shared": {"text_windows": len(shared_windows), "vectors": shared_vectors},
         "texts_too_short": fps.get("texts_too_short", 0),

@@ -50,6 +50,7 @@ from corpus_index.registry import (
 )
 from corpus_index.reprocess_queue import QUEUE_SCHEMA
 from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
+from corpus_index.storage import Location
 from corpus_index.warehouse import Warehouse
 
 # the columns each warehouse asset's partitions must have (others are only read whole)
@@ -106,7 +107,7 @@ def check(settings: Settings) -> list[Finding]:
                         Finding(
                             "generation",
                             gen.id,
-                            str(Path(settings.home) / "lance" / f"{gen.table_name}.lance"),
+                            f"{settings.lance_uri}/{gen.table_name}.lance",
                             problem,
                             "drop the table; the next `corpus sync` rebuilds it from the warehouse",
                         )
@@ -118,7 +119,7 @@ def check(settings: Settings) -> list[Finding]:
                 Finding(
                     "cache",
                     name,
-                    str(Path(settings.home) / "lance" / f"{name}.lance"),
+                    f"{settings.lance_uri}/{name}.lance",
                     problem,
                     "drop the cache table; the next `corpus sync` embeds its inputs again",
                 )
@@ -222,16 +223,16 @@ def _check_registry(settings: Settings) -> list[Finding]:
 
 def _check_warehouse(warehouse: Warehouse) -> list[Finding]:
     findings: list[Finding] = []
-    if not warehouse.root.is_dir():
-        return findings
-    for path in sorted(warehouse.root.rglob("*.parquet")):
-        asset = path.relative_to(warehouse.root).parts[0]
-        problem = _partition_problem(path, EXPECTED_COLUMNS.get(asset, set()))
+    for path in warehouse.root.rglob("*.parquet"):
+        if not path.is_file():
+            continue
+        relative = path.relative_to(warehouse.root)
+        problem = _partition_problem(path, EXPECTED_COLUMNS.get(relative.parts[0], set()))
         if problem:
             findings.append(
                 Finding(
                     "warehouse",
-                    str(path.relative_to(warehouse.root).with_suffix("")),
+                    str(relative.with_suffix("")),
                     str(path),
                     problem,
                     f"remove the partitions of collection {path.stem}; the next `corpus sync` "
@@ -241,9 +242,9 @@ def _check_warehouse(warehouse: Warehouse) -> list[Finding]:
     return findings
 
 
-def _partition_problem(path: Path, expected: set[str]) -> str | None:
+def _partition_problem(path: Location, expected: set[str]) -> str | None:
     try:
-        with pq.ParquetFile(path) as pf:
+        with pq.ParquetFile(path.path, filesystem=path.fs) as pf:
             names = set(pf.schema_arrow.names)
             for _ in pf.iter_batches():
                 pass
@@ -280,7 +281,7 @@ def repair(settings: Settings, findings: list[Finding]) -> list[str]:
     warehouse = Warehouse(settings.warehouse)
     for f in findings:
         if f.kind == "warehouse" and Path(f.path).stem == "data":  # an unpartitioned asset
-            Path(f.path).unlink(missing_ok=True)
+            Location.of(f.path).unlink(missing_ok=True)
             done.append(f"removed {f.path}")
     for collection in sorted(
         {Path(f.path).stem for f in findings if f.kind == "warehouse"} - {"data"}

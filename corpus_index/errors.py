@@ -116,6 +116,10 @@ class IndexUpdateError(CorpusError, RuntimeError):
     """A sync run that an index update (``CorpusIndex.add``/``remove``) started did not succeed."""
 
 
+class CommitConflictError(RetryableError):
+    """A LanceDB commit kept losing the race to another writer of the same table."""
+
+
 class HomeBusyError(RetryableError):
     """Another process holds the home's lock (a sync or a promotion is in flight)."""
 

@@ -27,6 +27,7 @@ from corpus_index.flat_blob import (
     decode_blob,
     parse_index,
 )
+from corpus_index.storage import OBJECT_STORE_SCHEMES, Location
 
 VERIFIED, DEGRADED = 0.99, 0.9
 FETCH_TIMEOUT_S = 30.0
@@ -64,7 +65,8 @@ class BlobHit:
 
 
 def fetch(location: str) -> bytes:
-    """The bytes at a local path or an http(s) URL, in one read.
+    """The bytes at a local path, an http(s) URL or an object-store URI (``s3://``), in one
+    read.
 
     Raises:
         ExportError: it cannot be read (the location and the reason named).
@@ -75,8 +77,10 @@ def fetch(location: str) -> bytes:
             with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 - scheme checked
                 data: bytes = response.read()
                 return data
+        if scheme in OBJECT_STORE_SCHEMES:
+            return Location.of(location).read_bytes()
         if scheme not in ("", "file"):
-            raise ExportError(f"{location}: only local paths and http(s) URLs are read")
+            raise ExportError(f"{location}: only local paths, http(s) and s3 URLs are read")
         path = urllib.parse.urlsplit(location).path if scheme == "file" else location
         return Path(path).read_bytes()
     except OSError as exc:
@@ -85,8 +89,11 @@ def fetch(location: str) -> bytes:
 
 def _beside(location: str, name: str) -> str:
     """The location of ``name`` in the same folder as ``location`` (a path or a URL)."""
-    if urllib.parse.urlsplit(location).scheme in ("http", "https", "file"):
+    scheme = urllib.parse.urlsplit(location).scheme
+    if scheme in ("http", "https", "file"):
         return urllib.parse.urljoin(location, urllib.parse.quote(name))
+    if scheme in OBJECT_STORE_SCHEMES:
+        return f"{location.rsplit('/', 1)[0]}/{name}"
     return str(Path(location).parent / name)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from corpus_index.errors import ExportError
+from corpus_index.storage import Location
 
 INDEX_FILE = "index.json"
 INDEX_FIELDS = (
@@ -54,7 +54,7 @@ def chunks_name(blob_file: str) -> str:
 
 
 def write_export(
-    folder: Path,
+    folder: Path | Location,
     *,
     backend_spec: str,
     vectors: npt.NDArray[np.floating[Any]],
@@ -70,18 +70,19 @@ def write_export(
     Raises:
         ExportError: rows, chunks and vectors disagree in number.
     """
+    folder = Location.of(folder)
     matrix = np.ascontiguousarray(vectors, dtype=LITTLE_F32)
     if matrix.ndim != 2 or matrix.shape[0] != len(rows):
         raise ExportError(f"{folder}: {len(rows)} rows for a {matrix.shape} vector matrix")
     if chunks is not None and len(chunks) != len(rows):
         raise ExportError(f"{folder}: {len(chunks)} chunk entries for {len(rows)} rows")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir()
     blob = matrix.tobytes(order="C")
     file = blob_name(backend_spec)
-    _write(folder / file, blob)
+    (folder / file).write_bytes(blob)
     if chunks is not None:
         entries = [{k: c[k] for k in CHUNK_FIELDS} for c in chunks]
-        _write(folder / chunks_name(file), json.dumps(entries, indent=1).encode())
+        (folder / chunks_name(file)).write_bytes(json.dumps(entries, indent=1).encode())
     index: dict[str, Any] = {
         "backend_spec": backend_spec,
         "file": file,
@@ -98,14 +99,8 @@ def write_export(
     }
     if probe is not None:
         index["probe"] = probe
-    _write(folder / INDEX_FILE, json.dumps(index, indent=1).encode())
+    (folder / INDEX_FILE).write_bytes(json.dumps(index, indent=1).encode())
     return index
-
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def parse_index(data: bytes, *, where: str) -> dict[str, Any]:
@@ -174,9 +169,10 @@ def decode_blob(index: dict[str, Any], blob: bytes) -> npt.NDArray[np.float32]:
     return matrix.astype(np.float32)
 
 
-def export_problems(folder: Path) -> list[str]:
+def export_problems(folder: Path | Location) -> list[str]:
     """An export checked against its own files: index.json's fields, the blob's length and
     sha256, the rows and (when the row key is ``chunk_index``) the chunks file's entries."""
+    folder = Location.of(folder)
     where = str(folder / INDEX_FILE)
     try:
         index = parse_index((folder / INDEX_FILE).read_bytes(), where=where)

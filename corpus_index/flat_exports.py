@@ -11,12 +11,11 @@ exports in place.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.profiles import CENTROIDS_SLUG, restricted_exports
+from corpus_index.storage import Location
 
 PROBE_TEXT = "A researcher who studies how machine learning models represent language."
 PUBLIC, RESTRICTED = "flat", "flat-restricted"
@@ -66,7 +66,7 @@ class ExportsOutcome:
     written: bool = False
 
 
-def export_roots(home: Home, profile: str, collection: str) -> tuple[Path, Path]:
+def export_roots(home: Home, profile: str, collection: str) -> tuple[Location, Location]:
     """The public tree and the restricted one (never below the public one)."""
     exports = home.settings.exports
     return exports / PUBLIC / profile / collection, exports / RESTRICTED / profile / collection
@@ -145,8 +145,9 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
             if stage_restricted.exists() or restricted_root.exists():
                 out.restricted_folder = str(restricted_root)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        shutil.rmtree(stage_restricted, ignore_errors=True)
+        for leftover in (stage, stage_restricted):
+            with contextlib.suppress(OSError):
+                leftover.rmtree()
     return out
 
 
@@ -166,8 +167,8 @@ def remove_collection(home: Home, collection: str) -> list[str]:
     """Remove every export tree of ``collection`` (a collection gone from the config)."""
     removed = []
     for tree in (PUBLIC, RESTRICTED):
-        for folder in sorted((home.settings.exports / tree).glob(f"*/{collection}")):
-            shutil.rmtree(folder)
+        for folder in (home.settings.exports / tree).glob(f"*/{collection}"):
+            folder.rmtree()
             folder.with_name(f".{collection}.built.json").unlink(missing_ok=True)
             removed.append(str(folder))
     return removed
@@ -176,10 +177,10 @@ def remove_collection(home: Home, collection: str) -> list[str]:
 def _unchanged(
     home: Home,
     profile: str,
-    stamp: Path,
+    stamp: Location,
     digest: str,
     tiers: dict[tuple[str, int], str],
-    roots: list[Path],
+    roots: list[Location],
 ) -> list[Gate] | None:
     """The checks of exports built from the same chunks, vectors and model as now (``digest``,
     recorded in ``stamp`` by the last build that passed): all but the probe's run again on the
@@ -240,7 +241,7 @@ def _chunks(
 
 
 def _write_chunks(
-    folder: Path, backend_spec: str, rows: list[dict[str, Any]], probe: dict[str, Any]
+    folder: Location, backend_spec: str, rows: list[dict[str, Any]], probe: dict[str, Any]
 ) -> None:
     dim = len(probe["vector"])
     write_export(
@@ -255,35 +256,31 @@ def _write_chunks(
     )
 
 
-def _slugs(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+def _slugs(root: Location) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir()}
 
 
-def _swap(stage: Path, target: Path) -> None:
+def _swap(stage: Location, target: Location) -> None:
     """Put ``stage`` where ``target`` is (the old tree removed); no stage removes the target."""
-    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-    if target.exists():
-        target.rename(old)
     if stage.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        stage.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
+        stage.replace_tree(target)
+    else:
+        target.rmtree()
 
 
-def index_files(roots: list[Path]) -> Iterator[Path]:
+def index_files(roots: list[Location]) -> Iterator[Location]:
     """Every export folder (one holding index.json) under ``roots``."""
     for root in roots:
-        if root.is_dir():
-            yield from sorted(p.parent for p in root.rglob(INDEX_FILE))
+        yield from sorted(p.parent for p in root.rglob(INDEX_FILE) if p.is_file())
 
 
 def check_exports(
-    roots: list[Path],
+    roots: list[Location],
     tiers: dict[tuple[str, int], str],
     home: Home,
     profile: str,
     *,
-    public_root: Path,
+    public_root: Location,
     probe: bool = True,
 ) -> list[Gate]:
     """The blocking checks of EXPORT_GATES over the exports under ``roots``; ``tiers`` maps

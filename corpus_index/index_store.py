@@ -118,7 +118,8 @@ class GenerationStore:
         (``rows`` may be a stream: it is written as it is read)."""
         table = self.ensure(generation)
         before = int(table.count_rows())
-        table.add(_conformed(rows, generation))
+        data = _conformed(rows, generation)
+        lance.retry_commits(lambda: table.add(data), table=table, attempts=_attempts(data))
         return WriteResult(
             inserted=int(table.count_rows()) - before,
             deleted=0,
@@ -137,11 +138,15 @@ class GenerationStore:
         """
         table = self.ensure(generation)
         rows = _conformed(rows, generation)
-        result = (
-            table.merge_insert("vector_id")
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(predicates.eq("collection", collection))
-            .execute(rows)
+        result = lance.retry_commits(
+            lambda: (
+                table.merge_insert("vector_id")
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(predicates.eq("collection", collection))
+                .execute(rows)
+            ),
+            table=table,
+            attempts=_attempts(rows),
         )
         return WriteResult(
             inserted=int(result.num_inserted_rows),
@@ -198,17 +203,20 @@ class GenerationStore:
         )
         if rows.num_rows == 0:  # only removals: one delete commit
             before = int(table.count_rows(scope))
-            table.delete(scope)
+            lance.retry_commits(lambda: table.delete(scope), table=table)
             return WriteResult(
                 inserted=0,
                 deleted=before - int(table.count_rows(scope)),
                 total=int(table.count_rows(predicates.eq("collection", collection))),
             )
-        result = (
-            table.merge_insert("vector_id")
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(scope)
-            .execute(rows)
+        result = lance.retry_commits(
+            lambda: (
+                table.merge_insert("vector_id")
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(scope)
+                .execute(rows)
+            ),
+            table=table,
         )
         return WriteResult(
             inserted=int(result.num_inserted_rows),
@@ -221,7 +229,7 @@ class GenerationStore:
             return 0
         table = self.table(generation)
         before = int(table.count_rows())
-        table.delete(predicate)
+        lance.retry_commits(lambda: table.delete(predicate), table=table)
         return before - int(table.count_rows())
 
     def count(self, generation: Generation, predicate: str | None = None) -> int:
@@ -238,14 +246,18 @@ class GenerationStore:
         names = {idx.name: idx for idx in table.list_indices()}
         if rows:
             if f"{FTS_COLUMN}_idx" not in names:
-                table.create_index(FTS_COLUMN, config=FTS(with_position=False), replace=True)
-            if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
-                table.create_index(
-                    "vector",
-                    config=_ann_config(rows, generation.spec.dim),
-                    replace=True,
+                lance.retry_commits(
+                    lambda: table.create_index(
+                        FTS_COLUMN, config=FTS(with_position=False), replace=True
+                    ),
+                    table=table,
                 )
-            table.optimize()
+            if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
+                config = _ann_config(rows, generation.spec.dim)
+                lance.retry_commits(
+                    lambda: table.create_index("vector", config=config, replace=True), table=table
+                )
+            lance.retry_commits(table.optimize, table=table)
         return self.coverage(generation)
 
     def coverage(self, generation: Generation) -> Coverage:
@@ -283,6 +295,11 @@ def _ann_config(rows: int, dim: int) -> Any:
     partitions = max(1, min(1024, int(rows**0.5)))
     sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s >= 1 and dim % s == 0)
     return IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub_vectors)
+
+
+def _attempts(rows: pa.Table | pa.RecordBatchReader) -> int:
+    """A stream is read once: a write of one is not retried (its rows are gone)."""
+    return 1 if isinstance(rows, pa.RecordBatchReader) else lance.COMMIT_ATTEMPTS
 
 
 def _conformed(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-from corpus_index.errors import DamagedTableError
+from corpus_index.errors import CommitConflictError, DamagedTableError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,6 +25,60 @@ def connect(uri: str) -> Any:
     import lancedb
 
     return lancedb.connect(uri)
+
+
+# what LanceDB says when a commit lost a race it could not resolve by its own retries (it
+# rebases compatible concurrent commits itself; these reach the caller)
+_CONFLICT = re.compile(
+    r"Retryable commit conflict|Commit conflict for version|Too many concurrent writ", re.I
+)
+COMMIT_ATTEMPTS = 6
+BACKOFF_BASE_S = 0.05
+BACKOFF_MAX_S = 2.0
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """Whether LanceDB refused a commit because another writer committed first."""
+    return isinstance(exc, RuntimeError | OSError | ValueError) and bool(_CONFLICT.search(str(exc)))
+
+
+def retry_commits(
+    write: Callable[[], R],
+    *,
+    table: Any = None,
+    attempts: int = COMMIT_ATTEMPTS,
+    base_s: float = BACKOFF_BASE_S,
+    max_s: float = BACKOFF_MAX_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> R:
+    """Run ``write`` (one LanceDB commit, which must be safe to run again: its input a table,
+    not a stream already read), retrying a commit conflict after a jittered exponential
+    backoff (``base_s`` doubling up to ``max_s``). Writers sharing a table on an object store
+    race on its manifest (a conditional PUT); the loser sees the conflict and tries again on
+    the new version: ``table`` (the LanceDB table ``write`` commits to) is moved to the
+    version that won before each retry, as a table object stays on the version it read.
+
+    Raises:
+        CommitConflictError: still in conflict after ``attempts`` tries (the last error chained).
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except (RuntimeError, OSError, ValueError) as exc:
+            if not is_commit_conflict(exc):
+                raise
+            if attempt == attempts:
+                err = CommitConflictError(
+                    f"a LanceDB commit still conflicted after {attempts} attempts: "
+                    f"{str(exc).splitlines()[0]}"
+                )
+                err.add_note("another writer keeps committing to the same table; run it again")
+                raise err from exc
+            delay = min(max_s, base_s * 2 ** (attempt - 1))
+            sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not security
+            if table is not None:
+                table.checkout_latest()
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def table_names(db: Any) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from corpus_index.home import Home
 from corpus_index.registry import GenerationSpec
 from corpus_index.sidecar_places import beside_source, sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX, mark_stale, read_sidecar, write_sidecar
+from corpus_index.storage import Location
 
 # the same tolerance as the sidecar validator: JSON keeps about 7 significant digits
 _NORM_TOLERANCE = 1e-3
@@ -99,12 +99,12 @@ class SidecarVectors:
     refused: dict[str, str] = field(default_factory=dict)  # sidecar path -> why not used
 
 
-def candidates(home: Home, profile: str, collection: str, doc_id: str) -> list[Path]:
+def candidates(home: Home, profile: str, collection: str, doc_id: str) -> list[Location]:
     """The sidecars a document may have: the profile's own placement (where ``CorpusIndex.add``
     puts a sidecar it is given), then the one carried beside the source file."""
     config = home.collection(collection)
     own = sidecar_folder(home.settings, home.config, profile, config) / f"{doc_id}{SIDECAR_SUFFIX}"
-    carried = beside_source(config, doc_id)
+    carried = Location.local(beside_source(config, doc_id))
     return [own] if carried == own else [own, carried]
 
 
@@ -119,7 +119,7 @@ def sidecar_vectors(
     # first only which documents need vectors, and which of them have a sidecar at all (a
     # ``stat`` each): a first sync of a large collection without sidecars reads no more
     docs = home.read("embedding_inputs", (collection,), where=wanted, columns=["doc_id"])
-    files: dict[str, list[Path]] = {}
+    files: dict[str, list[Location]] = {}
     for doc_id in pc.unique(docs["doc_id"]).to_pylist():
         found_files = [p for p in candidates(home, profile, collection, doc_id) if p.is_file()]
         if found_files:
@@ -166,7 +166,7 @@ class PlacedSidecar:
     """A sidecar given with a file, marked and stored where a profile's sync will use it."""
 
     profile: str
-    path: Path
+    path: Location
     stale: list[str]  # the entries marked ``stale: true`` (their blocks are embedded anew)
 
 

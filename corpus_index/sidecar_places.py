@@ -16,6 +16,7 @@ from pathlib import Path
 from corpus_index.collection import CollectionConfig
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.sidecars import SIDECAR_SUFFIX
+from corpus_index.storage import Location
 
 
 def beside_profile(config: CorpusConfig, collection: CollectionConfig) -> str | None:
@@ -28,15 +29,16 @@ def beside_profile(config: CorpusConfig, collection: CollectionConfig) -> str | 
 
 def sidecar_folder(
     settings: Settings, config: CorpusConfig, profile: str, collection: CollectionConfig
-) -> Path:
+) -> Location:
     """The folder that holds ``profile``'s sidecars of ``collection`` (doc_ids below it)."""
     if beside_profile(config, collection) == profile:
-        return collection.path
+        return Location.local(collection.path)
     return home_sidecar_folder(settings, profile, collection.name)
 
 
-def home_sidecar_folder(settings: Settings, profile: str, collection: str) -> Path:
-    """Where ``profile``'s sidecars of ``collection`` sit under the home."""
+def home_sidecar_folder(settings: Settings, profile: str, collection: str) -> Location:
+    """Where ``profile``'s sidecars of ``collection`` sit with the stores (the home folder or
+    the object store)."""
     return settings.exports / "sidecars" / profile / collection
 
 

@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from jsonschema import Draft202012Validator
 from corpus_index.errors import ParseError, SidecarError
 from corpus_index.hashing import content_hash
 from corpus_index.kinds.uw_deals import SUFFIX, parse_text
+from corpus_index.storage import Location
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "embedding-sidecar.schema.json"
 SIDECAR_SUFFIX = ".embeddings.json"
@@ -376,8 +376,11 @@ def _dumps(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_sidecar(path: Path, sidecar: Mapping[str, Any], *, validate: bool = True) -> None:
-    """Validate ``sidecar`` and write it to ``path`` atomically (temp file, then rename).
+def write_sidecar(
+    path: Path | Location, sidecar: Mapping[str, Any], *, validate: bool = True
+) -> None:
+    """Validate ``sidecar`` and write it to ``path`` (here or on an object store) atomically
+    (temp file, synced, then rename; see ``Location.write_bytes``).
 
     ``validate=False`` skips the check for a document ``build_sidecar`` just returned (it
     validated it; checking twice was two thirds of the time to write a sidecar).
@@ -386,31 +389,20 @@ def write_sidecar(path: Path, sidecar: Mapping[str, Any], *, validate: bool = Tr
         SidecarError: the sidecar is non-conformant; nothing is written.
         OSError: the file cannot be written; any previous file is left as it was.
     """
-    path = Path(path)
+    path = Location.of(path)
     if validate:
-        validate_sidecar(sidecar, source=path)
-    text = _dumps(sidecar)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        validate_sidecar(sidecar, source=str(path))
+    path.write_text(_dumps(sidecar))
 
 
-def read_sidecar(path: Path, *, validate: bool = True) -> dict[str, Any]:
+def read_sidecar(path: Path | Location, *, validate: bool = True) -> dict[str, Any]:
     """Read a sidecar file, validating it unless ``validate`` is false.
 
     Raises:
         SidecarError: the file is not JSON, not an object, or (when validating) non-conformant.
         OSError: the file cannot be read.
     """
-    path = Path(path)
+    path = Location.of(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -420,5 +412,5 @@ def read_sidecar(path: Path, *, validate: bool = True) -> dict[str, Any]:
             "$", f"expected a JSON object, got {type(doc).__name__}", source=str(path)
         )
     if validate:
-        validate_sidecar(doc, source=path)
+        validate_sidecar(doc, source=str(path))
     return doc

@@ -9,9 +9,6 @@ The packed field carries its dimension in its metadata, so any Parquet reader ca
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +19,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from corpus_index.errors import DamagedWarehouseError
+from corpus_index.storage import Location
 
 PACKED_DIM_KEY = b"corpus_index.packed_float32_dim"
 # rows per Parquet row group: a filtered read holds one group at a time, not the partition
@@ -33,18 +31,19 @@ COMPRESSION = "lz4"
 
 
 class Warehouse:
-    """Parquet files under ``root/<asset>/<partition...>.parquet``."""
+    """Parquet files under ``root/<asset>/<partition...>.parquet`` (a local folder or an
+    object-store prefix, see ``corpus_index.storage``)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Location | Path | str) -> None:
+        self.root = Location.of(root)
 
-    def path(self, asset: str, *partition: str) -> Path:
+    def path(self, asset: str, *partition: str) -> Location:
         if not partition:
             return self.root / asset / "data.parquet"
         *dirs, last = partition
         return self.root.joinpath(asset, *dirs, f"{last}.parquet")
 
-    def write(self, asset: str, partition: tuple[str, ...], table: pa.Table) -> Path:
+    def write(self, asset: str, partition: tuple[str, ...], table: pa.Table) -> Location:
         """Replace one partition; readers see the old file or the new one, never half of either."""
         with self.writer(asset, partition, table.schema) as out:
             out.write(table)
@@ -58,18 +57,17 @@ class Warehouse:
         """Write one partition piece by piece; it replaces the old file atomically when the
         block exits without an error and ``commit()`` was called, else the old file stays."""
         path = self.path(asset, *partition)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        out = PartitionWriter(Path(tmp), schema)
+        path.parent.mkdir()
+        tmp = path.temp_sibling()
+        out = PartitionWriter(tmp, schema)
         try:
             yield out
             out.close()
             if out.committed:
-                os.replace(tmp, path)
+                tmp.replace(path)
         finally:
             out.close()
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
 
     def read(
         self,
@@ -94,19 +92,19 @@ class Warehouse:
 
     def _read(
         self,
-        path: Path,
+        path: Location,
         schema: pa.Schema | None,
         *,
         where: pc.Expression | None,
         columns: list[str] | None,
     ) -> pa.Table:
         if where is None:
-            table = pq.read_table(path, columns=columns)
+            table = pq.read_table(path.path, columns=columns, filesystem=path.fs)
         else:
             # row groups whose statistics rule ``where`` out are skipped undecoded (partitions
             # in doc_id order: a few sources' rows sit in a row group or two); one row group
             # is decoded at a time, on this thread
-            table = ds.dataset(path, format="parquet").to_table(
+            table = ds.dataset(path.path, format="parquet", filesystem=path.fs).to_table(
                 columns=columns,
                 filter=where,
                 batch_size=ROW_GROUP_ROWS,
@@ -129,7 +127,7 @@ class Warehouse:
         path = self.path(asset, *partition)
         if not path.is_file():
             return
-        with damage(asset, path), pq.ParquetFile(path) as pf:
+        with damage(asset, path), pq.ParquetFile(path.path, filesystem=path.fs) as pf:
             for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns):
                 table = unpack_vectors(pa.Table.from_batches([batch]))
                 yield from (table.cast(schema) if schema is not None else table).to_batches()
@@ -151,7 +149,7 @@ class Warehouse:
         if not path.is_file():
             return None
         with damage(asset, path):
-            return dict(pq.read_schema(path).metadata or {})
+            return dict(pq.read_schema(path.path, filesystem=path.fs).metadata or {})
 
     def delete(self, asset: str, partition: tuple[str, ...]) -> bool:
         path = self.path(asset, *partition)
@@ -163,20 +161,19 @@ class Warehouse:
     def delete_collection(self, collection: str) -> list[str]:
         """Remove every partition file of ``collection`` across assets; returns what was removed."""
         removed: list[str] = []
-        if not self.root.is_dir():
-            return removed
-        for path in sorted(self.root.rglob(f"{collection}.parquet")):
-            path.unlink()
-            removed.append(str(path))
-        for path in sorted(self.root.rglob(collection)):
+        for path in self.root.rglob(f"{collection}.parquet"):
+            if path.is_file():
+                path.unlink()
+                removed.append(str(path))
+        for path in self.root.rglob(collection):
             if path.is_dir():
-                shutil.rmtree(path)
+                path.rmtree()
                 removed.append(str(path))
         return removed
 
 
 @contextlib.contextmanager
-def damage(asset: str, path: Path) -> Iterator[None]:
+def damage(asset: str, path: Location) -> Iterator[None]:
     """Turns an unreadable partition file (truncated, garbage, another schema) into a
     DamagedWarehouseError naming it; a file removed meanwhile stays FileNotFoundError."""
     try:
@@ -201,12 +198,12 @@ class KeyedReader:
     The file stays open: a partition replaced meanwhile is still read as it was.
     """
 
-    def __init__(self, path: Path, key: str, *, columns: list[str] | None = None) -> None:
+    def __init__(self, path: Location, key: str, *, columns: list[str] | None = None) -> None:
         self.path = path
         self.columns = columns
         if columns is not None and key not in columns:
             raise ValueError(f"{path}: the columns read must include the key {key!r}")
-        self._file = pq.ParquetFile(path)
+        self._file = pq.ParquetFile(path.path, filesystem=path.fs)
         groups = range(self._file.num_row_groups)
         self._rows = [self._file.metadata.row_group(i).num_rows for i in groups]
         self._keys = pa.concat_arrays(
@@ -268,7 +265,7 @@ class PartitionWriter:
     stays unpacked), so every later table must pack the same way.
     """
 
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
+    def __init__(self, path: Location, schema: pa.Schema) -> None:
         self.path = path
         self.schema = schema
         self.rows = 0
@@ -280,7 +277,9 @@ class PartitionWriter:
         assert not self._closed, "the partition writer is closed"
         packed = pack_vectors(table.cast(self.schema))
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, packed.schema, compression=COMPRESSION)
+            self._writer = pq.ParquetWriter(
+                self.path.path, packed.schema, filesystem=self.path.fs, compression=COMPRESSION
+            )
         if table.num_rows:
             self._writer.write_table(packed, row_group_size=ROW_GROUP_ROWS)
             self.rows += table.num_rows

@@ -5,7 +5,7 @@ inspect the pipeline (through the injected ``PipelineRunner``); ``query`` the co
 the index as a principal; ``alerts`` the failed runs an operator has not acknowledged;
 ``grouping`` the evaluation of conversation grouping; ``identities`` the people of messages;
 ``reprocess`` the second pass over linked groups; ``sidecar`` RFC 0013 sidecars; ``serve`` the
-HTTP API.
+HTTP API; ``storage`` moving the stores to an object store.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from corpus_index.cli import (  # noqa: F401 - registers commands
     reprocess,
     serve,
     sidecar,
+    storage,
 )
 from corpus_index.cli.app import main
 from corpus_index.cli.query import print_hits

@@ -183,7 +183,8 @@ def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
         emit_json({"findings": [f.to_json() for f in findings], "repaired": done})
     else:
         if not findings:
-            click.echo(f"{settings.home}: healthy")
+            where = f" (stores: {settings.storage})" if settings.storage else ""
+            click.echo(f"{settings.home}{where}: healthy")
         for f in findings:
             click.echo(f"DAMAGED {f.kind} {f.name}: {f.path}: {f.problem}")
             click.echo(f"  {'repaired' if repair else 'repair would'}: {f.repair}")

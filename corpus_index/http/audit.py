@@ -14,13 +14,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from corpus_index import predicates
 from corpus_index.eligibility import Principal
 from corpus_index.hits import Hit
 from corpus_index.home import Home
 from corpus_index.registry import Generation
+from corpus_index.storage import Location
 
 _COLUMNS = ["chunk_ref", "tenant_id", "acl_groups", "collection", "source_id"]
 
@@ -103,9 +103,6 @@ class ResultAudit:
         return versions
 
 
-def _stat(path: Path) -> tuple[int, ...]:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return ()
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+def _stat(path: Location) -> tuple[int, ...]:
+    st = path.file_stat()  # a partition is replaced whole, under a new time of last write
+    return () if st is None else (st.st_size, st.st_mtime_ns)

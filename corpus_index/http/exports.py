@@ -11,18 +11,17 @@ researcher, restricted ones included) are not served over HTTP.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 
 from corpus_index.eligibility import Principal
 from corpus_index.flat_blob import chunks_name
 from corpus_index.flat_exports import export_roots
 from corpus_index.http.auth import Caller, narrowed
 from corpus_index.http.problems import NOT_FOUND, Problem
-from corpus_index.http.routes import known_namespace, service
+from corpus_index.http.routes import known_namespace, service, stored_file
 from corpus_index.http.service import Service
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.profiles import CENTROIDS_SLUG
@@ -59,7 +58,7 @@ def export_file(
         str | None, Query(description="Profile (default: the namespace's first).")
     ] = None,
     groups: Annotated[list[str] | None, Query(description="Narrow the key's groups.")] = None,
-) -> FileResponse:
+) -> Response:
     svc = service(request)
     ns = known_namespace(svc, namespace)
     who = narrowed(principal, groups)
@@ -88,6 +87,5 @@ def export_file(
     held = {str(c.get("source_id", "")) for c in chunks}
     if not held <= _visible_sources(svc, collection, who):
         raise missing  # the export holds a source the key may not see: none of it is shown
-    path = Path(folder / file)
     media = "application/octet-stream" if file == blob else "application/json"
-    return FileResponse(path, media_type=media, filename=path.name)
+    return stored_file(folder / file, media_type=media)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 
 from corpus_index import predicates
 from corpus_index.eligibility import Principal
@@ -36,6 +35,7 @@ from corpus_index.http.problems import (
 from corpus_index.http.service import Service
 from corpus_index.registry import Generation
 from corpus_index.search import candidate_depth
+from corpus_index.storage import Location
 from corpus_index.use_cases import similar_deals
 
 router = APIRouter(prefix="/v1/namespaces", tags=["search"])
@@ -357,7 +357,7 @@ def sidecar(
     profile: Annotated[
         str | None, Query(description="Profile (default: the ACTIVE generation's).")
     ] = None,
-) -> FileResponse:
+) -> Response:
     svc = service(request)
     ns = known_namespace(svc, namespace)
     missing = Problem(NOT_FOUND, f"no sidecar of {collection}/{doc_id} is visible to this key")
@@ -376,6 +376,17 @@ def sidecar(
         raise missing
     folder = (svc.settings.exports / "sidecars" / profile / collection).resolve()
     path = (folder / f"{doc_id}{SIDECAR_SUFFIX}").resolve()
-    if not path.is_relative_to(folder) or not Path(path).is_file():
+    if not path.is_relative_to(folder) or not path.is_file():
         raise missing
-    return FileResponse(path, media_type="application/json", filename=path.name)
+    return stored_file(path, media_type="application/json")
+
+
+def stored_file(path: Location, *, media_type: str) -> Response:
+    """A file of the stores as a response: streamed from disk here, read whole from an object
+    store (sidecars and export files are small)."""
+    if path.is_local:
+        return FileResponse(path.path, media_type=media_type, filename=path.name)
+    disposition = f'attachment; filename="{path.name}"'
+    return Response(
+        path.read_bytes(), media_type=media_type, headers={"content-disposition": disposition}
+    )

@@ -4,9 +4,7 @@ that decides which are due (pins recorded per document in ``sidecar_pins``)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -30,6 +28,7 @@ from corpus_index.sidecars import (
     read_sidecar,
     write_sidecar,
 )
+from corpus_index.storage import FileStat, Location
 from corpus_index.warehouse import KeyedReader
 
 # ``sidecars`` checks, builds and records the sidecars of this many inputs' documents at a time
@@ -77,7 +76,7 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
     config = home.collection(collection)
     folder = sidecar_folder(home.settings, home.config, profile, config)
     # beside the sources, files this step did not record are the user's: never swept
-    beside = folder == config.path
+    beside = folder == Location.local(config.path)
     inputs_key = ("embedding_inputs", (collection,))
     pins_key = ("sidecar_pins", (profile, collection))
     home.require(*inputs_key)
@@ -108,7 +107,7 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
             memory.release()
         work.remove_gone(pins.rest())
         if not recorded and not beside and folder.is_dir():
-            for path in sorted(folder.rglob(f"*{SIDECAR_SUFFIX}")):
+            for path in folder.rglob(f"*{SIDECAR_SUFFIX}"):
                 doc_id = path.relative_to(folder).as_posix()[: -len(SIDECAR_SUFFIX)]
                 if doc_id not in seen:
                     path.unlink()
@@ -131,23 +130,19 @@ class _SidecarWork:
     removing those of documents gone, and the pins to record (see ``run``)."""
 
     def __init__(
-        self, home: Home, spec: GenerationSpec, profile: str, collection: str, folder: Path
+        self, home: Home, spec: GenerationSpec, profile: str, collection: str, folder: Location
     ) -> None:
         self.home, self.spec, self.profile, self.collection = home, spec, profile, collection
         self.folder = folder
         identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
         self._identity = canonical_json(identity) + "\n"
-        self._folder = os.fspath(folder)
         self.written = self.unchanged = self.removed = 0
         self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
         self._vectors: KeyedReader | None = None  # the embeddings by hash, opened when first due
 
-    def file(self, doc_id: str) -> str:
-        """The document's sidecar file, built as a string (called for every document)."""
-        return f"{self._folder}/{doc_id}{SIDECAR_SUFFIX}"
-
-    def path(self, doc_id: str) -> Path:
-        return Path(self.file(doc_id))
+    def path(self, doc_id: str) -> Location:
+        """The document's sidecar file."""
+        return self.folder / f"{doc_id}{SIDECAR_SUFFIX}"
 
     def digest(self, pins: list[str]) -> str:
         """What a sidecar is written from: the embedder's identity and its entries' pins
@@ -188,11 +183,11 @@ class _SidecarWork:
         )
         self.remove_gone(previous.filter(pc.invert(pc.is_in(previous["doc_id"], inputs["doc_id"]))))
         # which sidecars are due: missing, touched, or written from other pins
-        stats: dict[str, os.stat_result | None] = {}
+        stats: dict[str, FileStat | None] = {}
         due: list[str] = []
         order = sorted(spans)
         for doc_id in order:
-            st = stats[doc_id] = _stat(self.file(doc_id))
+            st = stats[doc_id] = self.path(doc_id).file_stat()
             fresh = st is not None and known.get(doc_id) == (
                 digests[doc_id],
                 st.st_size,
@@ -217,7 +212,7 @@ class _SidecarWork:
                 due.append(doc_id)
         if due:
             self._build(due, inputs)
-            stats.update((doc_id, _stat(self.path(doc_id))) for doc_id in due)
+            stats.update((doc_id, self.path(doc_id).file_stat()) for doc_id in due)
         self.written += len(due)
         self.unchanged += len(spans) - len(due)
         sizes, mtimes = [], []
@@ -292,9 +287,7 @@ class _SidecarWork:
                 revision=spec.model_revision,
                 normalized=spec.normalized,
             )
-            path = self.path(doc_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_sidecar(path, sidecar, validate=False)  # build_sidecar validated it
+            write_sidecar(self.path(doc_id), sidecar, validate=False)  # build_sidecar validated it
 
     def remove_gone(self, pins: pa.Table) -> None:
         """Remove the sidecars of documents whose pins were recorded but that have no inputs."""
@@ -303,10 +296,3 @@ class _SidecarWork:
             if path.is_file():
                 path.unlink()
                 self.removed += 1
-
-
-def _stat(path: str | Path) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        return None

@@ -159,7 +159,7 @@ def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
     tampered = dict(doc, blocks=doc["blocks"][:1])
     files[0].write_text(json.dumps(tampered), encoding="utf-8")
     files[1].unlink()
-    stat = files[2].stat()
+    stat = os.stat(files[2])
     os.utime(files[2], ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # same bytes, new mtime
     fixed = steps.sidecars.run(corpus, "main", "alpha-deals")
     assert (fixed.written, fixed.unchanged, fixed.removed) == (2, 1, 0)

@@ -1,0 +1,162 @@
+"""The storage root (``corpus_index.storage``) on a local folder, the ``CORPUS_STORAGE`` setting,
+and the retry of LanceDB commit conflicts. The same operations on the object store are covered by
+tests/test_object_storage.py (the S3 server on loopback)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from corpus_index import lance
+from corpus_index.cli import main
+from corpus_index.config import Settings, settings_from_env
+from corpus_index.errors import CommitConflictError, ConfigError, RetryableError
+from corpus_index.storage import Location, copy_tree, parse_storage_uri
+from corpus_index.store_copy import receipt_location
+from tests.test_cli_basics import missing_help
+
+
+@pytest.mark.parametrize(
+    ("uri", "problem"),
+    [
+        ("/data/corpus", "not an object-store URI"),
+        ("gs://bucket/prefix", "not an object-store URI"),
+        ("s3://", "not an object-store URI"),
+        ("s3:/bucket", "not an object-store URI"),
+    ],
+)
+def test_a_storage_uri_that_is_not_s3_is_refused_naming_the_setting(uri: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=f"CORPUS_STORAGE={uri!r}: {problem}"):
+        settings_from_env({"CORPUS_STORAGE": uri}, cwd=Path("/tmp"))
+
+
+def test_storage_settles_where_the_stores_live_and_the_home_keeps_the_rest(tmp_path: Path) -> None:
+    assert parse_storage_uri("s3://bucket/a/b/") == "s3://bucket/a/b"
+    here = settings_from_env({"CORPUS_HOME": str(tmp_path)})
+    assert here.storage is None and here.roots == [Location.local(tmp_path)]
+    assert here.warehouse == tmp_path / "warehouse" and here.receipts == tmp_path / "receipts"
+    away = Settings(config_path=tmp_path / "c.yaml", home=tmp_path, storage="s3://b/p")
+    assert (away.registry_path, away.dagster_home) == (here.registry_path, here.dagster_home)
+    assert away.lance_uri == "s3://b/p/lance"
+    with pytest.raises(ConfigError, match="CORPUS_STORAGE='/data': not an object-store URI"):
+        Settings(config_path=tmp_path / "c.yaml", home=tmp_path, storage="/data")
+
+
+def test_writes_replace_whole_files_and_leave_no_temp_behind(tmp_path: Path) -> None:
+    root = Location.local(tmp_path)
+    target = root / "a" / "b.json"
+    target.write_text("one")
+    target.write_text("two")
+    assert target.read_text() == "two" and target.is_file() and not target.is_dir()
+    assert [p.name for p in root.walk()] == ["b.json"]  # no temp file left
+    assert target.file_stat() is not None and target.file_stat().st_size == 3  # type: ignore[union-attr]
+    assert (root / "missing").file_stat() is None and not (root / "missing").exists()
+    with pytest.raises(FileNotFoundError):
+        (root / "missing").unlink()
+    (root / "missing").unlink(missing_ok=True)
+
+
+def test_listing_walks_globs_and_never_follows_links(tmp_path: Path) -> None:
+    root = Location.local(tmp_path / "r")
+    for name in ("x/one.parquet", "x/y/two.parquet", "z/two.parquet", "z/.t.tmp"):
+        (root / name).write_bytes(b"data")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.parquet").write_bytes(b"s")
+    os.symlink(outside, tmp_path / "r" / "link")
+    assert [str(p.relative_to(root)) for p in root.walk()] == [
+        "x/one.parquet",
+        "x/y/two.parquet",
+        "z/.t.tmp",
+        "z/two.parquet",
+    ]
+    assert [str(p.relative_to(root)) for p in root.rglob("two.parquet")] == [
+        "x/y/two.parquet",
+        "z/two.parquet",
+    ]
+    assert [p.name for p in root.glob("*/two.parquet")] == ["two.parquet"]
+    assert [p.name for p in root.iterdir() if p.is_dir()] == ["x", "z"]
+    assert (root / "nothing").iterdir() == [] and (root / "nothing").walk() == []
+
+
+def test_a_tree_replaces_another_whole_and_copies_across_roots(tmp_path: Path) -> None:
+    root = Location.local(tmp_path)
+    (root / "old" / "gone.json").write_text("old")
+    (root / "stage" / "a" / "kept.json").write_text("new")
+    (root / "stage").replace_tree(root / "old")
+    assert [str(p.relative_to(root)) for p in root.walk()] == ["old/a/kept.json"]
+    written = copy_tree(root / "old", Location.local(tmp_path / "copy"))
+    assert [p.read_text() for p in written] == ["new"]
+    remote = Location.of("s3://bucket/prefix") / "key"  # no request made: nothing read yet
+    assert (str(remote), remote.name) == ("s3://bucket/prefix/key", "key")
+    assert str(remote.parent) == "s3://bucket/prefix"
+    assert remote.is_relative_to(Location.of("s3://bucket")) and not remote.is_relative_to(root)
+    with pytest.raises(TypeError, match="on an object store"):
+        os.fspath(remote)
+
+
+def test_a_commit_conflict_is_retried_with_backoff_then_succeeds() -> None:
+    slept: list[float] = []
+    tries: list[int] = []
+
+    def write() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise RuntimeError("lance error: Retryable commit conflict for version 7: preempted")
+        return "committed"
+
+    class Table:  # a LanceDB table stays on the version it read until told to move
+        checkouts = 0
+
+        def checkout_latest(self) -> None:
+            self.checkouts += 1
+
+    table = Table()
+    assert lance.retry_commits(write, table=table, sleep=slept.append, base_s=0.1) == "committed"
+    assert len(tries) == 3 and len(slept) == 2 and table.checkouts == 2
+    assert 0.05 <= slept[0] <= 0.1 and 0.1 <= slept[1] <= 0.2  # jittered, doubling
+
+
+def test_a_conflict_that_persists_is_a_retryable_error_and_others_pass_through() -> None:
+    def losing() -> None:
+        raise OSError("Commit conflict for version 3: another writer")
+
+    with pytest.raises(CommitConflictError, match="after 4 attempts") as caught:
+        lance.retry_commits(losing, attempts=4, sleep=lambda _: None)
+    assert isinstance(caught.value, RetryableError)
+
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise ValueError("Schema error: no field named vector")
+
+    with pytest.raises(ValueError, match="Schema error"):
+        lance.retry_commits(broken, sleep=lambda _: None)
+    assert calls == [1]  # not a conflict: not retried
+
+
+def test_a_receipt_named_by_its_old_path_is_found_among_the_moved_stores(tmp_path: Path) -> None:
+    here = Settings(config_path=tmp_path / "c.yaml", home=tmp_path / "home")
+    written = here.receipts / "20260101T000000-deals-r1.json"
+    written.write_text("{}")
+    assert receipt_location(here, str(written)) == written
+    moved = Settings(config_path=here.config_path, home=tmp_path / "elsewhere")
+    (moved.receipts / written.name).write_text("{}")
+    written.unlink()
+    assert receipt_location(moved, str(written)) == moved.receipts / written.name
+
+
+def test_storage_copy_has_help_and_refuses_a_target_that_is_not_an_object_store(
+    tmp_path: Path,
+) -> None:
+    group = main.commands["storage"]
+    assert isinstance(group, click.Group) and missing_help(group) == []
+    args = ["--config", str(tmp_path / "c.yaml"), "--home", str(tmp_path / "home")]
+    out = CliRunner().invoke(main, [*args, "storage", "copy", "--to", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "--to=" in out.output and "not an object-store URI" in out.output
+    assert not (tmp_path / "home").exists()  # refused before anything was touched
