@@ -224,3 +224,20 @@ def test_two_collections_run_side_by_side_with_the_embedded_results(
     assert rows == rows_of(embedded)
     hits = hits_of(parallel)
     assert all(hits) and hits == hits_of(embedded)
+
+
+def test_the_ui_shows_the_generation_writers_pool(prod: ProdHome) -> None:
+    # the webserver's own GraphQL schema over the code location of workspace.yaml, loaded in a
+    # code server process as the UI loads it
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    query = "{ assetNodes { assetKey { path } pools } }"
+    with (
+        dg.DagsterInstance.from_config(str(prod.dagster_home)) as instance,
+        define_out_of_process_context(str(ROOT / "workspace.yaml"), None, instance) as context,
+    ):
+        result = execute_dagster_graphql(context, query)
+    assert not result.errors, result.errors
+    pools = {"/".join(n["assetKey"]["path"]): n["pools"] for n in result.data["assetNodes"]}
+    assert pools["index_rows"] == pools["index_generation"] == ["generation_writes"]
+    assert pools["embeddings"] == [] and pools["source_manifest"] == []
