@@ -166,6 +166,12 @@ def test_the_image_pins_torch_as_the_makefile_does() -> None:
     assert "--index-url https://download.pytorch.org/whl/cpu torch==" in dockerfile()
 
 
+def test_the_image_has_the_k8s_library_of_the_pinned_dagster_release() -> None:
+    constraints = (ROOT / "constraints.txt").read_text(encoding="utf-8")
+    [postgres_pin] = re.findall(r"^dagster-postgres==(\S+)$", constraints, flags=re.MULTILINE)
+    assert re.findall(r"dagster-k8s==(\S+)", dockerfile()) == [postgres_pin]
+
+
 def image_env() -> dict[str, str]:
     """The ENV of the Dockerfile (``NAME=value`` pairs, continued lines joined)."""
     text = dockerfile().replace("\\\n", " ")
