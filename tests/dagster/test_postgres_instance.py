@@ -190,7 +190,7 @@ def hits_of(home: Home) -> list[list[tuple[str, float]]]:
 
 
 def test_two_collections_run_side_by_side_with_the_embedded_results(
-    prod: ProdHome, tmp_path: Path
+    prod: ProdHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with dg.DagsterInstance.from_config(str(prod.dagster_home)) as instance:
         instance.add_dynamic_partitions("collections", list(COLLECTIONS))
@@ -217,7 +217,9 @@ def test_two_collections_run_side_by_side_with_the_embedded_results(
 
     parallel = Home(prod.settings)
     embedded_settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
-    Graph(embedded_settings).build_all()  # the embedded default: in-process, one run at a time
+    monkeypatch.delenv("CORPUS_EXECUTOR")  # the embedded default: in-process, one run at a time
+    monkeypatch.delenv(POSTGRES_URL_ENV)
+    Graph(embedded_settings).build_all()
     embedded = Home(embedded_settings)
     rows = rows_of(parallel)
     assert {r["collection"] for r in rows} == set(COLLECTIONS)
