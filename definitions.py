@@ -15,6 +15,10 @@ from pipelines.reprocess import reprocess_job, reprocess_schedule
 from pipelines.runner import DagsterRunner
 from pipelines.sensors import automation_sensor, source_update_sensor
 
+# a process per step, forked from a server that imported the code location once: a step does
+# not pay for importing Dagster, the project and its libraries again
+MULTIPROCESS_EXECUTOR = dg.multiprocess_executor.configured({"start_method": {"forkserver": {}}})
+
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     """Definitions for ``settings``, by default those the environment names (CORPUS_CONFIG, CORPUS_HOME)."""
@@ -22,19 +26,24 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or environment.settings
     config = settings.load()
     partitions = build_partitions(config)
+    # CORPUS_EXECUTOR=multiprocess: a process per step, and runs of one home side by side (each
+    # step holds the home's lock shared and the scope locks of what it writes)
+    multiprocess = environment.executor == "multiprocess"
     return dg.Definitions(
         assets=build_assets(partitions),
         jobs=[*build_jobs(partitions, retire_choices(settings)), reprocess_job],
         sensors=[source_update_sensor, automation_sensor, run_failure_alert_sensor],
         schedules=[compaction_schedule, reprocess_schedule],
-        # every step of a run in one process: no per-step interpreter start (and model load)
-        executor=dg.in_process_executor,
+        # by default every step of a run in one process: no per-step interpreter start (and
+        # model load)
+        executor=MULTIPROCESS_EXECUTOR if multiprocess else dg.in_process_executor,
         resources={
             "corpus": CorpusResource(
                 config_path=str(settings.config_path),
                 home=str(settings.home),
                 registry_url=settings.registry_url,
                 storage=settings.storage,
+                runs_share_home=multiprocess,
             ),
         },
     )
@@ -48,5 +57,6 @@ def defs() -> dg.Definitions:
 
 def dagster_runner() -> DagsterRunner:
     """The pipeline runner of the ``corpus`` CLI and ``CorpusIndex`` (entry point
-    ``corpus_index.runners: dagster``): jobs run in-process on the home's Dagster instance."""
-    return DagsterRunner(build_definitions)
+    ``corpus_index.runners: dagster``): jobs run in-process on the home's Dagster instance
+    (the PostgreSQL one when ``CORPUS_DAGSTER_POSTGRES_URL`` is set)."""
+    return DagsterRunner(build_definitions, postgres=configure_environment().dagster_postgres)

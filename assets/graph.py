@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from assets.resources import CorpusResource
+from assets.resources import CorpusResource, writes
 from corpus_index import steps
 from corpus_index.errors import RetryableError
 from corpus_index.eval_report import eval_report
@@ -22,6 +22,11 @@ from corpus_index.steps.eval_gate import compare_for_promotion, eval_plot
 # With a daemon running, a profile added to corpus.yaml is built as soon as the code location
 # reloads (its partitions are new): run `corpus plan-migration` before adding a priced one.
 AUTOMATION = dg.AutomationCondition.eager()
+
+# Writers of a profile's generation table (LanceDB commits to one table) take one slot of this
+# pool: the production instance (corpus_index.dagster_home) gives it one, so they run one at a
+# time across runs while the other steps of different collections run side by side.
+GENERATION_POOL = "generation_writes"
 
 PARSE_CHECK = "every_document_parses"
 GENERATIONS_CHECK = "generations_pass_their_checks"
@@ -85,6 +90,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     """Every asset of the graph, wired to ``p``'s partitions."""
 
     @dg.asset(partitions_def=p.collections, group_name="ingestion", kinds={"parquet"})
+    @writes("collection")
     @releasing  # once the step's tables are freed, their memory goes back to the OS
     def source_manifest(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -127,6 +133,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             )
         ],
     )
+    @writes("collection")
     @releasing
     def parsed_blocks(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -172,6 +179,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         check_specs=_specs("linked_groups", LINKED_GROUP_CHECKS, p.collections),
         kinds={"parquet"},
     )
+    @writes("collection")
     @releasing
     def linked_groups(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -212,6 +220,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         deps=[parsed_blocks, linked_groups],
         kinds={"parquet"},
     )
+    @writes("collection")
     @releasing
     def embedding_inputs(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -234,6 +243,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         automation_condition=AUTOMATION,
         kinds={"lancedb", "parquet"},
     )
+    @writes("collection")
     @releasing
     def embeddings(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -286,6 +296,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         kinds={"json"},
         automation_condition=AUTOMATION,
     )
+    @writes("collection")
     @releasing
     def sidecars(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
         """RFC 0013 sidecars (one ``<doc>.embeddings.json`` per document), every entry pinned to a content_hash."""
@@ -312,6 +323,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         kinds={"json"},
         automation_condition=AUTOMATION,
     )
+    @writes("collection")
     @releasing
     def flat_exports(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -344,7 +356,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         check_specs=_specs("index_rows", INDEX_ROW_CHECKS, p.profile_collection),
         automation_condition=AUTOMATION,
         kinds={"lancedb"},
+        pool=GENERATION_POOL,
     )
+    @writes("collection", "generation")
     @releasing
     def index_rows(
         context: dg.AssetExecutionContext, corpus: CorpusResource
@@ -383,7 +397,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         check_specs=_specs("index_generation", GENERATION_CHECKS, p.profiles),
         automation_condition=AUTOMATION,
         kinds={"lancedb"},
+        pool=GENERATION_POOL,
     )
+    @writes("generation")
     @releasing
     def index_generation(
         context: dg.AssetExecutionContext, corpus: CorpusResource

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 
 from corpus_index.config import Settings
 from corpus_index.home import Home
-from corpus_index.homelock import holder, home_lock
+from corpus_index.homelock import holder, home_lock, scope_lock
 
 # how long a run waits for the home's lock (a `corpus sync`, or another run, in flight)
 # before it fails naming the holder
@@ -25,8 +26,11 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
     A run that uses it holds the home's lock (``corpus_index.homelock``) from its start to its
     end, as `corpus sync` does: a run launched from the UI or by the daemon and a sync never
     embed the same inputs at once. Sensors use it without a run and take no lock. With the
-    in-process executor (``definitions.py``) it is set up once per run; an executor that runs
-    each step in a process of its own would hold the lock step by step.
+    in-process executor (``definitions.py``) it is set up once per run. With
+    ``runs_share_home`` (the multiprocess executor: each step a process of its own, and runs of
+    different collections side by side) each step holds the home's lock shared, so runs work
+    beside each other while a sync or a promotion waits for all of them, and the step holds
+    the scope locks of what it writes (``writes``).
     """
 
     config_path: str
@@ -36,6 +40,7 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
     # process environment, out of the run's recorded configuration
     storage: str | None = None
     lock_wait_s: float = LOCK_WAIT_S
+    runs_share_home: bool = False
 
     def settings(self) -> Settings:
         return Settings(
@@ -59,5 +64,48 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
         mine = busy.startswith(f"pid {os.getpid()} ")  # the CLI command that runs this run
         if busy and not mine and context.log is not None:
             context.log.info(f"waiting up to {self.lock_wait_s:g} s for {busy} to release {home}")
-        with home_lock(home, f"run {run.run_id[:8]} of {run.job_name}", wait_s=self.lock_wait_s):
+        with home_lock(
+            home,
+            f"run {run.run_id[:8]} of {run.job_name}",
+            wait_s=self.lock_wait_s,
+            shared=self.runs_share_home,
+        ):
             yield self
+
+    @contextlib.contextmanager
+    def holding(self, scopes: list[str], purpose: str) -> Iterator[None]:
+        """Hold the scope locks ``scopes`` of this home, in the order given."""
+        home = self.settings().home
+        with contextlib.ExitStack() as stack:
+            for scope in scopes:
+                stack.enter_context(scope_lock(home, scope, purpose, wait_s=self.lock_wait_s))
+            yield
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _scope(kind: str, key: str | dg.MultiPartitionKey) -> str:
+    if isinstance(key, dg.MultiPartitionKey):
+        dimension = "profile" if kind == "generation" else "collection"
+        return f"{kind}:{key.keys_by_dimension[dimension]}"
+    return f"{kind}:{key}"
+
+
+def writes(*kinds: str) -> Callable[[F], F]:
+    """Decorate an asset's compute function with what its partition writes (``collection``:
+    the collection's files and vectors; ``generation``: the profile's generation table), held
+    as scope locks while it runs, so two runs sharing the home never write one thing at once."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(context: dg.AssetExecutionContext, *args: Any, **kwargs: Any) -> Any:
+            corpus = kwargs.get("corpus") or next(a for a in args if isinstance(a, CorpusResource))
+            scopes = [_scope(kind, context.partition_key) for kind in kinds]
+            purpose = f"run {context.run.run_id[:8]} step {context.op_def.name}"
+            with corpus.holding(scopes, purpose):
+                return fn(context, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,4 +1,12 @@
-"""Prepare the Dagster home inside the corpus home (``dagster.yaml``), without importing Dagster."""
+"""Prepare the Dagster home inside the corpus home (``dagster.yaml``), without importing Dagster.
+
+Two instances are written. The embedded default keeps everything in SQLite files in the folder.
+The production instance (chosen by setting ``CORPUS_DAGSTER_POSTGRES_URL``) keeps runs, event
+logs and schedules in PostgreSQL through ``dagster-postgres``: the file names the variable, never
+its value, so no password is written. Its queued run coordinator lets runs of different
+collections run side by side (``RUN_LIMITS``) and gives the pool of the generation-table writers
+one slot (``POOL_LIMITS``), so those steps run one at a time across runs.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,9 @@ import sys
 from pathlib import Path
 
 MARKER = "# Written by corpus-index."
+POSTGRES_URL_ENV = "CORPUS_DAGSTER_POSTGRES_URL"
+EMBEDDED = f"{MARKER} The embedded default"
+PRODUCTION = f"{MARKER} The production instance"
 
 # Dagster's run monitoring (run by the daemon): a run whose process died (a killed `corpus
 # sync`, a crashed `dagster dev`) otherwise stays STARTED forever and holds one of the queued
@@ -21,7 +32,7 @@ RUN_MONITORING: dict[str, int] = {
 }
 
 DAGSTER_YAML = f"""\
-{MARKER} The embedded default: a SQLite instance in this folder.
+{EMBEDDED}: a SQLite instance in this folder.
 telemetry:
   enabled: false
 run_coordinator:
@@ -29,6 +40,46 @@ run_coordinator:
   class: QueuedRunCoordinator
   config:
     max_concurrent_runs: 2
+"""
+
+# The production instance's run queue: a few runs at once, one run per partition key and one
+# per collection (the steps of one collection's runs would only wait on each other's locks).
+MAX_CONCURRENT_RUNS = 4
+RUN_TAG_LIMITS: list[tuple[str, int]] = [
+    ("dagster/partition", 1),
+    ("dagster/partition/collection", 1),
+]
+# Every pool gets one slot: the one the assets declare is the generation-table writers'.
+POOL_DEFAULT_LIMIT = 1
+
+
+def _tag_limits_yaml() -> str:
+    return "".join(
+        f"      - key: {key}\n        value:\n          applyLimitPerUniqueValue: true\n"
+        f"        limit: {limit}\n"
+        for key, limit in RUN_TAG_LIMITS
+    )
+
+
+POSTGRES_DAGSTER_YAML = f"""\
+{PRODUCTION}: runs, event logs and schedules in PostgreSQL
+# (the URL is read from {POSTGRES_URL_ENV} when the instance loads).
+telemetry:
+  enabled: false
+storage:
+  postgres:
+    postgres_url:
+      env: {POSTGRES_URL_ENV}
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: {MAX_CONCURRENT_RUNS}
+    tag_concurrency_limits:
+{_tag_limits_yaml()}  pools:
+    granularity: op
+    default_limit: {POOL_DEFAULT_LIMIT}
 """
 
 
@@ -43,19 +94,24 @@ def run_monitoring_yaml(**overrides: int) -> str:
     )
 
 
-def prepare(dagster_home: Path, **run_monitoring: int) -> Path:
+def prepare(dagster_home: Path, *, postgres: bool = False, **run_monitoring: int) -> Path:
     """Create the folder and a ``dagster.yaml`` if there is none; returns the folder.
 
-    A ``dagster.yaml`` this project wrote before run monitoring existed gets the
+    ``postgres``: the production instance (PostgreSQL storage, the URL from
+    ``CORPUS_DAGSTER_POSTGRES_URL``), else the embedded default. A file this project wrote for
+    the other variant is replaced (the SQLite files of the embedded one stay in the folder); a
+    ``dagster.yaml`` this project wrote before run monitoring existed gets the
     ``run_monitoring:`` block appended; one written by hand (no marker line) is left alone.
     ``run_monitoring`` overrides the defaults in a file written now (tests poll faster).
     """
     dagster_home.mkdir(parents=True, exist_ok=True)
     config = dagster_home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML + run_monitoring_yaml(**run_monitoring), encoding="utf-8")
+    wanted = PRODUCTION if postgres else EMBEDDED
+    text = config.read_text(encoding="utf-8") if config.exists() else ""
+    if not text or (text.startswith(MARKER) and not text.startswith(wanted)):
+        body = POSTGRES_DAGSTER_YAML if postgres else DAGSTER_YAML
+        config.write_text(body + run_monitoring_yaml(**run_monitoring), encoding="utf-8")
         return dagster_home
-    text = config.read_text(encoding="utf-8")
     has_block = any(line.startswith("run_monitoring:") for line in text.splitlines())
     if text.startswith(MARKER) and not has_block:
         sep = "" if text.endswith("\n") else "\n"
@@ -66,4 +122,7 @@ def prepare(dagster_home: Path, **run_monitoring: int) -> Path:
 if __name__ == "__main__":
     import os
 
-    prepare(Path(os.environ.get("DAGSTER_HOME") or sys.argv[1]))
+    prepare(
+        Path(os.environ.get("DAGSTER_HOME") or sys.argv[1]),
+        postgres=bool(os.environ.get(POSTGRES_URL_ENV)),
+    )

@@ -13,6 +13,12 @@ from dataclasses import dataclass
 
 from corpus_index import memory
 from corpus_index.config import Settings, settings_from_env
+from corpus_index.dagster_home import POSTGRES_URL_ENV
+from corpus_index.errors import ConfigError
+
+EXECUTORS = ("in_process", "multiprocess")
+# SQLAlchemy 2.1 reads a plain postgresql:// URL as psycopg 3; dagster-postgres brings psycopg2
+POSTGRES_SCHEME = "postgresql+psycopg2://"
 
 # defaults for the libraries corpus-index drives; a value the operator set wins
 PROCESS_DEFAULTS: dict[str, str] = {
@@ -28,10 +34,16 @@ PROCESS_DEFAULTS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class Environment:
-    """What the environment asks for: the home and configuration, and the pipeline runner."""
+    """What the environment asks for: the home and configuration, the pipeline runner, and
+    how Dagster runs (its instance's storage, the executor of the runs)."""
 
     settings: Settings
     runner: str | None = None  # CORPUS_RUNNER: ``module:attribute`` of a PipelineRunner
+    # CORPUS_DAGSTER_POSTGRES_URL is set: the Dagster instance written is the PostgreSQL one
+    dagster_postgres: bool = False
+    # CORPUS_EXECUTOR: ``in_process`` (every step of a run in one process, runs one at a time
+    # per home) or ``multiprocess`` (a process per step; runs share the home, see homelock)
+    executor: str = "in_process"
 
 
 def configure_environment(
@@ -42,13 +54,18 @@ def configure_environment(
     registry: str | None = None,
 ) -> Environment:
     """Set the process defaults corpus-index relies on, configure the allocators once, and read
-    ``CORPUS_CONFIG``, ``CORPUS_HOME``, ``CORPUS_REGISTRY`` and ``CORPUS_RUNNER``.
+    ``CORPUS_CONFIG``, ``CORPUS_HOME``, ``CORPUS_REGISTRY``, ``CORPUS_RUNNER``,
+    ``CORPUS_DAGSTER_POSTGRES_URL`` (only whether it is set) and ``CORPUS_EXECUTOR``.
 
     Args:
         environ: the environment to read and complete (default: the process's).
         config_path: a configuration file that wins over ``CORPUS_CONFIG``.
         home: a home folder that wins over ``CORPUS_HOME``.
         registry: a registry database URL that wins over ``CORPUS_REGISTRY``.
+
+    Raises:
+        ConfigError: ``CORPUS_EXECUTOR`` names no executor, or ``CORPUS_DAGSTER_POSTGRES_URL``
+            is not a ``postgresql+psycopg2://`` URL.
     """
     env = os.environ if environ is None else environ
     for name, value in PROCESS_DEFAULTS.items():
@@ -62,4 +79,22 @@ def configure_environment(
         view["CORPUS_HOME"] = home
     if registry:
         view["CORPUS_REGISTRY"] = registry
-    return Environment(settings=settings_from_env(view), runner=env.get("CORPUS_RUNNER") or None)
+    executor = env.get("CORPUS_EXECUTOR") or "in_process"
+    if executor not in EXECUTORS:
+        raise ConfigError(
+            f"CORPUS_EXECUTOR={executor!r} is not an executor: use one of {', '.join(EXECUTORS)}"
+        )
+    postgres_url = env.get(POSTGRES_URL_ENV) or ""
+    if postgres_url and not postgres_url.startswith(POSTGRES_SCHEME):
+        scheme = postgres_url.split("://", 1)[0] if "://" in postgres_url else "no scheme"
+        raise ConfigError(
+            f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} (found {scheme}): the "
+            "driver installed with dagster-postgres is psycopg2, and SQLAlchemy reads a plain "
+            "postgresql:// URL as psycopg 3"
+        )
+    return Environment(
+        settings=settings_from_env(view),
+        runner=env.get("CORPUS_RUNNER") or None,
+        dagster_postgres=bool(postgres_url),
+        executor=executor,
+    )

@@ -10,13 +10,23 @@ Dagster runs take it too (the ``corpus`` resource holds it for the run), so a ru
 from the UI or by the daemon and a `corpus sync` never work on one home at once. Within one
 thread the lock is reentrant: a run executed in-process by `corpus sync`, which holds the lock
 already, goes on under it.
+
+Runs that execute their steps in processes of their own (the multiprocess executor) hold the
+home's lock *shared*: they run beside each other, while a sync or a promotion, which hold it
+exclusively, still wait for all of them. What two such runs could both write is then guarded by
+a *scope lock* each step holds while it runs (``scope_lock``): one per collection (its
+warehouse partitions, exports and embeddings) and one per profile's generation table (LanceDB's
+writers of one table). The registry needs none: its transactions are short and retried while
+another process holds the file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +35,7 @@ from pathlib import Path
 from corpus_index.errors import HomeBusyError
 
 LOCK_NAME = "corpus.lock"
+SCOPES_DIR = "locks"
 POLL_S = 0.2
 # (lock file, thread) -> how deep that thread's holds of it are nested
 _HELD: dict[tuple[str, int], int] = {}
@@ -44,12 +55,15 @@ def holder(home: Path) -> str:
 
 
 @contextlib.contextmanager
-def home_lock(home: Path, purpose: str, *, wait_s: float = 0.0) -> Iterator[None]:
+def home_lock(
+    home: Path, purpose: str, *, wait_s: float = 0.0, shared: bool = False
+) -> Iterator[None]:
     """Hold the home's lock for ``purpose`` (``sync``, ``promote``, ``rollback``).
 
     Waits up to ``wait_s`` seconds for another holder to finish (0: fail at once). A thread
     that holds the lock already holds it again at once (the holder named in the file stays
-    the outer one).
+    the outer one). ``shared``: beside other shared holders (runs whose steps lock what they
+    write), never beside an exclusive one; a shared holder leaves the file's holder line alone.
 
     Raises:
         HomeBusyError: another process still holds the lock after ``wait_s``; the message
@@ -65,7 +79,7 @@ def home_lock(home: Path, purpose: str, *, wait_s: float = 0.0) -> Iterator[None
         finally:
             _HELD[key] -= 1
         return
-    with _flock(path, home, purpose, wait_s):
+    with _flock(path, home, purpose, wait_s, shared=shared):
         _HELD[key] = 1
         try:
             yield
@@ -73,34 +87,75 @@ def home_lock(home: Path, purpose: str, *, wait_s: float = 0.0) -> Iterator[None
             del _HELD[key]
 
 
+def scope_path(home: Path, scope: str) -> Path:
+    """The lock file of ``scope`` (``collection:alpha-deals``, ``generation:main``) in ``home``."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", scope)[:80]
+    digest = hashlib.sha256(scope.encode()).hexdigest()[:8]  # names that read alike differ
+    return home / SCOPES_DIR / f"{readable}-{digest}.lock"
+
+
 @contextlib.contextmanager
-def _flock(path: Path, home: Path, purpose: str, wait_s: float) -> Iterator[None]:
+def scope_lock(home: Path, scope: str, purpose: str, *, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold the lock of one thing two runs sharing ``home`` could both write (exclusive).
+
+    Scope locks are taken in one order (a collection before a generation), and a step holds
+    at most one of each, so two steps never wait on each other in a circle.
+
+    Raises:
+        HomeBusyError: another process still holds that scope after ``wait_s``.
+    """
+    path = scope_path(home, scope)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _flock(path, home, purpose, wait_s, what=f"{scope} of home"):
+        yield
+
+
+@contextlib.contextmanager
+def _flock(
+    path: Path,
+    home: Path,
+    purpose: str,
+    wait_s: float,
+    *,
+    shared: bool = False,
+    what: str = "home",
+) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + max(wait_s, 0.0)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise _busy(home, purpose, wait_s) from None
+                    raise _busy(home, purpose, wait_s, path=path, what=what) from None
                 time.sleep(POLL_S)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} ({purpose})\n".encode())
+        if not shared:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} ({purpose})\n".encode())
         try:
             yield
         finally:
-            os.ftruncate(fd, 0)
+            if not shared:
+                os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
 
 
-def _busy(home: Path, purpose: str, wait_s: float) -> HomeBusyError:
-    who = holder(home) or "another process"
+def _busy(
+    home: Path, purpose: str, wait_s: float, *, path: Path, what: str = "home"
+) -> HomeBusyError:
+    try:
+        who = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        who = ""
+    who = who or "another process (a run sharing the home, or one that names no holder)"
     waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
-    error = HomeBusyError(f"home {home} is busy{waited}: {who} holds {lock_path(home)}")
+    subject = f"home {home}" if what == "home" else f"{what} {home}"
+    error = HomeBusyError(f"{subject} is busy{waited}: {who} holds {path}")
     error.add_note(
         f"a sync, promotion or pipeline run of one home runs one at a time ({purpose} was "
         "asked); "

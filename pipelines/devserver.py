@@ -53,9 +53,12 @@ def dagster_dev(
     log: Path | None = None,
     startup_timeout_s: float = 180.0,
     extra_env: dict[str, str] | None = None,
+    postgres: bool = False,
 ) -> Iterator[DevServer]:
-    """Start ``dagster dev`` for ``settings`` and yield once the webserver answers."""
-    dagster_home = prepare(settings.dagster_home)
+    """Start ``dagster dev`` for ``settings`` and yield once the webserver answers
+    (``postgres``: on the production instance, ``CORPUS_DAGSTER_POSTGRES_URL`` in ``extra_env``
+    or the environment)."""
+    dagster_home = prepare(settings.dagster_home, postgres=postgres)
     port = free_port()
     log = log or settings.home / "dagster-dev.log"
     log.parent.mkdir(parents=True, exist_ok=True)

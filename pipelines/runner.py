@@ -67,12 +67,13 @@ class DagsterRunner:
     so this layer never imports the one above it.
     """
 
-    def __init__(self, build: Build) -> None:
+    def __init__(self, build: Build, *, postgres: bool = False) -> None:
         self.build = build
+        self.postgres = postgres  # the instance in <home>/dagster keeps its runs in PostgreSQL
 
     def open_home(self, settings: Settings) -> Home:
         """Point Dagster at ``<home>/dagster`` and build the Definitions for ``settings``."""
-        os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home))
+        os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home, postgres=self.postgres))
         return Home(self.build(settings), settings.load(), dg.DagsterInstance.get())
 
     def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:

@@ -1,13 +1,24 @@
-"""The Dagster instance config the project writes: run monitoring on, for new and old homes."""
+"""The Dagster instance config the project writes: run monitoring on, for new and old homes;
+the production (PostgreSQL) variant and the settings that choose it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
-from corpus_index.dagster_home import DAGSTER_YAML, RUN_MONITORING, prepare
+from corpus_index.dagster_home import (
+    DAGSTER_YAML,
+    MAX_CONCURRENT_RUNS,
+    POSTGRES_URL_ENV,
+    RUN_MONITORING,
+    RUN_TAG_LIMITS,
+    prepare,
+)
+from corpus_index.environment import configure_environment
+from corpus_index.errors import ConfigError
 
 
 def monitoring_of(home: Path) -> dict[str, object]:
@@ -47,3 +58,61 @@ def test_overrides_apply_to_a_new_file(tmp_path: Path) -> None:
     home = prepare(tmp_path / "dagster", poll_interval_seconds=2, max_runtime_seconds=5)
     assert monitoring_of(home)["poll_interval_seconds"] == 2
     assert monitoring_of(home)["max_runtime_seconds"] == 5
+
+
+def test_the_production_instance_names_the_url_variable_and_its_limits(tmp_path: Path) -> None:
+    home = prepare(tmp_path / "dagster", postgres=True)
+    data = yaml.safe_load((home / "dagster.yaml").read_text(encoding="utf-8"))
+    assert data["storage"] == {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}
+    assert data["run_coordinator"]["class"] == "QueuedRunCoordinator"
+    assert "config" not in data["run_coordinator"]  # the limits are under concurrency: runs
+    runs = data["concurrency"]["runs"]
+    assert runs["max_concurrent_runs"] == MAX_CONCURRENT_RUNS
+    assert [(t["key"], t["limit"]) for t in runs["tag_concurrency_limits"]] == RUN_TAG_LIMITS
+    assert data["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
+    assert data["run_monitoring"]["enabled"] is True
+
+
+def test_a_file_the_project_wrote_follows_the_variant_asked_for(tmp_path: Path) -> None:
+    home = prepare(tmp_path / "dagster")
+    prepare(home, postgres=True)
+    assert "storage" in yaml.safe_load((home / "dagster.yaml").read_text(encoding="utf-8"))
+    prepare(home, postgres=True)  # asked again: unchanged
+    prepare(home)
+    text = (home / "dagster.yaml").read_text(encoding="utf-8")
+    assert "storage" not in yaml.safe_load(text) and text.count("run_monitoring:") == 1
+
+
+def test_a_hand_written_dagster_yaml_is_left_alone_for_postgres_too(tmp_path: Path) -> None:
+    home = tmp_path / "dagster"
+    home.mkdir()
+    own = "telemetry:\n  enabled: false\n"
+    (home / "dagster.yaml").write_text(own, encoding="utf-8")
+    prepare(home, postgres=True)
+    assert (home / "dagster.yaml").read_text(encoding="utf-8") == own
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"CORPUS_EXECUTOR": "threads"}, "CORPUS_EXECUTOR='threads' is not an executor"),
+        (
+            {POSTGRES_URL_ENV: "postgresql://dagster@db:5432/dagster"},
+            f"{POSTGRES_URL_ENV} must start with postgresql+psycopg2:// (found postgresql)",
+        ),
+        ({POSTGRES_URL_ENV: "db:5432"}, "(found no scheme)"),
+    ],
+)
+def test_bad_dagster_settings_are_named(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        configure_environment(dict(environ))
+    assert message in str(info.value)
+
+
+def test_the_environment_chooses_the_instance_and_the_executor() -> None:
+    assert configure_environment({}).dagster_postgres is False
+    assert configure_environment({}).executor == "in_process"
+    env = configure_environment(
+        {POSTGRES_URL_ENV: "postgresql+psycopg2://d@db/d", "CORPUS_EXECUTOR": "multiprocess"}
+    )
+    assert env.dagster_postgres and env.executor == "multiprocess"

@@ -6,14 +6,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from corpus_index.config import Settings
 from corpus_index.errors import HomeBusyError
-from corpus_index.homelock import holder, home_lock
+from corpus_index.homelock import holder, home_lock, scope_lock, scope_path
 from tests.corpusgen import write_home
 from tests.support.lockholder import ROOT, hold
 
@@ -84,3 +86,72 @@ def test_two_corpus_syncs_at_once_the_second_exits_busy(tmp_path: Path) -> None:
         out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert holder(settings.home) == ""
+
+
+def in_thread(fn: Callable[[], None]) -> threading.Thread:
+    """Run ``fn`` in another thread (a lock held there is not reentrant for this one)."""
+    thread = threading.Thread(target=fn)
+    thread.start()
+    return thread
+
+
+def test_shared_holders_run_together_and_keep_an_exclusive_one_out(tmp_path: Path) -> None:
+    held, release = threading.Event(), threading.Event()
+
+    def run_sharing_the_home() -> None:
+        with home_lock(tmp_path, "run a", shared=True):
+            held.set()
+            release.wait(30)
+
+    thread = in_thread(run_sharing_the_home)
+    try:
+        assert held.wait(30)
+        with home_lock(tmp_path, "run b", shared=True):  # a second run beside the first
+            pass
+        with (
+            pytest.raises(HomeBusyError, match="a run sharing the home"),
+            home_lock(tmp_path, "sync"),
+        ):
+            pass
+        assert holder(tmp_path) == ""  # shared holders leave the holder line alone
+    finally:
+        release.set()
+        thread.join(30)
+    with home_lock(tmp_path, "sync"):  # all shared holders gone
+        assert holder(tmp_path) == f"pid {os.getpid()} (sync)"
+
+
+def test_a_scope_lock_keeps_out_the_same_scope_only(tmp_path: Path) -> None:
+    held, release = threading.Event(), threading.Event()
+
+    def step_writing_alpha() -> None:
+        with scope_lock(tmp_path, "collection:alpha", "run a step index_rows"):
+            held.set()
+            release.wait(30)
+
+    thread = in_thread(step_writing_alpha)
+    try:
+        assert held.wait(30)
+        with scope_lock(tmp_path, "collection:beta", "run b"):  # another collection: at once
+            pass
+        with (
+            pytest.raises(HomeBusyError) as info,
+            scope_lock(tmp_path, "collection:alpha", "run b", wait_s=0.3),
+        ):
+            pass
+        message = str(info.value)
+        assert "collection:alpha of home" in message and "after waiting 0.3 s" in message
+        assert f"pid {os.getpid()} (run a step index_rows)" in message
+    finally:
+        release.set()
+        thread.join(30)
+    with scope_lock(tmp_path, "collection:alpha", "run b"):
+        pass
+
+
+def test_scopes_that_read_alike_get_lock_files_of_their_own(tmp_path: Path) -> None:
+    paths = {
+        scope_path(tmp_path, s) for s in ("collection:a/b", "collection:a_b", "collection:a:b")
+    }
+    assert len(paths) == 3
+    assert all(p.parent == tmp_path / "locks" and "/" not in p.name for p in paths)

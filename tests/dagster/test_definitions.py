@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from corpus_index.config import Settings
 from definitions import build_definitions
@@ -121,3 +122,25 @@ def test_repository_definitions_load_with_the_bundled_config() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(len(EXPECTED_ASSETS))
+
+
+def test_generation_writers_share_one_pool_and_nothing_else_is_pooled(home: Settings) -> None:
+    defs = build_definitions(home)
+    pools = {
+        key.to_user_string(): defs.get_assets_def(key).op.pool
+        for key in defs.resolve_asset_graph().get_all_asset_keys()
+    }
+    assert {k for k, pool in pools.items() if pool} == {"index_rows", "index_generation"}
+    assert pools["index_rows"] == pools["index_generation"] == "generation_writes"
+
+
+def test_the_executor_and_the_run_lock_follow_corpus_executor(
+    home: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = build_definitions(home)
+    assert default.executor is not None and default.executor.name == "in_process"
+    assert default.resources is not None and not default.resources["corpus"].runs_share_home
+    monkeypatch.setenv("CORPUS_EXECUTOR", "multiprocess")
+    parallel = build_definitions(home)
+    assert parallel.executor is not None and parallel.executor.name == "multiprocess"
+    assert parallel.resources is not None and parallel.resources["corpus"].runs_share_home
