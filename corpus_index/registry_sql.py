@@ -42,7 +42,9 @@ from corpus_index.errors import (
 
 # the layout of the registry's own tables; bump when a migration is needed
 REGISTRY_SCHEMA_VERSION = 1
-POSTGRES_SCHEMES = ("postgresql", "postgres")
+# "postgresql+psycopg2" is SQLAlchemy's spelling, which CORPUS_DAGSTER_POSTGRES_URL needs: the
+# same URL may name both databases; libpq is given it as plain postgresql://
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
 
 _SCHEMA_DDL = "CREATE TABLE IF NOT EXISTS registry_schema (version INTEGER NOT NULL)"
 # PostgreSQL: concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog; schema
@@ -61,6 +63,12 @@ class Connection(Protocol):
 def is_database_url(location: object) -> bool:
     """Whether ``location`` is a ``postgresql://`` URL (anything else is a DuckDB file path)."""
     return isinstance(location, str) and urlsplit(location).scheme in POSTGRES_SCHEMES
+
+
+def libpq_url(url: str) -> str:
+    """``url`` as libpq reads it: SQLAlchemy's ``postgresql+psycopg2://`` as ``postgresql://``."""
+    scheme, sep, rest = url.partition("://")
+    return f"postgresql{sep}{rest}" if scheme == "postgresql+psycopg2" else url
 
 
 def redact(url: str) -> str:
@@ -197,7 +205,7 @@ class PostgresBackend:
             timeout_ms = max(1, int(self.lock_timeout_s * 1000))
             try:
                 raw = psycopg2.connect(
-                    self.url,
+                    libpq_url(self.url),
                     connect_timeout=max(1, int(self.lock_timeout_s)),
                     application_name="corpus-index registry",
                     options=f"-c TimeZone=UTC -c lock_timeout={timeout_ms}",

@@ -216,3 +216,17 @@ def test_registry_copy_moves_a_duckdb_registry_into_postgres(
 
     refused = corpus(tmp_path, None, "registry", "copy", "--to", url)
     assert refused.exit_code == 2 and "not empty" in refused.output
+
+
+def test_the_sqlalchemy_spelling_of_a_url_names_the_same_registry(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """One URL can serve CORPUS_DAGSTER_POSTGRES_URL (SQLAlchemy's postgresql+psycopg2://) and
+    CORPUS_REGISTRY: both spellings open the same database."""
+    url = new_database(request)
+    journal = tmp_path / JOURNAL_NAME
+    gen = ready(Registry(url, journal=journal), SPEC)
+    Registry(url, journal=journal).promote(gen)
+    spelled = url.replace("postgresql://", "postgresql+psycopg2://", 1)
+    active = Registry(spelled, journal=journal).active(SPEC.namespace)
+    assert spelled != url and active is not None and active.id == gen
