@@ -198,6 +198,8 @@ def _schema_problems(doc: Any) -> list[tuple[str, str]]:
     for error in _validator().iter_errors(_skeleton(doc)):
         parts = list(error.absolute_path)
         message = error.message
+        if error.validator == "format":  # one wording, whichever format checkers are installed
+            message = f"{error.instance!r} is not a valid {error.validator_value}"
         if error.validator == "required" and isinstance(error.instance, dict):
             missing = [k for k in error.validator_value if k not in error.instance]
             if missing:
