@@ -51,6 +51,7 @@ def test_the_default_is_zscore_with_one_rocchio_round() -> None:
         "rrf_k": 60,
         "feedback_docs": 1,
         "feedback_beta": 0.5,
+        "feedback_from": "document",
     }
     assert DEFAULT_RETRIEVAL.feedback
     assert not RetrievalSettings(fusion="rrf", feedback_docs=0).feedback
@@ -80,6 +81,8 @@ def test_a_declared_override_changes_only_its_namespace(tmp_path: Path) -> None:
         ({"dense_weight": "high"}, r"dense_weight must be a number"),
         ({"dense_weight": 0, "lexical_weight": 0}, r"not both 0"),
         ({"feedback_beta": -1}, r"feedback_beta must be a number >= 0"),
+        ({"feedback_from": "section"}, r"feedback_from must be one of document, chunk"),
+        ({"feedback_from": 1}, r"feedback_from must be a string"),
         ("rrf", r"namespaces\.tuned\.retrieval: expected a mapping"),
     ],
 )
