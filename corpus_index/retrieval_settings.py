@@ -3,8 +3,9 @@ overridable per namespace only in ``corpus.yaml`` (``namespaces.<ns>.retrieval``
 
 The default (chosen on the SciFact and Cranfield dev collections, ``bench/fusion_lab.py``;
 figures in ``bench/README.md``): z-score fusion of the dense and lexical scores with equal
-weights, plus one round of Rocchio feedback on the dense side over the top fused candidate
-(beta 0.5).
+weights, plus one round of Rocchio feedback on the dense side over the top fused candidate's
+document (beta 0.5). ``bench/golden_gate.py`` checks it against the previous default on every
+golden set of the sample corpus.
 ``fusion: rrf`` with ``feedback_docs: 0`` is the previous behaviour (reciprocal rank fusion).
 """
 

@@ -5,8 +5,9 @@ filters form one LanceDB prefilter that both retrievers run inside: rows the pri
 see never become candidates, so they cannot leak through scores, counts or truncation.
 
 Stages (DESIGN §9), each timed in the trace: query embedding with the generation's own model ->
-prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25) -> fusion (RRF by
-default, or weighted) -> dedupe by content_hash and a per-document cap -> optional rerank ->
+prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25) -> fusion (the
+namespace's retrieval settings: z-score by default, RRF or min-max) -> a Rocchio feedback round
+(a second dense query, fused again) -> dedupe by content_hash and a per-document cap -> optional rerank ->
 optional parent expansion -> hits with scores, excerpts and provenance. The fusion is done here,
 from two LanceDB queries, so every stage can be timed and tested on its own.
 """

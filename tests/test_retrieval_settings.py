@@ -70,6 +70,9 @@ def test_a_declared_override_changes_only_its_namespace(tmp_path: Path) -> None:
         fusion="rrf", feedback_docs=0, rrf_k=20
     )
     assert plain.retrieval == DEFAULT_RETRIEVAL and not plain.retrieval_declared
+    config = load_config(write(tmp_path, {"feedback_from": "chunk"}))
+    assert config.namespaces["tuned"].retrieval == RetrievalSettings(feedback_from="chunk")
+    assert plain.retrieval == DEFAULT_RETRIEVAL and not plain.retrieval_declared
 
 
 @pytest.mark.parametrize(
