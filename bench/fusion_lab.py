@@ -197,12 +197,18 @@ def run_variants(data: list[dict[str, Any]], only: list[str] | None) -> list[tup
 
 
 def zfuse(
-    de: dict[str, float], lx: dict[str, float], a: float = 0.5, lfloor: bool = False
+    de: dict[str, float],
+    lx: dict[str, float],
+    a: float = 0.5,
+    lfloor: bool = False,
+    complete: bool = False,
 ) -> dict[str, float]:
     from corpus_index import fusion
 
     if not lfloor:
-        return fusion.z_fusion({"d": de, "l": lx}, weights={"d": a, "l": 1 - a})
+        return fusion.z_fusion(
+            {"d": de, "l": lx}, weights={"d": a, "l": 1 - a}, complete=("l",) if complete else ()
+        )
     zd, zl = fusion.z_scores(de), fusion.z_scores(lx)
     mu = sum(lx.values()) / len(lx)
     sd = (sum((v - mu) ** 2 for v in lx.values()) / len(lx)) ** 0.5 or 1.0
@@ -241,7 +247,9 @@ def rm3_lex(
 
 
 def prf_grid(data: list[dict[str, Any]], spec: str, depth: int) -> None:
-    """Rows: m (feedback docs), beta (Rocchio), lam/terms (RM3; lam=1: no lexical feedback)."""
+    """Rows: m (feedback docs), beta (Rocchio), lam/terms (RM3; lam=1: no lexical feedback),
+    complete (1, the pipeline's rule: a BM25 list shorter than the depth holds every match, so
+    the rest score 0; 0: they get the list's lowest score, as before that rule)."""
 
     from corpus_index import feedback
 
@@ -252,14 +260,17 @@ def prf_grid(data: list[dict[str, Any]], spec: str, depth: int) -> None:
         a = float(kv.get("a", 0.5))
         full, lfl = kv.get("full") == "1", kv.get("lfloor") == "1"
         out = [combo]
+        short = 0
         for d in data:
             run = {}
             for (qid, text), qv in zip(d["queries"], d["qvecs"], strict=True):
                 de = dense_top(d, qv, depth)
                 lx = dict((i, s) for i, s in d["fts"][qid][:depth])
+                complete = kv.get("complete", "1") == "1" and len(d["fts"][qid]) < depth
+                short += len(d["fts"][qid]) < depth
                 if full:
                     de = fill_dense(d, qv, de, lx)
-                first = _order(zfuse(de, lx, a, lfl))[:m]
+                first = _order(zfuse(de, lx, a, lfl, complete))[:m]
                 if beta > 0:
                     fb = d["matrix"][[d["index"][x] for x in first]]
                     de = dense_top(d, feedback.rocchio(qv, fb, beta=beta), depth)
@@ -268,13 +279,23 @@ def prf_grid(data: list[dict[str, Any]], spec: str, depth: int) -> None:
                         text, [d["texts"][d["index"][x]] for x in first], terms=nterms
                     )
                     lx = rm3_lex(d, text, terms, lam, depth)
+                complete = kv.get("complete", "1") == "1" and len(lx) < depth
                 if full and (beta > 0 or lam < 1):
                     de = fill_dense(
                         d, feedback.rocchio(qv, fb, beta=beta) if beta > 0 else qv, de, lx
                     )
-                run[qid] = _order(zfuse(de, lx, a, lfl))[:100]
+                run[qid] = _order(zfuse(de, lx, a, lfl, complete))[:100]
             out.append(score(d, run))
-        print(f"{out[0]:<36}" + "".join(f"  {a_:.4f} {b:.4f}" for a_, b in out[1:]), flush=True)
+            out.append(short)
+            short = 0
+        print(
+            f"{out[0]:<36}"
+            + "".join(
+                f"  {x[0]:.4f} {x[1]:.4f}" if isinstance(x, tuple) else f" (short BM25 lists: {x})"
+                for x in out[1:]
+            ),
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -103,10 +103,18 @@ def load_golden(path: Path) -> GoldenSet:
     return GoldenSet(path=path, sha256=hashlib.sha256(raw).hexdigest(), queries=queries)
 
 
-def evaluate_generation(
+class GoldenRuns(NamedTuple):
+    """Each golden query's ranking of judged ids, best first, and its latency (ms)."""
+
+    run: dict[str, list[str]]
+    latencies: list[float]
+    mode: str
+
+
+def rank_golden(
     home: Home, generation: Generation, golden: GoldenSet, *, k: int = EVAL_K
-) -> dict[str, Any]:
-    """Ask every golden query against ``generation`` (its own embedder) and score the rankings."""
+) -> GoldenRuns:
+    """Ask every golden query against ``generation`` (its own embedder), as the gate asks it."""
     searcher = Searcher(home)
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
@@ -123,6 +131,14 @@ def evaluate_generation(
         latencies.append((time.perf_counter() - t0) * 1000)
         run[q.id] = [judged_id(h.source_id, h.section) for h in result.hits]
         mode = str(result.trace.get("mode", ""))
+    return GoldenRuns(run, latencies, mode)
+
+
+def evaluate_generation(
+    home: Home, generation: Generation, golden: GoldenSet, *, k: int = EVAL_K
+) -> dict[str, Any]:
+    """Ask every golden query against ``generation`` (its own embedder) and score the rankings."""
+    run, latencies, mode = rank_golden(home, generation, golden, k=k)
     metrics = evaluate(run, {q.id: q.relevant for q in golden.queries}, recall_ks=(5, 10))
     return {
         **metrics,

@@ -74,6 +74,32 @@ def rocchio(
     return (moved / norm).astype(np.float32) if norm > 0 else q
 
 
+def unit_centroids(groups: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+    """One unit-length vector per group: the normalized mean of the group's vectors.
+
+    A document's rows stand for the document this way: what its rows share (its subject)
+    stays, what each row shares with rows of its kind in other documents (a section's
+    template) averages out, and a one-row document is its own row.
+
+    Args:
+        groups: each a ``rows x dim`` array (at least one row each).
+
+    Raises:
+        ValueError: a group is empty or the dimensions differ.
+    """
+    out = []
+    for i, g in enumerate(groups):
+        rows = np.asarray(g, dtype=np.float32)
+        if rows.ndim != 2 or rows.shape[0] == 0:
+            raise ValueError(f"feedback group {i} has shape {rows.shape}; it needs >= 1 row")
+        mean = rows.mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        out.append(mean / norm if norm > 0 else mean)
+    if len({v.shape[0] for v in out}) > 1:
+        raise ValueError("feedback groups have vectors of different dimensions")
+    return np.asarray(out, dtype=np.float32)
+
+
 def expansion_terms(
     query: str,
     feedback: Sequence[str],

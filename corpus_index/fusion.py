@@ -14,7 +14,7 @@ first, and only then by id.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -77,28 +77,36 @@ def z_scores(scores: Mapping[str, float]) -> dict[str, float]:
 
 
 def z_fusion(
-    scores: Mapping[str, Mapping[str, float]], *, weights: Mapping[str, float] | None = None
+    scores: Mapping[str, Mapping[str, float]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    complete: Collection[str] = (),
 ) -> dict[str, float]:
-    """``Σ_i w_i * z_i(d)``: each list's scores standardized, then summed with weights. An id
-    missing from a list gets that list's lowest standard score (it ranked below all it returned).
+    """``Σ_i w_i * z_i(d)``: each list's scores standardized, then summed with weights.
+
+    An id missing from a list gets that list's lowest standard score (it ranked below all it
+    returned), unless the list is ``complete``: it holds every id that scores above 0 (a BM25
+    list shorter than the depth asked for holds every row that matched a query term), so a
+    missing id's score is known, 0. A complete list is standardized over every id of every
+    list, the missing ones at 0: standardized over its matches alone, a short list of weak,
+    similar matches would spread them over the whole scale as if they were strong evidence.
 
     Raises:
         ValueError: a weight is negative.
     """
-    normed: dict[str, dict[str, float]] = {}
+    every = {d for by_id in scores.values() for d in by_id}
+    fused = dict.fromkeys(every, 0.0)
     for name, by_id in scores.items():
         w = 1.0 if weights is None else float(weights.get(name, 1.0))
         if w < 0:
             raise ValueError(f"fusion weight of {name!r} must be >= 0 (got {w})")
-        normed[name] = {d: w * z for d, z in z_scores(by_id).items()}
-    every = {d for by_id in normed.values() for d in by_id}
-    fused = dict.fromkeys(every, 0.0)
-    for by_id in normed.values():
         if not by_id:
             continue
-        floor = min(by_id.values())
+        known = {d: by_id.get(d, 0.0) for d in every} if name in complete else by_id
+        normed = z_scores(known)
+        floor = min(normed.values())
         for d in every:
-            fused[d] += by_id.get(d, floor)
+            fused[d] += w * normed.get(d, floor)
     return fused
 
 

@@ -150,8 +150,14 @@ def fuse(
     method: str,
     rrf_k: int,
     weights: tuple[float, float],
+    depth: int | None = None,
 ) -> list[Candidate]:
-    """Candidates in final order, each carrying its per-retriever ranks and scores."""
+    """Candidates in final order, each carrying its per-retriever ranks and scores.
+
+    ``depth`` is how many rows each retriever was asked for: a lexical list shorter than that
+    holds every row that matched a query term, so z-score fusion knows the BM25 score of the
+    rest (0) instead of guessing it (``fusion.z_fusion``'s ``complete``).
+    """
     # LanceDB returns exact ties in no fixed order; break them by vector_id so a query always
     # ranks the same way (ties are common with exact search over near-duplicate chunks)
     dense_rows = sorted(dense_rows, key=lambda r: (float(r["_distance"]), r["vector_id"]))
@@ -195,6 +201,7 @@ def fuse(
                     "lexical": {v: by_id[v].scores["lexical"] for v in lexical_ids},
                 },
                 weights=w,
+                complete=("lexical",) if depth is not None and len(lexical_ids) < depth else (),
             )
         else:
             scores = weighted
@@ -211,8 +218,16 @@ def fuse(
 
 def vectors_of(table: Any, vector_ids: list[str], where: str) -> npt.NDArray[np.float32]:
     """The stored vectors of ``vector_ids`` (inside the prefilter ``where``), in that order."""
-    if not vector_ids:
+    by_id = vectors_by_id(table, vector_ids, where)
+    if not by_id:
         return np.zeros((0, 0), dtype=np.float32)
+    return np.asarray([by_id[v] for v in vector_ids if v in by_id], dtype=np.float32)
+
+
+def vectors_by_id(table: Any, vector_ids: list[str], where: str) -> dict[str, list[float]]:
+    """The stored vector of each of ``vector_ids`` found inside the prefilter ``where``."""
+    if not vector_ids:
+        return {}
     rows = (
         table.search()
         .where(
@@ -222,9 +237,7 @@ def vectors_of(table: Any, vector_ids: list[str], where: str) -> npt.NDArray[np.
         .limit(len(vector_ids))
         .to_list()
     )
-    by_id = {r["vector_id"]: r["vector"] for r in rows}
-    found = [by_id[v] for v in vector_ids if v in by_id]
-    return np.asarray(found, dtype=np.float32)
+    return {r["vector_id"]: r["vector"] for r in rows}
 
 
 def expand(

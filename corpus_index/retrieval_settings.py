@@ -3,8 +3,9 @@ overridable per namespace only in ``corpus.yaml`` (``namespaces.<ns>.retrieval``
 
 The default (chosen on the SciFact and Cranfield dev collections, ``bench/fusion_lab.py``;
 figures in ``bench/README.md``): z-score fusion of the dense and lexical scores with equal
-weights, plus one round of Rocchio feedback on the dense side over the top fused candidate
-(beta 0.5).
+weights, plus one round of Rocchio feedback on the dense side over the top fused candidate's
+document (beta 0.5). ``bench/golden_gate.py`` checks it against the previous default on every
+golden set of the sample corpus.
 ``fusion: rrf`` with ``feedback_docs: 0`` is the previous behaviour (reciprocal rank fusion).
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 FUSIONS = ("zscore", "rrf", "weighted")
+FEEDBACK_UNITS = ("document", "chunk")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,9 @@ class RetrievalSettings:
         rrf_k: the RRF constant (``rrf`` only).
         feedback_docs: fused candidates whose vectors move the query (Rocchio); 0 turns it off.
         feedback_beta: weight of their centroid added to the query vector.
+        feedback_from: ``document``: each feedback candidate stands for its document, the
+            unit-length mean of that document's rows among the first round's candidates;
+            ``chunk``: the candidate's own row.
     """
 
     fusion: str = "zscore"
@@ -36,6 +41,7 @@ class RetrievalSettings:
     rrf_k: int = 60
     feedback_docs: int = 1
     feedback_beta: float = 0.5
+    feedback_from: str = "document"
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -51,6 +57,11 @@ class RetrievalSettings:
             raise ValueError(f"feedback_docs must be >= 0 (got {self.feedback_docs})")
         if not math.isfinite(self.feedback_beta) or self.feedback_beta < 0:
             raise ValueError(f"feedback_beta must be a number >= 0 (got {self.feedback_beta})")
+        if self.feedback_from not in FEEDBACK_UNITS:
+            raise ValueError(
+                f"feedback_from must be one of {', '.join(FEEDBACK_UNITS)} "
+                f"(got {self.feedback_from!r})"
+            )
 
     @property
     def weights(self) -> tuple[float, float]:
@@ -69,6 +80,7 @@ class RetrievalSettings:
             "rrf_k": self.rrf_k,
             "feedback_docs": self.feedback_docs,
             "feedback_beta": self.feedback_beta,
+            "feedback_from": self.feedback_from,
         }
 
 

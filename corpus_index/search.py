@@ -5,8 +5,9 @@ filters form one LanceDB prefilter that both retrievers run inside: rows the pri
 see never become candidates, so they cannot leak through scores, counts or truncation.
 
 Stages (DESIGN §9), each timed in the trace: query embedding with the generation's own model ->
-prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25) -> fusion (RRF by
-default, or weighted) -> dedupe by content_hash and a per-document cap -> optional rerank ->
+prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25) -> fusion (the
+namespace's retrieval settings: z-score by default, RRF or min-max) -> a Rocchio feedback round
+(a second dense query, fused again) -> dedupe by content_hash and a per-document cap -> optional rerank ->
 optional parent expansion -> hits with scores, excerpts and provenance. The fusion is done here,
 from two LanceDB queries, so every stage can be timed and tested on its own.
 """
@@ -275,18 +276,21 @@ class Searcher:
             "method": plan.fusion,
             "rrf_k": plan.rrf_k,
             "weights": plan.weights,
+            "depth": depth,
         }
         fused = retrieval.fuse(dense_rows, lexical_rows, **fuse_opts)
         clock.lap("fusion")
 
         if mode == "hybrid" and plan.feedback and qvec is not None and table is not None:
-            top = [c.row["vector_id"] for c in fused[: plan.feedback_docs]]
-            moved = feedback_round.rocchio(
-                qvec, retrieval.vectors_of(table, top, where), beta=plan.feedback_beta
-            )
+            vectors = _feedback_vectors(table, fused, plan, where)
+            moved = feedback_round.rocchio(qvec, vectors, beta=plan.feedback_beta)
             dense_rows = retrieval.dense(table, moved, where, depth)
             fused = retrieval.fuse(dense_rows, lexical_rows, **fuse_opts)
-            trace["feedback"] = {"docs": len(top), "beta": plan.feedback_beta}
+            trace["feedback"] = {
+                "docs": len(vectors),
+                "beta": plan.feedback_beta,
+                "from": plan.feedback_from,
+            }
         clock.lap("feedback")
 
         narrowed = _dedupe_and_cap(fused, dedupe=dedupe, per_doc_cap=per_doc_cap)
@@ -373,6 +377,7 @@ def _plan(
         rrf_k=settings.rrf_k if rrf_k is None else rrf_k,
         feedback_docs=settings.feedback_docs,
         feedback_beta=settings.feedback_beta,
+        feedback_from=settings.feedback_from,
     )
     if feedback is False or (feedback and not plan.feedback):
         # off, or asked for where the namespace has none: the default round's size
@@ -383,6 +388,28 @@ def _plan(
         )
         plan = RetrievalSettings(**{**plan.to_json(), "feedback_docs": docs, "feedback_beta": beta})
     return plan
+
+
+def _feedback_vectors(
+    table: Any, fused: list[Candidate], plan: RetrievalSettings, where: str
+) -> npt.NDArray[np.float32]:
+    """The Rocchio round's feedback vectors: the top ``feedback_docs`` candidates' own rows, or
+    (``feedback_from: document``) the top ``feedback_docs`` documents, each the unit mean of
+    its rows among the first round's candidates (never rows the search did not already see)."""
+    if plan.feedback_from == "chunk":
+        return retrieval.vectors_of(
+            table, [c.row["vector_id"] for c in fused[: plan.feedback_docs]], where
+        )
+    docs: dict[str, list[str]] = {}
+    for c in fused:
+        doc = c.row["source_id"]
+        if doc in docs:
+            docs[doc].append(c.row["vector_id"])
+        elif len(docs) < plan.feedback_docs:
+            docs[doc] = [c.row["vector_id"]]
+    found = retrieval.vectors_by_id(table, [v for ids in docs.values() for v in ids], where)
+    groups = [[found[v] for v in ids if v in found] for ids in docs.values()]
+    return feedback_round.unit_centroids([np.asarray(g) for g in groups if g])
 
 
 def _checked_text(

@@ -81,3 +81,35 @@ def test_z_fusion_by_hand() -> None:
     assert fusion.ranked(fused) == ["b", "c", "a", "d"]
     with pytest.raises(ValueError, match="weight"):
         fusion.z_fusion({"dense": {"a": 1.0}}, weights={"dense": -1.0})
+
+
+def test_z_fusion_of_a_complete_list_knows_the_missing_scores_are_zero() -> None:
+    # lexical is complete: a (missing) scores 0 there; over a, b, c the lexical scores are
+    # 0, 10, 6 (mean 16/3, population stdev sqrt(152/9)), not a floor of the list's own minimum
+    scores = {"dense": {"a": 0.9, "b": 0.5}, "lexical": {"b": 10.0, "c": 6.0}}
+    fused = fusion.z_fusion(scores, complete=("lexical",))
+    sd = math.sqrt(152 / 9)
+    lz = {"a": (0 - 16 / 3) / sd, "b": (10 - 16 / 3) / sd, "c": (6 - 16 / 3) / sd}
+    dz = {"a": 1.0, "b": -1.0, "c": -1.0}  # c is missing from dense: the dense floor
+    assert fused == pytest.approx({d: dz[d] + lz[d] for d in "abc"})
+    # not complete: a gets the lexical list's own lowest standard score (that of c, -1)
+    assert fusion.z_fusion(scores) == pytest.approx({"a": 1 - 1, "b": -1 + 1, "c": -1 - 1})
+    # an empty complete list adds nothing
+    assert fusion.z_fusion(
+        {"dense": {"a": 0.9, "b": 0.5}, "lexical": {}}, complete=("lexical",)
+    ) == pytest.approx({"a": 1.0, "b": -1.0})
+
+
+def test_unit_centroids_by_hand() -> None:
+    groups = [
+        np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float32),  # mean (.5, .5, 0)
+        np.array([[0.0, 0.0, 2.0]], dtype=np.float32),  # one row: itself, unit length
+    ]
+    got = feedback.unit_centroids(groups)
+    r = 1 / math.sqrt(2)
+    assert got == pytest.approx(np.array([[r, r, 0.0], [0.0, 0.0, 1.0]]))
+    assert feedback.unit_centroids([]).size == 0
+    with pytest.raises(ValueError, match="needs >= 1 row"):
+        feedback.unit_centroids([np.zeros((0, 3), dtype=np.float32)])
+    with pytest.raises(ValueError, match="different dimensions"):
+        feedback.unit_centroids([np.ones((1, 3), dtype=np.float32), np.ones((1, 2))])

@@ -51,6 +51,7 @@ def test_the_default_is_zscore_with_one_rocchio_round() -> None:
         "rrf_k": 60,
         "feedback_docs": 1,
         "feedback_beta": 0.5,
+        "feedback_from": "document",
     }
     assert DEFAULT_RETRIEVAL.feedback
     assert not RetrievalSettings(fusion="rrf", feedback_docs=0).feedback
@@ -69,6 +70,9 @@ def test_a_declared_override_changes_only_its_namespace(tmp_path: Path) -> None:
         fusion="rrf", feedback_docs=0, rrf_k=20
     )
     assert plain.retrieval == DEFAULT_RETRIEVAL and not plain.retrieval_declared
+    config = load_config(write(tmp_path, {"feedback_from": "chunk"}))
+    assert config.namespaces["tuned"].retrieval == RetrievalSettings(feedback_from="chunk")
+    assert plain.retrieval == DEFAULT_RETRIEVAL and not plain.retrieval_declared
 
 
 @pytest.mark.parametrize(
@@ -80,6 +84,8 @@ def test_a_declared_override_changes_only_its_namespace(tmp_path: Path) -> None:
         ({"dense_weight": "high"}, r"dense_weight must be a number"),
         ({"dense_weight": 0, "lexical_weight": 0}, r"not both 0"),
         ({"feedback_beta": -1}, r"feedback_beta must be a number >= 0"),
+        ({"feedback_from": "section"}, r"feedback_from must be one of document, chunk"),
+        ({"feedback_from": 1}, r"feedback_from must be a string"),
         ("rrf", r"namespaces\.tuned\.retrieval: expected a mapping"),
     ],
 )

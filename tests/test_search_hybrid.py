@@ -7,6 +7,7 @@ the indexed text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -222,51 +223,102 @@ def _scores(hits: Sequence[Hit], key: str) -> dict[str, float]:
     return {h.provenance.chunk_ref: h.scores[key] for h in hits}
 
 
-def test_zscore_fusion_of_the_two_lists(searcher: Searcher) -> None:
-    opts: dict[str, Any] = {"principal": HARBOR, **EVERYTHING}
+@pytest.mark.parametrize("depth", [500, 5])
+def test_zscore_fusion_of_the_two_lists(searcher: Searcher, depth: int) -> None:
+    """Oracle: ``z_fusion`` of the single-retriever lists. A BM25 list shorter than the depth
+    asked for holds every matching row (the rest score 0: ``complete``); a full one may not."""
+    opts: dict[str, Any] = {"principal": HARBOR, "k": depth, "candidates": depth}
+    opts |= {"dedupe": False, "per_doc_cap": None}
     query = "street rates self storage"
     dense = searcher.search(query, mode="dense", **opts).hits
     lexical = searcher.search(query, mode="lexical", **opts).hits
+    complete = len(lexical) < depth
+    assert complete == (depth == 500)  # the sample has fewer than 500 matches, more than 5
     expected = fusion.z_fusion(
         {"dense": _scores(dense, "dense"), "lexical": _scores(lexical, "lexical")},
         weights={"dense": 1.0, "lexical": 0.5},
+        complete=("lexical",) if complete else (),
     )
     hybrid = searcher.search(
         query, mode="hybrid", fusion_method="zscore", weights=(1.0, 0.5), feedback=False, **opts
     ).hits
-    top = sorted(expected.values(), reverse=True)[:10]
+    top = sorted(expected.values(), reverse=True)[: min(10, depth)]
     assert [h.score for h in hybrid[:10]] == [round(v, 6) for v in top]
 
 
-def test_default_hybrid_runs_one_rocchio_round(searcher: Searcher, sample: Home) -> None:
-    """Oracle: the z-fused top candidate's stored vector moves the query (Rocchio, computed
-    here from the table), a dense search with the moved vector, z-fused again with BM25."""
-    opts: dict[str, Any] = {"principal": MERIDIAN, **EVERYTHING}
-    query = "roof replacement capital plan"
-    first = searcher.search(query, mode="hybrid", feedback=False, **opts).hits
+def _stored(sample: Home) -> dict[str, dict[str, Any]]:
     table = sample.store.table(active(sample))
-    stored = {
-        r["chunk_ref"]: r["vector"]
-        for r in table.to_arrow().select(["chunk_ref", "vector"]).to_pylist()
-    }
-    gen = active(sample)
-    qvec = searcher.embed_query(query, gen)
-    top = np.asarray([stored[first[0].provenance.chunk_ref]], dtype=np.float32)
-    moved = qvec + DEFAULT_RETRIEVAL.feedback_beta * top.mean(axis=0)
+    rows = table.to_arrow().select(["chunk_ref", "source_id", "vector"]).to_pylist()
+    return {r["chunk_ref"]: r for r in rows}
+
+
+def _after_feedback(
+    searcher: Searcher, query: str, fb: np.ndarray, opts: dict[str, Any]
+) -> dict[str, float]:
+    """The second round by hand: the query moved by Rocchio towards ``fb``, dense search with
+    the moved vector, z-fused with the BM25 list (complete: the sample has < 500 matches)."""
+    qvec = searcher.embed_query(query, active(searcher.corpus))
+    moved = qvec + DEFAULT_RETRIEVAL.feedback_beta * fb
     moved = moved / np.linalg.norm(moved)
     dense = searcher.search(query, mode="dense", vector=moved, **opts).hits
     lexical = searcher.search(query, mode="lexical", **opts).hits
-    expected = fusion.z_fusion(
-        {"dense": _scores(dense, "dense"), "lexical": _scores(lexical, "lexical")}
+    assert len(lexical) < opts["candidates"]
+    return fusion.z_fusion(
+        {"dense": _scores(dense, "dense"), "lexical": _scores(lexical, "lexical")},
+        complete=("lexical",),
     )
+
+
+def test_default_hybrid_runs_one_rocchio_round_from_the_top_document(
+    searcher: Searcher, sample: Home
+) -> None:
+    """Oracle: the z-fused top candidate's document, the unit mean of its rows among the
+    first round's candidates (here every row the principal sees, computed from the table),
+    moves the query (Rocchio); a dense search with the moved vector, z-fused again with BM25."""
+    opts: dict[str, Any] = {"principal": MERIDIAN, **EVERYTHING}
+    query = "roof replacement capital plan"
+    first = searcher.search(query, mode="hybrid", feedback=False, **opts).hits
+    stored = _stored(sample)
+    doc = first[0].source_id
+    rows = [r["vector"] for r in stored.values() if r["source_id"] == doc]
+    assert len(rows) > 1  # a deal has several sections: the document is not its top row
+    centroid = np.mean(np.asarray(rows, dtype=np.float32), axis=0)
+    expected = _after_feedback(searcher, query, centroid / np.linalg.norm(centroid), opts)
     hybrid = searcher.search(query, mode="hybrid", **opts)
-    assert hybrid.trace["feedback"] == {"docs": 1, "beta": DEFAULT_RETRIEVAL.feedback_beta}
+    assert hybrid.trace["feedback"] == {
+        "docs": 1,
+        "beta": DEFAULT_RETRIEVAL.feedback_beta,
+        "from": "document",
+    }
     top10 = sorted(expected.values(), reverse=True)[:10]
     assert [h.score for h in hybrid.hits[:10]] == pytest.approx(
         [round(v, 6) for v in top10], abs=2e-6
     )
     # the round changed the dense side, so the fused scores are not the first round's
     assert [h.score for h in hybrid.hits] != [h.score for h in first]
+
+
+def test_feedback_from_chunk_uses_the_top_row_alone(searcher: Searcher, sample: Home) -> None:
+    opts: dict[str, Any] = {"principal": MERIDIAN, **EVERYTHING}
+    query = "roof replacement capital plan"
+    first = searcher.search(query, mode="hybrid", feedback=False, **opts).hits
+    top = np.asarray(_stored(sample)[first[0].provenance.chunk_ref]["vector"], dtype=np.float32)
+    expected = _after_feedback(searcher, query, top, opts)
+    default = searcher.corpus.config.namespaces["deals"]
+    try:
+        searcher.corpus.config.namespaces["deals"] = dataclasses.replace(
+            default, retrieval=dataclasses.replace(DEFAULT_RETRIEVAL, feedback_from="chunk")
+        )
+        hybrid = searcher.search(query, mode="hybrid", **opts)
+    finally:
+        searcher.corpus.config.namespaces["deals"] = default
+    assert hybrid.trace["feedback"]["from"] == "chunk"
+    top10 = sorted(expected.values(), reverse=True)[:10]
+    assert [h.score for h in hybrid.hits[:10]] == pytest.approx(
+        [round(v, 6) for v in top10], abs=2e-6
+    )
+    from_document = searcher.search(query, mode="hybrid", **opts).hits
+    assert [h.score for h in hybrid.hits] != [h.score for h in from_document]
 
 
 def test_a_namespace_override_declared_in_corpus_yaml_is_its_default(
@@ -610,7 +662,11 @@ def test_trace_times_every_stage(searcher: Searcher) -> None:
     # the default hybrid is the namespace's retrieval settings (none declared: the one default)
     default = searcher.corpus.config.namespaces["deals"].retrieval
     assert default == DEFAULT_RETRIEVAL and t["fusion"] == "zscore"
-    assert t["feedback"] == {"docs": default.feedback_docs, "beta": default.feedback_beta}
+    assert t["feedback"] == {
+        "docs": default.feedback_docs,
+        "beta": default.feedback_beta,
+        "from": default.feedback_from,
+    }
     assert t["mode"] == "hybrid" and t["k"] == 3 and t["candidates"] == 50
     assert t["counts"]["dense"] > 0 and t["counts"]["lexical"] > 0 and t["counts"]["returned"] == 3
     assert t["total_ms"] >= t["dense_ms"] + t["lexical_ms"]
