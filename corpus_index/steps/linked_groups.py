@@ -8,7 +8,8 @@ member) and ``conversation_links`` (each message's link in its channel, see
 :mod:`corpus_index.identity_store` (``identities``, ``identity_mentions``,
 ``identity_sightings``): before grouping, each tenant's units go through the identity pass
 (:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's registry with its merges
-applied. A collection whose kind is not grouped gets all of them empty; so does the identity
+applied. A collection whose kind is not grouped (or set ``grouping: false``) gets all of them
+empty; so does the identity
 side of an ``irc`` collection (chat nicks, no people). Conversations are linked again only from
 each channel's first changed message on (its TF-IDF block), from the links of the last run: the
 same groups as a full re-link, at the cost of the change. The other groupings read the whole
@@ -105,7 +106,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         ConfigError: the collection's people or merges file is invalid.
     """
     cfg = home.collection(collection)
-    if not kind_of(cfg).grouped:
+    if not kind_of(cfg).grouped or not cfg.grouping:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
         home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
