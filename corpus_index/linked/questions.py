@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
+from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import given, name_key
 from corpus_index.linked.records import Group, Member
@@ -209,7 +210,8 @@ def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Messag
     first ``MAX_CANDIDATES``); ``place`` is in time order."""
     start = bisect_right(place, q.timestamp, key=lambda m: m.timestamp)
     out: list[Message] = []
-    for m in place[start:]:
+    for k in range(start, len(place)):  # by index: a slice would copy the place's future
+        m = place[k]
         if m.timestamp - q.timestamp > window_s or len(out) >= MAX_CANDIDATES:
             break
         if m.channel != q.channel and m.author != q.author:
@@ -218,14 +220,19 @@ def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Messag
 
 
 def _in_channel(
-    q: Message, after: Sequence[Message], replies: Sequence[Message], window_s: float
+    q: Message,
+    channel: Sequence[Message],
+    start: int,
+    replies: Sequence[Message],
+    window_s: float,
 ) -> list[Message]:
     """Others' messages in ``q``'s channel within the window after it (the first
-    ``MAX_CANDIDATES``), then the explicit replies to it however late (``after``: the
-    channel's later messages in time order). The window only: a channel's whole future is not
-    read per question."""
+    ``MAX_CANDIDATES``), then the explicit replies to it however late (``channel`` in time
+    order, its messages after ``q`` from ``start``). The window only: a channel's whole future
+    is not read (nor copied) per question."""
     near: list[Message] = []
-    for m in after:
+    for k in range(start, len(channel)):
+        m = channel[k]
         if m.timestamp - q.timestamp > window_s or len(near) >= MAX_CANDIDATES:
             break
         if not m.system and m.author != q.author:
@@ -264,12 +271,43 @@ def _scored(
     return out
 
 
+def _remembered(
+    q: Message,
+    ask: Question,
+    here: Sequence[Message],
+    away: Sequence[Message],
+    similarity: Similarity,
+    window_s: float,
+    memo: Memo | None,
+) -> list[tuple[float, float, str, str]]:
+    """:func:`_scored`, or what it gave an earlier run from the same inputs."""
+    if memo is None:
+        return _scored(q, ask, here, away, similarity)
+    seen = [q.unit_id, *(m.unit_id for m in here), *(m.unit_id for m in away)]
+    key = memo.key(
+        "qa",
+        memo.fingerprint(q),
+        ask,
+        [memo.fingerprint(m) for m in here],
+        [memo.fingerprint(m) for m in away],
+        similarity.digests(seen),
+        window_s,
+    )
+    kept = memo.get(key)
+    if kept is not None:
+        return [(float(a), float(b), str(c), str(d)) for a, b, c, d in kept]
+    out = _scored(q, ask, here, away, similarity)
+    memo.put(key, out)
+    return out
+
+
 def find_answers(
     messages: Sequence[Message],
     *,
     similarity: Similarity,
     window_s: float = ANSWER_WINDOW_S,
     verifier: AnswerVerifier | None = None,
+    memo: Memo | None = None,
 ) -> list[QaLink]:
     """Every question of ``messages`` (one collection) with its answer or None, in the order
     the questions were asked.
@@ -278,6 +316,9 @@ def find_answers(
         window_s: how long after a question its answer is looked for (an explicit reply is
             taken at any distance).
         verifier: may refuse a pair before it is taken.
+        memo: an earlier run's results: a question whose candidates and their TF-IDF blocks
+            are unchanged keeps its scored answers (the pairs are then chosen again, over all
+            questions, as without it).
     """
     ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
     channels: dict[str, list[Message]] = {}
@@ -298,9 +339,9 @@ def find_answers(
             if ask is None:
                 continue
             asked[q.unit_id] = (q, ask)
-            here = _in_channel(q, channel[i + 1 :], replies.get(q.unit_id, []), window_s)
+            here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
             away = _elsewhere(q, places.get(q.location.strip().casefold(), []), window_s)
-            scored.extend(_scored(q, ask, here, away, similarity))
+            scored.extend(_remembered(q, ask, here, away, similarity, window_s, memo))
     by_id = {m.unit_id: m for m in ordered}
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}

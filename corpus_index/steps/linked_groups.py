@@ -46,6 +46,7 @@ from corpus_index.identity_sightings import sightings_table
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_of
 from corpus_index.linked.groups import Group
+from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
@@ -63,6 +64,7 @@ from corpus_index.sources import live_documents
 GROUPS = "linked_groups"
 MEMBERS = "group_members"
 LINKS = "conversation_links"
+MEMO = "group_memo"
 
 
 @dataclass(slots=True)
@@ -87,6 +89,8 @@ class LinkedGroupsOutcome:
     reanchored: int = 0  # groups holding a unit whose mentions a merge moved
     sightings_path: str = ""  # the Parquet file an external identity system reads
     relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
+    reused: int = 0  # questions scored and groups described as the last run did (memo)
+    computed: int = 0  # questions scored and groups described anew
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -110,6 +114,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
         home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
+        home.warehouse.write(MEMO, (collection,), MEMO_SCHEMA.empty_table())
         _write_identities(home, collection, {})
         return LinkedGroupsOutcome(grouped=False)
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
@@ -129,17 +134,32 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     previous = read_links(home.warehouse.read(LINKS, (collection,), LINK_SCHEMA))
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
+    remembered = read_memo(home.warehouse.read(MEMO, (collection,), MEMO_SCHEMA))
     relinkers: list[Relinker] = []
+    memos: dict[str, Memo] = {}
+
+    def memo_for(tenant: str) -> Memo:
+        if tenant not in memos:
+            memos[tenant] = Memo(remembered, tenant_id=tenant)
+        return memos[tenant]
 
     def link(messages: Sequence[Message], **options: Any) -> list[Group]:
         tenant = tenant_of[messages[0].unit_id] if messages else ""
         relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
-        return linker(messages, relinker=relinkers[-1], **options)
+        return linker(messages, relinker=relinkers[-1], memo=memo_for(tenant), **options)
 
     found = {} if cfg.format == "irc" else _identify(home, cfg, blocks, units)
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
-    tables = group_tables(collection, units, link, registries=registries, names=names)
+    tables = group_tables(
+        collection,
+        units,
+        link,
+        registries=registries,
+        names=names,
+        memo_for=memo_for,
+        previous=home.warehouse.read(GROUPS, (collection,), GROUP_SCHEMA) if remembered else None,
+    )
     roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
     held = tables.members.filter(
@@ -162,6 +182,8 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         reanchored=len(set(held["group_id"].to_pylist())),
         sightings_path=str(home.warehouse.path(identity_store.SIGHTINGS, collection)),
         relinked=sum(r.relinked for r in relinkers),
+        reused=sum(m.reused for m in memos.values()),
+        computed=sum(m.computed for m in memos.values()),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -175,6 +197,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         home.warehouse.write(
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
+        home.warehouse.write(MEMO, (collection,), memo_table(memos.values()))
     return outcome
 
 
