@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.days import daily_contexts
@@ -238,9 +239,10 @@ def _described(
     )
     kept = memo.get(key)
     if kept is not None:
-        return replace(
-            group, **{k: tuple(v) if isinstance(v, list) else v for k, v in kept.items()}
-        )
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in kept.items()
+        }
+        return replace(group, **values)
     out = describe(
         group,
         by_id,

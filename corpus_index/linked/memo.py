@@ -103,4 +103,5 @@ def read_memo(table: pa.Table | None) -> list[dict[str, str]]:
     """The entries of a table of :data:`MEMO_SCHEMA` (none for ``None``)."""
     if table is None:
         return []
-    return table.select(MEMO_SCHEMA.names).to_pylist()
+    rows: list[dict[str, str]] = table.select(MEMO_SCHEMA.names).to_pylist()
+    return rows

@@ -120,7 +120,8 @@ class Similarity:
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         """Pairwise cosines of ``ids`` (units not in the collection have rows of 0)."""
         dense = _dense([self.vector(i) for i in ids])
-        return dense @ dense.T
+        out: np.ndarray = dense @ dense.T
+        return out
 
     def coherence(self, ids: Sequence[str]) -> float:
         """Mean pairwise cosine of ``ids`` (1.0 for a single unit: it agrees with itself)."""
