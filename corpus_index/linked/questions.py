@@ -146,6 +146,7 @@ def _forms(person: str) -> tuple[str, str]:
     return given(person), re.sub(r"[^a-z0-9]", "", person.lower().split("<")[0])
 
 
+@lru_cache(maxsize=65536)
 def _addresses(text: str, person: str) -> bool:
     """Whether ``text`` opens by addressing ``person`` (``"@DanK ..."``, ``"Jane, ..."``,
     ``"Hi Helen, ..."``)."""
@@ -157,46 +158,95 @@ def _addresses(text: str, person: str) -> bool:
     return word in (first, handle) or by_handle or (handle != "" and f"@{handle}" in head)
 
 
+@lru_cache(maxsize=65536)
 def _names(text: str, person: str) -> bool:
     """Whether ``text`` names ``person`` by their given name (as a word, capitalised)."""
     first = _forms(person)[0]
     return bool(first) and re.search(rf"\b{re.escape(first.capitalize())}\b", text) is not None
 
 
+_name_key = lru_cache(maxsize=65536)(name_key)
+
+
 def _sent_to(q: Message, m: Message) -> bool:
     """Whether ``q`` was sent to ``m``'s author (a recipient of an SMS or e-mail)."""
-    key = name_key(m.author)
-    return any(r == m.author or (key and name_key(r) == key) for r in q.mentions)
+    if not q.mentions:
+        return False
+    key = _name_key(m.author)
+    return any(r == m.author or (key and _name_key(r) == key) for r in q.mentions)
+
+
+class _Traits(NamedTuple):
+    """What an answer's text says whoever asked (see :func:`answer_score`)."""
+
+    yes_no: bool
+    does: bool
+    self_: bool
+    fact: bool
+    bare_yes_no: bool
+    ack: bool
+
+
+@lru_cache(maxsize=65536)
+def _traits(text: str) -> _Traits:
+    """The patterns :func:`answer_score` reads of ``text`` (an answer, greeting and
+    addressee taken off), once per text."""
+    return _Traits(
+        _YES_NO.match(text) is not None,
+        _DOES.match(text) is not None,
+        _SELF.match(text) is not None,
+        _FACT.match(text) is not None or re.search(r"\d", text[:30]) is not None,
+        re.match(r"^(?:yes|yep|yeah|no|nope)\b", text, re.I) is not None,
+        _ACK.match(text) is not None or len(_WORD.findall(text.lower())) <= 1,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _said(text: str) -> tuple[str, bool, bool]:
+    """An answer's text without its greeting, whether it says it does not know, and whether
+    it asks a question itself."""
+    return (
+        _GREETING.sub("", text.strip()),
+        _NOT_ANSWER.search(text) is not None,
+        (question_of(text) is not None),
+    )
+
+
+@lru_cache(maxsize=65536)
+def _unaddressed(text: str) -> str:
+    """``text`` without the name it opens by addressing (``"Jane, ..."``)."""
+    return re.sub(r"^@?\w+[,:]\s+", "", text)
 
 
 def answer_score(q: Message, ask: Question, m: Message, *, first_reply: bool, sim: float) -> float:
     """How likely ``m`` answers question ``q`` (asking ``ask``); see the module's list."""
-    text = _GREETING.sub("", m.text.strip())
-    text = re.sub(r"^@?\w+[,:]\s+", "", text) if _addresses(m.text, q.author) else text
+    text, not_answer, asks = _said(m.text)
+    addressed = _addresses(m.text, q.author)
+    traits = _traits(_unaddressed(text) if addressed else text)
     score = 0.0
     if m.reply_to == q.unit_id:
         score += 0.45
     elif m.reply_to:
         score -= 0.15
-    if _addresses(m.text, q.author):
+    if addressed:
         score += 0.25
     if _names(ask.sentence, m.author) or _addresses(q.text, m.author):
         score += 0.2
     if _sent_to(q, m):
         score += 0.2
-    if ask.kind == "polar" and (_YES_NO.match(text) or _DOES.match(text)):
+    if ask.kind == "polar" and (traits.yes_no or traits.does):
         score += 0.3
-    elif ask.kind == "who" and (_SELF.match(text) or _YES_NO.match(text) is None):
-        score += 0.25 if _SELF.match(text) else 0.05
-    elif _FACT.match(text) or re.search(r"\d", text[:30]):
+    elif ask.kind == "who" and (traits.self_ or not traits.yes_no):
+        score += 0.25 if traits.self_ else 0.05
+    elif traits.fact:
         score += 0.2
-    if ask.kind != "polar" and re.match(r"^(?:yes|yep|yeah|no|nope)\b", text, re.I):
+    if ask.kind != "polar" and traits.bare_yes_no:
         score -= 0.15
-    if _NOT_ANSWER.search(m.text):
+    if not_answer:
         score -= 0.5
-    if _ACK.match(text) or len(_WORD.findall(text.lower())) <= 1:
+    if traits.ack:
         score -= 0.35
-    if question_of(m.text) is not None and m.reply_to != q.unit_id:
+    if asks and m.reply_to != q.unit_id:
         score -= 0.1
     if first_reply:
         score += 0.2
@@ -259,7 +309,7 @@ def _scored(
     first = True
     for m, sim in zip(here, similarity.against(q.unit_id, [m.unit_id for m in here]), strict=True):
         s = answer_score(q, ask, m, first_reply=first, sim=sim)
-        first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
+        first = first and _said(m.text)[1]  # "no idea" is no reply
         if s >= MIN_SCORE:
             out.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
     for m, sim in zip(away, similarity.against(q.unit_id, [m.unit_id for m in away]), strict=True):
