@@ -15,6 +15,7 @@ partition per collection; entries hold text derived from units, so deleting a un
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -45,6 +46,37 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(cls: type) -> tuple[str, ...] | None:
+    """A record type's field names (None for any other type)."""
+    if cls not in _FIELDS:
+        if hasattr(cls, "_fields"):  # a named tuple
+            _FIELDS[cls] = tuple(cls._fields)
+        elif dataclasses.is_dataclass(cls):
+            _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        else:
+            _FIELDS[cls] = ()
+    return _FIELDS[cls] or None
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every record (dataclass, named tuple) as a tuple of its type's name and
+    its fields, recursively: what a key is the repr of (a record's own repr is slower)."""
+    cls = type(value)
+    if cls in _ATOMS:
+        return value
+    names = _fields_of(cls)
+    if names is not None:
+        fields = [getattr(value, f) for f in names]
+        return (cls.__name__, *(v if type(v) in _ATOMS else plain(v) for v in fields))
+    if cls is list or cls is tuple:
+        return tuple(v if type(v) in _ATOMS else plain(v) for v in value)
+    return value
+
+
 class Memo:
     """The entries of an earlier run of one tenant (``previous``: key -> JSON value), and
     those this run used (:attr:`kept`), to give the next run.
@@ -66,13 +98,13 @@ class Memo:
         """sha256 of everything of ``m`` (by unit id, once a run)."""
         found = self._prints.get(m.unit_id)
         if found is None:
-            found = hashlib.sha256(repr(m).encode("utf-8")).hexdigest()
+            found = hashlib.sha256(repr(plain(m)).encode("utf-8")).hexdigest()
             self._prints[m.unit_id] = found
         return found
 
     def key(self, *parts: Any) -> str:
-        """The key of a computation from ``parts`` (reprs of plain values and records)."""
-        raw = repr((code_digest(), parts)).encode("utf-8")
+        """The key of a computation from ``parts`` (plain values and records)."""
+        raw = repr((code_digest(), plain(parts))).encode("utf-8")
         return hashlib.sha256(raw).hexdigest()
 
     def get(self, key: str) -> Any | None:

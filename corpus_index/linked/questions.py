@@ -383,6 +383,7 @@ def find_answers(
             places.setdefault(m.location.strip().casefold(), []).append(m)
         if m.reply_to:
             replies.setdefault(m.reply_to, []).append(m)
+    shared = {p for p, ms in places.items() if len({m.channel for m in ms}) > 1}
     for channel in channels.values():
         for i, q in enumerate(channel):
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
@@ -390,7 +391,9 @@ def find_answers(
                 continue
             asked[q.unit_id] = (q, ask)
             here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
-            away = _elsewhere(q, places.get(q.location.strip().casefold(), []), window_s)
+            place = q.location.strip().casefold()
+            # a place with one channel has no other channel to look in
+            away = _elsewhere(q, places[place], window_s) if place in shared else []
             scored.extend(_remembered(q, ask, here, away, similarity, window_s, memo))
     by_id = {m.unit_id: m for m in ordered}
     scored.sort()

@@ -88,7 +88,9 @@ class Similarity:
 
     def digests(self, ids: Sequence[str]) -> list[str]:
         """The digests of the blocks ``ids`` are weighed in, in block order."""
-        blocks = sorted({b for b in map(self.block_of, ids) if b is not None})
+        rows = self._row
+        size = self._block
+        blocks = sorted({r // size for r in (rows.get(i) for i in ids) if r is not None})
         return [self.digest(b) for b in blocks]
 
     def _vector(self, row: int) -> Vector:
