@@ -2,21 +2,23 @@
 and the other groupings of :func:`corpus_index.linked.groups.link_units`), with their members,
 tenancy and ``group-v1`` input text (DESIGN §10b).
 
-Three partitions: ``linked_groups`` (one row per group), ``group_members`` (one row per
-member) and ``conversation_links`` (each message's link in its channel, see
-:mod:`corpus_index.linked.relink`), and the identity partitions of
+Four partitions: ``linked_groups`` (one row per group), ``group_members`` (one row per
+member), ``conversation_links`` (each message's link in its channel, see
+:mod:`corpus_index.linked.relink`) and ``group_memo`` (what the run computed, by a key of its
+inputs, see :mod:`corpus_index.linked.memo`), and the identity partitions of
 :mod:`corpus_index.identity_store` (``identities``, ``identity_mentions``,
 ``identity_sightings``): before grouping, each tenant's units go through the identity pass
 (:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's registry with its merges
 applied. A collection whose kind is not grouped (or set ``grouping: false``) gets all of them
-empty; so does the identity
-side of an ``irc`` collection (chat nicks, no people). Conversations are linked again only from
-each channel's first changed message on (its TF-IDF block), from the links of the last run: the
-same groups as a full re-link, at the cost of the change. The other groupings read the whole
-collection on each run (grouping reads a unit's neighbours, so a changed unit may change groups
-it is not a member of); an unchanged group keeps its id and its input hash, so it is never
-embedded twice. The re-processing queue (:mod:`corpus_index.reprocess_queue`) is kept from the
-groups each run writes.
+empty; so does the identity side of an ``irc`` collection (chat nicks, no people).
+
+Each run starts from the last: conversations are linked again only from each channel's first
+changed message on (its TF-IDF block), and a question whose candidate answers, or a group whose
+members and identity anchors, are as they were (with their TF-IDF blocks) keeps its scored
+answers, its description and its row. The groups are those of a full re-run, at the cost of the
+change; an unchanged group keeps its id and its input hash, so it is never embedded twice. The
+re-processing queue (:mod:`corpus_index.reprocess_queue`) is kept from the groups each run
+writes.
 """
 
 from __future__ import annotations
