@@ -209,6 +209,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "merges_not_seen_here": r.merges_not_here,
                 "groups_reanchored": r.reanchored,
                 "messages_relinked": r.relinked,
+                "results_reused": r.reused,
+                "results_computed": r.computed,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

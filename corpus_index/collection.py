@@ -42,3 +42,7 @@ class CollectionConfig:
     # home's exports) or ``beside`` (``<doc>.embeddings.json`` next to each source file, so
     # the vectors travel with the folder; see ``sidecar_places``)
     sidecars: str = "home"
+    # whether a grouped kind's units are linked into groups and identities at each sync
+    # (``grouping: false`` leaves the group and identity partitions empty; units are still
+    # indexed on their own)
+    grouping: bool = True

@@ -263,7 +263,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
         extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
-        extra |= {"merges", "sidecars"}
+        extra |= {"merges", "sidecars", "grouping"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -296,7 +296,10 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             people=_collection_file(spec, "people", root, f"{key}.people", path),
             merges=_collection_file(spec, "merges", root, f"{key}.merges", path),
             sidecars=_choice(spec.get("sidecars", "home"), SIDECAR_PLACES, f"{key}.sidecars", path),
+            grouping=_opt_bool(spec.get("grouping"), f"{key}.grouping", path) is not False,
         )
+        if "grouping" in spec and not KINDS[kind].grouped:
+            raise _fail(path, f"{key}.grouping", f"the {kind} kind's units are never grouped")
         if collections[name].sidecars != "home" and not KINDS[kind].sidecars:
             raise _fail(path, f"{key}.sidecars", f"the {kind} kind writes no sidecars")
         try:

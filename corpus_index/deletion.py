@@ -189,6 +189,12 @@ def propagate_deletion(
     # identity mentions and sightings of the deleted units (their snippets hold its words)
     for location, n in identity_store.remove_units(corpus, collection, units):
         receipt.removed("warehouse", location, n, "rows")
+    # the groupings' kept results (titles and summaries quote units): all of them, the next
+    # ``linked_groups`` run computes what it needs again
+    memo = wh.read("group_memo", (collection,))
+    if memo is not None and memo.num_rows and units:
+        wh.write("group_memo", (collection,), memo.schema.empty_table())
+        receipt.removed("warehouse", str(wh.path("group_memo", collection)), memo.num_rows, "rows")
     for asset in (
         "parsed_blocks",
         "embedding_inputs",

@@ -34,6 +34,7 @@ from corpus_index.identities import IDENTITY_SCHEMA
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
 from corpus_index.identity_store import IDENTITIES, MENTIONS, SIGHTINGS, STORED_MENTION_SCHEMA
 from corpus_index.index_store import GenerationStore
+from corpus_index.linked.memo import MEMO_SCHEMA
 from corpus_index.linked.relink import LINK_SCHEMA
 from corpus_index.records import (
     BLOCK_SCHEMA,
@@ -68,6 +69,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     MENTIONS: set(STORED_MENTION_SCHEMA.names),
     SIGHTINGS: set(SIGHTING_SCHEMA.names),
     "conversation_links": set(LINK_SCHEMA.names),
+    "group_memo": set(MEMO_SCHEMA.names),
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

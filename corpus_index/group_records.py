@@ -24,6 +24,7 @@ from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_
 from corpus_index.linked.group_input import FORMAT as GROUP_V1
 from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, group_id
+from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
@@ -133,6 +134,8 @@ def group_tables(
     *,
     registries: Mapping[str, NameResolver] | None = None,
     names: Mapping[str, Callable[[str], str]] | None = None,
+    memo_for: Callable[[str], Memo] | None = None,
+    previous: pa.Table | None = None,
 ) -> GroupTables:
     """Group ``units`` by ``link`` one tenant at a time, and lay the groups out as tables.
 
@@ -142,6 +145,10 @@ def group_tables(
     author so (a merge that renames a person changes the text of the groups they are in,
     which are then embedded again).
 
+    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`) and
+    ``previous`` (the groups this function gave last time), a group whose row would be made
+    from the same group, members, scopes and names as last time keeps its row.
+
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id.
     """
@@ -150,6 +157,7 @@ def group_tables(
         by_tenant.setdefault(unit.tenant_id, []).append(unit)
     group_rows: dict[str, dict[str, Any]] = {}
     member_rows: list[dict[str, Any]] = []
+    rows_before: dict[str, dict[str, Any]] | None = None
     for tenant, mine in sorted(by_tenant.items()):
         scope = {u.message.unit_id: u for u in mine}
         messages = {u: s.message for u, s in scope.items()}
@@ -162,7 +170,15 @@ def group_tables(
             gid = group_id(tenant, collection, group.group_type, group.member_ids)
             if gid in group_rows:
                 continue  # the same members grouped twice the same way: one group
-            group_rows[gid] = _group_row(collection, tenant, gid, group, scope, messages)
+            memo = memo_for(tenant) if memo_for is not None else None
+            if memo is None or previous is None:
+                group_rows[gid] = _group_row(collection, tenant, gid, group, scope, messages)
+            else:
+                if rows_before is None:
+                    rows_before = {r["group_id"]: r for r in previous.to_pylist()}
+                group_rows[gid] = _kept_row(
+                    memo, rows_before, collection, tenant, gid, group, scope, messages
+                )
             member_rows.extend(
                 {
                     "group_id": gid,
@@ -179,6 +195,34 @@ def group_tables(
     groups = pa.Table.from_pylist([group_rows[g] for g in sorted(group_rows)], GROUP_SCHEMA)
     member_rows.sort(key=lambda r: (r["group_id"], r["order"], r["unit_id"]))
     return GroupTables(groups, pa.Table.from_pylist(member_rows, MEMBER_SCHEMA))
+
+
+def _kept_row(
+    memo: Memo,
+    before: Mapping[str, dict[str, Any]],
+    collection: str,
+    tenant: str,
+    gid: str,
+    group: Group,
+    scope: Mapping[str, Unit],
+    messages: Mapping[str, Message],
+) -> dict[str, Any]:
+    """The row :func:`_group_row` makes, or the one it made last time from the same inputs
+    (the group, its members as grouped and as named, their ACL groups and tiers)."""
+    ids = group.member_ids
+    key = memo.key(
+        "row",
+        gid,
+        group,
+        [memo.fingerprint(scope[i].message) for i in ids],
+        [messages[i].author for i in ids],
+        [(scope[i].acl_groups, scope[i].tier) for i in ids],
+    )
+    row = before.get(gid) if memo.get(key) is not None else None
+    if row is None:
+        row = _group_row(collection, tenant, gid, group, scope, messages)
+        memo.put(key, gid)
+    return row
 
 
 def _group_row(

@@ -366,3 +366,28 @@ def test_people_file_is_optional(tmp_path: Path) -> None:
         .people
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "grouping", "error"),
+    [
+        ("messages", None, None),
+        ("messages", False, None),
+        ("messages", True, None),
+        ("messages", "no", "collections.care.grouping: must be true or false (got 'no')"),
+        ("documents", False, "collections.care.grouping: the documents kind's units are never"),
+    ],
+)
+def test_grouping_is_a_switch_of_grouped_kinds(
+    tmp_path: Path, kind: str, grouping: Any, error: str | None
+) -> None:
+    (tmp_path / "conf" / "care").mkdir(parents=True)
+    care: dict[str, Any] = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"]}
+    if grouping is not None:
+        care["grouping"] = grouping
+    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    if error is None:
+        assert load_config(path).collections["care"].grouping is (grouping is not False)
+        return
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_config(path)

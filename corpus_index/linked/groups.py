@@ -12,13 +12,15 @@ tenant and the intersection of their ACL groups.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.days import daily_contexts
 from corpus_index.linked.describe import describe
 from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, involved
+from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver, People
 from corpus_index.linked.questions import ANSWER_WINDOW_S, AnswerVerifier, find_answers, qa_groups
@@ -134,6 +136,7 @@ def link_units(
     windows: Windows = Windows(),
     verifier: AnswerVerifier | None = None,
     relinker: Relinker | None = None,
+    memo: Memo | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
     conversations, questions with their answers, incidents with their shift notes, and days
@@ -152,6 +155,9 @@ def link_units(
         relinker: links the conversations from an earlier run's links, re-deciding only the
             channels' changed ends (see :mod:`corpus_index.linked.relink`); the groups are
             the same as without it.
+        memo: an earlier run's results (see :mod:`corpus_index.linked.memo`): questions
+            whose candidates, and groups whose members and identity anchors, are unchanged
+            keep their scored answers and descriptions; the groups are the same as without it.
     """
     units = _units(messages)
     if not units:
@@ -161,27 +167,90 @@ def link_units(
     similarity = Similarity(units)
     people = People(registry)
     out: list[Group] = []
+
+    def described(g: Group, primary: str | None = None, hint: str | None = None) -> Group:
+        return _described(g, by_id, similarity, people, memo, primary, hint)
+
     for g in conversation_groups(units, relinker=relinker):
-        out.append(describe(g, by_id, similarity=similarity, people=people))
-    links = find_answers(units, similarity=similarity, window_s=windows.answer_s, verifier=verifier)
+        out.append(described(g))
+    links = find_answers(
+        units, similarity=similarity, window_s=windows.answer_s, verifier=verifier, memo=memo
+    )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
-        asker = by_id[link.question].author
-        out.append(
-            describe(
-                g,
-                by_id,
-                similarity=similarity,
-                people=people,
-                primary_person=asker,
-                title_hint=link.sentence,
-            )
-        )
+        out.append(described(g, by_id[link.question].author, link.sentence))
     for g in incident_contexts(
         units, similarity=similarity, people=people, window_s=windows.notes_s, now=now
     ):
         subjects = involved(by_id[g.members[0].unit_id]).subjects
         primary = subjects[0] if subjects else None
-        out.append(describe(g, by_id, similarity=similarity, people=people, primary_person=primary))
+        out.append(described(g, primary))
     for g in daily_contexts(units):
-        out.append(describe(g, by_id, similarity=similarity, people=people))
+        out.append(described(g))
     return [_timed(g, now) for g in out]
+
+
+# the columns :func:`describe` fills, as a memo keeps them
+_DESCRIBED = (
+    "title",
+    "summary",
+    "identity_anchors",
+    "primary_identity",
+    "location_anchors",
+    "event_date",
+    "event_date_end",
+    "earliest_content_at",
+    "latest_content_at",
+    "domain_tags",
+    "topic_tags",
+    "coherence",
+)
+
+
+def _described(
+    group: Group,
+    by_id: Mapping[str, Message],
+    similarity: Similarity,
+    people: People,
+    memo: Memo | None,
+    primary: str | None,
+    hint: str | None,
+) -> Group:
+    """:func:`describe`, or what it gave an earlier run from the same inputs: the group, its
+    members, the TF-IDF blocks they are weighed in, their identity anchors and the person the
+    group is about."""
+    if memo is None:
+        return describe(
+            group,
+            by_id,
+            similarity=similarity,
+            people=people,
+            primary_person=primary,
+            title_hint=hint,
+        )
+    ids = group.member_ids
+    key = memo.key(
+        "describe",
+        group,
+        [memo.fingerprint(by_id[i]) for i in ids],
+        similarity.digests(ids),
+        [people.anchors(by_id[i]) for i in ids],
+        people.person(primary) if primary else None,
+        hint,
+    )
+    kept = memo.get(key)
+    if kept is not None:
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in kept.items()
+        }
+        return replace(group, **values)
+    out = describe(
+        group,
+        by_id,
+        similarity=similarity,
+        people=people,
+        primary_person=primary,
+        title_hint=hint,
+    )
+    values = {k: getattr(out, k) for k in _DESCRIBED}
+    memo.put(key, {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()})
+    return out

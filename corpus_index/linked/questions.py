@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
+from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import given, name_key
 from corpus_index.linked.records import Group, Member
@@ -145,6 +146,7 @@ def _forms(person: str) -> tuple[str, str]:
     return given(person), re.sub(r"[^a-z0-9]", "", person.lower().split("<")[0])
 
 
+@lru_cache(maxsize=65536)
 def _addresses(text: str, person: str) -> bool:
     """Whether ``text`` opens by addressing ``person`` (``"@DanK ..."``, ``"Jane, ..."``,
     ``"Hi Helen, ..."``)."""
@@ -156,46 +158,95 @@ def _addresses(text: str, person: str) -> bool:
     return word in (first, handle) or by_handle or (handle != "" and f"@{handle}" in head)
 
 
+@lru_cache(maxsize=65536)
 def _names(text: str, person: str) -> bool:
     """Whether ``text`` names ``person`` by their given name (as a word, capitalised)."""
     first = _forms(person)[0]
     return bool(first) and re.search(rf"\b{re.escape(first.capitalize())}\b", text) is not None
 
 
+_name_key = lru_cache(maxsize=65536)(name_key)
+
+
 def _sent_to(q: Message, m: Message) -> bool:
     """Whether ``q`` was sent to ``m``'s author (a recipient of an SMS or e-mail)."""
-    key = name_key(m.author)
-    return any(r == m.author or (key and name_key(r) == key) for r in q.mentions)
+    if not q.mentions:
+        return False
+    key = _name_key(m.author)
+    return any(r == m.author or (key and _name_key(r) == key) for r in q.mentions)
+
+
+class _Traits(NamedTuple):
+    """What an answer's text says whoever asked (see :func:`answer_score`)."""
+
+    yes_no: bool
+    does: bool
+    self_: bool
+    fact: bool
+    bare_yes_no: bool
+    ack: bool
+
+
+@lru_cache(maxsize=65536)
+def _traits(text: str) -> _Traits:
+    """The patterns :func:`answer_score` reads of ``text`` (an answer, greeting and
+    addressee taken off), once per text."""
+    return _Traits(
+        _YES_NO.match(text) is not None,
+        _DOES.match(text) is not None,
+        _SELF.match(text) is not None,
+        _FACT.match(text) is not None or re.search(r"\d", text[:30]) is not None,
+        re.match(r"^(?:yes|yep|yeah|no|nope)\b", text, re.I) is not None,
+        _ACK.match(text) is not None or len(_WORD.findall(text.lower())) <= 1,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _said(text: str) -> tuple[str, bool, bool]:
+    """An answer's text without its greeting, whether it says it does not know, and whether
+    it asks a question itself."""
+    return (
+        _GREETING.sub("", text.strip()),
+        _NOT_ANSWER.search(text) is not None,
+        (question_of(text) is not None),
+    )
+
+
+@lru_cache(maxsize=65536)
+def _unaddressed(text: str) -> str:
+    """``text`` without the name it opens by addressing (``"Jane, ..."``)."""
+    return re.sub(r"^@?\w+[,:]\s+", "", text)
 
 
 def answer_score(q: Message, ask: Question, m: Message, *, first_reply: bool, sim: float) -> float:
     """How likely ``m`` answers question ``q`` (asking ``ask``); see the module's list."""
-    text = _GREETING.sub("", m.text.strip())
-    text = re.sub(r"^@?\w+[,:]\s+", "", text) if _addresses(m.text, q.author) else text
+    text, not_answer, asks = _said(m.text)
+    addressed = _addresses(m.text, q.author)
+    traits = _traits(_unaddressed(text) if addressed else text)
     score = 0.0
     if m.reply_to == q.unit_id:
         score += 0.45
     elif m.reply_to:
         score -= 0.15
-    if _addresses(m.text, q.author):
+    if addressed:
         score += 0.25
     if _names(ask.sentence, m.author) or _addresses(q.text, m.author):
         score += 0.2
     if _sent_to(q, m):
         score += 0.2
-    if ask.kind == "polar" and (_YES_NO.match(text) or _DOES.match(text)):
+    if ask.kind == "polar" and (traits.yes_no or traits.does):
         score += 0.3
-    elif ask.kind == "who" and (_SELF.match(text) or _YES_NO.match(text) is None):
-        score += 0.25 if _SELF.match(text) else 0.05
-    elif _FACT.match(text) or re.search(r"\d", text[:30]):
+    elif ask.kind == "who" and (traits.self_ or not traits.yes_no):
+        score += 0.25 if traits.self_ else 0.05
+    elif traits.fact:
         score += 0.2
-    if ask.kind != "polar" and re.match(r"^(?:yes|yep|yeah|no|nope)\b", text, re.I):
+    if ask.kind != "polar" and traits.bare_yes_no:
         score -= 0.15
-    if _NOT_ANSWER.search(m.text):
+    if not_answer:
         score -= 0.5
-    if _ACK.match(text) or len(_WORD.findall(text.lower())) <= 1:
+    if traits.ack:
         score -= 0.35
-    if question_of(m.text) is not None and m.reply_to != q.unit_id:
+    if asks and m.reply_to != q.unit_id:
         score -= 0.1
     if first_reply:
         score += 0.2
@@ -209,7 +260,8 @@ def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Messag
     first ``MAX_CANDIDATES``); ``place`` is in time order."""
     start = bisect_right(place, q.timestamp, key=lambda m: m.timestamp)
     out: list[Message] = []
-    for m in place[start:]:
+    for k in range(start, len(place)):  # by index: a slice would copy the place's future
+        m = place[k]
         if m.timestamp - q.timestamp > window_s or len(out) >= MAX_CANDIDATES:
             break
         if m.channel != q.channel and m.author != q.author:
@@ -218,14 +270,19 @@ def _elsewhere(q: Message, place: list[Message], window_s: float) -> list[Messag
 
 
 def _in_channel(
-    q: Message, after: Sequence[Message], replies: Sequence[Message], window_s: float
+    q: Message,
+    channel: Sequence[Message],
+    start: int,
+    replies: Sequence[Message],
+    window_s: float,
 ) -> list[Message]:
     """Others' messages in ``q``'s channel within the window after it (the first
-    ``MAX_CANDIDATES``), then the explicit replies to it however late (``after``: the
-    channel's later messages in time order). The window only: a channel's whole future is not
-    read per question."""
+    ``MAX_CANDIDATES``), then the explicit replies to it however late (``channel`` in time
+    order, its messages after ``q`` from ``start``). The window only: a channel's whole future
+    is not read (nor copied) per question."""
     near: list[Message] = []
-    for m in after:
+    for k in range(start, len(channel)):
+        m = channel[k]
         if m.timestamp - q.timestamp > window_s or len(near) >= MAX_CANDIDATES:
             break
         if not m.system and m.author != q.author:
@@ -252,7 +309,7 @@ def _scored(
     first = True
     for m, sim in zip(here, similarity.against(q.unit_id, [m.unit_id for m in here]), strict=True):
         s = answer_score(q, ask, m, first_reply=first, sim=sim)
-        first = first and _NOT_ANSWER.search(m.text) is not None  # "no idea" is no reply
+        first = first and _said(m.text)[1]  # "no idea" is no reply
         if s >= MIN_SCORE:
             out.append((-s, m.timestamp - q.timestamp, q.unit_id, m.unit_id))
     for m, sim in zip(away, similarity.against(q.unit_id, [m.unit_id for m in away]), strict=True):
@@ -264,12 +321,43 @@ def _scored(
     return out
 
 
+def _remembered(
+    q: Message,
+    ask: Question,
+    here: Sequence[Message],
+    away: Sequence[Message],
+    similarity: Similarity,
+    window_s: float,
+    memo: Memo | None,
+) -> list[tuple[float, float, str, str]]:
+    """:func:`_scored`, or what it gave an earlier run from the same inputs."""
+    if memo is None:
+        return _scored(q, ask, here, away, similarity)
+    seen = [q.unit_id, *(m.unit_id for m in here), *(m.unit_id for m in away)]
+    key = memo.key(
+        "qa",
+        memo.fingerprint(q),
+        ask,
+        [memo.fingerprint(m) for m in here],
+        [memo.fingerprint(m) for m in away],
+        similarity.digests(seen),
+        window_s,
+    )
+    kept = memo.get(key)
+    if kept is not None:
+        return [(float(a), float(b), str(c), str(d)) for a, b, c, d in kept]
+    out = _scored(q, ask, here, away, similarity)
+    memo.put(key, out)
+    return out
+
+
 def find_answers(
     messages: Sequence[Message],
     *,
     similarity: Similarity,
     window_s: float = ANSWER_WINDOW_S,
     verifier: AnswerVerifier | None = None,
+    memo: Memo | None = None,
 ) -> list[QaLink]:
     """Every question of ``messages`` (one collection) with its answer or None, in the order
     the questions were asked.
@@ -278,6 +366,9 @@ def find_answers(
         window_s: how long after a question its answer is looked for (an explicit reply is
             taken at any distance).
         verifier: may refuse a pair before it is taken.
+        memo: an earlier run's results: a question whose candidates and their TF-IDF blocks
+            are unchanged keeps its scored answers (the pairs are then chosen again, over all
+            questions, as without it).
     """
     ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
     channels: dict[str, list[Message]] = {}
@@ -292,15 +383,18 @@ def find_answers(
             places.setdefault(m.location.strip().casefold(), []).append(m)
         if m.reply_to:
             replies.setdefault(m.reply_to, []).append(m)
+    shared = {p for p, ms in places.items() if len({m.channel for m in ms}) > 1}
     for channel in channels.values():
         for i, q in enumerate(channel):
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
             if ask is None:
                 continue
             asked[q.unit_id] = (q, ask)
-            here = _in_channel(q, channel[i + 1 :], replies.get(q.unit_id, []), window_s)
-            away = _elsewhere(q, places.get(q.location.strip().casefold(), []), window_s)
-            scored.extend(_scored(q, ask, here, away, similarity))
+            here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
+            place = q.location.strip().casefold()
+            # a place with one channel has no other channel to look in
+            away = _elsewhere(q, places[place], window_s) if place in shared else []
+            scored.extend(_remembered(q, ask, here, away, similarity, window_s, memo))
     by_id = {m.unit_id: m for m in ordered}
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}

@@ -1,59 +1,128 @@
-"""Topic similarity of any two units of a collection: TF-IDF cosine with document frequencies
-counted over the whole collection, so words a group's members share weigh by how rare they are
-in the collection (not in the group, where every shared word would weigh nothing)."""
+"""Topic similarity of any two units of a collection: TF-IDF cosine, with document frequencies
+counted over the block of :data:`~corpus_index.linked.topic.TOPIC_BLOCK` units (in the
+collection's time order) a unit is in, so words a group's members share weigh by how rare they
+are around them (not in the group, where every shared word would weigh nothing).
+
+Counting per block rather than over the whole collection keeps a unit's vector fixed while its
+block is: a message added at the end changes the vectors of the last block only, so what was
+computed from the others (a group's coherence, a question's scored answers) can be kept from
+an earlier run (:meth:`Similarity.digest` names what a block's vectors depend on). A
+collection of one block (any under 2,048 units) is weighed as a whole. Blocks are built only
+when a unit of theirs is asked about.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import math
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from corpus_index.linked.messages import Message
-from corpus_index.linked.topic import tfidf_matrix
+from corpus_index.linked.topic import STOPWORDS, TOPIC_BLOCK, tokens
+
+Vector = dict[str, float]  # a unit's L2-normalised TF-IDF weights by word
+
+
+def _weights(texts: Sequence[str]) -> list[Vector]:
+    """The TF-IDF vector of each of ``texts``, document frequencies counted over them (the
+    weights of :func:`~corpus_index.linked.topic.tfidf_matrix`)."""
+    docs = [[t for t in tokens(text) if t not in STOPWORDS and len(t) > 1] for text in texts]
+    df: Counter[str] = Counter()
+    for doc in docs:
+        df.update(set(doc))
+    n = max(len(docs), 1)
+    out: list[Vector] = []
+    for doc in docs:
+        counts = Counter(doc)
+        weights = {
+            t: (1 + math.log(c)) * math.log((1 + n) / (1 + df[t])) for t, c in counts.items()
+        }
+        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+        out.append({t: w / norm for t, w in weights.items()})
+    return out
+
+
+def _dense(vectors: Sequence[Vector]) -> np.ndarray:
+    """``vectors`` as rows of one dense matrix over the words they hold."""
+    words = {t: k for k, t in enumerate(dict.fromkeys(t for v in vectors for t in v))}
+    out = np.zeros((len(vectors), max(len(words), 1)), dtype=np.float64)
+    for r, v in enumerate(vectors):
+        for t, w in v.items():
+            out[r, words[t]] = w
+    return out
 
 
 class Similarity:
-    """Cosines between the units of one collection (by unit id)."""
+    """Cosines between the units of one collection (by unit id), ``messages`` in time order."""
 
-    def __init__(self, messages: Sequence[Message]) -> None:
+    def __init__(self, messages: Sequence[Message], *, block: int = TOPIC_BLOCK) -> None:
         self._row = {m.unit_id: i for i, m in enumerate(messages)}
-        self._matrix = tfidf_matrix([f"{m.title}\n{m.text}" for m in messages])
+        self._texts = [f"{m.title}\n{m.text}" for m in messages]
+        self._ids = [m.unit_id for m in messages]
+        self._block = block
+        self._vectors: dict[int, list[Vector]] = {}
+        self._digests: dict[int, str] = {}
+
+    def block_of(self, unit: str) -> int | None:
+        """The block ``unit`` is weighed in (None: not in the collection)."""
+        row = self._row.get(unit)
+        return None if row is None else row // self._block
+
+    def digest(self, block: int) -> str:
+        """sha256 of what the vectors of ``block`` are computed from (its units' ids and
+        texts, in order)."""
+        if block not in self._digests:
+            h = hashlib.sha256()
+            lo = block * self._block
+            for unit, text in zip(
+                self._ids[lo : lo + self._block], self._texts[lo : lo + self._block], strict=True
+            ):
+                for part in (unit, text):
+                    raw = part.encode("utf-8")
+                    h.update(len(raw).to_bytes(8, "big") + raw)
+            self._digests[block] = h.hexdigest()
+        return self._digests[block]
+
+    def digests(self, ids: Sequence[str]) -> list[str]:
+        """The digests of the blocks ``ids`` are weighed in, in block order."""
+        rows = self._row
+        size = self._block
+        blocks = sorted({r // size for r in (rows.get(i) for i in ids) if r is not None})
+        return [self.digest(b) for b in blocks]
+
+    def _vector(self, row: int) -> Vector:
+        block = row // self._block
+        if block not in self._vectors:
+            lo = block * self._block
+            self._vectors[block] = _weights(self._texts[lo : lo + self._block])
+        return self._vectors[block][row - block * self._block]
+
+    def vector(self, unit: str) -> Vector:
+        """The TF-IDF vector of ``unit`` (empty for a unit not in the collection)."""
+        row = self._row.get(unit)
+        return {} if row is None else self._vector(row)
 
     def pair(self, a: str, b: str) -> float:
         """The cosine of units ``a`` and ``b`` (0 for a unit not in the collection)."""
-        ia, ib = self._row.get(a), self._row.get(b)
-        if ia is None or ib is None:
-            return 0.0
-        return float(self._matrix[ia].multiply(self._matrix[ib]).sum())
+        va, vb = self.vector(a), self.vector(b)
+        if len(vb) < len(va):
+            va, vb = vb, va
+        return float(sum(w * vb[t] for t, w in va.items() if t in vb))
 
     def against(self, a: str, ids: Sequence[str]) -> list[float]:
         """The cosines of unit ``a`` with each of ``ids`` (0 for units not in the collection)."""
-        ia = self._row.get(a)
-        rows = [self._row.get(i, -1) for i in ids]
-        out = [0.0] * len(ids)
-        known = [k for k, r in enumerate(rows) if r >= 0]
-        if ia is None or not known:
-            return out
-        # one contiguous slice of rows (cheap in CSR) rather than picking rows one by one:
-        # a question's candidates are close to it in time, so close in the collection's order
-        lo = min(rows[k] for k in known)
-        hi = max(rows[k] for k in known)
-        sims = (self._matrix[lo : hi + 1] @ self._matrix[ia].T).toarray().ravel()
-        for k in known:
-            out[k] = float(sims[rows[k] - lo])
-        return out
+        va = self.vector(a)
+        if not va or not ids:
+            return [0.0] * len(ids)
+        return [self.pair(a, i) for i in ids]
 
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         """Pairwise cosines of ``ids`` (units not in the collection have rows of 0)."""
-        rows = [self._row.get(i, -1) for i in ids]
-        known = [r for r in rows if r >= 0]
-        out = np.zeros((len(ids), len(ids)), dtype=np.float64)
-        if not known:
-            return out
-        sub = self._matrix[known]
-        dense = (sub @ sub.T).toarray()
-        where = [k for k, r in enumerate(rows) if r >= 0]
-        out[np.ix_(where, where)] = dense
+        dense = _dense([self.vector(i) for i in ids])
+        out: np.ndarray = dense @ dense.T
         return out
 
     def coherence(self, ids: Sequence[str]) -> float:

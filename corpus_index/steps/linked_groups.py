@@ -2,20 +2,23 @@
 and the other groupings of :func:`corpus_index.linked.groups.link_units`), with their members,
 tenancy and ``group-v1`` input text (DESIGN §10b).
 
-Three partitions: ``linked_groups`` (one row per group), ``group_members`` (one row per
-member) and ``conversation_links`` (each message's link in its channel, see
-:mod:`corpus_index.linked.relink`), and the identity partitions of
+Four partitions: ``linked_groups`` (one row per group), ``group_members`` (one row per
+member), ``conversation_links`` (each message's link in its channel, see
+:mod:`corpus_index.linked.relink`) and ``group_memo`` (what the run computed, by a key of its
+inputs, see :mod:`corpus_index.linked.memo`), and the identity partitions of
 :mod:`corpus_index.identity_store` (``identities``, ``identity_mentions``,
 ``identity_sightings``): before grouping, each tenant's units go through the identity pass
 (:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's registry with its merges
-applied. A collection whose kind is not grouped gets all of them empty; so does the identity
-side of an ``irc`` collection (chat nicks, no people). Conversations are linked again only from
-each channel's first changed message on (its TF-IDF block), from the links of the last run: the
-same groups as a full re-link, at the cost of the change. The other groupings read the whole
-collection on each run (grouping reads a unit's neighbours, so a changed unit may change groups
-it is not a member of); an unchanged group keeps its id and its input hash, so it is never
-embedded twice. The re-processing queue (:mod:`corpus_index.reprocess_queue`) is kept from the
-groups each run writes.
+applied. A collection whose kind is not grouped (or set ``grouping: false``) gets all of them
+empty; so does the identity side of an ``irc`` collection (chat nicks, no people).
+
+Each run starts from the last: conversations are linked again only from each channel's first
+changed message on (its TF-IDF block), and a question whose candidate answers, or a group whose
+members and identity anchors, are as they were (with their TF-IDF blocks) keeps its scored
+answers, its description and its row. The groups are those of a full re-run, at the cost of the
+change; an unchanged group keeps its id and its input hash, so it is never embedded twice. The
+re-processing queue (:mod:`corpus_index.reprocess_queue`) is kept from the groups each run
+writes.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from corpus_index.identity_sightings import sightings_table
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_of
 from corpus_index.linked.groups import Group
+from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
@@ -62,6 +66,7 @@ from corpus_index.sources import live_documents
 GROUPS = "linked_groups"
 MEMBERS = "group_members"
 LINKS = "conversation_links"
+MEMO = "group_memo"
 
 
 @dataclass(slots=True)
@@ -86,6 +91,8 @@ class LinkedGroupsOutcome:
     reanchored: int = 0  # groups holding a unit whose mentions a merge moved
     sightings_path: str = ""  # the Parquet file an external identity system reads
     relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
+    reused: int = 0  # questions scored and groups described as the last run did (memo)
+    computed: int = 0  # questions scored and groups described anew
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -105,10 +112,11 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         ConfigError: the collection's people or merges file is invalid.
     """
     cfg = home.collection(collection)
-    if not kind_of(cfg).grouped:
+    if not kind_of(cfg).grouped or not cfg.grouping:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
         home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
+        home.warehouse.write(MEMO, (collection,), MEMO_SCHEMA.empty_table())
         _write_identities(home, collection, {})
         return LinkedGroupsOutcome(grouped=False)
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
@@ -128,17 +136,32 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     previous = read_links(home.warehouse.read(LINKS, (collection,), LINK_SCHEMA))
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
+    remembered = read_memo(home.warehouse.read(MEMO, (collection,), MEMO_SCHEMA))
     relinkers: list[Relinker] = []
+    memos: dict[str, Memo] = {}
+
+    def memo_for(tenant: str) -> Memo:
+        if tenant not in memos:
+            memos[tenant] = Memo(remembered, tenant_id=tenant)
+        return memos[tenant]
 
     def link(messages: Sequence[Message], **options: Any) -> list[Group]:
         tenant = tenant_of[messages[0].unit_id] if messages else ""
         relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
-        return linker(messages, relinker=relinkers[-1], **options)
+        return linker(messages, relinker=relinkers[-1], memo=memo_for(tenant), **options)
 
     found = {} if cfg.format == "irc" else _identify(home, cfg, blocks, units)
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
-    tables = group_tables(collection, units, link, registries=registries, names=names)
+    tables = group_tables(
+        collection,
+        units,
+        link,
+        registries=registries,
+        names=names,
+        memo_for=memo_for,
+        previous=home.warehouse.read(GROUPS, (collection,), GROUP_SCHEMA) if remembered else None,
+    )
     roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
     held = tables.members.filter(
@@ -161,6 +184,8 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         reanchored=len(set(held["group_id"].to_pylist())),
         sightings_path=str(home.warehouse.path(identity_store.SIGHTINGS, collection)),
         relinked=sum(r.relinked for r in relinkers),
+        reused=sum(m.reused for m in memos.values()),
+        computed=sum(m.computed for m in memos.values()),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -174,6 +199,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         home.warehouse.write(
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
+        home.warehouse.write(MEMO, (collection,), memo_table(memos.values()))
     return outcome
 
 

@@ -1,0 +1,139 @@
+"""What the last run of the groupings computed, kept by a key of everything it was computed
+from, so a run computes again only what changed (seed "Linked Context" §5 at scale).
+
+A key is the sha256 of the inputs of one computation: a question's scored answers (the
+question, its candidates, the TF-IDF blocks they are weighed in, the window), a group's
+description (the group, its members, their blocks, their identity anchors, the hints), and the
+code of this package. A key found in the earlier run's entries is its result; any other is
+computed and kept. A run keeps only the entries it used, so entries of what changed or went
+away are dropped. The results are the same as computing everything again, by construction:
+anything a result reads is in its key.
+
+Entries are kept as :data:`MEMO_SCHEMA` rows (key, JSON value, tenant), one warehouse
+partition per collection; entries hold text derived from units, so deleting a unit drops them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from corpus_index.linked.messages import Message
+
+MEMO_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("value", pa.string()),
+        ("tenant_id", pa.string()),
+    ]
+)
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """sha256 of this package's code and weights: other code computes other results."""
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for path in sorted([*here.glob("*.py"), *here.glob("*.json")]):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(cls: type) -> tuple[str, ...] | None:
+    """A record type's field names (None for any other type)."""
+    if cls not in _FIELDS:
+        if hasattr(cls, "_fields"):  # a named tuple
+            _FIELDS[cls] = tuple(cls._fields)
+        elif dataclasses.is_dataclass(cls):
+            _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        else:
+            _FIELDS[cls] = ()
+    return _FIELDS[cls] or None
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every record (dataclass, named tuple) as a tuple of its type's name and
+    its fields, recursively: what a key is the repr of (a record's own repr is slower)."""
+    cls = type(value)
+    if cls in _ATOMS:
+        return value
+    names = _fields_of(cls)
+    if names is not None:
+        fields = [getattr(value, f) for f in names]
+        return (cls.__name__, *(v if type(v) in _ATOMS else plain(v) for v in fields))
+    if cls is list or cls is tuple:
+        return tuple(v if type(v) in _ATOMS else plain(v) for v in value)
+    return value
+
+
+class Memo:
+    """The entries of an earlier run of one tenant (``previous``: key -> JSON value), and
+    those this run used (:attr:`kept`), to give the next run.
+
+    Args:
+        previous: the earlier run's entries (none: compute everything).
+        tenant_id: whose units these are; only entries of this tenant are read.
+    """
+
+    def __init__(self, previous: Iterable[Mapping[str, str]] = (), *, tenant_id: str = "") -> None:
+        self.tenant_id = tenant_id
+        self._previous = {r["key"]: r["value"] for r in previous if r["tenant_id"] == tenant_id}
+        self.kept: dict[str, str] = {}
+        self.reused = 0
+        self.computed = 0
+        self._prints: dict[str, str] = {}
+
+    def fingerprint(self, m: Message) -> str:
+        """sha256 of everything of ``m`` (by unit id, once a run)."""
+        found = self._prints.get(m.unit_id)
+        if found is None:
+            found = hashlib.sha256(repr(plain(m)).encode("utf-8")).hexdigest()
+            self._prints[m.unit_id] = found
+        return found
+
+    def key(self, *parts: Any) -> str:
+        """The key of a computation from ``parts`` (plain values and records)."""
+        raw = repr((code_digest(), plain(parts))).encode("utf-8")
+        return hashlib.sha256(raw).hexdigest()
+
+    def get(self, key: str) -> Any | None:
+        """The earlier run's result for ``key`` (kept for the next run), or None."""
+        raw = self._previous.get(key)
+        if raw is None:
+            return None
+        self.kept[key] = raw
+        self.reused += 1
+        return json.loads(raw)
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep ``value`` (plain JSON data) as the result for ``key``."""
+        self.kept[key] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        self.computed += 1
+
+
+def memo_table(memos: Iterable[Memo]) -> pa.Table:
+    """The entries ``memos`` kept, as a table of :data:`MEMO_SCHEMA` (sorted by key)."""
+    rows = [
+        {"key": k, "value": v, "tenant_id": m.tenant_id} for m in memos for k, v in m.kept.items()
+    ]
+    rows.sort(key=lambda r: (r["tenant_id"], r["key"]))
+    return pa.Table.from_pylist(rows, schema=MEMO_SCHEMA)
+
+
+def read_memo(table: pa.Table | None) -> list[dict[str, str]]:
+    """The entries of a table of :data:`MEMO_SCHEMA` (none for ``None``)."""
+    if table is None:
+        return []
+    rows: list[dict[str, str]] = table.select(MEMO_SCHEMA.names).to_pylist()
+    return rows

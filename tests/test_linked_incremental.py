@@ -1,0 +1,188 @@
+"""The ``linked_groups`` step from its last run's links and kept results gives what a full
+re-run gives, after a message is appended, edited, deleted or arrives late; ``grouping: false``
+leaves the group and identity partitions empty; the per-block TF-IDF keeps a unit's vector while
+its block is unchanged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from corpus_index import identity_store, steps
+from corpus_index.config import Settings
+from corpus_index.home import Home
+from corpus_index.linked.groups import link_units
+from corpus_index.linked.memo import Memo, memo_table
+from corpus_index.linked.similarity import Similarity
+from corpus_index.linked.topic import TOPIC_BLOCK
+from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
+from tests.streamgen import stream
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_corpus" / "messages" / "wattle"
+COLLECTION = "wattle"
+PARTITIONS = (GROUPS, MEMBERS, identity_store.IDENTITIES, identity_store.MENTIONS)
+PARTITIONS += (identity_store.SIGHTINGS,)
+
+
+def configure(root: Path, source: Path, **extra: Any) -> Settings:
+    spec = {"kind": "messages", "path": str(source), "tenant": "wattle", "people": "people.yaml"}
+    spec |= {"acl_groups": ["wattle-staff"], "namespace": "messages", **extra}
+    config = {
+        "collections": {COLLECTION: spec},
+        "profiles": {"main": {"embedder": "hash:v1-64", "namespace": "messages"}},
+        "namespaces": {"messages": {"eval_gate": "off"}},
+    }
+    path = root / "corpus.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return Settings(config_path=path, home=root / "home")
+
+
+def link(settings: Settings) -> steps.linked_groups.LinkedGroupsOutcome:
+    home = Home(settings)
+    steps.source_manifest.run(home, COLLECTION)
+    steps.parsed_blocks.run(home, COLLECTION)
+    return steps.linked_groups.run(home, COLLECTION)
+
+
+def tables(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    wh = Home(settings).warehouse
+    out = {}
+    for name in PARTITIONS:
+        table = wh.read(name, (COLLECTION,))
+        assert table is not None, name
+        out[name] = table.to_pylist()
+    return out
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def write(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def append(source: Path) -> None:
+    chat = source / "chat-picton-sil.jsonl"
+    records = lines(chat)
+    new = dict(records[-1], id="wg-dc-new", text="Can someone check the van keys are back?")
+    new["timestamp"] = "2025-12-31T23:50:00+11:00"
+    new.pop("reply_to", None)
+    write(chat, [*records, new])
+
+
+def edit(source: Path) -> None:
+    chat = source / "chat-picton-sil.jsonl"
+    records = lines(chat)
+    records[10] = dict(records[10], text="Who has the chemist run today? The script is ready.")
+    write(chat, records)
+
+
+def delete(source: Path) -> None:
+    chat = source / "chat-tahmoor-sil.jsonl"
+    records = lines(chat)
+    write(chat, records[:5] + records[6:])
+
+
+def late(source: Path) -> None:
+    """A shift note written days ago, arriving only now."""
+    notes = source / "shift-notes.jsonl"
+    records = lines(notes)
+    new = dict(records[0], id="wg-sn-late", author="Jane Okafor")
+    new["text"] = "John: settled after the seizure, obs normal. Mike Brennan and I stayed with him."
+    write(notes, [*records, new])
+
+
+CHANGES: list[Callable[[Path], None]] = [append, edit, delete, late]
+
+
+@pytest.fixture(scope="module")
+def incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Settings]:
+    root = tmp_path_factory.mktemp("incremental")
+    source = root / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(root, source)
+    first = link(settings)
+    assert first.passed and first.reused == 0 and first.computed > 0
+    return source, settings
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=lambda c: c.__name__)
+def test_a_run_from_the_last_gives_what_a_full_run_gives(
+    incremental: tuple[Path, Settings], change: Callable[[Path], None], tmp_path: Path
+) -> None:
+    source, settings = incremental  # the changes pile up, in order, on one home
+    change(source)
+    again = link(settings)
+    assert again.passed and again.computed > 0  # the sample is one TF-IDF block: all again
+    fresh_source = tmp_path / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(tmp_path, fresh_source)
+    whole = link(fresh)
+    assert whole.reused == 0
+    assert (again.groups, again.members, again.by_type) == (
+        whole.groups,
+        whole.members,
+        whole.by_type,
+    )
+    assert tables(settings) == tables(fresh)
+
+
+def test_nothing_changed_computes_nothing_again(incremental: tuple[Path, Settings]) -> None:
+    _, settings = incremental
+    link(settings)
+    again = link(settings)
+    assert again.computed == 0 and again.reused > 0 and again.relinked == 0
+
+
+def test_a_long_stream_computes_again_only_its_last_block() -> None:
+    messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
+    earlier = Memo(tenant_id="t")
+    link_units(messages, memo=earlier)
+    grown = [*messages, replace(messages[-1], unit_id="new", text="can someone check the van?")]
+    grown[-1] = replace(grown[-1], timestamp=messages[-1].timestamp + 60)
+    rows = memo_table([earlier]).to_pylist()
+    later = Memo(rows, tenant_id="t")
+    assert link_units(grown, memo=later) == link_units(grown)
+    assert later.reused > 4 * later.computed > 0  # the first block's results kept
+    assert Memo(rows, tenant_id="other").get(rows[0]["key"]) is None  # tenants never mix
+
+
+def test_grouping_off_leaves_groups_and_identities_empty(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path, source, grouping=False)
+    outcome = link(settings)
+    assert not outcome.grouped
+    assert all(not rows for rows in tables(settings).values())
+    wh = Home(settings).warehouse
+    assert all(wh.read(p, (COLLECTION,)).num_rows == 0 for p in (LINKS, MEMO))  # type: ignore[union-attr]
+
+
+def test_a_unit_keeps_its_vector_while_its_block_is_unchanged() -> None:
+    messages = stream(10, channels=2, seed=3)
+    before = Similarity(messages, block=4)
+    grown = [*messages, replace(messages[-1], unit_id="new", text="van keys pumpkin roster")]
+    after = Similarity(grown, block=4)
+    edited = Similarity([replace(messages[0], text="roster swap"), *messages[1:]], block=4)
+    for i, m in enumerate(messages):
+        same_block = i < 8  # the new unit joins the last block (8, 9, new)
+        assert (before.digest(i // 4) == after.digest(i // 4)) == same_block
+        assert (before.digest(i // 4) == edited.digest(i // 4)) == (i >= 4)
+        if same_block:
+            assert before.vector(m.unit_id) == after.vector(m.unit_id)
+    picked = [messages[0].unit_id, messages[9].unit_id, messages[5].unit_id, "nobody"]
+    assert before.digests(picked) == [before.digest(b) for b in (0, 1, 2)]
+    ids = [m.unit_id for m in messages[:4]]
+    sims = before.matrix(ids)
+    assert sims[0, 1] == pytest.approx(before.pair(ids[0], ids[1]))
+    assert before.against(ids[0], ids[1:]) == pytest.approx(list(sims[0, 1:]))
+    assert before.pair(ids[0], "nobody") == 0.0 and before.vector("nobody") == {}
