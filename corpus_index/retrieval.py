@@ -4,8 +4,14 @@ checks, dense and lexical top-N inside the prefilter, fusion, and parent expansi
 from __future__ import annotations
 
 import math
+import os
 import re
-from typing import Any
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +48,10 @@ RESULT_COLUMNS = [
     "generation",
     "run_id",
 ]
+# threads that run one retriever of a hybrid search while the caller runs the other; LanceDB
+# does the work in its Rust engine with the GIL released, so the two overlap. Enough for many
+# concurrent searches (HTTP clients), each holding at most one of them at a time.
+POOL_THREADS = 16
 _BLOCK_ORDER = re.compile(r"/(\d+)(?:#p(\d+))?$")
 
 
@@ -111,6 +121,50 @@ def dense(
         .to_list()
     )
     return rows
+
+
+class Timed(NamedTuple):
+    """A retriever's rows and the milliseconds it took on its own thread."""
+
+    rows: list[dict[str, Any]]
+    ms: float
+
+
+_pool_lock = threading.Lock()
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's pool (a forked child gets its own: the parent's threads are not in it)."""
+    pid = os.getpid()
+    with _pool_lock:
+        pool = _pools.get(pid)
+        if pool is None:
+            pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="corpus-retrieval")
+            _pools.clear()
+            _pools[pid] = pool
+        return pool
+
+
+def timed(call: Callable[[], list[dict[str, Any]]]) -> Timed:
+    start = time.perf_counter()
+    rows = call()
+    return Timed(rows, round((time.perf_counter() - start) * 1000, 2))
+
+
+def concurrently(
+    first: Callable[[], list[dict[str, Any]]], second: Callable[[], list[dict[str, Any]]]
+) -> tuple[Timed, Timed]:
+    """``first()`` in the calling thread while ``second()`` runs on a pool thread; both results,
+    each with its own time. An exception of either is raised here; the first's only once the
+    second has finished too, so no query outlives the search that issued it."""
+    other = _pool().submit(timed, second)
+    try:
+        mine = timed(first)
+    except BaseException:
+        futures.wait([other])
+        raise
+    return mine, other.result()
 
 
 def has_fts(table: Any) -> bool:
