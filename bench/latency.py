@@ -527,7 +527,10 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
         f"interleaved ({ann_desc})"
     )
     rss_before = _common.rss_mib()
+    started = time.perf_counter()
     for i in range(total):
+        if i and i % 10 == 0:
+            say(f"  {i} of {total} queries, {time.perf_counter() - started:.0f} s")
         p, q, text = principals[i], qvecs[i], qtexts[i]
         where = eligibility(p, [COLLECTION])
         record = i >= args.warmup
