@@ -292,12 +292,12 @@ def write_config(home: Path) -> Path:
 # -- the raw side ----------------------------------------------------------------------------
 
 
-def ann_params() -> tuple[int | None, int | None]:
-    """The ANN query parameters ``Searcher`` sends (None: LanceDB's default), so the raw side
+def ann_params(rows: int) -> tuple[int | None, int | None]:
+    """The ANN query parameters ``Searcher`` sends for a table of ``rows``, so the raw side
     asks LanceDB exactly what the pipeline asks."""
     from corpus_index import retrieval
 
-    return getattr(retrieval, "ANN_NPROBES", None), getattr(retrieval, "ANN_REFINE_FACTOR", None)
+    return retrieval.ann_nprobes(rows, DIM), retrieval.ANN_REFINE_FACTOR
 
 
 def raw_dense(
@@ -483,7 +483,7 @@ def run(args: argparse.Namespace, home: Path, config_path: Path) -> int:
         sys.exit(f"error: {home} has a marker but no ACTIVE generation; use an empty --home")
     table = corpus.store.table(gen)
     indices = {i.name: str(i.index_type) for i in table.list_indices()}
-    nprobes, refine = ann_params()
+    nprobes, refine = ann_params(int(table.count_rows()))
     if "vector_idx" in indices:
         stats = table.index_stats("vector_idx")
         ann_desc = (

@@ -1,10 +1,12 @@
-"""The IVF_PQ parameters of a generation table grow with its row count."""
+"""The IVF_PQ parameters of a generation table, and the partitions a query probes, grow with
+its row count."""
 
 from __future__ import annotations
 
 import pytest
 
 from corpus_index.index_store import ANN_MAX_PARTITIONS, ann_parameters
+from corpus_index.retrieval import ANN_MIN_NPROBES, ann_nprobes
 
 
 @pytest.mark.parametrize(
@@ -33,3 +35,12 @@ def test_each_partition_stays_about_the_square_root_of_the_rows() -> None:
     for rows in (10_000, 250_000, 1_000_000):
         per_partition = rows / ann_parameters(rows, 384).partitions
         assert rows**0.5 <= per_partition < rows**0.5 + 2
+
+
+@pytest.mark.parametrize(
+    ("rows", "nprobes"),
+    [(1_000, 20), (100_000, 31), (1_000_000, 100), (50_000_000, 102)],
+)
+def test_queries_probe_a_tenth_of_the_partitions(rows: int, nprobes: int) -> None:
+    assert ann_nprobes(rows, 384) == nprobes
+    assert ann_nprobes(rows, 384) >= ANN_MIN_NPROBES
