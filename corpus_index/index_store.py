@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -13,6 +13,7 @@ from corpus_index import kinds, lance, predicates
 from corpus_index.registry import Generation
 
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
+ANN_MAX_PARTITIONS = 1024
 FTS_COLUMN = "text"
 
 # the filter columns every generation table carries: the union the collection kinds promote
@@ -289,12 +290,30 @@ class GenerationStore:
         return True
 
 
+class AnnParameters(NamedTuple):
+    """How the IVF_PQ index of a table of ``rows`` vectors is built."""
+
+    partitions: int  # IVF partitions: about sqrt(rows), so each holds about sqrt(rows) vectors
+    sub_vectors: int  # PQ sub-vectors: 8 dimensions each where the dimension allows
+
+
+def ann_parameters(rows: int, dim: int) -> AnnParameters:
+    """The IVF_PQ parameters for ``rows`` vectors of ``dim`` dimensions: they grow with the
+    table (1,000,000 rows: 1,000 partitions of about 1,000 vectors; at most 1,024)."""
+    partitions = max(1, min(ANN_MAX_PARTITIONS, int(rows**0.5)))
+    sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s >= 1 and dim % s == 0)
+    return AnnParameters(partitions, sub_vectors)
+
+
 def _ann_config(rows: int, dim: int) -> Any:
     from lancedb.index import IvfPq
 
-    partitions = max(1, min(1024, int(rows**0.5)))
-    sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s >= 1 and dim % s == 0)
-    return IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub_vectors)
+    params = ann_parameters(rows, dim)
+    return IvfPq(
+        distance_type="cosine",
+        num_partitions=params.partitions,
+        num_sub_vectors=params.sub_vectors,
+    )
 
 
 def _attempts(rows: pa.Table | pa.RecordBatchReader) -> int:

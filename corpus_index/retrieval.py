@@ -4,8 +4,14 @@ checks, dense and lexical top-N inside the prefilter, fusion, and parent expansi
 from __future__ import annotations
 
 import math
+import os
 import re
-from typing import Any
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -13,15 +19,25 @@ import numpy.typing as npt
 from corpus_index import fusion, predicates
 from corpus_index.errors import InvalidQueryError
 from corpus_index.hits import Candidate, ContextChunk
-from corpus_index.index_store import FTS_COLUMN
+from corpus_index.index_store import FTS_COLUMN, ann_parameters
 from corpus_index.retrieval_settings import FUSIONS as RETRIEVAL_FUSIONS
 
 MODES = ("dense", "lexical", "hybrid")
 FUSIONS = RETRIEVAL_FUSIONS
 EXPANSIONS = ("section", "neighbours")
-ANN_REFINE_FACTOR = (
-    5  # exact re-ranking of the ANN candidates (bench/latency.py: recall@10 >= 0.95)
-)
+# exact re-ranking of depth * ANN_REFINE_FACTOR ANN candidates (bench/latency.py, 1,000,000
+# rows, 1,000 partitions: recall@10 0.84 with 5, 0.94 with 10, 0.97 with 20)
+ANN_REFINE_FACTOR = 20
+# IVF partitions probed: a tenth of them, at least LanceDB's default 20 (1,000,000 rows, 1,000
+# partitions, refine factor 20: recall@10 0.94-0.97 with 20 probes, 1.0 with 100)
+ANN_MIN_NPROBES = 20
+ANN_PROBE_SHARE = 10
+
+
+def ann_nprobes(rows: int, dim: int) -> int:
+    """IVF partitions a dense query probes in a table of ``rows`` vectors of ``dim``."""
+    return max(ANN_MIN_NPROBES, ann_parameters(rows, dim).partitions // ANN_PROBE_SHARE)
+
 
 RESULT_COLUMNS = [
     "vector_id",
@@ -42,6 +58,10 @@ RESULT_COLUMNS = [
     "generation",
     "run_id",
 ]
+# threads that run one retriever of a hybrid search while the caller runs the other; LanceDB
+# does the work in its Rust engine with the GIL released, so the two overlap. Enough for many
+# concurrent searches (HTTP clients), each holding at most one of them at a time.
+POOL_THREADS = 16
 _BLOCK_ORDER = re.compile(r"/(\d+)(?:#p(\d+))?$")
 
 
@@ -105,12 +125,57 @@ def dense(
         .where(where, prefilter=True)
         .select([*RESULT_COLUMNS, "_distance"])
         .limit(depth)
+        .nprobes(ann_nprobes(int(table.count_rows()), len(qvec)))
         # IVF_PQ ranks by quantized distances (recall@10 0.44 at 100k rows): re-rank
         # depth * ANN_REFINE_FACTOR PQ candidates by exact cosine. No-op without an index.
         .refine_factor(ANN_REFINE_FACTOR)
         .to_list()
     )
     return rows
+
+
+class Timed(NamedTuple):
+    """A retriever's rows and the milliseconds it took on its own thread."""
+
+    rows: list[dict[str, Any]]
+    ms: float
+
+
+_pool_lock = threading.Lock()
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's pool (a forked child gets its own: the parent's threads are not in it)."""
+    pid = os.getpid()
+    with _pool_lock:
+        pool = _pools.get(pid)
+        if pool is None:
+            pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="corpus-retrieval")
+            _pools.clear()
+            _pools[pid] = pool
+        return pool
+
+
+def timed(call: Callable[[], list[dict[str, Any]]]) -> Timed:
+    start = time.perf_counter()
+    rows = call()
+    return Timed(rows, round((time.perf_counter() - start) * 1000, 2))
+
+
+def concurrently(
+    first: Callable[[], list[dict[str, Any]]], second: Callable[[], list[dict[str, Any]]]
+) -> tuple[Timed, Timed]:
+    """``first()`` in the calling thread while ``second()`` runs on a pool thread; both results,
+    each with its own time. An exception of either is raised here; the first's only once the
+    second has finished too, so no query outlives the search that issued it."""
+    other = _pool().submit(timed, second)
+    try:
+        mine = timed(first)
+    except BaseException:
+        futures.wait([other])
+        raise
+    return mine, other.result()
 
 
 def has_fts(table: Any) -> bool:

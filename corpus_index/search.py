@@ -5,11 +5,12 @@ filters form one LanceDB prefilter that both retrievers run inside: rows the pri
 see never become candidates, so they cannot leak through scores, counts or truncation.
 
 Stages (DESIGN §9), each timed in the trace: query embedding with the generation's own model ->
-prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25) -> fusion (the
-namespace's retrieval settings: z-score by default, RRF or min-max) -> a Rocchio feedback round
-(a second dense query, fused again) -> dedupe by content_hash and a per-document cap -> optional rerank ->
-optional parent expansion -> hits with scores, excerpts and provenance. The fusion is done here,
-from two LanceDB queries, so every stage can be timed and tested on its own.
+prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25), issued at the
+same time in hybrid mode -> fusion (the namespace's retrieval settings: z-score by default, RRF
+or min-max) -> a Rocchio feedback round (a second dense query, after the first fusion, fused
+again) -> dedupe by content_hash and a per-document cap -> optional rerank -> optional parent
+expansion -> hits with scores, excerpts and provenance. The fusion is done here, from two
+LanceDB queries, so every stage can be timed and tested on its own.
 """
 
 from __future__ import annotations
@@ -102,14 +103,19 @@ class Narrowed(NamedTuple):
 class Searcher:
     """Dense, lexical and hybrid search over one home's generations."""
 
-    def __init__(self, corpus: Home, *, traces: TraceStore | None = None) -> None:
+    def __init__(
+        self, corpus: Home, *, traces: TraceStore | None = None, concurrent: bool = True
+    ) -> None:
         """
         Args:
             corpus: the home and its configuration.
             traces: where to store a trace of every search (none by default).
+            concurrent: run a hybrid search's dense and lexical retrievers at the same time
+                (default); ``False`` runs them one after the other, with the same results.
         """
         self.corpus = corpus
         self.traces = traces
+        self.concurrent = concurrent
         # a generation's id, spec and table never change, so explicit lookups are cached; the
         # ACTIVE pointer is read on every search so a promotion or rollback applies at once
         self._generations: dict[str, Generation] = {}
@@ -265,11 +271,21 @@ class Searcher:
         qvec = self.query_vector(text, vector, gen, mode)
         clock.lap("embedding")
 
-        dense_rows = retrieval.dense(table, qvec, where, depth)
-        clock.lap("dense")
+        def dense_stage() -> list[dict[str, Any]]:
+            return retrieval.dense(table, qvec, where, depth)
 
-        lexical_rows = _lexical_stage(table, text, where, depth, mode, gen, trace)
-        clock.lap("lexical")
+        def lexical_stage() -> list[dict[str, Any]]:
+            return _lexical_stage(table, text, where, depth, mode, gen, trace)
+
+        if mode == "hybrid" and self.concurrent:
+            # the two retrievers are independent: the search waits for the slower, not the sum
+            dense_run, lexical_run = retrieval.concurrently(dense_stage, lexical_stage)
+        else:
+            dense_run, lexical_run = retrieval.timed(dense_stage), retrieval.timed(lexical_stage)
+        dense_rows, lexical_rows = dense_run.rows, lexical_run.rows
+        clock.lap("retrieval")
+        clock.laps.update(dense_ms=dense_run.ms, lexical_ms=lexical_run.ms)
+        trace["retrievers"] = "concurrent" if mode == "hybrid" and self.concurrent else "sequential"
 
         fuse_opts: dict[str, Any] = {
             "mode": mode,
