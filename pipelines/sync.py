@@ -248,6 +248,11 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
         return False
     if withdrawals_pending(home, part.partition):
         return False
+    # a partition whose files went (``corpus doctor --repair`` removes damaged ones) is rebuilt
+    files = [("source_manifest",), ("parsed_blocks",), ("embedding_inputs",)]
+    files += [("embeddings", p) for p in config.profiles if config.profile_covers(p, part.name)]
+    if not all(home.warehouse.path(*f, part.partition).is_file() for f in files):
+        return False
     for profile in config.profiles:
         if not config.profile_covers(profile, part.name):
             continue
