@@ -235,8 +235,8 @@ def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dg.Even
 def partition_is_current(instance: dg.DagsterInstance, home: Home, part: CollectionConfig) -> bool:
     """Whether a shard's last runs saw what is there now: its files fingerprint as its last
     ``source_manifest`` recorded, the configuration is older than that scan, no source of it
-    was withdrawn since, and every profile's ``index_rows`` of the shard was materialized
-    after it."""
+    was withdrawn since, its warehouse files are there, and every profile's ``index_rows`` of
+    the shard was materialized after it, into the profile's live generation."""
     config = home.config
     ingest = _latest(instance, "source_manifest", part.partition)
     if ingest is None or ingest.asset_materialization is None:
@@ -258,7 +258,13 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
             continue
         key = dg.MultiPartitionKey({"profile": profile, "collection": part.partition})
         rows = _latest(instance, "index_rows", str(key))
-        if rows is None or rows.timestamp < ingest.timestamp:
+        if rows is None or rows.timestamp < ingest.timestamp or rows.asset_materialization is None:
+            return False
+        # written into the profile's live generation (not one retired since, whose successor
+        # has none of the shard's rows yet)
+        live = home.registry.live_generation(profile)
+        written = rows.asset_materialization.metadata.get("generation")
+        if live is None or str(getattr(written, "value", "")) != live.id:
             return False
     return True
 
