@@ -17,7 +17,9 @@ from typing import Any, NamedTuple
 import dagster as dg
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from corpus_index.cli import main
 from corpus_index.config import Settings, load_config
 from corpus_index.errors import ConfigError
 from corpus_index.home import Home
@@ -239,10 +241,12 @@ def test_a_reshard_from_one_to_four_and_back_keeps_every_hit_and_embeds_nothing(
     assert answers(settings) == before
 
     _set_shards(settings.config_path, 1)
-    report = dagster_runner().sync(settings)
-    assert report.ok, report.failed_runs
-    assert report.embedded == 0
-    assert report.reshards["beta-deals"]["to"] == ["beta-deals"]
+    # back through the CLI, which says what the sync did
+    args = ["--config", str(settings.config_path), "--home", str(settings.home), "sync"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "embedded 0," in result.output
+    assert "re-sharded beta-deals: 4 -> 1 partitions; dropped beta-deals~00" in result.output
     assert dynamic_partitions(settings) == list(COLLECTIONS)
     assert not Home(settings).warehouse.path("parsed_blocks", "beta-deals~03").exists()
     assert answers(settings) == before
