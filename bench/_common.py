@@ -430,10 +430,14 @@ def write_deals(folder: Path, count: int, *, tenant: str, acl: list[str]) -> Non
 DEALS_TENANT, DEALS_ACL, DEALS_COLLECTION = "bench", ["bench-uw"], "deals"
 
 
-def deals_home(source: Path, config: Path, count: int, *, embedder: str) -> Path:
+def deals_home(
+    source: Path, config: Path, count: int, *, embedder: str, shards: int = 1, write: bool = True
+) -> Path:
     """``count`` generated deals under ``source`` (tenant ``bench``) and, at ``config``, a
-    corpus.yaml with them as its one collection (``deals``) and one profile; returns ``config``."""
-    write_deals(source, count, tenant=DEALS_TENANT, acl=DEALS_ACL)
+    corpus.yaml with them as its one collection (``deals``, in ``shards`` hash shards) and one
+    profile; returns ``config``. ``write=False`` reuses the deals already under ``source``."""
+    if write:
+        write_deals(source, count, tenant=DEALS_TENANT, acl=DEALS_ACL)
     return write_config(
         config,
         collection=DEALS_COLLECTION,
@@ -442,6 +446,7 @@ def deals_home(source: Path, config: Path, count: int, *, embedder: str) -> Path
         embedder=embedder,
         tenant=DEALS_TENANT,
         acl=DEALS_ACL,
+        shards=shards,
     )
 
 
@@ -455,6 +460,7 @@ def write_config(
     tenant: str,
     acl: list[str],
     batch_size: int = 64,
+    shards: int = 1,
 ) -> Path:
     """A one-collection, one-profile corpus.yaml (no golden set: the eval gate is skipped)."""
     import yaml
@@ -468,6 +474,7 @@ def write_config(
                 "acl_groups": acl,
                 "tier": "restricted",
                 "namespace": "bench",
+                **({"shards": shards} if shards > 1 else {}),
             }
         },
         "profiles": {

@@ -16,9 +16,14 @@ Usage (from the repository root)::
     .venv/bin/python bench/memory.py                          # 2,500 .. 20,000 deals, ~20 min
     .venv/bin/python bench/memory.py --deals 1000,2000,4000   # quicker, less telling
     .venv/bin/python bench/memory.py --json
+    .venv/bin/python bench/memory.py --deals 2500,5000,10000 --shards 8   # the collection in 8 shards
 
-Options: ``--deals N,N,...``, ``--home DIR`` (an empty folder to build in, kept afterwards;
-default a temporary folder, removed), ``--threads`` (2), ``--max-share`` (0.25), ``--json``.
+With ``--shards N`` the collection is configured with ``shards: N``: every shard is its own
+ingest and embed run, so a step holds one shard's partition.
+
+Options: ``--deals N,N,...``, ``--shards N`` (1), ``--home DIR`` (an empty folder to build in,
+kept afterwards; default a temporary folder, removed), ``--threads`` (2), ``--max-share``
+(0.25), ``--json``.
 Peaks move by up to ~50 MiB between runs of the same size.
 """
 
@@ -45,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--deals", default="2500,5000,10000,20000", help="sizes, comma-separated")
     ap.add_argument("--home", type=Path, default=None, help="empty folder to build in (kept)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--shards", type=int, default=1, help="hash shards of the collection")
     ap.add_argument("--max-share", type=float, default=0.25)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
@@ -54,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"--deals {args.deals!r}: expected sizes like 2500,5000,10000")
     if len(args.sizes) < 2 or args.sizes[0] < 1:
         ap.error("--deals needs at least two sizes of at least 1 deal")
+    if args.shards < 1:
+        ap.error(f"--shards {args.shards}: must be at least 1")
     return args
 
 
@@ -61,7 +69,9 @@ def build(args: argparse.Namespace, root: Path, deals: int) -> dict[str, Any]:
     """One full build of a fresh ``deals``-deal home, in a child process; its figures."""
     source, home = root / f"source-{deals}", root / f"home-{deals}"
     t0 = time.perf_counter()
-    config = _common.deals_home(source, home / "corpus.yaml", deals, embedder=HASH_SPEC)
+    config = _common.deals_home(
+        source, home / "corpus.yaml", deals, embedder=HASH_SPEC, shards=args.shards
+    )
     generate_s = time.perf_counter() - t0
     if not args.json:
         print(f"  ... {deals} deals", file=sys.stderr, flush=True)
@@ -119,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     _common.configure(threads=args.threads)
     with _common.bench_home(args.home, "bench-memory-", must_be_empty=True) as root:
         runs = [build(args, root, n) for n in args.sizes]
-    result = {"embedder": HASH_SPEC, "threads": args.threads, "runs": runs}
+    result = {"embedder": HASH_SPEC, "threads": args.threads, "shards": args.shards, "runs": runs}
     result.update(verdict(runs, args.max_share))
     if args.json:
         print(json.dumps(result, indent=2))
@@ -130,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_text(r: dict[str, Any]) -> None:
     runs = r["runs"]
-    print(f"memory benchmark: full builds, {r['embedder']}, {r['threads']} threads")
+    print(
+        f"memory benchmark: full builds, {r['embedder']}, {r['threads']} threads, "
+        f"{r['shards']} shard(s)"
+    )
     print(
         f"  {'deals':>7} {'inputs':>7} {'build s':>8} {'peak RSS':>9} {'ru_maxrss':>9} "
         f"{'LanceDB':>8} {'warehouse':>9} {'corpus':>7}   (MiB)"

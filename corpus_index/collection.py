@@ -7,10 +7,11 @@ kinds, which read collections, sit below the configuration that names them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from corpus_index import shards as _shards
 from corpus_index.limits import Limits
 
 
@@ -46,3 +47,35 @@ class CollectionConfig:
     # (``grouping: false`` leaves the group and identity partitions empty; units are still
     # indexed on their own)
     grouping: bool = True
+    # hash shards: the collection runs as this many partitions (``shards.partition_keys``)
+    shards: int = 1
+    # the one shard this view of the collection holds (``shard_view``); None: all of it
+    shard: int | None = None
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The collection's partition keys: its name, or one ``<name>~<nn>`` per shard."""
+        return _shards.partition_keys(self.name, self.shards)
+
+    @property
+    def partition(self) -> str:
+        """This view's partition key (the collection's name when it is not one shard)."""
+        return _shards.partition_key(self.name, self.shard, self.shards)
+
+    @property
+    def parts(self) -> tuple[CollectionConfig, ...]:
+        """One view per partition, in partition order: the collection itself, or its shards."""
+        if self.shards <= 1:
+            return (self,)
+        return tuple(self.shard_view(n) for n in range(self.shards))
+
+    def shard_view(self, shard: int) -> CollectionConfig:
+        """The collection as its shard ``shard`` sees it: only the documents it owns."""
+        return replace(self, shard=shard)
+
+    def owns(self, doc_id: str) -> bool:
+        """Whether the document ``doc_id`` belongs to this view (always, for a whole
+        collection)."""
+        if self.shard is None or self.shards <= 1:
+            return True
+        return _shards.shard_of(f"{self.name}/{doc_id}", self.shards) == self.shard

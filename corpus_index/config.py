@@ -35,10 +35,12 @@ from corpus_index.retrieval_settings import (
 )
 from corpus_index.serve_config import ServeConfig, parse_serve
 from corpus_index.storage import Location, parse_storage_uri
+from corpus_index.shards import split_key
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
 SIDECAR_PLACES = ("home", "beside")
+MAX_SHARDS = 256
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 DEFAULT_SECTIONS: dict[str, str] = {
@@ -103,9 +105,10 @@ class CorpusConfig:
         return [p for p in self.profiles.values() if p.namespace == namespace]
 
     def profile_covers(self, profile: str, collection: str) -> bool:
-        """Whether ``profile`` embeds ``collection`` (they share a namespace)."""
+        """Whether ``profile`` embeds ``collection`` (they share a namespace); ``collection``
+        may be one of its partition keys."""
         p = self.profiles.get(profile)
-        c = self.collections.get(collection)
+        c = self.collections.get(split_key(collection).collection)
         return p is not None and c is not None and p.namespace == c.namespace
 
 
@@ -263,7 +266,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
         extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
-        extra |= {"merges", "sidecars", "grouping"}
+        extra |= {"merges", "sidecars", "grouping", "shards"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -297,9 +300,19 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             merges=_collection_file(spec, "merges", root, f"{key}.merges", path),
             sidecars=_choice(spec.get("sidecars", "home"), SIDECAR_PLACES, f"{key}.sidecars", path),
             grouping=_opt_bool(spec.get("grouping"), f"{key}.grouping", path) is not False,
+            shards=_int(spec.get("shards", 1), f"{key}.shards", path),
         )
         if "grouping" in spec and not KINDS[kind].grouped:
             raise _fail(path, f"{key}.grouping", f"the {kind} kind's units are never grouped")
+        if collections[name].shards > MAX_SHARDS:
+            raise _fail(path, f"{key}.shards", f"at most {MAX_SHARDS} (got {spec['shards']!r})")
+        if collections[name].shards > 1 and not KINDS[kind].shardable:
+            raise _fail(
+                path,
+                f"{key}.shards",
+                f"collection {name!r} is of kind {kind}, which cannot be split into shards "
+                f"({KINDS[kind].unshardable_why}); remove `shards` or set it to 1",
+            )
         if collections[name].sidecars != "home" and not KINDS[kind].sidecars:
             raise _fail(path, f"{key}.sidecars", f"the {kind} kind writes no sidecars")
         try:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from corpus_index import byte_audit, flat_exports, identity_store, lance, predicates, purge
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from corpus_index.shards import split_key
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
 from corpus_index.storage import Location
@@ -119,6 +120,7 @@ def propagate_deletion(
     *,
     namespace: str,
     reason: str,
+    partition: str | None = None,
 ) -> Receipt | None:
     """Remove ``source_ids`` of ``collection`` from every generation, sidecar and warehouse
     partition; record tombstones and write a receipt. Returns None when there is nothing to do.
@@ -127,13 +129,17 @@ def propagate_deletion(
     inputs and their warehouse rows: a group's input text holds its members' words); the next
     ``linked_groups`` run links the units left into groups with new ids, which are embedded
     anew. Only the removed sources are tombstoned: the same members make the same group again
-    if the unit comes back."""
+    if the unit comes back.
+
+    ``partition`` is the warehouse partition that holds the sources (a shard's partition key,
+    ``<collection>~<nn>``); by default the collection's own."""
+    part = partition or collection
     ids = set(source_ids)
     if not ids:
         return None
     tombstoned = set(ids)
-    units = _units_of(corpus, collection, ids)
-    groups = _groups_holding(corpus, collection, units)
+    units = _units_of(corpus, part, ids)
+    groups = _groups_holding(corpus, part, units)
     ids |= {f"{collection}/{g}" for g in groups}
     receipt = Receipt(
         receipt_id=uuid.uuid4().hex[:12],
@@ -144,8 +150,8 @@ def propagate_deletion(
         started_at=_now(),
     )
     wh = corpus.warehouse
-    blocks = wh.read("parsed_blocks", (collection,))
-    inputs = wh.read("embedding_inputs", (collection,))
+    blocks = wh.read("parsed_blocks", (part,))
+    inputs = wh.read("embedding_inputs", (part,))
     input_hashes = _hashes_of(inputs, ids, "input_hash")
     where = predicates.all_of(
         [predicates.eq("collection", collection), predicates.is_in("source_id", sorted(ids))]
@@ -170,22 +176,20 @@ def propagate_deletion(
             if path.is_file():
                 path.unlink()
                 receipt.removed("exports", str(path), 1, "files")
-        pins = wh.read("sidecar_pins", (profile, collection))
+        pins = wh.read("sidecar_pins", (profile, part))
         if pins is not None:
             kept, n = _without(pins, ids)
             if n:
-                wh.write("sidecar_pins", (profile, collection), kept)
-                receipt.removed(
-                    "warehouse", str(wh.path("sidecar_pins", profile, collection)), n, "rows"
-                )
+                wh.write("sidecar_pins", (profile, part), kept)
+                receipt.removed("warehouse", str(wh.path("sidecar_pins", profile, part)), n, "rows")
 
     # 3. warehouse rows
-    members = wh.read("group_members", (collection,))
+    members = wh.read("group_members", (part,))
     if members is not None and groups:
         kept = members.filter(pc.invert(pc.is_in(members["group_id"], pa.array(sorted(groups)))))
-        wh.write("group_members", (collection,), kept)
+        wh.write("group_members", (part,), kept)
         n = members.num_rows - kept.num_rows
-        receipt.removed("warehouse", str(wh.path("group_members", collection)), n, "rows")
+        receipt.removed("warehouse", str(wh.path("group_members", part)), n, "rows")
     # identity mentions and sightings of the deleted units (their snippets hold its words)
     for location, n in identity_store.remove_units(corpus, collection, units):
         receipt.removed("warehouse", location, n, "rows")
@@ -202,31 +206,31 @@ def propagate_deletion(
         "linked_groups",
         "conversation_links",
     ):
-        table = wh.read(asset, (collection,))
+        table = wh.read(asset, (part,))
         if table is None or "source_id" not in table.column_names:
             continue
         kept, n = _without(table, ids)
         if n:
-            wh.write(asset, (collection,), kept)
-            receipt.removed("warehouse", str(wh.path(asset, collection)), n, "rows")
-    remaining_inputs = wh.read("embedding_inputs", (collection,))
+            wh.write(asset, (part,), kept)
+            receipt.removed("warehouse", str(wh.path(asset, part)), n, "rows")
+    remaining_inputs = wh.read("embedding_inputs", (part,))
     still_used = (
         set(remaining_inputs["input_hash"].to_pylist()) if remaining_inputs is not None else set()
     )
     only_theirs = sorted(input_hashes - still_used)
     embeddings_root = corpus.settings.warehouse / "embeddings"
     if only_theirs:
-        for profile_dir in [p for p in embeddings_root.iterdir() if p.is_dir()]:
-            table = wh.read("embeddings", (profile_dir.name, collection))
+        for profile_dir in sorted(p for p in embeddings_root.iterdir() if p.is_dir()):
+            table = wh.read("embeddings", (profile_dir.name, part))
             if table is None:
                 continue
             mask = pc.invert(pc.is_in(table["input_hash"], pa.array(only_theirs, pa.string())))
             kept = table.filter(mask)
             if kept.num_rows != table.num_rows:
-                wh.write("embeddings", (profile_dir.name, collection), kept)
+                wh.write("embeddings", (profile_dir.name, part), kept)
                 receipt.removed(
                     "warehouse",
-                    str(wh.path("embeddings", profile_dir.name, collection)),
+                    str(wh.path("embeddings", profile_dir.name, part)),
                     table.num_rows - kept.num_rows,
                     "rows",
                 )
@@ -390,13 +394,21 @@ def namespace_of(corpus: Home, collection: str) -> str:
 
 def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt | None:
     """A collection removed from the config: every one of its sources is deleted as above, and
-    its warehouse partitions and sidecar folders go entirely."""
-    manifest = corpus.warehouse.read("source_manifest", (collection,))
+    its warehouse partitions and sidecar folders go entirely. ``collection`` may be one of its
+    partition keys (a shard, ``<collection>~<nn>``): that partition's sources and files go, and
+    every row of the collection in the generations."""
+    partition, collection = collection, split_key(collection).collection
+    manifest = corpus.warehouse.read("source_manifest", (partition,))
     ids: set[str] = set()
     if manifest is not None:
         ids = {r for r in manifest["source_id"].to_pylist() if r}
     receipt = propagate_deletion(
-        corpus, collection, ids, namespace=namespace, reason="collection removed from config"
+        corpus,
+        collection,
+        ids,
+        namespace=namespace,
+        reason="collection removed from config",
+        partition=partition,
     )
     # rows of sources the manifest never listed (none expected) go with the collection
     where = predicates.eq("collection", collection)
@@ -405,8 +417,8 @@ def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt |
             if receipt is not None:
                 receipt.held(gen.table_name, purge.fragments_where(corpus.store.table(gen), where))
             corpus.store.delete_where(gen, where)
-    corpus.registry.set_stale(collection, [])
-    for path in corpus.warehouse.delete_collection(collection):
+    corpus.registry.set_stale(partition, [])
+    for path in corpus.warehouse.delete_collection(partition):
         if receipt is not None:
             receipt.removed("warehouse", path, 1, "files")
     for folder in (corpus.settings.exports / "sidecars").glob(f"*/{collection}"):
@@ -423,13 +435,29 @@ def purge_collection(corpus: Home, collection: str, namespace: str) -> Receipt |
     return receipt
 
 
+def drop_partition(corpus: Home, partition: str) -> list[str]:
+    """Remove the warehouse files of a partition that a re-shard replaced (``deals`` after
+    ``shards: 4``, or ``deals~03`` after ``shards: 1``); returns what was removed.
+
+    Its sources are not deleted: they live on in the new partitions, which were built first,
+    and their rows in the generations are the new partitions' (same ids, same vectors).
+    """
+    corpus.registry.set_stale(partition, [])
+    return corpus.warehouse.delete_collection(partition)
+
+
 # -- audit -----------------------------------------------------------------------------------
+
+
+def partitions(corpus: Home) -> list[str]:
+    """The partition key of every configured collection (each shard's, for a sharded one)."""
+    return [key for c in corpus.config.collections.values() for key in c.partitions]
 
 
 def live_input_hashes(corpus: Home) -> set[str]:
     """Every input hash some configured collection's current inputs use."""
     live: set[str] = set()
-    for name in corpus.config.collections:
+    for name in partitions(corpus):
         table = corpus.warehouse.read("embedding_inputs", (name,))
         if table is not None:
             live.update(table["input_hash"].to_pylist())
@@ -580,7 +608,7 @@ def _receipt_fingerprints(settings: Settings, tomb: dict[str, Any] | None) -> di
 
 def _live_texts(corpus: Home, source_id: str) -> Iterator[bytes]:
     """Block contents and input texts of every configured collection, but the audited source's."""
-    for name in corpus.config.collections:
+    for name in partitions(corpus):
         for asset, column in (("parsed_blocks", "content"), ("embedding_inputs", "text")):
             table = corpus.warehouse.read(asset, (name,))
             if table is None or column not in table.column_names:

@@ -17,6 +17,7 @@ from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.errors import ConfigError
 from corpus_index.index_store import GenerationStore
 from corpus_index.registry import GenerationSpec, open_registry
+from corpus_index.shards import split_key
 from corpus_index.warehouse import KeyedReader, Warehouse
 
 
@@ -39,11 +40,26 @@ class Home:
         return self._store
 
     def collection(self, name: str) -> CollectionConfig:
-        """The configured collection ``name``; ConfigError naming the file if there is none."""
+        """The configured collection ``name`` (all of it), or, for a shard's partition key
+        (``deals~03``), the view of the collection that shard holds (``CollectionConfig.owns``).
+
+        Raises:
+            ConfigError: naming the file, when no such collection, or no such shard of it, is
+                configured (a partition of an earlier shard count, say).
+        """
         try:
-            return self.config.collections[name]
-        except KeyError:
+            key = split_key(name)
+            found = self.config.collections[key.collection]
+        except (KeyError, ValueError):
             raise ConfigError(f"{self.config.path}: no collection {name!r} is configured") from None
+        if key.shard is None:
+            return found
+        if name not in found.partitions:
+            raise ConfigError(
+                f"{self.config.path}: collections.{found.name}.shards is {found.shards}: "
+                f"{name!r} is not one of its partitions ({', '.join(found.partitions[:3])}, ...)"
+            )
+        return found.shard_view(key.shard)
 
     def profile(self, name: str) -> ProfileConfig:
         """The configured profile ``name``; ConfigError naming the file if there is none."""
@@ -112,6 +128,31 @@ class Home:
         if table is None:  # removed between the check and the read
             raise FileNotFoundError(self.warehouse.path(asset, *partition))
         return table
+
+    def partitions_of(self, collection: str) -> tuple[str, ...]:
+        """The partition keys of ``collection``: each shard's when it is sharded, else its name
+        (also for a collection no longer configured, whose partition may still be there)."""
+        found = self.config.collections.get(collection)
+        return found.partitions if found is not None else (collection,)
+
+    def collection_table(
+        self,
+        asset: str,
+        collection: str,
+        schema: pa.Schema | None = None,
+        *,
+        columns: list[str] | None = None,
+    ) -> pa.Table | None:
+        """``asset`` of every partition of ``collection`` (all its shards) as one table, or
+        None when none was ever written."""
+        parts = [
+            t
+            for key in self.partitions_of(collection)
+            if (t := self.warehouse.read(asset, (key,), schema, columns=columns)) is not None
+        ]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
 
     def require(self, asset: str, partition: tuple[str, ...]) -> None:
         """Raises FileNotFoundError, naming the file, if the partition was never written."""

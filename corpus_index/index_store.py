@@ -128,22 +128,32 @@ class GenerationStore:
         )
 
     def replace_collection(
-        self, generation: Generation, collection: str, rows: pa.Table | pa.RecordBatchReader
+        self,
+        generation: Generation,
+        collection: str,
+        rows: pa.Table | pa.RecordBatchReader,
+        *,
+        sources: Iterable[str] | None = None,
     ) -> WriteResult:
         """Make the collection's rows in this generation exactly ``rows``, in one commit.
 
         New rows are inserted and rows no longer present are deleted in the same LanceDB
         transaction (``merge_insert`` keyed on ``vector_id``), so readers see the old state or
         the new one. Unchanged rows (same vector_id) are not rewritten. ``rows`` may be a
-        stream; an error raised while it is read abandons the write uncommitted.
+        stream; an error raised while it is read abandons the write uncommitted. With
+        ``sources``, only rows of those sources may be deleted (a shard of the collection: the
+        rows of the sources it does not own, or that did not change, stay).
         """
         table = self.ensure(generation)
         rows = _conformed(rows, generation)
+        scope = predicates.eq("collection", collection)
+        if sources is not None:
+            scope = predicates.all_of([scope, predicates.is_in("source_id", sorted(set(sources)))])
         result = lance.retry_commits(
             lambda: (
                 table.merge_insert("vector_id")
                 .when_not_matched_insert_all()
-                .when_not_matched_by_source_delete(predicates.eq("collection", collection))
+                .when_not_matched_by_source_delete(scope)
                 .execute(rows)
             ),
             table=table,

@@ -33,7 +33,8 @@ GROUP_ROWS_GATE = next(g for g in LINKED_GROUP_GATES if g[0] == "group_rows_have
 
 def required_checks(home: Home, profile: str, *, for_rollback: bool = False) -> set[str]:
     """Every gate a generation of ``profile`` must have run and passed to be promoted:
-    the embeddings and index_rows checks of each collection it covers, and its own.
+    the embeddings and index_rows checks of each collection it covers (of each of its shards,
+    for a sharded one), and its own.
 
     The eval gate is left out when rolling back (the rollback target served before, and
     comparing it with the generation it replaces is exactly what a rollback overrides) and
@@ -45,9 +46,10 @@ def required_checks(home: Home, profile: str, *, for_rollback: bool = False) -> 
     config = home.config
     row_gates = gates.INDEX_ROW_GATES + ([] if for_rollback else [GROUP_ROWS_GATE])
     required = {
-        gates.check_key(asset, name, c.name)
+        gates.check_key(asset, name, key)
         for c in config.collections_in(p.namespace)
         if config.profile_covers(profile, c.name)
+        for key in c.partitions  # each shard's own checks
         for asset, checks in (
             ("embeddings", gates.EMBEDDING_GATES),
             ("index_rows", row_gates),

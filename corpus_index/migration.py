@@ -126,7 +126,7 @@ def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
             continue
         entry = CollectionPlan(collection=c.name)
         plan.collections.append(entry)
-        blocks = corpus.warehouse.read("parsed_blocks", (c.name,), BLOCK_SCHEMA)
+        blocks = corpus.collection_table("parsed_blocks", c.name, BLOCK_SCHEMA)
         if blocks is None:
             entry.ingested = False
             continue

@@ -346,7 +346,7 @@ def _visible_blocks(searcher: Searcher, principal: Principal, namespace: str) ->
     for c in searcher.corpus.config.collections_in(namespace):
         if c.tenant != principal.tenant:
             continue  # the rule would drop every row: skip reading the partition
-        table = searcher.corpus.warehouse.read("parsed_blocks", (c.name,), BLOCK_SCHEMA)
+        table = searcher.corpus.collection_table("parsed_blocks", c.name, BLOCK_SCHEMA)
         if table is None:
             continue
         for b in eligible_rows(table, principal, collections).to_pylist():
@@ -802,7 +802,7 @@ def _block_contents(
     collections = sorted({ref.removeprefix("chunk://").split("/", 1)[0] for ref in wanted})
     out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     for name in collections:
-        table = searcher.corpus.warehouse.read("parsed_blocks", (name,), BLOCK_SCHEMA)
+        table = searcher.corpus.collection_table("parsed_blocks", name, BLOCK_SCHEMA)
         if table is None:
             continue
         for b in table.select(["chunk_ref", "content", "metadata"]).to_pylist():

@@ -11,6 +11,7 @@ from assets import CorpusPartitions, CorpusResource
 from corpus_index.compaction import compact
 from corpus_index.deletion import namespace_of, purge_collection
 from corpus_index.lifecycle import RetireChoice, retire
+from corpus_index.shards import split_key
 
 INGEST_ASSETS = ["source_manifest", "parsed_blocks", "linked_groups", "embedding_inputs"]
 EMBED_ASSETS = ["embeddings", "sidecars", "flat_exports", "index_rows"]
@@ -84,12 +85,13 @@ def purge_collection_op(
     context: dg.OpExecutionContext, config: PurgeConfig, corpus: CorpusResource
 ) -> dg.Output[dict[str, object]]:
     c = corpus.open_home()
-    if config.collection in c.config.collections:
+    if split_key(config.collection).collection in c.config.collections:
         raise ValueError(
             f"collection {config.collection!r} is still configured; remove it from "
             f"{c.config.path} to purge it"
         )
-    receipt = purge_collection(c, config.collection, namespace_of(c, config.collection))
+    name = split_key(config.collection).collection
+    receipt = purge_collection(c, config.collection, namespace_of(c, name))
     sources = len(receipt.source_ids) if receipt else 0
     context.log.info(f"purged collection {config.collection}: {sources} sources")
     return dg.Output(

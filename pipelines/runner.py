@@ -83,7 +83,9 @@ class DagsterRunner:
 
         home = self.open_home(settings)
         with home_lock(settings.home, "sync"):
-            report = run_sync(home.defs, home.config, home.instance, progress=progress)
+            report = run_sync(
+                home.defs, home.config, home.instance, progress=progress, settings=settings
+            )
             evals = eval_report(open_registry(settings))
             refresh_eval_report(home.defs, home.instance, evals.fingerprint, report)
         for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look

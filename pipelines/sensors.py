@@ -26,6 +26,7 @@ from assets import CorpusResource
 from corpus_index.config import CorpusConfig
 from corpus_index.identity_store import source_fingerprint
 from corpus_index.kinds import fingerprint
+from corpus_index.shards import split_key
 
 DEFAULT_INTERVAL_S = 30
 
@@ -75,7 +76,11 @@ def scan_sources(
     counts = dict(changes or {})
     existing = set(partitions)
     seen: dict[str, str] = {}
-    for name, collection in config.collections.items():
+    # every partition on its own: a sharded collection's shards are fingerprinted and
+    # ingested apart, so a change to one document ingests its shard
+    parts = [part for c in config.collections.values() for part in c.parts]
+    for collection in parts:
+        name = collection.partition
         fp = fingerprint(collection) if home is None else source_fingerprint(home, collection)
         seen[name] = fp
         if name not in existing:
@@ -86,7 +91,12 @@ def scan_sources(
         if name not in existing or not seen_before:
             counts[name] = counts.get(name, 0) + 1
             scan.ingest[name] = f"ingest:{name}:{counts[name]}:{fp}"
-    for name in sorted(existing - set(config.collections)):
+    # a partition of a collection still configured under another shard count is left to
+    # `corpus sync`, which re-shards it (builds the new shards first, then drops it)
+    wanted = {part.partition for part in parts}
+    for name in sorted(existing - wanted):
+        if split_key(name).collection in config.collections:
+            continue
         counts[name] = counts.get(name, 0) + 1
         scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
     scan.cursor = {"fingerprints": seen, "changes": dict(sorted(counts.items()))}

@@ -9,7 +9,12 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_index.config import CorpusConfig
+from corpus_index.config import CollectionConfig, CorpusConfig, Settings
+from corpus_index.deletion import drop_partition
+from corpus_index.home import Home
+from corpus_index.kinds import fingerprint
+from corpus_index.shards import split_key
+from corpus_index.steps.source_manifest import withdrawals_pending
 
 Progress = Callable[[str], None]
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -31,6 +36,10 @@ class SyncReport:
     failed_runs: list[dict[str, Any]] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     purged_collections: list[str] = field(default_factory=list)
+    # collections whose shard count changed: {collection: {"from": [...], "to": [...]}}
+    reshards: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # partitions of sharded collections left alone: their files are as their last run saw them
+    skipped_partitions: list[str] = field(default_factory=list)
     # documents that stopped parsing and serve their last good version (the registry's record)
     stale: list[dict[str, Any]] = field(default_factory=list)
     # documents this sync quarantined: source_id, source_version, path, line, error
@@ -51,6 +60,8 @@ class SyncReport:
             "failed_runs": self.failed_runs,
             "runs": self.runs,
             "purged_collections": self.purged_collections,
+            "reshards": self.reshards,
+            "skipped_partitions": self.skipped_partitions,
             "stale": self.stale,
             "newly_quarantined": self.newly_quarantined,
         }
@@ -143,10 +154,16 @@ def record_run(report: SyncReport, job: str, label: str, result: dg.ExecuteInPro
     report.failed_runs.append(failure)
 
 
+def partition_keys(config: CorpusConfig) -> list[str]:
+    """Every configured partition key: a collection's name, or each of its shards'."""
+    return [key for c in config.collections.values() for key in c.partitions]
+
+
 def ensure_collection_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> list[str]:
-    """Add a dynamic partition for every configured collection; returns the ones added."""
+    """Add a dynamic partition for every configured collection (for every shard of a sharded
+    one); returns the ones added."""
     existing = set(instance.get_dynamic_partitions("collections"))
-    missing = [name for name in config.collections if name not in existing]
+    missing = [key for key in partition_keys(config) if key not in existing]
     if missing:
         instance.add_dynamic_partitions("collections", missing)
     return missing
@@ -156,8 +173,14 @@ def purge_removed_collections(
     defs: dg.Definitions, config: CorpusConfig, instance: dg.DagsterInstance, report: SyncReport
 ) -> None:
     """Collections whose partition exists but that left the config: purged through
-    ``purge_collection_job`` (so the UI shows it), then their partition removed."""
-    gone = sorted(set(instance.get_dynamic_partitions("collections")) - set(config.collections))
+    ``purge_collection_job`` (so the UI shows it), then their partition removed. Partitions of
+    a collection still configured under another shard count are a re-shard's, not purged
+    (see :func:`replaced_partitions`)."""
+    gone = sorted(
+        key
+        for key in set(instance.get_dynamic_partitions("collections")) - set(partition_keys(config))
+        if _collection_of(key) not in config.collections
+    )
     for name in gone:
         result = defs.resolve_job_def("purge_collection_job").execute_in_process(
             instance=instance,
@@ -183,6 +206,69 @@ def purge_removed_collections(
         report.purged_collections.append(name)
 
 
+def replaced_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> dict[str, list[str]]:
+    """Collection -> its partitions of an earlier shard count (``deals`` once ``shards: 4``
+    is configured, ``deals~00``.. once it is set back to 1): a re-shard to carry out."""
+    out: dict[str, list[str]] = {}
+    for key in sorted(instance.get_dynamic_partitions("collections")):
+        name = _collection_of(key)
+        if name in config.collections and key not in config.collections[name].partitions:
+            out.setdefault(name, []).append(key)
+    return out
+
+
+def _collection_of(key: str) -> str:
+    try:
+        return split_key(key).collection
+    except ValueError:  # not a key this code wrote: treated as a collection of its own
+        return key
+
+
+def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dg.EventLogRecord | None:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]),
+        limit=1,
+    ).records
+    return records[0] if records else None
+
+
+def partition_is_current(instance: dg.DagsterInstance, home: Home, part: CollectionConfig) -> bool:
+    """Whether a shard's last runs saw what is there now: its files fingerprint as its last
+    ``source_manifest`` recorded, the configuration is older than that scan, no source of it
+    was withdrawn since, its warehouse files are there, and every profile's ``index_rows`` of
+    the shard was materialized after it, into the profile's live generation."""
+    config = home.config
+    ingest = _latest(instance, "source_manifest", part.partition)
+    if ingest is None or ingest.asset_materialization is None:
+        return False
+    seen = ingest.asset_materialization.metadata.get("fingerprint")
+    if str(getattr(seen, "value", "")) != fingerprint(part):
+        return False
+    if config.path.is_file() and config.path.stat().st_mtime >= ingest.timestamp:
+        return False
+    if withdrawals_pending(home, part.partition):
+        return False
+    # a partition whose files went (``corpus doctor --repair`` removes damaged ones) is rebuilt
+    files = [("source_manifest",), ("parsed_blocks",), ("embedding_inputs",)]
+    files += [("embeddings", p) for p in config.profiles if config.profile_covers(p, part.name)]
+    if not all(home.warehouse.path(*f, part.partition).is_file() for f in files):
+        return False
+    for profile in config.profiles:
+        if not config.profile_covers(profile, part.name):
+            continue
+        key = dg.MultiPartitionKey({"profile": profile, "collection": part.partition})
+        rows = _latest(instance, "index_rows", str(key))
+        if rows is None or rows.timestamp < ingest.timestamp or rows.asset_materialization is None:
+            return False
+        # written into the profile's live generation (not one retired since, whose successor
+        # has none of the shard's rows yet)
+        live = home.registry.live_generation(profile)
+        written = rows.asset_materialization.metadata.get("generation")
+        if live is None or str(getattr(written, "value", "")) != live.id:
+            return False
+    return True
+
+
 def run_sync(
     defs: dg.Definitions,
     config: CorpusConfig,
@@ -190,12 +276,30 @@ def run_sync(
     *,
     progress: Progress | None = None,
     only: Sequence[str] | None = None,
+    settings: Settings | None = None,
 ) -> SyncReport:
     """Ingest every collection (or those of ``only``), embed and index it under every profile,
-    refresh each generation."""
+    refresh each generation.
+
+    A sharded collection runs shard by shard, and a shard whose files and configuration are
+    as its last run saw them is left alone (``skipped_partitions``). A collection whose shard
+    count changed is re-sharded: its new partitions are built (vectors from the embedding
+    cache), each generation refreshed, and only then are its old partitions dropped.
+    """
     say = progress or (lambda _msg: None)
+    if settings is None:
+        settings = defs.resources["corpus"].settings()
+    home = Home(settings, config)
     names = [n for n in config.collections if only is None or n in only]
     report = SyncReport()
+    replaced = {n: keys for n, keys in replaced_partitions(instance, config).items() if n in names}
+    for name, old in replaced.items():
+        new = list(config.collections[name].partitions)
+        report.reshards[name] = {"from": old, "to": new}
+        say(
+            f"re-shard {name}: {len(old)} -> {len(new)} partitions; building "
+            f"{', '.join(new)} from the embedding cache, then dropping {', '.join(old)}"
+        )
     ensure_collection_partitions(instance, config)
     purge_removed_collections(defs, config, instance, report)
 
@@ -207,41 +311,61 @@ def run_sync(
         record_run(report, job, label, result)
         return result
 
+    parts: list[CollectionConfig] = []
     for name in names:
-        entry: dict[str, Any] = {"profiles": {}}
-        mats = materializations(execute("ingest_job", name, name))
+        c = config.collections[name]
+        for part in c.parts:
+            if c.shards > 1 and name not in replaced and partition_is_current(instance, home, part):
+                report.skipped_partitions.append(part.partition)
+            else:
+                parts.append(part)
+
+    for name in names:
+        report.collections[name] = {"profiles": {}, **dict.fromkeys(_COUNTS, 0)}
+        report.collections[name]["deletion_receipt"] = None
+    for part in parts:
+        entry = report.collections[part.name]
+        mats = materializations(execute("ingest_job", part.partition, part.partition))
         manifest = mats.get("source_manifest", {})
         blocks = mats.get("parsed_blocks", {})
-        entry.update(
-            documents=manifest.get("documents", 0),
-            added=manifest.get("added", 0),
-            changed=manifest.get("changed", 0),
-            removed=manifest.get("removed", 0),
-            deletion_receipt=manifest.get("deletion_receipt") or None,
-            blocks=blocks.get("blocks", 0),
-            quarantined=blocks.get("quarantined", 0),
-        )
+        counts = {
+            "documents": manifest.get("documents", 0),
+            "added": manifest.get("added", 0),
+            "changed": manifest.get("changed", 0),
+            "removed": manifest.get("removed", 0),
+            "blocks": blocks.get("blocks", 0),
+            "quarantined": blocks.get("quarantined", 0),
+        }
+        for k, v in counts.items():
+            entry[k] += int(v)
+        entry["deletion_receipt"] = manifest.get("deletion_receipt") or entry["deletion_receipt"]
+        report.newly_quarantined.extend(blocks.get("new_quarantine") or [])
+    for name, entry in report.collections.items():
+        if config.collections[name].shards > 1:
+            entry["partitions_run"] = [p.partition for p in parts if p.name == name]
+            entry["documents"] = sum(
+                _documents(instance, key) for key in config.collections[name].partitions
+            )
         report.documents += int(entry["documents"])
         report.quarantined += int(entry["quarantined"])
-        report.newly_quarantined.extend(blocks.get("new_quarantine") or [])
-        report.collections[name] = entry
 
     for profile in config.profiles:
-        for name in names:
-            if not config.profile_covers(profile, name):
+        for part in parts:
+            if not config.profile_covers(profile, part.name):
                 continue
-            key = dg.MultiPartitionKey({"profile": profile, "collection": name})
-            mats = materializations(execute("embed_job", key, f"{profile}/{name}"))
+            key = dg.MultiPartitionKey({"profile": profile, "collection": part.partition})
+            mats = materializations(execute("embed_job", key, f"{profile}/{part.partition}"))
             emb = mats.get("embeddings", {})
             rows = mats.get("index_rows", {})
             report.embedded += int(emb.get("embedded", 0))
             report.cache_hits += int(emb.get("cache_hits", 0))
-            report.collections[name]["profiles"][profile] = {
-                "embedded": emb.get("embedded", 0),
-                "cache_hits": emb.get("cache_hits", 0),
-                "rows": rows.get("collection_rows", 0),
-                "generation": rows.get("generation", ""),
-            }
+            mine = report.collections[part.name]["profiles"].setdefault(
+                profile, {"embedded": 0, "cache_hits": 0, "rows": 0, "generation": ""}
+            )
+            mine["embedded"] += int(emb.get("embedded", 0))
+            mine["cache_hits"] += int(emb.get("cache_hits", 0))
+            mine["rows"] = rows.get("collection_rows", 0)  # the collection's, every shard
+            mine["generation"] = rows.get("generation", "")
         gen = materializations(execute("generation_job", profile, profile)).get(
             "index_generation", {}
         )
@@ -250,4 +374,29 @@ def run_sync(
             "status": gen.get("status", ""),
             "rows": gen.get("rows", 0),
         }
+    if replaced and report.ok:  # the new partitions serve: the old ones go
+        drop_replaced(home, instance, replaced, say)
     return report
+
+
+_COUNTS = ("documents", "added", "changed", "removed", "blocks", "quarantined")
+
+
+def _documents(instance: dg.DagsterInstance, partition: str) -> int:
+    """The document count the partition's latest ``source_manifest`` recorded."""
+    record = _latest(instance, "source_manifest", partition)
+    if record is None or record.asset_materialization is None:
+        return 0
+    value = record.asset_materialization.metadata.get("documents")
+    return int(getattr(value, "value", 0) or 0)
+
+
+def drop_replaced(
+    home: Home, instance: dg.DagsterInstance, replaced: dict[str, list[str]], say: Progress
+) -> None:
+    """Remove the partitions a re-shard replaced: their warehouse files, then the partitions."""
+    for name, keys in replaced.items():
+        for key in keys:
+            removed = drop_partition(home, key)
+            instance.delete_dynamic_partition("collections", key)
+            say(f"re-shard {name}: dropped partition {key} ({len(removed)} files)")

@@ -79,6 +79,14 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
             click.echo(
                 f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows"
             )
+        for name, r in summary["reshards"].items():
+            old = ", ".join(r["from"])
+            click.echo(
+                f"  re-sharded {name}: {len(r['from'])} -> {len(r['to'])} partitions; "
+                + (f"dropped {old}" if report.ok else f"{old} kept until a sync succeeds")
+            )
+        if summary["skipped_partitions"]:
+            click.echo(f"  {len(summary['skipped_partitions'])} unchanged shard partitions not run")
         for row in summary.get("newly_quarantined", []):
             click.echo(f"  QUARANTINED {row['source_id']}: {row['error']}", err=True)
         for row in summary["stale"]:

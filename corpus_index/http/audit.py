@@ -41,7 +41,7 @@ class ResultAudit:
         self.corpus = corpus
         self._lock = threading.Lock()
         self._tombstones: tuple[tuple[object, ...], frozenset[str]] | None = None
-        self._versions: dict[str, tuple[tuple[int, ...], dict[str, str]]] = {}
+        self._versions: dict[str, tuple[tuple[tuple[int, ...], ...], dict[str, str]]] = {}
 
     def check(self, hits: Sequence[Hit], principal: Principal, gen: Generation) -> AuditResult:
         """Count the hits that break a rule (0, 0, 0 when all is well)."""
@@ -84,14 +84,16 @@ class ResultAudit:
             return self._tombstones[1]
 
     def _scanned_versions(self, collection: str) -> dict[str, str]:
-        path = self.corpus.warehouse.path("source_manifest", collection)
-        state = _stat(path)
+        state = tuple(
+            _stat(self.corpus.warehouse.path("source_manifest", key))
+            for key in self.corpus.partitions_of(collection)
+        )
         with self._lock:
             cached = self._versions.get(collection)
             if cached is not None and cached[0] == state:
                 return cached[1]
-        table = self.corpus.warehouse.read(
-            "source_manifest", (collection,), columns=["source_id", "source_version", "change"]
+        table = self.corpus.collection_table(
+            "source_manifest", collection, columns=["source_id", "source_version", "change"]
         )
         versions: dict[str, str] = {}
         if table is not None:

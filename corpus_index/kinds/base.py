@@ -70,7 +70,9 @@ class CollectionKind(Protocol):
         of ``kind: group`` beside them. ``flat_exports``: each profile × collection gets the
         seed's flat-blob exports per researcher (``<slug>/embeddings/``) and collection
         centroids; its blocks' ``metadata`` carry ``slug``, ``source_type``, ``chunk_index``
-        and ``char_count`` (the ``profiles`` kind).
+        and ``char_count`` (the ``profiles`` kind). ``shardable``: the collection may be split
+        into hash shards (``shards: N``), each listing only the documents it owns
+        (``CollectionConfig.owns``); a kind that is not says why in ``unshardable_why``.
     """
 
     # read-only members, so a kind may declare them as plain class attributes
@@ -91,6 +93,12 @@ class CollectionKind(Protocol):
 
     @property
     def flat_exports(self) -> bool: ...
+
+    @property
+    def shardable(self) -> bool: ...
+
+    @property
+    def unshardable_why(self) -> str: ...
 
     @property
     def promoted_columns(self) -> tuple[tuple[str, pa.DataType], ...]: ...
@@ -129,6 +137,8 @@ class KindDefaults:
     writable = False
     grouped = False
     flat_exports = False
+    shardable = False
+    unshardable_why = "its documents are not listed one file each"
     promoted_columns: tuple[tuple[str, pa.DataType], ...] = ()
 
     def default_tier(self, collection: CollectionConfig, source_type: str) -> str:
@@ -163,11 +173,13 @@ class FileKind(KindDefaults):
     """A kind with one file per document, found by its name's ``suffix`` under the root."""
 
     suffix = ""
+    shardable = True
 
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]]:
         """``(doc_id, path)`` of every file with the suffix (doc_id: the posix path below the
-        root without the suffix), in path order, none opened."""
-        return list_files(collection.path, self.suffix)
+        root without the suffix) that the collection (or its shard) owns, in path order, none
+        opened."""
+        return [d for d in list_files(collection.path, self.suffix) if collection.owns(d[0])]
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """One document, read now (see :func:`read_file`).

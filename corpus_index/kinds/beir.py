@@ -139,6 +139,7 @@ class Beir(KindDefaults):
 
     name = "beir"
     source_types = (SOURCE_TYPE,)
+    unshardable_why = "its records share one file, corpus.jsonl"
 
     def list_documents(self, collection: CollectionConfig) -> None:
         """None: many records share one file, so the collection is read whole."""

@@ -383,6 +383,8 @@ class Messages(KindDefaults):
     name = "messages"
     source_types = (*PROFILES, message_irc.SYSTEM)
     grouped = True
+    shardable = False
+    unshardable_why = "its linked groups join messages across a channel's files"
 
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]] | None:
         """irc: one document per log, listed without reading; jsonl: None (read whole)."""

@@ -57,6 +57,8 @@ class Profiles(TextFileKind):
     name = "profiles"
     source_types = SOURCE_TYPES
     flat_exports = True
+    shardable = False
+    unshardable_why = "its flat exports and centroids are built over the whole collection"
 
     def default_tier(self, collection: CollectionConfig, source_type: str) -> str:
         """The role default (``cv``, ``web``, ``grant``: restricted), or the configured

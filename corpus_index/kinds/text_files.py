@@ -89,6 +89,7 @@ class TextFileKind(FileKind):
             (doc_id + suffix, path)
             for suffix in SUFFIXES
             for doc_id, path in list_files(collection.path, suffix)
+            if collection.owns(doc_id + suffix)
         ]
         return sorted(found)
 

@@ -38,21 +38,14 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
     ns = generation.spec.namespace
     collections = [c.name for c in home.config.collections_in(ns)]
     expected: dict[str, int] = {}
-    for name in collections:
-        inputs = home.warehouse.read("embedding_inputs", (name,), columns=["input_format"])
-        expected[name] = (
-            0
-            if inputs is None
-            else int(
-                pc.sum(
-                    pc.is_in(
-                        inputs["input_format"],
-                        pa.array(generation_formats(generation.spec.input_format)),
-                    )
-                ).as_py()
-                or 0
-            )
-        )
+    formats = pa.array(generation_formats(generation.spec.input_format))
+    for c in home.config.collections_in(ns):
+        expected[c.name] = 0
+        for key in c.partitions:  # a sharded collection's inputs: the sum of its shards'
+            inputs = home.warehouse.read("embedding_inputs", (key,), columns=["input_format"])
+            if inputs is not None:
+                found = pc.sum(pc.is_in(inputs["input_format"], formats)).as_py()
+                expected[c.name] += int(found or 0)
     actual = {
         name: home.store.count(generation, predicates.eq("collection", name))
         for name in collections
@@ -131,8 +124,11 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
 
 
 def _live_documents(home: Home, collection: str) -> int:
-    """Documents of the collection's last scan that were not removed (0 if never scanned)."""
-    manifest = home.warehouse.read("source_manifest", (collection,), columns=["change"])
-    if manifest is None:
-        return 0
-    return int(pc.sum(pc.not_equal(manifest["change"], "removed")).as_py() or 0)
+    """Documents of the collection's last scan (of each of its shards') that were not removed
+    (0 if never scanned)."""
+    live = 0
+    for key in home.config.collections[collection].partitions:
+        manifest = home.warehouse.read("source_manifest", (key,), columns=["change"])
+        if manifest is not None:
+            live += int(pc.sum(pc.not_equal(manifest["change"], "removed")).as_py() or 0)
+    return live

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import expectations, gates, memory
+from corpus_index.collection import CollectionConfig
 from corpus_index.group_gates import group_rows_have_groups
 from corpus_index.group_records import (
     GROUP_KIND,
@@ -82,13 +83,20 @@ class IndexRowsOutcome:
 
 
 def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsOutcome:
-    """Replace the collection's rows in the profile's live generation (write before delete)."""
+    """Replace the collection's rows in the profile's live generation (write before delete).
+
+    ``collection`` is the partition key: for a shard (``<collection>~<nn>``) only the rows of
+    the sources it owns are compared, written and removed; the rows carry the collection's
+    name, so the generation holds one collection whatever its shards.
+    """
     if not home.config.profile_covers(profile, collection):
         return IndexRowsOutcome(covered=False)
+    config = home.collection(collection)
+    name = config.name
     generation = home.registry.open_generation(home.spec(profile), run_id=run_id)
     spec = generation.spec
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
-    live = {f"{collection}/{d}" for d in live_documents(manifest)}
+    live = {f"{name}/{d}" for d in live_documents(manifest)}
     # a grouped collection's groups stand as blocks of their own (kind: group), live while
     # linked_groups holds them
     groups = home.warehouse.read("linked_groups", (collection,), GROUP_SCHEMA)
@@ -103,7 +111,7 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         sorted(
             t["source_id"]
             for t in home.registry.tombstones(namespace=spec.namespace)
-            if t["collection"] == collection
+            if t["collection"] == name
         ),
         pa.string(),
     )
@@ -122,13 +130,16 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     # inputs' refs decide it: their other columns are read a batch of rows at a time below.
     inputs_key = ("embedding_inputs", (collection,))
     refs = wanted(home.read(*inputs_key, INPUT_REF_SCHEMA, columns=INPUT_REF_SCHEMA.names))
-    present = home.store.collection_refs(generation, collection)
+    present = _owned(config, home.store.collection_refs(generation, name))
     added = refs.filter(pc.invert(pc.is_in(refs["chunk_ref"], present["chunk_ref"])))
     gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], refs["chunk_ref"])))
     touched = set(pc.unique(added["source_id"]).to_pylist()) | set(
         pc.unique(gone["source_id"]).to_pylist()
     )
     whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not present.num_rows
+    # a shard's whole replace may delete only its own sources' rows: those whose rows change
+    # (the rows of the other sources it holds are the same, so nothing of theirs is deleted)
+    shard_scope = sorted(touched) if config.shard is not None else None
     n_wanted = refs.num_rows
     wanted_sources = pc.unique(refs["source_id"])
     del refs, added, gone
@@ -180,16 +191,18 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         if not removed_gate.passed or (not whole and not touched):
             checked.drain()  # report every check; write nothing
         elif whole and n_wanted and not present.num_rows:
-            outcome.write = home.store.append(generation, collection, checked.reader())
+            outcome.write = home.store.append(generation, name, checked.reader())
         elif whole and n_wanted:
-            outcome.write = home.store.replace_collection(generation, collection, checked.reader())
+            outcome.write = home.store.replace_collection(
+                generation, name, checked.reader(), sources=shard_scope
+            )
         else:  # a few sources (or none left): small enough to build before writing
             rows = checked.table()
             if checked.passed:
                 outcome.write = (
-                    home.store.replace_collection(generation, collection, rows)
+                    home.store.replace_collection(generation, name, rows, sources=shard_scope)
                     if whole
-                    else home.store.replace_sources(generation, collection, rows, touched)
+                    else home.store.replace_sources(generation, name, rows, touched)
                 )
     except Exception:
         if checked.passed:
@@ -199,7 +212,7 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         outcome.write = WriteResult(inserted=0, deleted=0, total=present.num_rows)
     outcome.built = checked.rows
     # once written: the generation holds no group row of a group linked_groups lost
-    held = home.store.doc_ids_of_kind(generation, collection, GROUP_KIND)
+    held = home.store.doc_ids_of_kind(generation, name, GROUP_KIND)
     groups_gate = group_rows_have_groups(
         held, [] if group_rows is None else group_rows["doc_id"].to_pylist()
     )
@@ -208,6 +221,16 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     if not outcome.passed:
         outcome.write = None
     return outcome
+
+
+def _owned(config: CollectionConfig, refs: pa.Table) -> pa.Table:
+    """The rows of ``refs`` whose source the collection view owns (all, unless it is a shard)."""
+    if config.shard is None or not refs.num_rows:
+        return refs
+    prefix = f"{config.name}/"
+    sources = pc.unique(refs["source_id"]).to_pylist()
+    mine = pa.array([s for s in sources if config.owns(s.removeprefix(prefix))], pa.string())
+    return refs.filter(pc.is_in(refs["source_id"], mine))
 
 
 class _CheckedBatches:

@@ -34,5 +34,6 @@ def run(home: Home, collection: str) -> ParseSummary:
         )
         out.commit()
     home.warehouse.write("quarantine", (collection,), result.quarantine)
+    # a shard records its own stale sources: each partition's list is replaced whole
     home.registry.set_stale(collection, result.stale)
     return result

@@ -83,7 +83,13 @@ def grouped_collections(home: Home, only: str = "") -> list[str]:
         ConfigError: ``only`` is not a configured collection, or not a grouped one.
     """
     names = [only] if only else sorted(home.config.collections)
-    out = [n for n in names if kind_of(home.collection(n)).grouped]
+    # home.collection names the file for an unknown ``only``; a sharded collection is never
+    # grouped, and its name alone is no partition of it
+    out = [
+        n
+        for n in names
+        if kind_of(home.collection(n) if only else home.config.collections[n]).grouped
+    ]
     if only and not out:
         raise ConfigError(f"collection {only!r} is not grouped: only messages are re-processed")
     return out

@@ -109,7 +109,8 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
         if not recorded and not beside and folder.is_dir():
             for path in folder.rglob(f"*{SIDECAR_SUFFIX}"):
                 doc_id = path.relative_to(folder).as_posix()[: -len(SIDECAR_SUFFIX)]
-                if doc_id not in seen:
+                # another shard's documents share the folder: they are that shard's to sweep
+                if doc_id not in seen and config.owns(doc_id):
                     path.unlink()
                     work.removed += 1
         out.commit()
@@ -133,6 +134,7 @@ class _SidecarWork:
         self, home: Home, spec: GenerationSpec, profile: str, collection: str, folder: Location
     ) -> None:
         self.home, self.spec, self.profile, self.collection = home, spec, profile, collection
+        self.name = home.collection(collection).name  # the collection a shard's key names
         self.folder = folder
         identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
         self._identity = canonical_json(identity) + "\n"
@@ -223,7 +225,7 @@ class _SidecarWork:
             mtimes.append(st.st_mtime_ns)
         return pa.table(
             {
-                "source_id": [f"{self.collection}/{doc_id}" for doc_id in order],
+                "source_id": [f"{self.name}/{doc_id}" for doc_id in order],
                 "doc_id": order,
                 "digest": [digests[doc_id] for doc_id in order],
                 "size": sizes,

@@ -22,17 +22,19 @@ class ManifestOutcome:
 
 
 def run(home: Home, collection: str) -> ManifestOutcome:
-    """Scan the collection; a removed document is deleted from every store at once.
+    """Scan the collection (``collection`` is its partition key: a shard scans only the
+    documents it owns); a removed document is deleted from every store at once.
 
     Returns:
         The manifest's counts, and the path of the deletion receipt when documents went.
     """
-    before = source_fingerprint(home.settings.home, home.collection(collection))
+    config = home.collection(collection)
+    before = source_fingerprint(home.settings.home, config)
     previous = home.warehouse.read("source_manifest", (collection,))
-    withdrawn = home.registry.tombstoned(collection, WITHDRAWN)
-    prefix = f"{collection}/"
+    withdrawn = home.registry.tombstoned(config.name, WITHDRAWN)
+    prefix = f"{config.name}/"
     result = scan_manifest(
-        home.collection(collection),
+        config,
         previous,
         withdrawn={s.removeprefix(prefix) for s in withdrawn},
     )
@@ -48,10 +50,11 @@ def run(home: Home, collection: str) -> ManifestOutcome:
         receipt = (
             propagate_deletion(
                 home,
-                collection,
+                config.name,
                 ids,
-                namespace=home.collection(collection).namespace,
+                namespace=config.namespace,
                 reason=reason,
+                partition=collection,
             )
             or receipt
         )
@@ -60,4 +63,29 @@ def run(home: Home, collection: str) -> ManifestOutcome:
         manifest=result,
         receipt=receipt.path if receipt is not None else None,
         fingerprint=before,
+    )
+
+
+def withdrawals_pending(home: Home, collection: str) -> bool:
+    """Whether a source withdrawn from the index (``CorpusIndex.remove``: its file stays, so
+    the files' fingerprint does not change) is still live in the partition's last scan: its
+    next ``source_manifest`` has a deletion to carry out."""
+    config = home.collection(collection)
+    withdrawn = {
+        s
+        for s in home.registry.tombstoned(config.name, WITHDRAWN)
+        if config.owns(s.removeprefix(f"{config.name}/"))
+    }
+    if not withdrawn:
+        return False
+    manifest = home.warehouse.read(
+        "source_manifest", (collection,), columns=["source_id", "change"]
+    )
+    if manifest is None:
+        return True
+    return any(
+        s in withdrawn and change != "removed"
+        for s, change in zip(
+            manifest["source_id"].to_pylist(), manifest["change"].to_pylist(), strict=True
+        )
     )
