@@ -34,8 +34,8 @@ from corpus_index.retrieval_settings import (
     retrieval_settings,
 )
 from corpus_index.serve_config import ServeConfig, parse_serve
-from corpus_index.storage import Location, parse_storage_uri
 from corpus_index.shards import split_key
+from corpus_index.storage import Location, parse_storage_uri
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
