@@ -1,8 +1,9 @@
 """Conversation grouping on irc-disentanglement: ours beside the channel-wide 5-minute rule.
 
 Groups every log of a split from the logs alone, then reads the split's gold clusters to
-score, in the same run, ours, the rule over every line, and the rule over chat lines with each
-system line alone (a fairer form of it): 1 - scaled VI, one-to-one overlap and conversation
+score, in the same run, ours, ours then the merge pass (``corpus_index/linked/merging.py``, not
+in the pipeline), the rule over every line, and the rule over chat lines with each system line
+alone (a fairer form of it): 1 - scaled VI, one-to-one overlap and conversation
 precision/recall/F as the data's SOURCE.md defines them. Targets: above Elsner and Charniak 2008
 (82.1 / 51.4 / 15.5); aim, the paper's linear model (88.9 / 69.5 / 21.8).
 
