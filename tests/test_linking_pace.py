@@ -12,6 +12,7 @@ import pytest
 
 from corpus_index.linked.conversations import link_parents
 from corpus_index.linked.features import PACE_FLOOR_S, channel_pace
+from corpus_index.linked.groups import conversation_groups
 from corpus_index.linked.merging import merge_conversations
 from corpus_index.linked.messages import Message
 from corpus_index.linked.similarity import Similarity
@@ -130,3 +131,13 @@ def test_merging_does_not_depend_on_the_order_of_its_input() -> None:
     for _ in range(5):
         shuffled = [rng.sample(c, len(c)) for c in rng.sample(linked, len(linked))]
         assert merge_conversations(shuffled, by_id, similarity=sim) == want
+
+
+def test_records_written_whole_are_never_linked_into_conversations() -> None:
+    notes = [
+        replace(msg(f"n{i}", "Mike", f"John: good shift, ate well, note {i}", i), source=src)
+        for i, src in enumerate(["shift_note", "shift_note", "incident_report", "resource_doc"])
+    ]
+    chat = [msg("c1", "Mike", "anyone seen the van keys?", 0), msg("c2", "Jane", "Mike: hook", 1)]
+    groups = conversation_groups([*notes, *chat])
+    assert [[m.unit_id for m in g.members] for g in groups] == [["c1", "c2"]]
