@@ -5,7 +5,8 @@ Two parts:
 1. On the messages sample and its golden set (``golden/messages.yaml``, real MiniLM model by
    default): for each conversation, question, incident and ACL query, asked as its principal,
    whether the expected group's members all show in the top 3 records (``complete``: in the
-   union of the three; ``whole``: inside one record), for group-first and for unit-only search
+   union of the three; ``whole``: inside one record; ``own``: inside one record that is not a
+   day at the place, which holds everything written there that day), for group-first and for unit-only search
    (``search_contexts(..., units=True)``) in the same run.
 2. Latency on a generated stream (``tests/streamgen.py``, one tenant, five channels): group-first
    p50/p95 against unit-only p50/p95 at the same k, queries alternated, after a warm-up.
@@ -68,9 +69,17 @@ def judge(searcher: Searcher) -> dict[str, Any]:
             shown = {m.unit_id for r in top for m in r.members}
             complete = want <= shown
             whole = any(want <= {m.unit_id for m in r.members} for r in top)
-            tally = rows.setdefault(f"{q['covers']}/{how}", {"complete": [], "whole": []})
+            # whole inside a record of its own kind, not inside a day at the place (which
+            # holds everything of that day there)
+            own = any(
+                want <= {m.unit_id for m in r.members} for r in top if r.type != "daily_context"
+            )
+            tally = rows.setdefault(
+                f"{q['covers']}/{how}", {"complete": [], "whole": [], "own": []}
+            )
             tally["complete"].append(int(complete))
             tally["whole"].append(int(whole))
+            tally["own"].append(int(own))
             if not complete:
                 misses[how].append(q["id"])
     rates: dict[str, Any] = {
@@ -80,9 +89,11 @@ def judge(searcher: Searcher) -> dict[str, Any]:
     for how in ("groups", "units"):
         allc = [x for k, t in rows.items() if k.endswith(how) for x in t["complete"]]
         allw = [x for k, t in rows.items() if k.endswith(how) for x in t["whole"]]
+        allo = [x for k, t in rows.items() if k.endswith(how) for x in t["own"]]
         rates[f"all/{how}"] = {
             "complete": round(sum(allc) / len(allc), 3),
             "whole": round(sum(allw) / len(allw), 3),
+            "own": round(sum(allo) / len(allo), 3),
             "n": len(allc),
         }
     return {"rates": rates, "misses": misses}

@@ -1,4 +1,4 @@
-"""Train the conversation-link weights shipped in ``corpus_index/linked/links-v1.json``.
+"""Train the conversation-link weights shipped in ``corpus_index/linked/links-v2.json``.
 
 Reads the train split of irc-disentanglement (logs and their reply annotations), computes
 the link features of every log, and fits the conditional-logit weights (L-BFGS, deterministic:

@@ -157,7 +157,13 @@ def propagate_deletion(
         [predicates.eq("collection", collection), predicates.is_in("source_id", sorted(ids))]
     )
     receipt.fingerprints = _fingerprints(
-        corpus, blocks, inputs, ids, where, identity_store.unit_texts(corpus, collection, units)
+        corpus,
+        blocks,
+        inputs,
+        ids,
+        where,
+        identity_store.unit_texts(corpus, collection, units),
+        text_ids=tombstoned,
     )
 
     # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
@@ -330,13 +336,20 @@ def _fingerprints(
     ids: set[str],
     where: str,
     snippets: list[str],
+    *,
+    text_ids: set[str],
 ) -> dict[str, Any]:
-    """Fingerprints of what is deleted: block contents and input texts no other source of the
-    collection shares, the context snippets of its identity mentions, and the vectors the
-    generation tables hold for those inputs (by input hash, so the audit can drop one that a
-    live source uses again)."""
-    texts = _texts_only_of(blocks, ids, "content", "content_hash") + _texts_only_of(
-        inputs, ids, "text", "input_hash"
+    """Fingerprints of what is deleted: block contents and input texts of the removed sources
+    (``text_ids``) no other source of the collection shares, the context snippets of its
+    identity mentions, and the vectors the generation tables hold for the inputs of ``ids``
+    (by input hash, so the audit can drop one that a live source uses again).
+
+    The texts of the groups that go with a unit are not fingerprinted: they hold the words of
+    the members that stay, which the groups those members form next may repeat. The removed
+    unit's own words in them are found all the same, by its own texts' fingerprints (windows
+    are chosen by content, so they are the same wherever the words were copied)."""
+    texts = _texts_only_of(blocks, text_ids, "content", "content_hash") + _texts_only_of(
+        inputs, text_ids, "text", "input_hash"
     )
     texts += snippets
     exclusive_inputs = {h for h in _hashes_of(inputs, ids, "input_hash") if h} - _hashes_of(

@@ -9,7 +9,9 @@ messages does not load the model's dependencies:
 - :mod:`.groups`: :func:`~.groups.link_units`, every group of a collection, described;
 - :mod:`.conversations`: :func:`~.conversations.group_conversations` (and the channel-wide
   five-minute baseline), over the links :mod:`.model` scores from the :mod:`.features`
-  (topic similarity in :mod:`.topic`);
+  (time in the channel's pace; topic similarity in :mod:`.topic`); :mod:`.merging`, a second
+  look that joins conversations of one channel on people, topic and time (measured, not in
+  the pipeline);
 - :mod:`.questions`, :mod:`.incidents`, :mod:`.days`: questions and answers, incident
   contexts, daily contexts; :mod:`.people` (who, through an identity registry or as written),
   :mod:`.similarity` (TF-IDF over the collection), :mod:`.describe` and :mod:`.tags` (titles,

@@ -4,6 +4,12 @@ conversation", for every message of one channel and its ``window`` predecessors.
 They are what a person reads a chat by: whether ``i`` replies to ``j`` explicitly or names its
 author, whether the same author goes on, how far back ``j`` is (in messages and in time),
 whether ``j``'s author has moved on since, and how much the two share in topic.
+
+Time is measured in the channel's own pace (:func:`channel_pace`: how fast its recent messages
+came while people were talking), never in minutes: six minutes is a long silence in a busy
+support channel where lines come seconds apart, and an immediate answer in a staff chat where
+they come minutes to hours apart. Weights fitted on one kind of channel so carry over to
+another.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from corpus_index.linked.messages import Message, addressed_word
 from corpus_index.linked.topic import TOPIC_BLOCK, Embed, band_similarity, tokens
@@ -26,12 +33,12 @@ PAIR_FEATURES = (
     "lines_11_20",
     "lines_21_up",
     "log_lines",
-    "gap_under_1m",
-    "gap_1m",
-    "gap_2_3m",
-    "gap_4_7m",
-    "gap_8m_up",
-    "log_gap_minutes",
+    "gap_under_6p",
+    "gap_6_11p",
+    "gap_12_23p",
+    "gap_24_47p",
+    "gap_48p_up",
+    "log_gap_paces",
     "i_addresses_j_author",
     "i_mentions_j_author",
     "j_addresses_i_author",
@@ -45,21 +52,22 @@ PAIR_FEATURES = (
     "explicit_reply",
     "i_addresses_j_author_silent_since",
     "j_addresses_i_and_i_addresses_none",
+    "j_mentions_i_author",
     # of j's conversation as decided so far (filled in by state.ConversationState, in order)
-    "conversation_log_gap_minutes",
+    "conversation_log_gap_paces",
     "j_is_conversation_latest",
     "i_author_in_conversation",
     "conversation_log_size",
     "conversation_topic_similarity",
 )
-CONVERSATION_COLUMNS = slice(27, 32)
+CONVERSATION_COLUMNS = slice(28, 33)
 SELF_FEATURES = (
     "bias",
     "is_question",
     "addresses_someone",
     "mentions_someone",
-    "log_gap_channel_minutes",
-    "log_gap_author_minutes",
+    "log_gap_channel_paces",
+    "log_gap_author_paces",
     "author_first_message",
     "greeting",
     "asks_anyone",
@@ -68,6 +76,11 @@ SELF_FEATURES = (
 )
 _GREETING = frozenset({"hi", "hello", "hey", "hiya", "yo", "howdy", "morning", "evening"})
 _ANYONE = frozenset({"anyone", "anybody", "somebody", "someone", "everyone", "guys", "all"})
+PACE_GAPS = 20  # the channel's pace is read from its last this many gaps
+PACE_QUANTILE = 25.0  # percent: the pace is this quantile of them
+PACE_FLOOR_S = 10.0  # no faster than a message every ten seconds (a clock in whole minutes
+# gives a busy channel gaps of 0)
+AUTHOR_GAP_CAP = 360.0  # paces: an author's silence longer than this reads as their first word
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +98,7 @@ class ChannelFeatures:
     valid: np.ndarray  # bool [n, window]: i - k - 1 exists, and neither message is a system one
     author: np.ndarray  # int64 [n]: the author's id in the channel, -1 for system messages
     times: np.ndarray  # float64 [n]: seconds
+    pace: np.ndarray  # float64 [n]: the channel's pace before each message, in seconds
     addressee: np.ndarray  # int64 [n]: the id of the author a message starts with, or -1
     mentioned: tuple[frozenset[int], ...]  # ids of the authors each message names
     prev_same: np.ndarray  # int64 [n]: the author's previous message, -1 if none
@@ -103,19 +117,19 @@ class ChannelFeatures:
         idx = np.arange(start, stop)
         pair = np.zeros((len(idx), self.window, len(PAIR_FEATURES)), dtype=np.float32)
         author, addressee = self.author[idx], self.addressee[idx]
-        times = self.times[idx]
+        times, pace = self.times[idx], self.pace[idx]
         for k in range(1, self.window + 1):
             j = idx - k
             jj = np.where(j >= 0, j, 0)
             f = pair[:, k - 1]
             f[:, _bucket_lines(k)] = 1.0
             f[:, 7] = math.log1p(k)
-            gap = np.maximum(times - self.times[jj], 0.0) / 60.0
-            f[:, 8] = gap < 1
-            f[:, 9] = (gap >= 1) & (gap < 2)
-            f[:, 10] = (gap >= 2) & (gap < 4)
-            f[:, 11] = (gap >= 4) & (gap < 8)
-            f[:, 12] = gap >= 8
+            gap = np.maximum(times - self.times[jj], 0.0) / pace
+            f[:, 8] = gap < 6
+            f[:, 9] = (gap >= 6) & (gap < 12)
+            f[:, 10] = (gap >= 12) & (gap < 24)
+            f[:, 11] = (gap >= 24) & (gap < 48)
+            f[:, 12] = gap >= 48
             f[:, 13] = np.log1p(gap)
             aj = self.author[jj]
             f[:, 14] = (addressee >= 0) & (addressee == aj)
@@ -131,6 +145,7 @@ class ChannelFeatures:
             f[:, 24] = self.reply[idx] == j
             f[:, 25] = f[:, 14] * f[:, 20]
             f[:, 26] = f[:, 16] * (addressee < 0)
+            f[:, 27] = [author[r] >= 0 and author[r] in self.mentioned[j] for r, j in enumerate(jj)]
             f[~self.valid[idx, k - 1]] = 0.0
         return pair
 
@@ -198,6 +213,7 @@ def channel_features(
         author[i] = -1 if m.system or not m.author else names.seen(m.author)
     system = np.array([m.system for m in messages], dtype=bool)
     times = np.array([m.timestamp for m in messages], dtype=np.float64)
+    pace = channel_pace(times, system)
     prev_same, next_same = _neighbours(author)
     unit_index = {m.unit_id: i for i, m in enumerate(messages)}
     reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
@@ -213,11 +229,12 @@ def channel_features(
     return ChannelFeatures(
         window=window,
         self_=_self_features(
-            messages, author, addressee, mentioned, times, prev_same, topic, valid, first
+            messages, author, addressee, mentioned, times, pace, prev_same, topic, valid, first
         ),
         valid=valid,
         author=author,
         times=times,
+        pace=pace,
         addressee=addressee,
         mentioned=tuple(mentioned),
         prev_same=prev_same,
@@ -226,6 +243,30 @@ def channel_features(
         question=np.array(["?" in m.text for m in messages], dtype=bool),
         topic=topic,
     )
+
+
+def channel_pace(times: np.ndarray, system: np.ndarray) -> np.ndarray:
+    """Per message, the channel's pace just before it, in seconds: the lower quartile
+    (:data:`PACE_QUANTILE`) of the last :data:`PACE_GAPS` gaps between consecutive chat
+    messages before it (system lines are skipped), at least :data:`PACE_FLOOR_S`. It reads
+    only earlier messages, like every feature.
+
+    A low quantile, not a mean or the median: it is the pace of an exchange while it lasts.
+    The nights and the hours between a staff chat's exchanges are most of its gaps, and would
+    make a reply four minutes after a question look instant and one a day later look prompt.
+    """
+    chat = ~system
+    gaps = np.diff(times[chat])
+    paces = np.full(len(gaps) + 1, PACE_FLOOR_S)  # the pace once c gaps have been seen
+    for c in range(1, min(PACE_GAPS, len(gaps) + 1)):
+        paces[c] = np.percentile(gaps[:c], PACE_QUANTILE)
+    if len(gaps) >= PACE_GAPS:
+        paces[PACE_GAPS:] = np.percentile(
+            sliding_window_view(gaps, PACE_GAPS), PACE_QUANTILE, axis=1
+        )
+    chat_before = np.cumsum(chat) - chat  # chat messages before each message
+    out: np.ndarray = np.maximum(paces[np.maximum(chat_before - 1, 0)], PACE_FLOOR_S)
+    return out
 
 
 def _bucket_lines(k: int) -> int:
@@ -261,6 +302,7 @@ def _self_features(
     addressee: np.ndarray,
     mentioned: list[frozenset[int]],
     times: np.ndarray,
+    pace: np.ndarray,
     prev_same: np.ndarray,
     topic: np.ndarray,
     valid: np.ndarray,
@@ -274,15 +316,16 @@ def _self_features(
             chat_before = chat_before if m.system else i
             continue
         words = tokens(m.text)
-        gap_channel = (times[i] - times[chat_before]) / 60.0 if chat_before >= 0 else 60.0
-        gap_author = (times[i] - times[prev_same[i]]) / 60.0 if prev_same[i] >= 0 else 60.0
+        cap = AUTHOR_GAP_CAP  # in paces of the channel before i
+        gap_channel = (times[i] - times[chat_before]) / pace[i] if chat_before >= 0 else cap
+        gap_author = (times[i] - times[prev_same[i]]) / pace[i] if prev_same[i] >= 0 else cap
         out[i] = (
             1.0,
             "?" in m.text,
             addressee[i] >= 0,
             bool(mentioned[i] - {author[i]}),
             math.log1p(max(gap_channel, 0.0)),
-            math.log1p(min(max(gap_author, 0.0), 60.0)),
+            math.log1p(min(max(gap_author, 0.0), cap)),
             prev_same[i] < 0,
             bool(words) and words[0] in _GREETING,
             any(w in _ANYONE for w in words),

@@ -49,6 +49,9 @@ __all__ = [
     "link_units",
 ]
 
+# records written whole, not turns of an exchange: never linked into conversations (their
+# groups are the incident contexts and the days at a place)
+NOT_CONVERSATIONAL = frozenset({"incident_report", "shift_note", "resource_doc"})
 ACTIVE_S = 7 * 24 * 3600.0  # a conversation with a message this recent is active (weekly refresh)
 VALIDATION_S = 48 * 3600.0  # content younger than this still has its validation pass to come
 PRIORITY_VALIDATION = 3
@@ -71,11 +74,12 @@ class Windows:
 def conversation_groups(
     messages: Sequence[Message], *, relinker: Relinker | None = None
 ) -> list[Group]:
-    """Every conversation of two or more messages, members in time order (the first the
+    """Every conversation of two or more messages (of chat, SMS, e-mail and calls, not of
+    incident reports, shift notes or resources), members in time order (the first the
     initiator), with its people, place and time span; linked by ``relinker`` when given
     (from an earlier run's links: the same conversations, less work)."""
     by_id = {m.unit_id: m for m in messages}
-    chat = [m for m in messages if not m.system]
+    chat = [m for m in messages if not m.system and m.source not in NOT_CONVERSATIONAL]
     out: list[Group] = []
     for ids in relinker.group(chat) if relinker else group_conversations(chat):
         if len(ids) < 2:

@@ -3,7 +3,7 @@
 Each message picks, among "a new conversation" and its ``window`` predecessors in the
 channel, the option with the highest score ``w · features`` (a conditional logit: a softmax
 over the options; see :func:`~corpus_index.linked.conversations.decode`). The weights are fitted by :func:`fit` on gold reply links and shipped as a
-small JSON file beside this module (``links-v1.json``, trained by ``bench/train_grouping.py``).
+small JSON file beside this module (``links-v2.json``, trained by ``bench/train_grouping.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from scipy.optimize import minimize
 from corpus_index.errors import ConfigError
 from corpus_index.linked.features import PAIR_FEATURES, SELF_FEATURES, ChannelFeatures
 
-FORMAT = "linked-links-v1"
-DEFAULT_WEIGHTS = "links-v1.json"
+FORMAT = "linked-links-v2"
+DEFAULT_WEIGHTS = "links-v2.json"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import sparse
 
 from corpus_index.linked.messages import Message
 from corpus_index.linked.topic import STOPWORDS, TOPIC_BLOCK, tokens
@@ -119,6 +120,13 @@ class Similarity:
             return [0.0] * len(ids)
         return [self.pair(a, i) for i in ids]
 
+    def centroid(self, ids: Sequence[str]) -> sparse.csr_matrix:
+        """The sum of the TF-IDF rows of ``ids`` (a ``1 x vocabulary`` row; units not in the
+        collection add nothing): compare two with :func:`cosine`."""
+        rows = [r for r in (self._row.get(i) for i in ids) if r is not None]
+        ones = sparse.csr_matrix(np.ones((1, len(rows))))
+        return sparse.csr_matrix(ones @ self._matrix[rows])
+
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         """Pairwise cosines of ``ids`` (units not in the collection have rows of 0)."""
         dense = _dense([self.vector(i) for i in ids])
@@ -140,3 +148,9 @@ class Similarity:
         sims = self.matrix(ids)
         scores = sims.sum(axis=1) - np.diag(sims)
         return ids[int(np.argmax(scores))]
+
+
+def cosine(a: sparse.csr_matrix, b: sparse.csr_matrix) -> float:
+    """The cosine of two sparse rows (0 when either is all zeros)."""
+    norm = float(np.sqrt(a.multiply(a).sum() * b.multiply(b).sum()))
+    return float(a.multiply(b).sum()) / norm if norm else 0.0

@@ -13,8 +13,8 @@ from corpus_index.linked.features import CONVERSATION_COLUMNS, ChannelFeatures
 class ConversationState:
     """The conversations of a channel decided so far, as each message is: what the
     conversation-level features of a candidate ``j`` read (the time since the last message of
-    ``j``'s conversation, not the channel's; whether ``j`` is that last message; whether the
-    author of ``i`` has taken part in it; its size; how close ``i`` comes in topic to any of
+    ``j``'s conversation, not the channel's, in the channel's pace; whether ``j`` is that last
+    message; whether the author of ``i`` has taken part in it; its size; how close ``i`` comes in topic to any of
     its messages in the window, so a reply that shares words with the conversation's opening
     question, not with the message just before, still reads as on topic)."""
 
@@ -44,7 +44,7 @@ class ConversationState:
                 continue
             c = int(self.conversation[j])
             last = self.last_index.get(c, j)
-            gap = max(f.times[i] - f.times[last], 0.0) / 60.0
+            gap = max(f.times[i] - f.times[last], 0.0) / f.pace[i]
             row[k - 1, CONVERSATION_COLUMNS] = (
                 math.log1p(gap),
                 last == j,
