@@ -29,11 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 
 from corpus_index.linked.features import channel_pace
 from corpus_index.linked.messages import Message, addressed_word
-from corpus_index.linked.similarity import Similarity, cosine
+from corpus_index.linked.similarity import Similarity, Vector, added, cosine
 
 WINDOW_PACES = 24.0  # how long after a conversation's last message another may still join it
 MIN_TOPIC = 0.3  # TF-IDF centroid cosine two conversations need to be on one topic
@@ -47,7 +46,7 @@ class _Conversation:
     members: list[str]
     authors: set[str]
     named: set[str]  # people its messages are sent to or start with (as chat addresses them)
-    centroid: sparse.csr_matrix  # the sum of its members' TF-IDF rows
+    centroid: Vector  # the sum of its members' TF-IDF vectors
 
 
 def _key(m: Message) -> str:
@@ -122,7 +121,7 @@ def _merge_channel(
             best.last_time = max(best.last_time, b.last_time)
             best.authors |= b.authors
             best.named |= b.named
-            best.centroid = best.centroid + b.centroid
+            best.centroid = added(best.centroid, b.centroid)
             joined = True
         convs = kept
     return [c.members for c in convs]

@@ -19,7 +19,6 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import sparse
 
 from corpus_index.linked.messages import Message
 from corpus_index.linked.topic import STOPWORDS, TOPIC_BLOCK, tokens
@@ -120,12 +119,14 @@ class Similarity:
             return [0.0] * len(ids)
         return [self.pair(a, i) for i in ids]
 
-    def centroid(self, ids: Sequence[str]) -> sparse.csr_matrix:
-        """The sum of the TF-IDF rows of ``ids`` (a ``1 x vocabulary`` row; units not in the
-        collection add nothing): compare two with :func:`cosine`."""
-        rows = [r for r in (self._row.get(i) for i in ids) if r is not None]
-        ones = sparse.csr_matrix(np.ones((1, len(rows))))
-        return sparse.csr_matrix(ones @ self._matrix[rows])
+    def centroid(self, ids: Sequence[str]) -> Vector:
+        """The sum of the TF-IDF vectors of ``ids`` (units not in the collection add nothing):
+        compare two with :func:`cosine`, join two with :func:`added`."""
+        out: Vector = {}
+        for unit in ids:
+            for t, w in self.vector(unit).items():
+                out[t] = out.get(t, 0.0) + w
+        return out
 
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         """Pairwise cosines of ``ids`` (units not in the collection have rows of 0)."""
@@ -150,7 +151,17 @@ class Similarity:
         return ids[int(np.argmax(scores))]
 
 
-def cosine(a: sparse.csr_matrix, b: sparse.csr_matrix) -> float:
-    """The cosine of two sparse rows (0 when either is all zeros)."""
-    norm = float(np.sqrt(a.multiply(a).sum() * b.multiply(b).sum()))
-    return float(a.multiply(b).sum()) / norm if norm else 0.0
+def added(a: Vector, b: Vector) -> Vector:
+    """The word-by-word sum of two vectors."""
+    out = dict(a)
+    for t, w in b.items():
+        out[t] = out.get(t, 0.0) + w
+    return out
+
+
+def cosine(a: Vector, b: Vector) -> float:
+    """The cosine of two vectors (0 when either is empty)."""
+    if len(b) < len(a):
+        a, b = b, a
+    norm = math.sqrt(sum(w * w for w in a.values()) * sum(w * w for w in b.values()))
+    return sum(w * b[t] for t, w in a.items() if t in b) / norm if norm else 0.0
