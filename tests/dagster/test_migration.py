@@ -213,7 +213,12 @@ def test_worse_retrieval_blocks_promotion(tmp_path: Path, monkeypatch: pytest.Mo
     """A candidate whose golden-set metrics fall below the ACTIVE one's is refused by name."""
     config_path = write_home(tmp_path, embedder="hash:v1-256")
     golden_set(tmp_path)
-    configure(config_path, remote=None)
+    # The golden queries repeat their sections' words, so the default hybrid's z-score fusion
+    # lets BM25 carry them whatever the dense side says, and a model that knows nothing is not
+    # worse there. Rank fusion without feedback (declared for the namespace, as a user would)
+    # gives the dense list an equal say, so the random model's rankings do get worse.
+    retrieval = {"fusion": "rrf", "feedback_docs": 0}
+    configure(config_path, remote=None, retrieval=retrieval)
     settings = Settings(config_path=config_path, home=tmp_path / "home")
     assert dagster_runner().sync(settings).ok
     assert dagster_runner().promote(settings, "deals", "").success
@@ -225,7 +230,7 @@ def test_worse_retrieval_blocks_promotion(tmp_path: Path, monkeypatch: pytest.Mo
             "base_url": server.base_url,
             "namespace": "deals",
         }
-        configure(config_path, remote=remote)
+        configure(config_path, remote=remote, retrieval=retrieval)
         report = dagster_runner().sync(settings)
         failed = [f for f in report.failed_runs if f["job"] == "generation_job"]
         assert failed and failed[0]["failed_checks"] == [
