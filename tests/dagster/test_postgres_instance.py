@@ -28,6 +28,8 @@ from corpus_index.eligibility import Principal
 from corpus_index.environment import POSTGRES_SCHEME
 from corpus_index.home import Home
 from corpus_index.search import Searcher
+from definitions import build_definitions
+from pipelines.runner import initialize_pools
 from tests.corpusgen import write_home
 from tests.dagster.harness import Graph
 from tests.support.postgres import LocalPostgres
@@ -55,7 +57,9 @@ def prod(
 ) -> Iterator[ProdHome]:
     """A two-collection hash-embedder home whose Dagster instance is on PostgreSQL."""
     root = tmp_path_factory.mktemp("prod-home")
-    settings = Settings(config_path=write_home(root), home=root / "home")
+    # the registry in PostgreSQL too (CORPUS_REGISTRY), so runs write it from many processes
+    registry = postgres_server.create_database("registry_prod")
+    settings = Settings(config_path=write_home(root), home=root / "home", registry_url=registry)
     db = postgres_server.create_database("dagster_prod")
     # trust authentication accepts any password: one in the URL shows it never reaches a file
     url = db.replace(
@@ -68,6 +72,7 @@ def prod(
         "CORPUS_CONFIG": str(settings.config_path),
         "CORPUS_HOME": str(settings.home),
         "CORPUS_EXECUTOR": "multiprocess",
+        "CORPUS_REGISTRY": registry,
     }
     with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():
@@ -194,6 +199,9 @@ def test_two_collections_run_side_by_side_with_the_embedded_results(
 ) -> None:
     with dg.DagsterInstance.from_config(str(prod.dagster_home)) as instance:
         instance.add_dynamic_partitions("collections", list(COLLECTIONS))
+        # as any `corpus` command on this instance does first (DagsterRunner.open_home): two
+        # runs that both claim a pool Dagster has no row for yet collide on its unique key
+        assert initialize_pools(instance, build_definitions()) == ["generation_writes"]
         ingest = run_side_by_side(prod, "ingest_job", list(COLLECTIONS))
         embed = run_side_by_side(prod, "embed_job", [f"{c}|main" for c in COLLECTIONS])
         [generation] = run_side_by_side(prod, "generation_job", ["main"])
@@ -215,10 +223,12 @@ def test_two_collections_run_side_by_side_with_the_embedded_results(
         assert not overlap(rows_a, rows_b)
         assert instance.event_log_storage.get_concurrency_info("generation_writes").slot_count == 1
 
+    assert not (prod.settings.home / "registry.duckdb").exists()  # every run used PostgreSQL
     parallel = Home(prod.settings)
     embedded_settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
     monkeypatch.delenv("CORPUS_EXECUTOR")  # the embedded default: in-process, one run at a time
     monkeypatch.delenv(POSTGRES_URL_ENV)
+    monkeypatch.delenv("CORPUS_REGISTRY")
     Graph(embedded_settings).build_all()
     embedded = Home(embedded_settings)
     rows = rows_of(parallel)
