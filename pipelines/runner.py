@@ -20,6 +20,7 @@ from corpus_index.alerts import record_alert
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
 from corpus_index.errors import MissingGenerationError
+from corpus_index.eval_report import eval_report
 from corpus_index.home import Home as CorpusHome
 from corpus_index.homelock import home_lock
 from corpus_index.lifecycle import newest_ready
@@ -78,24 +79,6 @@ class DagsterRunner:
         if self.postgres:
             initialize_pools(instance, defs)
         return Home(defs, settings.load(), instance)
-
-
-def initialize_pools(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[str]:
-    """Give every pool the assets declare its limit row before runs claim slots in it; returns
-    the pools initialized now.
-
-    Dagster writes a pool's row on the first claim; two runs claiming a new pool at the same
-    moment on PostgreSQL collide on its unique key and one run fails. Done once, ahead of them
-    (by any ``corpus`` command on a PostgreSQL instance, or by a deployment's first step), the
-    claims only read it.
-    """
-    storage = instance.event_log_storage
-    known = storage.get_concurrency_keys()
-    pools = sorted({pool for node in defs.resolve_asset_graph().asset_nodes for pool in node.pools})
-    fresh = [pool for pool in pools if pool not in known]
-    for pool in fresh:
-        storage.initialize_concurrency_limit_to_default(pool)
-    return fresh
 
     def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
         """Run the asset graph for every configured collection under the home's lock, refresh
@@ -225,3 +208,21 @@ def outcome(result: dg.ExecuteInProcessResult) -> JobOutcome:
         error=first_error(result),
         failed_checks=tuple(failed_checks(result)),
     )
+
+
+def initialize_pools(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[str]:
+    """Give every pool the assets declare its limit row before runs claim slots in it; returns
+    the pools initialized now.
+
+    Dagster writes a pool's row on the first claim; two runs claiming a new pool at the same
+    moment on PostgreSQL collide on its unique key and one run fails. Done once, ahead of them
+    (by any ``corpus`` command on a PostgreSQL instance, or by a deployment's first step), the
+    claims only read it.
+    """
+    storage = instance.event_log_storage
+    known = storage.get_concurrency_keys()
+    pools = sorted({pool for node in defs.resolve_asset_graph().asset_nodes for pool in node.pools})
+    fresh = [pool for pool in pools if pool not in known]
+    for pool in fresh:
+        storage.initialize_concurrency_limit_to_default(pool)
+    return fresh
