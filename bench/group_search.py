@@ -38,6 +38,8 @@ from corpus_index.search import Principal, Searcher  # noqa: E402
 from tests.searchkit import build_home, messages_config  # noqa: E402
 from tests.streamgen import TOPICS, stream, write_jsonl  # noqa: E402
 
+FILE_MESSAGES = 10_000  # messages a stream file, as bench/linked_cost.py writes them
+
 AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)  # the day after the sample's last message
 COVERS = ("conversation", "question", "incident", "acl")
 
@@ -102,7 +104,11 @@ def judge(searcher: Searcher) -> dict[str, Any]:
 def latency(root: Path, n: int, embedder: str, rounds: int) -> dict[str, Any]:
     folder = root / "stream"
     folder.mkdir(parents=True)
-    write_jsonl(stream(n, channels=5, seed=7), folder / "chat.jsonl")
+    messages = stream(n, channels=5, seed=7)
+    for k in range(0, len(messages), FILE_MESSAGES):  # a file counts against max_document_bytes
+        write_jsonl(
+            messages[k : k + FILE_MESSAGES], folder / f"chat-{k // FILE_MESSAGES:03d}.jsonl"
+        )
     config = {
         "collections": {
             "chat": {

@@ -235,11 +235,11 @@ class People:
 
     def names(self, collection: str) -> dict[str, str]:
         if collection not in self._names:
-            table = self.home.warehouse.read(
+            table = self.home.warehouse.read_cached(
                 IDENTITIES,
                 (collection,),
                 where=pc.field("tenant_id") == self.tenant,
-                columns=["identity_id", "name"],
+                columns=["tenant_id", "identity_id", "name"],
             )
             rows = table.to_pylist() if table is not None else []
             self._names[collection] = {r["identity_id"]: r["name"] for r in rows}
@@ -251,8 +251,11 @@ class People:
         if not wanted:
             return []
         where = (pc.field("tenant_id") == self.tenant) & pc.field("unit_id").isin(wanted)
-        table = self.home.warehouse.read(
-            MENTIONS, (collection,), where=where, columns=["unit_id", "identity_id", "mention_type"]
+        table = self.home.warehouse.read_cached(
+            MENTIONS,
+            (collection,),
+            where=where,
+            columns=["tenant_id", "unit_id", "identity_id", "mention_type"],
         )
         return table.to_pylist() if table is not None else []
 
@@ -323,11 +326,11 @@ def expand_groups(
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
     mentions: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for collection, gids in by_collection.items():
-        table_m = home.warehouse.read(
+        table_m = home.warehouse.read_cached(
             "group_members",
             (collection,),
             where=(pc.field("tenant_id") == principal.tenant) & pc.field("group_id").isin(gids),
-            columns=["group_id", "unit_id", "order", "role"],
+            columns=["tenant_id", "group_id", "unit_id", "order", "role"],
         )
         for m in table_m.to_pylist() if table_m is not None else []:
             members.setdefault(m["group_id"], []).append(m)

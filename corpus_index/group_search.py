@@ -88,11 +88,11 @@ def tenant_people(home: Home, principal: Principal, namespace: str) -> list[Pers
     for c in home.config.collections_in(namespace):
         if c.tenant != principal.tenant:
             continue
-        table = home.warehouse.read(
+        table = home.warehouse.read_cached(
             IDENTITIES,
             (c.name,),
             where=pc.field("tenant_id") == principal.tenant,
-            columns=["identity_id", "name", "aliases"],
+            columns=["tenant_id", "identity_id", "name", "aliases"],
         )
         for row in table.to_pylist() if table is not None else []:
             seen = found.get(row["identity_id"])

@@ -179,3 +179,31 @@ def test_keyed_select_decodes_only_the_row_groups_with_selected_rows(
         assert list(reader.select(pa.chunked_array([mask]))) != []  # chunked masks too
         with pytest.raises(ValueError, match="a mask of 3 rows for 300"):
             list(reader.select(pa.array([True, False, True])))
+
+
+def test_cached_reads_follow_a_replaced_partition_and_filter_in_memory(tmp_path: Path) -> None:
+    import os
+
+    import pyarrow.compute as pc
+
+    wh = Warehouse(tmp_path)
+    first = pa.table({"tenant_id": ["a", "b", "a"], "unit_id": ["u1", "u2", "u3"]})
+    path = wh.write("identity_mentions", ("chat",), first)
+    mine = pc.field("tenant_id") == "a"
+    got = wh.read_cached(
+        "identity_mentions", ("chat",), columns=["tenant_id", "unit_id"], where=mine
+    )
+    assert got is not None and got["unit_id"].to_pylist() == ["u1", "u3"]
+    assert wh.read_cached("identity_mentions", ("other",), columns=["unit_id"]) is None
+
+    # the partition replaced whole (as every write is): the next read sees the new file
+    second = pa.table({"tenant_id": ["a", "b"], "unit_id": ["u9", "u2"]})
+    wh.write("identity_mentions", ("chat",), second)
+    stamp = os.stat(path).st_mtime_ns + 1_000_000_000  # a later time of last write, always
+    os.utime(path, ns=(stamp, stamp))
+    got = wh.read_cached(
+        "identity_mentions", ("chat",), columns=["tenant_id", "unit_id"], where=mine
+    )
+    assert got is not None and got["unit_id"].to_pylist() == ["u9"]
+    unfiltered = wh.read_cached("identity_mentions", ("chat",), columns=["tenant_id", "unit_id"])
+    assert unfiltered is not None and unfiltered.num_rows == 2
