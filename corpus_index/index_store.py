@@ -149,21 +149,7 @@ class GenerationStore:
         scope = predicates.eq("collection", collection)
         if sources is not None:
             scope = predicates.all_of([scope, predicates.is_in("source_id", sorted(set(sources)))])
-        result = lance.retry_commits(
-            lambda: (
-                table.merge_insert("vector_id")
-                .when_not_matched_insert_all()
-                .when_not_matched_by_source_delete(scope)
-                .execute(rows)
-            ),
-            table=table,
-            attempts=_attempts(rows),
-        )
-        return WriteResult(
-            inserted=int(result.num_inserted_rows),
-            deleted=int(result.num_deleted_rows),
-            total=int(table.count_rows(predicates.eq("collection", collection))),
-        )
+        return _merge(table, rows, scope, collection)
 
     def collection_refs(self, generation: Generation, collection: str) -> pa.Table:
         """``chunk_ref`` and ``source_id`` of every row the collection has in this generation."""
@@ -220,20 +206,7 @@ class GenerationStore:
                 deleted=before - int(table.count_rows(scope)),
                 total=int(table.count_rows(predicates.eq("collection", collection))),
             )
-        result = lance.retry_commits(
-            lambda: (
-                table.merge_insert("vector_id")
-                .when_not_matched_insert_all()
-                .when_not_matched_by_source_delete(scope)
-                .execute(rows)
-            ),
-            table=table,
-        )
-        return WriteResult(
-            inserted=int(result.num_inserted_rows),
-            deleted=int(result.num_deleted_rows),
-            total=int(table.count_rows(predicates.eq("collection", collection))),
-        )
+        return _merge(table, rows, scope, collection)
 
     def delete_where(self, generation: Generation, predicate: str) -> int:
         if not self.exists(generation):
@@ -323,6 +296,29 @@ def _ann_config(rows: int, dim: int) -> Any:
         distance_type="cosine",
         num_partitions=params.partitions,
         num_sub_vectors=params.sub_vectors,
+    )
+
+
+def _merge(
+    table: Any, rows: pa.Table | pa.RecordBatchReader, scope: str, collection: str
+) -> WriteResult:
+    """Insert the rows ``table`` lacks and delete its rows within ``scope`` that ``rows`` lacks,
+    in one commit (``merge_insert`` keyed on ``vector_id``), retried on a commit conflict
+    unless ``rows`` is a stream."""
+    result = lance.retry_commits(
+        lambda: (
+            table.merge_insert("vector_id")
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(scope)
+            .execute(rows)
+        ),
+        table=table,
+        attempts=_attempts(rows),
+    )
+    return WriteResult(
+        inserted=int(result.num_inserted_rows),
+        deleted=int(result.num_deleted_rows),
+        total=int(table.count_rows(predicates.eq("collection", collection))),
     )
 
 

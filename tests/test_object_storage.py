@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import boto3
 import pyarrow as pa
 import pytest
 import yaml
@@ -36,7 +35,7 @@ from corpus_index.search import Principal, Searcher
 from corpus_index.storage import Location
 from tests.corpusgen import write_home
 from tests.searchkit import build_home
-from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
+from tests.support.s3_server import LocalS3
 
 pytestmark = pytest.mark.prod
 
@@ -79,13 +78,7 @@ def stored(s3_server: LocalS3, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def keys(s3: LocalS3, under: str, *, prefix: str = PREFIX) -> list[str]:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-    )
+    client = s3.client()
     found: list[str] = []
     for page in client.get_paginator("list_objects_v2").paginate(
         Bucket=BUCKET, Prefix=f"{prefix}/{under}"

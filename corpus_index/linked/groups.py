@@ -222,7 +222,8 @@ def _described(
     """:func:`describe`, or what it gave an earlier run from the same inputs: the group, its
     members, the TF-IDF blocks they are weighed in, their identity anchors and the person the
     group is about."""
-    if memo is None:
+
+    def described() -> Group:
         return describe(
             group,
             by_id,
@@ -231,6 +232,9 @@ def _described(
             primary_person=primary,
             title_hint=hint,
         )
+
+    if memo is None:
+        return described()
     ids = group.member_ids
     key = memo.key(
         "describe",
@@ -247,14 +251,7 @@ def _described(
             k: tuple(v) if isinstance(v, list) else v for k, v in kept.items()
         }
         return replace(group, **values)
-    out = describe(
-        group,
-        by_id,
-        similarity=similarity,
-        people=people,
-        primary_person=primary,
-        title_hint=hint,
-    )
+    out = described()
     values = {k: getattr(out, k) for k in _DESCRIBED}
     memo.put(key, {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()})
     return out

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 START_TIMEOUT_S = 60.0
 REGION = "us-east-1"
@@ -48,18 +49,21 @@ class LocalS3:
             "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         }
 
-    def create_bucket(self, name: str) -> str:
-        """Create bucket ``name``; return ``s3://name``."""
+    def client(self) -> Any:
+        """A boto3 S3 client of this server."""
         import boto3
 
-        client = boto3.client(
+        return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
             region_name=REGION,
             aws_access_key_id=ACCESS_KEY,
             aws_secret_access_key=SECRET_KEY,
         )
-        client.create_bucket(Bucket=name)
+
+    def create_bucket(self, name: str) -> str:
+        """Create bucket ``name``; return ``s3://name``."""
+        self.client().create_bucket(Bucket=name)
         return f"s3://{name}"
 
 
