@@ -1,6 +1,9 @@
 """Dagster's production pieces on a real PostgreSQL (issue 21): the instance the project writes
 for ``CORPUS_DAGSTER_POSTGRES_URL`` keeps its runs there, and two collections' runs with the
-multiprocess executor run side by side on it, with the results of the embedded default."""
+multiprocess executor run side by side on it, with the results of the embedded default.
+
+The home is the whole production setup at once: Dagster and the registry in PostgreSQL, the
+stores on an S3-compatible server (``CORPUS_STORAGE``), runs in parallel."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from pipelines.runner import initialize_pools
 from tests.corpusgen import write_home
 from tests.dagster.harness import Graph
 from tests.support.postgres import LocalPostgres
+from tests.support.s3_server import LocalS3
 
 pytestmark = pytest.mark.prod
 
@@ -42,6 +46,7 @@ COLLECTIONS = ("alpha-deals", "beta-deals")
 QUERIES = ["roofs and boilers past their useful life", "anchor tenant lease renewal"]
 # the column that names the run that wrote a row, not what the row is
 RUN_COLUMNS = {"run_id"}
+BUCKET = "prod-home"
 
 
 @dataclass(frozen=True)
@@ -53,13 +58,18 @@ class ProdHome:
 
 @pytest.fixture(scope="module")
 def prod(
-    postgres_server: LocalPostgres, tmp_path_factory: pytest.TempPathFactory
+    postgres_server: LocalPostgres, s3_server: LocalS3, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ProdHome]:
-    """A two-collection hash-embedder home whose Dagster instance is on PostgreSQL."""
+    """A two-collection hash-embedder home whose Dagster instance and registry are on
+    PostgreSQL and whose stores are on the S3 server."""
     root = tmp_path_factory.mktemp("prod-home")
     # the registry in PostgreSQL too (CORPUS_REGISTRY), so runs write it from many processes
     registry = postgres_server.create_database("registry_prod")
-    settings = Settings(config_path=write_home(root), home=root / "home", registry_url=registry)
+    s3_server.create_bucket(BUCKET)
+    storage = f"s3://{BUCKET}/prod"
+    settings = Settings(
+        config_path=write_home(root), home=root / "home", registry_url=registry, storage=storage
+    )
     db = postgres_server.create_database("dagster_prod")
     # trust authentication accepts any password: one in the URL shows it never reaches a file
     url = db.replace(
@@ -73,6 +83,8 @@ def prod(
         "CORPUS_HOME": str(settings.home),
         "CORPUS_EXECUTOR": "multiprocess",
         "CORPUS_REGISTRY": registry,
+        "CORPUS_STORAGE": storage,
+        **s3_server.env(),
     }
     with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():
@@ -224,11 +236,14 @@ def test_two_collections_run_side_by_side_with_the_embedded_results(
         assert instance.event_log_storage.get_concurrency_info("generation_writes").slot_count == 1
 
     assert not (prod.settings.home / "registry.duckdb").exists()  # every run used PostgreSQL
+    for store in ("warehouse", "lance"):  # and the object store
+        assert not (prod.settings.home / store).exists()
     parallel = Home(prod.settings)
     embedded_settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
     monkeypatch.delenv("CORPUS_EXECUTOR")  # the embedded default: in-process, one run at a time
     monkeypatch.delenv(POSTGRES_URL_ENV)
     monkeypatch.delenv("CORPUS_REGISTRY")
+    monkeypatch.delenv("CORPUS_STORAGE")
     Graph(embedded_settings).build_all()
     embedded = Home(embedded_settings)
     rows = rows_of(parallel)
