@@ -15,6 +15,11 @@ from corpus_index.registry import Generation
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
 ANN_MAX_PARTITIONS = 1024
 FTS_COLUMN = "text"
+# columns with a scalar (BTREE) index: a group's members are read by ``doc_id IN (...)``, and
+# group rows by their ids, which without one scans every row of the table. An index keeps the
+# values it was built from after their rows are deleted: compaction rebuilds it after a
+# deletion (``rebuild_scalar_indexes``), so a deleted document's id leaves the disk.
+SCALAR_INDEX_COLUMNS = ("doc_id",)
 
 # the filter columns every generation table carries: the union the collection kinds promote
 PROMOTED_COLUMNS = kinds.PROMOTED_COLUMNS
@@ -222,7 +227,8 @@ class GenerationStore:
         return int(self.table(generation).count_rows(predicate))
 
     def refresh_indexes(self, generation: Generation) -> Coverage:
-        """Build or update the FTS and ANN indexes so they cover every row, then compact."""
+        """Build or update the FTS, scalar and ANN indexes so they cover every row, then
+        compact."""
         from lancedb.index import FTS
 
         table = self.ensure(generation)
@@ -236,6 +242,9 @@ class GenerationStore:
                     ),
                     table=table,
                 )
+            for column in SCALAR_INDEX_COLUMNS:
+                if scalar_index_name(column) not in names:
+                    _create_scalar_index(table, column)
             if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
                 config = _ann_config(rows, generation.spec.dim)
                 lance.retry_commits(
@@ -271,6 +280,38 @@ class GenerationStore:
             return False
         self.db.drop_table(generation.table_name)
         return True
+
+
+def scalar_index_name(column: str) -> str:
+    return f"{column}_idx"
+
+
+def _create_scalar_index(table: Any, column: str) -> None:
+    from lancedb.index import BTree
+
+    lance.retry_commits(
+        lambda: table.create_index(column, config=BTree(), replace=True), table=table
+    )
+
+
+def rebuild_scalar_indexes(table: Any) -> list[str]:
+    """Build the scalar indexes of a generation ``table`` again from its live rows; returns
+    their names.
+
+    ``optimize`` brings an index up to date by adding new rows to it, and keeps the values of
+    deleted rows in its files (a deleted document's id stays on disk); a rebuilt index holds
+    only the live rows' values, and the old index files belong to old versions only, which the
+    cleanup after a deletion removes (an index of a table left empty is rebuilt empty).
+    Indexes the table lacks are not created here.
+    """
+    present = {idx.name for idx in table.list_indices()}
+    rebuilt = []
+    for column in SCALAR_INDEX_COLUMNS:
+        name = scalar_index_name(column)
+        if name in present:
+            _create_scalar_index(table, column)
+            rebuilt.append(name)
+    return rebuilt
 
 
 class AnnParameters(NamedTuple):
