@@ -632,10 +632,10 @@ def _receipt(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] 
 def _indexes_built_before(
     db: Any, receipt: dict[str, Any] | None, tomb: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """Scalar indexes of the generation tables that held the deleted rows (the receipt names
-    them; every generation table when it cannot) built before the deletion: an index keeps the
-    ids of deleted rows until it is built again (compaction does), and its pages may be
-    compressed, so the bytes cannot show it; its build time can."""
+    """The ``doc_id`` and full-text indexes of the generation tables that held the deleted rows
+    (the receipt names them; every generation table when it cannot) built before the deletion:
+    such an index keeps the deleted rows' ids and words until it is built again (compaction
+    does), and its pages may be compressed, so the bytes cannot show it; its build time can."""
     removed = tomb["removed_at"]
     if isinstance(removed, str):
         removed = dt.datetime.fromisoformat(removed)
@@ -648,18 +648,19 @@ def _indexes_built_before(
         if isinstance(held, dict)
         else sorted(n for n in names if n.startswith("gen_"))
     )
-    scalar = {index_store.scalar_index_name(c) for c in index_store.SCALAR_INDEX_COLUMNS}
+    holding = set(index_store.indexes_holding_rows())
     out = []
     for name in tables:
         for idx in db.open_table(name).list_indices():
             built = getattr(idx, "created_at", None)
-            if idx.name in scalar and (built is None or built < removed):
+            if idx.name in holding and (built is None or built < removed):
                 out.append(
                     {
                         "store": "lance index",
                         "table": name,
                         "index": idx.name,
-                        "match": "built before the deletion (may hold its ids; compact rebuilds it)",
+                        "match": "built before the deletion (may hold its ids or words; compact "
+                        "rebuilds it)",
                     }
                 )
     return out

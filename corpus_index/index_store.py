@@ -15,10 +15,9 @@ from corpus_index.registry import Generation
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
 ANN_MAX_PARTITIONS = 1024
 FTS_COLUMN = "text"
+FTS_INDEX = f"{FTS_COLUMN}_idx"
 # columns with a scalar (BTREE) index: a group's members are read by ``doc_id IN (...)``, and
-# group rows by their ids, which without one scans every row of the table. An index keeps the
-# values it was built from after their rows are deleted: compaction rebuilds it after a
-# deletion (``rebuild_scalar_indexes``), so a deleted document's id leaves the disk.
+# group rows by their ids, which without one scans every row of the table
 SCALAR_INDEX_COLUMNS = ("doc_id",)
 
 # the filter columns every generation table carries: the union the collection kinds promote
@@ -229,19 +228,12 @@ class GenerationStore:
     def refresh_indexes(self, generation: Generation) -> Coverage:
         """Build or update the FTS, scalar and ANN indexes so they cover every row, then
         compact."""
-        from lancedb.index import FTS
-
         table = self.ensure(generation)
         rows = int(table.count_rows())
         names = {idx.name: idx for idx in table.list_indices()}
         if rows:
-            if f"{FTS_COLUMN}_idx" not in names:
-                lance.retry_commits(
-                    lambda: table.create_index(
-                        FTS_COLUMN, config=FTS(with_position=False), replace=True
-                    ),
-                    table=table,
-                )
+            if FTS_INDEX not in names:
+                _create_fts_index(table)
             for column in SCALAR_INDEX_COLUMNS:
                 if scalar_index_name(column) not in names:
                     _create_scalar_index(table, column)
@@ -260,8 +252,8 @@ class GenerationStore:
         rows = int(table.count_rows())
         names = {idx.name for idx in table.list_indices()}
         fts_unindexed = rows
-        if f"{FTS_COLUMN}_idx" in names:
-            fts_unindexed = int(table.index_stats(f"{FTS_COLUMN}_idx").num_unindexed_rows)
+        if FTS_INDEX in names:
+            fts_unindexed = int(table.index_stats(FTS_INDEX).num_unindexed_rows)
         if "vector_idx" in names:
             ann_unindexed = int(table.index_stats("vector_idx").num_unindexed_rows)
             ann = "ivf_pq"
@@ -294,15 +286,31 @@ def _create_scalar_index(table: Any, column: str) -> None:
     )
 
 
-def rebuild_scalar_indexes(table: Any) -> list[str]:
-    """Build the scalar indexes of a generation ``table`` again from its live rows; returns
-    their names.
+def _create_fts_index(table: Any) -> None:
+    from lancedb.index import FTS
 
-    ``optimize`` brings an index up to date by adding new rows to it, and keeps the values of
-    deleted rows in its files (a deleted document's id stays on disk); a rebuilt index holds
-    only the live rows' values, and the old index files belong to old versions only, which the
-    cleanup after a deletion removes (an index of a table left empty is rebuilt empty).
-    Indexes the table lacks are not created here.
+    lance.retry_commits(
+        lambda: table.create_index(FTS_COLUMN, config=FTS(with_position=False), replace=True),
+        table=table,
+    )
+
+
+def indexes_holding_rows() -> tuple[str, ...]:
+    """The indexes of a generation table that keep what they held of deleted rows until they
+    are built again: the scalar indexes (the rows' ids) and the full-text index (their words)."""
+    return (*(scalar_index_name(c) for c in SCALAR_INDEX_COLUMNS), FTS_INDEX)
+
+
+def rebuild_after_deletion(table: Any) -> list[str]:
+    """Build the scalar and full-text indexes of a generation ``table`` again from its live
+    rows; returns their names.
+
+    ``optimize`` brings an index up to date by adding new rows to it and keeps the files of what
+    it held before, deleted rows included (a deleted document's id, its words); a rebuilt index
+    holds only the live rows, and the old index files belong to old versions only, which the
+    cleanup after a deletion removes (an index of a table left empty is rebuilt empty). Indexes
+    the table lacks are not created here. The ANN index is not rebuilt (its training is the
+    costly part of a build): it keeps deleted rows' quantized codes, never their text.
     """
     present = {idx.name for idx in table.list_indices()}
     rebuilt = []
@@ -311,6 +319,9 @@ def rebuild_scalar_indexes(table: Any) -> list[str]:
         if name in present:
             _create_scalar_index(table, column)
             rebuilt.append(name)
+    if FTS_INDEX in present:
+        _create_fts_index(table)
+        rebuilt.append(FTS_INDEX)
     return rebuilt
 
 

@@ -123,7 +123,8 @@ def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_pa
     assert by_store["exports"] == 2 and by_store["warehouse"] >= 5 + 4
 
     # the audit finds what is left: old LanceDB versions, cache entries and the bytes of both,
-    # and the doc_id indexes built before the deletion (they hold its id); compaction clears it
+    # and the doc_id and full-text indexes built before the deletion (they hold its id and
+    # words); compaction clears it
     cli = CliRunner()
     args = ["--config", str(settings.config_path), "--home", str(settings.home)]
     out = cli.invoke(main, [*args, "audit-deletion", GONE, "--json"])
@@ -132,7 +133,8 @@ def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_pa
     stores = {r["store"] for r in audit["remaining"]}
     assert stores == {"lance", "cache", "bytes", "lance index"}  # bytes: masked rows
     indexes = {(r["table"], r["index"]) for r in audit["remaining"] if r["store"] == "lance index"}
-    assert indexes == {(g.table_name, "doc_id_idx") for g in corpus.registry.generations()}
+    tables = [g.table_name for g in corpus.registry.generations()]
+    assert indexes == {(t, i) for t in tables for i in ("doc_id_idx", "text_idx")}
     assert all(not r["current"] for r in audit["remaining"] if r["store"] == "lance")
     out = cli.invoke(main, [*args, "compact", "--json"])
     assert out.exit_code == 0, out.output
