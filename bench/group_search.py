@@ -16,8 +16,8 @@ Two parts:
         [--reuse]
 
 ``--home DIR --reuse`` searches the latency home a former run built under ``DIR`` instead of
-building it again (the 50,000-message build takes minutes); its indexes are first brought up
-to the current code's.
+building it again (the 50,000-message build takes minutes; built there first if there is none);
+its indexes are first brought up to the current code's.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "--reuse",
         action="store_true",
         help="latency: search the home a former run built under --home (same --messages and "
-        "--latency-embedder) instead of building it again",
+        "--latency-embedder) instead of building it again (built first if there is none)",
     )
     args = ap.parse_args(argv)
     if args.reuse and args.home is None:
