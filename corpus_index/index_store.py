@@ -310,7 +310,8 @@ def rebuild_after_deletion(table: Any) -> list[str]:
     holds only the live rows, and the old index files belong to old versions only, which the
     cleanup after a deletion removes (an index of a table left empty is rebuilt empty). Indexes
     the table lacks are not created here. The ANN index is not rebuilt (its training is the
-    costly part of a build): it keeps deleted rows' quantized codes, never their text.
+    costly part of a build): it may keep deleted rows' quantized (PQ) codes and row ids, never
+    their text or full vectors.
     """
     present = {idx.name for idx in table.list_indices()}
     rebuilt = []
