@@ -13,6 +13,11 @@ Two parts:
 
     python bench/group_search.py [--messages 50000] [--embedder st:all-MiniLM-L6-v2]
         [--latency-embedder hash:v1-256] [--skip-golden] [--skip-latency] [--home DIR]
+        [--reuse]
+
+``--home DIR --reuse`` searches the latency home a former run built under ``DIR`` instead of
+building it again (the 50,000-message build takes minutes; built there first if there is none);
+its indexes are first brought up to the current code's.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import datetime as dt  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -34,6 +40,7 @@ import yaml  # noqa: E402
 
 from corpus_index.config import Settings  # noqa: E402
 from corpus_index.group_search import search_contexts  # noqa: E402
+from corpus_index.home import Home  # noqa: E402
 from corpus_index.search import Principal, Searcher  # noqa: E402
 from tests.searchkit import build_home, messages_config  # noqa: E402
 from tests.streamgen import TOPICS, stream, write_jsonl  # noqa: E402
@@ -101,7 +108,8 @@ def judge(searcher: Searcher) -> dict[str, Any]:
     return {"rates": rates, "misses": misses}
 
 
-def latency(root: Path, n: int, embedder: str, rounds: int) -> dict[str, Any]:
+def _stream_config(root: Path, n: int, embedder: str) -> Path:
+    """The generated stream of ``n`` messages under ``root/stream`` and its corpus.yaml."""
     folder = root / "stream"
     folder.mkdir(parents=True)
     messages = stream(n, channels=5, seed=7)
@@ -124,9 +132,36 @@ def latency(root: Path, n: int, embedder: str, rounds: int) -> dict[str, Any]:
     }
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def _reused(root: Path, n: int, embedder: str) -> Home:
+    """The home a former run built under ``root`` (same messages and embedder, or exit), its
+    indexes brought up to this code's (``refresh_indexes``: an index added since is built)."""
+    config = yaml.safe_load((root / "corpus.yaml").read_text(encoding="utf-8"))
+    had = sum(1 for f in (root / "stream").glob("*.jsonl") for _ in f.open(encoding="utf-8"))
+    was = config["profiles"]["p"]["embedder"]
+    if had != n or was != embedder:
+        sys.exit(
+            f"error: --reuse: {root} holds {had} messages embedded by {was}, not {n} by {embedder}"
+        )
+    corpus = Home(Settings(config_path=root / "corpus.yaml", home=root / "home"))
+    active = corpus.registry.active("chat")
+    if active is None:
+        sys.exit(f"error: --reuse: {root / 'home'} has no ACTIVE generation of namespace chat")
+    corpus.store.refresh_indexes(active)
+    return corpus
+
+
+def latency(root: Path, n: int, embedder: str, rounds: int, *, reuse: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
-    corpus = build_home(Settings(config_path=path, home=root / "home"))
-    built = time.perf_counter() - t0
+    built: float | None = None
+    if reuse and (root / "corpus.yaml").is_file():
+        corpus = _reused(root, n, embedder)
+    else:
+        config = _stream_config(root, n, embedder)
+        corpus = build_home(Settings(config_path=config, home=root / "home"))
+        built = round(time.perf_counter() - t0, 1)
     searcher = Searcher(corpus)
     principal = Principal("t1", ("staff",))
     rnd = random.Random(3)
@@ -156,7 +191,8 @@ def latency(root: Path, n: int, embedder: str, rounds: int) -> dict[str, Any]:
         "rows": table.count_rows(),
         "group_rows": table.count_rows("kind = 'group'"),
         "embedder": embedder,
-        "build_s": round(built, 1),
+        "build_s": built,  # None: a kept home reused (--reuse)
+        "indexes": sorted(i.name for i in table.list_indices()),
         "queries": len(queries),
         "k": 5,
         "mean_groups_returned": round(statistics.mean(groups_found), 2),
@@ -181,7 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-golden", action="store_true", help="no golden-set part")
     ap.add_argument("--skip-latency", action="store_true", help="no latency part")
     ap.add_argument("--home", type=Path, help="build here (kept) instead of a temporary folder")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="latency: search the home a former run built under --home (same --messages and "
+        "--latency-embedder) instead of building it again (built first if there is none)",
+    )
     args = ap.parse_args(argv)
+    if args.reuse and args.home is None:
+        ap.error("--reuse needs --home (the folder a former run built in)")
     report: dict[str, Any] = {}
     with _common.bench_home(args.home, "group-search-") as home:
         if not args.skip_golden:
@@ -189,7 +233,11 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(report["golden"], indent=1), flush=True)
         if not args.skip_latency:
             report["latency"] = latency(
-                home / "latency", args.messages, args.latency_embedder, args.queries
+                home / "latency",
+                args.messages,
+                args.latency_embedder,
+                args.queries,
+                reuse=args.reuse,
             )
             print(json.dumps(report["latency"], indent=1), flush=True)
     return 0

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow.compute as pc
 
@@ -225,6 +225,68 @@ def unit_rows(
     return out
 
 
+class GroupReads(NamedTuple):
+    """What expanding some groups reads: their rows, their members, the members' rows."""
+
+    groups: dict[tuple[str, str], dict[str, Any]]  # (collection, group id) -> the group's row
+    members: dict[tuple[str, str], list[dict[str, Any]]]  # (collection, group id) -> members
+    units: dict[tuple[str, str], list[dict[str, Any]]]  # (collection, unit id) -> its rows
+
+
+def read_groups(
+    home: Home,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    wanted: Iterable[tuple[str, str]],
+    *,
+    with_rows: bool = True,
+) -> GroupReads:
+    """The ``wanted`` groups (collection, group id) of the principal's tenant: their members
+    (from the warehouse), and in one read of the generation ``table`` inside the eligibility
+    prefilter (by ``doc_id``, which has a scalar index) the members' rows and, with
+    ``with_rows``, the groups' own rows. A row the principal may not see is not read."""
+    by_collection: dict[str, set[str]] = {}
+    for collection, gid in wanted:
+        by_collection.setdefault(collection, set()).add(gid)
+    members: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    units: dict[str, set[str]] = {}
+    for collection, gids in by_collection.items():
+        table_m = home.warehouse.read_cached(
+            "group_members",
+            (collection,),
+            where=(pc.field("tenant_id") == principal.tenant)
+            & pc.field("group_id").isin(sorted(gids)),
+            columns=["tenant_id", "group_id", "unit_id", "order", "role"],
+        )
+        for m in table_m.to_pylist() if table_m is not None else []:
+            members.setdefault((collection, m["group_id"]), []).append(m)
+            units.setdefault(collection, set()).add(m["unit_id"])
+    ids = {u for us in units.values() for u in us}
+    if with_rows:
+        ids |= {g for gids in by_collection.values() for g in gids}
+    out = GroupReads({}, members, {})
+    if not ids:
+        return out
+    where = predicates.all_of(
+        [
+            where_eligible,
+            predicates.is_in("collection", sorted(by_collection)),
+            predicates.is_in("doc_id", sorted(ids)),
+        ]
+    )
+    for row in read_rows(table, where):
+        collection = str(row["collection"])
+        if row["kind"] == GROUP_KIND:
+            if with_rows and row["doc_id"] in by_collection[collection]:
+                out.groups[(collection, str(row["doc_id"]))] = row
+        elif row["doc_id"] in units.get(collection, ()):
+            out.units.setdefault((collection, unit_of(row)), []).append(row)
+    for rows in out.units.values():
+        rows.sort(key=lambda r: str(r["block_key"]))
+    return out
+
+
 class People:
     """The identity mentions and names of a principal's tenant in some collections."""
 
@@ -312,39 +374,37 @@ def expand_groups(
     principal: Principal,
     group_rows: Sequence[Mapping[str, Any]],
     people: People,
+    *,
+    reads: GroupReads | None = None,
 ) -> tuple[list[ContextRecord], list[str]]:
     """Each group row expanded into a record, in the order given; and the ids of the groups
     dropped because a member is not visible to ``principal`` (or gone).
 
     Args:
         group_rows: rows of the generation (kind ``group``) read inside the eligibility prefilter.
+        reads: the groups' members and their rows when :func:`read_groups` read them already
+            (for these groups, or more); read here otherwise.
     """
-    by_collection: dict[str, list[str]] = {}
-    for g in group_rows:
-        by_collection.setdefault(str(g["collection"]), []).append(str(g["doc_id"]))
-    members: dict[str, list[dict[str, Any]]] = {}
-    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    if reads is None:
+        wanted = [(str(g["collection"]), str(g["doc_id"])) for g in group_rows]
+        reads = read_groups(home, table, where_eligible, principal, wanted, with_rows=False)
     mentions: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for collection, gids in by_collection.items():
-        table_m = home.warehouse.read_cached(
-            "group_members",
-            (collection,),
-            where=(pc.field("tenant_id") == principal.tenant) & pc.field("group_id").isin(gids),
-            columns=["tenant_id", "group_id", "unit_id", "order", "role"],
-        )
-        for m in table_m.to_pylist() if table_m is not None else []:
-            members.setdefault(m["group_id"], []).append(m)
-        units = {m["unit_id"] for g in gids for m in members.get(g, [])}
-        for unit, unit_rows_ in unit_rows(table, where_eligible, collection, units).items():
-            rows[(collection, unit)] = unit_rows_
+    shown: dict[str, set[str]] = {}
+    for g in group_rows:
+        collection = str(g["collection"])
+        mine = reads.members.get((collection, str(g["doc_id"])), [])
+        shown.setdefault(collection, set()).update(m["unit_id"] for m in mine)
+    for collection, units in shown.items():
         for m in people.mentions(collection, units):
             mentions.setdefault((collection, m["unit_id"]), []).append(m)
     out: list[ContextRecord] = []
     dropped: list[str] = []
     for g in group_rows:
         collection, gid = str(g["collection"]), str(g["doc_id"])
-        mine = sorted(members.get(gid, []), key=lambda m: (m["order"], m["unit_id"]))
-        seen = [rows.get((collection, m["unit_id"])) for m in mine]
+        mine = sorted(
+            reads.members.get((collection, gid), []), key=lambda m: (m["order"], m["unit_id"])
+        )
+        seen = [reads.units.get((collection, m["unit_id"])) for m in mine]
         if (
             not mine
             or not may_see(g, principal)

@@ -27,7 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_index import byte_audit, flat_exports, identity_store, lance, predicates, purge
+from corpus_index import (
+    byte_audit,
+    flat_exports,
+    identity_store,
+    index_store,
+    lance,
+    predicates,
+    purge,
+)
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.shards import split_key
@@ -529,6 +537,8 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
                         "match": match,
                     }
                 )
+    if tomb:
+        remaining.extend(_indexes_built_before(db, _receipt(corpus.settings, tomb), tomb))
     shared_inputs = [h for h in input_hashes if h in live_inputs]
     if shared_inputs:
         shared.append(
@@ -607,13 +617,58 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     }
 
 
-def _receipt_fingerprints(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+def _receipt(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The deletion receipt a tombstone names (None: none, or unreadable)."""
     if not tomb or not tomb.get("receipt"):
         return None
     try:
         where = receipt_location(settings, tomb["receipt"])
         receipt = json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    return receipt if isinstance(receipt, dict) else None
+
+
+def _indexes_built_before(
+    db: Any, receipt: dict[str, Any] | None, tomb: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The ``doc_id`` and full-text indexes of the generation tables that held the deleted rows
+    (the receipt names them; every generation table when it cannot) built before the deletion:
+    such an index keeps the deleted rows' ids and words until it is built again (compaction
+    does), and its pages may be compressed, so the bytes cannot show it; its build time can."""
+    removed = tomb["removed_at"]
+    if isinstance(removed, str):
+        removed = dt.datetime.fromisoformat(removed)
+    if removed.tzinfo is None:
+        removed = removed.replace(tzinfo=dt.UTC)
+    names = set(lance.table_names(db))
+    held = (receipt or {}).get("fragments_to_rewrite")
+    tables = (
+        sorted(names & set(held))
+        if isinstance(held, dict)
+        else sorted(n for n in names if n.startswith("gen_"))
+    )
+    holding = set(index_store.indexes_holding_rows())
+    out = []
+    for name in tables:
+        for idx in db.open_table(name).list_indices():
+            built = getattr(idx, "created_at", None)
+            if idx.name in holding and (built is None or built < removed):
+                out.append(
+                    {
+                        "store": "lance index",
+                        "table": name,
+                        "index": idx.name,
+                        "match": "built before the deletion (may hold its ids or words; compact "
+                        "rebuilds it)",
+                    }
+                )
+    return out
+
+
+def _receipt_fingerprints(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+    receipt = _receipt(settings, tomb)
+    if receipt is None:
         return None
     fps = receipt.get("fingerprints")
     return fps if isinstance(fps, dict) and "texts" in fps else None

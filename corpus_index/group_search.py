@@ -8,9 +8,11 @@
    person the query names, or whose topic tags hold a query word, moves up. Dates boost and
    never filter: the talk about Christmas happens in the weeks before it, and a misread date
    must not hide the conversation asked for.
-3. Each group is expanded (:func:`corpus_index.context_records.expand_groups`): members in
-   order with their text, participants with their roles, place, dates, source refs; a group
-   with a member the principal may not see is dropped whole.
+3. The group rows and their members' rows are read in one go, by ``doc_id`` (which has a
+   scalar index: :func:`corpus_index.context_records.read_groups`), and each group is expanded
+   (:func:`corpus_index.context_records.expand_groups`): members in order with their text,
+   participants with their roles, place, dates, source refs; a group with a member the
+   principal may not see is dropped whole.
 4. With fewer than ``min_groups`` groups, units are searched directly and appended below the
    groups as contexts of their own (units already shown inside a group are not repeated).
 5. Records in the seed's rich shape, and the §6.2 response grouped by category with
@@ -36,6 +38,7 @@ from corpus_index.context_records import (
     grouped_json,
     may_see,
     metadata_of,
+    read_groups,
     read_rows,
     unit_of,
     unit_record,
@@ -165,9 +168,13 @@ def search_contexts(
             query, k=max(2 * k, 10), filters=group_filter, per_doc_cap=None, **options
         )
         clock.lap("groups")
-        ranked = _boosted(_group_rows(table, where_eligible, found.hits), found.hits, analysis)
+        # the group rows (with their §3.1 metadata) and their members' rows, in one read
+        wanted = [(h.collection, h.doc_id) for h in found.hits]
+        reads = read_groups(corpus, table, where_eligible, principal, wanted)
+        rows = [reads.groups[w] for w in dict.fromkeys(wanted) if w in reads.groups]
+        ranked = _boosted(rows, found.hits, analysis)
         expanded, dropped = expand_groups(
-            corpus, table, where_eligible, principal, [r for r, _ in ranked], people
+            corpus, table, where_eligible, principal, [r for r, _ in ranked], people, reads=reads
         )
         why = {str(r["doc_id"]): w for r, w in ranked}
         for rec in expanded:
@@ -213,22 +220,6 @@ def collapse(records: list[ContextRecord]) -> list[ContextRecord]:
         else:
             out.append(rec)
     return out
-
-
-def _group_rows(table: Any, where_eligible: str, hits: list[Hit]) -> list[dict[str, Any]]:
-    """The generation rows of the group hits (with their §3.1 metadata), read again inside
-    the eligibility prefilter, in hit order."""
-    if not hits:
-        return []
-    where = predicates.all_of(
-        [
-            where_eligible,
-            predicates.eq("kind", GROUP_KIND),
-            predicates.is_in("source_id", sorted({h.source_id for h in hits})),
-        ]
-    )
-    by_source = {r["source_id"]: r for r in read_rows(table, where)}
-    return [by_source[h.source_id] for h in hits if h.source_id in by_source]
 
 
 def _boosted(
@@ -288,15 +279,21 @@ def _units(
     sources = list(dict.fromkeys(sources))[:need]
     if not sources:
         return []
+    wanted = set(sources)
+    picked = [h for h in found.hits if h.source_id in wanted]
+    # read by ``doc_id`` (it has a scalar index), then kept by source
     where = predicates.all_of(
         [
             where_eligible,
             predicates.compare("kind", "!=", GROUP_KIND),
-            predicates.is_in("source_id", sources),
+            predicates.is_in("collection", sorted({h.collection for h in picked})),
+            predicates.is_in("doc_id", sorted({h.doc_id for h in picked})),
         ]
     )
     rows: dict[str, list[dict[str, Any]]] = {}
     for row in read_rows(table, where):
+        if row["source_id"] not in wanted:
+            continue
         if may_see(row, options["principal"]):  # the rule checked again on what was read
             rows.setdefault(row["source_id"], []).append(row)
     score: dict[str, float] = {}

@@ -15,6 +15,10 @@ from corpus_index.registry import Generation
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
 ANN_MAX_PARTITIONS = 1024
 FTS_COLUMN = "text"
+FTS_INDEX = f"{FTS_COLUMN}_idx"
+# columns with a scalar (BTREE) index: a group's members are read by ``doc_id IN (...)``, and
+# group rows by their ids, which without one scans every row of the table
+SCALAR_INDEX_COLUMNS = ("doc_id",)
 
 # the filter columns every generation table carries: the union the collection kinds promote
 PROMOTED_COLUMNS = kinds.PROMOTED_COLUMNS
@@ -222,20 +226,17 @@ class GenerationStore:
         return int(self.table(generation).count_rows(predicate))
 
     def refresh_indexes(self, generation: Generation) -> Coverage:
-        """Build or update the FTS and ANN indexes so they cover every row, then compact."""
-        from lancedb.index import FTS
-
+        """Build or update the FTS, scalar and ANN indexes so they cover every row, then
+        compact."""
         table = self.ensure(generation)
         rows = int(table.count_rows())
         names = {idx.name: idx for idx in table.list_indices()}
         if rows:
-            if f"{FTS_COLUMN}_idx" not in names:
-                lance.retry_commits(
-                    lambda: table.create_index(
-                        FTS_COLUMN, config=FTS(with_position=False), replace=True
-                    ),
-                    table=table,
-                )
+            if FTS_INDEX not in names:
+                _create_fts_index(table)
+            for column in SCALAR_INDEX_COLUMNS:
+                if scalar_index_name(column) not in names:
+                    _create_scalar_index(table, column)
             if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
                 config = _ann_config(rows, generation.spec.dim)
                 lance.retry_commits(
@@ -251,8 +252,8 @@ class GenerationStore:
         rows = int(table.count_rows())
         names = {idx.name for idx in table.list_indices()}
         fts_unindexed = rows
-        if f"{FTS_COLUMN}_idx" in names:
-            fts_unindexed = int(table.index_stats(f"{FTS_COLUMN}_idx").num_unindexed_rows)
+        if FTS_INDEX in names:
+            fts_unindexed = int(table.index_stats(FTS_INDEX).num_unindexed_rows)
         if "vector_idx" in names:
             ann_unindexed = int(table.index_stats("vector_idx").num_unindexed_rows)
             ann = "ivf_pq"
@@ -271,6 +272,58 @@ class GenerationStore:
             return False
         self.db.drop_table(generation.table_name)
         return True
+
+
+def scalar_index_name(column: str) -> str:
+    return f"{column}_idx"
+
+
+def _create_scalar_index(table: Any, column: str) -> None:
+    from lancedb.index import BTree
+
+    lance.retry_commits(
+        lambda: table.create_index(column, config=BTree(), replace=True), table=table
+    )
+
+
+def _create_fts_index(table: Any) -> None:
+    from lancedb.index import FTS
+
+    lance.retry_commits(
+        lambda: table.create_index(FTS_COLUMN, config=FTS(with_position=False), replace=True),
+        table=table,
+    )
+
+
+def indexes_holding_rows() -> tuple[str, ...]:
+    """The indexes of a generation table that keep what they held of deleted rows until they
+    are built again: the scalar indexes (the rows' ids) and the full-text index (their words)."""
+    return (*(scalar_index_name(c) for c in SCALAR_INDEX_COLUMNS), FTS_INDEX)
+
+
+def rebuild_after_deletion(table: Any) -> list[str]:
+    """Build the scalar and full-text indexes of a generation ``table`` again from its live
+    rows; returns their names.
+
+    ``optimize`` brings an index up to date by adding new rows to it and keeps the files of what
+    it held before, deleted rows included (a deleted document's id, its words); a rebuilt index
+    holds only the live rows, and the old index files belong to old versions only, which the
+    cleanup after a deletion removes (an index of a table left empty is rebuilt empty). Indexes
+    the table lacks are not created here. The ANN index is not rebuilt (its training is the
+    costly part of a build): it may keep deleted rows' quantized (PQ) codes and row ids, never
+    their text or full vectors.
+    """
+    present = {idx.name for idx in table.list_indices()}
+    rebuilt = []
+    for column in SCALAR_INDEX_COLUMNS:
+        name = scalar_index_name(column)
+        if name in present:
+            _create_scalar_index(table, column)
+            rebuilt.append(name)
+    if FTS_INDEX in present:
+        _create_fts_index(table)
+        rebuilt.append(FTS_INDEX)
+    return rebuilt
 
 
 class AnnParameters(NamedTuple):

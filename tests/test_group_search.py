@@ -14,7 +14,15 @@ from corpus_index import predicates
 from corpus_index.api import CorpusIndex
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from corpus_index.context_records import MemberRecord, People, expand_groups, read_rows
+from corpus_index.context_records import (
+    MemberRecord,
+    People,
+    expand_groups,
+    read_groups,
+    read_rows,
+    unit_of,
+)
+from corpus_index.eligibility import eligibility
 from corpus_index.filters import Condition
 from corpus_index.group_search import ContextRecord, collapse, search_contexts
 from corpus_index.home import Home
@@ -118,6 +126,37 @@ def test_a_group_with_a_member_the_principal_cannot_see_is_dropped_whole(corpus:
     kept, dropped = expand_groups(corpus, table, hidden, MANAGER, rows, People(corpus, MANAGER))
     assert dropped and "wg-sn-002" not in unit_ids(kept)
     assert len(kept) + len(dropped) == len(rows)
+
+
+def test_groups_and_their_members_are_read_together_by_the_doc_id_index(corpus: Home) -> None:
+    table = corpus.store.table(active(corpus, "messages"))
+    assert "doc_id_idx" in {i.name for i in table.list_indices()}
+    collections = ["wattle-messages", "bluegum-messages"]
+    group = predicates.eq("kind", "group")
+    # every group of both tenants asked for, read on behalf of Wattle Grove's staff
+    everything = read_rows(table, group)
+    wanted = [(str(g["collection"]), str(g["doc_id"])) for g in everything]
+    eligible = eligibility(STAFF, collections)
+    staff_groups = read_rows(table, predicates.all_of([eligible, group]))
+    assert 0 < len(staff_groups) < len(wanted)
+
+    reads = read_groups(corpus, table, eligible, STAFF, wanted)
+    assert sorted(reads.groups) == sorted((g["collection"], g["doc_id"]) for g in staff_groups)
+    assert reads.members and all(c == "wattle-messages" for c, _ in reads.members)  # its tenant
+    # exactly the members staff may see were read: the managers-only ones have no rows here
+    units = {(c, m["unit_id"]) for (c, _), mine in reads.members.items() for m in mine}
+    visible = read_rows(
+        table, predicates.all_of([eligible, predicates.compare("kind", "!=", "group")])
+    )
+    assert set(reads.units) == units & {(str(r["collection"]), unit_of(r)) for r in visible}
+    assert set(reads.units) < units
+    assert all(r["kind"] != "group" for rows in reads.units.values() for r in rows)
+    without_rows = read_groups(corpus, table, eligible, STAFF, wanted, with_rows=False)
+    assert without_rows.groups == {} and without_rows.units == reads.units
+    # the read is an index lookup, not a scan of every row
+    some = predicates.is_in("doc_id", sorted({g for _, g in wanted}))
+    plan = table.search().where(predicates.all_of([eligible, some])).explain_plan(verbose=True)
+    assert "ScalarIndexQuery" in plan and "doc_id_idx" in plan, plan
 
 
 def member(unit: str) -> MemberRecord:

@@ -237,10 +237,11 @@ def test_remove_withdraws_a_deal_from_every_generation_and_keeps_its_file(
     assert travel.vectors("DEAL-GIVEN-C") == {"main": {}, "second": {}}
     assert index.remove("DEAL-GIVEN-C") is False
     # the audit finds a sidecar left beside the file, and nothing else of the deal but what
-    # the next compaction removes (old LanceDB versions and fragments, cache entries)
+    # the next compaction removes (old LanceDB versions and fragments, cache entries, the
+    # doc_id and full-text indexes built before the deletion)
     shutil.copy(folder / "deal-carried-a.embeddings.json", beside)
     remaining = audit_deletion(Home(travel.settings), "carried/deal-given-c")["remaining"]
-    left = [r for r in remaining if r["store"] not in ("lance", "cache", "bytes")]
+    left = [r for r in remaining if r["store"] not in ("lance", "cache", "bytes", "lance index")]
     assert left == [{"store": "sidecar", "path": str(beside), "match": "file name"}]
     assert all(".lance" in r["path"] for r in remaining if r["store"] == "bytes"), remaining
     beside.unlink()

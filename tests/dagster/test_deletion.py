@@ -122,15 +122,19 @@ def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_pa
     assert sorted(a["rows"] for a in lance_rows) == [4, 4]  # ACTIVE g0001 and READY g0002
     assert by_store["exports"] == 2 and by_store["warehouse"] >= 5 + 4
 
-    # the audit finds what is left: old LanceDB versions, cache entries and the bytes of both;
-    # compaction clears it
+    # the audit finds what is left: old LanceDB versions, cache entries and the bytes of both,
+    # and the doc_id and full-text indexes built before the deletion (they hold its id and
+    # words); compaction clears it
     cli = CliRunner()
     args = ["--config", str(settings.config_path), "--home", str(settings.home)]
     out = cli.invoke(main, [*args, "audit-deletion", GONE, "--json"])
     audit = json.loads(out.output)
     assert out.exit_code == 1 and not audit["clean"]
     stores = {r["store"] for r in audit["remaining"]}
-    assert stores == {"lance", "cache", "bytes"}  # bytes: masked rows in LanceDB data files
+    assert stores == {"lance", "cache", "bytes", "lance index"}  # bytes: masked rows
+    indexes = {(r["table"], r["index"]) for r in audit["remaining"] if r["store"] == "lance index"}
+    tables = [g.table_name for g in corpus.registry.generations()]
+    assert indexes == {(t, i) for t in tables for i in ("doc_id_idx", "text_idx")}
     assert all(not r["current"] for r in audit["remaining"] if r["store"] == "lance")
     out = cli.invoke(main, [*args, "compact", "--json"])
     assert out.exit_code == 0, out.output

@@ -1,5 +1,6 @@
 """Deletion is provable from the bytes: after compaction no file of the home holds a deleted
-deal's text or vectors (masked rows included), and ``audit-deletion`` proves it by scanning every
+deal's text or vectors (masked rows included), no file is left of an index built before the
+deletion (which holds its id or words), and ``audit-deletion`` proves it by scanning every
 file; before compaction the bytes are there and the audit says so.
 
 LanceDB may store a text column compressed (FSST) in files its own compaction writes, where the
@@ -80,6 +81,18 @@ def files_holding(home: Path, needle: bytes) -> list[str]:
     return found
 
 
+def index_dirs(corpus: Home) -> list[Path]:
+    """The folder of each generation table's current ``doc_id`` and full-text index."""
+    out = []
+    for g in corpus.registry.generations():
+        for idx in corpus.store.table(g).list_indices():
+            if idx.name in ("doc_id_idx", "text_idx"):
+                table_dir = corpus.settings.home / "lance" / f"{g.table_name}.lance"
+                out.append(table_dir / "_indices" / idx.index_uuid)
+    assert out
+    return out
+
+
 def audit(settings: Settings) -> tuple[int, dict[str, Any]]:
     args = ["--config", str(settings.config_path), "--home", str(settings.home)]
     out = CliRunner().invoke(main, [*args, "audit-deletion", GONE, "--json"])
@@ -99,6 +112,7 @@ def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path
     corpus = Home(settings)
     vectors = secret_vectors(corpus)
     rows_before = {g.id: corpus.store.count(g) for g in corpus.registry.generations()}
+    old_index_dirs = index_dirs(corpus)
     (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
     assert dagster_runner().sync(settings).ok
     for g in corpus.registry.generations():
@@ -114,11 +128,21 @@ def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path
     assert any("/data/" in r["path"] and r["path"].endswith(".lance") for r in in_bytes)
     assert any(r["matches"].get("vector") for r in in_bytes), in_bytes
     assert report["byte_scan"]["status"] == "done" and report["byte_scan"]["cost"]["files"] > 0
+    # the doc_id and full-text indexes built before the deletion hold its id and words (their
+    # pages may be compressed, so the bytes need not show them): their files are still there,
+    # and the audit says so from the indexes' build time
+    assert all(d.is_dir() for d in old_index_dirs)
+    stale = {(r["table"], r["index"]) for r in report["remaining"] if r["store"] == "lance index"}
+    tables = [g.table_name for g in corpus.registry.generations()]
+    assert stale == {(t, i) for t in tables for i in ("doc_id_idx", "text_idx")}
 
     compaction = compact(settings)
     assert compaction["tombstones_purged"] == [GONE]
     gen_tables = [t for t in compaction["tables"] if t["table"].startswith("gen_")]
     assert gen_tables and all(t["fragments_rewritten"] >= 1 for t in gen_tables)
+    assert all(t["indexes_rebuilt"] == ["doc_id_idx", "text_idx"] for t in gen_tables)
+    assert [d for d in old_index_dirs if d.exists()] == []
+    assert [d for d in index_dirs(corpus) if d in old_index_dirs] == []
 
     assert files_holding(settings.home, SECRET.encode()) == []
     assert files_holding(settings.home, PHRASE) == []
