@@ -6,9 +6,9 @@ become indexed. Deletion overrides retention: while a tombstone is pending physi
 fragment that held a deleted row (the receipt names them; for a cache table, the fragments of
 the entries purged now) is rewritten first (``purge.rewrite_fragments``), old versions are
 removed whatever their age, and orphaned ``*.tmp`` files (left by a crashed atomic write) are
-removed, so the deleted content leaves the disk. The ``doc_id`` and full-text indexes of a
+removed, so the deleted content leaves the disk. The ``doc_id``, full-text and ANN indexes of a
 generation table that held deleted rows are built again (``index_store.rebuild_after_deletion``):
-``optimize`` keeps deleted rows' ids and words in them.
+``optimize`` keeps deleted rows' ids, words and PQ codes in them.
 """
 
 from __future__ import annotations
@@ -145,9 +145,9 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
             report.cache_entries_purged += purged
         elif "*" in held or name in held:
             rewrite = purge.rewrite_fragments(table, held.get(name))
-            # the doc_id and full-text indexes keep deleted rows' ids and words through
-            # optimize: built again from the live rows, their old files join the old versions
-            # removed below
+            # the doc_id, full-text and ANN indexes keep deleted rows' ids, words and PQ codes
+            # through optimize: built again from the live rows, their old files join the old
+            # versions removed below
             entry["indexes_rebuilt"] = index_store.rebuild_after_deletion(table)
         else:
             rewrite = purge.Rewrite(0, 0)

@@ -632,10 +632,11 @@ def _receipt(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] 
 def _indexes_built_before(
     db: Any, receipt: dict[str, Any] | None, tomb: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """The ``doc_id`` and full-text indexes of the generation tables that held the deleted rows
-    (the receipt names them; every generation table when it cannot) built before the deletion:
-    such an index keeps the deleted rows' ids and words until it is built again (compaction
-    does), and its pages may be compressed, so the bytes cannot show it; its build time can."""
+    """The ``doc_id``, full-text and ANN indexes of the generation tables that held the deleted
+    rows (the receipt names them; every generation table when it cannot) built before the
+    deletion: such an index keeps the deleted rows' ids, words or PQ codes until it is built
+    again (compaction does), and its pages may be compressed, so the bytes cannot show it; its
+    build time can."""
     removed = tomb["removed_at"]
     if isinstance(removed, str):
         removed = dt.datetime.fromisoformat(removed)

@@ -12,6 +12,7 @@ import pyarrow as pa
 from corpus_index import kinds, lance, predicates
 from corpus_index.registry import Generation
 
+ANN_INDEX = "vector_idx"  # the name LanceDB gives the index on "vector"
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
 ANN_MAX_PARTITIONS = 1024
 FTS_COLUMN = "text"
@@ -237,11 +238,8 @@ class GenerationStore:
             for column in SCALAR_INDEX_COLUMNS:
                 if scalar_index_name(column) not in names:
                     _create_scalar_index(table, column)
-            if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
-                config = _ann_config(rows, generation.spec.dim)
-                lance.retry_commits(
-                    lambda: table.create_index("vector", config=config, replace=True), table=table
-                )
+            if rows >= ANN_MIN_ROWS and ANN_INDEX not in names:
+                _create_ann_index(table, rows, generation.spec.dim)
             lance.retry_commits(table.optimize, table=table)
         return self.coverage(generation)
 
@@ -254,8 +252,8 @@ class GenerationStore:
         fts_unindexed = rows
         if FTS_INDEX in names:
             fts_unindexed = int(table.index_stats(FTS_INDEX).num_unindexed_rows)
-        if "vector_idx" in names:
-            ann_unindexed = int(table.index_stats("vector_idx").num_unindexed_rows)
+        if ANN_INDEX in names:
+            ann_unindexed = int(table.index_stats(ANN_INDEX).num_unindexed_rows)
             ann = "ivf_pq"
         else:
             ann_unindexed = 0  # exact search scans every row
@@ -297,21 +295,23 @@ def _create_fts_index(table: Any) -> None:
 
 def indexes_holding_rows() -> tuple[str, ...]:
     """The indexes of a generation table that keep what they held of deleted rows until they
-    are built again: the scalar indexes (the rows' ids) and the full-text index (their words)."""
-    return (*(scalar_index_name(c) for c in SCALAR_INDEX_COLUMNS), FTS_INDEX)
+    are built again: the scalar indexes (the rows' ids), the full-text index (their words) and
+    the ANN index (their quantized vectors and row ids)."""
+    return (*(scalar_index_name(c) for c in SCALAR_INDEX_COLUMNS), FTS_INDEX, ANN_INDEX)
 
 
 def rebuild_after_deletion(table: Any) -> list[str]:
-    """Build the scalar and full-text indexes of a generation ``table`` again from its live
-    rows; returns their names.
+    """Build the scalar, full-text and ANN indexes of a generation ``table`` again from its
+    live rows; returns their names.
 
     ``optimize`` brings an index up to date by adding new rows to it and keeps the files of what
-    it held before, deleted rows included (a deleted document's id, its words); a rebuilt index
-    holds only the live rows, and the old index files belong to old versions only, which the
-    cleanup after a deletion removes (an index of a table left empty is rebuilt empty). Indexes
-    the table lacks are not created here. The ANN index is not rebuilt (its training is the
-    costly part of a build): it may keep deleted rows' quantized (PQ) codes and row ids, never
-    their text or full vectors.
+    it held before, deleted rows included (a deleted document's id, its words, its vector's PQ
+    codes, from which an approximation of the vector can be read back); a rebuilt index holds
+    only the live rows, and the old index files belong to old versions only, which the cleanup
+    after a deletion removes (an index of a table left empty is rebuilt empty). The ANN index is
+    trained again (the costly part, minutes at 100,000 rows), with the parameters for the rows
+    left; below ``ANN_MIN_ROWS`` it is dropped and search is exact. Indexes the table lacks are
+    not created here.
     """
     present = {idx.name for idx in table.list_indices()}
     rebuilt = []
@@ -323,7 +323,21 @@ def rebuild_after_deletion(table: Any) -> list[str]:
     if FTS_INDEX in present:
         _create_fts_index(table)
         rebuilt.append(FTS_INDEX)
+    if ANN_INDEX in present:
+        rows = int(table.count_rows())
+        if rows >= ANN_MIN_ROWS:
+            _create_ann_index(table, rows, table.schema.field("vector").type.list_size)
+        else:
+            lance.retry_commits(lambda: table.drop_index(ANN_INDEX), table=table)
+        rebuilt.append(ANN_INDEX)
     return rebuilt
+
+
+def _create_ann_index(table: Any, rows: int, dim: int) -> None:
+    config = _ann_config(rows, dim)
+    lance.retry_commits(
+        lambda: table.create_index("vector", config=config, replace=True), table=table
+    )
 
 
 class AnnParameters(NamedTuple):
