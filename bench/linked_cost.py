@@ -100,11 +100,36 @@ def _timed(settings: Any) -> dict[str, Any]:
         raise SystemExit(f"the sync failed: {t.report}")
 
 
-def one_side(n: int, grouping: bool) -> dict[str, Any]:
-    """A full sync of ``n`` messages, then one-message syncs (in this process)."""
+def _profiled(out: Path) -> None:
+    """Profile every run of the ``linked_groups`` step in this process into ``out`` (pstats,
+    the runs' profiles added up), beside the sync's own timing."""
+    import cProfile
+
+    from corpus_index import steps
+
+    step = steps.linked_groups.run
+    profile = cProfile.Profile()
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        profile.enable()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            profile.disable()
+            profile.dump_stats(str(out))
+
+    steps.linked_groups.run = run  # type: ignore[assignment]
+
+
+def one_side(
+    n: int, grouping: bool, *, home_dir: Path | None = None, profile: Path | None = None
+) -> dict[str, Any]:
+    """A full sync of ``n`` messages, then one-message syncs (in this process); the build is
+    kept in ``home_dir`` when given; ``profile``: a profile of the ``linked_groups`` step of
+    the one-message syncs."""
     import yaml
 
-    with _common.bench_home(None, "linked-cost-") as root:
+    with _common.bench_home(home_dir, "linked-cost-", must_be_empty=True) as root:
         source, home = root / "source", root / "home"
         source.mkdir()
         config = _common.write_config(
@@ -130,6 +155,8 @@ def one_side(n: int, grouping: bool) -> dict[str, Any]:
         settings = Settings(config_path=config, home=home)
         write_streams(messages, source)
         full = _timed(settings)
+        if profile is not None:
+            _profiled(profile)
         ones = []
         for k in range(ONE_MESSAGE_TRIES):
             messages.append(one_more(messages, k))
@@ -175,10 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="5000,50000")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--side", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--home", type=Path, help="with --side: build in this (empty) folder, kept")
+    ap.add_argument(
+        "--profile", type=Path, help="with --side: a pstats profile of the one-message syncs' step"
+    )
     ap.add_argument("--grouping", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args(argv)
     if args.side:
-        print(json.dumps(one_side(args.side, args.grouping)))
+        side = one_side(args.side, args.grouping, home_dir=args.home, profile=args.profile)
+        print(json.dumps(side))
         return 0
     report = [compare(int(s)) for s in args.sizes.split(",") if s]
     if args.json:
