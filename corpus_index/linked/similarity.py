@@ -136,19 +136,24 @@ class Similarity:
 
     def coherence(self, ids: Sequence[str]) -> float:
         """Mean pairwise cosine of ``ids`` (1.0 for a single unit: it agrees with itself)."""
-        if len(ids) < 2:
-            return 1.0
-        sims = self.matrix(ids)
-        n = len(ids)
-        return float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+        return self.central_and_coherence(ids)[1]
 
     def central(self, ids: Sequence[str]) -> str:
         """The unit most like the others (the first of ``ids`` on a tie, or alone)."""
-        if len(ids) < 3:
-            return ids[0]
+        return self.central_and_coherence(ids)[0]
+
+    def central_and_coherence(self, ids: Sequence[str]) -> tuple[str, float]:
+        """:meth:`central` and :meth:`coherence` of ``ids`` (not empty) from one matrix of
+        their cosines."""
+        if len(ids) < 2:
+            return ids[0], 1.0
         sims = self.matrix(ids)
+        n = len(ids)
+        coherence = float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+        if n < 3:
+            return ids[0], coherence
         scores = sims.sum(axis=1) - np.diag(sims)
-        return ids[int(np.argmax(scores))]
+        return ids[int(np.argmax(scores))], coherence
 
 
 def added(a: Vector, b: Vector) -> Vector:
