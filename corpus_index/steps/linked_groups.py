@@ -161,6 +161,9 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         names=names,
         memo_for=memo_for,
         previous=home.warehouse.read(GROUPS, (collection,), GROUP_SCHEMA) if remembered else None,
+        previous_members=(
+            home.warehouse.read(MEMBERS, (collection,), MEMBER_SCHEMA) if remembered else None
+        ),
     )
     roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
