@@ -47,11 +47,17 @@ def _weights(texts: Sequence[str]) -> list[Vector]:
 
 def _dense(vectors: Sequence[Vector]) -> np.ndarray:
     """``vectors`` as rows of one dense matrix over the words they hold."""
-    words = {t: k for k, t in enumerate(dict.fromkeys(t for v in vectors for t in v))}
-    out = np.zeros((len(vectors), max(len(words), 1)), dtype=np.float64)
+    words: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    weights: list[float] = []
     for r, v in enumerate(vectors):
         for t, w in v.items():
-            out[r, words[t]] = w
+            rows.append(r)
+            cols.append(words.setdefault(t, len(words)))
+            weights.append(w)
+    out = np.zeros((len(vectors), max(len(words), 1)), dtype=np.float64)
+    out[rows, cols] = weights  # one write: each (row, word) is in one vector once
     return out
 
 
