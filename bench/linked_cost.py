@@ -15,10 +15,16 @@ Every sync is split into its ``embeddings`` steps and the rest; the figure of th
 ``added = (rest with grouping) / (rest without) - 1``: the share grouping and identities add
 to the work of a sync that is not embedding. The process's CPU time of each whole sync is
 printed beside it (and the same ratio of it), being steadier than wall time when other
-processes share the cores. Each (size, grouping) pair runs in a process of its own (``definitions.py`` reads the home
-from the environment once).
+processes share the cores. Each (size, grouping) pair runs in a process of its own
+(``definitions.py`` reads the home from the environment once).
 
-    .venv/bin/python bench/linked_cost.py [--sizes 5000,50000] [--json]
+In the same run, a second reading with the project's default model (``st:all-MiniLM-L6-v2``)
+at a smaller size (``--real-size``, default 1,000 messages), where embedding costs what it
+really does: ``added = ((with - without) - (its embedding with - without)) / without``, the
+time grouping adds beyond the embedding of the group rows, as a share of the whole sync
+without grouping.
+
+    .venv/bin/python bench/linked_cost.py [--sizes 5000,50000] [--real-size 1000] [--json]
 
 Other processes on the machine share the cores: figures are noisy.
 """
@@ -42,6 +48,7 @@ from corpus_index.linked.messages import Message  # noqa: E402
 from tests.streamgen import stream, write_jsonl  # noqa: E402
 
 EMBEDDER = "hash:v1-384"
+REAL_EMBEDDER = "st:all-MiniLM-L6-v2"  # the project's default model
 COLLECTION = "chat"
 ONE_MESSAGE_TRIES = 2
 FILE_MESSAGES = 10_000  # messages a stream file (a file counts against max_document_bytes)
@@ -87,6 +94,8 @@ def _timed(settings: Any) -> dict[str, Any]:
     steps = t.steps_by_name()
     embed = sum(v for k, v in steps.items() if k.startswith("embeddings"))
     linked = sum(v for k, v in steps.items() if k.startswith("linked_groups"))
+    if not t.report.ok:
+        raise SystemExit(f"the sync failed: {t.report}")
     return {
         "wall_s": round(t.wall_s, 2),
         "embeddings_s": round(embed, 2),
@@ -96,15 +105,43 @@ def _timed(settings: Any) -> dict[str, Any]:
         "embedded": t.report.embedded,
         "ok": t.report.ok,
     }
-    if not t.report.ok:
-        raise SystemExit(f"the sync failed: {t.report}")
 
 
-def one_side(n: int, grouping: bool) -> dict[str, Any]:
-    """A full sync of ``n`` messages, then one-message syncs (in this process)."""
+def _profiled(out: Path) -> None:
+    """Profile every run of the ``linked_groups`` step in this process into ``out`` (pstats,
+    the runs' profiles added up), beside the sync's own timing."""
+    import cProfile
+
+    from corpus_index import steps
+
+    step = steps.linked_groups.run
+    profile = cProfile.Profile()
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        profile.enable()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            profile.disable()
+            profile.dump_stats(str(out))
+
+    steps.linked_groups.run = run  # type: ignore[assignment]
+
+
+def one_side(
+    n: int,
+    grouping: bool,
+    *,
+    embedder: str = EMBEDDER,
+    home_dir: Path | None = None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """A full sync of ``n`` messages, then one-message syncs (in this process); the build is
+    kept in ``home_dir`` when given; ``profile``: a profile of the ``linked_groups`` step of
+    the one-message syncs."""
     import yaml
 
-    with _common.bench_home(None, "linked-cost-") as root:
+    with _common.bench_home(home_dir, "linked-cost-", must_be_empty=True) as root:
         source, home = root / "source", root / "home"
         source.mkdir()
         config = _common.write_config(
@@ -112,7 +149,7 @@ def one_side(n: int, grouping: bool) -> dict[str, Any]:
             collection=COLLECTION,
             kind="messages",
             source=source,
-            embedder=EMBEDDER,
+            embedder=embedder,
             tenant="bench",
             acl=["bench-staff"],
         )
@@ -130,20 +167,28 @@ def one_side(n: int, grouping: bool) -> dict[str, Any]:
         settings = Settings(config_path=config, home=home)
         write_streams(messages, source)
         full = _timed(settings)
+        if profile is not None:
+            _profiled(profile)
         ones = []
         for k in range(ONE_MESSAGE_TRIES):
             messages.append(one_more(messages, k))
             write_streams(messages, source)
             ones.append(_timed(settings))
         best = min(ones, key=lambda r: r["beyond_embedding_s"])
-        return {"messages": n, "grouping": grouping, "full": full, "one_message": best}
+        return {
+            "messages": n,
+            "grouping": grouping,
+            "embedder": embedder,
+            "full": full,
+            "one_message": best,
+        }
 
 
-def _side_in_process(n: int, grouping: bool) -> dict[str, Any]:
+def _side_in_process(n: int, grouping: bool, embedder: str = EMBEDDER) -> dict[str, Any]:
     script = Path(__file__).resolve()
     flag = "--grouping" if grouping else "--no-grouping"
     out = subprocess.run(
-        [sys.executable, str(script), "--side", str(n), flag],
+        [sys.executable, str(script), "--side", str(n), flag, "--embedder", embedder],
         check=True,
         capture_output=True,
         text=True,
@@ -170,19 +215,59 @@ def compare(n: int) -> dict[str, Any]:
     }
 
 
+def _added_real(on: dict[str, Any], off: dict[str, Any]) -> float:
+    """(extra wall time - extra embedding time) / the whole sync without grouping."""
+    extra = (on["wall_s"] - off["wall_s"]) - (on["embeddings_s"] - off["embeddings_s"])
+    return round(extra / max(off["wall_s"], 1e-9), 3)
+
+
+def compare_real(n: int) -> dict[str, Any]:
+    """Both sides of size ``n`` with the default model, and what grouping adds beyond the
+    extra embedding, as a share of the whole sync without grouping."""
+    on = _side_in_process(n, True, REAL_EMBEDDER)
+    off = _side_in_process(n, False, REAL_EMBEDDER)
+    return {
+        "messages": n,
+        "embedder": REAL_EMBEDDER,
+        "with_grouping": {"full": on["full"], "one_message": on["one_message"]},
+        "without": {"full": off["full"], "one_message": off["one_message"]},
+        "added_full": _added_real(on["full"], off["full"]),
+        "added_one_message": _added_real(on["one_message"], off["one_message"]),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="5000,50000")
+    ap.add_argument(
+        "--real-size",
+        type=int,
+        default=1000,
+        help="messages of the default-model reading (0: none)",
+    )
+    ap.add_argument("--embedder", default=EMBEDDER, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--side", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--home", type=Path, help="with --side: build in this (empty) folder, kept")
+    ap.add_argument(
+        "--profile", type=Path, help="with --side: a pstats profile of the one-message syncs' step"
+    )
     ap.add_argument("--grouping", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args(argv)
     if args.side:
-        print(json.dumps(one_side(args.side, args.grouping)))
+        side = one_side(
+            args.side,
+            args.grouping,
+            embedder=args.embedder,
+            home_dir=args.home,
+            profile=args.profile,
+        )
+        print(json.dumps(side))
         return 0
     report = [compare(int(s)) for s in args.sizes.split(",") if s]
+    real = compare_real(args.real_size) if args.real_size else None
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps({"hash_embedder": report, "default_model": real}, indent=1))
         return 0
     for row in report:
         for side in ("with_grouping", "without"):
@@ -197,6 +282,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['added_full']:.0%} to a full sync and {row['added_one_message']:.0%} to a "
             "one-message sync, beyond embedding (CPU time of the whole sync: "
             f"{row['added_cpu_full']:+.0%} and {row['added_cpu_one_message']:+.0%})"
+            f" [{EMBEDDER}: (with - its embedding) / (without - its embedding) - 1]"
+        )
+    if real is not None:
+        for side in ("with_grouping", "without"):
+            for sync in ("full", "one_message"):
+                row = {"messages": real["messages"], "side": side, "sync": sync}
+                print(json.dumps({**row, "embedder": REAL_EMBEDDER, **real[side][sync]}))
+        print(
+            f"{real['messages']} messages, {REAL_EMBEDDER}: grouping and identities add "
+            f"{real['added_full']:.0%} to a full sync and {real['added_one_message']:.0%} to a "
+            "one-message sync [(extra time - extra embedding time) / whole sync without grouping]"
         )
     return 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -107,6 +107,7 @@ class GroupTables(NamedTuple):
 
     groups: pa.Table
     members: pa.Table
+    carried: int = 0  # groups whose rows were the last run's, carried over as they were
 
 
 def generation_formats(input_format: str) -> list[str]:
@@ -136,6 +137,7 @@ def group_tables(
     names: Mapping[str, Callable[[str], str]] | None = None,
     memo_for: Callable[[str], Memo] | None = None,
     previous: pa.Table | None = None,
+    previous_members: pa.Table | None = None,
 ) -> GroupTables:
     """Group ``units`` by ``link`` one tenant at a time, and lay the groups out as tables.
 
@@ -147,38 +149,48 @@ def group_tables(
 
     With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`) and
     ``previous`` (the groups this function gave last time), a group whose row would be made
-    from the same group, members, scopes and names as last time keeps its row.
+    from the same group, members, scopes and names as last time keeps its row, carried over
+    as Arrow (never decoded); with ``previous_members`` (the members it gave last time) too,
+    so do its member rows. Only the other groups' rows are made anew.
 
     Returns:
-        The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id.
+        The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
+        (members then by order and unit id).
     """
     by_tenant: dict[str, list[Unit]] = {}
     for unit in units:
         by_tenant.setdefault(unit.tenant_id, []).append(unit)
-    group_rows: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
+    group_rows: list[dict[str, Any]] = []
     member_rows: list[dict[str, Any]] = []
-    rows_before: dict[str, dict[str, Any]] | None = None
+    carried: list[str] = []  # groups whose rows are the last run's
+    carried_members: list[str] = []  # ... and whose member rows are too
+    before: set[str] | None = None
     for tenant, mine in sorted(by_tenant.items()):
         scope = {u.message.unit_id: u for u in mine}
-        messages = {u: s.message for u, s in scope.items()}
         registry = (registries or {}).get(tenant)
         options = {} if registry is None else {"registry": registry}
-        name = (names or {}).get(tenant)
-        if name is not None:
-            messages = {u: replace(m, author=name(m.author)) for u, m in messages.items()}
+        messages = _Named(scope, (names or {}).get(tenant))
         for group in link([u.message for u in mine], **options):
             gid = group_id(tenant, collection, group.group_type, group.member_ids)
-            if gid in group_rows:
+            if gid in seen:
                 continue  # the same members grouped twice the same way: one group
+            seen.add(gid)
             memo = memo_for(tenant) if memo_for is not None else None
-            if memo is None or previous is None:
-                group_rows[gid] = _group_row(collection, tenant, gid, group, scope, messages)
+            if memo is not None and previous is not None:
+                if before is None:
+                    before = set(previous["group_id"].to_pylist())
+                key = _row_key(memo, gid, group, scope, messages)
+                if gid in before and memo.get(key) is not None:
+                    carried.append(gid)
+                    if previous_members is not None:
+                        carried_members.append(gid)
+                        continue
+                else:
+                    group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
+                    memo.put(key, gid)
             else:
-                if rows_before is None:
-                    rows_before = {r["group_id"]: r for r in previous.to_pylist()}
-                group_rows[gid] = _kept_row(
-                    memo, rows_before, collection, tenant, gid, group, scope, messages
-                )
+                group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
             member_rows.extend(
                 {
                     "group_id": gid,
@@ -192,37 +204,79 @@ def group_tables(
                 }
                 for m in group.members
             )
-    groups = pa.Table.from_pylist([group_rows[g] for g in sorted(group_rows)], GROUP_SCHEMA)
-    member_rows.sort(key=lambda r: (r["group_id"], r["order"], r["unit_id"]))
-    return GroupTables(groups, pa.Table.from_pylist(member_rows, MEMBER_SCHEMA))
+    groups = _sorted(
+        [_carried(previous, carried, GROUP_SCHEMA), pa.Table.from_pylist(group_rows, GROUP_SCHEMA)],
+        ["group_id"],
+    )
+    members = _sorted(
+        [
+            _carried(previous_members, carried_members, MEMBER_SCHEMA),
+            pa.Table.from_pylist(member_rows, MEMBER_SCHEMA),
+        ],
+        ["group_id", "order", "unit_id"],
+    )
+    return GroupTables(groups, members, len(carried))
 
 
-def _kept_row(
-    memo: Memo,
-    before: Mapping[str, dict[str, Any]],
-    collection: str,
-    tenant: str,
-    gid: str,
-    group: Group,
-    scope: Mapping[str, Unit],
-    messages: Mapping[str, Message],
-) -> dict[str, Any]:
-    """The row :func:`_group_row` makes, or the one it made last time from the same inputs
-    (the group, its members as grouped and as named, their ACL groups and tiers)."""
+class _Named(Mapping[str, Message]):
+    """Unit id -> its message with the author as the registry names them (``name``; as
+    written without one), made on first use: a run that keeps a group's row never needs its
+    members' messages renamed."""
+
+    def __init__(self, scope: Mapping[str, Unit], name: Callable[[str], str] | None) -> None:
+        self._scope = scope
+        self._name = name
+        self._made: dict[str, Message] = {}
+
+    def __getitem__(self, unit: str) -> Message:
+        found = self._made.get(unit)
+        if found is None:
+            m = self._scope[unit].message
+            found = m if self._name is None else replace(m, author=self._name(m.author))
+            self._made[unit] = found
+        return found
+
+    def author(self, unit: str) -> str:
+        """The author of ``unit`` as named (without making its message)."""
+        raw = self._scope[unit].message.author
+        return raw if self._name is None else self._name(raw)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._scope)
+
+    def __len__(self) -> int:
+        return len(self._scope)
+
+
+def _carried(previous: pa.Table | None, ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """The rows of ``previous`` whose group is one of ``ids``, as ``schema`` lays them out."""
+    if previous is None or not ids:
+        return schema.empty_table()
+    kept = previous.filter(pc.is_in(previous["group_id"], pa.array(ids, pa.string())))
+    return kept.select(schema.names).cast(schema)
+
+
+def _sorted(parts: Sequence[pa.Table], keys: Sequence[str]) -> pa.Table:
+    """``parts`` (one schema) as one table sorted by ``keys`` (ascending)."""
+    table = pa.concat_tables(parts)
+    order = pc.sort_indices(table, [(k, "ascending") for k in keys])
+    return table.take(order).combine_chunks()
+
+
+def _row_key(
+    memo: Memo, gid: str, group: Group, scope: Mapping[str, Unit], messages: _Named
+) -> str:
+    """The key of a group's row: everything :func:`_group_row` makes it from (the group, its
+    members as grouped and as named, their ACL groups and tiers)."""
     ids = group.member_ids
-    key = memo.key(
+    return memo.key(
         "row",
         gid,
         group,
         [memo.fingerprint(scope[i].message) for i in ids],
-        [messages[i].author for i in ids],
+        [messages.author(i) for i in ids],
         [(scope[i].acl_groups, scope[i].tier) for i in ids],
     )
-    row = before.get(gid) if memo.get(key) is not None else None
-    if row is None:
-        row = _group_row(collection, tenant, gid, group, scope, messages)
-        memo.put(key, gid)
-    return row
 
 
 def _group_row(

@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
 
 from corpus_index import identity_store, steps
 from corpus_index.config import Settings
+from corpus_index.group_records import GroupTables, Unit, group_tables
 from corpus_index.home import Home
-from corpus_index.linked.groups import link_units
+from corpus_index.linked.groups import Group, link_units
 from corpus_index.linked.memo import Memo, memo_table
+from corpus_index.linked.messages import Message
 from corpus_index.linked.similarity import Similarity
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
@@ -186,3 +188,62 @@ def test_a_unit_keeps_its_vector_while_its_block_is_unchanged() -> None:
     assert sims[0, 1] == pytest.approx(before.pair(ids[0], ids[1]))
     assert before.against(ids[0], ids[1:]) == pytest.approx(list(sims[0, 1:]))
     assert before.pair(ids[0], "nobody") == 0.0 and before.vector("nobody") == {}
+
+
+def _tables_from_last(
+    units: list[Unit], last: GroupTables | None, rows: list[dict[str, str]]
+) -> tuple[GroupTables, Memo]:
+    """``group_tables`` of ``units`` as the step calls it: from the last run's kept results
+    (``rows``) and tables (``last``), or from nothing."""
+    memo = Memo(rows, tenant_id="t")
+
+    def link(messages: Sequence[Message], **options: Any) -> list[Group]:
+        return link_units(messages, memo=memo, **options)
+
+    previous = None if last is None else last.groups
+    members = None if last is None else last.members
+    tables = group_tables(
+        "c", units, link, memo_for=lambda _: memo, previous=previous, previous_members=members
+    )
+    return tables, memo
+
+
+def _as_units(messages: list[Message]) -> list[Unit]:
+    return [Unit(m, "t", ("staff",), "restricted", m.unit_id) for m in messages]
+
+
+class _LastRun(NamedTuple):
+    messages: list[Message]
+    tables: GroupTables
+    memo: list[dict[str, str]]
+
+
+@pytest.fixture(scope="module")
+def last_run() -> _LastRun:
+    """Two runs on a stream of two TF-IDF blocks: the second from the first, as the step
+    runs them."""
+    messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
+    first, memo = _tables_from_last(_as_units(messages), None, [])
+    second, memo = _tables_from_last(_as_units(messages), first, memo_table([memo]).to_pylist())
+    assert second.carried == 0  # a first run keeps no row keys: every row made again once
+    return _LastRun(messages, second, memo_table([memo]).to_pylist())
+
+
+@pytest.mark.parametrize("change", ["append", "edit", "delete"])
+def test_group_rows_carried_over_as_arrow_equal_rows_made_anew(
+    last_run: _LastRun, change: str
+) -> None:
+    messages = last_run.messages
+    if change == "append":
+        new = replace(messages[-1], unit_id="new", text="can someone check the van?")
+        grown = [*messages, replace(new, timestamp=messages[-1].timestamp + 60)]
+    elif change == "edit":  # a unit of the first TF-IDF block: its groups' rows change
+        grown = [*messages[:5], replace(messages[5], text="roster swap sunday"), *messages[6:]]
+    else:
+        grown = messages[:7] + messages[8:]
+    later, _ = _tables_from_last(_as_units(grown), last_run.tables, last_run.memo)
+    whole = group_tables("c", _as_units(grown), link_units)
+    assert later.carried > later.groups.num_rows // 2  # most rows carried over
+    assert later.groups.equals(whole.groups)
+    assert later.members.equals(whole.members)
+    assert later.groups.to_pylist() == whole.groups.to_pylist()

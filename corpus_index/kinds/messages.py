@@ -291,8 +291,14 @@ def _contents(
 
 def message_of(block: Block) -> Message:
     """The grouping's view of a unit: who wrote it, where, when, to whom, and its words."""
-    meta = block.metadata
-    content = block.content
+    return message_from(block.content, block.metadata, block.doc_id, block.event_date)
+
+
+def message_from(
+    content: Mapping[str, Any], meta: Mapping[str, Any], doc_id: str, event_date: str | None
+) -> Message:
+    """:func:`message_of` a block given as its content, metadata, document and event date
+    (as a parsed-blocks row holds them, without making the block)."""
     if "text" in content:
         words = str(content["text"])
     elif "turns" in content:
@@ -302,7 +308,7 @@ def message_of(block: Block) -> Message:
         words = " ".join(f"{p.get('heading', '')} {p.get('text', '')}".strip() for p in parts)
     people = [*meta.get("recipients", []), *meta.get("mentions", [])]
     return Message(
-        unit_id=str(meta.get("unit_id", block.doc_id)),
+        unit_id=str(meta.get("unit_id", doc_id)),
         channel=str(meta.get("channel", "")),
         author=str(meta.get("author", "")),
         text=words,
@@ -313,7 +319,7 @@ def message_of(block: Block) -> Message:
         source=str(meta.get("source", "")),
         location=str(meta.get("location") or ""),
         title=str(meta.get("subject") or meta.get("title") or ""),
-        event_date=block.event_date or "",
+        event_date=event_date or "",
     )
 
 

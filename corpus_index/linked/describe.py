@@ -114,7 +114,8 @@ def describe(
         anchors.extend(people.anchors(m))
     authors = list(dict.fromkeys(display(m.author) for m in units if m.author))
     ids = list(group.member_ids)
-    central = by_id[similarity.central(ids)]
+    central_id, coherence = similarity.central_and_coherence(ids)
+    central = by_id[central_id]
     text = " ".join(f"{m.title} {m.text}" for m in units)
     domains, topics = tags_of(text, tuple(m.source for m in units))
     span = date_span(days[0], days[-1])
@@ -140,5 +141,5 @@ def describe(
         latest_content_at=ordered[-1].timestamp,
         domain_tags=domains,
         topic_tags=topics,
-        coherence=round(similarity.coherence(ids), 4),
+        coherence=round(coherence, 4),
     )

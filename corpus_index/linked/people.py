@@ -94,6 +94,7 @@ class People:
     def __init__(self, resolver: NameResolver | None = None) -> None:
         self._resolver = resolver
         self._memo: dict[str, str | None] = {}
+        self._anchors: dict[str, tuple[Message, tuple[str, ...]]] = {}  # by unit id
 
     @property
     def has_registry(self) -> bool:
@@ -123,7 +124,16 @@ class People:
     def anchors(self, message: Message) -> list[str]:
         """A group's identity anchors from ``message``: with a registry, the identity ids of
         everyone it involves (unresolved names, such as shared mailboxes, left out); without,
-        its author and the people it is sent to, as written."""
+        its author and the people it is sent to, as written (once per message: a unit is
+        in several groups, each described and keyed by its members' anchors)."""
+        seen = self._anchors.get(message.unit_id)
+        if seen is not None and seen[0] is message:
+            return list(seen[1])
+        found = self._anchors_of(message)
+        self._anchors[message.unit_id] = (message, tuple(found))
+        return found
+
+    def _anchors_of(self, message: Message) -> list[str]:
         if self._resolver is None:
             return list(
                 dict.fromkeys(r.strip() for r in (message.author, *message.mentions) if r.strip())

@@ -47,11 +47,17 @@ def _weights(texts: Sequence[str]) -> list[Vector]:
 
 def _dense(vectors: Sequence[Vector]) -> np.ndarray:
     """``vectors`` as rows of one dense matrix over the words they hold."""
-    words = {t: k for k, t in enumerate(dict.fromkeys(t for v in vectors for t in v))}
-    out = np.zeros((len(vectors), max(len(words), 1)), dtype=np.float64)
+    words: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    weights: list[float] = []
     for r, v in enumerate(vectors):
         for t, w in v.items():
-            out[r, words[t]] = w
+            rows.append(r)
+            cols.append(words.setdefault(t, len(words)))
+            weights.append(w)
+    out = np.zeros((len(vectors), max(len(words), 1)), dtype=np.float64)
+    out[rows, cols] = weights  # one write: each (row, word) is in one vector once
     return out
 
 
@@ -136,19 +142,24 @@ class Similarity:
 
     def coherence(self, ids: Sequence[str]) -> float:
         """Mean pairwise cosine of ``ids`` (1.0 for a single unit: it agrees with itself)."""
-        if len(ids) < 2:
-            return 1.0
-        sims = self.matrix(ids)
-        n = len(ids)
-        return float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+        return self.central_and_coherence(ids)[1]
 
     def central(self, ids: Sequence[str]) -> str:
         """The unit most like the others (the first of ``ids`` on a tie, or alone)."""
-        if len(ids) < 3:
-            return ids[0]
+        return self.central_and_coherence(ids)[0]
+
+    def central_and_coherence(self, ids: Sequence[str]) -> tuple[str, float]:
+        """:meth:`central` and :meth:`coherence` of ``ids`` (not empty) from one matrix of
+        their cosines."""
+        if len(ids) < 2:
+            return ids[0], 1.0
         sims = self.matrix(ids)
+        n = len(ids)
+        coherence = float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+        if n < 3:
+            return ids[0], coherence
         scores = sims.sum(axis=1) - np.diag(sims)
-        return ids[int(np.argmax(scores))]
+        return ids[int(np.argmax(scores))], coherence
 
 
 def added(a: Vector, b: Vector) -> Vector:

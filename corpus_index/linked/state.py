@@ -21,44 +21,61 @@ class ConversationState:
     def __init__(self, features: ChannelFeatures) -> None:
         self.features = features
         n = len(features.times)
-        self.conversation = np.arange(n)
+        self.conversation: list[int] = list(range(n))
         self.last_index: dict[int, int] = {}
         self.authors: dict[int, set[int]] = {}
         self.size: dict[int, int] = {}
+        # the features each candidate reads, as Python values (a NumPy scalar read per
+        # candidate costs more than the arithmetic on it)
+        self._times: list[float] = features.times.tolist()
+        self._authors: list[int] = features.author.tolist()
 
     def fill(self, i: int, row: np.ndarray) -> np.ndarray:
         """Write the conversation features of ``i``'s candidates into ``row`` (its pair
         features, ``[window, len(PAIR_FEATURES)]``; messages before ``i`` must have joined)
         and return it."""
         f = self.features
+        reach = min(row.shape[0], i)  # candidates i - 1 ... i - reach
+        if reach <= 0:
+            return row
+        valid: list[bool] = f.valid[i, :reach].tolist()
+        near: list[float] = f.topic[i, :reach].tolist()
+        conversation = self.conversation
         topic: dict[int, float] = {}  # conversation -> i's best similarity to one of its messages
-        for k in range(1, min(row.shape[0], i) + 1):
-            if f.valid[i, k - 1]:
-                c = int(self.conversation[i - k])
-                topic[c] = max(topic.get(c, 0.0), float(f.topic[i, k - 1]))
-        for k in range(1, row.shape[0] + 1):
-            j = i - k
-            if j < 0:
-                break
-            if not f.valid[i, k - 1]:
+        for k in range(1, reach + 1):
+            if valid[k - 1]:
+                c = conversation[i - k]
+                topic[c] = max(topic.get(c, 0.0), near[k - 1])
+        times, now, pace = self._times, self._times[i], float(f.pace[i])
+        author = self._authors[i]
+        rows: list[int] = []
+        values: list[tuple[float, bool, bool, float, float]] = []
+        for k in range(1, reach + 1):
+            if not valid[k - 1]:
                 continue
-            c = int(self.conversation[j])
+            j = i - k
+            c = conversation[j]
             last = self.last_index.get(c, j)
-            gap = max(f.times[i] - f.times[last], 0.0) / f.pace[i]
-            row[k - 1, CONVERSATION_COLUMNS] = (
-                math.log1p(gap),
-                last == j,
-                f.author[i] in self.authors.get(c, ()),
-                math.log1p(self.size.get(c, 1)),
-                topic[c],
+            gap = max(now - times[last], 0.0) / pace
+            rows.append(k - 1)
+            values.append(
+                (
+                    math.log1p(gap),
+                    last == j,
+                    author in self.authors.get(c, ()),
+                    math.log1p(self.size.get(c, 1)),
+                    topic[c],
+                )
             )
+        if rows:
+            row[rows, CONVERSATION_COLUMNS] = values
         return row
 
     def join(self, i: int, parent: int) -> None:
         """``i`` continues the conversation of ``parent`` (itself: it starts one)."""
-        c = int(self.conversation[parent]) if parent != i else i
+        c = self.conversation[parent] if parent != i else i
         self.conversation[i] = c
         self.last_index[c] = i
         self.size[c] = self.size.get(c, 0) + 1
-        if self.features.author[i] >= 0:
-            self.authors.setdefault(c, set()).add(int(self.features.author[i]))
+        if self._authors[i] >= 0:
+            self.authors.setdefault(c, set()).add(self._authors[i])

@@ -42,8 +42,8 @@ SOURCE_DOMAINS = {"incident_report": "incidents", "shift_note": "shift_notes",
 MAX_TAGS = 3
 
 
-def _hits(text: str, table: Mapping[str, tuple[str, ...]]) -> Counter[str]:
-    words = tokens(text)
+def _hits(words: list[str], table: Mapping[str, tuple[str, ...]]) -> Counter[str]:
+    """Each tag of ``table`` whose keywords occur in ``words``, by how often."""
     joined = " " + " ".join(words) + " "
     single = Counter(words)
     hits: Counter[str] = Counter()
@@ -57,11 +57,12 @@ def _hits(text: str, table: Mapping[str, tuple[str, ...]]) -> Counter[str]:
 def tags_of(text: str, sources: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(domain_tags, topic_tags)`` of ``text`` (a group's members together); the members'
     sources add their domain (an incident report makes ``incidents``)."""
-    domains = _hits(text, DOMAINS)
+    words = tokens(text)
+    domains = _hits(words, DOMAINS)
     for s in sources:
         if s in SOURCE_DOMAINS:
             domains[SOURCE_DOMAINS[s]] += 100  # what the units are outranks what they say
-    topics = _hits(text, TOPICS)
+    topics = _hits(words, TOPICS)
 
     def top(c: Counter[str]) -> tuple[str, ...]:
         return tuple(t for t, _ in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_TAGS])

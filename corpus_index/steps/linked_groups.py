@@ -46,13 +46,13 @@ from corpus_index.identity_mentions import mentions_table
 from corpus_index.identity_pass import TenantIdentities, display_names, identify, unit_records
 from corpus_index.identity_sightings import sightings_table
 from corpus_index.kinds import kind_of
-from corpus_index.kinds.messages import message_of
+from corpus_index.kinds.messages import message_from
 from corpus_index.linked.groups import Group
 from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
-from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA, Block
+from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
 from corpus_index.reprocess_queue import (
     Linker,
     Linking,
@@ -161,6 +161,9 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         names=names,
         memo_for=memo_for,
         previous=home.warehouse.read(GROUPS, (collection,), GROUP_SCHEMA) if remembered else None,
+        previous_members=(
+            home.warehouse.read(MEMBERS, (collection,), MEMBER_SCHEMA) if remembered else None
+        ),
     )
     roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
@@ -252,29 +255,27 @@ def _write_identities(
 
 def read_units(blocks: pa.Table) -> list[Unit]:
     """One unit per ``unit_id`` of ``blocks`` (a record cut into sections is one unit whose
-    text is its sections' in order), with the scope of its first block."""
+    text is its sections' in order), with the scope of its first block. Only the columns a
+    unit reads are decoded."""
     units: dict[str, Unit] = {}
     texts: dict[str, list[str]] = {}
-    for row in blocks.to_pylist():
-        block = _block(row)
-        message = message_of(block)
+    cols = blocks.select(_UNIT_COLUMNS).to_pydict()
+    rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
+    for doc_id, content, meta, event_date, tenant, acl, tier in rows:
+        message = message_from(
+            json.loads(str(content)), json.loads(str(meta)) if meta else {}, doc_id, event_date
+        )
         texts.setdefault(message.unit_id, []).append(message.text)
         if message.unit_id not in units:
-            units[message.unit_id] = Unit(
-                message, block.tenant_id, block.acl_groups, block.tier, block.doc_id
-            )
+            units[message.unit_id] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
     return [
         u._replace(message=replace(u.message, text=" ".join(texts[i]))) if len(texts[i]) > 1 else u
         for i, u in units.items()
     ]
 
 
-def _block(row: dict[str, Any]) -> Block:
-    values = {k: v for k, v in row.items() if k != "source_id"}
-    values["content"] = json.loads(str(row["content"]))
-    values["metadata"] = json.loads(str(row["metadata"])) if row["metadata"] else {}
-    values["acl_groups"] = tuple(row["acl_groups"] or ())
-    return Block(**values)
+# the parsed-blocks columns :func:`read_units` reads, in the order it unpacks them
+_UNIT_COLUMNS = ["doc_id", "content", "metadata", "event_date", "tenant_id", "acl_groups", "tier"]
 
 
 def check(tables: GroupTables, live_units: list[Unit]) -> list[gates.Gate]:
