@@ -23,6 +23,7 @@ import numpy as np
 from corpus_index.linked.features import ChannelFeatures, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.responses import Responses
 from corpus_index.linked.state import ConversationState
 from corpus_index.linked.topic import Embed
 
@@ -40,7 +41,11 @@ def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
 
 
 def link_parents(
-    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+    messages: Sequence[Message],
+    *,
+    model: LinkModel | None = None,
+    embed: Embed | None = None,
+    responses: bool = True,
 ) -> list[int]:
     """For one channel's messages in order, the index of the message each continues from, or
     its own index when it starts a conversation.
@@ -48,11 +53,13 @@ def link_parents(
     Args:
         model: the link weights (default: the ones shipped, see :meth:`LinkModel.load`).
         embed: an embedding function for topic similarity instead of TF-IDF cosine.
+        responses: see :func:`decode`.
     """
     model = model or LinkModel.load()
     if not messages:
         return []
-    return decode(messages, channel_features(messages, window=model.window, embed=embed), model)
+    features = channel_features(messages, window=model.window, embed=embed)
+    return decode(messages, features, model, responses=responses)
 
 
 def decode(
@@ -62,6 +69,7 @@ def decode(
     *,
     pair: np.ndarray | None = None,
     before: Sequence[int] = (),
+    responses: bool = True,
 ) -> list[int]:
     """:func:`link_parents` on features computed already. The pair features are computed
     ``BLOCK`` messages at a time unless ``pair`` holds them all (its conversation columns are
@@ -71,11 +79,16 @@ def decode(
         before: the parents of the first ``len(before)`` messages, decided already (by an
             earlier run on the same messages): they are taken as they are, and only the
             messages after them are decided (``features`` need rows from there on only).
+        responses: a message the model would have start a conversation joins the one it
+            answers by how people write, when it does (an e-mail ``Re:``, a reply to an open
+            question: :class:`~corpus_index.linked.responses.Responses`); off, the model
+            alone decides (what training replays).
     """
     index = {m.unit_id: i for i, m in enumerate(messages)}
     pair_w = np.asarray(model.pair_weights, dtype=np.float32)
     own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
     state = ConversationState(features)
+    replies = Responses(messages, features) if responses else None
     parents: list[int] = list(before)
     for i, parent in enumerate(parents):
         state.join(i, parent)
@@ -94,6 +107,9 @@ def decode(
                 scores = np.where(features.valid[i], scores, -np.inf)
                 best = int(np.argmax(scores))
                 parent = i - best - 1 if scores[best] > own[i] else i
+                if parent == i and replies is not None:
+                    answered = replies.parent(i)
+                    parent = answered if answered >= 0 else i
             state.join(i, parent)
             parents.append(parent)
     return parents
