@@ -127,7 +127,11 @@ def components(messages: Sequence[Message], parents: Sequence[int]) -> list[list
 
 
 def group_conversations(
-    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+    messages: Sequence[Message],
+    *,
+    model: LinkModel | None = None,
+    embed: Embed | None = None,
+    responses: bool = True,
 ) -> list[list[str]]:
     """The conversations of ``messages`` (any channels): lists of unit ids, each in time order.
 
@@ -136,7 +140,8 @@ def group_conversations(
     model = model or LinkModel.load()
     out: list[list[str]] = []
     for channel in by_channel(messages).values():
-        out.extend(components(channel, link_parents(channel, model=model, embed=embed)))
+        parents = link_parents(channel, model=model, embed=embed, responses=responses)
+        out.extend(components(channel, parents))
     return out
 
 
