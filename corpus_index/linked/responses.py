@@ -41,6 +41,10 @@ from corpus_index.linked.questions import (
 )
 from corpus_index.linked.topic import STOPWORDS, tokens
 
+# the rule pass's version, in the digest of the links it made (corpus_index.linked.relink): a
+# change to what it reads or decides must change it, so the links kept from a run are decided
+# again
+RESPONSES_VERSION = "responses-v1"
 # an answer must score this by answer_score to join its question's conversation: above the
 # answer finder's own bar (0.3, where irc-disentanglement dev lost 2 points of F: a channel
 # answers many questions at once, and a pattern-only answer is often another's)
