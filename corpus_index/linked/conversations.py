@@ -7,7 +7,10 @@ and its predecessors in the window under a :class:`~corpus_index.linked.model.Li
 which weighs mentions of a participant, the same author going on, the time and the messages
 since that message, the time since the last message of *that message's conversation* (as
 decided so far, message by message), whether its author has moved on, and topic similarity.
-System messages (joins and quits) are conversations of their own.
+System messages (joins and quits) are conversations of their own. Where the model would have a
+message start a conversation, a reply it cannot see by those features (an e-mail ``Re:``, an
+answer to an open question hours later) still joins the conversation it answers
+(:mod:`corpus_index.linked.responses`).
 
 :func:`five_minute_rule` is the channel-wide baseline: a message less than five minutes after
 the channel's previous one belongs to the same conversation.

@@ -14,11 +14,11 @@ signs of a reply are read there, each looking back only at earlier messages:
   (:data:`~corpus_index.linked.questions.ANSWER_WINDOW_S` at most, asked by someone else) that
   it answers by :func:`~corpus_index.linked.questions.answer_score` (answer patterns that fit
   the question, being addressed or named, being the first reply, topic similarity) at
-  :data:`RESPONSE_MIN_SCORE` or more, or the
-  question it is the first reply to when it says it does not know ("no idea", "not me"):
-  a reply that does not answer still belongs to the exchange; failing both, the latest
-  question offering alternatives ("Chicken or pork?") whose alternatives it names ("Chicken
-  is easier to mince for her"), the way such a question is answered.
+  :data:`RESPONSE_MIN_SCORE` or more, or the question it is the first reply to when it says
+  it does not know ("no idea", "not me"): a reply that does not answer still belongs to the
+  exchange; failing both, the latest question offering alternatives ("Chicken or pork?")
+  whose alternatives it names ("Chicken is easier to mince for her"), the way such a question
+  is answered.
 
 Neither overrides the model when it finds a parent: they only keep a reply from starting a
 conversation of its own.
@@ -93,9 +93,10 @@ class Responses:
         """The question message ``j`` asks (None if none) and the alternatives it offers."""
         if j not in self._asks:
             m = self.messages[j]
-            asks = m.source in CONVERSATIONAL and not m.system and "?" in m.text
-            ask = question_of(m.text) if m.source in CONVERSATIONAL and not m.system else None
-            self._asks[j] = (ask, alternatives(m.text) if asks else frozenset())
+            conversational = m.source in CONVERSATIONAL and not m.system
+            ask = question_of(m.text) if conversational else None
+            offered = alternatives(m.text) if conversational and "?" in m.text else frozenset()
+            self._asks[j] = (ask, offered)
         return self._asks[j]
 
     def _answered(self, i: int) -> int:
