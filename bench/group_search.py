@@ -64,7 +64,7 @@ def judge(searcher: Searcher) -> dict[str, Any]:
     """Top-3 completeness of each golden query's expected group, group-first and unit-only."""
     queries = yaml.safe_load((_common.REPO / "golden" / "messages.yaml").read_text())["queries"]
     rows: dict[str, dict[str, list[int]]] = {}
-    misses: dict[str, list[str]] = {"groups": [], "units": []}
+    misses: dict[str, list[str]] = {"groups": [], "units": [], "groups_not_own": []}
     for q in queries:
         if q["covers"] not in COVERS:
             continue
@@ -91,6 +91,8 @@ def judge(searcher: Searcher) -> dict[str, Any]:
             tally["own"].append(int(own))
             if not complete:
                 misses[how].append(q["id"])
+            if how == "groups" and not own:
+                misses["groups_not_own"].append(q["id"])
     rates: dict[str, Any] = {
         key: {m: round(sum(v) / len(v), 3) for m, v in t.items()} | {"n": len(t["complete"])}
         for key, t in sorted(rows.items())

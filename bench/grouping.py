@@ -1,11 +1,18 @@
 """Conversation grouping on irc-disentanglement: ours beside the channel-wide 5-minute rule.
 
 Groups every log of a split from the logs alone, then reads the split's gold clusters to
-score, in the same run, ours, ours then the merge pass (``corpus_index/linked/merging.py``, not
-in the pipeline), the rule over every line, and the rule over chat lines with each system line
-alone (a fairer form of it): 1 - scaled VI, one-to-one overlap and conversation
-precision/recall/F as the data's SOURCE.md defines them. Targets: above Elsner and Charniak 2008
-(82.1 / 51.4 / 15.5); aim, the paper's linear model (88.9 / 69.5 / 21.8).
+score, in the same run, ours, ours with the link model alone (without the replies read by how
+people write, ``corpus_index/linked/responses.py``), ours then the merge pass
+(``corpus_index/linked/merging.py``, not in the pipeline), the rule over every line, and the
+rule over chat lines with each system line alone (a fairer form of it): 1 - scaled VI,
+one-to-one overlap and conversation precision/recall/F as the data's SOURCE.md defines them.
+Targets: above Elsner and Charniak 2008 (82.1 / 51.4 / 15.5); aim, the paper's linear model
+(88.9 / 69.5 / 21.8).
+
+Then the messages sample (``sample_corpus/messages``, each tenant on its own), ours and the
+model alone, scored against its ``truth.yaml`` (never read to group): same-conversation pairs
+(precision, recall, F) and the conversations of two or more held whole by one, over the staff
+chat channels and over every conversational source (chat, SMS, e-mail, calls).
 
     .venv/bin/python bench/grouping.py [--data DIR] [--split dev] [--weights FILE] [--json]
     .venv/bin/python bench/grouping.py --scale 50000    # one long channel: time and peak RSS
@@ -18,14 +25,20 @@ import _common
 _common.configure(threads=1)
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from corpus_index.linked.clusters import read_clusters  # noqa: E402
+import yaml  # noqa: E402
+from linked_contexts import SAMPLE, TENANTS, sample  # noqa: E402
+
+from corpus_index.linked.clusters import read_clusters, split_id  # noqa: E402
 from corpus_index.linked.conversations import five_minute_rule, group_conversations  # noqa: E402
+from corpus_index.linked.groups import NOT_CONVERSATIONAL  # noqa: E402
 from corpus_index.linked.irc import read_folder  # noqa: E402
 from corpus_index.linked.merging import merge_conversations  # noqa: E402
 from corpus_index.linked.messages import Message  # noqa: E402
@@ -60,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     ours = group_conversations(messages, model=model)
     took = time.perf_counter() - started
+    alone = group_conversations(messages, model=model, responses=False)
     chat = [m for m in messages if not m.system]
     started = time.perf_counter()
     merged = merge_conversations(
@@ -69,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     rule = five_minute_rule(messages)
     rule_chat = five_minute_rule(messages, system_alone=True)
     gold = read_clusters(args.data / f"gold.{args.split}.clusters.txt")  # scoring only
+    named = gold_named(gold)
     results = {
-        "linked": score(gold, ours)._asdict(),
-        "linked_then_merged": score(gold, merged)._asdict(),
-        "five_minute_rule": score(gold, rule)._asdict(),
-        "five_minute_chat_only": score(gold, rule_chat)._asdict(),
+        "linked": score(gold, named(ours))._asdict(),
+        "linked_model_alone": score(gold, named(alone))._asdict(),
+        "linked_then_merged": score(gold, named(merged))._asdict(),
+        "five_minute_rule": score(gold, named(rule))._asdict(),
+        "five_minute_chat_only": score(gold, named(rule_chat))._asdict(),
     }
     out = {
         "split": args.split,
@@ -84,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         "weights": model.trained_on,
         "results": results,
         "targets": TARGETS,
+        "sample": {
+            "linked": sample_scores(model, True),
+            "linked_model_alone": sample_scores(model, False),
+        },
     }
     if args.json:
         print(json.dumps(out, indent=1))
@@ -101,7 +121,61 @@ def main(argv: list[str] | None = None) -> int:
         )
     for name, (vi, one, f) in TARGETS.items():
         print(f"{name:<22} {vi:6.1f} {one:6.1f} {'':>6} {'':>6} {f:6.1f}   (published, test split)")
+    print("messages sample, same-conversation pairs against truth.yaml:")
+    print(f"{'grouping':<22} {'units':<8} {'P':>6} {'R':>6} {'F':>6} {'whole':>8}")
+    for name, by_units in out["sample"].items():
+        for units, r in by_units.items():
+            print(
+                f"{name:<22} {units:<8} {r['precision']:6.1f} {r['recall']:6.1f} {r['f']:6.1f} "
+                f"{r['whole']:>4}/{r['conversations']}"
+            )
     return 0
+
+
+def gold_named(gold: list[list[str]]) -> Callable[[list[list[str]]], list[list[str]]]:
+    """Unit ids as the gold clusters name them: the train split's logs are
+    ``<date>.train-c.ascii.txt`` and its clusters name ``<date>:<index>`` (dev's name the
+    stem), so a stem the clusters do not know is cut at its first dot."""
+    stems = {split_id(u)[0] for conversation in gold for u in conversation}
+
+    def rename(unit_id: str) -> str:
+        stem, index = split_id(unit_id)
+        return unit_id if stem in stems else f"{stem.split('.')[0]}:{index}"
+
+    return lambda conversations: [[rename(u) for u in c] for c in conversations]
+
+
+def sample_scores(model: LinkModel, responses: bool) -> dict[str, dict[str, float]]:
+    """Pair precision/recall/F and whole conversations on the messages sample, over the chat
+    channels (``chat``) and over every conversational source (``all``)."""
+    truth = yaml.safe_load((SAMPLE / "truth.yaml").read_text(encoding="utf-8"))["tenants"]
+    counts = {units: [0, 0, 0, 0, 0] for units in ("chat", "all")}  # tp fp fn whole total
+    for tenant in TENANTS:
+        units = [m for m in sample(tenant) if m.source not in NOT_CONVERSATIONAL]
+        source = {m.unit_id: m.source for m in units}
+        auto = {}
+        for k, ids in enumerate(group_conversations(units, model=model, responses=responses)):
+            auto.update(dict.fromkeys(ids, k))
+        gold = [c["members"] for c in truth[tenant]["conversations"]]
+        label = {u: k for k, members in enumerate(gold) for u in members}
+        for name, c in counts.items():
+            keep = [u for u in label if name == "all" or source[u] == "discord_chat"]
+            for a, b in itertools.combinations(keep, 2):
+                same_gold, same_auto = label[a] == label[b], auto[a] == auto[b]
+                c[0] += same_gold and same_auto
+                c[1] += same_auto and not same_gold
+                c[2] += same_gold and not same_auto
+            for members in gold:
+                kept = [u for u in members if u in keep]
+                if len(kept) > 1:
+                    c[3] += len({auto[u] for u in kept}) == 1
+                    c[4] += 1
+    out = {}
+    for name, (tp, fp, fn, whole, total) in counts.items():
+        p, r = 100.0 * tp / max(tp + fp, 1), 100.0 * tp / max(tp + fn, 1)
+        f = 2 * p * r / (p + r) if p + r else 0.0
+        out[name] = {"precision": p, "recall": r, "f": f, "whole": whole, "conversations": total}
+    return out
 
 
 def scale(folder: Path, n: int, model: LinkModel) -> int:

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     featured = time.perf_counter()
     first = fit(examples, window=args.window, l2=args.l2)
     for stem, (pair, features, _), links in zip(stems, examples, gold_links, strict=True):
-        parents = decode(logs[stem], features, first, pair=pair)
+        parents = decode(logs[stem], features, first, pair=pair, responses=False)
         for child, ps in links.items():
             parents[child] = max(ps)  # the latest gold parent
         replay(features, pair, parents)

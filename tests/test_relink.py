@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from corpus_index.linked import relink
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.groups import link_units
 from corpus_index.linked.messages import Message
@@ -85,6 +86,20 @@ def test_other_weights_relink_everything(first: Relinker, long_stream: list[Mess
     other = replace(shipped, self_weights=(shipped.self_weights[0] + 0.5, *shipped.self_weights[1:]))  # fmt: skip
     again = Relinker(first.links, model=other)
     assert canon(again.group(long_stream)) == canon(group_conversations(long_stream, model=other))
+    assert again.reused == 0
+
+
+def test_another_version_of_the_rule_pass_relinks_everything(
+    first: Relinker, long_stream: list[Message], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links kept from a run whose replies were read by another version of
+    corpus_index/linked/responses.py are decided again, not reused."""
+    same = Relinker(first.links)
+    same.group(long_stream)
+    assert same.reused == len(long_stream)
+    monkeypatch.setattr(relink, "RESPONSES_VERSION", "responses-v0")
+    again = Relinker(first.links)
+    assert canon(again.group(long_stream)) == canon(group_conversations(long_stream))
     assert again.reused == 0
 
 

@@ -7,7 +7,10 @@ and its predecessors in the window under a :class:`~corpus_index.linked.model.Li
 which weighs mentions of a participant, the same author going on, the time and the messages
 since that message, the time since the last message of *that message's conversation* (as
 decided so far, message by message), whether its author has moved on, and topic similarity.
-System messages (joins and quits) are conversations of their own.
+System messages (joins and quits) are conversations of their own. Where the model would have a
+message start a conversation, a reply it cannot see by those features (an e-mail ``Re:``, an
+answer to an open question hours later) still joins the conversation it answers
+(:mod:`corpus_index.linked.responses`).
 
 :func:`five_minute_rule` is the channel-wide baseline: a message less than five minutes after
 the channel's previous one belongs to the same conversation.
@@ -23,6 +26,7 @@ import numpy as np
 from corpus_index.linked.features import ChannelFeatures, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.responses import Responses
 from corpus_index.linked.state import ConversationState
 from corpus_index.linked.topic import Embed
 
@@ -40,7 +44,11 @@ def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
 
 
 def link_parents(
-    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+    messages: Sequence[Message],
+    *,
+    model: LinkModel | None = None,
+    embed: Embed | None = None,
+    responses: bool = True,
 ) -> list[int]:
     """For one channel's messages in order, the index of the message each continues from, or
     its own index when it starts a conversation.
@@ -48,11 +56,13 @@ def link_parents(
     Args:
         model: the link weights (default: the ones shipped, see :meth:`LinkModel.load`).
         embed: an embedding function for topic similarity instead of TF-IDF cosine.
+        responses: see :func:`decode`.
     """
     model = model or LinkModel.load()
     if not messages:
         return []
-    return decode(messages, channel_features(messages, window=model.window, embed=embed), model)
+    features = channel_features(messages, window=model.window, embed=embed)
+    return decode(messages, features, model, responses=responses)
 
 
 def decode(
@@ -62,6 +72,7 @@ def decode(
     *,
     pair: np.ndarray | None = None,
     before: Sequence[int] = (),
+    responses: bool = True,
 ) -> list[int]:
     """:func:`link_parents` on features computed already. The pair features are computed
     ``BLOCK`` messages at a time unless ``pair`` holds them all (its conversation columns are
@@ -71,11 +82,16 @@ def decode(
         before: the parents of the first ``len(before)`` messages, decided already (by an
             earlier run on the same messages): they are taken as they are, and only the
             messages after them are decided (``features`` need rows from there on only).
+        responses: a message the model would have start a conversation joins the one it
+            answers by how people write, when it does (an e-mail ``Re:``, a reply to an open
+            question: :class:`~corpus_index.linked.responses.Responses`); off, the model
+            alone decides (what training replays).
     """
     index = {m.unit_id: i for i, m in enumerate(messages)}
     pair_w = np.asarray(model.pair_weights, dtype=np.float32)
     own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
     state = ConversationState(features)
+    replies = Responses(messages, features) if responses else None
     parents: list[int] = list(before)
     for i, parent in enumerate(parents):
         state.join(i, parent)
@@ -94,6 +110,9 @@ def decode(
                 scores = np.where(features.valid[i], scores, -np.inf)
                 best = int(np.argmax(scores))
                 parent = i - best - 1 if scores[best] > own[i] else i
+                if parent == i and replies is not None:
+                    answered = replies.parent(i)
+                    parent = answered if answered >= 0 else i
             state.join(i, parent)
             parents.append(parent)
     return parents
@@ -111,7 +130,11 @@ def components(messages: Sequence[Message], parents: Sequence[int]) -> list[list
 
 
 def group_conversations(
-    messages: Sequence[Message], *, model: LinkModel | None = None, embed: Embed | None = None
+    messages: Sequence[Message],
+    *,
+    model: LinkModel | None = None,
+    embed: Embed | None = None,
+    responses: bool = True,
 ) -> list[list[str]]:
     """The conversations of ``messages`` (any channels): lists of unit ids, each in time order.
 
@@ -120,7 +143,8 @@ def group_conversations(
     model = model or LinkModel.load()
     out: list[list[str]] = []
     for channel in by_channel(messages).values():
-        out.extend(components(channel, link_parents(channel, model=model, embed=embed)))
+        parents = link_parents(channel, model=model, embed=embed, responses=responses)
+        out.extend(components(channel, parents))
     return out
 
 

@@ -212,6 +212,11 @@ def _said(text: str) -> tuple[str, bool, bool]:
     )
 
 
+def not_an_answer(text: str) -> bool:
+    """Whether a reply says it does not know ("no idea", "not sure", "not me", "checking")."""
+    return _said(text)[1]
+
+
 @lru_cache(maxsize=65536)
 def _unaddressed(text: str) -> str:
     """``text`` without the name it opens by addressing (``"Jane, ..."``)."""

@@ -30,6 +30,7 @@ from corpus_index.linked.conversations import by_channel, components, decode
 from corpus_index.linked.features import channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.responses import RESPONSES_VERSION
 from corpus_index.linked.topic import TOPIC_BLOCK, Embed
 
 
@@ -67,8 +68,11 @@ def fingerprint(m: Message, *, model: str = "") -> str:
 
 
 def model_digest(model: LinkModel) -> str:
-    """First 16 hex of the sha256 of the weights, as their file writes them."""
-    raw = json.dumps(model.to_json(), sort_keys=True, separators=(",", ":"))
+    """First 16 hex of the sha256 of the weights, as their file writes them, and of the
+    version of the rule pass that reads replies after the model
+    (:data:`~corpus_index.linked.responses.RESPONSES_VERSION`): links an earlier version
+    made are decided again."""
+    raw = json.dumps([model.to_json(), RESPONSES_VERSION], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
