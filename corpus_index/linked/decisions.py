@@ -108,7 +108,7 @@ _REQUESTS = _words(
     r"approv\w*",
     r"sign\s+off",
     "permission",
-    r"\w+\s+or\s+\w+\s*\?",
+    r"\w+\s+or\s+\w+(?=\s*\?)",  # a choice: "chicken or pork?"
 )
 _CONFIRMS = re.compile(
     r"^"
@@ -132,6 +132,7 @@ _CONFIRMS = re.compile(
 # greetings, with the name greeted ("Hi Bob,", "Dear Sarah,")
 _HELLO = r"(?:hi|hey|hello|dear|morning|good\s+morning|g'day)\b[^,\n.!]{0,30}[,.!]?\s*"
 _GREETING = re.compile(rf"^(?:{_HELLO})+", re.IGNORECASE)
+_SAYS_SO = re.compile(r"(?:decided|agreed|approved|decision)\b", re.IGNORECASE)
 _IF_ALL_RIGHT = _words(rf"if\s+that's\s+{_FINE}")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
@@ -308,6 +309,8 @@ def decision_threads(
 def titled(thread: DecisionThread) -> str:
     """The sentence a decision thread's title is taken from: what was decided, or, while
     open, what is proposed."""
+    if _SAYS_SO.match(thread.sentence):  # "Decided: ...", "Agreed, ..." say it themselves
+        return thread.sentence
     lead = "Decided" if thread.decider is not None else "Undecided"
     return f"{lead}: {thread.sentence}"
 

@@ -13,13 +13,16 @@ depends only on the units (in any order).
 
 Only what the data supports becomes a group: at least ``MIN_THREADS`` threads and
 ``MIN_UNITS`` units, from at least two channels or sources, over at least two days, with a
-coherence (mean pairwise cosine of its threads) of at least ``MIN_COHERENCE``; a cluster of
+coherence (mean pairwise cosine of its threads) of at least ``MIN_COHERENCE`` and at least
+``MIN_SHARED`` words each in half its threads or more (one word in common is a coincidence,
+not a topic); a cluster of
 more than ``MAX_UNITS`` units is too broad to be a topic and is dropped. Its title is its topic
 tags (:func:`topic_title`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import combinations
@@ -36,6 +39,7 @@ MIN_THREADS = 3
 MIN_UNITS = 4
 MIN_COHERENCE = 0.2
 MAX_UNITS = 40
+MIN_SHARED = 2
 
 
 class _Cluster:
@@ -78,7 +82,10 @@ def _supported(threads: Sequence[Sequence[Message]], vectors: Sequence[Vector]) 
     if len({(m.source, m.channel) for m in units}) < 2 or len({day_of(m) for m in units}) < 2:
         return False
     pairs = list(combinations(vectors, 2))
-    return sum(cosine(a, b) for a, b in pairs) / len(pairs) >= MIN_COHERENCE
+    if sum(cosine(a, b) for a, b in pairs) / len(pairs) < MIN_COHERENCE:
+        return False
+    held = Counter(t for v in vectors for t in v)
+    return sum(1 for n in held.values() if 2 * n >= len(vectors)) >= MIN_SHARED
 
 
 def topic_clusters(
