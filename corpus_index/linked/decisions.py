@@ -14,8 +14,10 @@ A unit decides when it is not asking and one of these holds:
 The thread a decision closes is read from the structure it sits in, in this order: the
 conversation that holds it; else its e-mail or SMS thread (units of the same thread, at most
 ``THREAD_WINDOW_S`` before it); else, for a confirmation, the question it answers. The thread
-opens at the first earlier unit there that proposes (asks, or says "propose", "suggest",
-"options", "how about", "quote" ...), and ends at the decision: proposal (initiator),
+opens at the unit the decision answers or replies to, else at the first earlier unit there that
+proposes (asks, or says "propose", "suggest", "options", "how about", "quote" ...) on the
+decision's topic (a conversation as the linker draws it may hold another matter first), and
+ends at the decision: proposal (initiator),
 discussion (responses) and the decision (role ``decision``, primary). Someone other than the
 decider must take part before it. A conversation holding several decisions gives one thread,
 closed by the last of them; a decision no proposal precedes is not a thread.
@@ -40,9 +42,11 @@ from corpus_index.linked.describe import SUMMARY_CHARS, display, nice_date
 from corpus_index.linked.messages import Message, day_of
 from corpus_index.linked.questions import question_of
 from corpus_index.linked.records import Group, Member
+from corpus_index.linked.similarity import Similarity
 
 THREAD_WINDOW_S = 14 * 24 * 3600.0  # an e-mail or SMS thread is read this far before a decision
 THREADED = frozenset({"email_thread", "sms_message"})  # sources whose channel is the thread
+MIN_TOPIC = 0.05  # a proposal the decision shares no rare word with is another matter
 MIN_OPEN_RESPONSES = 2  # others who discussed an open proposal (fewer: not yet a discussion)
 
 
@@ -192,13 +196,31 @@ def _by_time(units: Iterable[Message]) -> list[Message]:
 
 
 def _thread(
-    container: Sequence[Message], decision: Message, sentence: str
+    container: Sequence[Message],
+    decision: Message,
+    sentence: str,
+    *,
+    anchor: str | None,
+    similarity: Similarity | None,
 ) -> DecisionThread | None:
-    """The thread of ``container`` (time order) closed by ``decision``: from its first
-    proposal before the decision to the decision; None when nothing proposes first or nobody
-    but the decider takes part."""
+    """The thread of ``container`` (time order) closed by ``decision``: from the unit it
+    answers or replies to (``anchor``), else from the first earlier proposal on its topic
+    (at least ``MIN_TOPIC`` alike by ``similarity``, when given), to the decision; None when
+    nothing proposes first or nobody but the decider takes part."""
     end = container.index(decision)
-    start = next((k for k in range(end) if proposes(container[k].text)), None)
+    ids = [m.unit_id for m in container[:end]]
+    if anchor in ids:
+        start: int | None = ids.index(anchor)
+    else:
+        start = next(
+            (
+                k
+                for k in range(end)
+                if proposes(container[k].text)
+                and (similarity is None or similarity.pair(ids[k], decision.unit_id) >= MIN_TOPIC)
+            ),
+            None,
+        )
     if start is None:
         return None
     units = container[start : end + 1]
@@ -250,6 +272,7 @@ def decision_threads(
     *,
     conversations: Sequence[Sequence[str]],
     answers: Mapping[str, str],
+    similarity: Similarity | None = None,
 ) -> list[DecisionThread]:
     """Every decision thread of one collection's ``units`` (any order).
 
@@ -257,6 +280,8 @@ def decision_threads(
         conversations: the member ids of each conversation (the structure a decision in chat
             sits in).
         answers: question unit id -> the unit answering it (the question-answer links).
+        similarity: TF-IDF over the collection, to open a thread at a proposal on the
+            decision's topic (without it, at the first proposal).
     """
     by_id = {m.unit_id: m for m in units}
     in_conversation = {i: k for k, ids in enumerate(conversations) for i in ids if i in by_id}
@@ -288,7 +313,8 @@ def decision_threads(
             container = _by_time([question, m])
         else:
             continue
-        thread = _thread(container, m, sentence)
+        anchor = question.unit_id if question is not None else m.reply_to
+        thread = _thread(container, m, sentence, anchor=anchor, similarity=similarity)
         if thread is None:
             continue
         if k is not None:

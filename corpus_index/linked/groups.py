@@ -196,7 +196,8 @@ def link_units(
         out.append(described(g))
     threads = [g.member_ids for g in conversations]
     answered = {link.question: link.answer for link in links if link.answer}
-    for t in decision_threads(units, conversations=threads, answers=answered):
+    found = decision_threads(units, conversations=threads, answers=answered, similarity=similarity)
+    for t in found:
         out.append(decision_summary(described(t.group, t.decider, titled(t)), by_id))
     for g in topic_clusters(units, conversations=threads, similarity=similarity):
         out.append(topic_title(described(g)))
