@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from corpus_index.identities import load_people
 from corpus_index.linked.decisions import (
     confirms,
     decision_sentence,
@@ -23,7 +24,16 @@ from corpus_index.linked.messages import Message
 from corpus_index.linked.records import MEMBER_ROLES
 from corpus_index.linked.similarity import Similarity
 from corpus_index.linked.topics import MAX_UNITS, topic_clusters
-from tests.test_linked_contexts import HOUR, T0, msg, of_type, sample, sample_groups
+from tests.test_linked_contexts import (
+    HOUR,
+    SAMPLE,
+    T0,
+    msg,
+    of_type,
+    sample,
+    sample_groups,
+    truth,
+)
 
 DAY = 24 * HOUR
 
@@ -159,6 +169,30 @@ def test_the_thread_opens_at_the_first_proposal_and_needs_someone_else() -> None
     units.insert(2, msg("a", "Tom H", "Thursday", 5.5))
     (thread,) = threads_of(units, [["h", "p", "a", "d"]], {})
     assert thread.member_ids == ("p", "a", "d")
+
+
+def test_the_thread_opens_at_the_proposal_on_the_decisions_topic_or_the_one_it_replies_to() -> None:
+    units = chat(
+        ("w", "DanK", "what's the wifi password at Tahmoor?"),
+        ("w2", "Priya", "WattleTahmoor2025"),
+        ("p", "Tom H", "Proposal: house meetings move to Thursdays at 4pm"),
+        ("a", "Jane O.", "Thursdays could work"),
+        ("d", "Priya", "Decided: house meetings are Thursdays at 4pm from the 8th."),
+    )
+    ids = [[m.unit_id for m in units]]
+    units = [*chatter(30), *units]  # rare words weigh: the wifi question shares none with it
+    (thread,) = threads_of(units, ids, {})
+    assert thread.member_ids[0] == "w"  # without similarity: the first proposal
+    (thread,) = [
+        t.group
+        for t in decision_threads(
+            units, conversations=ids, answers={}, similarity=Similarity(units)
+        )
+    ]
+    assert thread.member_ids == ("p", "a", "d")
+    replied = [replace(m, reply_to="a") if m.unit_id == "d" else m for m in units]
+    (thread,) = threads_of(replied, ids, {})
+    assert thread.member_ids == ("a", "d")
 
 
 def test_a_decision_with_nothing_proposed_before_it_is_no_thread() -> None:
@@ -380,22 +414,22 @@ def test_clusters_and_threads_do_not_depend_on_input_order(order: list[int]) -> 
 # ---------------------------------------------------------------------- the sample
 
 
-def test_sample_decisions_are_found_with_who_decided() -> None:
-    decided = {
-        tenant: {
-            g.resolved_by_unit_id: g
-            for g in of_type(sample_groups(tenant, True), "decision_thread")
-        }
-        for tenant in ("wattle", "bluegum")
-    }
-    christmas = decided["wattle"]["wg-dc-025"]
-    assert christmas.member_ids == ("wg-dc-022", "wg-dc-023", "wg-dc-025")
-    assert christmas.primary_identity and christmas.primary_identity.startswith("idn_")
-    assert decided["wattle"]["wg-em-010"].member_ids == ("wg-em-009", "wg-em-010")
-    assert decided["bluegum"]["bg-dc-023"].member_ids == ("bg-dc-022", "bg-dc-023")
-    for groups in decided.values():
-        for g in groups.values():
-            assert g.members[-1].role == "decision" and g.resolution_status == "resolved"
+@pytest.mark.parametrize("tenant", ["wattle", "bluegum"])
+def test_sample_decisions_are_those_of_the_truth_file_with_who_decided(tenant: str) -> None:
+    registry = load_people(SAMPLE / tenant / "people.yaml", tenant_id=tenant)
+    found = {g.member_ids: g for g in of_type(sample_groups(tenant, True), "decision_thread")}
+    expected = truth(tenant)["decisions"]
+    assert sorted(found) == sorted(tuple(d["members"]) for d in expected)
+    for d in expected:
+        g = found[tuple(d["members"])]
+        assert g.resolution_status == d["status"] and g.resolved_by_unit_id == d["decision"]
+        if d["decision"] is None:
+            assert g.primary_identity is None and g.title.startswith("Undecided: ")
+            continue
+        assert g.primary_identity == registry.by_key(d["decided_by"]).id  # type: ignore[union-attr]
+        assert [m.role for m in g.members][-1] == "decision" and g.members[-1].primary
+        unit = {m.unit_id: m for m in sample(tenant)}[d["decision"]]
+        assert g.latest_content_at == unit.timestamp  # when: the thread ends at the decision
 
 
 def test_sample_topic_clusters_span_sources_and_days_within_bounds() -> None:
