@@ -56,9 +56,13 @@ DATE_BOOST = 0.15  # a group's dates overlap a time hint of the query
 PERSON_BOOST = 0.15  # a group anchors a person the query names
 TOPIC_BOOST = 0.1  # a group's topic tags hold a word of the query
 DAY = "daily_context"
-# a day at a place holds everything of that day: a conversation, question or incident that
-# matches as well is the more precise context, so days rank below it
+TOPIC = "topic_cluster"
+DECISION = "decision_thread"
+# a day at a place holds everything of that day, a topic cluster every thread on its topic: a
+# conversation, question or incident that matches as well is the more precise context, so
+# days and topics rank below it
 DAY_PENALTY = 0.1
+BROAD = frozenset({DAY, TOPIC})
 
 
 @dataclass(slots=True)
@@ -195,18 +199,32 @@ def collapse(records: list[ContextRecord]) -> list[ContextRecord]:
     """Whole contexts, not fragments: a group whose members all show in a group ranked above
     it is left out, and a group holding all of a higher group's members takes that group's
     place (a question with its answer inside the conversation it belongs to). A day at a
-    place holds everything of that day, so it neither hides nor replaces anything."""
+    place and a topic cluster hold whole threads, so they neither hide nor replace anything.
+    A decision thread is the part of a conversation up to its decision: it neither hides nor
+    replaces a conversation or question, except one of the very same members, whose place it
+    takes (it says what was decided)."""
     out: list[ContextRecord] = []
+
+    def members(r: ContextRecord) -> set[str]:
+        return {m.unit_id for m in r.members}
+
     for rec in records:
-        mine = {m.unit_id for m in rec.members}
-        if rec.type == DAY:
+        mine = members(rec)
+        if rec.type in BROAD:
             out.append(rec)
             continue
-        if any(r.type != DAY and mine <= {m.unit_id for m in r.members} for r in out):
+        same = [i for i, r in enumerate(out) if r.type not in BROAD and members(r) == mine]
+        if same:
+            if rec.type == DECISION and out[same[0]].type != DECISION:
+                out[same[0]] = rec
             continue
-        inside = [
-            i for i, r in enumerate(out) if r.type != DAY and {m.unit_id for m in r.members} < mine
-        ]
+        if rec.type == DECISION:
+            out.append(rec)
+            continue
+        peers = [i for i, r in enumerate(out) if r.type not in BROAD and r.type != DECISION]
+        if any(mine <= members(out[i]) for i in peers):
+            continue
+        inside = [i for i in peers if members(out[i]) < mine]
         if inside:
             out[inside[0]] = rec
             out = [r for i, r in enumerate(out) if i not in inside[1:]]
@@ -255,6 +273,8 @@ def _boosted(
             why["topic"] = TOPIC_BOOST
         if meta.get("group_type") == DAY:
             why["day"] = -DAY_PENALTY
+        elif meta.get("group_type") == TOPIC:
+            why["cluster"] = -DAY_PENALTY
         why["relevance"] = round(sum(v for v in why.values()), 6)
         out.append((row, why))
     out.sort(key=lambda rw: -float(rw[1]["relevance"]))  # stable: ties keep the search order

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from corpus_index import predicates
@@ -137,6 +140,18 @@ def test_collapse_keeps_whole_contexts_and_never_lets_a_day_swallow_them() -> No
     assert [r.id for r in collapse([conv, qa])] == ["conv"]
 
 
+def test_collapse_keeps_a_decision_beside_its_conversation_and_never_lets_a_topic_swallow() -> None:
+    conv = record("conv", "conversation", "a", "b", "c", "d")
+    decided = record("dec", "decision_thread", "a", "b", "c")
+    topic = record("topic", "topic_cluster", "a", "b", "c", "d", "e")
+    qa = record("qa", "qa_pair", "a", "b")
+    assert [r.id for r in collapse([topic, decided, conv, qa])] == ["topic", "dec", "conv"]
+    assert [r.id for r in collapse([conv, decided])] == ["conv", "dec"]
+    same = record("qa2", "qa_pair", "a", "b", "c")
+    assert [r.id for r in collapse([same, decided])] == ["dec"]  # it says what was decided
+    assert [r.id for r in collapse([decided, same])] == ["dec"]
+
+
 def test_everything_about_a_person_is_their_tenants_and_visible_only(searcher: Searcher) -> None:
     found = person_contexts(searcher, "Amelia Carter", principal=MANAGER)
     assert found.person is not None and found.person.name == "Amelia Carter"
@@ -199,3 +214,36 @@ def test_the_python_api_returns_the_same_records(corpus: Home, searcher: Searche
     direct = search_contexts(searcher, "roast pumpkin", principal=MANAGER, as_of=AS_OF).to_json()
     assert data["results"] == direct["results"] and data["total_hits"] == direct["total_hits"]
     assert api.person("Amelia Carter")["person"]["name"] == "Amelia Carter"
+
+
+def golden_decisions() -> list[dict[str, Any]]:
+    path = Path(__file__).resolve().parents[1] / "golden" / "messages.yaml"
+    return [q for q in yaml.safe_load(path.read_text())["queries"] if q["covers"] == "decision"]
+
+
+@pytest.mark.parametrize("query", golden_decisions(), ids=lambda q: q["id"])
+def test_what_was_decided_finds_its_decision_thread_whole(
+    searcher: Searcher, query: dict[str, Any]
+) -> None:
+    principal = Principal(query["tenant"], tuple(query["groups"]))
+    found = search_contexts(searcher, query["text"], principal=principal, k=3, as_of=AS_OF)
+    want = query["first"]["members"]
+    (thread,) = [
+        r for r in found.records[:3] if r.type == "decision_thread" and unit_ids([r]) == set(want)
+    ]
+    assert [m.unit_id for m in thread.members] == want and thread.category == "decisions"
+    roles = [m.role for m in thread.members]
+    assert roles[0] == "initiator" and roles.count("decision") == (roles[-1] == "decision")
+    assert [r["id"] for r in found.to_json()["results"]["decisions"]].count(thread.id) == 1
+
+
+def test_a_topic_across_chat_sms_and_email_is_one_searchable_context(searcher: Searcher) -> None:
+    found = search_contexts(
+        searcher, "van brake grinding pads rotor", principal=MANAGER, k=5, as_of=AS_OF
+    )
+    topics = [r for r in found.records if r.type == "topic_cluster"]
+    assert topics and topics[0].category == "topics"
+    sources = {m.source for m in topics[0].members}
+    assert {"discord_chat", "sms_message", "email_thread"} <= sources
+    assert {"wg-dc-026", "wg-sms-010", "wg-em-009"} <= unit_ids(topics[:1])
+    assert topics[0].title.startswith("Topic: vehicle")
