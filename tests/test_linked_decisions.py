@@ -53,6 +53,7 @@ DAY = 24 * HOUR
         ),
         ("OK team, we'll go with the Thursday slot.", "OK team, we'll go with the Thursday slot."),
         ("We decided on the blue sling", "We decided on the blue sling"),
+        ("No worries, we'll go with Thursday then.", "No worries, we'll go with Thursday then."),
         ("Agreed. Thursdays from now on", "Agreed."),
         ("Final call: pizza night is Friday", "Final call: pizza night is Friday"),
         (
@@ -72,6 +73,7 @@ def test_a_decision_statement_is_found(text: str, sentence: str) -> None:
         "We haven't decided yet, waiting on Leanne",  # negated
         "It's not approved yet",
         "Once it's approved I'll book it",  # conditional
+        "Not sure yet, it hasn't been approved",
         "If we go with Thursday, Tom can drive",
         "Set an agreed time to be back",  # an adjective
         "Thinking a roast. Chicken or pork?",

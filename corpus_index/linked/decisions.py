@@ -70,10 +70,11 @@ _DECIDES = _words(
     r"signed\s+off",
     r"final\s+(?:call|decision)",
 )
-# a negation or condition within the few words before a decision word undoes it
+# a negation or condition at most two words before a decision word, with no punctuation
+# between, undoes it ("not yet approved", "once it's approved"; not "No worries, we'll go with")
 _UNDONE = re.compile(
     r"(?:\b(?:not|never|no|yet|if|once|until|unless|whether|pending|before|when)\b|n't\b)"
-    r"(?:\W+\w+){0,3}\W*$",
+    r"(?:\s+[\w']+){0,2}\s*$",
     re.IGNORECASE,
 )
 _ADJECTIVE = re.compile(r"\b(?:an|a|the)\s*$", re.IGNORECASE)  # "an agreed time"
