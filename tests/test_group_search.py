@@ -19,7 +19,7 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.context_records import MemberRecord, People, expand_groups, read_rows
 from corpus_index.filters import Condition
-from corpus_index.group_search import ContextRecord, collapse, search_contexts
+from corpus_index.group_search import ContextRecord, asks_decision, collapse, search_contexts
 from corpus_index.home import Home
 from corpus_index.person_search import person_contexts
 from corpus_index.search import Principal, Searcher
@@ -140,16 +140,39 @@ def test_collapse_keeps_whole_contexts_and_never_lets_a_day_swallow_them() -> No
     assert [r.id for r in collapse([conv, qa])] == ["conv"]
 
 
-def test_collapse_keeps_a_decision_beside_its_conversation_and_never_lets_a_topic_swallow() -> None:
+def test_collapse_keeps_a_decision_beside_its_conversation_when_asked_for() -> None:
     conv = record("conv", "conversation", "a", "b", "c", "d")
     decided = record("dec", "decision_thread", "a", "b", "c")
     topic = record("topic", "topic_cluster", "a", "b", "c", "d", "e")
     qa = record("qa", "qa_pair", "a", "b")
-    assert [r.id for r in collapse([topic, decided, conv, qa])] == ["topic", "dec", "conv"]
-    assert [r.id for r in collapse([conv, decided])] == ["conv", "dec"]
     same = record("qa2", "qa_pair", "a", "b", "c")
-    assert [r.id for r in collapse([same, decided])] == ["dec"]  # it says what was decided
-    assert [r.id for r in collapse([decided, same])] == ["dec"]
+    # asked what was decided: the decision stands beside its conversation
+    assert [r.id for r in collapse([topic, decided, conv, qa], decisions=True)] == [
+        "topic",
+        "dec",
+        "conv",
+    ]
+    assert [r.id for r in collapse([conv, decided], decisions=True)] == ["conv", "dec"]
+    assert [r.id for r in collapse([same, decided], decisions=True)] == ["dec"]
+    assert [r.id for r in collapse([decided, same], decisions=True)] == ["dec"]
+    # otherwise it is a part of its conversation; a topic never swallows anything
+    assert [r.id for r in collapse([topic, decided, conv, qa])] == ["topic", "conv"]
+    assert [r.id for r in collapse([conv, decided])] == ["conv"]
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("what did we decide about the house meeting day", True),
+        ("was the quote approved", True),
+        ("was Peter allowed to go to the cricket", True),
+        ("van bookings calendar, still undecided", True),
+        ("roast pumpkin", False),
+        ("what are we cooking for Christmas lunch", False),
+    ],
+)
+def test_a_query_asks_what_was_decided_in_so_many_words(query: str, asks: bool) -> None:
+    assert asks_decision(query) is asks
 
 
 def test_everything_about_a_person_is_their_tenants_and_visible_only(searcher: Searcher) -> None:
