@@ -216,7 +216,9 @@ def collapse(records: list[ContextRecord], *, decisions: bool = False) -> list[C
     """Whole contexts, not fragments: a group whose members all show in a group ranked above
     it is left out, and a group holding all of a higher group's members takes that group's
     place (a question with its answer inside the conversation it belongs to). A day at a
-    place and a topic cluster hold whole threads, so they neither hide nor replace anything.
+    place and a topic cluster hold whole threads, so they neither hide nor replace anything;
+    a topic cluster more than half of whose members already show above it is left out (it
+    would repeat them).
 
     A decision thread is the part of a conversation up to its decision, and is collapsed like
     any part unless the query asks what was decided (``decisions``): then it neither hides nor
@@ -229,6 +231,11 @@ def collapse(records: list[ContextRecord], *, decisions: bool = False) -> list[C
 
     for rec in records:
         mine = members(rec)
+        if rec.type == TOPIC:
+            shown = set().union(*(members(r) for r in out))
+            if 2 * len(mine & shown) <= len(mine):
+                out.append(rec)
+            continue
         if rec.type in BROAD:
             out.append(rec)
             continue

@@ -158,6 +158,10 @@ def test_collapse_keeps_a_decision_beside_its_conversation_when_asked_for() -> N
     # otherwise it is a part of its conversation; a topic never swallows anything
     assert [r.id for r in collapse([topic, decided, conv, qa])] == ["topic", "conv"]
     assert [r.id for r in collapse([conv, decided])] == ["conv"]
+    # ... and is left out below what shows most of it already
+    assert [r.id for r in collapse([conv, topic])] == ["conv"]
+    wide = record("wide", "topic_cluster", "c", "d", "e", "f", "g")
+    assert [r.id for r in collapse([conv, wide])] == ["conv", "wide"]
 
 
 @pytest.mark.parametrize(
