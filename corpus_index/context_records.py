@@ -31,8 +31,8 @@ from corpus_index.kinds import excerpt_of
 # unit's from its source
 GROUP_CATEGORY = {
     "conversation": "conversations",
-    "decision_thread": "conversations",
-    "topic_cluster": "conversations",
+    "decision_thread": "decisions",
+    "topic_cluster": "topics",
     "qa_pair": "questions",
     "incident_context": "incidents",
     "daily_context": "days",

@@ -25,6 +25,7 @@ the Python API or an HTTP layer shows as it is.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +60,21 @@ DATE_BOOST = 0.15  # a group's dates overlap a time hint of the query
 PERSON_BOOST = 0.15  # a group anchors a person the query names
 TOPIC_BOOST = 0.1  # a group's topic tags hold a word of the query
 DAY = "daily_context"
-# a day at a place holds everything of that day: a conversation, question or incident that
-# matches as well is the more precise context, so days rank below it
+TOPIC = "topic_cluster"
+DECISION = "decision_thread"
+# a day at a place holds everything of that day, a topic cluster every thread on its topic: a
+# conversation, question or incident that matches as well is the more precise context, so
+# days and topics rank below it
 DAY_PENALTY = 0.1
+BROAD = frozenset({DAY, TOPIC})
+# a query that asks what was decided ("what did we decide", "was it approved", "is he allowed")
+# wants the decision thread, otherwise the conversation it is part of
+DECISION_BOOST = 0.15
+_ASKS_DECISION = re.compile(
+    r"\b(?:(?:un)?decid\w*|decision\w*|agree\w*|approv\w*|allowed|cho(?:se|sen|ose)"
+    r"|settled|go\s+ahead|sign(?:ed)?\s+off)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(slots=True)
@@ -172,7 +185,7 @@ def search_contexts(
         wanted = [(h.collection, h.doc_id) for h in found.hits]
         reads = read_groups(corpus, table, where_eligible, principal, wanted)
         rows = [reads.groups[w] for w in dict.fromkeys(wanted) if w in reads.groups]
-        ranked = _boosted(rows, found.hits, analysis)
+        ranked = _boosted(rows, found.hits, analysis, decision=asks_decision(query))
         expanded, dropped = expand_groups(
             corpus, table, where_eligible, principal, [r for r, _ in ranked], people, reads=reads
         )
@@ -180,7 +193,7 @@ def search_contexts(
         for rec in expanded:
             rec.why = why[rec.id]
             rec.relevance = float(rec.why["relevance"])
-        records = collapse(expanded)[:k]
+        records = collapse(expanded, decisions=decision)[:k]
         trace["groups"] = {"candidates": len(found.hits), "dropped_not_visible": len(dropped)}
         clock.lap("expand")
     if table is not None and (units or len(records) < min_groups):
@@ -198,22 +211,53 @@ def search_contexts(
     return ContextResult(query, analysis, records, trace)
 
 
-def collapse(records: list[ContextRecord]) -> list[ContextRecord]:
+def asks_decision(query: str) -> bool:
+    """Whether ``query`` asks what was decided (its words: decide, agreed, approved, allowed,
+    chose, go ahead, ...)."""
+    return bool(_ASKS_DECISION.search(query))
+
+
+def collapse(records: list[ContextRecord], *, decisions: bool = False) -> list[ContextRecord]:
     """Whole contexts, not fragments: a group whose members all show in a group ranked above
     it is left out, and a group holding all of a higher group's members takes that group's
     place (a question with its answer inside the conversation it belongs to). A day at a
-    place holds everything of that day, so it neither hides nor replaces anything."""
+    place and a topic cluster hold whole threads, so they neither hide nor replace anything;
+    a topic cluster more than half of whose members already show above it is left out (it
+    would repeat them).
+
+    A decision thread is the part of a conversation up to its decision, and is collapsed like
+    any part unless the query asks what was decided (``decisions``): then it neither hides nor
+    is replaced by a conversation or question, and takes the place of one of the very same
+    members (it says what was decided)."""
     out: list[ContextRecord] = []
+
+    def members(r: ContextRecord) -> set[str]:
+        return {m.unit_id for m in r.members}
+
     for rec in records:
-        mine = {m.unit_id for m in rec.members}
-        if rec.type == DAY:
+        mine = members(rec)
+        if rec.type == TOPIC:
+            shown = set().union(*(members(r) for r in out))
+            if 2 * len(mine & shown) <= len(mine):
+                out.append(rec)
+            continue
+        if rec.type in BROAD:
             out.append(rec)
             continue
-        if any(r.type != DAY and mine <= {m.unit_id for m in r.members} for r in out):
+        if decisions:
+            same = [i for i, r in enumerate(out) if r.type not in BROAD and members(r) == mine]
+            if same:
+                if rec.type == DECISION and out[same[0]].type != DECISION:
+                    out[same[0]] = rec
+                continue
+            if rec.type == DECISION:
+                out.append(rec)
+                continue
+        apart = BROAD | ({DECISION} if decisions else set())
+        peers = [i for i, r in enumerate(out) if r.type not in apart]
+        if any(mine <= members(out[i]) for i in peers):
             continue
-        inside = [
-            i for i, r in enumerate(out) if r.type != DAY and {m.unit_id for m in r.members} < mine
-        ]
+        inside = [i for i in peers if members(out[i]) < mine]
         if inside:
             out[inside[0]] = rec
             out = [r for i, r in enumerate(out) if i not in inside[1:]]
@@ -223,10 +267,11 @@ def collapse(records: list[ContextRecord]) -> list[ContextRecord]:
 
 
 def _boosted(
-    rows: list[dict[str, Any]], hits: list[Hit], analysis: QueryAnalysis
+    rows: list[dict[str, Any]], hits: list[Hit], analysis: QueryAnalysis, *, decision: bool
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Group rows re-ranked by their search score (scaled to the best) plus the boosts of the
-    query's time hints, people and topic words; each with the reasons."""
+    query's time hints, people and topic words (and, for a query asking what was decided
+    (``decision``), of decision threads); each with the reasons."""
     score = {h.source_id: h.score for h in hits}
     top = max((score[r["source_id"]] for r in rows), default=0.0) or 1.0
     words = set(analysis.topics) | {w.casefold() for t in analysis.times for w in t.text.split()}
@@ -246,6 +291,10 @@ def _boosted(
             why["topic"] = TOPIC_BOOST
         if meta.get("group_type") == DAY:
             why["day"] = -DAY_PENALTY
+        elif meta.get("group_type") == TOPIC:
+            why["cluster"] = -DAY_PENALTY
+        elif decision and meta.get("group_type") == DECISION:
+            why["decision"] = DECISION_BOOST
         why["relevance"] = round(sum(v for v in why.values()), 6)
         out.append((row, why))
     out.sort(key=lambda rw: -float(rw[1]["relevance"]))  # stable: ties keep the search order

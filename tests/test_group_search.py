@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from corpus_index import predicates
@@ -24,7 +27,7 @@ from corpus_index.context_records import (
 )
 from corpus_index.eligibility import eligibility
 from corpus_index.filters import Condition
-from corpus_index.group_search import ContextRecord, collapse, search_contexts
+from corpus_index.group_search import ContextRecord, asks_decision, collapse, search_contexts
 from corpus_index.home import Home
 from corpus_index.person_search import person_contexts
 from corpus_index.search import Principal, Searcher
@@ -176,6 +179,45 @@ def test_collapse_keeps_whole_contexts_and_never_lets_a_day_swallow_them() -> No
     assert [r.id for r in collapse([conv, qa])] == ["conv"]
 
 
+def test_collapse_keeps_a_decision_beside_its_conversation_when_asked_for() -> None:
+    conv = record("conv", "conversation", "a", "b", "c", "d")
+    decided = record("dec", "decision_thread", "a", "b", "c")
+    topic = record("topic", "topic_cluster", "a", "b", "c", "d", "e")
+    qa = record("qa", "qa_pair", "a", "b")
+    same = record("qa2", "qa_pair", "a", "b", "c")
+    # asked what was decided: the decision stands beside its conversation
+    assert [r.id for r in collapse([topic, decided, conv, qa], decisions=True)] == [
+        "topic",
+        "dec",
+        "conv",
+    ]
+    assert [r.id for r in collapse([conv, decided], decisions=True)] == ["conv", "dec"]
+    assert [r.id for r in collapse([same, decided], decisions=True)] == ["dec"]
+    assert [r.id for r in collapse([decided, same], decisions=True)] == ["dec"]
+    # otherwise it is a part of its conversation; a topic never swallows anything
+    assert [r.id for r in collapse([topic, decided, conv, qa])] == ["topic", "conv"]
+    assert [r.id for r in collapse([conv, decided])] == ["conv"]
+    # ... and is left out below what shows most of it already
+    assert [r.id for r in collapse([conv, topic])] == ["conv"]
+    wide = record("wide", "topic_cluster", "c", "d", "e", "f", "g")
+    assert [r.id for r in collapse([conv, wide])] == ["conv", "wide"]
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("what did we decide about the house meeting day", True),
+        ("was the quote approved", True),
+        ("was Peter allowed to go to the cricket", True),
+        ("van bookings calendar, still undecided", True),
+        ("roast pumpkin", False),
+        ("what are we cooking for Christmas lunch", False),
+    ],
+)
+def test_a_query_asks_what_was_decided_in_so_many_words(query: str, asks: bool) -> None:
+    assert asks_decision(query) is asks
+
+
 def test_everything_about_a_person_is_their_tenants_and_visible_only(searcher: Searcher) -> None:
     found = person_contexts(searcher, "Amelia Carter", principal=MANAGER)
     assert found.person is not None and found.person.name == "Amelia Carter"
@@ -238,3 +280,36 @@ def test_the_python_api_returns_the_same_records(corpus: Home, searcher: Searche
     direct = search_contexts(searcher, "roast pumpkin", principal=MANAGER, as_of=AS_OF).to_json()
     assert data["results"] == direct["results"] and data["total_hits"] == direct["total_hits"]
     assert api.person("Amelia Carter")["person"]["name"] == "Amelia Carter"
+
+
+def golden_decisions() -> list[dict[str, Any]]:
+    path = Path(__file__).resolve().parents[1] / "golden" / "messages.yaml"
+    return [q for q in yaml.safe_load(path.read_text())["queries"] if q["covers"] == "decision"]
+
+
+@pytest.mark.parametrize("query", golden_decisions(), ids=lambda q: q["id"])
+def test_what_was_decided_finds_its_decision_thread_whole(
+    searcher: Searcher, query: dict[str, Any]
+) -> None:
+    principal = Principal(query["tenant"], tuple(query["groups"]))
+    found = search_contexts(searcher, query["text"], principal=principal, k=3, as_of=AS_OF)
+    want = query["first"]["members"]
+    (thread,) = [
+        r for r in found.records[:3] if r.type == "decision_thread" and unit_ids([r]) == set(want)
+    ]
+    assert [m.unit_id for m in thread.members] == want and thread.category == "decisions"
+    roles = [m.role for m in thread.members]
+    assert roles[0] == "initiator" and roles.count("decision") == (roles[-1] == "decision")
+    assert [r["id"] for r in found.to_json()["results"]["decisions"]].count(thread.id) == 1
+
+
+def test_a_topic_across_chat_sms_and_email_is_one_searchable_context(searcher: Searcher) -> None:
+    found = search_contexts(
+        searcher, "van brake grinding pads rotor", principal=MANAGER, k=5, as_of=AS_OF
+    )
+    topics = [r for r in found.records if r.type == "topic_cluster"]
+    assert topics and topics[0].category == "topics"
+    sources = {m.source for m in topics[0].members}
+    assert {"discord_chat", "sms_message", "email_thread"} <= sources
+    assert {"wg-dc-026", "wg-sms-010", "wg-em-009"} <= unit_ids(topics[:1])
+    assert topics[0].title.startswith("Topic: vehicle")

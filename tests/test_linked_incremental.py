@@ -114,6 +114,7 @@ def incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Setting
     settings = configure(root, source)
     first = link(settings)
     assert first.passed and first.reused == 0 and first.computed > 0
+    assert {"decision_thread", "topic_cluster"} <= set(first.by_type)  # every type is covered
     return source, settings
 
 

@@ -163,6 +163,28 @@ def test_incident_shift_notes_are_at_the_place_within_a_day_some_late(tenant: st
     assert late >= 2
 
 
+@pytest.mark.parametrize("tenant", TENANTS)
+def test_decision_threads_end_at_their_decision_within_one_conversation(tenant: str) -> None:
+    recs = by_id(tenant)
+    decisions = truth(tenant)["decisions"]
+    assert sum(d["status"] == "resolved" for d in decisions) >= 3
+    for d in decisions:
+        members = [recs[m] for m in d["members"]]
+        assert members == sorted(members, key=when), d["key"]
+        assert len({m["author"] for m in members}) >= 2, d["key"]
+        if d["status"] == "resolved":
+            assert d["decision"] == d["members"][-1] and d["decided_by"] in people(tenant)
+        else:
+            assert d["status"] == "open" and d["decision"] is None and d["decided_by"] is None
+        assert len({m.get("channel") or m.get("thread") for m in members}) == 1, d["key"]
+
+
+def test_one_decision_is_still_open() -> None:
+    assert [d["key"] for t in TENANTS for d in truth(t)["decisions"] if d["status"] == "open"] == [
+        "van-calendar"
+    ]
+
+
 @functools.cache
 def golden() -> list[dict[str, Any]]:
     return list(yaml.safe_load((ROOT / "golden" / "messages.yaml").read_text())["queries"])
@@ -184,6 +206,7 @@ def test_golden_set_covers_each_kind_of_query() -> None:
         "incident",
         "person",
         "acl",
+        "decision",
     }
     assert {q["tenant"] for q in queries} == set(TENANTS)
 
@@ -192,6 +215,8 @@ def _truth_group(tenant: str, kind: str, key: str) -> list[str]:
     t = truth(tenant)
     if kind == "conversation":
         return next(c["members"] for c in t["conversations"] if c["key"] == key)
+    if kind == "decision_thread":
+        return next(d["members"] for d in t["decisions"] if d["key"] == key)
     if kind == "qa_pair":
         pair = next(p for p in t["answered_questions"] if p["key"] == key)
         return [pair["question"], *pair["answers"]]

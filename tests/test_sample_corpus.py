@@ -80,9 +80,9 @@ def golden() -> list[dict[str, Any]]:
 def test_sync_summary_counts_everything(sample_home: dict[str, Any]) -> None:
     first = sample_home["first"]
     assert set(first) >= {"embedded", "cache_hits", "documents", "quarantined", "collections"}
-    # 26 deals, the messages sample's 168 + 95 records (a record is a document), 44 profile
+    # 26 deals, the messages sample's 172 + 100 records (a record is a document), 44 profile
     # source files of 13 researchers and 5 handbook documents
-    assert first["documents"] == 26 + 168 + 95 + 44 + 5 and first["quarantined"] == 0
+    assert first["documents"] == 26 + 172 + 100 + 44 + 5 and first["quarantined"] == 0
     assert first["embedded"] > 0
     assert set(first["collections"]) == {
         "meridian-deals",
@@ -93,7 +93,7 @@ def test_sync_summary_counts_everything(sample_home: dict[str, Any]) -> None:
         "handbook",
     }
     assert first["collections"]["meridian-deals"]["documents"] == 14
-    assert first["collections"]["wattle-messages"]["documents"] == 168
+    assert first["collections"]["wattle-messages"]["documents"] == 172
     total_inputs = first["embedded"] + first["cache_hits"]
     assert total_inputs == sum(
         p["embedded"] + p["cache_hits"]

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -445,6 +446,7 @@ def streams(tmp_path_factory: pytest.TempPathFactory) -> tuple[Searcher, list[di
             for n, line in enumerate(lines)
         ]
         (folder / "chat.jsonl").write_text("\n".join(narrowed) + "\n")
+        write_records(decided_and_topical(groups), folder / "threads.jsonl")
         collections[f"{tenant}-chat"] = {
             "kind": "messages",
             "path": str(folder),
@@ -460,7 +462,53 @@ def streams(tmp_path_factory: pytest.TempPathFactory) -> tuple[Searcher, list[di
     (root / "corpus.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     corpus = build_home(Settings(config_path=root / "corpus.yaml", home=root / "home"))
     rows = corpus.store.table(corpus.registry.active("chat")).to_arrow().drop_columns(["vector"])
+    # the property below covers every group type, decisions and topics among them, some of
+    # them narrowed by a member's ACL
+    kinds = {r["source_type"] for r in rows.to_pylist() if r["kind"] == "group"}
+    assert {"conversation", "decision_thread", "topic_cluster"} <= kinds
     return Searcher(corpus), rows.to_pylist()
+
+
+DAY_S = 86_400.0
+
+
+def decided_and_topical(groups: list[str]) -> list[dict[str, Any]]:
+    """A decision thread (its reply narrowed to one ACL group) and one topic over chat, SMS
+    and e-mail across three days, as records of the ``messages`` kind; ids ``t<i>``."""
+    start = 1.75e9 + 2 * DAY_S
+    lines = [
+        ("#site-1", "discord_chat", "Leanne W", "Proposal: the van service moves to Fridays", 0),
+        ("#site-1", "discord_chat", "Tom H", "Fridays suit me for the van service", 600),
+        ("#site-1", "discord_chat", "Leanne W", "Agreed, the van service is on Fridays now", 1200),
+        ("#site-0", "discord_chat", "Jane O.", "the kitchen tap washer is leaking again", 3600),
+        ("#site-0", "discord_chat", "DanK", "tap washer leaking under the kitchen sink too", 3900),
+        ("plumber", "sms_message", "Jane O.", "kitchen tap washer leaking, can you come", DAY_S),
+        ("plumber", "sms_message", "Bob", "will fix the kitchen tap washer tomorrow", DAY_S + 600),
+        ("tap", "email_thread", "Bob", "Kitchen tap washer replaced, leaking fixed", 2 * DAY_S),
+    ]
+    out = []
+    for i, (channel, source, author, text, at) in enumerate(lines):
+        record: dict[str, Any] = {
+            "id": f"t{i}",
+            "source": source,
+            "channel" if source == "discord_chat" else "thread": channel,
+            "author": author,
+            "timestamp": dt.datetime.fromtimestamp(start + at, dt.UTC).isoformat(),
+            "location": "Site 0",
+            "text": text,
+            "recipients": [],
+            "cc": [],
+        }
+        if i in (1, 2):
+            record["reply_to"] = "t0"
+        if i == 1:
+            record["acl"] = [groups[0]]
+        out.append(record)
+    return out
+
+
+def write_records(records: list[dict[str, Any]], path: Path) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
 def visible(rows: list[dict[str, Any]], p: Principal) -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ messages does not load the model's dependencies:
   (time in the channel's pace; topic similarity in :mod:`.topic`); :mod:`.merging`, a second
   look that joins conversations of one channel on people, topic and time (measured, not in
   the pipeline);
-- :mod:`.questions`, :mod:`.incidents`, :mod:`.days`: questions and answers, incident
-  contexts, daily contexts; :mod:`.people` (who, through an identity registry or as written),
+- :mod:`.questions`, :mod:`.incidents`, :mod:`.days`, :mod:`.decisions`, :mod:`.topics`:
+  questions and answers, incident contexts, daily contexts, decision threads, topic clusters; :mod:`.people` (who, through an identity registry or as written),
   :mod:`.similarity` (TF-IDF over the collection), :mod:`.describe` and :mod:`.tags` (titles,
   summaries, anchors, tags);
 - :mod:`.group_input`: the ``group-v1`` text a group is embedded from;

@@ -1,6 +1,7 @@
 """Linked groups of one collection's units (seed "Linked Context V2" §2.1, §5):
 :func:`link_units` makes every conversation, question with its answer, incident with its shift
-notes and day at a place, each described (title, summary, anchors, tags, coherence) and given
+notes, day at a place, decision thread (:mod:`.decisions`) and topic cluster (:mod:`.topics`),
+each described (title, summary, anchors, tags, coherence) and given
 its completeness, resolution status and re-processing priority.
 
 The records (:class:`Group`, :class:`Member`, :func:`group_id`) are in :mod:`.records` and
@@ -18,6 +19,7 @@ from typing import Any
 
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.days import daily_contexts
+from corpus_index.linked.decisions import decision_summary, decision_threads, titled
 from corpus_index.linked.describe import describe
 from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, involved
 from corpus_index.linked.memo import Memo
@@ -35,6 +37,7 @@ from corpus_index.linked.records import (
 )
 from corpus_index.linked.relink import Relinker
 from corpus_index.linked.similarity import Similarity
+from corpus_index.linked.topics import topic_clusters, topic_title
 
 __all__ = [
     "COMPLETENESS",
@@ -143,8 +146,8 @@ def link_units(
     memo: Memo | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
-    conversations, questions with their answers, incidents with their shift notes, and days
-    at a place, described and prioritised. Deterministic: the same units (in any order), the
+    conversations, questions with their answers, incidents with their shift notes, days at a
+    place, decision threads and topic clusters, described and prioritised. Deterministic: the same units (in any order), the
     same registry and the same ``now`` make the same groups in the same order.
 
     Args:
@@ -175,7 +178,8 @@ def link_units(
     def described(g: Group, primary: str | None = None, hint: str | None = None) -> Group:
         return _described(g, by_id, similarity, people, memo, primary, hint)
 
-    for g in conversation_groups(units, relinker=relinker):
+    conversations = conversation_groups(units, relinker=relinker)
+    for g in conversations:
         out.append(described(g))
     links = find_answers(
         units, similarity=similarity, window_s=windows.answer_s, verifier=verifier, memo=memo
@@ -190,6 +194,13 @@ def link_units(
         out.append(described(g, primary))
     for g in daily_contexts(units):
         out.append(described(g))
+    threads = [g.member_ids for g in conversations]
+    answered = {link.question: link.answer for link in links if link.answer}
+    found = decision_threads(units, conversations=threads, answers=answered, similarity=similarity)
+    for t in found:
+        out.append(decision_summary(described(t.group, t.decider, titled(t)), by_id))
+    for g in topic_clusters(units, conversations=threads, similarity=similarity):
+        out.append(topic_title(described(g)))
     return [_timed(g, now) for g in out]
 
 

@@ -2,7 +2,8 @@
 its members, and the group's content-derived id.
 
 A group is a set of units that read as one context: a conversation, a question with its answer,
-an incident with the shift notes of the staff who were there, a day at a place. Its id comes
+an incident with the shift notes of the staff who were there, a day at a place, a proposal
+discussed up to its decision, threads on one topic across channels. Its id comes
 from its content (tenant, collection, type and member ids), never from a position, so the same
 members always make the same group and a changed membership makes a new one.
 """
@@ -22,7 +23,7 @@ GROUP_TYPES = (
     "decision_thread",
     "topic_cluster",
 )
-MEMBER_ROLES = ("initiator", "response", "resolution", "context")
+MEMBER_ROLES = ("initiator", "response", "resolution", "decision", "context")
 COMPLETENESS = ("complete", "partial", "evolving")
 # open: still looked for (a question, an incident missing notes); pending_context: an incident
 # with no notes at all; timeout: a question nobody answered within a week (seed §2.4, §5.3)
@@ -47,7 +48,8 @@ class Group:
     """One linked group (seed §3.1). Times are seconds since the epoch (UTC); dates ISO
     ``YYYY-MM-DD``; ``identity_anchors`` are identity ids of the tenant's registry (names it
     does not resolve, such as shared mailboxes, left out), or the names as written where no
-    registry is given. ``resolved_by_unit_id`` is a question's answer (qa_pair)."""
+    registry is given. ``resolved_by_unit_id`` is a question's answer (qa_pair) or the unit that
+    decides a decision thread, whose ``primary_identity`` is then who decided."""
 
     group_type: str
     processing_profile: str

@@ -24,6 +24,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_corpus" / "messages"
 # the Christmas meal-planning thread of truth.yaml ('#picton-sil/xmas')
 CHRISTMAS = {f"wg-dc-0{n}" for n in (22, 23, 24, 25, 27, 28, 30, 31, 32)}
 PUMPKIN = "wg-dc-028"  # "yes pumpkin please"
+# the house meeting moved to Thursdays (truth.yaml's decision 'house-meeting-day')
+HOUSE_MEETING = ("wg-dc-099", "wg-dc-100", "wg-dc-101", "wg-dc-102")
 
 
 def _config(
@@ -120,6 +122,11 @@ def test_groups_are_written_and_indexed_beside_their_units(built: Graph) -> None
     tenants = {str(r["doc_id"]): r["tenant_id"] for r in rows.values()}
     assert indexed <= set(tenants)
     assert {tenants[g] for g in indexed} == {"wattle"}
+    # decisions and topics are groups like the others, indexed under their type
+    for kind in ("decision_thread", "topic_cluster"):
+        ids = {g["group_id"] for g in groups if g["group_type"] == kind}
+        assert ids and ids <= set(rows) and md["groups_by_type"][kind] == len(ids)
+        assert {rows[i]["source_type"] for i in ids} == {kind}
 
 
 def _conversation_of(
@@ -192,8 +199,13 @@ def test_deleted_units_leave_their_groups_in_every_generation(tmp_path: Path) ->
         key=lambda gr: (len(by_group[gr["group_id"]]), str(gr["group_id"])),
     )["group_id"]
     assert len(by_group[largest]) >= 4
-    gone = {PUMPKIN, by_group[largest][-1]}
-    old = {pumpkin_group, largest}
+    # a unit of the house meeting's discussion: its decision thread is grouped again
+    typed = {gr["group_id"]: gr["group_type"] for gr in groups}
+    decision = {i for i, ids in by_group.items() if typed[i] == "decision_thread"}
+    (decided,) = [i for i in decision if tuple(by_group[i]) == HOUSE_MEETING]
+    (topic,) = [i for i, ids in by_group.items() if typed[i] == "topic_cluster" and PUMPKIN in ids]
+    gone = {PUMPKIN, by_group[largest][-1], HOUSE_MEETING[2]}
+    old = {pumpkin_group, largest, decided, topic}
     for gid in old:
         assert {corpus.store.count(gen, f"doc_id = '{gid}'") for gen in generations} == {1}
     files = {
@@ -205,7 +217,7 @@ def test_deleted_units_leave_their_groups_in_every_generation(tmp_path: Path) ->
         path.write_text("\n".join(x for x in lines if f'"{u}"' not in x) + "\n", encoding="utf-8")
 
     r = g.ingest("wattle-messages")
-    assert r.success and metadata(r, "source_manifest")["removed"] == 2
+    assert r.success and metadata(r, "source_manifest")["removed"] == len(gone) == 3
     units = {f"wattle-messages/{u}" for u in gone}
     # at once, before anything is embedded again: the units and their old groups leave both
     # generations
@@ -225,6 +237,21 @@ def test_deleted_units_leave_their_groups_in_every_generation(tmp_path: Path) ->
     mates = set(by_group[largest]) - gone
     again = {m["group_id"] for m in members if m["unit_id"] in mates}
     assert again and not again & old
+    # ... so are the decision thread (without the deleted reply) and the topic cluster
+    now = {}
+    for m in members:
+        now.setdefault(m["group_id"], []).append(str(m["unit_id"]))
+    kinds = {gr["group_id"]: gr["group_type"] for gr in groups}
+    (thread,) = [
+        i for i, ids in now.items() if kinds[i] == "decision_thread" and HOUSE_MEETING[0] in ids
+    ]
+    assert tuple(now[thread]) == HOUSE_MEETING[:2] + HOUSE_MEETING[3:] and thread not in old
+    # the Christmas topic cluster, without "yes pumpkin please", is no longer one
+    indexed = {gr["group_id"] for gr in groups if gr["acl_groups"]}
+    clusters = {i for i in indexed if kinds[i] == "topic_cluster"}
+    assert clusters and not clusters & old and not any(PUMPKIN in now[i] for i in clusters)
+    for gen in generations:
+        assert {corpus.store.count(gen, f"doc_id = '{i}'") for i in {thread, *clusters}} == {1}
     last = by_group[largest][-1]
     record = next(
         json.loads(x) for x in (SAMPLE / "wattle" / files[last].name).open() if f'"{last}"' in x
