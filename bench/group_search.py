@@ -48,7 +48,7 @@ from tests.streamgen import TOPICS, stream, write_jsonl  # noqa: E402
 FILE_MESSAGES = 10_000  # messages a stream file, as bench/linked_cost.py writes them
 
 AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)  # the day after the sample's last message
-COVERS = ("conversation", "question", "incident", "acl")
+COVERS = ("conversation", "question", "incident", "acl", "decision")
 
 
 def golden(root: Path, embedder: str) -> dict[str, Any]:
