@@ -185,7 +185,8 @@ def search_contexts(
         wanted = [(h.collection, h.doc_id) for h in found.hits]
         reads = read_groups(corpus, table, where_eligible, principal, wanted)
         rows = [reads.groups[w] for w in dict.fromkeys(wanted) if w in reads.groups]
-        ranked = _boosted(rows, found.hits, analysis, decision=asks_decision(query))
+        decision = asks_decision(query)
+        ranked = _boosted(rows, found.hits, analysis, decision=decision)
         expanded, dropped = expand_groups(
             corpus, table, where_eligible, principal, [r for r, _ in ranked], people, reads=reads
         )
