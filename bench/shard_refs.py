@@ -109,29 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     from corpus_index.index_store import GenerationStore
     from corpus_index.registry import Generation, GenerationSpec
 
-    spec = GenerationSpec(
-        namespace="bench",
-        profile="main",
-        backend_spec="hash:v1-384",
-        model_revision="v1",
-        dim=384,
-        normalized=True,
-        input_format="v1",
-        chunking="bench",
-    )
-    now = dt.datetime.now(dt.UTC)
-    generation = Generation(
-        id="g0001",
-        spec=spec,
-        table_name="gen_g0001",
-        status="building",
-        created_at=now,
-        updated_at=now,
-        ready_at=None,
-        activated_at=None,
-        retired_at=None,
-        row_count=0,
-    )
+    spec = GenerationSpec("bench", "main", "hash:v1-384", "v1", 384, True, "v1", "bench")
+    now = dt.datetime.now(dt.UTC)  # a generation as the registry would hand it out, unregistered
+    generation = Generation("g0001", spec, "gen_g0001", "building", now, now, None, None, None, 0)
     ways = {"baseline": baseline_refs, "pushed": pushed_refs}
     with _common.bench_home(args.home, "bench-shard-refs-", must_be_empty=True) as root:
         store = GenerationStore(str(root / "lance"))
