@@ -206,12 +206,13 @@ class SyncTiming:
         return out
 
     def step_memory(self, sampler: RssSampler) -> dict[str, dict[str, float]]:
-        """Per step: RSS when it started, its sampled peak, and the rise (MiB)."""
+        """Per step: RSS when it started, its sampled peak, and the rise (MiB). A step that
+        ran in several runs (one per shard) reports the run where it peaked highest."""
         out: dict[str, dict[str, float]] = {}
         for r in self.runs:
             for step, (start, end) in r.windows.items():
                 w = sampler.window(start, end)
-                if w is not None:
+                if w is not None and (step not in out or w[1] > out[step]["peak_mib"]):
                     out[step] = {
                         "start_mib": round(w[0], 1),
                         "peak_mib": round(w[1], 1),

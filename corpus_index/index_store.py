@@ -156,19 +156,24 @@ class GenerationStore:
             scope = predicates.all_of([scope, predicates.is_in("source_id", sorted(set(sources)))])
         return _merge(table, rows, scope, collection)
 
-    def collection_refs(self, generation: Generation, collection: str) -> pa.Table:
-        """``chunk_ref`` and ``source_id`` of every row the collection has in this generation."""
+    def collection_refs(
+        self, generation: Generation, collection: str, *, where: str | None = None
+    ) -> pa.Table:
+        """``chunk_ref`` and ``source_id`` of every row the collection has in this generation
+        (with ``where``, a predicate built by ``predicates``: of those rows that match it; the
+        filter runs in LanceDB's scan, so only the matching rows' refs are read out)."""
         empty = pa.table(
             {"chunk_ref": pa.array([], pa.string()), "source_id": pa.array([], pa.string())}
         )
         if not self.exists(generation):
             return empty
         table = self.table(generation)
-        where = predicates.eq("collection", collection)
-        n = int(table.count_rows(where))
+        mine = predicates.eq("collection", collection)
+        n = int(table.count_rows(mine))  # at least as many as match ``where`` too
         if n == 0:
             return empty
-        got = table.search().where(where).select(["chunk_ref", "source_id"]).limit(n + 1).to_arrow()
+        scope = mine if where is None else predicates.all_of([mine, where])
+        got = table.search().where(scope).select(["chunk_ref", "source_id"]).limit(n + 1).to_arrow()
         return got.select(["chunk_ref", "source_id"])
 
     def doc_ids_of_kind(self, generation: Generation, collection: str, kind: str) -> list[str]:

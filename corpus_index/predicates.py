@@ -77,6 +77,34 @@ def list_overlaps(name: str, values: Sequence[str]) -> str:
     return f"array_has_any({column(name)}, [{', '.join(literal(v) for v in values)}])"
 
 
+def in_hash_shard(name: str, shard: int, shards: int) -> str:
+    """True where the string column's value belongs to hash shard ``shard`` of ``shards``:
+    the first 8 bytes of the sha256 of its UTF-8 bytes, read as a big-endian integer, mod
+    ``shards`` (``corpus_index.shards.shard_of``), computed by LanceDB in its scan.
+
+    The integer is the first 16 hex digits of the digest, so it is the sum of each digit
+    times 16 to the power of its place; each power is taken mod ``shards`` here, and the
+    sum (at most 16 x 15 x ``shards``) mod ``shards`` in the predicate.
+
+    Raises:
+        InvalidFilterError: ``shards`` is below 1, or ``shard`` is not one of its shards.
+    """
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise InvalidFilterError(f"shard count must be an integer of at least 1 (got {shards!r})")
+    if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < shards:
+        raise InvalidFilterError(f"shard must be an integer in 0..{shards - 1} (got {shard!r})")
+    if shards == 1:
+        return "TRUE"
+    digits = f"encode(sha256({column(name)}), 'hex')"
+    terms = []
+    for place in range(16):
+        weight = pow(16, 15 - place, shards)
+        if weight:
+            digit = f"(strpos('0123456789abcdef', substr({digits}, {place + 1}, 1)) - 1)"
+            terms.append(digit if weight == 1 else f"{digit} * {weight}")
+    return f"(({' + '.join(terms)}) % {shards}) = {shard}"
+
+
 def all_of(parts: Iterable[str]) -> str:
     parts = [p for p in parts if p]
     if not parts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 import tempfile
 from collections.abc import Iterator
 from decimal import Decimal
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from corpus_index import lance, predicates
+from corpus_index import lance, predicates, shards
 from corpus_index.errors import InvalidFilterError
 
 LITERALS: list[tuple[str, Any, str]] = [
@@ -240,3 +241,54 @@ def test_eq_finds_exactly_the_row_holding_any_text_value(scratch_db: Any, value:
     table = scratch_db.create_table("values", data, mode="overwrite")
     assert ids(table, predicates.eq("name", value)) == [0]
     assert ids(table, predicates.is_in("name", [value])) == [0]
+
+
+# -- hash shards: the predicate LanceDB evaluates agrees with shards.shard_of ----------------
+
+
+def shard_sources() -> list[str]:
+    """Source ids like the collections' (``<collection>/<doc_id>``), and odd ones."""
+    rng = random.Random(21)
+    alphabet = "abcXYZ019-_./' é東🏙"
+    made = [f"deals/deal-{n:05d}.uw.md" for n in range(600)]
+    made += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(400)]
+    return [*made, "", "'", "O'Hare/x", "a\nb", "Zürich 東京 🏙"]
+
+
+@pytest.fixture(scope="module")
+def sources_table(scratch_db: Any) -> tuple[Any, list[str]]:
+    names = list(dict.fromkeys(shard_sources()))
+    data = pa.table({"id": list(range(len(names))), "source_id": names})
+    return scratch_db.create_table("shard_sources", data, mode="overwrite"), names
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7, 8, 10, 12, 16, 100, 1000])
+def test_in_hash_shard_selects_what_shard_of_assigns(
+    sources_table: tuple[Any, list[str]], count: int
+) -> None:
+    table, names = sources_table
+    seen: list[int] = []
+    for shard in range(count):
+        where = predicates.in_hash_shard("source_id", shard, count)
+        got = sorted(table.search().where(where).limit(len(names) + 1).to_arrow()["id"].to_pylist())
+        want = [i for i, s in enumerate(names) if shards.shard_of(s, count) == shard]
+        assert got == want, f"shard {shard} of {count}"
+        seen += got
+    assert sorted(seen) == list(range(len(names)))  # every row in exactly one shard
+
+
+@pytest.mark.parametrize(
+    ("shard", "count", "fragment"),
+    [
+        (0, 0, "shard count must be an integer of at least 1"),
+        (0, True, "shard count must be an integer of at least 1"),
+        (8, 8, r"shard must be an integer in 0\.\.7"),
+        (-1, 8, r"shard must be an integer in 0\.\.7"),
+        ("1", 8, r"shard must be an integer in 0\.\.7"),
+    ],
+)
+def test_in_hash_shard_rejects_what_is_no_shard(shard: Any, count: Any, fragment: str) -> None:
+    with pytest.raises(InvalidFilterError, match=fragment):
+        predicates.in_hash_shard("source_id", shard, count)
+    with pytest.raises(InvalidFilterError, match="invalid column name"):
+        predicates.in_hash_shard("source_id; --", 0, 2)

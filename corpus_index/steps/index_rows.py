@@ -11,7 +11,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import expectations, gates, memory
+from corpus_index import expectations, gates, memory, predicates
 from corpus_index.collection import CollectionConfig
 from corpus_index.group_gates import group_rows_have_groups
 from corpus_index.group_records import (
@@ -130,7 +130,7 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     # inputs' refs decide it: their other columns are read a batch of rows at a time below.
     inputs_key = ("embedding_inputs", (collection,))
     refs = wanted(home.read(*inputs_key, INPUT_REF_SCHEMA, columns=INPUT_REF_SCHEMA.names))
-    present = _owned(config, home.store.collection_refs(generation, name))
+    present = home.store.collection_refs(generation, name, where=_owned(config))
     added = refs.filter(pc.invert(pc.is_in(refs["chunk_ref"], present["chunk_ref"])))
     gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], refs["chunk_ref"])))
     touched = set(pc.unique(added["source_id"]).to_pylist()) | set(
@@ -223,14 +223,13 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     return outcome
 
 
-def _owned(config: CollectionConfig, refs: pa.Table) -> pa.Table:
-    """The rows of ``refs`` whose source the collection view owns (all, unless it is a shard)."""
-    if config.shard is None or not refs.num_rows:
-        return refs
-    prefix = f"{config.name}/"
-    sources = pc.unique(refs["source_id"]).to_pylist()
-    mine = pa.array([s for s in sources if config.owns(s.removeprefix(prefix))], pa.string())
-    return refs.filter(pc.is_in(refs["source_id"], mine))
+def _owned(config: CollectionConfig) -> str | None:
+    """The predicate on a generation's rows that keeps those of the sources a shard owns (no
+    predicate unless the collection view is one shard): evaluated in LanceDB's scan, so a
+    shard reads its own rows' refs, not the whole collection's."""
+    if config.shard is None or config.shards <= 1:
+        return None
+    return predicates.in_hash_shard("source_id", config.shard, config.shards)
 
 
 class _CheckedBatches:
