@@ -78,4 +78,8 @@ class CollectionConfig:
         collection)."""
         if self.shard is None or self.shards <= 1:
             return True
-        return _shards.shard_of(f"{self.name}/{doc_id}", self.shards) == self.shard
+        return self.shard_for(doc_id) == self.shard
+
+    def shard_for(self, doc_id: str) -> int:
+        """The shard of the collection that holds the document ``doc_id`` (0 unsharded)."""
+        return _shards.shard_of(f"{self.name}/{doc_id}", self.shards) if self.shards > 1 else 0

@@ -12,7 +12,7 @@ import dagster as dg
 from corpus_index.config import CollectionConfig, CorpusConfig, Settings
 from corpus_index.deletion import drop_partition
 from corpus_index.home import Home
-from corpus_index.kinds import fingerprint
+from corpus_index.kinds import fingerprint, one_listing
 from corpus_index.shards import split_key
 from corpus_index.steps.source_manifest import withdrawals_pending
 
@@ -312,13 +312,15 @@ def run_sync(
         return result
 
     parts: list[CollectionConfig] = []
-    for name in names:
-        c = config.collections[name]
-        for part in c.parts:
-            if c.shards > 1 and name not in replaced and partition_is_current(instance, home, part):
-                report.skipped_partitions.append(part.partition)
-            else:
-                parts.append(part)
+    with one_listing():  # each sharded collection's folder listed once, not once a shard
+        for name in names:
+            c = config.collections[name]
+            for part in c.parts:
+                current = c.shards > 1 and name not in replaced
+                if current and partition_is_current(instance, home, part):
+                    report.skipped_partitions.append(part.partition)
+                else:
+                    parts.append(part)
 
     for name in names:
         report.collections[name] = {"profiles": {}, **dict.fromkeys(_COUNTS, 0)}

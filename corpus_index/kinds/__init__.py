@@ -28,6 +28,7 @@ from corpus_index.kinds.base import (
     checked_stat,
     list_files,
     new_block,
+    one_listing,
     unreadable,
 )
 from corpus_index.kinds.beir import BEIR
@@ -58,6 +59,7 @@ __all__ = [
     "load_document",
     "load_documents",
     "new_block",
+    "one_listing",
     "parse_document",
     "read_documents",
     "register",

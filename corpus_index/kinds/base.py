@@ -6,6 +6,8 @@ documents. The steps never ask which kind they hold; they ask the kind (DESIGN Â
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import stat
@@ -178,8 +180,19 @@ class FileKind(KindDefaults):
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]]:
         """``(doc_id, path)`` of every file with the suffix (doc_id: the posix path below the
         root without the suffix) that the collection (or its shard) owns, in path order, none
-        opened."""
-        return [d for d in list_files(collection.path, self.suffix) if collection.owns(d[0])]
+        opened. Inside :func:`one_listing` the root is listed once and split among the
+        collection's shards once, however many shards ask."""
+        listings = _LISTINGS.get()
+        if listings is None or collection.shard is None:
+            return [d for d in list_files(collection.path, self.suffix) if collection.owns(d[0])]
+        key = (collection.path, self.suffix, collection.name, collection.shards)
+        split = listings.get(key)
+        if split is None:
+            split = {}
+            for doc in list_files(collection.path, self.suffix):
+                split.setdefault(collection.shard_for(doc[0]), []).append(doc)
+            listings[key] = split
+        return list(split.get(collection.shard, []))
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """One document, read now (see :func:`read_file`).
@@ -436,6 +449,24 @@ def read_file(collection: CollectionConfig, path: str) -> tuple[bytes, os.stat_r
         raw = fh.read(collection.limits.max_document_bytes + 1)  # it may grow meanwhile
     _check_size(collection, path, len(raw))
     return raw, st
+
+
+# (root, suffix, collection, shards) -> shard -> its (doc_id, path) list, while one_listing holds
+_LISTINGS: contextvars.ContextVar[
+    dict[tuple[Path, str, str, int], dict[int, list[tuple[str, str]]]] | None
+] = contextvars.ContextVar("corpus_index_listings", default=None)
+
+
+@contextlib.contextmanager
+def one_listing() -> Iterator[None]:
+    """Within the block, a sharded collection's root is listed once for all its shards (what
+    deciding which of N shards changed would otherwise list N times): for a moment's
+    decisions only, since the listing is not taken again while the block lasts."""
+    token = _LISTINGS.set({})
+    try:
+        yield
+    finally:
+        _LISTINGS.reset(token)
 
 
 def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
