@@ -38,7 +38,7 @@ from corpus_index.kinds.base import (
     unreadable,
 )
 from corpus_index.kinds.message_profiles import PROFILES, ProcessingProfile, profiles_with
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, thread_subject
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -236,10 +236,8 @@ def _thread(fields: dict[str, Any], profile: ProcessingProfile) -> str:
     if profile.thread_by_participants:
         people = sorted({p.lower() for p in [fields["author"], *fields["recipients"]]})
         return "people:" + ",".join(people)
-    subject = str(fields["subject"]).strip()
-    while subject[:3].lower() in ("re:", "fw:") or subject[:4].lower() == "fwd:":
-        subject = subject.split(":", 1)[1].strip()
-    return f"subject:{subject.lower()}" if subject else ""
+    subject, _ = thread_subject(str(fields["subject"]))
+    return f"subject:{subject}" if subject else ""
 
 
 def _metadata(

@@ -33,6 +33,14 @@ class Message:
 
 
 _ADDRESS_END = re.compile(r"[:,;>!]+$")
+_REPLY_PREFIX = re.compile(r"^\s*(?:(?:re|fwd?|fw|aw|sv)\s*(?:\[\d+\])?\s*:\s*)+", re.IGNORECASE)
+
+
+def thread_subject(title: str) -> tuple[str, bool]:
+    """A subject line without its reply and forward prefixes (case and spaces folded), and
+    whether it had any: ``"RE: Fwd: Van quote"`` -> ``("van quote", True)``."""
+    bare = _REPLY_PREFIX.sub("", title)
+    return " ".join(bare.split()).casefold(), len(bare) != len(title)
 
 
 def addressed_word(text: str) -> str:

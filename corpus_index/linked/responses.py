@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 
 from corpus_index.linked.features import ChannelFeatures
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, thread_subject
 from corpus_index.linked.questions import (
     ANSWER_WINDOW_S,
     CONVERSATIONAL,
@@ -50,7 +50,6 @@ RESPONSES_VERSION = "responses-v1"
 # answers many questions at once, and a pattern-only answer is often another's)
 RESPONSE_MIN_SCORE = 0.5
 _ALTERNATIVES = re.compile(r"([a-z][a-z'-]+)\s+or\s+([a-z][a-z'-]+)\s*\?", re.IGNORECASE)
-_REPLY_PREFIX = re.compile(r"^\s*(?:(?:re|fwd?|fw|aw|sv)\s*(?:\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 
 
 def alternatives(text: str) -> frozenset[str]:
@@ -58,13 +57,6 @@ def alternatives(text: str) -> frozenset[str]:
     stop words and words under three letters left out)."""
     found = (w.lower() for pair in _ALTERNATIVES.findall(text) for w in pair)
     return frozenset(w for w in found if len(w) > 2 and w not in STOPWORDS)
-
-
-def thread_subject(title: str) -> tuple[str, bool]:
-    """A subject line without its reply and forward prefixes (case and spaces folded), and
-    whether it had any: ``"RE: Fwd: Van quote"`` -> ``("van quote", True)``."""
-    bare = _REPLY_PREFIX.sub("", title)
-    return " ".join(bare.split()).casefold(), len(bare) != len(title)
 
 
 class Responses:
