@@ -20,6 +20,17 @@ FTS_INDEX = f"{FTS_COLUMN}_idx"
 # columns with a scalar (BTREE) index: a group's members are read by ``doc_id IN (...)``, and
 # group rows by their ids, which without one scans every row of the table
 SCALAR_INDEX_COLUMNS = ("doc_id",)
+# A generation's indexes may leave a bounded tail of newest rows uncovered: LanceDB searches rows
+# no index covers yet exactly, beside the indexed ones, so a sync that adds a few rows to a large
+# table need not bring its indexes up to date (``optimize`` costs time in proportion to the
+# table, not to the change). The tail is brought in once it passes TAIL_MIN_ROWS or
+# TAIL_SHARE of the table, or once the table holds more than TAIL_MAX_SMALL_FRAGMENTS small
+# fragments (every sync adds at least one); a table under TAIL_ALWAYS_BELOW rows is always
+# brought fully up to date, which costs little there.
+TAIL_MIN_ROWS = 2_000
+TAIL_SHARE = 0.01
+TAIL_MAX_SMALL_FRAGMENTS = 16
+TAIL_ALWAYS_BELOW = 20_000
 
 # the filter columns every generation table carries: the union the collection kinds promote
 PROMOTED_COLUMNS = kinds.PROMOTED_COLUMNS
@@ -95,6 +106,20 @@ class Coverage:
     fts_unindexed: int
     ann_unindexed: int
     ann: str  # "ivf_pq" or "exact"
+    tail_bound: int = 0  # the unindexed rows the table may hold (searched exactly)
+
+    @property
+    def within_bound(self) -> bool:
+        """Whether the rows no index covers yet stay within the table's bound."""
+        return max(self.fts_unindexed, self.ann_unindexed) <= self.tail_bound
+
+
+def tail_bound(rows: int) -> int:
+    """How many of a table's ``rows`` may stay outside its indexes: none under
+    TAIL_ALWAYS_BELOW rows, else the larger of TAIL_MIN_ROWS and TAIL_SHARE of the rows."""
+    if rows < TAIL_ALWAYS_BELOW:
+        return 0
+    return max(TAIL_MIN_ROWS, int(rows * TAIL_SHARE))
 
 
 class GenerationStore:
@@ -232,21 +257,37 @@ class GenerationStore:
         return int(self.table(generation).count_rows(predicate))
 
     def refresh_indexes(self, generation: Generation) -> Coverage:
-        """Build or update the FTS, scalar and ANN indexes so they cover every row, then
-        compact."""
+        """Build the FTS, scalar and ANN indexes a table lacks, and bring them up to date
+        (``optimize``: new rows indexed, small fragments compacted) once the rows they do not
+        cover pass the table's :func:`tail_bound` or its small fragments pile up.
+
+        Deleted rows do not call for it: search skips them whether or not an index still holds
+        them, and ``corpus compact`` rebuilds the indexes of a table that held them."""
         table = self.ensure(generation)
         rows = int(table.count_rows())
         names = {idx.name: idx for idx in table.list_indices()}
         if rows:
+            built = False
             if FTS_INDEX not in names:
                 _create_fts_index(table)
+                built = True
             for column in SCALAR_INDEX_COLUMNS:
                 if scalar_index_name(column) not in names:
                     _create_scalar_index(table, column)
+                    built = True
             if rows >= ANN_MIN_ROWS and ANN_INDEX not in names:
                 _create_ann_index(table, rows, generation.spec.dim)
-            lance.retry_commits(table.optimize, table=table)
+                built = True
+            if built or self._needs_optimize(generation, table):
+                lance.retry_commits(table.optimize, table=table)
         return self.coverage(generation)
+
+    def _needs_optimize(self, generation: Generation, table: Any) -> bool:
+        coverage = self.coverage(generation)
+        if not coverage.within_bound:
+            return True
+        small = int(table.stats()["fragment_stats"]["num_small_fragments"])
+        return small > TAIL_MAX_SMALL_FRAGMENTS
 
     def coverage(self, generation: Generation) -> Coverage:
         if not self.exists(generation):
@@ -268,6 +309,7 @@ class GenerationStore:
             fts_unindexed=fts_unindexed if rows else 0,
             ann_unindexed=ann_unindexed,
             ann=ann,
+            tail_bound=tail_bound(rows),
         )
 
     def drop(self, generation: Generation) -> bool:
