@@ -149,11 +149,12 @@ def group_tables(
     author so (a merge that renames a person changes the text of the groups they are in,
     which are then embedded again).
 
-    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`) and
-    ``previous`` (the groups this function gave last time), a group whose row would be made
-    from the same group, members, scopes and names as last time keeps its row, carried over
-    as Arrow (never decoded); with ``previous_members`` (the members it gave last time) too,
-    so do its member rows. Only the other groups' rows are made anew.
+    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`), the key of
+    every row made is kept in the memo; with ``previous`` (the groups this function gave
+    last time) too, a group whose row would be made from the same group, members, scopes and
+    names as last time keeps its row, carried over as Arrow (never decoded); with
+    ``previous_members`` (the members it gave last time) too, so do its member rows. Only the
+    other groups' rows are made anew.
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
@@ -179,20 +180,20 @@ def group_tables(
                 continue  # the same members grouped twice the same way: one group
             seen.add(gid)
             memo = memo_for(tenant) if memo_for is not None else None
-            if memo is not None and previous is not None:
-                if before is None:
-                    before = set(previous["group_id"].to_pylist())
-                key = _row_key(memo, gid, group, scope, messages)
-                if gid in before and memo.get(key) is not None:
-                    carried.append(gid)
-                    if previous_members is not None:
-                        carried_members.append(gid)
-                        continue
-                else:
-                    group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
-                    memo.put(key, gid)
+            # a row's key is kept whenever there is a memo, a first run's too: the next run
+            # carries the rows of what it did not change (otherwise it makes them all again)
+            key = "" if memo is None else _row_key(memo, gid, group, scope, messages)
+            if before is None and previous is not None:
+                before = set(previous["group_id"].to_pylist())
+            if memo is not None and gid in (before or ()) and memo.get(key) is not None:
+                carried.append(gid)
+                if previous_members is not None:
+                    carried_members.append(gid)
+                    continue
             else:
                 group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
+                if memo is not None:
+                    memo.put(key, gid)
             member_rows.extend(
                 {
                     "group_id": gid,

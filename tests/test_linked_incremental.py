@@ -26,7 +26,7 @@ from corpus_index.linked.messages import Message
 from corpus_index.linked.similarity import Similarity
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
-from tests.streamgen import stream
+from tests.streamgen import stream, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_corpus" / "messages" / "wattle"
@@ -227,7 +227,7 @@ def last_run() -> _LastRun:
     messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
     first, memo = _tables_from_last(_as_units(messages), None, [])
     second, memo = _tables_from_last(_as_units(messages), first, memo_table([memo]).to_pylist())
-    assert second.carried == 0  # a first run keeps no row keys: every row made again once
+    assert second.carried == second.groups.num_rows  # nothing changed: every row carried
     return _LastRun(messages, second, memo_table([memo]).to_pylist())
 
 
@@ -319,3 +319,30 @@ def test_a_sync_leaves_the_group_rows_a_fresh_build_makes(
         r["doc_id"] for r in before if r in after
     }
     assert changed
+
+
+def test_the_first_sync_after_a_full_one_makes_again_only_the_rows_it_touches(
+    tmp_path: Path,
+) -> None:
+    """A full sync keeps its groups' row keys, so the first one-message sync after it makes
+    again only the rows of the groups the new message can change: those with a member in its
+    TF-IDF block (whose weights it shifts), and its own; every other group's row is carried."""
+    messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(SAMPLE / "people.yaml", source)
+    write_jsonl(messages, source / "chat.jsonl")
+    settings = configure(tmp_path, source)
+    first = link(settings)
+    assert first.passed and first.carried == 0
+    new = replace(messages[-1], unit_id="new", text="can someone check the van?", reply_to=None)
+    grown = [*messages, replace(new, timestamp=messages[-1].timestamp + 60)]
+    write_jsonl(grown, source / "chat.jsonl")
+    again = link(settings)
+    assert again.passed
+    members = Home(settings).read("group_members", (COLLECTION,)).to_pylist()
+    position = {m.unit_id: i for i, m in enumerate(grown)}
+    last_block = len(messages) // TOPIC_BLOCK * TOPIC_BLOCK
+    touched = {m["group_id"] for m in members if position[m["unit_id"]] >= last_block}
+    remade = again.groups - again.carried
+    assert 0 < remade <= len(touched) < again.groups // 4
