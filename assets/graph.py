@@ -211,6 +211,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "messages_relinked": r.relinked,
                 "results_reused": r.reused,
                 "results_computed": r.computed,
+                "group_rows_carried": r.carried,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

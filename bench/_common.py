@@ -7,7 +7,9 @@ Import this module BEFORE numpy, torch or anything of the project, and call
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import math
 import os
 import resource
 import shutil
@@ -91,37 +93,56 @@ def maxrss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-class RssSampler:
+class _Sampler:
+    """Samples ``read()`` in a background thread every ``interval_s``, as (unix time, value)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def read(self) -> float:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self.read()))
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.time(), self.read()))
+
+
+class RssSampler(_Sampler):
     """Samples VmRSS in a background thread; ``peak`` is the highest value seen.
 
     Reading /proc costs microseconds; at the default 50 ms interval it does not disturb timings.
     """
 
     def __init__(self, interval_s: float = 0.05) -> None:
-        self.interval_s = interval_s
-        self.peak = 0.0
+        super().__init__(interval_s)
         self.start_rss = 0.0
-        self.samples: list[tuple[float, float]] = []  # (unix time, VmRSS MiB)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rss = rss_mib()
-            self.samples.append((time.time(), rss))
-            self.peak = max(self.peak, rss)
-            self._stop.wait(self.interval_s)
+    def read(self) -> float:
+        return rss_mib()
+
+    @property
+    def peak(self) -> float:
+        return max([self.start_rss, *(r for _, r in self.samples)])
 
     def __enter__(self) -> RssSampler:
         self.start_rss = rss_mib()
-        self.peak = self.start_rss
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss_mib())
+        self.stop()
 
     def window(self, start: float, end: float) -> tuple[float, float] | None:
         """(RSS just before ``start``, highest RSS between ``start`` and ``end``), unix times."""
@@ -131,6 +152,46 @@ class RssSampler:
             return None
         first = before[-1] if before else inside[0]
         return first, max([first, *inside])
+
+
+def cpu_s() -> float:
+    """CPU time of this process so far (user + system, every thread), seconds."""
+    t = os.times()
+    return t.user + t.system
+
+
+class CpuSampler(_Sampler):
+    """Samples this process's CPU time in a background thread, so the CPU time spent between
+    two instants (a Dagster step's start and end) can be read afterwards: every thread of the
+    process counts (LanceDB's, the embedder's), to within one interval at each end."""
+
+    def __init__(self, interval_s: float = 0.01) -> None:
+        super().__init__(interval_s)
+
+    def read(self) -> float:
+        return cpu_s()
+
+    def __enter__(self) -> CpuSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def at(self, when: float) -> float:
+        """The process's CPU time at unix time ``when``, interpolated between samples."""
+        s = self.samples
+        i = bisect.bisect_left(s, (when, -math.inf))
+        if i == 0:
+            return s[0][1]
+        if i == len(s):
+            return s[-1][1]
+        (t0, c0), (t1, c1) = s[i - 1], s[i]
+        return c0 + (c1 - c0) * (when - t0) / max(t1 - t0, 1e-9)
+
+    def spent(self, start: float, end: float) -> float:
+        """CPU seconds the process spent from ``start`` to ``end`` (unix times)."""
+        return self.at(end) - self.at(start)
 
 
 def dir_mib(path: Path) -> float:

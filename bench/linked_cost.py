@@ -24,7 +24,13 @@ really does: ``added = ((with - without) - (its embedding with - without)) / wit
 time grouping adds beyond the embedding of the group rows, as a share of the whole sync
 without grouping.
 
-    .venv/bin/python bench/linked_cost.py [--sizes 5000,50000] [--real-size 1000] [--json]
+With ``--steps``, each sync's time is also read per step (asset): the wall time of each
+Dagster step, summed over the sync's runs, and the process's CPU time in the same windows
+(sampled every 10 ms, every thread of the process counted), printed as one table per size:
+full and one-message syncs, with grouping and without. ``(outside steps)`` is the sync's time
+between steps (Dagster's own per-run cost, reading the runs back).
+
+    .venv/bin/python bench/linked_cost.py [--sizes 5000,50000] [--real-size 1000] [--steps] [--json]
 
 Other processes on the machine share the cores: figures are noisy.
 """
@@ -36,8 +42,8 @@ import _common
 _common.configure(threads=2)
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import replace  # noqa: E402
@@ -80,23 +86,22 @@ def write_streams(messages: list[Message], folder: Path) -> None:
         scratch.replace(path)
 
 
-def _cpu() -> float:
-    t = os.times()
-    return t.user + t.system
+OUTSIDE = "(outside steps)"
 
 
-def _timed(settings: Any) -> dict[str, Any]:
+def _timed(settings: Any, cpu_sampler: _common.CpuSampler | None = None) -> dict[str, Any]:
     """A timed sync as wall time, its embeddings steps and the rest, and the process's CPU
-    time (steady under load, where wall time is not)."""
-    cpu = _cpu()
+    time (steady under load, where wall time is not); with ``cpu_sampler`` (sampling this
+    process), ``steps``: each step's wall and CPU seconds, summed over the sync's runs."""
+    cpu = _common.cpu_s()
     t = _common.timed_sync(settings)
-    cpu = _cpu() - cpu
+    cpu = _common.cpu_s() - cpu
     steps = t.steps_by_name()
     embed = sum(v for k, v in steps.items() if k.startswith("embeddings"))
     linked = sum(v for k, v in steps.items() if k.startswith("linked_groups"))
     if not t.report.ok:
         raise SystemExit(f"the sync failed: {t.report}")
-    return {
+    out = {
         "wall_s": round(t.wall_s, 2),
         "embeddings_s": round(embed, 2),
         "linked_groups_s": round(linked, 2),
@@ -105,6 +110,27 @@ def _timed(settings: Any) -> dict[str, Any]:
         "embedded": t.report.embedded,
         "ok": t.report.ok,
     }
+    if cpu_sampler is not None:
+        out["steps"] = _per_step(t, cpu_sampler, wall_s=t.wall_s, cpu_s=cpu)
+    return out
+
+
+def _per_step(
+    t: _common.SyncTiming, sampler: _common.CpuSampler, *, wall_s: float, cpu_s: float
+) -> dict[str, dict[str, float]]:
+    """Each step's wall and CPU seconds (over the sync's runs, in the order the steps first
+    ran), and the sync's time outside every step."""
+    steps: dict[str, dict[str, float]] = {}
+    for run in t.runs:
+        for name, (start, end) in sorted(run.windows.items(), key=lambda kv: kv[1]):
+            step = steps.setdefault(name, {"wall_s": 0.0, "cpu_s": 0.0})
+            step["wall_s"] += end - start
+            step["cpu_s"] += sampler.spent(start, end)
+    steps[OUTSIDE] = {
+        "wall_s": wall_s - sum(s["wall_s"] for s in steps.values()),
+        "cpu_s": cpu_s - sum(s["cpu_s"] for s in steps.values()),
+    }
+    return {k: {m: round(v, 3) for m, v in s.items()} for k, s in steps.items()}
 
 
 def _profiled(out: Path) -> None:
@@ -135,13 +161,17 @@ def one_side(
     embedder: str = EMBEDDER,
     home_dir: Path | None = None,
     profile: Path | None = None,
+    steps: bool = False,
 ) -> dict[str, Any]:
     """A full sync of ``n`` messages, then one-message syncs (in this process); the build is
     kept in ``home_dir`` when given; ``profile``: a profile of the ``linked_groups`` step of
-    the one-message syncs."""
+    the one-message syncs; ``steps``: each sync's wall and CPU seconds per step too."""
     import yaml
 
-    with _common.bench_home(home_dir, "linked-cost-", must_be_empty=True) as root:
+    with (
+        _common.bench_home(home_dir, "linked-cost-", must_be_empty=True) as root,
+        _common.CpuSampler() if steps else contextlib.nullcontext() as sampler,
+    ):
         source, home = root / "source", root / "home"
         source.mkdir()
         config = _common.write_config(
@@ -166,14 +196,14 @@ def one_side(
         messages = stream(n, channels=5, seed=1)
         settings = Settings(config_path=config, home=home)
         write_streams(messages, source)
-        full = _timed(settings)
+        full = _timed(settings, sampler)
         if profile is not None:
             _profiled(profile)
         ones = []
         for k in range(ONE_MESSAGE_TRIES):
             messages.append(one_more(messages, k))
             write_streams(messages, source)
-            ones.append(_timed(settings))
+            ones.append(_timed(settings, sampler))
         best = min(ones, key=lambda r: r["beyond_embedding_s"])
         return {
             "messages": n,
@@ -184,11 +214,13 @@ def one_side(
         }
 
 
-def _side_in_process(n: int, grouping: bool, embedder: str = EMBEDDER) -> dict[str, Any]:
+def _side_in_process(
+    n: int, grouping: bool, embedder: str = EMBEDDER, *, steps: bool = False
+) -> dict[str, Any]:
     script = Path(__file__).resolve()
-    flag = "--grouping" if grouping else "--no-grouping"
+    flags = ["--grouping" if grouping else "--no-grouping", *(["--steps"] if steps else [])]
     out = subprocess.run(
-        [sys.executable, str(script), "--side", str(n), flag, "--embedder", embedder],
+        [sys.executable, str(script), "--side", str(n), *flags, "--embedder", embedder],
         check=True,
         capture_output=True,
         text=True,
@@ -201,9 +233,9 @@ def _added(on: dict[str, Any], off: dict[str, Any], key: str = "beyond_embedding
     return round(on[key] / max(off[key], 1e-9) - 1, 3)
 
 
-def compare(n: int) -> dict[str, Any]:
-    """Both sides of size ``n`` and what grouping adds."""
-    on, off = _side_in_process(n, True), _side_in_process(n, False)
+def compare(n: int, *, steps: bool = False) -> dict[str, Any]:
+    """Both sides of size ``n`` and what grouping adds (``steps``: per step too)."""
+    on, off = _side_in_process(n, True, steps=steps), _side_in_process(n, False, steps=steps)
     return {
         "messages": n,
         "with_grouping": {"full": on["full"], "one_message": on["one_message"]},
@@ -221,11 +253,12 @@ def _added_real(on: dict[str, Any], off: dict[str, Any]) -> float:
     return round(extra / max(off["wall_s"], 1e-9), 3)
 
 
-def compare_real(n: int) -> dict[str, Any]:
+def compare_real(n: int, *, steps: bool = False) -> dict[str, Any]:
     """Both sides of size ``n`` with the default model, and what grouping adds beyond the
-    extra embedding, as a share of the whole sync without grouping."""
-    on = _side_in_process(n, True, REAL_EMBEDDER)
-    off = _side_in_process(n, False, REAL_EMBEDDER)
+    extra embedding, as a share of the whole sync without grouping (``steps``: per step
+    too)."""
+    on = _side_in_process(n, True, REAL_EMBEDDER, steps=steps)
+    off = _side_in_process(n, False, REAL_EMBEDDER, steps=steps)
     return {
         "messages": n,
         "embedder": REAL_EMBEDDER,
@@ -234,6 +267,39 @@ def compare_real(n: int) -> dict[str, Any]:
         "added_full": _added_real(on["full"], off["full"]),
         "added_one_message": _added_real(on["one_message"], off["one_message"]),
     }
+
+
+# the columns of a per-step table: (side, sync) of a comparison, and their headings
+_COLUMNS = [
+    ("with_grouping", "full", "full, grouping"),
+    ("without", "full", "full, without"),
+    ("with_grouping", "one_message", "one msg, grouping"),
+    ("without", "one_message", "one msg, without"),
+]
+
+
+def step_table(row: dict[str, Any]) -> str:
+    """A comparison's steps as a text table: one line per step (in the order they ran, the
+    time outside them last), wall / CPU seconds in each column."""
+    readings = [row[side][sync]["steps"] for side, sync, _ in _COLUMNS]
+    names = list(dict.fromkeys(k for r in readings for k in r if k != OUTSIDE))
+    names.append(OUTSIDE)
+    width = max(len(n) for n in names)
+    cell = 19
+    head = f"{'step (wall / CPU s)':<{width}}" + "".join(f"{h:>{cell}}" for *_, h in _COLUMNS)
+    lines = [f"{row['messages']} messages, per step", head]
+    for name in names:
+        cells = [
+            f"{r[name]['wall_s']:.2f} / {r[name]['cpu_s']:.2f}" if name in r else "-"
+            for r in readings
+        ]
+        lines.append(f"{name:<{width}}" + "".join(f"{c:>{cell}}" for c in cells))
+    totals = [
+        f"{row[side][sync]['wall_s']:.2f} / {row[side][sync]['cpu_s']:.2f}"
+        for side, sync, _ in _COLUMNS
+    ]
+    lines.append(f"{'sync':<{width}}" + "".join(f"{c:>{cell}}" for c in totals))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--embedder", default=EMBEDDER, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--steps", action="store_true", help="each sync's wall and CPU seconds per step (asset)"
+    )
     ap.add_argument("--side", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--home", type=Path, help="with --side: build in this (empty) folder, kept")
     ap.add_argument(
@@ -261,21 +330,21 @@ def main(argv: list[str] | None = None) -> int:
             embedder=args.embedder,
             home_dir=args.home,
             profile=args.profile,
+            steps=args.steps,
         )
         print(json.dumps(side))
         return 0
-    report = [compare(int(s)) for s in args.sizes.split(",") if s]
-    real = compare_real(args.real_size) if args.real_size else None
+    report = [compare(int(s), steps=args.steps) for s in args.sizes.split(",") if s]
+    real = compare_real(args.real_size, steps=args.steps) if args.real_size else None
     if args.json:
         print(json.dumps({"hash_embedder": report, "default_model": real}, indent=1))
         return 0
     for row in report:
         for side in ("with_grouping", "without"):
             for sync in ("full", "one_message"):
+                reading = {k: v for k, v in row[side][sync].items() if k != "steps"}
                 print(
-                    json.dumps(
-                        {"messages": row["messages"], "side": side, "sync": sync, **row[side][sync]}
-                    )
+                    json.dumps({"messages": row["messages"], "side": side, "sync": sync, **reading})
                 )
         print(
             f"{row['messages']} messages: grouping and identities add "
@@ -284,16 +353,21 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['added_cpu_full']:+.0%} and {row['added_cpu_one_message']:+.0%})"
             f" [{EMBEDDER}: (with - its embedding) / (without - its embedding) - 1]"
         )
+        if args.steps:
+            print(step_table(row))
     if real is not None:
         for side in ("with_grouping", "without"):
             for sync in ("full", "one_message"):
-                row = {"messages": real["messages"], "side": side, "sync": sync}
-                print(json.dumps({**row, "embedder": REAL_EMBEDDER, **real[side][sync]}))
+                head = {"messages": real["messages"], "side": side, "sync": sync}
+                reading = {k: v for k, v in real[side][sync].items() if k != "steps"}
+                print(json.dumps({**head, "embedder": REAL_EMBEDDER, **reading}))
         print(
             f"{real['messages']} messages, {REAL_EMBEDDER}: grouping and identities add "
             f"{real['added_full']:.0%} to a full sync and {real['added_one_message']:.0%} to a "
             "one-message sync [(extra time - extra embedding time) / whole sync without grouping]"
         )
+        if args.steps:
+            print(step_table(real))
     return 0
 
 

@@ -15,12 +15,14 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_hash
+from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_hash, sha256_hex
 from corpus_index.linked.group_input import FORMAT as GROUP_V1
 from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, group_id
@@ -147,11 +149,12 @@ def group_tables(
     author so (a merge that renames a person changes the text of the groups they are in,
     which are then embedded again).
 
-    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`) and
-    ``previous`` (the groups this function gave last time), a group whose row would be made
-    from the same group, members, scopes and names as last time keeps its row, carried over
-    as Arrow (never decoded); with ``previous_members`` (the members it gave last time) too,
-    so do its member rows. Only the other groups' rows are made anew.
+    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`), the key of
+    every row made is kept in the memo; with ``previous`` (the groups this function gave
+    last time) too, a group whose row would be made from the same group, members, scopes and
+    names as last time keeps its row, carried over as Arrow (never decoded); with
+    ``previous_members`` (the members it gave last time) too, so do its member rows. Only the
+    other groups' rows are made anew.
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
@@ -177,20 +180,20 @@ def group_tables(
                 continue  # the same members grouped twice the same way: one group
             seen.add(gid)
             memo = memo_for(tenant) if memo_for is not None else None
-            if memo is not None and previous is not None:
-                if before is None:
-                    before = set(previous["group_id"].to_pylist())
-                key = _row_key(memo, gid, group, scope, messages)
-                if gid in before and memo.get(key) is not None:
-                    carried.append(gid)
-                    if previous_members is not None:
-                        carried_members.append(gid)
-                        continue
-                else:
-                    group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
-                    memo.put(key, gid)
+            # a row's key is kept whenever there is a memo, a first run's too: the next run
+            # carries the rows of what it did not change (otherwise it makes them all again)
+            key = "" if memo is None else _row_key(memo, gid, group, scope, messages)
+            if before is None and previous is not None:
+                before = set(previous["group_id"].to_pylist())
+            if memo is not None and gid in (before or ()) and memo.get(key) is not None:
+                carried.append(gid)
+                if previous_members is not None:
+                    carried_members.append(gid)
+                    continue
             else:
                 group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
+                if memo is not None:
+                    memo.put(key, gid)
             member_rows.extend(
                 {
                     "group_id": gid,
@@ -263,14 +266,22 @@ def _sorted(parts: Sequence[pa.Table], keys: Sequence[str]) -> pa.Table:
     return table.take(order).combine_chunks()
 
 
+@lru_cache(maxsize=1)
+def _row_code() -> str:
+    """sha256 of this module's code: other code makes other rows (a row carried from a run
+    of other code would keep what that code made of it)."""
+    return sha256_hex(Path(__file__).read_bytes())
+
+
 def _row_key(
     memo: Memo, gid: str, group: Group, scope: Mapping[str, Unit], messages: _Named
 ) -> str:
     """The key of a group's row: everything :func:`_group_row` makes it from (the group, its
-    members as grouped and as named, their ACL groups and tiers)."""
+    members as grouped and as named, their ACL groups and tiers, and this module's code)."""
     ids = group.member_ids
     return memo.key(
         "row",
+        _row_code(),
         gid,
         group,
         [memo.fingerprint(scope[i].message) for i in ids],
@@ -312,10 +323,19 @@ def _group_row(
             if str(f.type) not in _ARROW_OF and value is not None:
                 row[f.name] = canonical_json(value)
     row["content_hash"] = content_hash({"members": list(group.member_ids), "text": text})
-    # the group id names its members: a changed membership is a new group, so its id is
-    # also its version
-    row["chunk_ref"] = chunk_ref(collection, gid, gid[4:20], GROUP_BLOCK_KEY)
+    # the group id names its members, not what the row says of them: a summary, a score or
+    # a scope changes while the members stay (a message elsewhere shifts the TF-IDF weights,
+    # a member's ACL narrows). The version is a hash of the whole row, so a changed row has
+    # a new chunk_ref (and vector_id), which index_rows writes in place of the old row.
+    version = sha256_hex(canonical_json(row))[:16]
+    row["chunk_ref"] = chunk_ref(collection, gid, version, GROUP_BLOCK_KEY)
     return row
+
+
+def group_version(ref: str) -> str:
+    """The version a group's ``chunk_ref`` names (what its index row's ``source_version``
+    says): a hash of its row in ``linked_groups``."""
+    return ref.removesuffix(f"/{GROUP_BLOCK_KEY}").rsplit("/", 1)[-1].removeprefix("v")
 
 
 def group_metadata(row: Mapping[str, Any]) -> str:
@@ -362,7 +382,7 @@ def group_blocks(groups: pa.Table, schema: pa.Schema = BLOCK_SCHEMA) -> pa.Table
             "collection": row["collection"],
             "doc_id": row["group_id"],
             "source_id": row["source_id"],
-            "source_version": row["group_id"][4:20],
+            "source_version": group_version(row["chunk_ref"]),
             "kind": GROUP_KIND,
             "source_type": row["group_type"],
             "section": row["group_type"],

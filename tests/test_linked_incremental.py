@@ -1,7 +1,8 @@
 """The ``linked_groups`` step from its last run's links and kept results gives what a full
-re-run gives, after a message is appended, edited, deleted or arrives late; ``grouping: false``
-leaves the group and identity partitions empty; the per-block TF-IDF keeps a unit's vector while
-its block is unchanged."""
+re-run gives, after a message is appended, edited, deleted or arrives late, and a sync leaves in
+the generation the group rows a fresh build makes; ``grouping: false`` leaves the group and
+identity partitions empty; the per-block TF-IDF keeps a unit's vector while its block is
+unchanged."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from corpus_index.linked.messages import Message
 from corpus_index.linked.similarity import Similarity
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
-from tests.streamgen import stream
+from tests.streamgen import stream, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_corpus" / "messages" / "wattle"
@@ -226,7 +227,7 @@ def last_run() -> _LastRun:
     messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
     first, memo = _tables_from_last(_as_units(messages), None, [])
     second, memo = _tables_from_last(_as_units(messages), first, memo_table([memo]).to_pylist())
-    assert second.carried == 0  # a first run keeps no row keys: every row made again once
+    assert second.carried == second.groups.num_rows  # nothing changed: every row carried
     return _LastRun(messages, second, memo_table([memo]).to_pylist())
 
 
@@ -248,3 +249,100 @@ def test_group_rows_carried_over_as_arrow_equal_rows_made_anew(
     assert later.groups.equals(whole.groups)
     assert later.members.equals(whole.members)
     assert later.groups.to_pylist() == whole.groups.to_pylist()
+
+
+def sync(settings: Settings, run_id: str) -> None:
+    """The collection's whole sync, step by step: scanned, parsed, linked, embedded and written
+    to the profile's generation."""
+    home = Home(settings)
+    assert link(settings).passed
+    steps.embedding_inputs.run(home, COLLECTION)
+    assert steps.embeddings.run(home, "main", COLLECTION).passed
+    assert steps.index_rows.run(home, "main", COLLECTION, run_id=run_id).passed
+
+
+# columns of a generation row that name the run or the generation that wrote it
+RUN_COLUMNS = ("run_id", "generation")
+
+
+def group_rows(settings: Settings) -> list[dict[str, Any]]:
+    """The group rows of the profile's generation, without the columns naming their run,
+    sorted by vector id."""
+    home = Home(settings)
+    gen = home.registry.live_generation("main")
+    assert gen is not None
+    table = home.store.table(gen).to_arrow()
+    rows = [r for r in table.to_pylist() if r["kind"] == "group"]
+    return sorted(
+        ({k: v for k, v in r.items() if k not in RUN_COLUMNS} for r in rows),
+        key=lambda r: str(r["vector_id"]),
+    )
+
+
+def narrow(source: Path) -> None:
+    """A chat message, member of a conversation, narrowed to the managers: the conversation
+    keeps its members, and its row must narrow with it."""
+    chat = source / "chat-picton-sil.jsonl"
+    records = lines(chat)
+    records[3] = dict(records[3], acl=["wattle-managers"])
+    write(chat, records)
+
+
+@pytest.mark.parametrize("change", [append, narrow], ids=lambda c: c.__name__)
+def test_a_sync_leaves_the_group_rows_a_fresh_build_makes(
+    change: Callable[[Path], None], tmp_path: Path
+) -> None:
+    """After one message is appended (every group's TF-IDF weights shift: scores and
+    summaries of groups whose members stay) or narrowed (its groups' ACL narrows), the
+    generation holds the group rows a build from scratch of the same data makes: none stale,
+    none twice."""
+    acl = {"acl_groups": ["wattle-staff", "wattle-managers"]}
+    source = tmp_path / "a" / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path / "a", source, **acl)
+    sync(settings, "first")
+    before = group_rows(settings)
+    change(source)
+    sync(settings, "second")
+    fresh_source = tmp_path / "b" / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(tmp_path / "b", fresh_source, **acl)
+    sync(fresh, "fresh")
+    after, whole = group_rows(settings), group_rows(fresh)
+    assert len({r["doc_id"] for r in after}) == len(after)  # one row a group
+    stale = sorted(str(r["doc_id"]) for r in after if r not in whole)
+    assert not stale, f"{len(stale)} of {len(after)} group rows are not a fresh build's"
+    assert after == whole
+    # unchanged members, another row: the change reached groups it does not belong to
+    kept = {r["doc_id"] for r in before} & {r["doc_id"] for r in after}
+    changed = {r["doc_id"] for r in before if r["doc_id"] in kept} - {
+        r["doc_id"] for r in before if r in after
+    }
+    assert changed
+
+
+def test_the_first_sync_after_a_full_one_makes_again_only_the_rows_it_touches(
+    tmp_path: Path,
+) -> None:
+    """A full sync keeps its groups' row keys, so the first one-message sync after it makes
+    again only the rows of the groups the new message can change: those with a member in its
+    TF-IDF block (whose weights it shifts), and its own; every other group's row is carried."""
+    messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(SAMPLE / "people.yaml", source)
+    write_jsonl(messages, source / "chat.jsonl")
+    settings = configure(tmp_path, source)
+    first = link(settings)
+    assert first.passed and first.carried == 0
+    new = replace(messages[-1], unit_id="new", text="can someone check the van?", reply_to=None)
+    grown = [*messages, replace(new, timestamp=messages[-1].timestamp + 60)]
+    write_jsonl(grown, source / "chat.jsonl")
+    again = link(settings)
+    assert again.passed
+    members = Home(settings).read("group_members", (COLLECTION,)).to_pylist()
+    position = {m.unit_id: i for i, m in enumerate(grown)}
+    last_block = len(messages) // TOPIC_BLOCK * TOPIC_BLOCK
+    touched = {m["group_id"] for m in members if position[m["unit_id"]] >= last_block}
+    remade = again.groups - again.carried
+    assert 0 < remade <= len(touched) < again.groups // 4

@@ -93,6 +93,7 @@ class LinkedGroupsOutcome:
     relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
     reused: int = 0  # questions scored and groups described as the last run did (memo)
     computed: int = 0  # questions scored and groups described anew
+    carried: int = 0  # groups whose rows were the last run's, carried over (the rest made anew)
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -189,6 +190,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         relinked=sum(r.relinked for r in relinkers),
         reused=sum(m.reused for m in memos.values()),
         computed=sum(m.computed for m in memos.values()),
+        carried=tables.carried,
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
