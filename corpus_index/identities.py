@@ -24,7 +24,7 @@ corroborates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,15 @@ class IdentityRegistry:
     def by_key(self, key: str) -> Identity | None:
         """The identity whose people-file id (or discovered key) is ``key``, or None."""
         return self.get(identity_id(self.tenant_id, key))
+
+    def digest(self) -> str:
+        """A digest of everything a lookup reads: the people in the order they were added,
+        the shared mailboxes, the country code and the merges (two registries with the same
+        digest resolve every value alike)."""
+        people = [astuple(p) for p in self._people.values()]
+        merged = sorted(self._merged_into.items())
+        state = [self.tenant_id, self.country_code, sorted(self.lists), people, merged]
+        return sha256_hex(canonical_json(state))
 
     def canonical(self, identity_id_: str) -> str:
         """The surviving id of an identity merged into another (itself otherwise)."""
