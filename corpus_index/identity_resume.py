@@ -15,9 +15,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +45,8 @@ PASS_SCHEMA = pa.schema(
         ("sightings", pa.list_(pa.struct(list(SIGHTING_SCHEMA)))),
     ]
 )
+_LISTS = ("mentions", "sightings")
+_R = TypeVar("_R", IdentityMention, Sighting)
 # the schema metadata key holding each tenant's state beside its rows (JSON)
 STATE_KEY = b"corpus_index.identity_pass"
 # the modules whose code decides what the pass finds: a change to any makes the next pass full
@@ -62,6 +64,8 @@ class PassState:
     last: tuple[str, str]  # the key (:func:`~corpus_index.identity_mentions.record_key`)
     # of the last unit read
     reading: Reading
+    # the stored rows of its first units, as read: written again as they are, not rebuilt
+    kept: pa.Table | None = field(default=None, compare=False, repr=False)
 
 
 def inputs_fingerprint(
@@ -144,11 +148,13 @@ def identify_since(
             found = resume(tenant, new, last.reading, **options)
         if new is not None and found is not None:
             units = {**last.units, **{str(r["id"]): digests[str(r["id"])] for r in in_order(new)}}
+            kept = last.kept
     if found is None:
         found = identify(tenant, records, **options)
         units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
+        kept = None
     end = max((record_key(r) for r in records), default=("", ""))
-    return found, PassState(fingerprint, units, end, found.reading)
+    return found, PassState(fingerprint, units, end, found.reading, kept)
 
 
 def appended(
@@ -175,16 +181,22 @@ def state_table(states: Mapping[str, PassState]) -> pa.Table:
     meta: dict[str, Any] = {}
     for tenant, state in sorted(states.items()):
         found = state.reading.found
-        units = list(state.units)
+        kept = state.kept if state.kept is not None else PASS_SCHEMA.empty_table()
+        units = list(state.units)[kept.num_rows :]
+        # the kept rows hold the first mentions and sightings; the rest are the new units'
+        held = [int(pc.sum(pc.list_value_length(kept[c])).as_py() or 0) for c in _LISTS]
+        parts.append(kept.replace_schema_metadata(None).cast(PASS_SCHEMA))
         parts.append(
             pa.table(
                 {
                     "tenant_id": pa.array([tenant] * len(units), pa.string()),
                     "unit_id": pa.array(units, pa.string()),
-                    "digest": pa.array(list(state.units.values()), pa.string()),
-                    "mentions": _per_unit(units, mentions_table(found.mentions)),
+                    "digest": pa.array([state.units[u] for u in units], pa.string()),
+                    "mentions": _per_unit(units, mentions_table(found.mentions[held[0] :])),
                     "sightings": _per_unit(
-                        units, sightings_table(found.sightings), unit_column="source_id"
+                        units,
+                        sightings_table(found.sightings[held[1] :]),
+                        unit_column="source_id",
                     ),
                 },
                 schema=PASS_SCHEMA,
@@ -233,15 +245,22 @@ def read_states(table: pa.Table | None) -> dict[str, PassState]:
     out = {}
     for tenant, meta in json.loads(raw).items():
         rows = table.filter(pc.equal(table["tenant_id"], tenant))
-        mentions = pc.list_flatten(rows["mentions"]).to_pylist()
-        sightings = pc.list_flatten(rows["sightings"]).to_pylist()
         found = Extraction(
-            [IdentityMention(**m) for m in mentions],
-            [Sighting(**s) for s in sightings],
+            _records(IdentityMention, rows["mentions"]),
+            _records(Sighting, rows["sightings"]),
             tuple(meta["headers"]),
         )
         units = dict(zip(rows["unit_id"].to_pylist(), rows["digest"].to_pylist(), strict=True))
         last = (str(meta["last"][0]), str(meta["last"][1]))
         reading = Reading(found, meta["discovered"], meta["seen"])
-        out[tenant] = PassState(meta["fingerprint"], units, last, reading)
+        out[tenant] = PassState(meta["fingerprint"], units, last, reading, rows)
     return out
+
+
+def _records(record: type[_R], lists: pa.ChunkedArray) -> list[_R]:
+    """The records a column of lists of structs holds, in order (built from whole columns:
+    a struct at a time is several times slower)."""
+    values = pc.list_flatten(lists)
+    names = [f.name for f in fields(record)]
+    columns = [pc.struct_field(values, [name]).to_pylist() for name in names]
+    return [record(*row) for row in zip(*columns, strict=True)]
