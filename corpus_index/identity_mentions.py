@@ -80,8 +80,8 @@ MENTION_SCHEMA = pa.schema(
 class Extraction(NamedTuple):
     """What :func:`extract_mentions` found."""
 
-    mentions: list[IdentityMention]
-    sightings: list[Sighting]
+    mentions: Sequence[IdentityMention]
+    sightings: Sequence[Sighting]
     # the header values read (author, recipients, cc), in the order they were first seen:
     # the order discovery went in, which a later pass replays to resume (``identity_resume``)
     headers: tuple[str, ...] = ()

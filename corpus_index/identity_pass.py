@@ -16,8 +16,9 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from corpus_index.carried import Carried
 from corpus_index.errors import ConfigError
-from corpus_index.identities import IdentityRegistry, load_people
+from corpus_index.identities import IdentityRegistry, load_people, table_records
 from corpus_index.identity_mentions import (
     Extraction,
     IdentityMention,
@@ -25,10 +26,11 @@ from corpus_index.identity_mentions import (
     header_values,
     in_order,
     mentions_in,
+    mentions_table,
     resolve_headers,
 )
 from corpus_index.identity_merges import MergeReport, apply_merges, load_merges
-from corpus_index.identity_sightings import Sighting, corroborate
+from corpus_index.identity_sightings import Sighting, corroborate_seen, sightings_table
 from corpus_index.limits import Limits
 
 # message fields the mentions read (the messages kind keeps them in each block's metadata)
@@ -49,8 +51,8 @@ class TenantIdentities(NamedTuple):
     """What the identity pass found for one tenant's units."""
 
     registry: IdentityRegistry
-    mentions: list[IdentityMention]
-    sightings: list[Sighting]
+    mentions: Carried[IdentityMention]
+    sightings: Carried[Sighting]
     merges: list[MergeReport]  # the merges that changed something
     not_here: list[tuple[str, str]]  # merges naming an identity this collection never saw
     reading: Reading  # what a later pass resumes from (``identity_resume``)
@@ -175,10 +177,33 @@ def resume(
     if registry.digest() != last.seen:
         return None
     new = mentions_in(registry, fresh, headers)
-    found = Extraction(
-        [*last.found.mentions, *new.mentions], [*last.found.sightings, *new.sightings], new.headers
-    )
+    mentions = carried_mentions(last.found.mentions).then(new.mentions)
+    sightings = carried_sightings(last.found.sightings).then(new.sightings)
+    found = Extraction(mentions, sightings, new.headers)
     return _settle(registry, last._replace(found=found), pairs, read=len(fresh))
+
+
+def carried_mentions(
+    mentions: Sequence[IdentityMention], kept: pa.Table | None = None
+) -> Carried[IdentityMention]:
+    """``kept`` (rows of ``MENTION_SCHEMA``) then ``mentions``; ``mentions`` as they are when
+    they are carried already."""
+    if isinstance(mentions, Carried) and kept is None:
+        return mentions
+    return Carried(
+        kept, mentions, decode=lambda t: table_records(t, IdentityMention), encode=mentions_table
+    )
+
+
+def carried_sightings(
+    sightings: Sequence[Sighting], kept: pa.Table | None = None
+) -> Carried[Sighting]:
+    """As :func:`carried_mentions`, for sightings (rows of ``SIGHTING_SCHEMA``)."""
+    if isinstance(sightings, Carried) and kept is None:
+        return sightings
+    return Carried(
+        kept, sightings, decode=lambda t: table_records(t, Sighting), encode=sightings_table
+    )
 
 
 def _seed(tenant: str, people: Path | None, limits: Limits | None) -> IdentityRegistry:
@@ -198,14 +223,19 @@ def _settle(
     identities corroborated by the sightings."""
     known = [pair for pair in pairs if all(registry.get(r) or registry.by_key(r) for r in pair)]
     not_here = [p for p in pairs if p not in known]
-    mentions, reports = apply_merges(registry, reading.found.mentions, known)
-    sightings = [
-        s
-        if registry.canonical(s.identity_id) == s.identity_id
-        else replace(s, identity_id=registry.canonical(s.identity_id))
-        for s in reading.found.sightings
-    ]
-    corroborate(registry, sightings)
+    mentions = carried_mentions(reading.found.mentions)
+    reports: list[MergeReport] = []
+    if known:  # otherwise the mentions stay as they are (carried rows undecoded)
+        merged, reports = apply_merges(registry, mentions, known)
+        mentions = carried_mentions(merged)
+    sightings = carried_sightings(reading.found.sightings)
+    if any(registry.canonical(i) != i for i in set(sightings.column("identity_id"))):
+        sightings = carried_sightings(
+            [replace(s, identity_id=registry.canonical(s.identity_id)) for s in sightings]
+        )
+    corroborate_seen(
+        registry, zip(sightings.column("identity_id"), sightings.column("unit_source"), strict=True)
+    )
     moved = [r for r in reports if r.moved or r.units]
     return TenantIdentities(registry, mentions, sightings, moved, not_here, reading, read)
 

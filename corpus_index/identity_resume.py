@@ -15,13 +15,14 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_index.carried import Carried
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.identity_mentions import (
     MENTION_SCHEMA,
@@ -31,7 +32,14 @@ from corpus_index.identity_mentions import (
     mentions_table,
     record_key,
 )
-from corpus_index.identity_pass import Reading, TenantIdentities, identify, resume
+from corpus_index.identity_pass import (
+    Reading,
+    TenantIdentities,
+    carried_mentions,
+    carried_sightings,
+    identify,
+    resume,
+)
 from corpus_index.identity_sightings import SIGHTING_SCHEMA, Sighting, sightings_table
 from corpus_index.limits import Limits
 
@@ -185,6 +193,7 @@ def state_table(states: Mapping[str, PassState]) -> pa.Table:
         units = list(state.units)[kept.num_rows :]
         # the kept rows hold the first mentions and sightings; the rest are the new units'
         held = [int(pc.sum(pc.list_value_length(kept[c])).as_py() or 0) for c in _LISTS]
+        mentions, sightings = _beyond(found.mentions, held[0]), _beyond(found.sightings, held[1])
         parts.append(kept.replace_schema_metadata(None).cast(PASS_SCHEMA))
         parts.append(
             pa.table(
@@ -192,11 +201,9 @@ def state_table(states: Mapping[str, PassState]) -> pa.Table:
                     "tenant_id": pa.array([tenant] * len(units), pa.string()),
                     "unit_id": pa.array(units, pa.string()),
                     "digest": pa.array([state.units[u] for u in units], pa.string()),
-                    "mentions": _per_unit(units, mentions_table(found.mentions[held[0] :])),
+                    "mentions": _per_unit(units, mentions_table(mentions)),
                     "sightings": _per_unit(
-                        units,
-                        sightings_table(found.sightings[held[1] :]),
-                        unit_column="source_id",
+                        units, sightings_table(sightings), unit_column="source_id"
                     ),
                 },
                 schema=PASS_SCHEMA,
@@ -211,6 +218,13 @@ def state_table(states: Mapping[str, PassState]) -> pa.Table:
         }
     table = pa.concat_tables(parts)
     return table.replace_schema_metadata({STATE_KEY: json.dumps(meta).encode()})
+
+
+def _beyond(records: Sequence[_R], n: int) -> Sequence[_R]:
+    """The records after the first ``n`` (not decoding carried rows when they are those)."""
+    if isinstance(records, Carried) and records.kept_rows == n:
+        return records.more
+    return records[n:]
 
 
 def _per_unit(units: list[str], rows: pa.Table, *, unit_column: str = "unit_id") -> pa.Array:
@@ -246,8 +260,8 @@ def read_states(table: pa.Table | None) -> dict[str, PassState]:
     for tenant, meta in json.loads(raw).items():
         rows = table.filter(pc.equal(table["tenant_id"], tenant))
         found = Extraction(
-            _records(IdentityMention, rows["mentions"]),
-            _records(Sighting, rows["sightings"]),
+            carried_mentions([], _flat(rows["mentions"])),
+            carried_sightings([], _flat(rows["sightings"])),
             tuple(meta["headers"]),
         )
         units = dict(zip(rows["unit_id"].to_pylist(), rows["digest"].to_pylist(), strict=True))
@@ -257,10 +271,8 @@ def read_states(table: pa.Table | None) -> dict[str, PassState]:
     return out
 
 
-def _records(record: type[_R], lists: pa.ChunkedArray) -> list[_R]:
-    """The records a column of lists of structs holds, in order (built from whole columns:
-    a struct at a time is several times slower)."""
+def _flat(lists: pa.ChunkedArray) -> pa.Table:
+    """The rows a column of lists of structs holds, in order, as a table."""
     values = pc.list_flatten(lists)
-    names = [f.name for f in fields(record)]
-    columns = [pc.struct_field(values, [name]).to_pylist() for name in names]
-    return [record(*row) for row in zip(*columns, strict=True)]
+    names = [f.name for f in values.type]
+    return pa.table([pc.struct_field(values, [name]) for name in names], names=names)

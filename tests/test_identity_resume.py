@@ -158,6 +158,18 @@ def test_appended_units_alone_are_read_and_the_result_is_the_full_pass(
     assert state == identify_since(None, TENANT, grown, **inputs.options())[1]
 
 
+def test_the_kept_rows_pass_through_as_rows(tmp_path: Path, inputs: Inputs) -> None:
+    records = sample_records()
+    grown = [*records, *later(records)]
+    resumed, _ = since(tmp_path, records, grown, inputs)
+    full = identify(TENANT, grown, **inputs.options())
+    for got, want in ((resumed.mentions, full.mentions), (resumed.sightings, full.sightings)):
+        assert got.kept_rows == len(want) - len(got.more) > 0 and len(got) == len(want)
+        assert got.table().equals(want.table())
+        assert got.column("tenant_id") == [TENANT] * len(want)
+        assert got == want and got[-1] == want[-1]  # and decoded, the same records
+
+
 def test_nothing_new_reads_nothing(tmp_path: Path, inputs: Inputs) -> None:
     records = sample_records()
     again, _ = since(tmp_path, records, records, inputs)

@@ -42,10 +42,10 @@ from corpus_index.group_gates import (
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables, Unit, group_tables
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA, identities_table
-from corpus_index.identity_mentions import mentions_table
+from corpus_index.identity_mentions import MENTION_SCHEMA
 from corpus_index.identity_pass import TenantIdentities, display_names, unit_records
 from corpus_index.identity_resume import PassState
-from corpus_index.identity_sightings import sightings_table
+from corpus_index.identity_sightings import SIGHTING_SCHEMA
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_from
 from corpus_index.linked.groups import Group
@@ -167,7 +167,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
             home.warehouse.read(MEMBERS, (collection,), MEMBER_SCHEMA) if remembered else None
         ),
     )
-    roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
+    roles = Counter(r for f in found.values() for r in f.mentions.column("mention_type"))
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
     held = tables.members.filter(
         pc.is_in(tables.members["unit_id"], pa.array(sorted(merged_units), pa.string()))
@@ -245,14 +245,18 @@ def _write_identities(
     states: dict[str, PassState] | None = None,
 ) -> None:
     people = [identities_table(f.registry) for f in found.values()]
-    mentions = mentions_table(m for f in found.values() for m in f.mentions)
+    mentions = pa.concat_tables(
+        [MENTION_SCHEMA.empty_table(), *(f.mentions.table() for f in found.values())]
+    )
     mentions = mentions.append_column(
         "collection", pa.array([collection] * mentions.num_rows, pa.string())
     ).append_column(
         "source_id",
         pa.array([(sources or {}).get(u, "") for u in mentions["unit_id"].to_pylist()]),
     )
-    sightings = sightings_table(s for f in found.values() for s in f.sightings)
+    sightings = pa.concat_tables(
+        [SIGHTING_SCHEMA.empty_table(), *(f.sightings.table() for f in found.values())]
+    )
     wh = home.warehouse
     wh.write(
         identity_store.IDENTITIES,
