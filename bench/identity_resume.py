@@ -32,12 +32,11 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
-from linked_cost import one_more, write_streams  # noqa: E402
+from linked_cost import COLLECTION, one_more, write_chat_config, write_streams  # noqa: E402
 
 from tests.streamgen import stream  # noqa: E402
 
-COLLECTION = "chat"
-TENANT = "bench"
+TENANT = "bench"  # the tenant of linked_cost.write_chat_config
 
 
 def _records(home: Any) -> list[dict[str, Any]]:
@@ -71,16 +70,7 @@ def measure(n: int, *, repeat: int) -> dict[str, Any]:
 
     with _common.bench_home(None, "identity-resume-") as root:
         source = root / "source"
-        source.mkdir()
-        config = _common.write_config(
-            root / "corpus.yaml",
-            collection=COLLECTION,
-            kind="messages",
-            source=source,
-            embedder="hash:v1-64",
-            tenant=TENANT,
-            acl=["bench-staff"],
-        )
+        config = write_chat_config(root, embedder="hash:v1-64")
         home = Home(Settings(config_path=config, home=root / "home"))
         wh = home.warehouse
         messages = stream(n, channels=5, seed=1)

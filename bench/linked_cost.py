@@ -80,6 +80,22 @@ def write_streams(messages: list[Message], folder: Path) -> None:
         scratch.replace(path)
 
 
+def write_chat_config(root: Path, *, embedder: str) -> Path:
+    """``root/corpus.yaml`` naming one ``messages`` collection of tenant ``bench`` whose
+    stream files are in ``root/source`` (created, empty)."""
+    source = root / "source"
+    source.mkdir()
+    return _common.write_config(
+        root / "corpus.yaml",
+        collection=COLLECTION,
+        kind="messages",
+        source=source,
+        embedder=embedder,
+        tenant="bench",
+        acl=["bench-staff"],
+    )
+
+
 def _cpu() -> float:
     t = os.times()
     return t.user + t.system
@@ -143,16 +159,7 @@ def one_side(
 
     with _common.bench_home(home_dir, "linked-cost-", must_be_empty=True) as root:
         source, home = root / "source", root / "home"
-        source.mkdir()
-        config = _common.write_config(
-            root / "corpus.yaml",
-            collection=COLLECTION,
-            kind="messages",
-            source=source,
-            embedder=embedder,
-            tenant="bench",
-            acl=["bench-staff"],
-        )
+        config = write_chat_config(root, embedder=embedder)
         raw = yaml.safe_load(config.read_text(encoding="utf-8"))
         raw["collections"][COLLECTION]["grouping"] = grouping
         config.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
