@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -100,11 +101,14 @@ def inputs_fingerprint(
 
 @functools.cache
 def code_digest() -> str:
-    """A digest of the source of the modules the identity pass runs."""
+    """A digest of the source of the modules the identity pass runs (where their source is
+    not there to read, one no later process repeats: every pass is then full)."""
     here = Path(__file__).parent
-    return sha256_hex(
-        canonical_json([sha256_hex((here / f"{m}.py").read_bytes()) for m in _CODE.split()])
-    )
+    try:
+        sources = [sha256_hex((here / f"{m}.py").read_bytes()) for m in _CODE.split()]
+    except OSError:
+        return "unread:" + uuid.uuid4().hex
+    return sha256_hex(canonical_json(sources))
 
 
 def _file_digest(path: Path | None) -> str | None:
