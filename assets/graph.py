@@ -204,6 +204,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "identity_mentions": sum(r.mentions_by_role.values()),
                 "mentions_by_role": dg.MetadataValue.json(r.mentions_by_role),
                 "identity_sightings": r.sightings,
+                "identity_units_read": r.identity_read,
                 "sightings_path": dg.MetadataValue.path(r.sightings_path),
                 "merges_applied": r.merges,
                 "merges_not_seen_here": r.merges_not_here,

@@ -89,6 +89,22 @@ def write_streams(messages: list[Message], folder: Path) -> None:
 OUTSIDE = "(outside steps)"
 
 
+def write_chat_config(root: Path, *, embedder: str) -> Path:
+    """``root/corpus.yaml`` naming one ``messages`` collection of tenant ``bench`` whose
+    stream files are in ``root/source`` (created, empty)."""
+    source = root / "source"
+    source.mkdir()
+    return _common.write_config(
+        root / "corpus.yaml",
+        collection=COLLECTION,
+        kind="messages",
+        source=source,
+        embedder=embedder,
+        tenant="bench",
+        acl=["bench-staff"],
+    )
+
+
 def _timed(settings: Any, cpu_sampler: _common.CpuSampler | None = None) -> dict[str, Any]:
     """A timed sync as wall time, its embeddings steps and the rest, and the process's CPU
     time (steady under load, where wall time is not); with ``cpu_sampler`` (sampling this
@@ -173,16 +189,7 @@ def one_side(
         _common.CpuSampler() if steps else contextlib.nullcontext() as sampler,
     ):
         source, home = root / "source", root / "home"
-        source.mkdir()
-        config = _common.write_config(
-            root / "corpus.yaml",
-            collection=COLLECTION,
-            kind="messages",
-            source=source,
-            embedder=embedder,
-            tenant="bench",
-            acl=["bench-staff"],
-        )
+        config = write_chat_config(root, embedder=embedder)
         raw = yaml.safe_load(config.read_text(encoding="utf-8"))
         raw["collections"][COLLECTION]["grouping"] = grouping
         config.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")

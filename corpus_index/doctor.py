@@ -31,8 +31,15 @@ from corpus_index.config import Settings
 from corpus_index.errors import DamagedStateError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.identities import IDENTITY_SCHEMA
+from corpus_index.identity_resume import PASS_SCHEMA
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
-from corpus_index.identity_store import IDENTITIES, MENTIONS, SIGHTINGS, STORED_MENTION_SCHEMA
+from corpus_index.identity_store import (
+    IDENTITIES,
+    MENTIONS,
+    PASS,
+    SIGHTINGS,
+    STORED_MENTION_SCHEMA,
+)
 from corpus_index.index_store import GenerationStore
 from corpus_index.linked.memo import MEMO_SCHEMA
 from corpus_index.linked.relink import LINK_SCHEMA
@@ -68,6 +75,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     IDENTITIES: set(IDENTITY_SCHEMA.names),
     MENTIONS: set(STORED_MENTION_SCHEMA.names),
     SIGHTINGS: set(SIGHTING_SCHEMA.names),
+    PASS: set(PASS_SCHEMA.names),
     "conversation_links": set(LINK_SCHEMA.names),
     "group_memo": set(MEMO_SCHEMA.names),
 }

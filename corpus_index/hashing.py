@@ -6,10 +6,16 @@ import hashlib
 import json
 from typing import Any
 
+# what ``json.dumps`` with these options builds on every call, built once (thread-safe: encode
+# keeps no state between calls)
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+
 
 def canonical_json(value: Any) -> str:
     """Serialize ``value`` as canonical JSON: sorted keys, no whitespace, UTF-8 kept as is."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 def sha256_hex(data: bytes | str) -> str:

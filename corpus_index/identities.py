@@ -24,9 +24,9 @@ corroborates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import yaml
@@ -56,6 +56,7 @@ EVIDENCE_CONFIDENCE: dict[str, float] = {
     "initials": 0.6,
     "discovered": 0.5,
 }
+R = TypeVar("R")
 FUZZY_WEIGHT = 0.8  # a fuzzy match's confidence is its ratio times this
 
 
@@ -128,6 +129,15 @@ class IdentityRegistry:
     def by_key(self, key: str) -> Identity | None:
         """The identity whose people-file id (or discovered key) is ``key``, or None."""
         return self.get(identity_id(self.tenant_id, key))
+
+    def digest(self) -> str:
+        """A digest of everything a lookup reads: the people in the order they were added,
+        the shared mailboxes, the country code and the merges (two registries with the same
+        digest resolve every value alike)."""
+        people = [astuple(p) for p in self._people.values()]
+        merged = sorted(self._merged_into.items())
+        state = [self.tenant_id, self.country_code, sorted(self.lists), people, merged]
+        return sha256_hex(canonical_json(state))
 
     def canonical(self, identity_id_: str) -> str:
         """The surviving id of an identity merged into another (itself otherwise)."""
@@ -406,6 +416,15 @@ def records_table(rows: Iterable[Any], schema: pa.Schema, **renamed: str) -> pa.
     return pa.Table.from_pylist(
         [{col: getattr(r, attr) for col, attr in names} for r in rows], schema=schema
     )
+
+
+def table_records(table: pa.Table, record: type[R]) -> list[R]:
+    """The inverse of :func:`records_table` for a dataclass ``record`` whose fields are the
+    table's columns: one record per row, built from whole columns (several times faster than
+    a row at a time)."""
+    names = [f.name for f in fields(record)]  # type: ignore[arg-type]
+    columns = [table[name].to_pylist() for name in names]
+    return [record(*row) for row in zip(*columns, strict=True)]
 
 
 def identities_table(registry: IdentityRegistry) -> pa.Table:

@@ -80,8 +80,11 @@ MENTION_SCHEMA = pa.schema(
 class Extraction(NamedTuple):
     """What :func:`extract_mentions` found."""
 
-    mentions: list[IdentityMention]
-    sightings: list[Sighting]
+    mentions: Sequence[IdentityMention]
+    sightings: Sequence[Sighting]
+    # the header values read (author, recipients, cc), in the order they were first seen:
+    # the order discovery went in, which a later pass replays to resume (``identity_resume``)
+    headers: tuple[str, ...] = ()
 
 
 def mention_id(tenant_id: str, unit_id: str, identity_id: str, mention_type: str) -> str:
@@ -108,14 +111,50 @@ def extract_mentions(
     not on file, so that the text of any record can then name a discovered person; then each
     record's headers and text become mentions.
     """
-    # discovery in time order, so a discovered identity's key (its first detail seen) does not
-    # depend on the order of files or records
-    records = sorted(records, key=lambda r: (str(r.get("timestamp") or ""), str(r["id"])))
-    raws = list(dict.fromkeys(raw for rec in records for raw in _headers(rec)))
+    ordered = in_order(records)
+    raws = header_values(ordered)
+    discover(registry, raws)
+    return mentions_in(registry, ordered, resolve_headers(registry, raws))
+
+
+def record_key(rec: Mapping[str, Any]) -> tuple[str, str]:
+    """Where a record falls in the order of :func:`in_order`."""
+    return str(rec.get("timestamp") or ""), str(rec["id"])
+
+
+def in_order(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``records`` in time order (then by id): discovery goes in this order, so a discovered
+    identity's key (its first detail seen) does not depend on the order of files or records."""
+    return sorted(records, key=record_key)
+
+
+def header_values(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The header values of ``records`` (author, recipients, cc), each once, in order."""
+    return list(dict.fromkeys(raw for rec in records for raw in _headers(rec)))
+
+
+def discover(registry: IdentityRegistry, raws: Iterable[str]) -> None:
+    """Resolve each header value in turn, adding whoever is not on file to ``registry`` (and
+    the addresses and numbers a discovered person is seen with)."""
     for raw in raws:  # once each: a second sight of the same text adds nothing
         _resolve_or_discover(registry, raw)
-    # with discovery done, each header now resolves to whom it will for every record
-    headers = {raw: _resolve_or_discover(registry, raw) for raw in raws}
+
+
+def resolve_headers(
+    registry: IdentityRegistry, raws: Iterable[str]
+) -> dict[str, tuple[str | None, str, float]]:
+    """Whom each header value names, with discovery done: ``(identity id or None, how,
+    confidence)``, the same for every record."""
+    return {raw: _resolve_or_discover(registry, raw) for raw in raws}
+
+
+def mentions_in(
+    registry: IdentityRegistry,
+    records: Sequence[Mapping[str, Any]],
+    headers: Mapping[str, tuple[str | None, str, float]],
+) -> Extraction:
+    """The mentions and sightings of ``records`` (in order), their headers resolved as
+    ``headers`` says (:func:`resolve_headers` of every header value they hold)."""
     forms = _TextForms(registry)
     mentions: list[IdentityMention] = []
     sightings: list[Sighting] = []
@@ -125,7 +164,7 @@ def extract_mentions(
         found = _combine(registry.tenant_id, unit, evidence)
         mentions.extend(found)
         sightings.extend(_sightings(registry, rec, evidence, found))
-    return Extraction(mentions, sightings)
+    return Extraction(mentions, sightings, tuple(headers))
 
 
 def _headers(rec: Mapping[str, Any]) -> list[str]:

@@ -16,25 +16,47 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from corpus_index.carried import Carried
 from corpus_index.errors import ConfigError
-from corpus_index.identities import IdentityRegistry, load_people
-from corpus_index.identity_mentions import IdentityMention, extract_mentions
+from corpus_index.identities import IdentityRegistry, load_people, table_records
+from corpus_index.identity_mentions import (
+    Extraction,
+    IdentityMention,
+    discover,
+    header_values,
+    in_order,
+    mentions_in,
+    mentions_table,
+    resolve_headers,
+)
 from corpus_index.identity_merges import MergeReport, apply_merges, load_merges
-from corpus_index.identity_sightings import Sighting, corroborate
+from corpus_index.identity_sightings import Sighting, corroborate_seen, sightings_table
 from corpus_index.limits import Limits
 
 # message fields the mentions read (the messages kind keeps them in each block's metadata)
 _FIELDS = ("author", "recipients", "cc", "title", "subject", "source", "timestamp")
 
 
+class Reading(NamedTuple):
+    """What an identity pass read, before merges: the mentions and sightings of its units,
+    with the header values read in order, and its registry's digest after discovery and as
+    the mentions were read."""
+
+    found: Extraction
+    discovered: str
+    seen: str
+
+
 class TenantIdentities(NamedTuple):
     """What the identity pass found for one tenant's units."""
 
     registry: IdentityRegistry
-    mentions: list[IdentityMention]
-    sightings: list[Sighting]
+    mentions: Carried[IdentityMention]
+    sightings: Carried[Sighting]
     merges: list[MergeReport]  # the merges that changed something
     not_here: list[tuple[str, str]]  # merges naming an identity this collection never saw
+    reading: Reading  # what a later pass resumes from (``identity_resume``)
+    read: int  # units whose mentions this pass read (the others were carried over)
 
 
 def unit_records(blocks: pa.Table, texts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
@@ -104,29 +126,118 @@ def identify(
     Raises:
         ConfigError: the people or merges file is invalid.
     """
-    registry = (
-        load_people(people, tenant_id=tenant, limits=limits)
-        if people is not None
-        else IdentityRegistry(tenant)
+    registry = _seed(tenant, people, limits)
+    pairs = [*merges_of(merges_file, registry), *recorded]
+    ordered = in_order(records)
+    raws = header_values(ordered)
+    discover(registry, raws)
+    discovered = registry.digest()
+    headers = resolve_headers(registry, raws)
+    found = mentions_in(registry, ordered, headers)
+    reading = Reading(found, discovered, registry.digest())
+    return _settle(registry, reading, pairs, read=len(ordered))
+
+
+def resume(
+    tenant: str,
+    records: Iterable[Mapping[str, Any]],
+    last: Reading,
+    *,
+    people: Path | None,
+    merges_file: Path | None = None,
+    recorded: Sequence[tuple[str, str]] = (),
+    limits: Limits | None = None,
+) -> TenantIdentities | None:
+    """The identity pass over ``last``'s units and ``records``, reading only ``records``: what
+    :func:`identify` gives for both, provided ``records`` all come after ``last``'s units (in
+    the order of :func:`~corpus_index.identity_mentions.in_order`) and the pass that found
+    ``last`` read the same units from the same people file.
+
+    The registry is grown again from the header values ``last`` read, in their order, then
+    from those of ``records``. Returns None when that does not leave it as ``last`` read its
+    units (someone new is discovered, a discovered person is seen with a new address or
+    number, or the people file says otherwise): the units read before could then name
+    someone else, so only the full pass is right.
+
+    Raises:
+        ConfigError: the people or merges file is invalid.
+    """
+    registry = _seed(tenant, people, limits)
+    pairs = [*merges_of(merges_file, registry), *recorded]
+    fresh = in_order(records)
+    discover(registry, last.found.headers)
+    if registry.digest() != last.discovered:
+        return None
+    known = set(last.found.headers)
+    more = [raw for raw in header_values(fresh) if raw not in known]
+    discover(registry, more)
+    if registry.digest() != last.discovered:
+        return None
+    headers = resolve_headers(registry, [*last.found.headers, *more])
+    if registry.digest() != last.seen:
+        return None
+    new = mentions_in(registry, fresh, headers)
+    mentions = carried_mentions(last.found.mentions).then(new.mentions)
+    sightings = carried_sightings(last.found.sightings).then(new.sightings)
+    found = Extraction(mentions, sightings, new.headers)
+    return _settle(registry, last._replace(found=found), pairs, read=len(fresh))
+
+
+def carried_mentions(
+    mentions: Sequence[IdentityMention], kept: pa.Table | None = None
+) -> Carried[IdentityMention]:
+    """``kept`` (rows of ``MENTION_SCHEMA``) then ``mentions``; ``mentions`` as they are when
+    they are carried already."""
+    if isinstance(mentions, Carried) and kept is None:
+        return mentions
+    return Carried(
+        kept, mentions, decode=lambda t: table_records(t, IdentityMention), encode=mentions_table
     )
-    file_pairs = merges_of(merges_file, registry)
-    found = extract_mentions(registry, records)
-    known = [
-        pair
-        for pair in [*file_pairs, *recorded]
-        if all(registry.get(r) or registry.by_key(r) for r in pair)
-    ]
-    not_here = [p for p in [*file_pairs, *recorded] if p not in known]
-    mentions, reports = apply_merges(registry, found.mentions, known)
-    sightings = [
-        s
-        if registry.canonical(s.identity_id) == s.identity_id
-        else replace(s, identity_id=registry.canonical(s.identity_id))
-        for s in found.sightings
-    ]
-    corroborate(registry, sightings)
+
+
+def carried_sightings(
+    sightings: Sequence[Sighting], kept: pa.Table | None = None
+) -> Carried[Sighting]:
+    """As :func:`carried_mentions`, for sightings (rows of ``SIGHTING_SCHEMA``)."""
+    if isinstance(sightings, Carried) and kept is None:
+        return sightings
+    return Carried(
+        kept, sightings, decode=lambda t: table_records(t, Sighting), encode=sightings_table
+    )
+
+
+def _seed(tenant: str, people: Path | None, limits: Limits | None) -> IdentityRegistry:
+    if people is None:
+        return IdentityRegistry(tenant)
+    return load_people(people, tenant_id=tenant, limits=limits)
+
+
+def _settle(
+    registry: IdentityRegistry,
+    reading: Reading,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    read: int,
+) -> TenantIdentities:
+    """The merges applied to the registry and to what was found, then the discovered
+    identities corroborated by the sightings."""
+    known = [pair for pair in pairs if all(registry.get(r) or registry.by_key(r) for r in pair)]
+    not_here = [p for p in pairs if p not in known]
+    mentions = carried_mentions(reading.found.mentions)
+    reports: list[MergeReport] = []
+    if known:  # otherwise the mentions stay as they are (carried rows undecoded)
+        merged, reports = apply_merges(registry, mentions, known)
+        mentions = carried_mentions(merged)
+    sightings = carried_sightings(reading.found.sightings)
+    if any(registry.canonical(i) != i for i in set(sightings.column("identity_id"))):
+        sightings = carried_sightings(
+            [replace(s, identity_id=registry.canonical(s.identity_id)) for s in sightings]
+        )
+    corroborate_seen(
+        registry, zip(sightings.column("identity_id"), sightings.column("unit_source"), strict=True)
+    )
     moved = [r for r in reports if r.moved or r.units]
-    return TenantIdentities(registry, mentions, sightings, moved, not_here)
+    return TenantIdentities(registry, mentions, sightings, moved, not_here, reading, read)
 
 
 def display_names(registry: IdentityRegistry) -> Callable[[str], str]:

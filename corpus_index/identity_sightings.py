@@ -69,9 +69,16 @@ def corroborate(registry: IdentityRegistry, sightings: Iterable[Sighting]) -> di
     repeating a name is not corroboration. People on file keep 1.0. Returns the new confidence
     of every identity changed.
     """
+    return corroborate_seen(registry, ((s.identity_id, s.unit_source) for s in sightings))
+
+
+def corroborate_seen(
+    registry: IdentityRegistry, seen: Iterable[tuple[str, str]]
+) -> dict[str, float]:
+    """:func:`corroborate` from each sighting's ``(identity id, unit source)``."""
     kinds: dict[str, set[str]] = defaultdict(set)
-    for s in sightings:
-        kinds[registry.canonical(s.identity_id)].add(s.unit_source)
+    for identity, source in seen:
+        kinds[registry.canonical(identity)].add(source)
     changed: dict[str, float] = {}
     for pid, sources in kinds.items():
         person = registry.get(pid)

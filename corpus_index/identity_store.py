@@ -8,7 +8,9 @@ Warehouse partitions (one Parquet file per collection, ``warehouse/<asset>/<coll
 - ``identity_mentions``: one row per (unit, identity, role), ``MENTION_SCHEMA`` plus the
   ``collection`` and the unit's ``source_id``;
 - ``identity_sightings``: what an external identity system reads (seed §8.1),
-  ``SIGHTING_SCHEMA`` exactly; its ``source_id`` is the unit's id.
+  ``SIGHTING_SCHEMA`` exactly; its ``source_id`` is the unit's id;
+- ``identity_pass``: what each tenant's last identity pass read, before merges, which the next
+  one resumes from (``PASS_SCHEMA`` of :mod:`corpus_index.identity_resume`).
 
 Merges recorded by ``corpus identities merge`` are in ``identities/<tenant>/merges.yaml`` of
 the home, in the merges-file format (:func:`~corpus_index.identity_merges.load_merges`), and
@@ -40,6 +42,7 @@ from corpus_index.kinds import fingerprint, kind_of
 IDENTITIES = "identities"
 MENTIONS = "identity_mentions"
 SIGHTINGS = "identity_sightings"
+PASS = "identity_pass"
 STORED_MENTION_SCHEMA = pa.schema(
     [*MENTION_SCHEMA, pa.field("collection", pa.string()), pa.field("source_id", pa.string())]
 )
@@ -165,7 +168,7 @@ def find_identity(
 def remove_units(home: Home, collection: str, units: Iterable[str]) -> list[tuple[str, int]]:
     """Drop the mentions and sightings of ``units`` from ``collection``'s partitions, and the
     discovered identities no unit left mentions (what they were known by came from the
-    deleted units).
+    deleted units); what the last identity pass read is dropped whole if it read any of them.
 
     Returns:
         ``(path, rows removed)`` of each partition that changed.
@@ -193,6 +196,14 @@ def remove_units(home: Home, collection: str, units: Iterable[str]) -> list[tupl
             home.warehouse.write(IDENTITIES, (collection,), kept)
             path = str(home.warehouse.path(IDENTITIES, collection))
             changed.append((path, people.num_rows - kept.num_rows))
+    # what the last identity pass read holds the units' snippets too: dropped whole (the next
+    # pass reads every unit again)
+    resume_from = home.warehouse.read(PASS, (collection,), columns=["unit_id"])
+    if resume_from is not None and len(gone):
+        held = int(pc.sum(pc.is_in(resume_from["unit_id"], gone)).as_py() or 0)
+        if held:
+            home.warehouse.delete(PASS, (collection,))
+            changed.append((str(home.warehouse.path(PASS, collection)), resume_from.num_rows))
     return changed
 
 

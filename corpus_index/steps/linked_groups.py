@@ -7,9 +7,10 @@ member), ``conversation_links`` (each message's link in its channel, see
 :mod:`corpus_index.linked.relink`) and ``group_memo`` (what the run computed, by a key of its
 inputs, see :mod:`corpus_index.linked.memo`), and the identity partitions of
 :mod:`corpus_index.identity_store` (``identities``, ``identity_mentions``,
-``identity_sightings``): before grouping, each tenant's units go through the identity pass
-(:mod:`corpus_index.identity_pass`), so groups anchor to the tenant's registry with its merges
-applied. A collection whose kind is not grouped (or set ``grouping: false``) gets all of them
+``identity_sightings``, and ``identity_pass``, what the pass read): before grouping, each
+tenant's units go through the identity pass (:mod:`corpus_index.identity_pass`), so groups
+anchor to the tenant's registry with its merges applied; a run that only appends units reads
+only those (:mod:`corpus_index.identity_resume`). A collection whose kind is not grouped (or set ``grouping: false``) gets all of them
 empty; so does the identity side of an ``irc`` collection (chat nicks, no people).
 
 Each run starts from the last: conversations are linked again only from each channel's first
@@ -32,8 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import gates, identity_store
-from corpus_index.collection import CollectionConfig
+from corpus_index import gates, identity_resume, identity_store
 from corpus_index.group_gates import (
     group_acl_within_members,
     group_members_exist_and_are_live,
@@ -42,9 +42,10 @@ from corpus_index.group_gates import (
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables, Unit, group_tables
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA, identities_table
-from corpus_index.identity_mentions import mentions_table
-from corpus_index.identity_pass import TenantIdentities, display_names, identify, unit_records
-from corpus_index.identity_sightings import sightings_table
+from corpus_index.identity_mentions import MENTION_SCHEMA
+from corpus_index.identity_pass import TenantIdentities, display_names, unit_records
+from corpus_index.identity_resume import PassState
+from corpus_index.identity_sightings import SIGHTING_SCHEMA
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_from
 from corpus_index.linked.groups import Group
@@ -86,6 +87,7 @@ class LinkedGroupsOutcome:
     discovered: int = 0
     mentions_by_role: dict[str, int] = field(default_factory=dict)
     sightings: int = 0
+    identity_read: int = 0  # units whose mentions the identity pass read (the rest carried over)
     merges: int = 0  # merges that moved mentions
     merges_not_here: int = 0  # merges naming an identity this collection never saw
     reanchored: int = 0  # groups holding a unit whose mentions a merge moved
@@ -151,7 +153,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
         return linker(messages, relinker=relinkers[-1], memo=memo_for(tenant), **options)
 
-    found = {} if cfg.format == "irc" else _identify(home, cfg, blocks, units)
+    found, states = ({}, {}) if cfg.format == "irc" else _identify(home, collection, blocks, units)
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
     tables = group_tables(
@@ -166,7 +168,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
             home.warehouse.read(MEMBERS, (collection,), MEMBER_SCHEMA) if remembered else None
         ),
     )
-    roles = Counter(m.mention_type for f in found.values() for m in f.mentions)
+    roles = Counter(r for f in found.values() for r in f.mentions.column("mention_type"))
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
     held = tables.members.filter(
         pc.is_in(tables.members["unit_id"], pa.array(sorted(merged_units), pa.string()))
@@ -183,6 +185,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         discovered=sum(1 for f in found.values() for p in f.registry if p.origin == "discovered"),
         mentions_by_role=dict(sorted(roles.items())),
         sightings=sum(len(f.sightings) for f in found.values()),
+        identity_read=sum(f.read for f in found.values()),
         merges=sum(len(f.merges) for f in found.values()),
         merges_not_here=sum(len(f.not_here) for f in found.values()),
         reanchored=len(set(held["group_id"].to_pylist())),
@@ -200,7 +203,7 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         queue = refresh(collection, stored, linker, tenant_of, processed=keys, now=now)
         write_queue(home.warehouse, collection, queue, linking)
         outcome.queued, outcome.woken = len(queue), keys
-        _write_identities(home, collection, found, sources)
+        _write_identities(home, collection, found, sources, states)
         home.warehouse.write(
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
@@ -209,16 +212,23 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
 
 
 def _identify(
-    home: Home, cfg: CollectionConfig, blocks: pa.Table, units: list[Unit]
-) -> dict[str, TenantIdentities]:
+    home: Home, collection: str, blocks: pa.Table, units: list[Unit]
+) -> tuple[dict[str, TenantIdentities], dict[str, PassState]]:
     """The identity pass of each tenant's units (the collection's people file seeds its own
-    tenant's registry only: a record of another tenant starts from an empty one)."""
+    tenant's registry only: a record of another tenant starts from an empty one), resumed
+    from what the last pass read where only units were appended since, and what the next
+    pass resumes from."""
+    cfg = home.collection(collection)
     records = unit_records(blocks, {u.message.unit_id: u.message.text for u in units})
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     for record in records.values():
         by_tenant.setdefault(str(record["tenant_id"]), []).append(record)
-    return {
-        tenant: identify(
+    last = identity_resume.read_states(home.warehouse.read(identity_store.PASS, (collection,)))
+    found: dict[str, TenantIdentities] = {}
+    states: dict[str, PassState] = {}
+    for tenant, mine in sorted(by_tenant.items()):
+        found[tenant], states[tenant] = identity_resume.identify_since(
+            last.get(tenant),
             tenant,
             mine,
             people=cfg.people if tenant == cfg.tenant else None,
@@ -226,8 +236,7 @@ def _identify(
             recorded=identity_store.recorded_merges(home, tenant),
             limits=cfg.limits,
         )
-        for tenant, mine in sorted(by_tenant.items())
-    }
+    return found, states
 
 
 def _write_identities(
@@ -235,16 +244,21 @@ def _write_identities(
     collection: str,
     found: dict[str, TenantIdentities],
     sources: dict[str, str] | None = None,
+    states: dict[str, PassState] | None = None,
 ) -> None:
     people = [identities_table(f.registry) for f in found.values()]
-    mentions = mentions_table(m for f in found.values() for m in f.mentions)
+    mentions = pa.concat_tables(
+        [MENTION_SCHEMA.empty_table(), *(f.mentions.table() for f in found.values())]
+    )
     mentions = mentions.append_column(
         "collection", pa.array([collection] * mentions.num_rows, pa.string())
     ).append_column(
         "source_id",
         pa.array([(sources or {}).get(u, "") for u in mentions["unit_id"].to_pylist()]),
     )
-    sightings = sightings_table(s for f in found.values() for s in f.sightings)
+    sightings = pa.concat_tables(
+        [SIGHTING_SCHEMA.empty_table(), *(f.sightings.table() for f in found.values())]
+    )
     wh = home.warehouse
     wh.write(
         identity_store.IDENTITIES,
@@ -253,6 +267,7 @@ def _write_identities(
     )
     wh.write(identity_store.MENTIONS, (collection,), mentions)
     wh.write(identity_store.SIGHTINGS, (collection,), sightings)
+    wh.write(identity_store.PASS, (collection,), identity_resume.state_table(states or {}))
 
 
 def read_units(blocks: pa.Table) -> list[Unit]:

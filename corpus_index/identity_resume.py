@@ -1,0 +1,282 @@
+"""The identity pass from where the last one stopped: what each tenant's last pass read, kept
+as a table (the ``identity_pass`` warehouse partition of its collection), and the choice
+between reading only the units appended since and reading them all (DESIGN §10b).
+
+A pass resumes only when nothing it read has changed: the same inputs (people file, merges
+file, recorded merges, limits and the code of the pass, see :func:`inputs_fingerprint`), every
+unit it read still there with the same record, the new units all after the last one read
+(in time order), and their headers naming no one new
+(:func:`~corpus_index.identity_pass.resume`). Otherwise the full pass runs. Both give the same
+registry, mentions, sightings and merges.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index.carried import Carried
+from corpus_index.hashing import canonical_json, sha256_hex
+from corpus_index.identity_mentions import (
+    MENTION_SCHEMA,
+    Extraction,
+    IdentityMention,
+    in_order,
+    mentions_table,
+    record_key,
+)
+from corpus_index.identity_pass import (
+    Reading,
+    TenantIdentities,
+    carried_mentions,
+    carried_sightings,
+    identify,
+    resume,
+)
+from corpus_index.identity_sightings import SIGHTING_SCHEMA, Sighting, sightings_table
+from corpus_index.limits import Limits
+
+# one row per unit read, in the order read, with its mentions and sightings before merges
+PASS_SCHEMA = pa.schema(
+    [
+        ("tenant_id", pa.string()),
+        ("unit_id", pa.string()),
+        ("digest", pa.string()),  # of the unit's record (:func:`record_digest`)
+        ("mentions", pa.list_(pa.struct(list(MENTION_SCHEMA)))),
+        ("sightings", pa.list_(pa.struct(list(SIGHTING_SCHEMA)))),
+    ]
+)
+_LISTS = ("mentions", "sightings")
+_R = TypeVar("_R", IdentityMention, Sighting)
+# the schema metadata key holding each tenant's state beside its rows (JSON)
+STATE_KEY = b"corpus_index.identity_pass"
+# the modules whose code decides what the pass finds: a change to any makes the next pass full
+_CODE = (
+    "identities identity_forms identity_mentions identity_merges identity_pass identity_sightings"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PassState:
+    """What one tenant's last identity pass read, and from what."""
+
+    fingerprint: str  # of the pass's inputs other than the units (:func:`inputs_fingerprint`)
+    units: dict[str, str]  # unit id -> digest of its record, in the order read
+    last: tuple[str, str]  # the key (:func:`~corpus_index.identity_mentions.record_key`)
+    # of the last unit read
+    reading: Reading
+    # the stored rows of its first units, as read: written again as they are, not rebuilt
+    kept: pa.Table | None = field(default=None, compare=False, repr=False)
+
+
+def inputs_fingerprint(
+    tenant: str,
+    *,
+    people: Path | None,
+    merges_file: Path | None,
+    recorded: Sequence[tuple[str, str]],
+    limits: Limits | None,
+) -> str:
+    """A digest of what the identity pass of ``tenant`` reads besides its units: the bytes of
+    the people and merges files, the merges recorded in the home, the limits and the code of
+    the pass."""
+    inputs = {
+        "tenant": tenant,
+        "people": _file_digest(people),
+        "merges_file": _file_digest(merges_file),
+        "recorded": [list(pair) for pair in recorded],
+        "limits": asdict(limits) if limits is not None else None,
+        "code": code_digest(),
+    }
+    return sha256_hex(canonical_json(inputs))
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of the source of the modules the identity pass runs (where their source is
+    not there to read, one no later process repeats: every pass is then full)."""
+    here = Path(__file__).parent
+    try:
+        sources = [sha256_hex((here / f"{m}.py").read_bytes()) for m in _CODE.split()]
+    except OSError:
+        return "unread:" + uuid.uuid4().hex
+    return sha256_hex(canonical_json(sources))
+
+
+def _file_digest(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return sha256_hex(path.read_bytes())
+    except OSError:  # missing or unreadable: the pass says so; no state matches this
+        return "unreadable"
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """A digest of one unit's record, as the identity pass reads it."""
+    return sha256_hex(canonical_json(record))[:32]
+
+
+def identify_since(
+    last: PassState | None,
+    tenant: str,
+    records: Sequence[Mapping[str, Any]],
+    *,
+    people: Path | None,
+    merges_file: Path | None = None,
+    recorded: Sequence[tuple[str, str]] = (),
+    limits: Limits | None = None,
+) -> tuple[TenantIdentities, PassState]:
+    """The identity pass over ``records`` (one tenant's units), reading only those appended
+    since ``last`` when it can (see the module doc), and what the next pass resumes from.
+
+    The result's ``read`` says how many units were read: all of them when the pass was full.
+
+    Raises:
+        ConfigError: the people or merges file is invalid.
+    """
+    fingerprint = inputs_fingerprint(
+        tenant, people=people, merges_file=merges_file, recorded=recorded, limits=limits
+    )
+    digests = {str(r["id"]): record_digest(r) for r in records}
+    options: dict[str, Any] = {
+        "people": people,
+        "merges_file": merges_file,
+        "recorded": recorded,
+        "limits": limits,
+    }
+    found: TenantIdentities | None = None
+    if last is not None and last.fingerprint == fingerprint:
+        new = appended(last, records, digests)
+        if new is not None:
+            found = resume(tenant, new, last.reading, **options)
+        if new is not None and found is not None:
+            units = {**last.units, **{str(r["id"]): digests[str(r["id"])] for r in in_order(new)}}
+            kept = last.kept
+    if found is None:
+        found = identify(tenant, records, **options)
+        units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
+        kept = None
+    end = max((record_key(r) for r in records), default=("", ""))
+    return found, PassState(fingerprint, units, end, found.reading, kept)
+
+
+def appended(
+    last: PassState, records: Iterable[Mapping[str, Any]], digests: Mapping[str, str]
+) -> list[Mapping[str, Any]] | None:
+    """The records of ``records`` that ``last`` did not read, when they are all that changed:
+    None when a unit ``last`` read is gone or its record changed, or a new one falls before
+    the last unit read."""
+    if any(digests.get(unit) != digest for unit, digest in last.units.items()):
+        return None
+    new = [r for r in records if str(r["id"]) not in last.units]
+    if any(record_key(r) <= last.last for r in new):
+        return None
+    return new
+
+
+# ---------------------------------------------------------------------- stored form
+
+
+def state_table(states: Mapping[str, PassState]) -> pa.Table:
+    """``states`` (tenant -> its state) as a table of ``PASS_SCHEMA``, each tenant's units in
+    the order read, the rest of each state in the schema metadata."""
+    parts = [PASS_SCHEMA.empty_table()]
+    meta: dict[str, Any] = {}
+    for tenant, state in sorted(states.items()):
+        found = state.reading.found
+        kept = state.kept if state.kept is not None else PASS_SCHEMA.empty_table()
+        units = list(state.units)[kept.num_rows :]
+        # the kept rows hold the first mentions and sightings; the rest are the new units'
+        held = [int(pc.sum(pc.list_value_length(kept[c])).as_py() or 0) for c in _LISTS]
+        mentions, sightings = _beyond(found.mentions, held[0]), _beyond(found.sightings, held[1])
+        parts.append(kept.replace_schema_metadata(None).cast(PASS_SCHEMA))
+        parts.append(
+            pa.table(
+                {
+                    "tenant_id": pa.array([tenant] * len(units), pa.string()),
+                    "unit_id": pa.array(units, pa.string()),
+                    "digest": pa.array([state.units[u] for u in units], pa.string()),
+                    "mentions": _per_unit(units, mentions_table(mentions)),
+                    "sightings": _per_unit(
+                        units, sightings_table(sightings), unit_column="source_id"
+                    ),
+                },
+                schema=PASS_SCHEMA,
+            )
+        )
+        meta[tenant] = {
+            "fingerprint": state.fingerprint,
+            "last": list(state.last),
+            "headers": list(found.headers),
+            "discovered": state.reading.discovered,
+            "seen": state.reading.seen,
+        }
+    table = pa.concat_tables(parts)
+    return table.replace_schema_metadata({STATE_KEY: json.dumps(meta).encode()})
+
+
+def _beyond(records: Sequence[_R], n: int) -> Sequence[_R]:
+    """The records after the first ``n`` (not decoding carried rows when they are those)."""
+    if isinstance(records, Carried) and records.kept_rows == n:
+        return records.more
+    return records[n:]
+
+
+def _per_unit(units: list[str], rows: pa.Table, *, unit_column: str = "unit_id") -> pa.Array:
+    """``rows`` (in the order of ``units``, a unit's rows together) as one list per unit."""
+    at = {unit: i for i, unit in enumerate(units)}
+    owners = [at[u] for u in rows[unit_column].to_pylist()]
+    if any(b < a for a, b in zip(owners, owners[1:], strict=False)):
+        raise ValueError("the rows of the identity pass are not in the order of its units")
+    counts = [0] * (len(units) + 1)
+    for i in owners:
+        counts[i + 1] += 1
+    offsets = list(_running(counts))
+    values = pa.StructArray.from_arrays(
+        [rows.column(i).combine_chunks() for i in range(rows.num_columns)],
+        fields=list(rows.schema),
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
+def _running(counts: Iterable[int]) -> Iterable[int]:
+    total = 0
+    for c in counts:
+        total += c
+        yield total
+
+
+def read_states(table: pa.Table | None) -> dict[str, PassState]:
+    """The states a table of :func:`state_table` holds (none from a table without them)."""
+    raw = (table.schema.metadata or {}).get(STATE_KEY) if table is not None else None
+    if table is None or raw is None or set(PASS_SCHEMA.names) - set(table.column_names):
+        return {}
+    out = {}
+    for tenant, meta in json.loads(raw).items():
+        rows = table.filter(pc.equal(table["tenant_id"], tenant))
+        found = Extraction(
+            carried_mentions([], _flat(rows["mentions"])),
+            carried_sightings([], _flat(rows["sightings"])),
+            tuple(meta["headers"]),
+        )
+        units = dict(zip(rows["unit_id"].to_pylist(), rows["digest"].to_pylist(), strict=True))
+        last = (str(meta["last"][0]), str(meta["last"][1]))
+        reading = Reading(found, meta["discovered"], meta["seen"])
+        out[tenant] = PassState(meta["fingerprint"], units, last, reading, rows)
+    return out
+
+
+def _flat(lists: pa.ChunkedArray) -> pa.Table:
+    """The rows a column of lists of structs holds, in order, as a table."""
+    values = pc.list_flatten(lists)
+    names = [f.name for f in values.type]
+    return pa.table([pc.struct_field(values, [name]) for name in names], names=names)
