@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -47,33 +48,40 @@ def code_digest() -> str:
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes})
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# a record type -> a function giving its fields as a tuple, in order (None: not a record)
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]] | None] = {}
 
 
-def _fields_of(cls: type) -> tuple[str, ...] | None:
-    """A record type's field names (None for any other type)."""
-    if cls not in _FIELDS:
+def _getter_of(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    """A record type's fields as a tuple, read in one call (None for any other type)."""
+    if cls not in _GETTERS:
+        names: tuple[str, ...] = ()
         if hasattr(cls, "_fields"):  # a named tuple
-            _FIELDS[cls] = tuple(cls._fields)
+            names = tuple(cls._fields)
         elif dataclasses.is_dataclass(cls):
-            _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        if not names:
+            _GETTERS[cls] = None
+        elif len(names) == 1:
+            get = operator.attrgetter(names[0])
+            _GETTERS[cls] = lambda v: (get(v),)
         else:
-            _FIELDS[cls] = ()
-    return _FIELDS[cls] or None
+            _GETTERS[cls] = operator.attrgetter(*names)
+    return _GETTERS[cls]
 
 
 def plain(value: Any) -> Any:
     """``value`` with every record (dataclass, named tuple) as a tuple of its type's name and
-    its fields, recursively: what a key is the repr of (a record's own repr is slower)."""
+    its fields, recursively, and every list as a tuple: what a key is the repr of (a record's
+    own repr is slower)."""
     cls = type(value)
     if cls in _ATOMS:
         return value
-    names = _fields_of(cls)
-    if names is not None:
-        fields = [getattr(value, f) for f in names]
-        return (cls.__name__, *(v if type(v) in _ATOMS else plain(v) for v in fields))
     if cls is list or cls is tuple:
-        return tuple(v if type(v) in _ATOMS else plain(v) for v in value)
+        return tuple([v if type(v) in _ATOMS else plain(v) for v in value])
+    get = _getter_of(cls)
+    if get is not None:
+        return (cls.__name__, *[v if type(v) in _ATOMS else plain(v) for v in get(value)])
     return value
 
 
