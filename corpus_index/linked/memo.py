@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import marshal
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
@@ -72,8 +73,9 @@ def _getter_of(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
 
 def plain(value: Any) -> Any:
     """``value`` with every record (dataclass, named tuple) as a tuple of its type's name and
-    its fields, recursively, and every list as a tuple: what a key is the repr of (a record's
-    own repr is slower)."""
+    its fields, recursively, every list as a tuple, and a value of any other type (a dict, a
+    NumPy scalar) as its type's name in angle brackets and its repr: atoms in tuples only,
+    what a key is made of (see :func:`encoded`)."""
     cls = type(value)
     if cls in _ATOMS:
         return value
@@ -82,7 +84,19 @@ def plain(value: Any) -> Any:
     get = _getter_of(cls)
     if get is not None:
         return (cls.__name__, *[v if type(v) in _ATOMS else plain(v) for v in get(value)])
-    return value
+    return (f"<{cls.__module__}.{cls.__qualname__}>", repr(value))
+
+
+# marshal's version 2 writes a value by what it is: no references to objects written before
+# (version 3 on), whose bytes would depend on which equal values are the same object
+_MARSHAL_VERSION = 2
+
+
+def encoded(value: Any) -> bytes:
+    """The bytes a key hashes of a value :func:`plain` gave (atoms in tuples): equal values
+    give equal bytes, different values different bytes. Marshalled, in a fixed layout
+    (several times faster than its repr)."""
+    return marshal.dumps(value, _MARSHAL_VERSION)
 
 
 class Memo:
@@ -106,14 +120,13 @@ class Memo:
         """sha256 of everything of ``m`` (by unit id, once a run)."""
         found = self._prints.get(m.unit_id)
         if found is None:
-            found = hashlib.sha256(repr(plain(m)).encode("utf-8")).hexdigest()
+            found = hashlib.sha256(encoded(plain(m))).hexdigest()
             self._prints[m.unit_id] = found
         return found
 
     def key(self, *parts: Any) -> str:
         """The key of a computation from ``parts`` (plain values and records)."""
-        raw = repr((code_digest(), plain(parts))).encode("utf-8")
-        return hashlib.sha256(raw).hexdigest()
+        return hashlib.sha256(encoded((code_digest(), plain(parts)))).hexdigest()
 
     def get(self, key: str) -> Any | None:
         """The earlier run's result for ``key`` (kept for the next run), or None."""
