@@ -6,6 +6,7 @@ unchanged."""
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -451,3 +452,20 @@ def test_a_checkpoint_key_changes_from_the_first_changed_thread_on() -> None:
     assert reads >= EVERY and last < max(keys)  # checkpoints on both sides
     assert all(keys[k] == edited_keys[k] for k in keys if k <= reads)
     assert all(keys[k] != edited_keys[k] for k in keys if k > last)
+
+
+def test_the_step_leaves_the_garbage_collector_as_it_found_it(
+    incremental: tuple[Path, Settings],
+) -> None:
+    """The step pauses the cyclic collector while it groups (see ``_collector_paused``), and
+    gives it back as it was, on or off."""
+    _, settings = incremental
+    assert gc.isenabled()
+    assert link(settings).passed
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert link(settings).passed
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
