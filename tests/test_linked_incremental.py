@@ -6,6 +6,7 @@ unchanged."""
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -20,13 +21,16 @@ from corpus_index import identity_store, steps
 from corpus_index.config import Settings
 from corpus_index.group_records import GroupTables, Unit, group_tables
 from corpus_index.home import Home
-from corpus_index.linked.groups import Group, link_units
+from corpus_index.linked import topics
+from corpus_index.linked.groups import Group, _units, conversation_groups, link_units
 from corpus_index.linked.memo import Memo, memo_table
 from corpus_index.linked.messages import Message
 from corpus_index.linked.similarity import Similarity
 from corpus_index.linked.topic import TOPIC_BLOCK
+from corpus_index.linked.topics import topic_clusters
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
 from tests.streamgen import stream, write_jsonl
+from tests.test_linked_contexts import sample
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_corpus" / "messages" / "wattle"
@@ -346,3 +350,122 @@ def test_the_first_sync_after_a_full_one_makes_again_only_the_rows_it_touches(
     touched = {m["group_id"] for m in members if position[m["unit_id"]] >= last_block}
     remade = again.groups - again.carried
     assert 0 < remade <= len(touched) < again.groups // 4
+
+
+# ------------------------------------------------------------ topic clusters from a checkpoint
+EVERY = 4  # threads between two checkpoints: the sample's ~100 threads make ~25
+BLOCK = 32  # units a TF-IDF block: the sample in several (as one, any change reaches all)
+
+
+def _topic_input(messages: Sequence[Message]) -> tuple[list[Message], list[tuple[str, ...]]]:
+    units = _units(messages)
+    return units, [g.member_ids for g in conversation_groups(units)]
+
+
+def _clusters_and_state(
+    messages: Sequence[Message], memo: Memo | None
+) -> tuple[list[Group], list[Any]]:
+    """The topic clusters of ``messages`` (from ``memo``'s checkpoints when given), and what
+    the clustering left: each cluster's thread positions, centroid and newest time."""
+    units, conversations = _topic_input(messages)
+    similarity = Similarity(units, block=BLOCK)
+    groups = topic_clusters(
+        units, conversations=conversations, similarity=similarity, memo=memo, checkpoint=EVERY
+    )
+    threads = topics._threads(units, conversations)
+    vectors = {id(t): topics._unit_vector(similarity, t) for t in threads}
+    state = topics._clustered(threads, lambda t: vectors[id(t)], similarity, memo, EVERY)
+    return groups, [(c.positions, c.centroid, c.latest) for c in state]
+
+
+def _edited(messages: list[Message], at: int) -> list[Message]:
+    """``messages`` with the text of the ``at``-th unit (in time order) changed."""
+    ordered = _units(messages)
+    target = ordered[at].unit_id
+    return [
+        replace(m, text="roster swap sunday please") if m.unit_id == target else m for m in messages
+    ]
+
+
+TOPIC_CHANGES: dict[str, Callable[[list[Message]], list[Message]]] = {
+    # a unit on its own at the end (a channel of its own): the last checkpoint stands
+    "append": lambda ms: [
+        *ms,
+        replace(
+            max(ms, key=lambda m: m.timestamp),
+            unit_id="wg-new",
+            channel="#new",
+            text="van brakes quote approved",
+            timestamp=max(m.timestamp for m in ms) + 60,
+            reply_to=None,
+        ),
+    ],
+    "edit_last": lambda ms: _edited(ms, -1),
+    # before every checkpoint: none stands
+    "edit_first": lambda ms: _edited(ms, 0),
+    "delete_first": lambda ms: [m for m in ms if m.unit_id != _units(ms)[0].unit_id],
+}
+
+
+@pytest.mark.parametrize("change", list(TOPIC_CHANGES))
+def test_topic_clusters_from_a_checkpoint_are_those_from_the_start(change: str) -> None:
+    messages = list(sample("wattle"))
+    first = Memo(tenant_id="t")
+    before, _ = _clusters_and_state(messages, first)
+    assert before  # the sample has topic clusters
+    changed = TOPIC_CHANGES[change](messages)
+    later = Memo(memo_table([first]).to_pylist(), tenant_id="t")
+    resumed, resumed_state = _clusters_and_state(changed, later)
+    fresh, fresh_state = _clusters_and_state(changed, None)
+    assert resumed == fresh and resumed_state == fresh_state
+    if change.endswith("_first"):
+        assert later.reused == 0  # an edit or a deletion before a checkpoint invalidates it
+    else:
+        assert later.reused > 0  # resumed, not clustered from the start
+
+
+def test_a_checkpoint_key_changes_from_the_first_changed_thread_on() -> None:
+    """Checkpoints before the first thread that reads the edited unit's TF-IDF block (or
+    later ones) keep their keys; every checkpoint after the edited unit's thread gets
+    another."""
+    units, conversations = _topic_input(sample("wattle"))
+    threads = topics._threads(units, conversations)
+    target = threads[len(threads) // 2][0]  # the first unit of the middle thread
+    edited = [replace(m, text=f"{m.text} roster") if m is target else m for m in units]
+    edited_threads = topics._threads(*_topic_input(edited))
+    before, after = Similarity(units, block=BLOCK), Similarity(edited, block=BLOCK)
+    memo = Memo(tenant_id="t")
+    keys = topics._checkpoint_keys(threads, before, memo, EVERY)
+    edited_keys = topics._checkpoint_keys(edited_threads, after, memo, EVERY)
+    assert sorted(keys) == sorted(edited_keys)
+
+    def position(ts: list[list[Message]]) -> int:
+        return next(k for k, t in enumerate(ts) if any(m.unit_id == target.unit_id for m in t))
+
+    block = before.block_of(target.unit_id)
+    reads = next(
+        k
+        for k, t in enumerate(threads)
+        if any((before.block_of(m.unit_id) or 0) >= (block or 0) for m in t)
+    )
+    last = max(position(threads), position(edited_threads))
+    assert reads >= EVERY and last < max(keys)  # checkpoints on both sides
+    assert all(keys[k] == edited_keys[k] for k in keys if k <= reads)
+    assert all(keys[k] != edited_keys[k] for k in keys if k > last)
+
+
+def test_the_step_leaves_the_garbage_collector_as_it_found_it(
+    incremental: tuple[Path, Settings],
+) -> None:
+    """The step pauses the cyclic collector while it groups (see ``_collector_paused``), and
+    gives it back as it was, on or off."""
+    _, settings = incremental
+    assert gc.isenabled()
+    assert link(settings).passed
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert link(settings).passed
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -199,7 +199,7 @@ def link_units(
     found = decision_threads(units, conversations=threads, answers=answered, similarity=similarity)
     for t in found:
         out.append(decision_summary(described(t.group, t.decider, titled(t)), by_id))
-    for g in topic_clusters(units, conversations=threads, similarity=similarity):
+    for g in topic_clusters(units, conversations=threads, similarity=similarity, memo=memo):
         out.append(topic_title(described(g)))
     return [_timed(g, now) for g in out]
 

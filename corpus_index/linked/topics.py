@@ -18,16 +18,24 @@ coherence (mean pairwise cosine of its threads) of at least ``MIN_COHERENCE`` an
 not a topic); a cluster of
 more than ``MAX_UNITS`` units is too broad to be a topic and is dropped. Its title is its topic
 tags (:func:`topic_title`).
+
+With a memo (:mod:`corpus_index.linked.memo`), the clustering resumes from a checkpoint: the
+open clusters after every ``CHECKPOINT`` threads are kept under a key chained over the threads
+before them (their units' fingerprints and TF-IDF blocks), so a run clusters again only from
+the last checkpoint its changes leave standing (an edit or a deletion before a checkpoint
+changes its key). A thread's vector is computed only for the threads it reads: those after the
+checkpoint, and those of a cluster that passes the checks that need no vector.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import combinations
 
 from corpus_index.linked.describe import date_span
+from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message, day_of
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity, Vector, added, cosine
@@ -40,13 +48,16 @@ MIN_UNITS = 4
 MIN_COHERENCE = 0.2
 MAX_UNITS = 40
 MIN_SHARED = 2
+CHECKPOINT = 256  # threads between two checkpoints of the clustering
+KEPT_CHECKPOINTS = 4  # checkpoints kept for the next run: the last ones, and the one resumed
 
 
 class _Cluster:
-    __slots__ = ("centroid", "latest", "threads")
+    __slots__ = ("centroid", "latest", "positions", "threads")
 
-    def __init__(self, thread: list[Message], vector: Vector) -> None:
+    def __init__(self, thread: list[Message], position: int, vector: Vector) -> None:
         self.threads = [thread]
+        self.positions = [position]  # of its threads, in the time order of all threads
         self.centroid = vector
         self.latest = thread[-1].timestamp
 
@@ -75,11 +86,16 @@ def _unit_vector(similarity: Similarity, thread: Sequence[Message]) -> Vector:
     return {t: w / norm for t, w in total.items()}
 
 
-def _supported(threads: Sequence[Sequence[Message]], vectors: Sequence[Vector]) -> bool:
+def _plausible(threads: Sequence[Sequence[Message]]) -> bool:
+    """The checks of :func:`_supported` that need no vector."""
     units = [m for t in threads for m in t]
     if len(threads) < MIN_THREADS or not MIN_UNITS <= len(units) <= MAX_UNITS:
         return False
-    if len({(m.source, m.channel) for m in units}) < 2 or len({day_of(m) for m in units}) < 2:
+    return len({(m.source, m.channel) for m in units}) >= 2 and len({day_of(m) for m in units}) >= 2
+
+
+def _supported(threads: Sequence[Sequence[Message]], vectors: Sequence[Vector]) -> bool:
+    if not _plausible(threads):
         return False
     pairs = list(combinations(vectors, 2))
     if sum(cosine(a, b) for a, b in pairs) / len(pairs) < MIN_COHERENCE:
@@ -93,6 +109,8 @@ def topic_clusters(
     *,
     conversations: Sequence[Sequence[str]],
     similarity: Similarity,
+    memo: Memo | None = None,
+    checkpoint: int = CHECKPOINT,
 ) -> list[Group]:
     """The ``topic_cluster`` groups of one collection's ``units``, members in time order (all
     ``context``, each with its thread's likeness to the cluster as relevance).
@@ -100,31 +118,25 @@ def topic_clusters(
     Args:
         conversations: the member ids of each conversation (a thread of its own).
         similarity: TF-IDF over the collection's units.
+        memo: an earlier run's checkpoints (see the module's docstring); the groups are the
+            same as without it.
+        checkpoint: threads between two checkpoints.
     """
-    clusters: list[_Cluster] = []
+    threads = _threads(units, conversations)
     vectors: dict[int, Vector] = {}
-    for thread in _threads(units, conversations):
-        vector = _unit_vector(similarity, thread)
-        if not vector:
-            continue
-        vectors[id(thread)] = vector
-        start = thread[0].timestamp
-        best: tuple[float, int] | None = None
-        open_ones = [k for k in range(len(clusters)) if start - clusters[k].latest <= SPAN_S]
-        for k in open_ones[-MAX_OPEN:]:
-            sim = cosine(vector, clusters[k].centroid)
-            if sim >= JOIN and (best is None or sim > best[0]):
-                best = (sim, k)
-        if best is None:
-            clusters.append(_Cluster(thread, vector))
-            continue
-        chosen = clusters[best[1]]
-        chosen.threads.append(thread)
-        chosen.centroid = added(chosen.centroid, vector)
-        chosen.latest = max(chosen.latest, thread[-1].timestamp)
+
+    def vector_of(thread: list[Message]) -> Vector:
+        found = vectors.get(id(thread))
+        if found is None:
+            found = vectors[id(thread)] = _unit_vector(similarity, thread)
+        return found
+
+    clusters = _clustered(threads, vector_of, similarity, memo, checkpoint)
     out = []
     for c in clusters:
-        mine = [vectors[id(t)] for t in c.threads]
+        if not _plausible(c.threads):
+            continue
+        mine = [vector_of(t) for t in c.threads]
         if not _supported(c.threads, mine):
             continue
         relevance = {
@@ -146,6 +158,88 @@ def topic_clusters(
             )
         )
     return out
+
+
+def _clustered(
+    threads: list[list[Message]],
+    vector_of: Callable[[list[Message]], Vector],
+    similarity: Similarity,
+    memo: Memo | None,
+    checkpoint: int,
+) -> list[_Cluster]:
+    """The clusters of ``threads`` (in time order), from the last checkpoint of ``memo``
+    whose threads are unchanged; the checkpoints of this run are kept in it."""
+    keys = _checkpoint_keys(threads, similarity, memo, checkpoint)
+    start, clusters = _resumed(threads, keys, memo)
+    kept = set(sorted(keys)[-KEPT_CHECKPOINTS:])
+    for k in range(start, len(threads) + 1):
+        if memo is not None and k > start and k in kept:
+            memo.put(keys[k], [[c.positions, c.centroid, c.latest] for c in clusters])
+        if k == len(threads):
+            break
+        thread = threads[k]
+        vector = vector_of(thread)
+        if not vector:
+            continue
+        begin = thread[0].timestamp
+        best: tuple[float, int] | None = None
+        open_ones = [j for j in range(len(clusters)) if begin - clusters[j].latest <= SPAN_S]
+        for j in open_ones[-MAX_OPEN:]:
+            sim = cosine(vector, clusters[j].centroid)
+            if sim >= JOIN and (best is None or sim > best[0]):
+                best = (sim, j)
+        if best is None:
+            clusters.append(_Cluster(thread, k, vector))
+            continue
+        chosen = clusters[best[1]]
+        chosen.threads.append(thread)
+        chosen.positions.append(k)
+        chosen.centroid = added(chosen.centroid, vector)
+        chosen.latest = max(chosen.latest, thread[-1].timestamp)
+    return clusters
+
+
+def _checkpoint_keys(
+    threads: Sequence[Sequence[Message]], similarity: Similarity, memo: Memo | None, every: int
+) -> dict[int, str]:
+    """Thread count -> the key of the clusters after that many threads, every ``every``
+    threads: each chained over the key before it and the threads between, as what a
+    thread's vector and clustering read (its units, whole, and their TF-IDF blocks)."""
+    if memo is None:
+        return {}
+    keys: dict[int, str] = {}
+    key = memo.key("topics")
+    for k in range(every, len(threads) + 1, every):
+        part = [
+            (
+                [memo.fingerprint(m) for m in t],
+                similarity.digests([m.unit_id for m in t]),
+            )
+            for t in threads[k - every : k]
+        ]
+        key = keys[k] = memo.key("topics", key, part)
+    return keys
+
+
+def _resumed(
+    threads: list[list[Message]], keys: dict[int, str], memo: Memo | None
+) -> tuple[int, list[_Cluster]]:
+    """The last checkpoint of ``keys`` that ``memo`` holds: its thread count and its
+    clusters (none: from the start)."""
+    for k in sorted(keys, reverse=True):
+        kept = None if memo is None else memo.get(keys[k])
+        if kept is None:
+            continue
+        clusters = []
+        for positions, centroid, latest in kept:
+            c = _Cluster(threads[positions[0]], positions[0], {})
+            c.threads = [threads[p] for p in positions]
+            c.positions = list(positions)
+            c.centroid = centroid
+            c.latest = latest
+            clusters.append(c)
+        return k, clusters
+    return 0, []
 
 
 def topic_title(group: Group) -> Group:

@@ -24,9 +24,11 @@ writes.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -114,6 +116,27 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
     Raises:
         ConfigError: the collection's people or merges file is invalid.
     """
+    with _collector_paused():
+        return _run(home, collection)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (and restored as it was): grouping makes
+    millions of small records and tuples and no cycles of its own, and each full pass of the
+    collector walks all of them again (a sixth of a one-message run's CPU at 20,000
+    messages). What the step leaves is freed by reference counting as before; any cycle
+    waits for the next pass after it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     cfg = home.collection(collection)
     if not kind_of(cfg).grouped or not cfg.grouping:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
