@@ -278,16 +278,13 @@ class GenerationStore:
             if rows >= ANN_MIN_ROWS and ANN_INDEX not in names:
                 _create_ann_index(table, rows, generation.spec.dim)
                 built = True
-            if built or self._needs_optimize(generation, table):
-                lance.retry_commits(table.optimize, table=table)
+            if not built:
+                coverage = self.coverage(generation)
+                small = int(table.stats()["fragment_stats"]["num_small_fragments"])
+                if coverage.within_bound and small <= TAIL_MAX_SMALL_FRAGMENTS:
+                    return coverage  # the tail stands: nothing changed since it was read
+            lance.retry_commits(table.optimize, table=table)
         return self.coverage(generation)
-
-    def _needs_optimize(self, generation: Generation, table: Any) -> bool:
-        coverage = self.coverage(generation)
-        if not coverage.within_bound:
-            return True
-        small = int(table.stats()["fragment_stats"]["num_small_fragments"])
-        return small > TAIL_MAX_SMALL_FRAGMENTS
 
     def coverage(self, generation: Generation) -> Coverage:
         if not self.exists(generation):
