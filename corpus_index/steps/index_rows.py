@@ -19,6 +19,7 @@ from corpus_index.group_records import (
     GROUP_SCHEMA,
     generation_formats,
     group_blocks,
+    indexed,
     merged_by_doc,
 )
 from corpus_index.home import Home
@@ -98,13 +99,14 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = {f"{name}/{d}" for d in live_documents(manifest)}
     # a grouped collection's groups stand as blocks of their own (kind: group), live while
-    # linked_groups holds them
+    # linked_groups holds them; their blocks are made below, of every group for a whole
+    # write and of the touched ones for a few sources (a one-message sync touches a few)
     groups = home.warehouse.read("linked_groups", (collection,), GROUP_SCHEMA)
-    group_rows = group_blocks(groups, ROW_BLOCK_SCHEMA) if groups is not None else None
-    if group_rows is not None and not group_rows.num_rows:
-        group_rows = None
-    if group_rows is not None:
-        live |= set(group_rows["source_id"].to_pylist())
+    groups = indexed(groups) if groups is not None and groups.num_rows else None
+    if groups is not None and not groups.num_rows:
+        groups = None
+    if groups is not None:
+        live |= set(groups["source_id"].to_pylist())
     # tombstones replay: a source deleted before this generation existed never enters it,
     # even from stale inputs (a source that really comes back lifts its tombstone at scan)
     dead = pa.array(
@@ -157,12 +159,12 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     # streamed beside the inputs for a whole collection, read at once for a few sources
     key = ("parsed_blocks", (collection,))
     blocks: Iterable[pa.RecordBatch]
-    if whole and group_rows is None:
+    if whole and groups is None:
         home.require(*key)
         blocks = home.warehouse.batches(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
-    elif whole and group_rows is not None:  # grouped: the groups join in doc_id order
+    elif whole and groups is not None:  # grouped: the groups join in doc_id order
         units = home.read(*key, ROW_BLOCK_SCHEMA, columns=ROW_BLOCK_COLUMNS)
-        blocks = merged_by_doc([units, group_rows]).to_batches()
+        blocks = merged_by_doc([units, group_blocks(groups, ROW_BLOCK_SCHEMA)]).to_batches()
     else:
         units = home.read(
             *key,
@@ -170,9 +172,9 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
             where=pc.field("source_id").isin(scope),
             columns=ROW_BLOCK_COLUMNS,
         )
-        if group_rows is not None:
-            mine = group_rows.filter(pc.is_in(group_rows["source_id"], scope))
-            units = merged_by_doc([units, mine])
+        if groups is not None:
+            mine = groups.filter(pc.is_in(groups["source_id"], scope))
+            units = merged_by_doc([units, group_blocks(mine, ROW_BLOCK_SCHEMA)])
         blocks = units.to_batches()
     outcome = IndexRowsOutcome(
         covered=True,
@@ -214,7 +216,7 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     # once written: the generation holds no group row of a group linked_groups lost
     held = home.store.doc_ids_of_kind(generation, name, GROUP_KIND)
     groups_gate = group_rows_have_groups(
-        held, [] if group_rows is None else group_rows["doc_id"].to_pylist()
+        held, [] if groups is None else groups["group_id"].to_pylist()
     )
     outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate(), groups_gate]
     record_partition_checks(home, generation, "index_rows", collection, outcome.gates)
