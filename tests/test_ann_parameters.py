@@ -44,3 +44,13 @@ def test_each_partition_stays_about_the_square_root_of_the_rows() -> None:
 def test_queries_probe_a_tenth_of_the_partitions(rows: int, nprobes: int) -> None:
     assert ann_nprobes(rows, 384) == nprobes
     assert ann_nprobes(rows, 384) >= ANN_MIN_NPROBES
+
+
+def test_the_index_is_built_with_the_parameters_chosen() -> None:
+    from corpus_index.index_store import ANN_KMEANS_ITERATIONS, _ann_config
+
+    config = _ann_config(100_000, 384)
+    params = ann_parameters(100_000, 384)
+    assert (config.num_partitions, config.num_sub_vectors) == (params.partitions, 48)
+    assert config.max_iterations == params.iterations == ANN_KMEANS_ITERATIONS
+    assert config.distance_type == "cosine"
