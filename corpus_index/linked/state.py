@@ -3,8 +3,6 @@ conversation-level pair features they give a candidate."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from corpus_index.linked.features import CONVERSATION_COLUMNS, ChannelFeatures
@@ -21,14 +19,16 @@ class ConversationState:
     def __init__(self, features: ChannelFeatures) -> None:
         self.features = features
         n = len(features.times)
-        self.conversation: list[int] = list(range(n))
-        self.last_index: dict[int, int] = {}
-        self.authors: dict[int, set[int]] = {}
-        self.size: dict[int, int] = {}
-        # the features each candidate reads, as Python values (a NumPy scalar read per
-        # candidate costs more than the arithmetic on it)
-        self._times: list[float] = features.times.tolist()
+        # as arrays, so a message's candidates are filled in a few array operations (a Python
+        # loop over its window of candidates was most of a channel's decoding); a
+        # conversation is named by its first message, so its last message and size are
+        # indexed by message too
+        self._conversation = np.arange(n, dtype=np.int64)  # each message's conversation
+        self._last = np.arange(n, dtype=np.int64)  # each conversation's last message
+        self._size = np.ones(n, dtype=np.float64)  # each conversation's messages
+        self._best = np.zeros(n, dtype=np.float64)  # scratch: per conversation, for fill
         self._authors: list[int] = features.author.tolist()
+        self._author_conversations: dict[int, set[int]] = {}  # the conversations of each author
 
     def fill(self, i: int, row: np.ndarray) -> np.ndarray:
         """Write the conversation features of ``i``'s candidates into ``row`` (its pair
@@ -38,44 +38,34 @@ class ConversationState:
         reach = min(row.shape[0], i)  # candidates i - 1 ... i - reach
         if reach <= 0:
             return row
-        valid: list[bool] = f.valid[i, :reach].tolist()
-        near: list[float] = f.topic[i, :reach].tolist()
-        conversation = self.conversation
-        topic: dict[int, float] = {}  # conversation -> i's best similarity to one of its messages
-        for k in range(1, reach + 1):
-            if valid[k - 1]:
-                c = conversation[i - k]
-                topic[c] = max(topic.get(c, 0.0), near[k - 1])
-        times, now, pace = self._times, self._times[i], float(f.pace[i])
-        author = self._authors[i]
-        rows: list[int] = []
-        values: list[tuple[float, bool, bool, float, float]] = []
-        for k in range(1, reach + 1):
-            if not valid[k - 1]:
-                continue
-            j = i - k
-            c = conversation[j]
-            last = self.last_index.get(c, j)
-            gap = max(now - times[last], 0.0) / pace
-            rows.append(k - 1)
-            values.append(
-                (
-                    math.log1p(gap),
-                    last == j,
-                    author in self.authors.get(c, ()),
-                    math.log1p(self.size.get(c, 1)),
-                    topic[c],
-                )
-            )
-        if rows:
-            row[rows, CONVERSATION_COLUMNS] = values
+        ks = np.flatnonzero(f.valid[i, :reach])  # candidate k - 1 for each valid k
+        if not len(ks):
+            return row
+        js = i - 1 - ks
+        conversation = self._conversation[js]
+        # per conversation, i's best similarity to one of its candidates (0 at least)
+        best = self._best
+        best[conversation] = 0.0
+        np.maximum.at(best, conversation, f.topic[i, ks])
+        last = self._last[conversation]
+        gap = np.maximum(f.times[i] - f.times[last], 0.0) / float(f.pace[i])
+        mine = self._author_conversations.get(self._authors[i], ())
+        values = np.empty((len(ks), 5), dtype=np.float64)
+        values[:, 0] = np.log1p(gap)
+        values[:, 1] = last == js
+        values[:, 2] = [c in mine for c in conversation.tolist()]
+        values[:, 3] = np.log1p(self._size[conversation])
+        values[:, 4] = best[conversation]
+        row[ks, CONVERSATION_COLUMNS] = values
         return row
 
     def join(self, i: int, parent: int) -> None:
         """``i`` continues the conversation of ``parent`` (itself: it starts one)."""
-        c = self.conversation[parent] if parent != i else i
-        self.conversation[i] = c
-        self.last_index[c] = i
-        self.size[c] = self.size.get(c, 0) + 1
-        if self._authors[i] >= 0:
-            self.authors.setdefault(c, set()).add(self._authors[i])
+        c = int(self._conversation[parent]) if parent != i else i
+        self._conversation[i] = c
+        if c != i:
+            self._last[c] = i
+            self._size[c] += 1
+        author = self._authors[i]
+        if author >= 0:
+            self._author_conversations.setdefault(author, set()).add(c)
