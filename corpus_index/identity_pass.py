@@ -74,12 +74,19 @@ def unit_records(blocks: pa.Table, texts: Mapping[str, str]) -> dict[str, dict[s
     for doc_id, source_id, tenant, meta_json in rows:
         meta = json.loads(meta_json) if meta_json else {}
         unit = str(meta.get("unit_id", doc_id))
-        if unit in out:
-            continue
-        record = {k: meta.get(k) for k in _FIELDS}
-        record.update(id=unit, text=texts.get(unit, ""), tenant_id=tenant, source_id=source_id)
-        out[unit] = record
+        if unit not in out:
+            out[unit] = unit_record(meta, unit, texts.get(unit, ""), tenant, source_id)
     return out
+
+
+def unit_record(
+    meta: Mapping[str, Any], unit: str, text: str, tenant: str, source_id: str
+) -> dict[str, Any]:
+    """The message record of one unit (see :func:`unit_records`) from its first block's
+    decoded metadata, for a caller that has decoded it already."""
+    record = {k: meta.get(k) for k in _FIELDS}
+    record.update(id=unit, text=text, tenant_id=tenant, source_id=source_id)
+    return record
 
 
 def merges_of(path: Path | None, registry: IdentityRegistry) -> list[tuple[str, str]]:
