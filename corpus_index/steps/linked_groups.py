@@ -40,6 +40,7 @@ from corpus_index.group_gates import (
     group_acl_within_members,
     group_members_exist_and_are_live,
     groups_stay_within_one_tenant,
+    unit_scopes,
 )
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables, Unit, group_tables
 from corpus_index.home import Home
@@ -352,13 +353,9 @@ _UNIT_COLUMNS = [
 def check(tables: GroupTables, live_units: list[Unit]) -> list[gates.Gate]:
     """The blocking checks of DESIGN §10b on one collection's groups, against its live units
     (the check that generations hold no group row without a group runs on ``index_rows``)."""
-    by_id = {u.message.unit_id: u for u in live_units}
+    units = unit_scopes((u.message.unit_id, u.tenant_id, u.acl_groups, u.tier) for u in live_units)
     return [
-        group_members_exist_and_are_live(tables.members, by_id),
-        groups_stay_within_one_tenant(
-            tables.groups, tables.members, {i: u.tenant_id for i, u in by_id.items()}
-        ),
-        group_acl_within_members(
-            tables.groups, tables.members, {i: (u.acl_groups, u.tier) for i, u in by_id.items()}
-        ),
+        group_members_exist_and_are_live(tables.members, units),
+        groups_stay_within_one_tenant(tables.groups, tables.members, units),
+        group_acl_within_members(tables.groups, tables.members, units),
     ]
