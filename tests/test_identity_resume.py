@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,6 +18,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_index import identity_store
 from corpus_index.hashing import canonical_json, sha256_hex
@@ -29,7 +32,7 @@ from corpus_index.identity_resume import (
     record_digest,
     state_table,
 )
-from corpus_index.steps.linked_groups import read_units, unit_reading
+from corpus_index.steps.linked_groups import _json, read_units, unit_reading
 from corpus_index.warehouse import Warehouse
 from tests.test_linked_incremental import SAMPLE, configure, link, tables
 
@@ -377,3 +380,25 @@ def test_one_reading_gives_the_units_and_the_records_the_pass_reads(tmp_path: Pa
     assert cut["text"].endswith(" and the rest of it") and cut["author"] == meta.get("author")
     assert (cut["tenant_id"], cut["source_id"]) == (first["tenant_id"], first["source_id"])
     assert unit_reading(blocks, records=False) == (units, {})
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_JSON, pad=st.sampled_from(["", " ", "\n", " x", "[", "}", ",1", "\ufeff"]))
+def test_a_block_column_decodes_as_json_loads_does(value: Any, pad: str) -> None:
+    """The step's decoding of a block's content or metadata gives what ``json.loads`` gives
+    (the same value, or the same error), whatever follows or precedes the JSON value."""
+    for text in (json.dumps(value), json.dumps(value) + pad, pad + json.dumps(value)):
+        try:
+            want: Any = json.loads(text)
+        except ValueError as e:
+            with pytest.raises(type(e), match=re.escape(str(e))):
+                _json(text)
+        else:
+            assert _json(text) == want

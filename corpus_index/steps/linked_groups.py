@@ -314,34 +314,40 @@ def unit_reading(blocks: pa.Table, *, records: bool = True) -> UnitReading:
     each unit, the same as :func:`~corpus_index.identity_pass.unit_records` gives, built from
     the metadata the units were read from rather than decoding it again (none without)."""
     units: dict[str, Unit] = {}
-    texts: dict[str, list[str]] = {}
-    firsts: dict[str, tuple[dict[str, Any], str]] = {}  # unit id -> first block's metadata, source
+    made: dict[str, dict[str, Any]] = {}
+    more: dict[str, list[str]] = {}  # unit id -> its blocks' texts, for a unit of several
     cols = blocks.select(_UNIT_COLUMNS).to_pydict()
     rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
     for doc_id, content, meta_json, event_date, tenant, acl, tier, source_id in rows:
-        meta = json.loads(str(meta_json)) if meta_json else {}
-        message = message_from(json.loads(str(content)), meta, doc_id, event_date)
-        texts.setdefault(message.unit_id, []).append(message.text)
-        if message.unit_id not in units:
-            units[message.unit_id] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
-            firsts[message.unit_id] = (meta, source_id)
-    read = [
-        u._replace(message=replace(u.message, text=" ".join(texts[i]))) if len(texts[i]) > 1 else u
-        for i, u in units.items()
-    ]
-    if not records:
-        return UnitReading(read, {})
-    made = {
-        u.message.unit_id: unit_record(
-            firsts[u.message.unit_id][0],
-            u.message.unit_id,
-            u.message.text,
-            u.tenant_id,
-            firsts[u.message.unit_id][1],
-        )
-        for u in read
-    }
-    return UnitReading(read, made)
+        meta = _json(str(meta_json)) if meta_json else {}
+        message = message_from(_json(str(content)), meta, doc_id, event_date)
+        unit = message.unit_id
+        if unit not in units:
+            units[unit] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
+            if records:
+                made[unit] = unit_record(meta, unit, message.text, tenant, source_id)
+        else:
+            more.setdefault(unit, [units[unit].message.text]).append(message.text)
+    for unit, texts in more.items():
+        first = units[unit]
+        units[unit] = first._replace(message=replace(first.message, text=" ".join(texts)))
+        if records:
+            made[unit]["text"] = units[unit].message.text
+    return UnitReading(list(units.values()), made)
+
+
+def _json(text: str) -> Any:
+    """``json.loads(text)``, without its per-call wrapping where ``text`` is one JSON value
+    and nothing more (as a parsed block's columns hold it); anything else (whitespace around
+    it, or not JSON) goes through ``json.loads``, to the same value or the same error."""
+    try:
+        value, end = _RAW_DECODE(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
+_RAW_DECODE = json.JSONDecoder().raw_decode
 
 
 # the parsed-blocks columns :func:`unit_reading` reads, in the order it unpacks them
