@@ -42,16 +42,13 @@ TENANT = "bench"  # the tenant of linked_cost.write_chat_config
 def _records(home: Any) -> list[dict[str, Any]]:
     """The records the ``linked_groups`` step hands the identity pass (one tenant)."""
     from corpus_index import steps
-    from corpus_index.identity_pass import unit_records
     from corpus_index.records import BLOCK_SCHEMA
-    from corpus_index.steps.linked_groups import read_units
+    from corpus_index.steps.linked_groups import unit_reading
 
     steps.source_manifest.run(home, COLLECTION)
     steps.parsed_blocks.run(home, COLLECTION)
     blocks = home.read("parsed_blocks", (COLLECTION,), BLOCK_SCHEMA)
-    units = read_units(blocks)
-    records = unit_records(blocks, {u.message.unit_id: u.message.text for u in units})
-    return list(records.values())
+    return list(unit_reading(blocks).records.values())
 
 
 def _timed(run: Callable[[], Any]) -> tuple[float, float, Any]:

@@ -33,9 +33,6 @@ from corpus_index.identity_merges import MergeReport, apply_merges, load_merges
 from corpus_index.identity_sightings import Sighting, corroborate_seen, sightings_table
 from corpus_index.limits import Limits
 
-# message fields the mentions read (the messages kind keeps them in each block's metadata)
-_FIELDS = ("author", "recipients", "cc", "title", "subject", "source", "timestamp")
-
 
 class Reading(NamedTuple):
     """What an identity pass read, before merges: the mentions and sightings of its units,
@@ -74,12 +71,31 @@ def unit_records(blocks: pa.Table, texts: Mapping[str, str]) -> dict[str, dict[s
     for doc_id, source_id, tenant, meta_json in rows:
         meta = json.loads(meta_json) if meta_json else {}
         unit = str(meta.get("unit_id", doc_id))
-        if unit in out:
-            continue
-        record = {k: meta.get(k) for k in _FIELDS}
-        record.update(id=unit, text=texts.get(unit, ""), tenant_id=tenant, source_id=source_id)
-        out[unit] = record
+        if unit not in out:
+            out[unit] = unit_record(meta, unit, texts.get(unit, ""), tenant, source_id)
     return out
+
+
+def unit_record(
+    meta: Mapping[str, Any], unit: str, text: str, tenant: str, source_id: str
+) -> dict[str, Any]:
+    """The message record of one unit (see :func:`unit_records`) from its first block's
+    decoded metadata (the message fields mentions read: the messages kind keeps them in each
+    block's metadata), for a caller that has decoded it already."""
+    get = meta.get  # a literal: twice as fast as a loop over the field names, per unit
+    return {
+        "author": get("author"),
+        "recipients": get("recipients"),
+        "cc": get("cc"),
+        "title": get("title"),
+        "subject": get("subject"),
+        "source": get("source"),
+        "timestamp": get("timestamp"),
+        "id": unit,
+        "text": text,
+        "tenant_id": tenant,
+        "source_id": source_id,
+    }
 
 
 def merges_of(path: Path | None, registry: IdentityRegistry) -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index.carried import Carried
-from corpus_index.hashing import canonical_json, sha256_hex
+from corpus_index.hashing import canonical_json, sha256_hex, value_digest
 from corpus_index.identity_mentions import (
     MENTION_SCHEMA,
     Extraction,
@@ -121,8 +121,11 @@ def _file_digest(path: Path | None) -> str | None:
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
-    """A digest of one unit's record, as the identity pass reads it."""
-    return sha256_hex(canonical_json(record))[:32]
+    """A digest of one unit's record, as the identity pass reads it (32 hex digits of
+    :func:`~corpus_index.hashing.value_digest`; a digest an earlier version stored, of the
+    record's canonical JSON, matches none of these, so a state it left is read as every unit
+    changed: the next pass is full)."""
+    return value_digest(record, size=16)
 
 
 def identify_since(

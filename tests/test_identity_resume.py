@@ -8,18 +8,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pyarrow as pa
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_index import identity_store
+from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
-from corpus_index.identity_pass import TenantIdentities, identify, resume
-from corpus_index.identity_resume import PassState, identify_since, read_states, state_table
+from corpus_index.identity_pass import TenantIdentities, identify, resume, unit_records
+from corpus_index.identity_resume import (
+    PassState,
+    identify_since,
+    read_states,
+    record_digest,
+    state_table,
+)
+from corpus_index.steps.linked_groups import _json, read_units, unit_reading
 from corpus_index.warehouse import Warehouse
 from tests.test_linked_incremental import SAMPLE, configure, link, tables
 
@@ -216,6 +229,28 @@ def test_any_other_change_runs_the_full_pass(
     assert_same(again, full)
 
 
+def test_a_state_of_the_earlier_digest_runs_the_full_pass(tmp_path: Path, inputs: Inputs) -> None:
+    """A state whose unit digests are of the earlier form (the record's canonical JSON) is
+    read as every unit changed, never as a match."""
+    records = sample_records()
+    _, state = identify_since(None, TENANT, records, **inputs.options())
+    earlier = {u: sha256_hex(canonical_json(r))[:32] for u, r in ((r["id"], r) for r in records)}
+    old = replace(through_warehouse(tmp_path, state), units={u: earlier[u] for u in state.units})
+    then = [*records, *later(records)]
+    again, _ = identify_since(old, TENANT, then, **inputs.options())
+    assert again.read == len(then)
+    assert_same(again, identify(TENANT, then, **inputs.options()))
+
+
+@pytest.mark.parametrize("key", [*FIELDS, "id", "text", "tenant_id", "source_id"])
+def test_a_record_digest_moves_with_every_field(key: str) -> None:
+    record = sample_records()[3]
+    for other in ("x", None, ["x"], 1):
+        if record.get(key) != other:
+            assert record_digest(dict(record, **{key: other})) != record_digest(record)
+    assert record_digest(dict(record)) == record_digest(record)
+
+
 def test_resume_refuses_units_that_would_change_the_registry(inputs: Inputs) -> None:
     records = sample_records()
     first = identify(TENANT, records, **inputs.options())
@@ -321,3 +356,49 @@ def test_the_step_resumes_after_an_append_and_reads_all_after_a_deletion(tmp_pat
     state = wh.read(identity_store.PASS, ("wattle",))
     assert state is not None
     assert {**tables(settings), identity_store.PASS: state.to_pylist()} == want
+
+
+def test_one_reading_gives_the_units_and_the_records_the_pass_reads(tmp_path: Path) -> None:
+    """The step decodes each block once for both the units and the identity pass's records:
+    the same units and records as reading each on its own, a unit cut into two blocks
+    included (its text the blocks' in order, its scope and source the first block's)."""
+    settings = configure(tmp_path, SAMPLE)
+    link(settings)
+    blocks = Home(settings).read("parsed_blocks", ("wattle",))
+    first = blocks.slice(0, 1).to_pylist()[0]
+    meta = json.loads(first["metadata"])
+    second = dict(first, block_id="second", source_id="elsewhere", tenant_id="other")
+    second["content"] = json.dumps({"text": "and the rest of it"})
+    second["metadata"] = json.dumps(dict(meta, author="someone else"))
+    blocks = pa.concat_tables([blocks, pa.Table.from_pylist([second], blocks.schema)])
+    reading = unit_reading(blocks)
+    units = read_units(blocks)
+    assert reading.units == units and len(units) == blocks.num_rows - 1
+    texts = {u.message.unit_id: u.message.text for u in units}
+    assert reading.records == unit_records(blocks, texts)
+    cut = reading.records[meta.get("unit_id", first["doc_id"])]
+    assert cut["text"].endswith(" and the rest of it") and cut["author"] == meta.get("author")
+    assert (cut["tenant_id"], cut["source_id"]) == (first["tenant_id"], first["source_id"])
+    assert unit_reading(blocks, records=False) == (units, {})
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_JSON, pad=st.sampled_from(["", " ", "\n", " x", "[", "}", ",1", "\ufeff"]))
+def test_a_block_column_decodes_as_json_loads_does(value: Any, pad: str) -> None:
+    """The step's decoding of a block's content or metadata gives what ``json.loads`` gives
+    (the same value, or the same error), whatever follows or precedes the JSON value."""
+    for text in (json.dumps(value), json.dumps(value) + pad, pad + json.dumps(value)):
+        try:
+            want: Any = json.loads(text)
+        except ValueError as e:
+            with pytest.raises(type(e), match=re.escape(str(e))):
+                _json(text)
+        else:
+            assert _json(text) == want

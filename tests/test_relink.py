@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from dataclasses import replace
 
@@ -101,6 +103,49 @@ def test_another_version_of_the_rule_pass_relinks_everything(
     again = Relinker(first.links)
     assert canon(again.group(long_stream)) == canon(group_conversations(long_stream))
     assert again.reused == 0
+
+
+def test_links_of_the_earlier_fingerprint_are_decided_again(
+    first: Relinker, long_stream: list[Message]
+) -> None:
+    """Links kept with fingerprints of the earlier form (sha256 of the fields' JSON) match no
+    message: every one is decided again, to the same conversations."""
+    model = relink.model_digest(LinkModel.load())
+
+    def earlier(m: Message) -> str:
+        data = [model, m.unit_id, m.author, m.text, m.timestamp, m.reply_to, list(m.mentions)]
+        raw = json.dumps([*data, m.system], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+    of = {relink.fingerprint(m, model=model): m for m in long_stream}
+    old = [x._replace(fingerprint=earlier(of[x.fingerprint])) for x in first.links]
+    assert len(old) == len(long_stream)
+    assert all(o.fingerprint != x.fingerprint for o, x in zip(old, first.links, strict=True))
+    again = Relinker(old)
+    assert canon(again.group(long_stream)) == canon(group_conversations(long_stream))
+    assert again.reused == 0 and again.relinked == len(long_stream)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"unit_id": "other"},
+        {"author": "someone else"},
+        {"text": "another text"},
+        {"timestamp": 1.5},
+        {"reply_to": "m1"},
+        {"mentions": ("Sarah",)},
+        {"system": True},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_a_fingerprint_moves_with_what_linking_reads(
+    long_stream: list[Message], change: dict[str, object]
+) -> None:
+    m = long_stream[5]
+    assert relink.fingerprint(replace(m, **change), model="w") != relink.fingerprint(m, model="w")  # type: ignore[arg-type]
+    assert relink.fingerprint(m, model="w2") != relink.fingerprint(m, model="w")
+    assert relink.fingerprint(replace(m), model="w") == relink.fingerprint(m, model="w")
 
 
 @pytest.mark.parametrize("tenant", ["wattle", "bluegum"])

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from corpus_index.hashing import value_digest
 from corpus_index.linked.conversations import by_channel, components, decode
 from corpus_index.linked.features import channel_features
 from corpus_index.linked.messages import Message
@@ -58,13 +59,13 @@ LINK_SCHEMA = pa.schema(
 
 
 def fingerprint(m: Message, *, model: str = "") -> str:
-    """sha256 of what linking reads of a message (its id, author, text, time, explicit reply,
-    mentions and whether it is a system line) and of the ``model`` (a digest of the weights),
-    so an edit to any of them, or other weights, is seen."""
-    data = [model, m.unit_id, m.author, m.text, m.timestamp, m.reply_to, list(m.mentions)]
-    data.append(m.system)
-    raw = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+    """A digest (:func:`~corpus_index.hashing.value_digest`) of what linking reads of a message
+    (its id, author, text, time, explicit reply, mentions and whether it is a system line) and
+    of the ``model`` (a digest of the weights), so an edit to any of them, or other weights,
+    is seen. A fingerprint an earlier version stored (sha256 of their JSON) matches none of
+    these: links it left are decided again once."""
+    data = (model, m.unit_id, m.author, m.text, m.timestamp, m.reply_to, tuple(m.mentions))
+    return value_digest((*data, m.system))
 
 
 def model_digest(model: LinkModel) -> str:

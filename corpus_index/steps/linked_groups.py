@@ -30,7 +30,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,12 +40,13 @@ from corpus_index.group_gates import (
     group_acl_within_members,
     group_members_exist_and_are_live,
     groups_stay_within_one_tenant,
+    unit_scopes,
 )
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA, GroupTables, Unit, group_tables
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA, identities_table
 from corpus_index.identity_mentions import MENTION_SCHEMA
-from corpus_index.identity_pass import TenantIdentities, display_names, unit_records
+from corpus_index.identity_pass import TenantIdentities, display_names, unit_record
 from corpus_index.identity_resume import PassState
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
 from corpus_index.kinds import kind_of
@@ -148,7 +149,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = set(live_documents(manifest))
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-    units = read_units(blocks)
+    units, records = unit_reading(blocks, records=cfg.format != "irc")
     stored = read_queue(home.warehouse, collection)
     linking = stored.linking
     changed = {r["doc_id"] for r in manifest.to_pylist() if r["change"] in ("added", "changed")}
@@ -176,7 +177,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
         relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
         return linker(messages, relinker=relinkers[-1], memo=memo_for(tenant), **options)
 
-    found, states = ({}, {}) if cfg.format == "irc" else _identify(home, collection, blocks, units)
+    found, states = ({}, {}) if cfg.format == "irc" else _identify(home, collection, records)
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
     tables = group_tables(
@@ -235,14 +236,13 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
 
 
 def _identify(
-    home: Home, collection: str, blocks: pa.Table, units: list[Unit]
+    home: Home, collection: str, records: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, TenantIdentities], dict[str, PassState]]:
-    """The identity pass of each tenant's units (the collection's people file seeds its own
-    tenant's registry only: a record of another tenant starts from an empty one), resumed
-    from what the last pass read where only units were appended since, and what the next
-    pass resumes from."""
+    """The identity pass of each tenant's units (``records``: unit id -> its record, see
+    :func:`unit_reading`; the collection's people file seeds its own tenant's registry only:
+    a record of another tenant starts from an empty one), resumed from what the last pass
+    read where only units were appended since, and what the next pass resumes from."""
     cfg = home.collection(collection)
-    records = unit_records(blocks, {u.message.unit_id: u.message.text for u in units})
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     for record in records.values():
         by_tenant.setdefault(str(record["tenant_id"]), []).append(record)
@@ -297,37 +297,71 @@ def read_units(blocks: pa.Table) -> list[Unit]:
     """One unit per ``unit_id`` of ``blocks`` (a record cut into sections is one unit whose
     text is its sections' in order), with the scope of its first block. Only the columns a
     unit reads are decoded."""
+    return unit_reading(blocks, records=False).units
+
+
+class UnitReading(NamedTuple):
+    """The units of a parsed-blocks table and the identity pass's record of each, from one
+    decoding of each block (:func:`unit_reading`)."""
+
+    units: list[Unit]
+    # unit id -> its record (:func:`~corpus_index.identity_pass.unit_records`)
+    records: dict[str, dict[str, Any]]
+
+
+def unit_reading(blocks: pa.Table, *, records: bool = True) -> UnitReading:
+    """:func:`read_units` of ``blocks`` and, with ``records``, the identity pass's record of
+    each unit, the same as :func:`~corpus_index.identity_pass.unit_records` gives, built from
+    the metadata the units were read from rather than decoding it again (none without)."""
     units: dict[str, Unit] = {}
-    texts: dict[str, list[str]] = {}
+    made: dict[str, dict[str, Any]] = {}
+    more: dict[str, list[str]] = {}  # unit id -> its blocks' texts, for a unit of several
     cols = blocks.select(_UNIT_COLUMNS).to_pydict()
     rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
-    for doc_id, content, meta, event_date, tenant, acl, tier in rows:
-        message = message_from(
-            json.loads(str(content)), json.loads(str(meta)) if meta else {}, doc_id, event_date
-        )
-        texts.setdefault(message.unit_id, []).append(message.text)
-        if message.unit_id not in units:
-            units[message.unit_id] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
-    return [
-        u._replace(message=replace(u.message, text=" ".join(texts[i]))) if len(texts[i]) > 1 else u
-        for i, u in units.items()
-    ]
+    for doc_id, content, meta_json, event_date, tenant, acl, tier, source_id in rows:
+        meta = _json(str(meta_json)) if meta_json else {}
+        message = message_from(_json(str(content)), meta, doc_id, event_date)
+        unit = message.unit_id
+        if unit not in units:
+            units[unit] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
+            if records:
+                made[unit] = unit_record(meta, unit, message.text, tenant, source_id)
+        else:
+            more.setdefault(unit, [units[unit].message.text]).append(message.text)
+    for unit, texts in more.items():
+        first = units[unit]
+        units[unit] = first._replace(message=replace(first.message, text=" ".join(texts)))
+        if records:
+            made[unit]["text"] = units[unit].message.text
+    return UnitReading(list(units.values()), made)
 
 
-# the parsed-blocks columns :func:`read_units` reads, in the order it unpacks them
-_UNIT_COLUMNS = ["doc_id", "content", "metadata", "event_date", "tenant_id", "acl_groups", "tier"]
+def _json(text: str) -> Any:
+    """``json.loads(text)``, without its per-call wrapping where ``text`` is one JSON value
+    and nothing more (as a parsed block's columns hold it); anything else (whitespace around
+    it, or not JSON) goes through ``json.loads``, to the same value or the same error."""
+    try:
+        value, end = _RAW_DECODE(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+# the parsed-blocks columns :func:`unit_reading` reads, in the order it unpacks them
+_UNIT_COLUMNS = [
+    "doc_id", "content", "metadata", "event_date", "tenant_id", "acl_groups", "tier", "source_id"
+]  # fmt: skip
 
 
 def check(tables: GroupTables, live_units: list[Unit]) -> list[gates.Gate]:
     """The blocking checks of DESIGN §10b on one collection's groups, against its live units
     (the check that generations hold no group row without a group runs on ``index_rows``)."""
-    by_id = {u.message.unit_id: u for u in live_units}
+    units = unit_scopes((u.message.unit_id, u.tenant_id, u.acl_groups, u.tier) for u in live_units)
     return [
-        group_members_exist_and_are_live(tables.members, by_id),
-        groups_stay_within_one_tenant(
-            tables.groups, tables.members, {i: u.tenant_id for i, u in by_id.items()}
-        ),
-        group_acl_within_members(
-            tables.groups, tables.members, {i: (u.acl_groups, u.tier) for i, u in by_id.items()}
-        ),
+        group_members_exist_and_are_live(tables.members, units),
+        groups_stay_within_one_tenant(tables.groups, tables.members, units),
+        group_acl_within_members(tables.groups, tables.members, units),
     ]
