@@ -283,7 +283,7 @@ def _row_parts(memo: Memo, scope: Mapping[str, Unit], messages: _Named) -> UnitP
 
     def read(unit: str) -> tuple[Any, ...]:
         u = scope[unit]
-        return (memo.fingerprint(u.message), messages.author(unit), u.acl_groups, u.tier)
+        return (memo.fingerprint(u.message), messages.author(unit), u.tier, *u.acl_groups)
 
     return UnitParts(read)
 

@@ -138,3 +138,5 @@ def test_a_unit_s_parts_are_made_once_and_read_in_the_order_asked() -> None:
     assert again[0] == first[0] and again[2] == first[1] and again[1] == again[3]
     assert len(set(first + again)) == 3
     assert first[0] == hashlib.sha256(encoded(plain(read("u1")))).digest()
+    flat = UnitParts(lambda unit: ("print-" + unit, "anchor", unit[-1]))
+    assert flat([MESSAGE]) == [hashlib.sha256(encoded(plain(("print-u1", "anchor", "1")))).digest()]

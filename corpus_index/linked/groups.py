@@ -231,7 +231,7 @@ def _member_parts(
 
     def read(unit: str) -> tuple[Any, ...]:
         m = by_id[unit]
-        return (memo.fingerprint(m), similarity.block_digest(unit), people.anchors(m))
+        return (memo.fingerprint(m), similarity.block_digest(unit), *people.anchors(m))
 
     return UnitParts(read)
 

@@ -203,7 +203,8 @@ class UnitParts:
     fingerprint, the TF-IDF block it is weighed in, its identity anchors, ...), made once and
     then looked up by unit id: a group's key hashes one short digest a member instead of all
     they are made of again. Made afresh for each run's units (what a unit id stands for is
-    fixed within one run, not across runs).
+    fixed within one run, not across runs). Parts that are atoms only (a list's items spread
+    after the parts of fixed place) are hashed as they are, the quickest way.
     """
 
     def __init__(self, parts: Callable[[str], tuple[Any, ...]]) -> None:
@@ -220,7 +221,8 @@ class UnitParts:
         except KeyError:  # units not seen yet: made now, once each
             for unit in ids:
                 if unit not in made:
-                    raw = encoded(_quick(self._parts(unit)))
+                    parts = self._parts(unit)
+                    raw = encoded(parts if _all_atoms(parts) else _quick(parts))
                     made[unit] = hashlib.sha256(raw).digest()
             return list(map(made.__getitem__, ids))
 
