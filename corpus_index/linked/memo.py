@@ -4,9 +4,10 @@ from, so a run computes again only what changed (seed "Linked Context" §5 at sc
 A key is the sha256 of the inputs of one computation: a question's scored answers (the
 question, its candidates, the TF-IDF blocks they are weighed in, the window), a group's
 description (the group, its members, their blocks, their identity anchors, the hints), and the
-code of this package. A key found in the earlier run's entries is its result; any other is
-computed and kept. A run keeps only the entries it used, so entries of what changed or went
-away are dropped. The results are the same as computing everything again, by construction:
+code of this package; what a key reads of each unit is hashed once a run
+(:class:`UnitParts`), so a key holds one digest a member. A key found in the earlier run's
+entries is its result; any other is computed and kept. A run keeps only the entries it used,
+so entries of what changed or went away are dropped. The results are the same as computing everything again, by construction:
 anything a result reads is in its key.
 
 Entries are kept as :data:`MEMO_SCHEMA` rows (key, JSON value, tenant), one warehouse
@@ -216,15 +217,13 @@ class UnitParts:
         ``unit_id``), in their order."""
         ids = list(map(_UNIT_ID, units))
         made = self._made
-        try:
-            return list(map(made.__getitem__, ids))
-        except KeyError:  # units not seen yet: made now, once each
+        if not all(map(made.__contains__, ids)):  # units not seen yet: made now, once each
             for unit in ids:
                 if unit not in made:
                     parts = self._parts(unit)
                     raw = encoded(parts if _all_atoms(parts) else _quick(parts))
                     made[unit] = hashlib.sha256(raw).digest()
-            return list(map(made.__getitem__, ids))
+        return list(map(made.__getitem__, ids))
 
 
 class Memo:
