@@ -26,7 +26,7 @@ from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_
 from corpus_index.linked.group_input import FORMAT as GROUP_V1
 from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, group_id
-from corpus_index.linked.memo import Memo
+from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
@@ -174,6 +174,7 @@ def group_tables(
         registry = (registries or {}).get(tenant)
         options = {} if registry is None else {"registry": registry}
         messages = _Named(scope, (names or {}).get(tenant))
+        parts: UnitParts | None = None  # what a row reads of each member (made on first use)
         for group in link([u.message for u in mine], **options):
             gid = group_id(tenant, collection, group.group_type, group.member_ids)
             if gid in seen:
@@ -182,7 +183,10 @@ def group_tables(
             memo = memo_for(tenant) if memo_for is not None else None
             # a row's key is kept whenever there is a memo, a first run's too: the next run
             # carries the rows of what it did not change (otherwise it makes them all again)
-            key = "" if memo is None else _row_key(memo, gid, group, scope, messages)
+            key = ""
+            if memo is not None:
+                parts = parts or _row_parts(memo, scope, messages)
+                key = _row_key(memo, gid, group, parts)
             if before is None and previous is not None:
                 before = set(previous["group_id"].to_pylist())
             if memo is not None and gid in (before or ()) and memo.get(key) is not None:
@@ -273,21 +277,21 @@ def _row_code() -> str:
     return sha256_hex(Path(__file__).read_bytes())
 
 
-def _row_key(
-    memo: Memo, gid: str, group: Group, scope: Mapping[str, Unit], messages: _Named
-) -> str:
-    """The key of a group's row: everything :func:`_group_row` makes it from (the group, its
-    members as grouped and as named, their ACL groups and tiers, and this module's code)."""
-    ids = group.member_ids
-    return memo.key(
-        "row",
-        _row_code(),
-        gid,
-        group,
-        [memo.fingerprint(scope[i].message) for i in ids],
-        [messages.author(i) for i in ids],
-        [(scope[i].acl_groups, scope[i].tier) for i in ids],
-    )
+def _row_parts(memo: Memo, scope: Mapping[str, Unit], messages: _Named) -> UnitParts:
+    """What :func:`_group_row` reads of each member, one digest a unit: the unit as grouped
+    and as named, its ACL groups and tier."""
+
+    def read(unit: str) -> tuple[Any, ...]:
+        u = scope[unit]
+        return (memo.fingerprint(u.message), messages.author(unit), u.tier, *u.acl_groups)
+
+    return UnitParts(read)
+
+
+def _row_key(memo: Memo, gid: str, group: Group, parts: UnitParts) -> str:
+    """The key of a group's row: everything :func:`_group_row` makes it from (the group, what
+    it reads of its members, :func:`_row_parts`, and this module's code)."""
+    return memo.key("row", _row_code(), gid, group, parts(group.members))
 
 
 def _group_row(

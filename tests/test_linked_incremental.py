@@ -189,6 +189,8 @@ def test_a_unit_keeps_its_vector_while_its_block_is_unchanged() -> None:
             assert before.vector(m.unit_id) == after.vector(m.unit_id)
     picked = [messages[0].unit_id, messages[9].unit_id, messages[5].unit_id, "nobody"]
     assert before.digests(picked) == [before.digest(b) for b in (0, 1, 2)]
+    blocks = [before.block_digest(i) for i in picked]
+    assert blocks == [*(before.digest(b) for b in (0, 2, 1)), None]
     ids = [m.unit_id for m in messages[:4]]
     sims = before.matrix(ids)
     assert sims[0, 1] == pytest.approx(before.pair(ids[0], ids[1]))

@@ -4,14 +4,18 @@ types or shapes never give the same bytes."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
 
-from corpus_index.linked.memo import Memo, encoded, plain
+from corpus_index.linked.groups import link_units
+from corpus_index.linked.memo import Memo, UnitParts, code_digest, digest, encoded, plain
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import Group, Member
+from tests.streamgen import stream
 
 MESSAGE = Message("u1", "chat", "Sarah", "van booked for thursday", 1.75e9, mentions=("Tom",))
 GROUP = Group("conversation", "chat", (Member("u1", 1, "initiator"), Member("u2", 2)))
@@ -93,3 +97,46 @@ def test_a_fingerprint_reads_every_field_of_a_message() -> None:
         {"event_date": "2025-06-15"},
     ]:
         assert Memo().fingerprint(replace(MESSAGE, **change)) != print_, change
+
+
+def _plainly(value: object) -> str:
+    return hashlib.sha256(encoded(plain(value))).hexdigest()
+
+
+def test_keys_are_the_digests_of_the_plain_layout_the_quick_way_too() -> None:
+    messages = stream(400, channels=3, seed=2)
+    groups = link_units(messages)
+    assert {g.group_type for g in groups} >= {"conversation", "qa_pair", "daily_context"}
+    odd = [
+        replace(GROUP, members=(Member("u1", 1, relevance=np.float64(0.5)),)),  # type: ignore[arg-type]
+        replace(GROUP, identity_anchors=["p1", "p2"]),  # type: ignore[arg-type]
+        replace(GROUP, coherence=np.float64(0.5)),  # type: ignore[arg-type]
+        replace(GROUP, members=[Member("u1", 1)]),  # type: ignore[arg-type]
+        replace(GROUP, topic_tags=("van", np.str_("keys"))),
+    ]
+    for value in [*groups, *odd, *[m for g in groups for m in g.members], *messages]:
+        assert digest(value) == _plainly(value)
+    memo = Memo()
+    parts: tuple[Any, ...] = ("describe", groups[0], [b"d1", b"d2"], ["p1"], None, 0.5)
+    assert memo.key(*parts) == _plainly((code_digest(), *parts))
+    assert memo.key(*parts[:2], [b"d1", np.bytes_(b"d2")]) != memo.key(*parts[:3])
+    for a, b in zip(odd, odd[1:], strict=False):
+        assert memo.key("describe", a) != memo.key("describe", b)
+
+
+def test_a_unit_s_parts_are_made_once_and_read_in_the_order_asked() -> None:
+    made: list[str] = []
+
+    def read(unit: str) -> tuple[Any, ...]:
+        made.append(unit)
+        return ("print-" + unit, ["anchor", unit[-1]])
+
+    parts = UnitParts(read)
+    first = parts([Member("u1", 1), Member("u2", 2)])
+    again = parts([MESSAGE, Member("u3", 1), Member("u2", 2), Member("u3", 2)])
+    assert made == ["u1", "u2", "u3"]  # each unit once, whoever asks for it
+    assert again[0] == first[0] and again[2] == first[1] and again[1] == again[3]
+    assert len(set(first + again)) == 3
+    assert first[0] == hashlib.sha256(encoded(plain(read("u1")))).digest()
+    flat = UnitParts(lambda unit: ("print-" + unit, "anchor", unit[-1]))
+    assert flat([MESSAGE]) == [hashlib.sha256(encoded(plain(("print-u1", "anchor", "1")))).digest()]

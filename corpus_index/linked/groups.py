@@ -22,7 +22,7 @@ from corpus_index.linked.days import daily_contexts
 from corpus_index.linked.decisions import decision_summary, decision_threads, titled
 from corpus_index.linked.describe import describe
 from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, involved
-from corpus_index.linked.memo import Memo
+from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver, People
 from corpus_index.linked.questions import ANSWER_WINDOW_S, AnswerVerifier, find_answers, qa_groups
@@ -174,9 +174,10 @@ def link_units(
     similarity = Similarity(units)
     people = People(registry)
     out: list[Group] = []
+    keyed = None if memo is None else (memo, _member_parts(memo, by_id, similarity, people))
 
     def described(g: Group, primary: str | None = None, hint: str | None = None) -> Group:
-        return _described(g, by_id, similarity, people, memo, primary, hint)
+        return _described(g, by_id, similarity, people, keyed, primary, hint)
 
     conversations = conversation_groups(units, relinker=relinker)
     for g in conversations:
@@ -221,18 +222,32 @@ _DESCRIBED = (
 )
 
 
+def _member_parts(
+    memo: Memo, by_id: Mapping[str, Message], similarity: Similarity, people: People
+) -> UnitParts:
+    """What describing a group reads of each member, one digest a unit: the message, the
+    TF-IDF block it is weighed in (its vector is computed from that block alone, its place in
+    it included) and its identity anchors."""
+
+    def read(unit: str) -> tuple[Any, ...]:
+        m = by_id[unit]
+        return (memo.fingerprint(m), similarity.block_digest(unit), *people.anchors(m))
+
+    return UnitParts(read)
+
+
 def _described(
     group: Group,
     by_id: Mapping[str, Message],
     similarity: Similarity,
     people: People,
-    memo: Memo | None,
+    keyed: tuple[Memo, UnitParts] | None,
     primary: str | None,
     hint: str | None,
 ) -> Group:
-    """:func:`describe`, or what it gave an earlier run from the same inputs: the group, its
-    members, the TF-IDF blocks they are weighed in, their identity anchors and the person the
-    group is about."""
+    """:func:`describe`, or what it gave an earlier run (``keyed``: its memo, and what a
+    description reads of each member, :func:`_member_parts`) from the same inputs: the group,
+    what it reads of its members and the person the group is about."""
 
     def described() -> Group:
         return describe(
@@ -244,15 +259,13 @@ def _described(
             title_hint=hint,
         )
 
-    if memo is None:
+    if keyed is None:
         return described()
-    ids = group.member_ids
+    memo, parts = keyed
     key = memo.key(
         "describe",
         group,
-        [memo.fingerprint(by_id[i]) for i in ids],
-        similarity.digests(ids),
-        [people.anchors(by_id[i]) for i in ids],
+        parts(group.members),
         people.person(primary) if primary else None,
         hint,
     )

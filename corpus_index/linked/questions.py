@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from corpus_index.linked.memo import Memo
+from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import given, name_key
 from corpus_index.linked.records import Group, Member
@@ -333,19 +333,19 @@ def _remembered(
     away: Sequence[Message],
     similarity: Similarity,
     window_s: float,
-    memo: Memo | None,
+    keyed: tuple[Memo, UnitParts] | None,
 ) -> list[tuple[float, float, str, str]]:
-    """:func:`_scored`, or what it gave an earlier run from the same inputs."""
-    if memo is None:
+    """:func:`_scored`, or what it gave an earlier run (``keyed``: its memo, and what scoring
+    reads of each unit, :func:`_scored_parts`) from the same inputs."""
+    if keyed is None:
         return _scored(q, ask, here, away, similarity)
-    seen = [q.unit_id, *(m.unit_id for m in here), *(m.unit_id for m in away)]
+    memo, parts = keyed
     key = memo.key(
         "qa",
-        memo.fingerprint(q),
+        parts((q,)),
         ask,
-        [memo.fingerprint(m) for m in here],
-        [memo.fingerprint(m) for m in away],
-        similarity.digests(seen),
+        parts(here),
+        parts(away),
         window_s,
     )
     kept = memo.get(key)
@@ -354,6 +354,17 @@ def _remembered(
     out = _scored(q, ask, here, away, similarity)
     memo.put(key, out)
     return out
+
+
+def _scored_parts(memo: Memo, by_id: Mapping[str, Message], similarity: Similarity) -> UnitParts:
+    """What scoring a question's candidates reads of each unit, one digest a unit: the
+    message and the TF-IDF block it is weighed in (its vector is computed from that block
+    alone, its place in it included)."""
+
+    def read(unit: str) -> tuple[Any, ...]:
+        return (memo.fingerprint(by_id[unit]), similarity.block_digest(unit))
+
+    return UnitParts(read)
 
 
 def find_answers(
@@ -389,6 +400,8 @@ def find_answers(
         if m.reply_to:
             replies.setdefault(m.reply_to, []).append(m)
     shared = {p for p, ms in places.items() if len({m.channel for m in ms}) > 1}
+    by_id = {m.unit_id: m for m in ordered}
+    keyed = None if memo is None else (memo, _scored_parts(memo, by_id, similarity))
     for channel in channels.values():
         for i, q in enumerate(channel):
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
@@ -399,8 +412,7 @@ def find_answers(
             place = q.location.strip().casefold()
             # a place with one channel has no other channel to look in
             away = _elsewhere(q, places[place], window_s) if place in shared else []
-            scored.extend(_remembered(q, ask, here, away, similarity, window_s, memo))
-    by_id = {m.unit_id: m for m in ordered}
+            scored.extend(_remembered(q, ask, here, away, similarity, window_s, keyed))
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}
     used: set[str] = set()

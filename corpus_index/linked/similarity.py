@@ -92,6 +92,12 @@ class Similarity:
             self._digests[block] = h.hexdigest()
         return self._digests[block]
 
+    def block_digest(self, unit: str) -> str | None:
+        """The digest of the block ``unit`` is weighed in (None: not in the collection):
+        what its vector is computed from, its place in the block included."""
+        row = self._row.get(unit)
+        return None if row is None else self.digest(row // self._block)
+
     def digests(self, ids: Sequence[str]) -> list[str]:
         """The digests of the blocks ``ids`` are weighed in, in block order."""
         rows = self._row
