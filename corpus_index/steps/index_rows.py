@@ -102,7 +102,7 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     # linked_groups holds them; their blocks are made below, of every group for a whole
     # write and of the touched ones for a few sources (a one-message sync touches a few)
     groups = home.warehouse.read("linked_groups", (collection,), GROUP_SCHEMA)
-    groups = indexed(groups) if groups is not None and groups.num_rows else None
+    groups = indexed(groups) if groups is not None else None
     if groups is not None and not groups.num_rows:
         groups = None
     if groups is not None:
