@@ -271,12 +271,24 @@ class Memo:
 
 
 def memo_table(memos: Iterable[Memo]) -> pa.Table:
-    """The entries ``memos`` kept, as a table of :data:`MEMO_SCHEMA` (sorted by key)."""
-    rows = [
-        {"key": k, "value": v, "tenant_id": m.tenant_id} for m in memos for k, v in m.kept.items()
-    ]
-    rows.sort(key=lambda r: (r["tenant_id"], r["key"]))
-    return pa.Table.from_pylist(rows, schema=MEMO_SCHEMA)
+    """The entries ``memos`` kept, as a table of :data:`MEMO_SCHEMA` (sorted by tenant, then
+    key), built column by column."""
+    keys: list[str] = []
+    values: list[str] = []
+    tenants: list[str] = []
+    for m in memos:
+        keys.extend(m.kept)
+        values.extend(m.kept.values())
+        tenants.extend([m.tenant_id] * len(m.kept))
+    table = pa.Table.from_arrays(
+        [
+            pa.array(keys, pa.string()),
+            pa.array(values, pa.string()),
+            pa.array(tenants, pa.string()),
+        ],
+        schema=MEMO_SCHEMA,
+    )
+    return table.sort_by([("tenant_id", "ascending"), ("key", "ascending")])
 
 
 def read_memo(table: pa.Table | None) -> list[dict[str, str]]:

@@ -78,16 +78,21 @@ def model_digest(model: LinkModel) -> str:
 
 
 def links_table(links: Iterable[Link]) -> pa.Table:
-    """The links as a table of :data:`LINK_SCHEMA`."""
-    rows = [link._asdict() for link in links]
-    return pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
+    """The links as a table of :data:`LINK_SCHEMA` (built column by column)."""
+    columns = list(zip(*links, strict=True)) or [() for _ in LINK_SCHEMA.names]
+    return pa.Table.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, LINK_SCHEMA, strict=True)],
+        schema=LINK_SCHEMA,
+    )
 
 
 def read_links(table: pa.Table | None) -> list[Link]:
-    """The links of a table of :data:`LINK_SCHEMA` (none for ``None``)."""
+    """The links of a table of :data:`LINK_SCHEMA` (none for ``None``), read column by
+    column."""
     if table is None:
         return []
-    return [Link(**row) for row in table.select(LINK_SCHEMA.names).to_pylist()]
+    columns = table.select(LINK_SCHEMA.names).to_pydict()
+    return list(map(Link._make, zip(*(columns[n] for n in LINK_SCHEMA.names), strict=True)))
 
 
 @dataclass(slots=True)
