@@ -34,6 +34,11 @@ Dagster step, summed over the sync's runs, and the process's CPU time in the sam
 full and one-message syncs, with grouping and without. ``(outside steps)`` is the sync's time
 between steps (Dagster's own per-run cost, reading the runs back).
 
+Each reading also carries how much the sync's ``linked_groups`` step decided again (its
+materialization's metadata): conversation links decided again, questions scored and groups
+described anew and as last time, group rows carried over; for the one-message sync with
+grouping these are printed after the shares.
+
     .venv/bin/python bench/linked_cost.py [--sizes 5000,50000] [--real-size 1000] [--steps]
         [--tries 5] [--repeats 3] [--json]
 
@@ -132,9 +137,33 @@ def _timed(settings: Any, cpu_sampler: _common.CpuSampler | None = None) -> dict
         "embedded": t.report.embedded,
         "ok": t.report.ok,
     }
+    out.update(_decided_again())
     if cpu_sampler is not None:
         out["steps"] = _per_step(t, cpu_sampler, wall_s=t.wall_s, cpu_s=cpu)
     return out
+
+
+# what the last ``linked_groups`` step reports of the work it did again, by its metadata names
+_DECIDED = {
+    "messages_relinked": "relinked",
+    "results_computed": "computed",
+    "results_reused": "reused",
+    "group_rows_carried": "carried",
+}
+
+
+def _decided_again() -> dict[str, int]:
+    """How much the sync's ``linked_groups`` step decided again (from its materialization's
+    metadata): messages whose conversation link was decided again, questions scored and groups
+    described anew and as the last run did, and group rows carried over. Empty where the
+    step did not run."""
+    import dagster as dg
+
+    event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("linked_groups"))
+    if event is None or event.asset_materialization is None:
+        return {}
+    meta = event.asset_materialization.metadata
+    return {name: int(meta[key].value) for key, name in _DECIDED.items() if key in meta}
 
 
 def _per_step(
@@ -408,6 +437,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['added_cpu_full']:+.0%} and {row['added_cpu_one_message']:+.0%})"
             f" [{EMBEDDER}: (with - its embedding) / (without - its embedding) - 1]"
         )
+        one = row["with_grouping"]["one_message"]
+        if "relinked" in one:
+            print(
+                f"{row['messages']} messages, one message more: {one['relinked']:,} conversation "
+                f"links decided again, {one['computed']:,} questions scored and groups described "
+                f"anew ({one['reused']:,} as last time), {one['carried']:,} group rows carried"
+            )
         if args.steps:
             print(step_table(row))
     if real is not None:
