@@ -9,8 +9,8 @@ deterministic ``hash:v1-384`` embedder:
 1. a full ``corpus sync`` (``DagsterRunner.sync``) of a ``messages`` collection of N messages,
    with grouping and identities on, and the same with ``grouping: false``;
 2. then one message appended to a channel and synced again, ``--tries`` times (default 5):
-   the fastest is reported, beside the median and the slowest (other processes share the
-   cores; the fastest is the reading least disturbed by them).
+   the fastest is reported, with every try's time beyond embedding beside it, sorted (other
+   processes share the cores; the fastest is the reading least disturbed by them).
 
 Every sync is split into its ``embeddings`` steps and the rest; the figure of the target is
 ``added = (rest with grouping) / (rest without) - 1``: the share grouping and identities add
