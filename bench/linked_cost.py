@@ -163,7 +163,12 @@ def _decided_again() -> dict[str, int]:
     if event is None or event.asset_materialization is None:
         return {}
     meta = event.asset_materialization.metadata
-    return {name: int(meta[key].value) for key, name in _DECIDED.items() if key in meta}
+    out: dict[str, int] = {}
+    for key, name in _DECIDED.items():
+        value = meta[key].value if key in meta else None
+        if isinstance(value, int):
+            out[name] = value
+    return out
 
 
 def _per_step(
