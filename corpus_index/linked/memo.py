@@ -7,8 +7,8 @@ description (the group, its members, their blocks, their identity anchors, the h
 code of this package; what a key reads of each unit is hashed once a run
 (:class:`UnitParts`), so a key holds one digest a member. A key found in the earlier run's
 entries is its result; any other is computed and kept. A run keeps only the entries it used,
-so entries of what changed or went away are dropped. The results are the same as computing everything again, by construction:
-anything a result reads is in its key.
+so entries of what changed or went away are dropped. The results are the same as computing
+everything again, by construction: anything a result reads is in its key.
 
 Entries are kept as :data:`MEMO_SCHEMA` rows (key, JSON value, tenant), one warehouse
 partition per collection; entries hold text derived from units, so deleting a unit drops them.

@@ -10,8 +10,9 @@ inputs, see :mod:`corpus_index.linked.memo`), and the identity partitions of
 ``identity_sightings``, and ``identity_pass``, what the pass read): before grouping, each
 tenant's units go through the identity pass (:mod:`corpus_index.identity_pass`), so groups
 anchor to the tenant's registry with its merges applied; a run that only appends units reads
-only those (:mod:`corpus_index.identity_resume`). A collection whose kind is not grouped (or set ``grouping: false``) gets all of them
-empty; so does the identity side of an ``irc`` collection (chat nicks, no people).
+only those (:mod:`corpus_index.identity_resume`). A collection whose kind is not grouped (or
+set ``grouping: false``) gets all of them empty; so does the identity side of an ``irc``
+collection (chat nicks, no people).
 
 Each run starts from the last: conversations are linked again only from each channel's first
 changed message on (its TF-IDF block), and a question whose candidate answers, or a group whose
