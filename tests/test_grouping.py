@@ -293,3 +293,22 @@ def test_a_long_channel_is_decided_in_blocks_as_if_whole(
     whole = decode(messages, channel_features(messages, window=model.window), model)
     monkeypatch.setattr(conversations, "BLOCK", 5)  # blocks end mid-conversation
     assert link_parents(messages, model=model) == whole
+
+
+def test_features_from_a_later_start_are_those_of_the_whole_channel() -> None:
+    """Re-linking the end of a channel reads features computed from ``start`` on: every row
+    it reads (a message's, and its pairs with the ``window`` messages before it, whose
+    mentions are a pair feature) is the one a whole channel's computation gives."""
+    from corpus_index.linked.topic import TOPIC_BLOCK
+    from tests.streamgen import stream
+
+    messages = stream(TOPIC_BLOCK + 300, channels=1, seed=7)
+    whole = channel_features(messages, window=50)
+    for start in (TOPIC_BLOCK, TOPIC_BLOCK + 120):
+        part = channel_features(messages, window=50, start=start)
+        rows = slice(start, len(messages))
+        assert np.array_equal(part.self_[rows], whole.self_[rows])
+        assert np.array_equal(part.topic[rows], whole.topic[rows])
+        assert np.array_equal(
+            part.pair_rows(start, len(messages)), whole.pair_rows(start, len(messages))
+        )

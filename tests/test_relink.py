@@ -91,15 +91,17 @@ def test_other_weights_relink_everything(first: Relinker, long_stream: list[Mess
     assert again.reused == 0
 
 
-def test_another_version_of_the_rule_pass_relinks_everything(
-    first: Relinker, long_stream: list[Message], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("version", ["RESPONSES_VERSION", "FEATURES_VERSION"])
+def test_another_version_of_the_rule_pass_or_the_features_relinks_everything(
+    first: Relinker, long_stream: list[Message], monkeypatch: pytest.MonkeyPatch, version: str
 ) -> None:
     """Links kept from a run whose replies were read by another version of
-    corpus_index/linked/responses.py are decided again, not reused."""
+    corpus_index/linked/responses.py, or whose features another version of
+    corpus_index/linked/features.py computed, are decided again, not reused."""
     same = Relinker(first.links)
     same.group(long_stream)
     assert same.reused == len(long_stream)
-    monkeypatch.setattr(relink, "RESPONSES_VERSION", "responses-v0")
+    monkeypatch.setattr(relink, version, "v0")
     again = Relinker(first.links)
     assert canon(again.group(long_stream)) == canon(group_conversations(long_stream))
     assert again.reused == 0

@@ -24,6 +24,12 @@ from numpy.lib.stride_tricks import sliding_window_view
 from corpus_index.linked.messages import Message, addressed_word
 from corpus_index.linked.topic import TOPIC_BLOCK, Embed, band_similarity, tokens
 
+# the features' version, in the digest of the links they decided (corpus_index.linked.relink):
+# a change to what a feature reads must change it, so links kept from a run are decided again
+# (v2: a candidate's mentions are read when a channel is re-linked from a later start, as a
+# whole channel's linking reads them)
+FEATURES_VERSION = "features-v2"
+
 PAIR_FEATURES = (
     "lines_1",
     "lines_2",
@@ -190,8 +196,9 @@ def channel_features(
 
     Every feature of a message reads only the messages before it (and the TF-IDF block it is
     in, see :func:`~corpus_index.linked.topic.band_similarity`), so with ``start`` only the
-    messages from ``start``'s TF-IDF block on get their mentions, topic and new-conversation
-    features (the rows before are 0): what re-linking the end of a channel needs.
+    messages from ``start``'s TF-IDF block on get their topic and new-conversation features
+    (the rows before are 0), and their ``window`` predecessors their mentions (a candidate's
+    mentions are a pair feature): what re-linking the end of a channel needs.
     """
     n = len(messages)
     names = _Names()
@@ -201,7 +208,7 @@ def channel_features(
     first = start - start % TOPIC_BLOCK
     for i, m in enumerate(messages):
         addressee[i] = -1 if m.system else _addressee(m.text, names)
-        if i < first:
+        if i < first - window:
             mentioned.append(frozenset())
             author[i] = -1 if m.system or not m.author else names.seen(m.author)
             continue

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from corpus_index.hashing import value_digest
 from corpus_index.linked.conversations import by_channel, components, decode
-from corpus_index.linked.features import channel_features
+from corpus_index.linked.features import FEATURES_VERSION, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.responses import RESPONSES_VERSION
@@ -69,11 +69,13 @@ def fingerprint(m: Message, *, model: str = "") -> str:
 
 
 def model_digest(model: LinkModel) -> str:
-    """First 16 hex of the sha256 of the weights, as their file writes them, and of the
-    version of the rule pass that reads replies after the model
+    """First 16 hex of the sha256 of the weights, as their file writes them, of the version
+    of the features they weigh (:data:`~corpus_index.linked.features.FEATURES_VERSION`) and
+    of the rule pass that reads replies after the model
     (:data:`~corpus_index.linked.responses.RESPONSES_VERSION`): links an earlier version
     made are decided again."""
-    raw = json.dumps([model.to_json(), RESPONSES_VERSION], sort_keys=True, separators=(",", ":"))
+    versions = [FEATURES_VERSION, RESPONSES_VERSION]
+    raw = json.dumps([model.to_json(), *versions], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
