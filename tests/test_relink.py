@@ -53,7 +53,7 @@ def test_nothing_changed_decides_nothing_again(first: Relinker, long_stream: lis
     assert again.links == first.links
 
 
-def test_a_new_message_relinks_only_its_channels_last_block(
+def test_a_new_message_past_the_first_block_relinks_only_itself(
     first: Relinker, long_stream: list[Message]
 ) -> None:
     counts = Counter(m.channel for m in long_stream)
@@ -63,8 +63,23 @@ def test_a_new_message_relinks_only_its_channels_last_block(
     new = replace(last, unit_id="new", channel=channel, text="Sarah: van booked for thursday", timestamp=last.timestamp + 60)  # fmt: skip
     again = relinked(first, [*long_stream, new])
     assert again.channels_relinked == 1
-    assert again.relinked == size % TOPIC_BLOCK + 1  # its block, never the whole channel
-    assert again.reused == len(long_stream) - size % TOPIC_BLOCK
+    assert again.relinked == 1  # neither its block nor the whole channel
+    assert again.reused == len(long_stream)
+
+
+def test_a_new_message_in_a_channels_first_block_relinks_that_channel(
+    first: Relinker, long_stream: list[Message]
+) -> None:
+    """The first block is weighed by its own document frequencies, which a new message
+    changes: its channel is decided again from the start (and no other channel)."""
+    short = [m for m in long_stream if m.channel == "#other"]
+    assert 0 < len(short) < TOPIC_BLOCK
+    last = long_stream[-1]
+    new = replace(short[-1], unit_id="onew", text="Sarah: van booked for thursday", timestamp=last.timestamp + 60)  # fmt: skip
+    again = relinked(first, [*long_stream, new])
+    assert again.channels_relinked == 1
+    assert again.relinked == len(short) + 1
+    assert again.reused == len(long_stream) - len(short)
 
 
 @pytest.mark.parametrize("where", ["edit", "delete", "late"])

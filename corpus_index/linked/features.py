@@ -22,13 +22,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from corpus_index.linked.messages import Message, addressed_word
-from corpus_index.linked.topic import TOPIC_BLOCK, Embed, band_similarity, tokens
+from corpus_index.linked.topic import Embed, band_similarity, tokens
 
 # the features' version, in the digest of the links they decided (corpus_index.linked.relink):
 # a change to what a feature reads must change it, so links kept from a run are decided again
 # (v2: a candidate's mentions are read when a channel is re-linked from a later start, as a
-# whole channel's linking reads them)
-FEATURES_VERSION = "features-v2"
+# whole channel's linking reads them; v3: a TF-IDF block weighed by the block before it)
+FEATURES_VERSION = "features-v3"
 
 PAIR_FEATURES = (
     "lines_1",
@@ -194,21 +194,20 @@ def channel_features(
     addressing someone) or has them among its ``mentions``; only people who have written in
     the channel before count, so a common word is rarely taken for a name.
 
-    Every feature of a message reads only the messages before it (and the TF-IDF block it is
-    in, see :func:`~corpus_index.linked.topic.band_similarity`), so with ``start`` only the
-    messages from ``start``'s TF-IDF block on get their topic and new-conversation features
-    (the rows before are 0), and their ``window`` predecessors their mentions (a candidate's
-    mentions are a pair feature): what re-linking the end of a channel needs.
+    Every feature of a message reads only the messages before it (and the document
+    frequencies of its TF-IDF block, see :func:`~corpus_index.linked.topic.band_similarity`),
+    so with ``start`` only the messages from ``start`` on get their topic and new-conversation
+    features (the rows before are 0), and their ``window`` predecessors their mentions (a
+    candidate's mentions are a pair feature): what re-linking the end of a channel needs.
     """
     n = len(messages)
     names = _Names()
     author = np.empty(n, dtype=np.int64)
     addressee = np.full(n, -1, dtype=np.int64)
     mentioned: list[frozenset[int]] = []
-    first = start - start % TOPIC_BLOCK
     for i, m in enumerate(messages):
         addressee[i] = -1 if m.system else _addressee(m.text, names)
-        if i < first - window:
+        if i < start - window:
             mentioned.append(frozenset())
             author[i] = -1 if m.system or not m.author else names.seen(m.author)
             continue
@@ -224,7 +223,7 @@ def channel_features(
     prev_same, next_same = _neighbours(author)
     unit_index = {m.unit_id: i for i, m in enumerate(messages)}
     reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
-    topic = band_similarity([m.text for m in messages], window, embed=embed, start=first)
+    topic = band_similarity([m.text for m in messages], window, embed=embed, start=start)
 
     valid = np.zeros((n, window), dtype=bool)
     idx = np.arange(n)
@@ -236,7 +235,7 @@ def channel_features(
     return ChannelFeatures(
         window=window,
         self_=_self_features(
-            messages, author, addressee, mentioned, times, pace, prev_same, topic, valid, first
+            messages, author, addressee, mentioned, times, pace, prev_same, topic, valid, start
         ),
         valid=valid,
         author=author,

@@ -225,9 +225,9 @@ _DESCRIBED = (
 def _member_parts(
     memo: Memo, by_id: Mapping[str, Message], similarity: Similarity, people: People
 ) -> UnitParts:
-    """What describing a group reads of each member, one digest a unit: the message, the
-    TF-IDF block it is weighed in (its vector is computed from that block alone, its place in
-    it included) and its identity anchors."""
+    """What describing a group reads of each member, one digest a unit: the message, what its
+    TF-IDF vector is weighed by (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`)
+    and its identity anchors."""
 
     def read(unit: str) -> tuple[Any, ...]:
         m = by_id[unit]

@@ -358,8 +358,8 @@ def _remembered(
 
 def _scored_parts(memo: Memo, by_id: Mapping[str, Message], similarity: Similarity) -> UnitParts:
     """What scoring a question's candidates reads of each unit, one digest a unit: the
-    message and the TF-IDF block it is weighed in (its vector is computed from that block
-    alone, its place in it included)."""
+    message and what its TF-IDF vector is weighed by
+    (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`)."""
 
     def read(unit: str) -> tuple[Any, ...]:
         return (memo.fingerprint(by_id[unit]), similarity.block_digest(unit))
@@ -382,8 +382,8 @@ def find_answers(
         window_s: how long after a question its answer is looked for (an explicit reply is
             taken at any distance).
         verifier: may refuse a pair before it is taken.
-        memo: an earlier run's results: a question whose candidates and their TF-IDF blocks
-            are unchanged keeps its scored answers (the pairs are then chosen again, over all
+        memo: an earlier run's results: a question whose candidates and what their TF-IDF
+            vectors are weighed by are unchanged keeps its scored answers (the pairs are then chosen again, over all
             questions, as without it).
     """
     ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))

@@ -1,14 +1,16 @@
 """Topic similarity of any two units of a collection: TF-IDF cosine, with document frequencies
-counted over the block of :data:`~corpus_index.linked.topic.TOPIC_BLOCK` units (in the
-collection's time order) a unit is in, so words a group's members share weigh by how rare they
-are around them (not in the group, where every shared word would weigh nothing).
+counted per block of :data:`~corpus_index.linked.topic.TOPIC_BLOCK` units (in the
+collection's time order): a unit is weighed by the frequencies of the block before its own
+(:func:`~corpus_index.linked.topic.counted_block`), so words a group's members share weigh by
+how rare they are around them (not in the group, where every shared word would weigh nothing).
 
-Counting per block rather than over the whole collection keeps a unit's vector fixed while its
-block is: a message added at the end changes the vectors of the last block only, so what was
-computed from the others (a group's coherence, a question's scored answers) can be kept from
-an earlier run (:meth:`Similarity.digest` names what a block's vectors depend on). A
-collection of one block (any under 2,048 units) is weighed as a whole. Blocks are built only
-when a unit of theirs is asked about.
+Counting over the block before, not the whole collection nor the unit's own block, keeps a
+unit's vector fixed while that block and its own text are: a message added after the first
+block changes no vector but its own, so what was computed from the others (a group's
+coherence, a question's scored answers) can be kept from an earlier run
+(:meth:`Similarity.block_digest` names what a unit's vector is weighed by). A collection of
+one block (any under 2,048 units) is weighed by its own frequencies, as a whole, and a unit
+added to it changes every vector. Blocks are built only when a unit of theirs is asked about.
 """
 
 from __future__ import annotations
@@ -21,19 +23,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from corpus_index.linked.messages import Message
-from corpus_index.linked.topic import STOPWORDS, TOPIC_BLOCK, tokens
+from corpus_index.linked.topic import TOPIC_BLOCK, counted_block, document_frequencies, words
 
 Vector = dict[str, float]  # a unit's L2-normalised TF-IDF weights by word
 
 
-def _weights(texts: Sequence[str]) -> list[Vector]:
-    """The TF-IDF vector of each of ``texts``, document frequencies counted over them (the
-    weights of :func:`~corpus_index.linked.topic.tfidf_matrix`)."""
-    docs = [[t for t in tokens(text) if t not in STOPWORDS and len(t) > 1] for text in texts]
-    df: Counter[str] = Counter()
-    for doc in docs:
-        df.update(set(doc))
-    n = max(len(docs), 1)
+def _weights(texts: Sequence[str], counted: Sequence[str] | None = None) -> list[Vector]:
+    """The TF-IDF vector of each of ``texts``, document frequencies counted over ``counted``
+    (``texts`` themselves by default; the weights of
+    :func:`~corpus_index.linked.topic.tfidf_matrix`)."""
+    docs = [words(text) for text in texts]
+    of = docs if counted is None else [words(text) for text in counted]
+    df = document_frequencies(of)
+    n = max(len(of), 1)
     out: list[Vector] = []
     for doc in docs:
         counts = Counter(doc)
@@ -93,23 +95,29 @@ class Similarity:
         return self._digests[block]
 
     def block_digest(self, unit: str) -> str | None:
-        """The digest of the block ``unit`` is weighed in (None: not in the collection):
-        what its vector is computed from, its place in the block included."""
+        """A digest of what ``unit``'s vector is weighed by, besides its own text (None: not
+        in the collection): its block's units, its place among them included, in the first
+        block; the block before its own in any other."""
         row = self._row.get(unit)
-        return None if row is None else self.digest(row // self._block)
+        return None if row is None else self._weighed_by(row // self._block)
+
+    def _weighed_by(self, block: int) -> str:
+        return f"own:{self.digest(0)}" if block == 0 else f"before:{self.digest(block - 1)}"
 
     def digests(self, ids: Sequence[str]) -> list[str]:
-        """The digests of the blocks ``ids`` are weighed in, in block order."""
+        """The :meth:`block_digest` of the blocks ``ids`` are in, in block order."""
         rows = self._row
         size = self._block
         blocks = sorted({r // size for r in (rows.get(i) for i in ids) if r is not None})
-        return [self.digest(b) for b in blocks]
+        return [self._weighed_by(b) for b in blocks]
 
     def _vector(self, row: int) -> Vector:
         block = row // self._block
         if block not in self._vectors:
             lo = block * self._block
-            self._vectors[block] = _weights(self._texts[lo : lo + self._block])
+            texts = self._texts[lo : lo + self._block]
+            counted = counted_block(self._texts, lo, self._block)
+            self._vectors[block] = _weights(texts, None if block == 0 else counted)
         return self._vectors[block][row - block * self._block]
 
     def vector(self, unit: str) -> Vector:

@@ -31,15 +31,29 @@ def tokens(text: str) -> list[str]:
     return [t.rstrip(".-'") for t in _TOKEN.findall(text.lower())]
 
 
-def tfidf_matrix(texts: Sequence[str]) -> sparse.csr_matrix:
-    """Rows of L2-normalised TF-IDF weights (sublinear term frequency, stop words left out),
-    with document frequencies counted over ``texts`` themselves."""
-    docs = [[t for t in tokens(text) if t not in STOPWORDS and len(t) > 1] for text in texts]
+def words(text: str) -> list[str]:
+    """The tokens of ``text`` that TF-IDF weighs: stop words and single letters left out."""
+    return [t for t in tokens(text) if t not in STOPWORDS and len(t) > 1]
+
+
+def document_frequencies(docs: Sequence[Sequence[str]]) -> Counter[str]:
+    """How many of ``docs`` (each a text's :func:`words`) hold each word."""
     df: Counter[str] = Counter()
     for doc in docs:
         df.update(set(doc))
-    vocab = {t: i for i, t in enumerate(sorted(df))}
-    n = max(len(docs), 1)
+    return df
+
+
+def tfidf_matrix(
+    texts: Sequence[str], *, counted: Sequence[str] | None = None
+) -> sparse.csr_matrix:
+    """Rows of L2-normalised TF-IDF weights (sublinear term frequency, stop words left out),
+    with document frequencies counted over ``counted`` (``texts`` themselves by default)."""
+    docs = [words(text) for text in texts]
+    of = docs if counted is None else [words(text) for text in counted]
+    df = document_frequencies(of)
+    vocab = {t: i for i, t in enumerate(sorted({t for doc in docs for t in doc}))}
+    n = max(len(of), 1)
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []
@@ -59,33 +73,42 @@ def tfidf_matrix(texts: Sequence[str]) -> sparse.csr_matrix:
 TOPIC_BLOCK = 2048  # messages whose TF-IDF document frequencies are counted together
 
 
+def counted_block(texts: Sequence[str], b0: int, block: int = TOPIC_BLOCK) -> Sequence[str]:
+    """The texts whose document frequencies weigh the block of ``texts`` that starts at
+    ``b0``: the block before it, whole, or the first block's own (up to ``block`` of them)
+    for the first."""
+    return texts[: min(block, len(texts))] if b0 < block else texts[b0 - block : b0]
+
+
 def band_similarity(
     texts: Sequence[str], window: int, *, embed: Embed | None = None, start: int = 0
 ) -> np.ndarray:
     """``sim[i, k - 1]``: the cosine of message ``i`` and message ``i - k`` for k in
     1..window (0 where ``i - k < 0``), by TF-IDF, or by ``embed`` vectors when given.
 
-    TF-IDF document frequencies are counted per block of ``TOPIC_BLOCK`` messages (with the
-    ``window`` before it), never over the whole channel: a message added at the end changes
-    the similarities of its own block only, so a channel can be linked again from that block
-    on (:mod:`corpus_index.linked.relink`). Rows before the block holding ``start`` are left 0
-    (not computed).
+    TF-IDF document frequencies of a block of ``TOPIC_BLOCK`` messages (and of the ``window``
+    before it) are those of the block before it (:func:`counted_block`), never of the whole
+    channel, nor of the block itself: a message added after the first block changes no
+    similarity before it, so a channel can be linked again from its first changed message on
+    (:mod:`corpus_index.linked.relink`); one in the first block changes that block's. Rows
+    before ``start`` are left 0 (not computed).
     """
     n = len(texts)
     band = np.zeros((n, window), dtype=np.float32)
     if n < 2:
         return band
-    first = start - start % TOPIC_BLOCK
     if embed is not None:
-        lo = max(first - window, 0)
+        lo = max(start - window, 0)
         raw = np.asarray(embed(list(texts[lo:])), dtype=np.float32)
         norms = np.linalg.norm(raw, axis=1, keepdims=True)
         vectors = (raw / np.where(norms == 0, 1, norms)).astype(np.float32)
-        _fill(band, vectors, lo, first, n, window, dense=True)
+        _fill(band, vectors, lo, start, n, window, dense=True)
         return band
-    for b0 in range(first, n, TOPIC_BLOCK):
-        lo, hi = max(b0 - window, 0), min(b0 + TOPIC_BLOCK, n)
-        _fill(band, tfidf_matrix(texts[lo:hi]), lo, b0, hi, window, dense=False)
+    for b0 in range(start - start % TOPIC_BLOCK, n, TOPIC_BLOCK):
+        first = max(b0, start)
+        lo, hi = max(first - window, 0), min(b0 + TOPIC_BLOCK, n)
+        weights = tfidf_matrix(texts[lo:hi], counted=counted_block(texts, b0))
+        _fill(band, weights, lo, first, hi, window, dense=False)
     return band
 
 

@@ -21,7 +21,7 @@ tags (:func:`topic_title`).
 
 With a memo (:mod:`corpus_index.linked.memo`), the clustering resumes from a checkpoint: the
 open clusters after every ``CHECKPOINT`` threads are kept under a key chained over the threads
-before them (their units' fingerprints and TF-IDF blocks), so a run clusters again only from
+before them (their units' fingerprints and TF-IDF weighing), so a run clusters again only from
 the last checkpoint its changes leave standing (an edit or a deletion before a checkpoint
 changes its key). A thread's vector is computed only for the threads it reads: those after the
 checkpoint, and those of a cluster that passes the checks that need no vector.
@@ -204,7 +204,8 @@ def _checkpoint_keys(
 ) -> dict[int, str]:
     """Thread count -> the key of the clusters after that many threads, every ``every``
     threads: each chained over the key before it and the threads between, as what a
-    thread's vector and clustering read (its units, whole, and their TF-IDF blocks)."""
+    thread's vector and clustering read (its units, whole, and what their TF-IDF vectors are
+    weighed by)."""
     if memo is None:
         return {}
     keys: dict[int, str] = {}
