@@ -299,12 +299,12 @@ def test_features_from_a_later_start_are_those_of_the_whole_channel() -> None:
     """Re-linking the end of a channel reads features computed from ``start`` on: every row
     it reads (a message's, and its pairs with the ``window`` messages before it, whose
     mentions are a pair feature) is the one a whole channel's computation gives."""
-    from corpus_index.linked.topic import TOPIC_BLOCK
+    from corpus_index.linked.topic import FIRST_WEIGHED, TOPIC_BLOCK
     from tests.streamgen import stream
 
     messages = stream(TOPIC_BLOCK + 300, channels=1, seed=7)
     whole = channel_features(messages, window=50)
-    for start in (TOPIC_BLOCK, TOPIC_BLOCK + 120):
+    for start in (FIRST_WEIGHED, 700, TOPIC_BLOCK, TOPIC_BLOCK + 120):
         part = channel_features(messages, window=50, start=start)
         rows = slice(start, len(messages))
         assert np.array_equal(part.self_[rows], whole.self_[rows])
@@ -312,3 +312,27 @@ def test_features_from_a_later_start_are_those_of_the_whole_channel() -> None:
         assert np.array_equal(
             part.pair_rows(start, len(messages)), whole.pair_rows(start, len(messages))
         )
+
+
+def test_tfidf_weighs_a_message_by_what_came_up_to_it() -> None:
+    """Past a channel's first FIRST_WEIGHED messages, each is weighed by the TOPIC_BLOCK
+    messages that end with it: rows are the same from any starting row, and adding messages
+    changes none before them; the first messages are weighed together, as one TF-IDF. (Rows
+    are compared by their cosines with each other: the columns' order may differ.)"""
+    from corpus_index.linked.topic import tfidf_matrix, trailing_tfidf
+
+    def cosines(rows: object) -> np.ndarray:
+        m = rows.toarray()  # type: ignore[attr-defined]
+        return np.asarray(m @ m.T)
+
+    texts = [f"van {w} keys {w}{i % 7} roster" for i, w in enumerate(["brakes", "tyres"] * 40)]
+    whole = trailing_tfidf(texts, 0, span=16, first=8)
+    for lo in (3, 8, 20):
+        part = trailing_tfidf(texts, lo, span=16, first=8)
+        assert np.allclose(cosines(part), cosines(whole[lo:]))
+    grown = trailing_tfidf([*texts, "van pumpkin keys"], 0, span=16, first=8)
+    assert np.allclose(cosines(grown[: len(texts)]), cosines(whole))
+    assert not np.allclose(cosines(trailing_tfidf(texts, 0, span=32, first=8)), cosines(whole))
+    assert np.allclose(cosines(whole[:8]), cosines(tfidf_matrix(texts[:8])))
+    later = trailing_tfidf([*texts[:7], "van pumpkin keys"], 0, span=16, first=8)
+    assert not np.allclose(cosines(later[:7]), cosines(whole[:7]))  # the first weigh together

@@ -15,7 +15,7 @@ from corpus_index.linked.groups import link_units
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.relink import Relinker, links_table, read_links
-from corpus_index.linked.topic import TOPIC_BLOCK
+from corpus_index.linked.topic import FIRST_WEIGHED, TOPIC_BLOCK
 from tests.streamgen import stream
 from tests.test_linked_contexts import sample
 
@@ -67,19 +67,22 @@ def test_a_new_message_past_the_first_block_relinks_only_itself(
     assert again.reused == len(long_stream)
 
 
-def test_a_new_message_in_a_channels_first_block_relinks_that_channel(
-    first: Relinker, long_stream: list[Message]
+def test_a_new_message_among_a_channels_first_messages_relinks_that_channel(
+    long_stream: list[Message],
 ) -> None:
-    """The first block is weighed by its own document frequencies, which a new message
-    changes: its channel is decided again from the start (and no other channel)."""
-    short = [m for m in long_stream if m.channel == "#other"]
-    assert 0 < len(short) < TOPIC_BLOCK
-    last = long_stream[-1]
-    new = replace(short[-1], unit_id="onew", text="Sarah: van booked for thursday", timestamp=last.timestamp + 60)  # fmt: skip
-    again = relinked(first, [*long_stream, new])
+    """A channel's first messages are weighed together (FIRST_WEIGHED), so a new one among
+    them changes its channel's similarities: that channel is decided again from the start
+    (and no other channel)."""
+    short = [replace(m, unit_id=f"s{m.unit_id}", channel="#short") for m in stream(40, seed=9)]
+    assert len(short) < FIRST_WEIGHED
+    messages = sorted([*long_stream, *short], key=lambda m: (m.timestamp, m.unit_id))
+    first = Relinker()
+    first.group(messages)
+    new = replace(short[-1], unit_id="snew", text="Sarah: van booked for thursday", timestamp=short[-1].timestamp + 60)  # fmt: skip
+    again = relinked(first, [*messages, new])
     assert again.channels_relinked == 1
     assert again.relinked == len(short) + 1
-    assert again.reused == len(long_stream) - len(short)
+    assert again.reused == len(long_stream)
 
 
 @pytest.mark.parametrize("where", ["edit", "delete", "late"])

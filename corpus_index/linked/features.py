@@ -27,7 +27,8 @@ from corpus_index.linked.topic import Embed, band_similarity, tokens
 # the features' version, in the digest of the links they decided (corpus_index.linked.relink):
 # a change to what a feature reads must change it, so links kept from a run are decided again
 # (v2: a candidate's mentions are read when a channel is re-linked from a later start, as a
-# whole channel's linking reads them; v3: a TF-IDF block weighed by the block before it)
+# whole channel's linking reads them; v3: a message weighed by the TF-IDF document frequencies
+# of the messages up to it, see corpus_index.linked.topic.trailing_tfidf)
 FEATURES_VERSION = "features-v3"
 
 PAIR_FEATURES = (
@@ -194,9 +195,9 @@ def channel_features(
     addressing someone) or has them among its ``mentions``; only people who have written in
     the channel before count, so a common word is rarely taken for a name.
 
-    Every feature of a message reads only the messages before it (and the document
-    frequencies of its TF-IDF block, see :func:`~corpus_index.linked.topic.band_similarity`),
-    so with ``start`` only the messages from ``start`` on get their topic and new-conversation
+    Every feature of a message reads only the messages before it (and, for a channel's first
+    messages, the document frequencies of those first messages, see
+    :func:`~corpus_index.linked.topic.band_similarity`), so with ``start`` only the messages from ``start`` on get their topic and new-conversation
     features (the rows before are 0), and their ``window`` predecessors their mentions (a
     candidate's mentions are a pair feature): what re-linking the end of a channel needs.
     """

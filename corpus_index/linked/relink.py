@@ -2,15 +2,15 @@
 scale): a channel's links from the last run are kept up to its first changed message, and
 only its messages from there on are decided again.
 
-Every feature of a message reads only the messages before it and the document frequencies of
-its TF-IDF block (:data:`~corpus_index.linked.topic.TOPIC_BLOCK` messages), which are those of
-the block before (:func:`~corpus_index.linked.topic.band_similarity`), or the first block's
-own; and each decision reads the decisions before it. So when the first ``p`` messages of a
-channel are the same as last time (same ids, authors, texts, times, replies, mentions, in the
-same order), their parents are the same, and a full re-link and this one agree on every
-message: re-linking starts at message ``p`` (at the start when ``p`` is in the first block,
-whose frequencies it changes) and looks back ``window`` messages. A new message in a channel
-longer than a block costs itself, not the channel; a channel nothing changed in costs nothing.
+Every feature of a message reads only the messages up to it (its TF-IDF weights are those of
+the messages up to it, :func:`~corpus_index.linked.topic.trailing_tfidf`), but for a channel's
+first :data:`~corpus_index.linked.topic.FIRST_WEIGHED` messages, which are weighed together;
+and each decision reads the decisions before it. So when the first ``p`` messages of a channel
+are the same as last time (same ids, authors, texts, times, replies, mentions, in the same
+order), their parents are the same, and a full re-link and this one agree on every message:
+re-linking starts at message ``p`` (at the start when ``p`` is among the first messages, whose
+weights it changes) and looks back ``window`` messages. A new message in a channel past its
+first messages costs itself, not the channel; a channel nothing changed in costs nothing.
 
 The links are kept as :class:`Link` rows (one per message, its position in the channel, a
 fingerprint of what the linker reads of it, its parent's position), in the Arrow layout
@@ -33,7 +33,7 @@ from corpus_index.linked.features import FEATURES_VERSION, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.responses import RESPONSES_VERSION
-from corpus_index.linked.topic import TOPIC_BLOCK, Embed
+from corpus_index.linked.topic import FIRST_WEIGHED, Embed
 
 
 class Link(NamedTuple):
@@ -159,7 +159,8 @@ class Relinker:
 
 def _kept_parents(previous: list[Link], prints: list[str]) -> list[int]:
     """The parents that still hold: those of the messages before the first that differs from
-    last time (all of them when none does), or none when it is in the first TF-IDF block."""
+    last time (all of them when none does), or none when it is among the channel's first
+    :data:`~corpus_index.linked.topic.FIRST_WEIGHED`."""
     same = 0
     for link, p in zip(previous, prints, strict=False):
         if link.position != same or link.fingerprint != p:
@@ -167,5 +168,4 @@ def _kept_parents(previous: list[Link], prints: list[str]) -> list[int]:
         same += 1
     if same == len(prints) == len(previous):
         return [link.parent for link in previous]
-    first = same if same >= TOPIC_BLOCK else 0
-    return [link.parent for link in previous[:first]]
+    return [link.parent for link in previous[:same]] if same >= FIRST_WEIGHED else []

@@ -71,6 +71,8 @@ def tfidf_matrix(
 
 
 TOPIC_BLOCK = 2048  # messages whose TF-IDF document frequencies are counted together
+# a channel's first messages, weighed together (see :func:`trailing_tfidf`)
+FIRST_WEIGHED = 256
 
 
 def counted_block(texts: Sequence[str], b0: int, block: int = TOPIC_BLOCK) -> Sequence[str]:
@@ -80,35 +82,68 @@ def counted_block(texts: Sequence[str], b0: int, block: int = TOPIC_BLOCK) -> Se
     return texts[: min(block, len(texts))] if b0 < block else texts[b0 - block : b0]
 
 
+def trailing_tfidf(
+    texts: Sequence[str], lo: int, *, span: int = TOPIC_BLOCK, first: int = FIRST_WEIGHED
+) -> sparse.csr_matrix:
+    """Rows of L2-normalised TF-IDF weights of ``texts[lo:]`` (as :func:`tfidf_matrix`), each
+    text's document frequencies counted over the ``span`` texts that end with it, or, for the
+    ``first`` texts, over the first ``first`` together (too few texts come before them to
+    weigh words by): past the first ``first``, a text is weighed by what was written up to
+    it, never after, so adding a text changes no row before it."""
+    base = 0 if lo < first else max(lo - span + 1, 0)
+    docs = [words(text) for text in texts[base:]]
+    opening = document_frequencies(docs[: first - base]) if base < first else Counter()
+    df: Counter[str] = Counter()
+    vocab: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    for r, doc in enumerate(docs):
+        i = base + r
+        df.update(set(doc))
+        if r >= span:
+            df.subtract(set(docs[r - span]))
+        if i < lo:
+            continue
+        counted, n = (opening, min(len(texts), first)) if i < first else (df, min(i + 1, span))
+        counts = Counter(doc)
+        weights = {
+            t: (1 + math.log(c)) * math.log((1 + n) / (1 + counted[t])) for t, c in counts.items()
+        }
+        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+        for t, w in weights.items():
+            rows.append(i - lo)
+            cols.append(vocab.setdefault(t, len(vocab)))
+            vals.append(w / norm)
+    shape = (len(texts) - lo, max(len(vocab), 1))
+    return sparse.csr_matrix((vals, (rows, cols)), shape=shape)
+
+
 def band_similarity(
     texts: Sequence[str], window: int, *, embed: Embed | None = None, start: int = 0
 ) -> np.ndarray:
     """``sim[i, k - 1]``: the cosine of message ``i`` and message ``i - k`` for k in
     1..window (0 where ``i - k < 0``), by TF-IDF, or by ``embed`` vectors when given.
 
-    TF-IDF document frequencies of a block of ``TOPIC_BLOCK`` messages (and of the ``window``
-    before it) are those of the block before it (:func:`counted_block`), never of the whole
-    channel, nor of the block itself: a message added after the first block changes no
-    similarity before it, so a channel can be linked again from its first changed message on
-    (:mod:`corpus_index.linked.relink`); one in the first block changes that block's. Rows
-    before ``start`` are left 0 (not computed).
+    Each message's TF-IDF document frequencies are those of the ``TOPIC_BLOCK`` messages that
+    end with it (:func:`trailing_tfidf`), never of the whole channel nor of messages after it,
+    but for the channel's first ``FIRST_WEIGHED``, which are weighed together: a message added
+    past them changes no similarity before it, so a channel can be linked again from its
+    first changed message on (:mod:`corpus_index.linked.relink`). Rows before ``start`` are
+    left 0 (not computed).
     """
     n = len(texts)
     band = np.zeros((n, window), dtype=np.float32)
     if n < 2:
         return band
+    lo = max(start - window, 0)
     if embed is not None:
-        lo = max(start - window, 0)
         raw = np.asarray(embed(list(texts[lo:])), dtype=np.float32)
         norms = np.linalg.norm(raw, axis=1, keepdims=True)
         vectors = (raw / np.where(norms == 0, 1, norms)).astype(np.float32)
         _fill(band, vectors, lo, start, n, window, dense=True)
         return band
-    for b0 in range(start - start % TOPIC_BLOCK, n, TOPIC_BLOCK):
-        first = max(b0, start)
-        lo, hi = max(first - window, 0), min(b0 + TOPIC_BLOCK, n)
-        weights = tfidf_matrix(texts[lo:hi], counted=counted_block(texts, b0))
-        _fill(band, weights, lo, first, hi, window, dense=False)
+    _fill(band, trailing_tfidf(texts, lo), lo, start, n, window, dense=False)
     return band
 
 

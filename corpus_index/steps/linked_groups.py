@@ -15,12 +15,12 @@ set ``grouping: false``) gets all of them empty; so does the identity side of an
 collection (chat nicks, no people).
 
 Each run starts from the last: conversations are linked again only from each channel's first
-changed message on (from the start in a channel's first TF-IDF block), and a question whose
+changed message on (from the start among a channel's first messages), and a question whose
 candidate answers, or a group whose members and identity anchors, are as they were (with what
-their TF-IDF vectors are weighed by) keeps its scored answers, its description and its row. The groups are those of a full re-run, at the cost of the
-change; an unchanged group keeps its id and its input hash, so it is never embedded twice. The
-re-processing queue (:mod:`corpus_index.reprocess_queue`) is kept from the groups each run
-writes.
+their TF-IDF vectors are weighed by) keeps its scored answers, its description and its row.
+The groups are those of a full re-run, at the cost of the change; an unchanged group keeps its
+id and its input hash, so it is never embedded twice. The re-processing queue
+(:mod:`corpus_index.reprocess_queue`) is kept from the groups each run writes.
 """
 
 from __future__ import annotations
