@@ -197,9 +197,10 @@ def channel_features(
 
     Every feature of a message reads only the messages before it (and, for a channel's first
     messages, the document frequencies of those first messages, see
-    :func:`~corpus_index.linked.topic.band_similarity`), so with ``start`` only the messages from ``start`` on get their topic and new-conversation
-    features (the rows before are 0), and their ``window`` predecessors their mentions (a
-    candidate's mentions are a pair feature): what re-linking the end of a channel needs.
+    :func:`~corpus_index.linked.topic.band_similarity`), so with ``start`` only the messages
+    from ``start`` on get their topic and new-conversation features (the rows before are 0),
+    and their ``window`` predecessors their mentions (a candidate's mentions are a pair
+    feature): what re-linking the end of a channel needs.
     """
     n = len(messages)
     names = _Names()

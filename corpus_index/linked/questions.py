@@ -383,8 +383,8 @@ def find_answers(
             taken at any distance).
         verifier: may refuse a pair before it is taken.
         memo: an earlier run's results: a question whose candidates and what their TF-IDF
-            vectors are weighed by are unchanged keeps its scored answers (the pairs are then chosen again, over all
-            questions, as without it).
+            vectors are weighed by are unchanged keeps its scored answers (the pairs are then
+            chosen again, over all questions, as without it).
     """
     ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
     channels: dict[str, list[Message]] = {}
