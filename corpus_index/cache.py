@@ -18,6 +18,8 @@ import pyarrow as pa
 from corpus_index import lance, predicates
 
 LOOKUP_CHUNK = 2000
+# tries of a put whose table another writer's creation overwrote meanwhile (see put)
+RECREATED_ATTEMPTS = 3
 
 
 def cache_schema(dim: int) -> pa.Schema:
@@ -73,11 +75,26 @@ class EmbeddingCache:
         on ``input_hash`` would do the same in one call, but it joins against the whole table,
         so its memory grows with the cache (measured: +75 MiB per window at 160,000 entries,
         against +30 MiB for this). Two writers racing on the same new key can both append it;
-        ``lookup`` takes either copy, and the duplicates cost only space.
+        ``lookup`` takes either copy, and the duplicates cost only space. Two writers that both
+        found the table missing both create it, and LanceDB commits the second creation as an
+        overwrite of the first: an append made on the first then conflicts with it, and is
+        made again on the table as it now is (what the overwrite dropped is only cache).
         """
         if len(hashes) == 0:
             return 0
         table = self._table(create=True)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(hashes), self.dim)
+        for attempt in range(1, RECREATED_ATTEMPTS + 1):
+            try:
+                self._append_absent(table, hashes, matrix)
+                return len(hashes)
+            except (RuntimeError, OSError, ValueError) as exc:
+                if attempt == RECREATED_ATTEMPTS or not lance.is_overwritten(exc):
+                    raise
+                table.checkout_latest()
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _append_absent(self, table: Any, hashes: Sequence[str], matrix: np.ndarray) -> None:
         # one row per key: its first occurrence among the offered, if the table lacks it
         first: dict[str, int] = {}
         for i, h in enumerate(hashes):
@@ -86,22 +103,20 @@ class EmbeddingCache:
             for key in result.column("input_hash").to_pylist():
                 first.pop(key, None)
         if not first:
-            return len(hashes)
+            return
         rows = list(first.values())
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(hashes), self.dim)[rows]
         now = dt.datetime.now(dt.UTC)
         data = pa.table(
             {
                 "input_hash": pa.array(list(first), pa.string()),
                 "vector": pa.FixedSizeListArray.from_arrays(
-                    pa.array(matrix.ravel(), pa.float32()), self.dim
+                    pa.array(matrix[rows].ravel(), pa.float32()), self.dim
                 ),
                 "created_at": pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")),
             },
             schema=cache_schema(self.dim),
         )
         lance.retry_commits(lambda: table.add(data), table=table)
-        return len(hashes)
 
     @lance.reads_tables
     def count(self) -> int:

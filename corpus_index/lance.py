@@ -42,6 +42,18 @@ def is_commit_conflict(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError | OSError | ValueError) and bool(_CONFLICT.search(str(exc)))
 
 
+# what LanceDB says when a commit lost to a concurrent overwrite of the table (a second
+# creation of a table two writers both found missing commits as one)
+_OVERWRITTEN = re.compile(r"incompatible with concurrent transaction Overwrite", re.I)
+
+
+def is_overwritten(exc: BaseException) -> bool:
+    """Whether LanceDB refused a commit because another writer overwrote the table first."""
+    return isinstance(exc, RuntimeError | OSError | ValueError) and bool(
+        _OVERWRITTEN.search(str(exc))
+    )
+
+
 def retry_commits(
     write: Callable[[], R],
     *,

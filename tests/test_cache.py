@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache
+from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache, cache_schema
 from corpus_index.hashing import input_hash
 
 
@@ -247,3 +248,25 @@ def test_misses_reach_the_embedder_longest_first_in_batches(tmp_path: Path) -> N
     by_hash = dict(zip(result.hashes, result.vectors, strict=True))
     for h, t in texts.items():  # each vector still belongs to its own text
         assert by_hash[h].tobytes() == real.embed([t])[0].astype(np.float32).tobytes()
+
+
+def test_a_put_racing_another_writers_creation_of_the_table_still_stores(
+    tmp_path: Path,
+) -> None:
+    """Two processes that find the cache table missing both create it; LanceDB commits the
+    second creation as an overwrite of the first, and an append made on the first then
+    conflicts with it. The put that lost is made again on the table as it now is."""
+    c = cache(tmp_path)
+    other = cache(tmp_path)
+    opened = c._table(create=True)  # the table as this writer found it (just created)
+
+    class Racing(EmbeddingCache):
+        def _table(self, *, create: bool) -> Any:
+            # the other writer's creation lands after this one opened the table
+            other._db.create_table(other.table_name, schema=cache_schema(4), mode="overwrite")
+            return opened
+
+    racing = Racing(str(tmp_path / "lance"), backend_spec="hash:v1-4", revision="v1", dim=4)
+    hashes = [input_hash("default-v1", t) for t in ("a", "b")]
+    assert racing.put(hashes, vectors(2)) == 2
+    assert set(cache(tmp_path).lookup(hashes)) == set(hashes)
