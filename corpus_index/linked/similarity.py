@@ -1,8 +1,7 @@
 """Topic similarity of any two units of a collection: TF-IDF cosine, with document frequencies
 counted per block of :data:`~corpus_index.linked.topic.TOPIC_BLOCK` units (in the
-collection's time order): a unit is weighed by the frequencies of the block before its own
-(:func:`~corpus_index.linked.topic.counted_block`), so words a group's members share weigh by
-how rare they are around them (not in the group, where every shared word would weigh nothing).
+collection's time order): a unit is weighed by the frequencies of the block before its own,
+so words a group's members share weigh by how rare they are around them (not in the group, where every shared word would weigh nothing).
 
 Counting over the block before, not the whole collection nor the unit's own block, keeps a
 unit's vector fixed while that block and its own text are: a message added after the first
@@ -17,34 +16,24 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from corpus_index.linked.messages import Message
-from corpus_index.linked.topic import TOPIC_BLOCK, counted_block, document_frequencies, words
+from corpus_index.linked.topic import TOPIC_BLOCK, document_frequencies, tfidf_weights, words
 
 Vector = dict[str, float]  # a unit's L2-normalised TF-IDF weights by word
 
 
 def _weights(texts: Sequence[str], counted: Sequence[str] | None = None) -> list[Vector]:
-    """The TF-IDF vector of each of ``texts``, document frequencies counted over ``counted``
-    (``texts`` themselves by default; the weights of
-    :func:`~corpus_index.linked.topic.tfidf_matrix`)."""
+    """The :func:`~corpus_index.linked.topic.tfidf_weights` of each of ``texts``, document
+    frequencies counted over ``counted`` (``texts`` themselves by default)."""
     docs = [words(text) for text in texts]
     of = docs if counted is None else [words(text) for text in counted]
     df = document_frequencies(of)
     n = max(len(of), 1)
-    out: list[Vector] = []
-    for doc in docs:
-        counts = Counter(doc)
-        weights = {
-            t: (1 + math.log(c)) * math.log((1 + n) / (1 + df[t])) for t, c in counts.items()
-        }
-        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
-        out.append({t: w / norm for t, w in weights.items()})
-    return out
+    return [tfidf_weights(doc, df, n) for doc in docs]
 
 
 def _dense(vectors: Sequence[Vector]) -> np.ndarray:
@@ -116,8 +105,8 @@ class Similarity:
         if block not in self._vectors:
             lo = block * self._block
             texts = self._texts[lo : lo + self._block]
-            counted = counted_block(self._texts, lo, self._block)
-            self._vectors[block] = _weights(texts, None if block == 0 else counted)
+            before = None if block == 0 else self._texts[lo - self._block : lo]
+            self._vectors[block] = _weights(texts, before)
         return self._vectors[block][row - block * self._block]
 
     def vector(self, unit: str) -> Vector:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,29 +44,32 @@ def document_frequencies(docs: Sequence[Sequence[str]]) -> Counter[str]:
     return df
 
 
-def tfidf_matrix(
-    texts: Sequence[str], *, counted: Sequence[str] | None = None
-) -> sparse.csr_matrix:
-    """Rows of L2-normalised TF-IDF weights (sublinear term frequency, stop words left out),
-    with document frequencies counted over ``counted`` (``texts`` themselves by default)."""
+def tfidf_weights(doc: Sequence[str], df: Mapping[str, int], n: int) -> dict[str, float]:
+    """One text's L2-normalised TF-IDF weights by word (sublinear term frequency), from its
+    :func:`words` and the document frequencies ``df`` counted over ``n`` texts."""
+    counts = Counter(doc)
+    weights = {
+        t: (1 + math.log(c)) * math.log((1 + n) / (1 + df.get(t, 0))) for t, c in counts.items()
+    }
+    norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+    return {t: w / norm for t, w in weights.items()}
+
+
+def tfidf_matrix(texts: Sequence[str]) -> sparse.csr_matrix:
+    """Rows of :func:`tfidf_weights`, with document frequencies counted over ``texts``
+    themselves."""
     docs = [words(text) for text in texts]
-    of = docs if counted is None else [words(text) for text in counted]
-    df = document_frequencies(of)
-    vocab = {t: i for i, t in enumerate(sorted({t for doc in docs for t in doc}))}
-    n = max(len(of), 1)
+    df = document_frequencies(docs)
+    vocab = {t: i for i, t in enumerate(sorted(df))}
+    n = max(len(docs), 1)
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []
     for r, doc in enumerate(docs):
-        counts = Counter(doc)
-        weights = {
-            t: (1 + math.log(c)) * math.log((1 + n) / (1 + df[t])) for t, c in counts.items()
-        }
-        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
-        for t, w in weights.items():
+        for t, w in tfidf_weights(doc, df, n).items():
             rows.append(r)
             cols.append(vocab[t])
-            vals.append(w / norm)
+            vals.append(w)
     return sparse.csr_matrix((vals, (rows, cols)), shape=(len(docs), max(len(vocab), 1)))
 
 
@@ -75,17 +78,10 @@ TOPIC_BLOCK = 2048  # messages whose TF-IDF document frequencies are counted tog
 FIRST_WEIGHED = 256
 
 
-def counted_block(texts: Sequence[str], b0: int, block: int = TOPIC_BLOCK) -> Sequence[str]:
-    """The texts whose document frequencies weigh the block of ``texts`` that starts at
-    ``b0``: the block before it, whole, or the first block's own (up to ``block`` of them)
-    for the first."""
-    return texts[: min(block, len(texts))] if b0 < block else texts[b0 - block : b0]
-
-
 def trailing_tfidf(
     texts: Sequence[str], lo: int, *, span: int = TOPIC_BLOCK, first: int = FIRST_WEIGHED
 ) -> sparse.csr_matrix:
-    """Rows of L2-normalised TF-IDF weights of ``texts[lo:]`` (as :func:`tfidf_matrix`), each
+    """Rows of :func:`tfidf_weights` of ``texts[lo:]``, each
     text's document frequencies counted over the ``span`` texts that end with it, or, for the
     ``first`` texts, over the first ``first`` together (too few texts come before them to
     weigh words by): past the first ``first``, a text is weighed by what was written up to
@@ -106,15 +102,10 @@ def trailing_tfidf(
         if i < lo:
             continue
         counted, n = (opening, min(len(texts), first)) if i < first else (df, min(i + 1, span))
-        counts = Counter(doc)
-        weights = {
-            t: (1 + math.log(c)) * math.log((1 + n) / (1 + counted[t])) for t, c in counts.items()
-        }
-        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
-        for t, w in weights.items():
+        for t, w in tfidf_weights(doc, counted, n).items():
             rows.append(i - lo)
             cols.append(vocab.setdefault(t, len(vocab)))
-            vals.append(w / norm)
+            vals.append(w)
     shape = (len(texts) - lo, max(len(vocab), 1))
     return sparse.csr_matrix((vals, (rows, cols)), shape=shape)
 
