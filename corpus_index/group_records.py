@@ -189,7 +189,7 @@ def group_tables(
                 key = _row_key(memo, gid, group, parts)
             if before is None and previous is not None:
                 before = set(previous["group_id"].to_pylist())
-            if memo is not None and gid in (before or ()) and memo.get(key) is not None:
+            if memo is not None and gid in (before or ()) and memo.has(key):
                 carried.append(gid)
                 if previous_members is not None:
                     carried_members.append(gid)

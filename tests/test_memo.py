@@ -140,3 +140,13 @@ def test_a_unit_s_parts_are_made_once_and_read_in_the_order_asked() -> None:
     assert first[0] == hashlib.sha256(encoded(plain(read("u1")))).digest()
     flat = UnitParts(lambda unit: ("print-" + unit, "anchor", unit[-1]))
     assert flat([MESSAGE]) == [hashlib.sha256(encoded(plain(("print-u1", "anchor", "1")))).digest()]
+
+
+def test_an_entry_found_by_has_is_kept_for_the_next_run_as_by_get() -> None:
+    earlier = Memo([{"key": "k1", "value": '"g1"', "tenant_id": "t"}], tenant_id="t")
+    assert earlier.has("k1") and not earlier.has("k2")
+    assert earlier.kept == {"k1": '"g1"'} and earlier.reused == 1
+    by_get = Memo([{"key": "k1", "value": '"g1"', "tenant_id": "t"}], tenant_id="t")
+    assert by_get.get("k1") == "g1" and by_get.kept == earlier.kept
+    other = Memo([{"key": "k1", "value": '"g1"', "tenant_id": "t"}], tenant_id="u")
+    assert not other.has("k1") and other.kept == {}  # another tenant's entry is never read

@@ -183,7 +183,12 @@ def link_units(
     for g in conversations:
         out.append(described(g))
     links = find_answers(
-        units, similarity=similarity, window_s=windows.answer_s, verifier=verifier, memo=memo
+        units,
+        similarity=similarity,
+        window_s=windows.answer_s,
+        verifier=verifier,
+        memo=memo,
+        parts=None if keyed is None else keyed[1],
     )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
         out.append(described(g, by_id[link.question].author, link.sentence))
@@ -225,9 +230,11 @@ _DESCRIBED = (
 def _member_parts(
     memo: Memo, by_id: Mapping[str, Message], similarity: Similarity, people: People
 ) -> UnitParts:
-    """What describing a group reads of each member, one digest a unit: the message, what its
-    TF-IDF vector is weighed by (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`)
-    and its identity anchors."""
+    """What describing a group reads of each member, and scoring a question's candidates of
+    each candidate, one digest a unit: the message, what its TF-IDF vector is weighed by
+    (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`) and its identity anchors
+    (which only a description reads: a question is scored again after a merge that moves one
+    of its candidates' anchors, which costs time, never a wrong result)."""
 
     def read(unit: str) -> tuple[Any, ...]:
         m = by_id[unit]

@@ -264,6 +264,16 @@ class Memo:
         self.reused += 1
         return json.loads(raw)
 
+    def has(self, key: str) -> bool:
+        """Whether the earlier run has a result for ``key`` (then kept for the next run, as
+        by :meth:`get`), without decoding it."""
+        raw = self._previous.get(key)
+        if raw is None:
+            return False
+        self.kept[key] = raw
+        self.reused += 1
+        return True
+
     def put(self, key: str, value: Any) -> None:
         """Keep ``value`` (plain JSON data) as the result for ``key``."""
         self.kept[key] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -374,6 +374,7 @@ def find_answers(
     window_s: float = ANSWER_WINDOW_S,
     verifier: AnswerVerifier | None = None,
     memo: Memo | None = None,
+    parts: UnitParts | None = None,
 ) -> list[QaLink]:
     """Every question of ``messages`` (one collection) with its answer or None, in the order
     the questions were asked.
@@ -385,6 +386,9 @@ def find_answers(
         memo: an earlier run's results: a question whose candidates and what their TF-IDF
             vectors are weighed by are unchanged keeps its scored answers (the pairs are then
             chosen again, over all questions, as without it).
+        parts: with ``memo``, what its keys read of each unit when the caller has made it
+            (the message and what its TF-IDF vector is weighed by, and anything more: one
+            digest a unit serving every key of a run); made here otherwise.
     """
     ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
     channels: dict[str, list[Message]] = {}
@@ -401,7 +405,7 @@ def find_answers(
             replies.setdefault(m.reply_to, []).append(m)
     shared = {p for p, ms in places.items() if len({m.channel for m in ms}) > 1}
     by_id = {m.unit_id: m for m in ordered}
-    keyed = None if memo is None else (memo, _scored_parts(memo, by_id, similarity))
+    keyed = None if memo is None else (memo, parts or _scored_parts(memo, by_id, similarity))
     for channel in channels.values():
         for i, q in enumerate(channel):
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
