@@ -38,6 +38,7 @@ from corpus_index import (
 )
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from corpus_index.linked.memo import without_units
 from corpus_index.shards import split_key
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
@@ -207,12 +208,15 @@ def propagate_deletion(
     # identity mentions and sightings of the deleted units (their snippets hold its words)
     for location, n in identity_store.remove_units(corpus, collection, units):
         receipt.removed("warehouse", location, n, "rows")
-    # the groupings' kept results (titles and summaries quote units): all of them, the next
-    # ``linked_groups`` run computes what it needs again
+    # the groupings' kept results that read a removed unit (their titles and summaries quote
+    # it); the next ``linked_groups`` run computes them again
     memo = wh.read("group_memo", (collection,))
     if memo is not None and memo.num_rows and units:
-        wh.write("group_memo", (collection,), memo.schema.empty_table())
-        receipt.removed("warehouse", str(wh.path("group_memo", collection)), memo.num_rows, "rows")
+        kept = without_units(memo, units)
+        if kept.num_rows < memo.num_rows:
+            wh.write("group_memo", (collection,), kept)
+            n = memo.num_rows - kept.num_rows
+            receipt.removed("warehouse", str(wh.path("group_memo", collection)), n, "rows")
     for asset in (
         "parsed_blocks",
         "embedding_inputs",

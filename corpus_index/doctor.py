@@ -41,7 +41,7 @@ from corpus_index.identity_store import (
     STORED_MENTION_SCHEMA,
 )
 from corpus_index.index_store import GenerationStore
-from corpus_index.linked.memo import MEMO_SCHEMA
+from corpus_index.linked.memo import MEMO_READ
 from corpus_index.linked.relink import LINK_SCHEMA
 from corpus_index.records import (
     BLOCK_SCHEMA,
@@ -77,7 +77,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     SIGHTINGS: set(SIGHTING_SCHEMA.names),
     PASS: set(PASS_SCHEMA.names),
     "conversation_links": set(LINK_SCHEMA.names),
-    "group_memo": set(MEMO_SCHEMA.names),
+    "group_memo": set(MEMO_READ),  # ``units`` came later: a memo without them reads as all
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

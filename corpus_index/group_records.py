@@ -197,7 +197,7 @@ def group_tables(
             else:
                 group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
                 if memo is not None:
-                    memo.put(key, gid)
+                    memo.put(key, gid, units=group.member_ids)
             member_rows.extend(
                 {
                     "group_id": gid,

@@ -6,6 +6,7 @@ unchanged."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import json
 import shutil
@@ -484,3 +485,166 @@ def test_the_step_leaves_the_garbage_collector_as_it_found_it(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# ------------------------------------------- a long stream, step by step, against full runs
+LONG = TOPIC_BLOCK + 600  # two TF-IDF blocks; each of the three channels past its first 256
+
+
+def _long_records(source: Path) -> list[dict[str, Any]]:
+    return lines(source / "chat.jsonl")
+
+
+def _long_write(source: Path, records: list[dict[str, Any]]) -> None:
+    write(source / "chat.jsonl", records)
+
+
+def _at_time(records: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """The ``k``-th record in time order."""
+    return sorted(records, key=lambda r: (r["timestamp"], r["id"]))[k]
+
+
+def _after(record: dict[str, Any], seconds: float) -> str:
+    """``record``'s time and ``seconds`` more, as the stream writes times."""
+    return (
+        dt.datetime.fromisoformat(record["timestamp"]) + dt.timedelta(seconds=seconds)
+    ).isoformat()
+
+
+def _long_append(source: Path) -> None:
+    records = _long_records(source)
+    last = _at_time(records, -1)
+    new = dict(last, id="x-append", text="does anyone know where the van keys are?")
+    new["timestamp"] = _after(last, 60)
+    new.pop("reply_to", None)
+    _long_write(source, [*records, new])
+
+
+def _long_edit_second_block(source: Path) -> None:
+    records = _long_records(source)
+    target = _at_time(records, TOPIC_BLOCK + 200)["id"]
+    _long_write(
+        source,
+        [dict(r, text="roster swap sunday night, who can cover?") if r["id"] == target else r
+         for r in records],
+    )  # fmt: skip
+
+
+def _long_delete_second_block(source: Path) -> None:
+    records = _long_records(source)
+    target = _at_time(records, TOPIC_BLOCK + 100)["id"]
+    _long_write(source, [r for r in records if r["id"] != target])
+
+
+def _long_late(source: Path) -> None:
+    """A message written in the second block's time, arriving only now (at the file's end)."""
+    records = _long_records(source)
+    then = _at_time(records, TOPIC_BLOCK + 300)
+    new = dict(then, id="x-late", author="Priya", text="mikeb: chemist has the webster pack")
+    new["timestamp"] = _after(then, 1)
+    new.pop("reply_to", None)
+    _long_write(source, [*records, new])
+
+
+def _long_reply_far_back(source: Path) -> None:
+    """A new message replying to one some 1,500 messages back."""
+    records = _long_records(source)
+    old, last = _at_time(records, len(records) - 1500), _at_time(records, -1)
+    new = dict(last, id="x-reply", author="Grace F", text="sorted now, the plumber came")
+    new["timestamp"] = _after(last, 120)
+    new["reply_to"] = old["id"]
+    _long_write(source, [*records, new])
+
+
+def _long_edit_first_block(source: Path) -> None:
+    """An edit in the first block: the second block's weights change with it."""
+    records = _long_records(source)
+    target = _at_time(records, 100)["id"]
+    _long_write(
+        source,
+        [dict(r, text="lunch menu: roast pumpkin") if r["id"] == target else r for r in records],
+    )
+
+
+LONG_CHANGES: list[Callable[[Path], None]] = [
+    _long_append,
+    _long_edit_second_block,
+    _long_delete_second_block,
+    _long_late,
+    _long_reply_far_back,
+    _long_edit_first_block,
+]
+
+
+@pytest.fixture(scope="module")
+def long_incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Settings]:
+    root = tmp_path_factory.mktemp("long")
+    source = root / "source"
+    source.mkdir()
+    shutil.copy(SAMPLE / "people.yaml", source)
+    write_jsonl(stream(LONG, channels=3, seed=11), source / "chat.jsonl")
+    settings = configure(root, source)
+    assert link(settings).passed
+    return source, settings
+
+
+@pytest.mark.parametrize("change", LONG_CHANGES, ids=lambda c: c.__name__.removeprefix("_long_"))
+def test_a_long_stream_from_the_last_run_gives_what_a_full_run_gives(
+    long_incremental: tuple[Path, Settings], change: Callable[[Path], None], tmp_path: Path
+) -> None:
+    """Past the first TF-IDF block and each channel's first messages (where a run re-links
+    from the changed message and weighs by the block before), the step from its last run
+    leaves the partitions a full run leaves, after each change in turn: the groups, members,
+    identities, mentions and each message's conversation link."""
+    source, settings = long_incremental  # the changes pile up, in order, on one home
+    change(source)
+    again = link(settings)
+    assert again.passed and again.computed > 0
+    if change is _long_edit_first_block:  # both blocks' vectors move: most computed again
+        assert again.computed > again.reused > 0
+    else:  # only what reads the changed unit
+        assert again.reused > 10 * again.computed
+    fresh_source = tmp_path / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(tmp_path, fresh_source)
+    whole = link(fresh)
+    assert whole.reused == 0 and whole.groups == again.groups
+    assert tables(settings) == tables(fresh)
+    links = [Home(s).warehouse.read(LINKS, (COLLECTION,)) for s in (settings, fresh)]
+    assert links[0] is not None and links[1] is not None
+    assert links[0].to_pylist() == links[1].to_pylist()
+
+
+def test_a_removed_unit_takes_with_it_the_kept_results_that_quote_it(tmp_path: Path) -> None:
+    """Removing a message drops at once the kept results that read it (a summary quoting it),
+    keeps the others, and the next run computes what it needs again: what a full run gives."""
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path, source)
+    assert link(settings).passed
+    wh = Home(settings).warehouse
+    before = wh.read(MEMO, (COLLECTION,))
+    assert before is not None
+    # a chat message some kept summary quotes
+    chat = source / "chat-picton-sil.jsonl"
+    records = lines(chat)
+    values = "\n".join(before["value"].to_pylist())
+    quoted = next(r for r in records if len(r["text"]) > 40 and r["text"][:40] in values)
+    write(chat, [r for r in records if r["id"] != quoted["id"]])
+    home = Home(settings)
+    assert steps.source_manifest.run(home, COLLECTION).receipt is not None
+    after = wh.read(MEMO, (COLLECTION,))
+    assert after is not None
+    assert quoted["text"][:40] not in "\n".join(after["value"].to_pylist())
+    assert all(quoted["id"] not in (units or ()) for units in after["units"].to_pylist())
+    assert 0 < after.num_rows < before.num_rows
+    dropped = before.num_rows - after.num_rows
+    assert dropped < before.num_rows // 4  # the entries that read it, not all
+    steps.parsed_blocks.run(home, COLLECTION)
+    again = steps.linked_groups.run(home, COLLECTION)
+    assert again.passed  # (the sample is one TF-IDF block: most results are computed again)
+    fresh_source = tmp_path / "fresh" / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(tmp_path / "fresh", fresh_source)
+    assert link(fresh).passed
+    assert tables(settings) == tables(fresh)

@@ -12,7 +12,17 @@ import numpy as np
 import pytest
 
 from corpus_index.linked.groups import link_units
-from corpus_index.linked.memo import Memo, UnitParts, code_digest, digest, encoded, plain
+from corpus_index.linked.memo import (
+    Memo,
+    UnitParts,
+    code_digest,
+    digest,
+    encoded,
+    memo_table,
+    plain,
+    read_memo,
+    without_units,
+)
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import Group, Member
 from tests.streamgen import stream
@@ -150,3 +160,44 @@ def test_an_entry_found_by_has_is_kept_for_the_next_run_as_by_get() -> None:
     assert by_get.get("k1") == "g1" and by_get.kept == earlier.kept
     other = Memo([{"key": "k1", "value": '"g1"', "tenant_id": "t"}], tenant_id="u")
     assert not other.has("k1") and other.kept == {}  # another tenant's entry is never read
+
+
+def test_a_run_keeps_the_units_of_what_it_computed_and_of_what_it_reused() -> None:
+    first = Memo(tenant_id="t")
+    first.put("describe", {"title": "van"}, units=["u2", "u1", "u2"])
+    first.put("checkpoint", [[0], {}, 1.0])  # no units named: read from any unit before it
+    table = memo_table([first])
+    assert table.column_names == ["key", "value", "tenant_id", "units"]
+    assert dict(zip(table["key"].to_pylist(), table["units"].to_pylist(), strict=True)) == {
+        "checkpoint": None,
+        "describe": ["u1", "u2"],
+    }
+    later = Memo(read_memo(table), tenant_id="t")
+    assert later.get("describe") == {"title": "van"} and later.has("checkpoint")
+    later.put("qa", [], units=["u3"])
+    again = memo_table([later], table)
+    assert again.to_pylist() == [
+        *table.to_pylist(),
+        {"key": "qa", "value": "[]", "tenant_id": "t", "units": ["u3"]},
+    ]
+    # without the earlier table the reused entries' units are not known: read from any unit
+    assert memo_table([later])["units"].to_pylist() == [None, None, ["u3"]]
+    # ... nor from a table written before entries kept their units
+    older = table.drop_columns(["units"])
+    assert memo_table([later], older)["units"].to_pylist() == [None, None, ["u3"]]
+
+
+def test_a_deletion_drops_the_entries_that_read_a_removed_unit_and_only_those() -> None:
+    memo = Memo(tenant_id="t")
+    memo.put("a", "x", units=["u1", "u2"])
+    memo.put("b", "y", units=["u3"])
+    memo.put("c", "z", units=[])
+    memo.put("d", "w")  # any unit
+    table = memo_table([memo])
+    assert without_units(table, ["u2"])["key"].to_pylist() == ["b", "c"]
+    assert without_units(table, ["u9"])["key"].to_pylist() == ["a", "b", "c"]
+    assert without_units(table, []).equals(table)  # nothing removed, nothing dropped
+    # a table written before entries kept their units: every entry may have read the unit
+    old = table.drop_columns(["units"])
+    assert without_units(old, ["u9"]).num_rows == 0
+    assert without_units(old.slice(0, 0), ["u1"]).num_rows == 0

@@ -284,5 +284,9 @@ def _described(
         return replace(group, **values)
     out = described()
     values = {k: getattr(out, k) for k in _DESCRIBED}
-    memo.put(key, {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()})
+    memo.put(
+        key,
+        {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()},
+        units=group.member_ids,
+    )
     return out

@@ -10,8 +10,10 @@ entries is its result; any other is computed and kept. A run keeps only the entr
 so entries of what changed or went away are dropped. The results are the same as computing
 everything again, by construction: anything a result reads is in its key.
 
-Entries are kept as :data:`MEMO_SCHEMA` rows (key, JSON value, tenant), one warehouse
-partition per collection; entries hold text derived from units, so deleting a unit drops them.
+Entries are kept as :data:`MEMO_SCHEMA` rows (key, JSON value, tenant, the units it was
+computed from), one warehouse partition per collection. An entry can quote the units it read,
+so deleting a unit drops the entries that read it (:func:`without_units`), and only those: any
+other entry is what a run after the deletion computes again from the same inputs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import Group, Member
@@ -37,8 +40,13 @@ MEMO_SCHEMA = pa.schema(
         ("key", pa.string()),
         ("value", pa.string()),
         ("tenant_id", pa.string()),
+        # the units the result was computed from; null: any unit before it (a checkpoint of a
+        # sequential pass), so that deleting any unit drops it
+        ("units", pa.list_(pa.string())),
     ]
 )
+# what a run reads of the entries (never their units, which only a deletion reads)
+MEMO_READ = ["key", "value", "tenant_id"]
 
 
 @lru_cache(maxsize=1)
@@ -239,6 +247,8 @@ class Memo:
         self.tenant_id = tenant_id
         self._previous = {r["key"]: r["value"] for r in previous if r["tenant_id"] == tenant_id}
         self.kept: dict[str, str] = {}
+        # the units of each entry computed by this run (the others are the earlier run's)
+        self.units: dict[str, list[str] | None] = {}
         self.reused = 0
         self.computed = 0
         self._prints: dict[str, str] = {}
@@ -274,36 +284,93 @@ class Memo:
         self.reused += 1
         return True
 
-    def put(self, key: str, value: Any) -> None:
-        """Keep ``value`` (plain JSON data) as the result for ``key``."""
+    def put(self, key: str, value: Any, *, units: Iterable[str] | None = None) -> None:
+        """Keep ``value`` (plain JSON data) as the result for ``key``, computed from ``units``
+        (None: from any unit before it; deleting any unit then drops it)."""
         self.kept[key] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        self.units[key] = None if units is None else sorted(set(units))
         self.computed += 1
 
 
-def memo_table(memos: Iterable[Memo]) -> pa.Table:
+def memo_table(memos: Iterable[Memo], previous: pa.Table | None = None) -> pa.Table:
     """The entries ``memos`` kept, as a table of :data:`MEMO_SCHEMA` (sorted by tenant, then
-    key), built column by column."""
+    key): those computed by this run built column by column, those reused taken whole from
+    ``previous`` (the earlier run's table, whose rows hold their units; without it, or where
+    it has no units, a reused entry is taken as read from any unit)."""
     keys: list[str] = []
     values: list[str] = []
     tenants: list[str] = []
+    units: list[list[str] | None] = []
+    parts: list[pa.Table] = []
     for m in memos:
-        keys.extend(m.kept)
-        values.extend(m.kept.values())
-        tenants.extend([m.tenant_id] * len(m.kept))
-    table = pa.Table.from_arrays(
-        [
-            pa.array(keys, pa.string()),
-            pa.array(values, pa.string()),
-            pa.array(tenants, pa.string()),
-        ],
-        schema=MEMO_SCHEMA,
+        reused = [k for k in m.kept if k not in m.units]
+        if reused and previous is not None and previous.num_rows:
+            mine = pc.and_(
+                pc.equal(previous["tenant_id"], m.tenant_id),
+                pc.is_in(previous["key"], pa.array(reused, pa.string())),
+            )
+            parts.append(_with_units(previous.filter(mine)))
+        elif reused:
+            parts.append(_unknown(reused, [m.kept[k] for k in reused], m.tenant_id))
+        for key, of in m.units.items():
+            keys.append(key)
+            values.append(m.kept[key])
+            tenants.append(m.tenant_id)
+            units.append(of)
+    parts.append(
+        pa.Table.from_arrays(
+            [
+                pa.array(keys, pa.string()),
+                pa.array(values, pa.string()),
+                pa.array(tenants, pa.string()),
+                pa.array(units, pa.list_(pa.string())),
+            ],
+            schema=MEMO_SCHEMA,
+        )
     )
+    table = pa.concat_tables(parts)
     return table.sort_by([("tenant_id", "ascending"), ("key", "ascending")])
 
 
+def _unknown(keys: list[str], values: list[str], tenant: str) -> pa.Table:
+    """Entries of one tenant whose units are not known (null: read from any unit)."""
+    return pa.Table.from_arrays(
+        [
+            pa.array(keys, pa.string()),
+            pa.array(values, pa.string()),
+            pa.array([tenant] * len(keys), pa.string()),
+            pa.nulls(len(keys), pa.list_(pa.string())),
+        ],
+        schema=MEMO_SCHEMA,
+    )
+
+
+def _with_units(table: pa.Table) -> pa.Table:
+    """``table``'s entries laid out as :data:`MEMO_SCHEMA`; a table written before entries
+    kept their units gets null ones (read from any unit)."""
+    if "units" not in table.column_names:
+        table = table.append_column("units", pa.nulls(table.num_rows, pa.list_(pa.string())))
+    return table.select(MEMO_SCHEMA.names).cast(MEMO_SCHEMA)
+
+
+def without_units(table: pa.Table, units: Iterable[str]) -> pa.Table:
+    """The entries of ``table`` that read none of ``units`` (what deleting them leaves): an
+    entry whose units are null, or a table written before entries kept their units, reads
+    them all."""
+    table = _with_units(table)
+    gone = pa.array(sorted(set(units)), pa.string())
+    if not len(gone):
+        return table
+    column = table["units"].combine_chunks()
+    read = pc.list_parent_indices(column).filter(pc.is_in(pc.list_flatten(column), gone))
+    hit = pc.is_in(pa.array(range(table.num_rows), pa.int64()), read.cast(pa.int64()))
+    return table.filter(pc.and_(pc.invert(hit), pc.is_valid(column)))
+
+
 def read_memo(table: pa.Table | None) -> list[dict[str, str]]:
-    """The entries of a table of :data:`MEMO_SCHEMA` (none for ``None``)."""
+    """The entries of a table of :data:`MEMO_SCHEMA` (none for ``None``): key, value and
+    tenant, not the units."""
     if table is None:
         return []
-    rows: list[dict[str, str]] = table.select(MEMO_SCHEMA.names).to_pylist()
+    rows: list[dict[str, str]] = table.select(MEMO_READ).to_pylist()
     return rows

@@ -352,7 +352,7 @@ def _remembered(
     if kept is not None:
         return [(float(a), float(b), str(c), str(d)) for a, b, c, d in kept]
     out = _scored(q, ask, here, away, similarity)
-    memo.put(key, out)
+    memo.put(key, out, units=[q.unit_id, *(m.unit_id for m in (*here, *away))])
     return out
 
 

@@ -174,7 +174,8 @@ def _clustered(
     kept = set(sorted(keys)[-KEPT_CHECKPOINTS:])
     for k in range(start, len(threads) + 1):
         if memo is not None and k > start and k in kept:
-            memo.put(keys[k], [[c.positions, c.centroid, c.latest] for c in clusters])
+            # the open clusters' centroids hold words of any thread before: any deletion
+            memo.put(keys[k], [[c.positions, c.centroid, c.latest] for c in clusters], units=None)
         if k == len(threads):
             break
         thread = threads[k]

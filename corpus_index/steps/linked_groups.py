@@ -164,7 +164,8 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     previous = read_links(home.warehouse.read(LINKS, (collection,), LINK_SCHEMA))
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
-    remembered = read_memo(home.warehouse.read(MEMO, (collection,), MEMO_SCHEMA))
+    kept_memo = home.warehouse.read(MEMO, (collection,))  # with its units, read as written
+    remembered = read_memo(kept_memo)
     relinkers: list[Relinker] = []
     memos: dict[str, Memo] = {}
 
@@ -232,7 +233,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
         home.warehouse.write(
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
-        home.warehouse.write(MEMO, (collection,), memo_table(memos.values()))
+        home.warehouse.write(MEMO, (collection,), memo_table(memos.values(), kept_memo))
     return outcome
 
 
