@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
-from corpus_index import identity_store, steps
+from corpus_index import doctor, identity_store, steps
 from corpus_index.config import Settings
 from corpus_index.group_records import GroupTables, Unit, group_tables
 from corpus_index.home import Home
@@ -648,3 +648,29 @@ def test_a_removed_unit_takes_with_it_the_kept_results_that_quote_it(tmp_path: P
     fresh = configure(tmp_path / "fresh", fresh_source)
     assert link(fresh).passed
     assert tables(settings) == tables(fresh)
+
+
+def test_kept_results_written_before_they_named_their_units_are_read_and_kept(
+    tmp_path: Path,
+) -> None:
+    """A home whose kept results predate their ``units`` column: the doctor finds nothing
+    wrong, the next run reuses them (each as read from any unit), and removing a message then
+    drops every one of those, as removing any message did when they were written."""
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path, source)
+    assert link(settings).passed
+    wh = Home(settings).warehouse
+    written = wh.read(MEMO, (COLLECTION,))
+    assert written is not None and written["units"].null_count < written.num_rows
+    wh.write(MEMO, (COLLECTION,), written.drop_columns(["units"]))
+    assert not [f for f in doctor.check(settings) if f.name.startswith(MEMO)]
+    again = link(settings)
+    assert again.passed and again.computed == 0 and again.reused > 0
+    upgraded = wh.read(MEMO, (COLLECTION,))
+    assert upgraded is not None and upgraded["units"].null_count == upgraded.num_rows
+    chat = source / "chat-picton-sil.jsonl"
+    write(chat, lines(chat)[1:])
+    assert steps.source_manifest.run(Home(settings), COLLECTION).receipt is not None
+    emptied = wh.read(MEMO, (COLLECTION,))
+    assert emptied is not None and emptied.num_rows == 0
