@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -615,16 +616,23 @@ def test_a_long_stream_from_the_last_run_gives_what_a_full_run_gives(
     assert links[0].to_pylist() == links[1].to_pylist()
 
 
+def _linked_sample(root: Path) -> tuple[Path, Settings, pa.Table]:
+    """The sample linked once in a home under ``root``: its source folder, settings and kept
+    results."""
+    source = root / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(root, source)
+    assert link(settings).passed
+    kept = Home(settings).warehouse.read(MEMO, (COLLECTION,))
+    assert kept is not None
+    return source, settings, kept
+
+
 def test_a_removed_unit_takes_with_it_the_kept_results_that_quote_it(tmp_path: Path) -> None:
     """Removing a message drops at once the kept results that read it (a summary quoting it),
     keeps the others, and the next run computes what it needs again: what a full run gives."""
-    source = tmp_path / "source"
-    shutil.copytree(SAMPLE, source)
-    settings = configure(tmp_path, source)
-    assert link(settings).passed
+    source, settings, before = _linked_sample(tmp_path)
     wh = Home(settings).warehouse
-    before = wh.read(MEMO, (COLLECTION,))
-    assert before is not None
     # a chat message some kept summary quotes
     chat = source / "chat-picton-sil.jsonl"
     records = lines(chat)
@@ -656,13 +664,9 @@ def test_kept_results_written_before_they_named_their_units_are_read_and_kept(
     """A home whose kept results predate their ``units`` column: the doctor finds nothing
     wrong, the next run reuses them (each as read from any unit), and removing a message then
     drops every one of those, as removing any message did when they were written."""
-    source = tmp_path / "source"
-    shutil.copytree(SAMPLE, source)
-    settings = configure(tmp_path, source)
-    assert link(settings).passed
+    source, settings, written = _linked_sample(tmp_path)
     wh = Home(settings).warehouse
-    written = wh.read(MEMO, (COLLECTION,))
-    assert written is not None and written["units"].null_count < written.num_rows
+    assert written["units"].null_count < written.num_rows
     wh.write(MEMO, (COLLECTION,), written.drop_columns(["units"]))
     assert not [f for f in doctor.check(settings) if f.name.startswith(MEMO)]
     again = link(settings)
