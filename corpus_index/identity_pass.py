@@ -142,6 +142,30 @@ def identify(
     Raises:
         ConfigError: the people or merges file is invalid.
     """
+    grown = _grow(tenant, records, people, merges_file, recorded, limits)
+    found = mentions_in(grown.registry, grown.ordered, grown.headers)
+    reading = Reading(found, grown.discovered, grown.registry.digest())
+    return _settle(grown.registry, reading, grown.pairs, read=len(grown.ordered))
+
+
+class _Grown(NamedTuple):
+    """A tenant's registry grown from the header values of all its units, and those resolved."""
+
+    registry: IdentityRegistry
+    pairs: list[tuple[str, str]]  # the merges to apply, from the file then recorded
+    ordered: list[Mapping[str, Any]]  # the units in time order
+    headers: dict[str, tuple[str | None, str, float]]
+    discovered: str  # the registry's digest after discovery, before resolving the headers
+
+
+def _grow(
+    tenant: str,
+    records: Iterable[Mapping[str, Any]],
+    people: Path | None,
+    merges_file: Path | None,
+    recorded: Sequence[tuple[str, str]],
+    limits: Limits | None,
+) -> _Grown:
     registry = _seed(tenant, people, limits)
     pairs = [*merges_of(merges_file, registry), *recorded]
     ordered = in_order(records)
@@ -149,9 +173,7 @@ def identify(
     discover(registry, raws)
     discovered = registry.digest()
     headers = resolve_headers(registry, raws)
-    found = mentions_in(registry, ordered, headers)
-    reading = Reading(found, discovered, registry.digest())
-    return _settle(registry, reading, pairs, read=len(ordered))
+    return _Grown(registry, pairs, ordered, headers, discovered)
 
 
 def resume(
@@ -197,6 +219,41 @@ def resume(
     sightings = carried_sightings(last.found.sightings).then(new.sightings)
     found = Extraction(mentions, sightings, new.headers)
     return _settle(registry, last._replace(found=found), pairs, read=len(fresh))
+
+
+def reread(
+    tenant: str,
+    records: Iterable[Mapping[str, Any]],
+    last: Reading,
+    *,
+    fresh: Callable[[Mapping[str, Any]], bool],
+    splice: Callable[[Extraction], Extraction],
+    people: Path | None,
+    merges_file: Path | None = None,
+    recorded: Sequence[tuple[str, str]] = (),
+    limits: Limits | None = None,
+) -> TenantIdentities | None:
+    """The identity pass over ``records`` reading only those ``fresh`` says are (new, or
+    changed since ``last``, wherever they fall in the order): what :func:`identify` gives,
+    provided the registry grown from all their header values is the one ``last`` read its
+    units with (the same digest after discovery and after resolving the headers). The others'
+    mentions and sightings are then theirs in ``last``: ``splice`` is given what the fresh
+    records hold and returns every record's, in order.
+
+    Returns None when the registry comes out otherwise (someone new, a detail seen first
+    elsewhere, a removed unit that was the first to name someone): only the full pass is
+    right then.
+
+    Raises:
+        ConfigError: the people or merges file is invalid.
+    """
+    grown = _grow(tenant, records, people, merges_file, recorded, limits)
+    if grown.discovered != last.discovered or grown.registry.digest() != last.seen:
+        return None
+    changed = [r for r in grown.ordered if fresh(r)]
+    found = splice(mentions_in(grown.registry, changed, grown.headers))
+    reading = Reading(found, last.discovered, last.seen)
+    return _settle(grown.registry, reading, grown.pairs, read=len(changed))
 
 
 def carried_mentions(

@@ -2,12 +2,21 @@
 as a table (the ``identity_pass`` warehouse partition of its collection), and the choice
 between reading only the units appended since and reading them all (DESIGN §10b).
 
-A pass resumes only when nothing it read has changed: the same inputs (people file, merges
-file, recorded merges, limits and the code of the pass, see :func:`inputs_fingerprint`), every
-unit it read still there with the same record, the new units all after the last one read
-(in time order), and their headers naming no one new
-(:func:`~corpus_index.identity_pass.resume`). Otherwise the full pass runs. Both give the same
-registry, mentions, sightings and merges.
+A pass resumes when its other inputs are the same (people file, merges file, recorded merges,
+limits and the code of the pass, see :func:`inputs_fingerprint`):
+
+- when units were only appended (every unit it read still there with the same record, the new
+  units all after the last one read, in time order) and their headers name no one new, it
+  reads the new units alone and not the others' headers
+  (:func:`~corpus_index.identity_pass.resume`);
+- after any other change to the units (an edit, a deletion, a unit arriving late), when the
+  registry grown from all their header values is the one the last pass read with, it reads the
+  new and changed units alone and takes the others' mentions and sightings from the rows it
+  kept (:func:`~corpus_index.identity_pass.reread`).
+
+Otherwise the full pass runs. All three give the same registry, mentions, sightings and
+merges. A deletion (:func:`~corpus_index.identity_store.remove_units`) drops the removed units'
+rows and the header values the state lists, so the next pass takes the second way.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from corpus_index.identity_pass import (
     carried_mentions,
     carried_sightings,
     identify,
+    reread,
     resume,
 )
 from corpus_index.identity_sightings import SIGHTING_SCHEMA, Sighting, sightings_table
@@ -75,6 +85,8 @@ class PassState:
     reading: Reading
     # the stored rows of its first units, as read: written again as they are, not rebuilt
     kept: pa.Table | None = field(default=None, compare=False, repr=False)
+    # False once a deletion dropped units and header values from it: only re-read from
+    appendable: bool = True
 
 
 def inputs_fingerprint(
@@ -157,19 +169,78 @@ def identify_since(
         "limits": limits,
     }
     found: TenantIdentities | None = None
-    if last is not None and last.fingerprint == fingerprint:
+    if last is not None and last.fingerprint == fingerprint and last.appendable:
         new = appended(last, records, digests)
         if new is not None:
             found = resume(tenant, new, last.reading, **options)
         if new is not None and found is not None:
             units = {**last.units, **{str(r["id"]): digests[str(r["id"])] for r in in_order(new)}}
             kept = last.kept
+    if found is None and last is not None and last.fingerprint == fingerprint:
+        spliced = _reread(last, tenant, records, digests, options)
+        if spliced is not None:
+            found, kept = spliced
+            units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
     if found is None:
         found = identify(tenant, records, **options)
         units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
         kept = None
     end = max((record_key(r) for r in records), default=("", ""))
     return found, PassState(fingerprint, units, end, found.reading, kept)
+
+
+def _reread(
+    last: PassState,
+    tenant: str,
+    records: Sequence[Mapping[str, Any]],
+    digests: Mapping[str, str],
+    options: Mapping[str, Any],
+) -> tuple[TenantIdentities, pa.Table] | None:
+    """:func:`~corpus_index.identity_pass.reread` from ``last``: the units whose record is new
+    or changed are read, the others' rows taken from ``last``'s; the result, and every unit's
+    row in order (the state's rows, written again as they are)."""
+    kept = last.kept
+    if kept is None:
+        return None
+    order = [str(r["id"]) for r in in_order(records)]
+    fresh = {u for u in order if last.units.get(u) != digests[u]}
+    spliced: list[pa.Table] = []
+
+    def splice(new: Extraction) -> Extraction:
+        read = [u for u in order if u in fresh]
+        made = pa.table(
+            {
+                "tenant_id": pa.array([tenant] * len(read), pa.string()),
+                "unit_id": pa.array(read, pa.string()),
+                "digest": pa.array([digests[u] for u in read], pa.string()),
+                "mentions": _per_unit(read, mentions_table(new.mentions)),
+                "sightings": _per_unit(
+                    read, sightings_table(new.sightings), unit_column="source_id"
+                ),
+            },
+            schema=PASS_SCHEMA,
+        )
+        same = pa.array([u for u in order if u not in fresh], pa.string())
+        held = kept.filter(pc.is_in(kept["unit_id"], same)).select(PASS_SCHEMA.names)
+        both = pa.concat_tables([held.replace_schema_metadata(None).cast(PASS_SCHEMA), made])
+        at = pc.index_in(both["unit_id"], pa.array(order, pa.string()))
+        rows = both.take(pc.sort_indices(at)).combine_chunks()
+        spliced.append(rows)
+        return Extraction(
+            carried_mentions([], _flat(rows["mentions"])),
+            carried_sightings([], _flat(rows["sightings"])),
+            new.headers,
+        )
+
+    found = reread(
+        tenant,
+        records,
+        last.reading,
+        fresh=lambda r: str(r["id"]) in fresh,
+        splice=splice,
+        **options,
+    )
+    return None if found is None else (found, spliced[0])
 
 
 def appended(
@@ -222,6 +293,7 @@ def state_table(states: Mapping[str, PassState]) -> pa.Table:
             "headers": list(found.headers),
             "discovered": state.reading.discovered,
             "seen": state.reading.seen,
+            "appendable": state.appendable,
         }
     table = pa.concat_tables(parts)
     return table.replace_schema_metadata({STATE_KEY: json.dumps(meta).encode()})
@@ -274,8 +346,22 @@ def read_states(table: pa.Table | None) -> dict[str, PassState]:
         units = dict(zip(rows["unit_id"].to_pylist(), rows["digest"].to_pylist(), strict=True))
         last = (str(meta["last"][0]), str(meta["last"][1]))
         reading = Reading(found, meta["discovered"], meta["seen"])
-        out[tenant] = PassState(meta["fingerprint"], units, last, reading, rows)
+        appendable = bool(meta.get("appendable", True))
+        out[tenant] = PassState(meta["fingerprint"], units, last, reading, rows, appendable)
     return out
+
+
+def without_units(table: pa.Table, gone: pa.Array) -> pa.Table:
+    """A table of :func:`state_table` without the rows of the units ``gone``, its states
+    made to re-read (:func:`~corpus_index.identity_pass.reread`) rather than resume after
+    appends: the header values it listed, and the key of the last unit read, may be a removed
+    unit's, so they are dropped (a re-read takes them from the units again)."""
+    kept = table.filter(pc.invert(pc.is_in(table["unit_id"], gone)))
+    raw = (table.schema.metadata or {}).get(STATE_KEY)
+    meta = json.loads(raw) if raw is not None else {}
+    for state in meta.values():
+        state.update(headers=[], last=["", ""], appendable=False)
+    return kept.replace_schema_metadata({STATE_KEY: json.dumps(meta).encode()})
 
 
 def _flat(lists: pa.ChunkedArray) -> pa.Table:

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
+from corpus_index import identity_resume
 from corpus_index.collection import CollectionConfig
 from corpus_index.errors import IdentityError
 from corpus_index.home import Home
@@ -196,14 +197,15 @@ def remove_units(home: Home, collection: str, units: Iterable[str]) -> list[tupl
             home.warehouse.write(IDENTITIES, (collection,), kept)
             path = str(home.warehouse.path(IDENTITIES, collection))
             changed.append((path, people.num_rows - kept.num_rows))
-    # what the last identity pass read holds the units' snippets too: dropped whole (the next
-    # pass reads every unit again)
-    resume_from = home.warehouse.read(PASS, (collection,), columns=["unit_id"])
+    # what the last identity pass read holds the units' snippets too: their rows go, and the
+    # header values it listed (the next pass re-reads from the units left)
+    resume_from = home.warehouse.read(PASS, (collection,))
     if resume_from is not None and len(gone):
-        held = int(pc.sum(pc.is_in(resume_from["unit_id"], gone)).as_py() or 0)
-        if held:
-            home.warehouse.delete(PASS, (collection,))
-            changed.append((str(home.warehouse.path(PASS, collection)), resume_from.num_rows))
+        kept = identity_resume.without_units(resume_from, gone)
+        if kept.num_rows != resume_from.num_rows:
+            home.warehouse.write(PASS, (collection,), kept)
+            path = str(home.warehouse.path(PASS, collection))
+            changed.append((path, resume_from.num_rows - kept.num_rows))
     return changed
 
 

@@ -1,8 +1,10 @@
 """The identity pass from the last pass's state (``corpus_index.identity_resume``): after units
-are only appended it reads the new ones alone and gives what the full pass gives; any other
-change (an edit, a deletion, a late unit, someone new, a changed people or merges file, a
+are only appended it reads the new ones alone, and after an edit, a deletion or a late unit it
+re-reads the new and changed ones alone, each giving what the full pass gives; a change to the
+registry (someone new, a detail seen first elsewhere, a changed people or merges file, a
 recorded merge) runs the full pass. The state goes through a real warehouse partition; the
-``linked_groups`` step resumes on the sample collection, and a deletion drops the state."""
+``linked_groups`` step resumes on the sample collection, and a deletion drops the removed
+unit's row of the state and the header values it lists."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
 from corpus_index.identity_pass import TenantIdentities, identify, resume, unit_records
 from corpus_index.identity_resume import (
+    STATE_KEY,
     PassState,
     identify_since,
     read_states,
@@ -204,21 +207,61 @@ def _same_time_earlier_id(rs: list[Record]) -> list[Record]:
     return [*rs, dict(last, id="0-first", text="Sarah, Tom here")]
 
 
+# (change, how many units it makes new or changed): read again alone
+REREADS: dict[str, tuple[Callable[[list[Record]], list[Record]], int]] = {
+    "an edited unit": (lambda rs: [*_edit(rs), *later(rs)], 2),
+    "a deleted unit": (lambda rs: [*rs[:5], *rs[6:], *later(rs)], 1),
+    "a unit earlier than the last": (_late, 1),
+    "a unit at the last time with an earlier id": (_same_time_earlier_id, 1),
+    "an edited unit and a deleted one, nothing new": (lambda rs: [*_edit(rs)[:5], *rs[6:]], 1),
+}
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["no merges", "merges"])
+@pytest.mark.parametrize("change", list(REREADS.values()), ids=list(REREADS))
+def test_other_changes_read_the_changed_units_alone_and_give_the_full_pass(
+    tmp_path: Path,
+    inputs: Inputs,
+    change: tuple[Callable[[list[Record]], list[Record]], int],
+    merged: bool,
+) -> None:
+    """An edit, a deletion or a unit out of order, whose header values leave the registry as
+    it was: the pass re-reads the new and changed units alone, wherever they fall, and gives
+    what the full pass gives, with the state a full pass leaves."""
+    records = sample_records()
+    if merged:
+        inputs = _file_merges(inputs, records)
+    make, changed = change
+    then = make(records)
+    again, state = since(tmp_path, records, then, inputs)
+    full = identify(TENANT, then, **inputs.options())
+    assert again.read == changed < full.read == len(then)
+    assert_same(again, full)
+    assert again.mentions.table().equals(full.mentions.table())
+    assert again.sightings.table().equals(full.sightings.table())
+    assert state == identify_since(None, TENANT, then, **inputs.options())[1]
+    wh = Warehouse(tmp_path / "again")
+    wh.write(identity_store.PASS, ("chat",), state_table({TENANT: state}))
+    fresh = identify_since(None, TENANT, then, **inputs.options())[1]
+    wh.write(identity_store.PASS, ("fresh",), state_table({TENANT: fresh}))
+    written = [wh.read(identity_store.PASS, (p,)) for p in ("chat", "fresh")]
+    assert written[0] is not None and written[1] is not None
+    assert written[0].equals(written[1])
+
+
 FALLBACKS: dict[str, Callable[[list[Record]], list[Record]]] = {
-    "an edited unit": lambda rs: [*_edit(rs), *later(rs)],
-    "a deleted unit": lambda rs: [*rs[:5], *rs[6:], *later(rs)],
-    "a unit earlier than the last": _late,
-    "a unit at the last time with an earlier id": _same_time_earlier_id,
     "a new person": lambda rs: [*rs, *later(rs, author="Zara Quinn")],
     "a discovered person's new address": lambda rs: [
         *rs,
         *later(rs, author="Kim Lowe <kim.lowe@example.org>"),
     ],
+    # the only unit that named Kim Lowe: the registry discovered from the rest lacks her
+    "the deletion of the one unit naming someone": lambda rs: [r for r in rs if r["id"] != "x-kim"],
 }
 
 
 @pytest.mark.parametrize("change", list(FALLBACKS.values()), ids=list(FALLBACKS))
-def test_any_other_change_runs_the_full_pass(
+def test_a_change_to_the_registry_runs_the_full_pass(
     tmp_path: Path, inputs: Inputs, change: Callable[[list[Record]], list[Record]]
 ) -> None:
     records = sample_records()
@@ -324,7 +367,7 @@ def _fresh(tmp_path: Path, source: Path) -> tuple[Any, dict[str, Any]]:
     return outcome, {**tables(settings), identity_store.PASS: state.to_pylist()}
 
 
-def test_the_step_resumes_after_an_append_and_reads_all_after_a_deletion(tmp_path: Path) -> None:
+def test_the_step_resumes_after_an_append_and_after_a_deletion(tmp_path: Path) -> None:
     source = tmp_path / "source"
     shutil.copytree(SAMPLE, source)
     settings = configure(tmp_path, source)
@@ -341,17 +384,24 @@ def test_the_step_resumes_after_an_append_and_reads_all_after_a_deletion(tmp_pat
     assert state is not None
     assert {**tables(settings), identity_store.PASS: state.to_pylist()} == want
 
-    # the deletion path drops the state with the unit's mentions; the next pass reads all
+    # the deletion path drops the unit's row of the state, with its mentions, and the header
+    # values the state listed; the next pass re-reads what changed (nothing here) and reads
+    # the registry's header values from the units left
     mentioned = {r["unit_id"] for r in want[identity_store.MENTIONS]}
     unit = "wg-dc-new"
     assert unit in mentioned
     home = Home(settings)
     removed = dict(identity_store.remove_units(home, "wattle", [unit]))
-    assert str(wh.path(identity_store.PASS, "wattle")) in removed
-    assert wh.read(identity_store.PASS, ("wattle",)) is None
+    assert removed[str(wh.path(identity_store.PASS, "wattle"))] == 1
+    left = wh.read(identity_store.PASS, ("wattle",))
+    assert left is not None and unit not in left["unit_id"].to_pylist()
+    assert left.num_rows == first.units
+    meta = json.loads((left.schema.metadata or {})[STATE_KEY])
+    assert meta["wattle"]["headers"] == [] and meta["wattle"]["appendable"] is False
+    assert unit not in json.dumps(meta)
     _drop_unit(source, unit)
     after = link(settings)
-    assert after.passed and after.identity_read == after.units == first.units
+    assert after.passed and after.identity_read == 0 and after.units == first.units
     fresh, want = _fresh(tmp_path / "b", source)
     state = wh.read(identity_store.PASS, ("wattle",))
     assert state is not None
