@@ -27,7 +27,7 @@ from corpus_index.linked import topics
 from corpus_index.linked.groups import Group, _units, conversation_groups, link_units
 from corpus_index.linked.memo import Memo, memo_table
 from corpus_index.linked.messages import Message
-from corpus_index.linked.similarity import Similarity
+from corpus_index.linked.similarity import Similarity, block_starts
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.linked.topics import topic_clusters
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
@@ -185,7 +185,8 @@ def test_a_unit_keeps_its_vector_while_the_block_before_its_own_is_unchanged() -
     and the next block's, not the one after; a unit added to a collection of one block
     changes every vector, as that block weighs itself."""
     messages = stream(10, channels=2, seed=3)
-    before = Similarity(messages, block=4)  # blocks: 0-3, 4-7, 8-9
+    before = Similarity(messages, block=4)  # blocks (by their units' ids): 0-2, 3-7, 8-9
+    assert block_starts([m.unit_id for m in messages], 4) == [0, 3, 8]
     grown = [*messages, replace(messages[-1], unit_id="new", text="van keys pumpkin roster")]
     after = Similarity(grown, block=4)
     edited = Similarity([replace(messages[0], text="roster swap"), *messages[1:]], block=4)
@@ -197,9 +198,9 @@ def test_a_unit_keeps_its_vector_while_the_block_before_its_own_is_unchanged() -
         if i >= 8:
             assert before.vector(m.unit_id) == edited.vector(m.unit_id)
     assert before.digest(2) != after.digest(2)  # what block 2 holds changed, not its weights
-    small = Similarity(messages[:3], block=4)
-    small_grown = Similarity([*messages[:3], grown[-1]], block=4)
-    for m in messages[:3]:
+    small = Similarity(messages[:2], block=4)  # one block, not closed yet
+    small_grown = Similarity([*messages[:2], grown[-1]], block=4)
+    for m in messages[:2]:
         assert small.block_digest(m.unit_id) != small_grown.block_digest(m.unit_id)
     picked = [messages[0].unit_id, messages[9].unit_id, messages[5].unit_id, "nobody"]
     first, second = f"own:{before.digest(0)}", f"before:{before.digest(0)}"
@@ -346,8 +347,9 @@ def test_the_first_sync_after_a_full_one_makes_again_only_the_rows_it_touches(
     tmp_path: Path,
 ) -> None:
     """A full sync keeps its groups' row keys, so the first one-message sync after it makes
-    again only the rows of the groups the new message can change: those with a member in its
-    TF-IDF block (whose weights it shifts), and its own; every other group's row is carried."""
+    again only the rows of the groups the new message is in: past the first TF-IDF block it
+    shifts no other unit's weights (its block is weighed by the one before); every other
+    group's row is carried, those of its own block too."""
     messages = stream(TOPIC_BLOCK + 150, channels=3, seed=5)
     source = tmp_path / "source"
     source.mkdir()
@@ -362,16 +364,50 @@ def test_the_first_sync_after_a_full_one_makes_again_only_the_rows_it_touches(
     again = link(settings)
     assert again.passed
     members = Home(settings).read("group_members", (COLLECTION,)).to_pylist()
-    position = {m.unit_id: i for i, m in enumerate(grown)}
-    last_block = len(messages) // TOPIC_BLOCK * TOPIC_BLOCK
-    touched = {m["group_id"] for m in members if position[m["unit_id"]] >= last_block}
-    remade = again.groups - again.carried
-    assert 0 < remade <= len(touched) < again.groups // 4
+    ordered = _units(grown)
+    position = {m.unit_id: i for i, m in enumerate(ordered)}
+    last_block = block_starts([m.unit_id for m in ordered])[-1]
+    assert last_block > 0  # two blocks: the new message in the second
+    in_block = {m["group_id"] for m in members if position[m["unit_id"]] >= last_block}
+    holding = {m["group_id"] for m in members if m["unit_id"] == "new"}
+    assert again.groups - again.carried == len(holding) > 0
+    assert len(in_block) > 10 * len(holding)  # its block's other groups carried
 
 
 # ------------------------------------------------------------ topic clusters from a checkpoint
 EVERY = 4  # threads between two checkpoints: the sample's ~100 threads make ~25
-BLOCK = 32  # units a TF-IDF block: the sample in several (as one, any change reaches all)
+BLOCK = 32  # units a TF-IDF block, about: the sample in several (as one, any change reaches all)
+
+
+@pytest.mark.parametrize("change", ["remove", "late", "edit"])
+def test_a_change_in_the_middle_reweighs_its_block_and_the_next_only(change: str) -> None:
+    """Blocks end where their units' ids say (:func:`block_starts`), not at a count: a unit
+    removed, arriving late or edited in the middle changes what its own block and the one
+    after are weighed by, and no other block's, so the results of the units past them are
+    kept (with blocks of a fixed count every later unit would move to another block)."""
+    messages = _units(stream(600, channels=3, seed=5))
+    at = len(messages) // 2
+    target = messages[at]
+    if change == "remove":
+        changed = [m for m in messages if m.unit_id != target.unit_id]
+    elif change == "late":
+        late = replace(target, unit_id="late", text="chemist has the webster pack")
+        changed = _units([*messages, replace(late, timestamp=target.timestamp + 0.5)])
+    else:
+        changed = [replace(m, text="roster swap") if m is target else m for m in messages]
+    before, after = Similarity(messages, block=32), Similarity(changed, block=32)
+    assert len(block_starts([m.unit_id for m in messages], 32)) > 10  # blocks of about 32
+    block = before.block_of(target.unit_id)
+    assert block is not None and 2 < block < len(before._starts) - 3
+    moved = {
+        before.block_of(m.unit_id)
+        for m in messages
+        if m.unit_id in after._row
+        and before.block_digest(m.unit_id) != after.block_digest(m.unit_id)
+    }
+    assert moved == {block + 1}
+    kept = [m for m in messages if (before.block_of(m.unit_id) or 0) > block + 1]
+    assert kept and all(before.vector(m.unit_id) == after.vector(m.unit_id) for m in kept)
 
 
 def _topic_input(messages: Sequence[Message]) -> tuple[list[Message], list[tuple[str, ...]]]:

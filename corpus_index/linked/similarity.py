@@ -1,21 +1,30 @@
 """Topic similarity of any two units of a collection: TF-IDF cosine, with document frequencies
-counted per block of :data:`~corpus_index.linked.topic.TOPIC_BLOCK` units (in the
-collection's time order): a unit is weighed by the frequencies of the block before its own,
-so words a group's members share weigh by how rare they are around them (not in the group, where every shared word would weigh nothing).
+counted per block of units (in the collection's time order, about
+:data:`~corpus_index.linked.topic.TOPIC_BLOCK` each): a unit is weighed by the frequencies of
+the block before its own, so words a group's members share weigh by how rare they are around
+them (not in the group, where every shared word would weigh nothing).
 
 Counting over the block before, not the whole collection nor the unit's own block, keeps a
 unit's vector fixed while that block and its own text are: a message added after the first
 block changes no vector but its own, so what was computed from the others (a group's
 coherence, a question's scored answers) can be kept from an earlier run
 (:meth:`Similarity.block_digest` names what a unit's vector is weighed by). A collection of
-one block (any under 2,048 units) is weighed by its own frequencies, as a whole, and a unit
+one block (any under half a block) is weighed by its own frequencies, as a whole, and a unit
 added to it changes every vector. Blocks are built only when a unit of theirs is asked about.
+
+Where a block ends is read from the units, not counted: a block ends at a unit whose id
+hashes to a marker once it holds half a block, and at twice a block at most
+(:func:`block_starts`). A unit removed, edited or arriving late in the middle of a long
+collection then changes its own block and the one weighed by it, not every block after it,
+as blocks of a fixed count would (every later unit would move into another block).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,31 +61,56 @@ def _dense(vectors: Sequence[Vector]) -> np.ndarray:
     return out
 
 
+def block_starts(ids: Sequence[str], block: int = TOPIC_BLOCK) -> list[int]:
+    """The rows (of ``ids``, in time order) where each block begins, the first at 0: a block
+    ends after a unit whose id's CRC-32 is a multiple of ``block - block // 2`` once it holds
+    ``block // 2`` units, or at ``2 * block`` units; about ``block`` units each. The ends
+    depend on the units' ids alone, so a change inside one block leaves the others' ends
+    where they were (unless it crosses the half-block mark before its marker)."""
+    least = max(block // 2, 1)
+    every = max(block - least, 1)
+    most = max(2 * block, least)
+    starts = [0]
+    size = 0
+    for row, unit in enumerate(ids):
+        size += 1
+        marked = zlib.crc32(unit.encode("utf-8")) % every == 0
+        if (size >= least and marked) or size >= most:
+            starts.append(row + 1)
+            size = 0
+    if len(starts) > 1 and starts[-1] == len(ids):
+        starts.pop()  # the last unit closed a block: no empty block after it
+    return starts
+
+
 class Similarity:
-    """Cosines between the units of one collection (by unit id), ``messages`` in time order."""
+    """Cosines between the units of one collection (by unit id), ``messages`` in time order;
+    document frequencies counted per block of about ``block`` units (:func:`block_starts`)."""
 
     def __init__(self, messages: Sequence[Message], *, block: int = TOPIC_BLOCK) -> None:
         self._row = {m.unit_id: i for i, m in enumerate(messages)}
         self._texts = [f"{m.title}\n{m.text}" for m in messages]
         self._ids = [m.unit_id for m in messages]
-        self._block = block
+        self._starts = block_starts(self._ids, block)
+        self._ends = [*self._starts[1:], len(self._ids)]
         self._vectors: dict[int, list[Vector]] = {}
         self._digests: dict[int, str] = {}
+
+    def _block(self, row: int) -> int:
+        return bisect.bisect_right(self._starts, row) - 1
 
     def block_of(self, unit: str) -> int | None:
         """The block ``unit`` is weighed in (None: not in the collection)."""
         row = self._row.get(unit)
-        return None if row is None else row // self._block
+        return None if row is None else self._block(row)
 
     def digest(self, block: int) -> str:
         """sha256 of what the vectors of ``block`` are computed from (its units' ids and
         texts, in order)."""
         if block not in self._digests:
             h = hashlib.sha256()
-            lo = block * self._block
-            for unit, text in zip(
-                self._ids[lo : lo + self._block], self._texts[lo : lo + self._block], strict=True
-            ):
+            lo, hi = self._starts[block], self._ends[block]
+            for unit, text in zip(self._ids[lo:hi], self._texts[lo:hi], strict=True):
                 for part in (unit, text):
                     raw = part.encode("utf-8")
                     h.update(len(raw).to_bytes(8, "big") + raw)
@@ -88,7 +122,7 @@ class Similarity:
         in the collection): its block's units, its place among them included, in the first
         block; the block before its own in any other."""
         row = self._row.get(unit)
-        return None if row is None else self._weighed_by(row // self._block)
+        return None if row is None else self._weighed_by(self._block(row))
 
     def _weighed_by(self, block: int) -> str:
         return f"own:{self.digest(0)}" if block == 0 else f"before:{self.digest(block - 1)}"
@@ -96,18 +130,17 @@ class Similarity:
     def digests(self, ids: Sequence[str]) -> list[str]:
         """The :meth:`block_digest` of the blocks ``ids`` are in, in block order."""
         rows = self._row
-        size = self._block
-        blocks = sorted({r // size for r in (rows.get(i) for i in ids) if r is not None})
+        blocks = sorted({self._block(r) for r in (rows.get(i) for i in ids) if r is not None})
         return [self._weighed_by(b) for b in blocks]
 
     def _vector(self, row: int) -> Vector:
-        block = row // self._block
+        block = self._block(row)
+        lo = self._starts[block]
         if block not in self._vectors:
-            lo = block * self._block
-            texts = self._texts[lo : lo + self._block]
-            before = None if block == 0 else self._texts[lo - self._block : lo]
+            texts = self._texts[lo : self._ends[block]]
+            before = None if block == 0 else self._texts[self._starts[block - 1] : lo]
             self._vectors[block] = _weights(texts, before)
-        return self._vectors[block][row - block * self._block]
+        return self._vectors[block][row - lo]
 
     def vector(self, unit: str) -> Vector:
         """The TF-IDF vector of ``unit`` (empty for a unit not in the collection)."""
