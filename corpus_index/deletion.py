@@ -147,7 +147,8 @@ def propagate_deletion(
     if not ids:
         return None
     tombstoned = set(ids)
-    units = _units_of(corpus, part, ids)
+    times = _units_of(corpus, part, ids)
+    units = set(times)
     groups = _groups_holding(corpus, part, units)
     ids |= {f"{collection}/{g}" for g in groups}
     receipt = Receipt(
@@ -212,7 +213,8 @@ def propagate_deletion(
     # it); the next ``linked_groups`` run computes them again
     memo = wh.read("group_memo", (collection,))
     if memo is not None and memo.num_rows and units:
-        kept = without_units(memo, units)
+        known = {u: t for u, t in times.items() if t is not None}
+        kept = without_units(memo, units, known)
         if kept.num_rows < memo.num_rows:
             wh.write("group_memo", (collection,), kept)
             n = memo.num_rows - kept.num_rows
@@ -303,18 +305,30 @@ def _sidecar_folders(corpus: Home, collection: str) -> list[tuple[str, Location]
     return [(p, f) for p in sorted(places) for f in sorted(places[p])]
 
 
-def _units_of(corpus: Home, collection: str, source_ids: set[str]) -> set[str]:
-    """The unit ids of the blocks of ``source_ids`` (a message record's ``unit_id``)."""
+def _units_of(corpus: Home, collection: str, source_ids: set[str]) -> dict[str, float | None]:
+    """The unit ids of the blocks of ``source_ids`` (a message record's ``unit_id``), each
+    with its time (seconds since the epoch; None where its block has none)."""
     blocks = corpus.warehouse.read(
         "parsed_blocks", (collection,), columns=["source_id", "metadata"]
     )
     if blocks is None:
-        return set()
+        return {}
     gone = blocks.filter(pc.is_in(blocks["source_id"], pa.array(sorted(source_ids), pa.string())))
-    return {
-        str(json.loads(m).get("unit_id", s.split("/", 1)[-1]) if m else s.split("/", 1)[-1])
-        for s, m in zip(gone["source_id"].to_pylist(), gone["metadata"].to_pylist(), strict=True)
-    }
+    out: dict[str, float | None] = {}
+    for s, m in zip(gone["source_id"].to_pylist(), gone["metadata"].to_pylist(), strict=True):
+        meta = json.loads(m) if m else {}
+        unit = str(meta.get("unit_id", s.split("/", 1)[-1]))
+        out[unit] = _time_of(meta.get("timestamp"))
+    return out
+
+
+def _time_of(value: object) -> float | None:
+    """An ISO 8601 time as seconds since the epoch, as the groupings read a unit's time (None:
+    not a time)."""
+    try:
+        return dt.datetime.fromisoformat(str(value)).timestamp() if value else None
+    except ValueError:
+        return None
 
 
 def _groups_holding(corpus: Home, collection: str, units: set[str]) -> set[str]:

@@ -613,9 +613,8 @@ LONG_CHANGES: list[Callable[[Path], None]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def long_incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Settings]:
-    root = tmp_path_factory.mktemp("long")
+def _long_linked(root: Path) -> tuple[Path, Settings]:
+    """The long stream linked once in a home under ``root``: its source folder and settings."""
     source = root / "source"
     source.mkdir()
     shutil.copy(SAMPLE / "people.yaml", source)
@@ -623,6 +622,11 @@ def long_incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Se
     settings = configure(root, source)
     assert link(settings).passed
     return source, settings
+
+
+@pytest.fixture(scope="module")
+def long_incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Settings]:
+    return _long_linked(tmp_path_factory.mktemp("long"))
 
 
 @pytest.mark.parametrize("change", LONG_CHANGES, ids=lambda c: c.__name__.removeprefix("_long_"))
@@ -692,6 +696,45 @@ def test_a_removed_unit_takes_with_it_the_kept_results_that_quote_it(tmp_path: P
     fresh = configure(tmp_path / "fresh", fresh_source)
     assert link(fresh).passed
     assert tables(settings) == tables(fresh)
+
+
+def _checkpoints(table: pa.Table | None) -> list[dict[str, Any]]:
+    """The kept entries of null units (the topic clustering's checkpoints)."""
+    assert table is not None
+    return [r for r in table.to_pylist() if r["units"] is None]
+
+
+def test_removing_a_unit_newer_than_a_checkpoint_keeps_the_checkpoint(tmp_path: Path) -> None:
+    """A topic checkpoint reads every unit before it, and names the newest time it read: a
+    removed unit newer than that leaves it kept, and the next run resumes from it (what a
+    full run gives); a removed unit no newer drops it, as it may hold the unit's words."""
+    source, settings = _long_linked(tmp_path)
+    wh = Home(settings).warehouse
+    before = _checkpoints(wh.read(MEMO, (COLLECTION,)))
+    assert before and all(r["until"] is not None for r in before)
+    records = _long_records(source)
+    newest = _at_time(records, -1)
+    _long_write(source, [r for r in records if r["id"] != newest["id"]])
+    assert steps.source_manifest.run(Home(settings), COLLECTION).receipt is not None
+    gone_at = dt.datetime.fromisoformat(newest["timestamp"]).timestamp()
+    kept = _checkpoints(wh.read(MEMO, (COLLECTION,)))
+    assert kept and all(r["until"] < gone_at for r in kept)
+    assert {r["key"] for r in kept} <= {r["key"] for r in before}
+    steps.parsed_blocks.run(Home(settings), COLLECTION)
+    again = steps.linked_groups.run(Home(settings), COLLECTION)
+    assert again.passed
+    resumed = {r["key"] for r in _checkpoints(wh.read(MEMO, (COLLECTION,)))}
+    assert resumed & {r["key"] for r in kept}  # the clustering went on from one of them
+    fresh_source = tmp_path / "fresh" / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(tmp_path / "fresh", fresh_source)
+    assert link(fresh).passed
+    assert tables(settings) == tables(fresh)
+    # the oldest unit: every checkpoint read it
+    records = _long_records(source)
+    _long_write(source, [r for r in records if r["id"] != _at_time(records, 0)["id"]])
+    assert steps.source_manifest.run(Home(settings), COLLECTION).receipt is not None
+    assert _checkpoints(wh.read(MEMO, (COLLECTION,))) == []
 
 
 def test_kept_results_written_before_they_named_their_units_are_read_and_kept(

@@ -165,9 +165,11 @@ def test_an_entry_found_by_has_is_kept_for_the_next_run_as_by_get() -> None:
 def test_a_run_keeps_the_units_of_what_it_computed_and_of_what_it_reused() -> None:
     first = Memo(tenant_id="t")
     first.put("describe", {"title": "van"}, units=["u2", "u1", "u2"])
-    first.put("checkpoint", [[0], {}, 1.0])  # no units named: read from any unit before it
+    # no units named: read from any unit before it, the newest at 5.0
+    first.put("checkpoint", [[0], {}, 1.0], until=5.0)
     table = memo_table([first])
-    assert table.column_names == ["key", "value", "tenant_id", "units"]
+    assert table.column_names == ["key", "value", "tenant_id", "units", "until"]
+    assert table["until"].to_pylist() == [5.0, None]  # carried with the entry when reused
     assert dict(zip(table["key"].to_pylist(), table["units"].to_pylist(), strict=True)) == {
         "checkpoint": None,
         "describe": ["u1", "u2"],
@@ -178,7 +180,7 @@ def test_a_run_keeps_the_units_of_what_it_computed_and_of_what_it_reused() -> No
     again = memo_table([later], table)
     assert again.to_pylist() == [
         *table.to_pylist(),
-        {"key": "qa", "value": "[]", "tenant_id": "t", "units": ["u3"]},
+        {"key": "qa", "value": "[]", "tenant_id": "t", "units": ["u3"], "until": None},
     ]
     # without the earlier table the reused entries' units are not known: read from any unit
     assert memo_table([later])["units"].to_pylist() == [None, None, ["u3"]]
@@ -201,3 +203,30 @@ def test_a_deletion_drops_the_entries_that_read_a_removed_unit_and_only_those() 
     old = table.drop_columns(["units"])
     assert without_units(old, ["u9"]).num_rows == 0
     assert without_units(old.slice(0, 0), ["u1"]).num_rows == 0
+
+
+def test_a_checkpoint_stays_when_every_removed_unit_is_newer_than_it() -> None:
+    """An entry of null units read any unit up to its ``until`` time: a deletion keeps it
+    only when every removed unit's time is known and later."""
+    memo = Memo(tenant_id="t")
+    memo.put("a", "x", units=["u1"])
+    memo.put("early", "c1", until=100.0)
+    memo.put("late", "c2", until=200.0)
+    memo.put("any", "c3")  # no time: any unit
+    memo.put("b", "y", units=["u2"], until=50.0)  # a time beside units means nothing
+    table = memo_table([memo])
+    assert table["until"].to_pylist() == [None, None, None, 100.0, 200.0]  # a, any, b, ...
+
+    def left(units: list[str], times: dict[str, float] | None) -> list[str]:
+        return without_units(table, units, times)["key"].to_pylist()
+
+    assert left(["u9"], {"u9": 150.0}) == ["a", "b", "early"]
+    assert left(["u9"], {"u9": 250.0}) == ["a", "b", "early", "late"]
+    assert left(["u9"], {"u9": 100.0}) == ["a", "b"]  # at its time: it may have read it
+    assert left(["u1", "u9"], {"u1": 300.0, "u9": 150.0}) == ["b", "early"]
+    assert left(["u9"], None) == ["a", "b"]  # the time unknown: any checkpoint may hold it
+    assert left(["u9", "u8"], {"u9": 300.0}) == ["a", "b"]
+    # a table written before checkpoints kept their time: each read every unit
+    assert without_units(table.drop_columns(["until"]), ["u9"], {"u9": 300.0})[
+        "key"
+    ].to_pylist() == ["a", "b"]

@@ -13,7 +13,10 @@ everything again, by construction: anything a result reads is in its key.
 Entries are kept as :data:`MEMO_SCHEMA` rows (key, JSON value, tenant, the units it was
 computed from), one warehouse partition per collection. An entry can quote the units it read,
 so deleting a unit drops the entries that read it (:func:`without_units`), and only those: any
-other entry is what a run after the deletion computes again from the same inputs.
+other entry is what a run after the deletion computes again from the same inputs. A checkpoint
+of a pass over the units in time order (the topic clustering's) reads every unit before it:
+it names the newest time it read instead, and a deletion drops it only when a removed unit is
+no newer.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ MEMO_SCHEMA = pa.schema(
         # the units the result was computed from; null: any unit before it (a checkpoint of a
         # sequential pass), so that deleting any unit drops it
         ("units", pa.list_(pa.string())),
+        # of an entry of null units: the newest time (seconds since the epoch) of the units it
+        # read, so that deleting only newer units keeps it; null: any unit
+        ("until", pa.float64()),
     ]
 )
 # what a run reads of the entries (never their units, which only a deletion reads)
@@ -249,6 +255,8 @@ class Memo:
         self.kept: dict[str, str] = {}
         # the units of each entry computed by this run (the others are the earlier run's)
         self.units: dict[str, list[str] | None] = {}
+        # of those of null units: the newest time of the units read (None: any)
+        self.until: dict[str, float | None] = {}
         self.reused = 0
         self.computed = 0
         self._prints: dict[str, str] = {}
@@ -284,11 +292,20 @@ class Memo:
         self.reused += 1
         return True
 
-    def put(self, key: str, value: Any, *, units: Iterable[str] | None = None) -> None:
+    def put(
+        self,
+        key: str,
+        value: Any,
+        *,
+        units: Iterable[str] | None = None,
+        until: float | None = None,
+    ) -> None:
         """Keep ``value`` (plain JSON data) as the result for ``key``, computed from ``units``
-        (None: from any unit before it; deleting any unit then drops it)."""
+        (None: from any unit before it; deleting one then drops it, any unit when ``until``,
+        the newest time of the units it read, is None)."""
         self.kept[key] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         self.units[key] = None if units is None else sorted(set(units))
+        self.until[key] = until if units is None else None
         self.computed += 1
 
 
@@ -301,6 +318,7 @@ def memo_table(memos: Iterable[Memo], previous: pa.Table | None = None) -> pa.Ta
     values: list[str] = []
     tenants: list[str] = []
     units: list[list[str] | None] = []
+    until: list[float | None] = []
     parts: list[pa.Table] = []
     for m in memos:
         reused = [k for k in m.kept if k not in m.units]
@@ -317,6 +335,7 @@ def memo_table(memos: Iterable[Memo], previous: pa.Table | None = None) -> pa.Ta
             values.append(m.kept[key])
             tenants.append(m.tenant_id)
             units.append(of)
+            until.append(m.until.get(key))
     parts.append(
         pa.Table.from_arrays(
             [
@@ -324,6 +343,7 @@ def memo_table(memos: Iterable[Memo], previous: pa.Table | None = None) -> pa.Ta
                 pa.array(values, pa.string()),
                 pa.array(tenants, pa.string()),
                 pa.array(units, pa.list_(pa.string())),
+                pa.array(until, pa.float64()),
             ],
             schema=MEMO_SCHEMA,
         )
@@ -340,6 +360,7 @@ def _unknown(keys: list[str], values: list[str], tenant: str) -> pa.Table:
             pa.array(values, pa.string()),
             pa.array([tenant] * len(keys), pa.string()),
             pa.nulls(len(keys), pa.list_(pa.string())),
+            pa.nulls(len(keys), pa.float64()),
         ],
         schema=MEMO_SCHEMA,
     )
@@ -347,16 +368,21 @@ def _unknown(keys: list[str], values: list[str], tenant: str) -> pa.Table:
 
 def _with_units(table: pa.Table) -> pa.Table:
     """``table``'s entries laid out as :data:`MEMO_SCHEMA`; a table written before entries
-    kept their units gets null ones (read from any unit)."""
-    if "units" not in table.column_names:
-        table = table.append_column("units", pa.nulls(table.num_rows, pa.list_(pa.string())))
+    kept their units (or a checkpoint its newest time) gets null ones (read from any unit)."""
+    for name in ("units", "until"):
+        if name not in table.column_names:
+            kind = MEMO_SCHEMA.field(name).type
+            table = table.append_column(name, pa.nulls(table.num_rows, kind))
     return table.select(MEMO_SCHEMA.names).cast(MEMO_SCHEMA)
 
 
-def without_units(table: pa.Table, units: Iterable[str]) -> pa.Table:
+def without_units(
+    table: pa.Table, units: Iterable[str], times: Mapping[str, float] | None = None
+) -> pa.Table:
     """The entries of ``table`` that read none of ``units`` (what deleting them leaves): an
-    entry whose units are null, or a table written before entries kept their units, reads
-    them all."""
+    entry whose units are null reads every unit up to its ``until`` time, so it stays only
+    when ``times`` (each removed unit's time) shows every one of ``units`` newer; a table
+    written before entries kept their units reads them all."""
     table = _with_units(table)
     gone = pa.array(sorted(set(units)), pa.string())
     if not len(gone):
@@ -364,7 +390,14 @@ def without_units(table: pa.Table, units: Iterable[str]) -> pa.Table:
     column = table["units"].combine_chunks()
     read = pc.list_parent_indices(column).filter(pc.is_in(pc.list_flatten(column), gone))
     hit = pc.is_in(pa.array(range(table.num_rows), pa.int64()), read.cast(pa.int64()))
-    return table.filter(pc.and_(pc.invert(hit), pc.is_valid(column)))
+    known = [(times or {}).get(u) for u in gone.to_pylist()]
+    if None in known:  # a removed unit of unknown time: any checkpoint may have read it
+        before = pc.is_valid(column)
+    else:
+        earliest = min(t for t in known if t is not None)
+        older = pc.fill_null(pc.less(table["until"], earliest), False)
+        before = pc.or_(pc.is_valid(column), older)
+    return table.filter(pc.and_(pc.invert(hit), before))
 
 
 def read_memo(table: pa.Table | None) -> list[dict[str, str]]:

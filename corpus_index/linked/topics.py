@@ -24,7 +24,8 @@ open clusters after every ``CHECKPOINT`` threads are kept under a key chained ov
 before them (their units' fingerprints and TF-IDF weighing), so a run clusters again only from
 the last checkpoint its changes leave standing (an edit or a deletion before a checkpoint
 changes its key). A thread's vector is computed only for the threads it reads: those after the
-checkpoint, and those of a cluster that passes the checks that need no vector.
+checkpoint, and those of a cluster that passes the checks that need no vector. A checkpoint
+names the newest time of the units it read, so deleting a newer unit keeps it.
 """
 
 from __future__ import annotations
@@ -174,8 +175,11 @@ def _clustered(
     kept = set(sorted(keys)[-KEPT_CHECKPOINTS:])
     for k in range(start, len(threads) + 1):
         if memo is not None and k > start and k in kept:
-            # the open clusters' centroids hold words of any thread before: any deletion
-            memo.put(keys[k], [[c.positions, c.centroid, c.latest] for c in clusters], units=None)
+            # the clusters' centroids hold words of any thread before: a deletion of a unit no
+            # newer than the newest of them drops it
+            newest = max((m.timestamp for t in threads[:k] for m in t), default=None)
+            state = [[c.positions, c.centroid, c.latest] for c in clusters]
+            memo.put(keys[k], state, units=None, until=newest)
         if k == len(threads):
             break
         thread = threads[k]
