@@ -38,6 +38,7 @@ from corpus_index import (
 )
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from corpus_index.kinds.messages import seconds_of
 from corpus_index.linked.memo import without_units
 from corpus_index.shards import split_key
 from corpus_index.sidecar_places import sidecar_folder
@@ -213,8 +214,7 @@ def propagate_deletion(
     # it); the next ``linked_groups`` run computes them again
     memo = wh.read("group_memo", (collection,))
     if memo is not None and memo.num_rows and units:
-        known = {u: t for u, t in times.items() if t is not None}
-        kept = without_units(memo, units, known)
+        kept = without_units(memo, units, times)
         if kept.num_rows < memo.num_rows:
             wh.write("group_memo", (collection,), kept)
             n = memo.num_rows - kept.num_rows
@@ -323,10 +323,9 @@ def _units_of(corpus: Home, collection: str, source_ids: set[str]) -> dict[str, 
 
 
 def _time_of(value: object) -> float | None:
-    """An ISO 8601 time as seconds since the epoch, as the groupings read a unit's time (None:
-    not a time)."""
+    """A unit's time as the groupings read it (None: not a time)."""
     try:
-        return dt.datetime.fromisoformat(str(value)).timestamp() if value else None
+        return seconds_of(value) if value else None
     except ValueError:
         return None
 

@@ -85,7 +85,8 @@ class PassState:
     reading: Reading
     # the stored rows of its first units, as read: written again as they are, not rebuilt
     kept: pa.Table | None = field(default=None, compare=False, repr=False)
-    # False once a deletion dropped units and header values from it: only re-read from
+    # False once a deletion dropped units and header values from it: the next pass re-reads
+    # (see :func:`without_units`) rather than resuming after appends
     appendable: bool = True
 
 
@@ -169,22 +170,23 @@ def identify_since(
         "limits": limits,
     }
     found: TenantIdentities | None = None
-    if last is not None and last.fingerprint == fingerprint and last.appendable:
-        new = appended(last, records, digests)
-        if new is not None:
-            found = resume(tenant, new, last.reading, **options)
+    kept: pa.Table | None = None
+    units: dict[str, str] | None = None  # None: every unit's, in order
+    same = last if last is not None and last.fingerprint == fingerprint else None
+    if same is not None and same.appendable:
+        new = appended(same, records, digests)
+        found = None if new is None else resume(tenant, new, same.reading, **options)
         if new is not None and found is not None:
-            units = {**last.units, **{str(r["id"]): digests[str(r["id"])] for r in in_order(new)}}
-            kept = last.kept
-    if found is None and last is not None and last.fingerprint == fingerprint:
-        spliced = _reread(last, tenant, records, digests, options)
+            units = {**same.units, **{str(r["id"]): digests[str(r["id"])] for r in in_order(new)}}
+            kept = same.kept
+    if found is None and same is not None:
+        spliced = _reread(same, tenant, records, digests, options)
         if spliced is not None:
             found, kept = spliced
-            units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
     if found is None:
         found = identify(tenant, records, **options)
+    if units is None:
         units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
-        kept = None
     end = max((record_key(r) for r in records), default=("", ""))
     return found, PassState(fingerprint, units, end, found.reading, kept)
 

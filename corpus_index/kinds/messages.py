@@ -292,6 +292,12 @@ def message_of(block: Block) -> Message:
     return message_from(block.content, block.metadata, block.doc_id, block.event_date)
 
 
+def seconds_of(value: object) -> float:
+    """A unit's ``timestamp`` (ISO 8601) as seconds since the epoch: the time the groupings
+    read it at."""
+    return dt.datetime.fromisoformat(str(value)).timestamp()
+
+
 def message_from(
     content: Mapping[str, Any], meta: Mapping[str, Any], doc_id: str, event_date: str | None
 ) -> Message:
@@ -310,7 +316,7 @@ def message_from(
         channel=str(meta.get("channel", "")),
         author=str(meta.get("author", "")),
         text=words,
-        timestamp=dt.datetime.fromisoformat(str(meta["timestamp"])).timestamp(),
+        timestamp=seconds_of(meta["timestamp"]),
         reply_to=meta.get("reply_to"),
         mentions=tuple(dict.fromkeys(people)),
         system=bool(meta.get("system", False)),

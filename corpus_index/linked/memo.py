@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import marshal
+import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
@@ -377,7 +378,7 @@ def _with_units(table: pa.Table) -> pa.Table:
 
 
 def without_units(
-    table: pa.Table, units: Iterable[str], times: Mapping[str, float] | None = None
+    table: pa.Table, units: Iterable[str], times: Mapping[str, float | None] | None = None
 ) -> pa.Table:
     """The entries of ``table`` that read none of ``units`` (what deleting them leaves): an
     entry whose units are null reads every unit up to its ``until`` time, so it stays only
@@ -390,14 +391,11 @@ def without_units(
     column = table["units"].combine_chunks()
     read = pc.list_parent_indices(column).filter(pc.is_in(pc.list_flatten(column), gone))
     hit = pc.is_in(pa.array(range(table.num_rows), pa.int64()), read.cast(pa.int64()))
-    known = [(times or {}).get(u) for u in gone.to_pylist()]
-    if None in known:  # a removed unit of unknown time: any checkpoint may have read it
-        before = pc.is_valid(column)
-    else:
-        earliest = min(t for t in known if t is not None)
-        older = pc.fill_null(pc.less(table["until"], earliest), False)
-        before = pc.or_(pc.is_valid(column), older)
-    return table.filter(pc.and_(pc.invert(hit), before))
+    # a removed unit of unknown time may have been read by any entry of null units
+    at = [(times or {}).get(u) for u in gone.to_pylist()]
+    earliest = min(-math.inf if t is None else t for t in at)
+    older = pc.fill_null(pc.less(table["until"], earliest), False)
+    return table.filter(pc.and_(pc.invert(hit), pc.or_(pc.is_valid(column), older)))
 
 
 def read_memo(table: pa.Table | None) -> list[dict[str, str]]:
