@@ -119,15 +119,37 @@ def test_the_asset_graph_and_which_generation_serves(ui: UI) -> None:
 def _launchpad(ui: UI, job: str) -> Page:
     """Jobs → ``job`` → its launchpad, partition ``deals`` picked."""
     page = ui.open(f"/locations/definitions.py/jobs/{job}/playground")
-    page.locator(".CodeMirror").wait_for()
-    before = _config(page)
-    page.get_by_placeholder("Partition").click()
-    page.get_by_role("menuitem", name="deals").click()
+    before = _pick_partition(page, "deals")
     # the partition's config replaces the schema's defaults in the editor (a tab that kept the
     # config launched last may show it already)
     with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function(f"v => {EDITOR}.getValue() !== v", arg=before, timeout=20_000)
     return page
+
+
+def _pick_partition(page: Page, name: str, *, tries: int = 4) -> str:
+    """Pick partition ``name`` in the launchpad's partition box; the editor's config before.
+
+    The box's menu lists the partitions once the page has loaded them; opened earlier (a loaded
+    machine) it can stay empty, so it is typed into, and the page loaded again, until ``name``
+    is offered."""
+    for attempt in range(1, tries + 1):
+        page.locator(".CodeMirror").wait_for()
+        before = _config(page)
+        box = page.get_by_placeholder("Partition")
+        box.click()
+        box.fill(name)
+        item = page.get_by_role("menuitem", name=name, exact=True)
+        try:
+            item.wait_for(timeout=20_000)
+        except PlaywrightTimeout:
+            if attempt == tries:
+                raise
+            page.reload()
+            continue
+        item.click()
+        return before
+    raise AssertionError("unreachable")
 
 
 def _config(page: Page) -> str:
