@@ -15,7 +15,7 @@ from pipelines.devserver import dagster_dev
 from tests.corpusgen import write_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.daemon]
-LIMIT_S = 120
+LIMIT_S = 240  # a failure detector: a loaded CI machine (three workers on two cores) is slow
 
 
 def test_the_daemon_records_a_failed_run_as_an_alert(
