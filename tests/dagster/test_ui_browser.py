@@ -127,7 +127,7 @@ def _launchpad(ui: UI, job: str) -> Page:
     return page
 
 
-def _pick_partition(page: Page, name: str, *, tries: int = 4) -> str:
+def _pick_partition(page: Page, name: str, *, tries: int = 4, wait_ms: int = 20_000) -> str:
     """Pick partition ``name`` in the launchpad's partition box; the editor's config before.
 
     The box's menu lists the partitions once the page has loaded them; opened earlier (a loaded
@@ -141,7 +141,7 @@ def _pick_partition(page: Page, name: str, *, tries: int = 4) -> str:
         box.fill(name)
         item = page.get_by_role("menuitem", name=name, exact=True)
         try:
-            item.wait_for(timeout=20_000)
+            item.wait_for(timeout=wait_ms)
         except PlaywrightTimeout:
             if attempt == tries:
                 raise
@@ -246,3 +246,22 @@ def test_a_failed_run_shows_in_the_runs_list_and_in_corpus_alerts(ui: UI) -> Non
         time.sleep(2)
     listed = corpus(ui.settings, "alerts")
     assert rid[:8] in listed and "g9999" in listed, listed
+
+
+def test_a_partition_never_offered_is_tried_again_then_reported(ui: UI) -> None:
+    # the retry that covers a menu opened before its partitions loaded: the page is loaded
+    # again between tries, and a partition that never shows fails with the timeout
+    page = ui.open("/locations/definitions.py/jobs/promote_generation_job/playground")
+    page.locator(".CodeMirror").wait_for()
+    loads: list[str] = []
+
+    def loaded(p: Page) -> None:
+        loads.append(p.url)
+
+    page.on("load", loaded)
+    try:
+        with pytest.raises(PlaywrightTimeout):
+            _pick_partition(page, "no-such-collection", tries=2, wait_ms=3_000)
+    finally:
+        page.remove_listener("load", loaded)
+    assert len(loads) == 1, loads  # one reload, between the two tries
