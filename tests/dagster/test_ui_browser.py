@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.daemon, pytest.mark.browser]
 CTX = {"embedder": "hash:v1-32", "input_format": "default-v2", "namespace": "deals"}
 LIMIT_S = 180
 EDITOR = "document.querySelector('.CodeMirror').CodeMirror"  # the launchpad's config editor
+PLAYGROUND = "/locations/definitions.py/jobs/{job}/playground"  # a job's launchpad
 
 
 def corpus(settings: Settings, *args: str) -> str:
@@ -118,7 +119,7 @@ def test_the_asset_graph_and_which_generation_serves(ui: UI) -> None:
 
 def _launchpad(ui: UI, job: str) -> Page:
     """Jobs → ``job`` → its launchpad, partition ``deals`` picked."""
-    page = ui.open(f"/locations/definitions.py/jobs/{job}/playground")
+    page = ui.open(PLAYGROUND.format(job=job))
     before = _pick_partition(page, "deals")
     # the partition's config replaces the schema's defaults in the editor (a tab that kept the
     # config launched last may show it already)
@@ -132,24 +133,26 @@ def _pick_partition(page: Page, name: str, *, tries: int = 4, wait_ms: int = 20_
 
     The box's menu lists the partitions once the page has loaded them; opened earlier (a loaded
     machine) it can stay empty, so it is typed into, and the page loaded again, until ``name``
-    is offered."""
-    for attempt in range(1, tries + 1):
-        page.locator(".CodeMirror").wait_for()
-        before = _config(page)
-        box = page.get_by_placeholder("Partition")
-        box.click()
-        box.fill(name)
-        item = page.get_by_role("menuitem", name=name, exact=True)
+    is offered (the last try's timeout is raised)."""
+    for _ in range(tries - 1):
         try:
-            item.wait_for(timeout=wait_ms)
+            return _offered(page, name, wait_ms)
         except PlaywrightTimeout:
-            if attempt == tries:
-                raise
             page.reload()
-            continue
-        item.click()
-        return before
-    raise AssertionError("unreachable")
+    return _offered(page, name, wait_ms)
+
+
+def _offered(page: Page, name: str, wait_ms: int) -> str:
+    """One try of :func:`_pick_partition`."""
+    page.locator(".CodeMirror").wait_for()
+    before = _config(page)
+    box = page.get_by_placeholder("Partition")
+    box.click()
+    box.fill(name)
+    item = page.get_by_role("menuitem", name=name, exact=True)
+    item.wait_for(timeout=wait_ms)
+    item.click()
+    return before
 
 
 def _config(page: Page) -> str:
@@ -251,8 +254,7 @@ def test_a_failed_run_shows_in_the_runs_list_and_in_corpus_alerts(ui: UI) -> Non
 def test_a_partition_never_offered_is_tried_again_then_reported(ui: UI) -> None:
     # the retry that covers a menu opened before its partitions loaded: the page is loaded
     # again between tries, and a partition that never shows fails with the timeout
-    page = ui.open("/locations/definitions.py/jobs/promote_generation_job/playground")
-    page.locator(".CodeMirror").wait_for()
+    page = ui.open(PLAYGROUND.format(job="promote_generation_job"))
     loads: list[str] = []
 
     def loaded(p: Page) -> None:
