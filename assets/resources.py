@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,9 @@ from corpus_index.homelock import holder, home_lock, scope_lock
 # how long a run waits for the home's lock (a `corpus sync`, or another run, in flight)
 # before it fails naming the holder
 LOCK_WAIT_S = 1800.0
+# how a step's log says it took and gave up its scope locks (runs sharing the home)
+HOLDING = "holding scope locks"
+RELEASING = "releasing scope locks"
 
 
 class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
@@ -103,8 +107,20 @@ def writes(*kinds: str) -> Callable[[F], F]:
             corpus = kwargs.get("corpus") or next(a for a in args if isinstance(a, CorpusResource))
             scopes = [_scope(kind, context.partition_key) for kind in kinds]
             purpose = f"run {context.run.run_id[:8]} step {context.op_def.name}"
+            if not corpus.runs_share_home:  # the run holds the home alone: nobody to wait for
+                with corpus.holding(scopes, purpose):
+                    return fn(context, *args, **kwargs)
+            asked = time.monotonic()
             with corpus.holding(scopes, purpose):
-                return fn(context, *args, **kwargs)
+                # both lines are written while the locks are held, so the span between them
+                # lies inside the hold: two runs' spans of one scope never overlap
+                context.log.info(
+                    f"{HOLDING} {', '.join(scopes)} (waited {time.monotonic() - asked:.1f} s)"
+                )
+                try:
+                    return fn(context, *args, **kwargs)
+                finally:
+                    context.log.info(f"{RELEASING} {', '.join(scopes)}")
 
         return wrapper  # type: ignore[return-value]
 

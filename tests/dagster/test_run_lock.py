@@ -6,14 +6,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import dagster as dg
 
 from assets import CorpusResource
+from assets.resources import HOLDING, RELEASING
 from corpus_index.config import Settings
 from corpus_index.homelock import holder
 from tests.corpusgen import write_home
+from tests.dagster import slow_writer
 from tests.dagster.harness import QUIET, Graph, materialized
 from tests.support.lockholder import ROOT, hold
 
@@ -99,3 +102,45 @@ def test_a_cli_sync_is_refused_while_a_run_holds_the_home(tmp_path: Path) -> Non
     assert code == 75, err
     assert f"home {settings.home} is busy" in err and "of a_run)" in err
     assert holder(settings.home) == ""  # released when the run ended
+
+
+def test_two_runs_sharing_the_home_take_turns_writing_one_generation(tmp_path: Path) -> None:
+    """The scope lock alone keeps two steps that write one generation apart (no pool here):
+    the second waits, and each step's log shows the span in which it held the lock."""
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    shared = CorpusResource(
+        config_path=str(settings.config_path),
+        home=str(settings.home),
+        lock_wait_s=30.0,
+        runs_share_home=True,
+    )
+    results: list[tuple[dg.ExecuteInProcessResult, list[str]]] = []
+
+    def run() -> None:
+        # an instance each, opened and closed in its thread: in-memory storage serves one
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = dg.materialize(
+                [slow_writer.generation_table],
+                partition_key="main",
+                instance=instance,
+                resources={"corpus": shared},
+                run_config=QUIET,
+            )
+            logged = [e.user_message for e in instance.all_logs(result.run_id) if e.step_key]
+        results.append((result, logged))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 2 and all(r.success for r, _ in results)
+    first, second = sorted(slow_writer.WROTE[r.run_id] for r, _ in results)
+    assert first[1] <= second[0]  # the second write began after the first ended
+    waited = []
+    for _, logged in results:
+        [took] = [m for m in logged if m.startswith(HOLDING)]
+        assert took.startswith(f"{HOLDING} generation:main (waited ")
+        assert sum(m.startswith(RELEASING) for m in logged) == 1
+        waited.append(float(took.rsplit("waited ", 1)[1].split(" s)")[0]))
+    assert max(waited) >= 0.5  # one of them waited for the other's second
