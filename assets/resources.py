@@ -15,6 +15,7 @@ import dagster as dg
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.homelock import holder, home_lock, scope_lock
+from corpus_index.registry_sql import is_database_url
 
 # how long a run waits for the home's lock (a `corpus sync`, or another run, in flight)
 # before it fails naming the holder
@@ -80,9 +81,13 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
     def holding(self, scopes: list[str], purpose: str) -> Iterator[None]:
         """Hold the scope locks ``scopes`` of this home, in the order given."""
         home = self.settings().home
+        # with the registry in PostgreSQL, its advisory locks keep out runs on other machines
+        across = self.registry_url if is_database_url(self.registry_url) else None
         with contextlib.ExitStack() as stack:
             for scope in scopes:
-                stack.enter_context(scope_lock(home, scope, purpose, wait_s=self.lock_wait_s))
+                stack.enter_context(
+                    scope_lock(home, scope, purpose, wait_s=self.lock_wait_s, across=across)
+                )
             yield
 
 

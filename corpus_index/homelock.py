@@ -18,6 +18,10 @@ a *scope lock* each step holds while it runs (``scope_lock``): one per collectio
 warehouse partitions, exports and embeddings) and one per profile's generation table (LanceDB's
 writers of one table). The registry needs none: its transactions are short and retried while
 another process holds the file.
+
+File locks keep out the processes of one machine. With the registry in PostgreSQL, a scope
+lock also takes the scope's advisory lock in that database (``across``), which keeps out the
+runs of every machine sharing the registry (pods of their own, a home on object storage).
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ import fcntl
 import hashlib
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from corpus_index.errors import HomeBusyError
+from corpus_index.errors import HomeBusyError, RetryableError
+from corpus_index.registry_sql import libpq_url, redact
 
 LOCK_NAME = "corpus.lock"
 SCOPES_DIR = "locks"
@@ -95,19 +102,102 @@ def scope_path(home: Path, scope: str) -> Path:
 
 
 @contextlib.contextmanager
-def scope_lock(home: Path, scope: str, purpose: str, *, wait_s: float = 0.0) -> Iterator[None]:
+def scope_lock(
+    home: Path, scope: str, purpose: str, *, wait_s: float = 0.0, across: str | None = None
+) -> Iterator[None]:
     """Hold the lock of one thing two runs sharing ``home`` could both write (exclusive).
 
     Scope locks are taken in one order (a collection before a generation), and a step holds
     at most one of each, so two steps never wait on each other in a circle.
 
+    ``across``: the registry's PostgreSQL URL. The scope's advisory lock in that database is
+    held too, after the file lock, so processes on other machines that share the registry
+    (runs in pods of their own) wait as well. PostgreSQL releases it when the holder's
+    connection ends, so a crashed holder never leaves it taken.
+
     Raises:
-        HomeBusyError: another process still holds that scope after ``wait_s``.
+        HomeBusyError: another process still holds that scope after ``wait_s`` (in all).
+        RetryableError: the database of ``across`` cannot be reached.
     """
     path = scope_path(home, scope)
     path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + max(wait_s, 0.0)
     with _flock(path, home, purpose, wait_s, what=f"{scope} of home"):
-        yield
+        if across is None:
+            yield
+        else:
+            left = max(deadline - time.monotonic(), 0.0)
+            with _advisory_lock(across, scope, home, purpose, left, waited_from=wait_s):
+                yield
+
+
+def advisory_key(scope: str) -> int:
+    """The 64-bit advisory-lock key of ``scope`` (the same in every process and machine)."""
+    digest = hashlib.sha256(f"corpus-index scope {scope}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def _advisory_lock(
+    url: str, scope: str, home: Path, purpose: str, wait_s: float, *, waited_from: float
+) -> Iterator[None]:
+    import psycopg2
+
+    key = advisory_key(scope)
+    # the holder's name as the waiting process sees it (pg_stat_activity, 63 bytes at most)
+    me = f"pid {os.getpid()} on {socket.gethostname()} ({purpose})"
+    try:
+        con = psycopg2.connect(
+            libpq_url(url),
+            connect_timeout=10,
+            application_name=me.encode()[:63].decode(errors="ignore"),
+        )
+    except psycopg2.OperationalError as exc:
+        raise RetryableError(
+            f"{redact(url)}: cannot reach the registry database for the lock of {scope}: "
+            f"{str(exc).strip().splitlines()[0]}"
+        ) from None
+    try:
+        con.autocommit = True  # a session lock, held across the step, outside any transaction
+        with con.cursor() as cur:
+            deadline = time.monotonic() + wait_s
+            while True:
+                cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                if cur.fetchone()[0]:
+                    break
+                if time.monotonic() >= deadline:
+                    raise _busy_across(cur, key, url, scope, home, purpose, waited_from)
+                time.sleep(POLL_S)
+            try:
+                yield
+            finally:
+                cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    finally:
+        con.close()
+
+
+def _busy_across(
+    cur: Any, key: int, url: str, scope: str, home: Path, purpose: str, wait_s: float
+) -> HomeBusyError:
+    # a bigint key is kept as two 32-bit halves: classid the high one, objid the low one
+    cur.execute(
+        "SELECT a.application_name, a.client_addr FROM pg_locks l"
+        " JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+        " AND l.classid = %s AND l.objid = %s",
+        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+    )
+    row = cur.fetchone()
+    who = f"{row[0]}{f' from {row[1]}' if row[1] else ''}" if row else "another process"
+    waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
+    error = HomeBusyError(
+        f"{scope} of home {home} is busy{waited}: {who} holds its lock in {redact(url)}"
+    )
+    error.add_note(
+        f"a process sharing the registry (on this machine or another) writes {scope} ("
+        f"{purpose} was asked); wait for it to finish, then try again"
+    )
+    return error
 
 
 @contextlib.contextmanager

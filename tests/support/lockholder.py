@@ -1,4 +1,5 @@
-"""Another process that holds a home's lock, as a `corpus sync` in flight would."""
+"""Another process that holds a home's lock, as a `corpus sync` in flight would, or a scope
+lock, as another machine's step would."""
 
 from __future__ import annotations
 
@@ -16,12 +17,32 @@ with home_lock(Path(sys.argv[1]), sys.argv[3]):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
+HOLD_SCOPE = """
+import sys, time
+from pathlib import Path
+from corpus_index.homelock import scope_lock
+with scope_lock(Path(sys.argv[1]), sys.argv[3], sys.argv[4], across=sys.argv[5] or None):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
 
 
 def hold(home: Path, seconds: float, purpose: str = "sync") -> subprocess.Popen[str]:
     """Start a process that holds ``home``'s lock for ``seconds``; returns once it holds it."""
+    return _holding(HOLD, str(home), str(seconds), purpose)
+
+
+def hold_scope(
+    home: Path, seconds: float, scope: str, purpose: str, across: str | None = None
+) -> subprocess.Popen[str]:
+    """Start a process that holds the scope lock ``scope`` of ``home`` (and its advisory lock
+    in the database ``across``) for ``seconds``; returns once it holds it."""
+    return _holding(HOLD_SCOPE, str(home), str(seconds), scope, purpose, across or "")
+
+
+def _holding(script: str, *args: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(  # noqa: S603 - fixed arguments
-        [sys.executable, "-c", HOLD, str(home), str(seconds), purpose],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

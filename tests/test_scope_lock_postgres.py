@@ -1,0 +1,82 @@
+"""Scope locks that span machines: with the registry in PostgreSQL, a scope lock also holds the
+scope's advisory lock there, so runs whose homes are on different machines (two home folders
+here, whose file locks never meet) still take turns writing one thing."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from corpus_index.errors import HomeBusyError, RetryableError
+from corpus_index.homelock import scope_lock
+from tests.support.lockholder import hold_scope
+from tests.support.postgres import LocalPostgres
+
+pytestmark = pytest.mark.prod
+
+SCOPE = "generation:main"
+PURPOSE = "run 1234abcd step index_rows"
+
+
+def hold_across(home: Path, url: str, seconds: float) -> subprocess.Popen[str]:
+    """Another machine's step: a process holding ``SCOPE`` of its own home folder."""
+    return hold_scope(home, seconds, SCOPE, PURPOSE, across=url)
+
+
+def test_a_scope_held_on_one_machine_keeps_out_the_other(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    url = postgres_server.create_database("scope_locks")
+    other = hold_across(tmp_path / "machine-a", url, 60)
+    here = tmp_path / "machine-b"
+    try:
+        # the file lock alone does not see the other machine's holder
+        with scope_lock(here, SCOPE, "step index_rows"):
+            pass
+        with (
+            pytest.raises(HomeBusyError) as busy,
+            scope_lock(here, SCOPE, "step index_rows", wait_s=0.5, across=url),
+        ):
+            pass
+        message = str(busy.value)
+        assert f"{SCOPE} of home {here} is busy after waiting 0.5 s" in message
+        assert f"pid {other.pid} on " in message and f"({PURPOSE})" in message
+        assert postgres_server.user in message and "scope_locks" in message
+        # another scope of the same registry is free
+        with scope_lock(here, "generation:other", "step index_rows", across=url):
+            pass
+    finally:
+        other.kill()  # a crashed holder: its connection ends, and PostgreSQL lets the lock go
+        other.wait()
+    started = time.monotonic()
+    with scope_lock(here, SCOPE, "step index_rows", wait_s=30, across=url):
+        assert time.monotonic() - started < 30
+
+
+def test_the_second_machine_waits_for_the_first_then_goes_on(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    url = postgres_server.create_database("scope_locks_wait")
+    other = hold_across(tmp_path / "machine-a", url, 1.5)
+    try:
+        started = time.monotonic()
+        with scope_lock(tmp_path / "machine-b", SCOPE, "step index_rows", wait_s=30, across=url):
+            waited = time.monotonic() - started
+        assert 1.0 < waited < 30  # it held the lock for 1.5 s after saying so
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_an_unreachable_registry_is_named_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql://someone:s3cret@127.0.0.1:9/nowhere"  # port 9: nothing listens
+    with (
+        pytest.raises(RetryableError) as error,
+        scope_lock(tmp_path, SCOPE, "step index_rows", across=url),
+    ):
+        pass
+    assert "cannot reach the registry database for the lock of generation:main" in str(error.value)
+    assert "s3cret" not in str(error.value)
