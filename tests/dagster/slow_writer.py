@@ -17,5 +17,5 @@ WROTE: dict[str, tuple[float, float]] = {}
 @writes("generation")
 def generation_table(context: dg.AssetExecutionContext, corpus: CorpusResource) -> None:
     start = time.time()
-    time.sleep(1.0)  # long enough for another run to ask for the lock meanwhile
+    time.sleep(2.0)  # long enough for another run to ask for the lock meanwhile
     WROTE[context.run.run_id] = (start, time.time())

@@ -143,4 +143,4 @@ def test_two_runs_sharing_the_home_take_turns_writing_one_generation(tmp_path: P
         assert took.startswith(f"{HOLDING} generation:main (waited ")
         assert sum(m.startswith(RELEASING) for m in logged) == 1
         waited.append(float(took.rsplit("waited ", 1)[1].split(" s)")[0]))
-    assert max(waited) >= 0.5  # one of them waited for the other's second
+    assert max(waited) >= 0.5  # one of them waited for the other's write
