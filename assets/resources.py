@@ -112,11 +112,10 @@ def writes(*kinds: str) -> Callable[[F], F]:
             corpus = kwargs.get("corpus") or next(a for a in args if isinstance(a, CorpusResource))
             scopes = [_scope(kind, context.partition_key) for kind in kinds]
             purpose = f"run {context.run.run_id[:8]} step {context.op_def.name}"
-            if not corpus.runs_share_home:  # the run holds the home alone: nobody to wait for
-                with corpus.holding(scopes, purpose):
-                    return fn(context, *args, **kwargs)
             asked = time.monotonic()
             with corpus.holding(scopes, purpose):
+                if not corpus.runs_share_home:  # the run holds the home alone: nobody waits
+                    return fn(context, *args, **kwargs)
                 # both lines are written while the locks are held, so the span between them
                 # lies inside the hold: two runs' spans of one scope never overlap
                 context.log.info(

@@ -126,8 +126,7 @@ def scope_lock(
         if across is None:
             yield
         else:
-            left = max(deadline - time.monotonic(), 0.0)
-            with _advisory_lock(across, scope, home, purpose, left, waited_from=wait_s):
+            with _advisory_lock(across, scope, home, purpose, deadline=deadline, wait_s=wait_s):
                 yield
 
 
@@ -139,8 +138,10 @@ def advisory_key(scope: str) -> int:
 
 @contextlib.contextmanager
 def _advisory_lock(
-    url: str, scope: str, home: Path, purpose: str, wait_s: float, *, waited_from: float
+    url: str, scope: str, home: Path, purpose: str, *, deadline: float, wait_s: float
 ) -> Iterator[None]:
+    """Hold ``scope``'s advisory lock in ``url``'s database, polling until ``deadline`` (of
+    the ``wait_s`` the whole scope lock may wait, which the message names)."""
     import psycopg2
 
     key = advisory_key(scope)
@@ -160,13 +161,12 @@ def _advisory_lock(
     try:
         con.autocommit = True  # a session lock, held across the step, outside any transaction
         with con.cursor() as cur:
-            deadline = time.monotonic() + wait_s
             while True:
                 cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
                 if cur.fetchone()[0]:
                     break
                 if time.monotonic() >= deadline:
-                    raise _busy_across(cur, key, url, scope, home, purpose, waited_from)
+                    raise _busy_across(cur, key, url, scope, home, purpose, wait_s)
                 time.sleep(POLL_S)
             try:
                 yield
