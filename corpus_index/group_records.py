@@ -29,6 +29,7 @@ from corpus_index.linked.groups import Group, group_id
 from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver
+from corpus_index.linked.settled import Settled
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
 
 GROUP_KIND = "group"  # the ``kind`` of a group's row in a generation (units carry their kind's)
@@ -110,6 +111,7 @@ class GroupTables(NamedTuple):
     groups: pa.Table
     members: pa.Table
     carried: int = 0  # groups whose rows were the last run's, carried over as they were
+    settled: int = 0  # of those, groups carried whole: neither described nor keyed again
 
 
 def generation_formats(input_format: str) -> list[str]:
@@ -140,6 +142,7 @@ def group_tables(
     memo_for: Callable[[str], Memo] | None = None,
     previous: pa.Table | None = None,
     previous_members: pa.Table | None = None,
+    resolving: Mapping[str, str] | None = None,
 ) -> GroupTables:
     """Group ``units`` by ``link`` one tenant at a time, and lay the groups out as tables.
 
@@ -154,7 +157,10 @@ def group_tables(
     last time) too, a group whose row would be made from the same group, members, scopes and
     names as last time keeps its row, carried over as Arrow (never decoded); with
     ``previous_members`` (the members it gave last time) too, so do its member rows. Only the
-    other groups' rows are made anew.
+    other groups' rows are made anew. With all three, and ``resolving`` (tenant -> a digest of
+    what its registry resolves, and of the code that resolves it), a group whose every input
+    is as it was is settled (:mod:`corpus_index.linked.settled`): ``link`` returns it
+    undescribed and its rows are carried without being keyed again.
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
@@ -168,18 +174,40 @@ def group_tables(
     member_rows: list[dict[str, Any]] = []
     carried: list[str] = []  # groups whose rows are the last run's
     carried_members: list[str] = []  # ... and whose member rows are too
+    settled_count = 0  # ... without being described or keyed again
     before: set[str] | None = None
     for tenant, mine in sorted(by_tenant.items()):
         scope = {u.message.unit_id: u for u in mine}
         registry = (registries or {}).get(tenant)
-        options = {} if registry is None else {"registry": registry}
+        options: dict[str, Any] = {} if registry is None else {"registry": registry}
         messages = _Named(scope, (names or {}).get(tenant))
         parts: UnitParts | None = None  # what a row reads of each member (made on first use)
+        settled = None
+        if memo_for is not None and previous is not None and previous_members is not None:
+            if before is None:
+                before = set(previous["group_id"].to_pylist())
+            settled = Settled(
+                memo_for(tenant),
+                tenant,
+                collection,
+                ((resolving or {}).get(tenant, ""), _row_code()),
+                _scope_of(scope),
+                before,
+            )
+            options["settled"] = settled
         for group in link([u.message for u in mine], **options):
-            gid = group_id(tenant, collection, group.group_type, group.member_ids)
+            if settled is not None:
+                gid = settled.gid(group)
+            else:
+                gid = group_id(tenant, collection, group.group_type, group.member_ids)
             if gid in seen:
                 continue  # the same members grouped twice the same way: one group
             seen.add(gid)
+            if settled is not None and gid in settled.carried:
+                settled_count += 1
+                carried.append(gid)
+                carried_members.append(gid)
+                continue
             memo = memo_for(tenant) if memo_for is not None else None
             # a row's key is kept whenever there is a memo, a first run's too: the next run
             # carries the rows of what it did not change (otherwise it makes them all again)
@@ -191,6 +219,8 @@ def group_tables(
                 before = set(previous["group_id"].to_pylist())
             if memo is not None and gid in (before or ()) and memo.has(key):
                 carried.append(gid)
+                if settled is not None:
+                    settled.settle(gid, key, group.member_ids)
                 if previous_members is not None:
                     carried_members.append(gid)
                     continue
@@ -198,6 +228,8 @@ def group_tables(
                 group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
                 if memo is not None:
                     memo.put(key, gid, units=group.member_ids)
+                if settled is not None:
+                    settled.settle(gid, key, group.member_ids)
             member_rows.extend(
                 {
                     "group_id": gid,
@@ -222,7 +254,17 @@ def group_tables(
         ],
         ["group_id", "order", "unit_id"],
     )
-    return GroupTables(groups, members, len(carried))
+    return GroupTables(groups, members, len(carried), settled_count)
+
+
+def _scope_of(scope: Mapping[str, Unit]) -> Callable[[str], tuple[str, ...]]:
+    """What a group's row reads of a member's access: its tier and ACL groups."""
+
+    def of(unit: str) -> tuple[str, ...]:
+        u = scope[unit]
+        return (u.tier, *u.acl_groups)
+
+    return of
 
 
 class _Named(Mapping[str, Message]):

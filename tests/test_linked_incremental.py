@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import yaml
 
@@ -151,6 +152,54 @@ def test_nothing_changed_computes_nothing_again(incremental: tuple[Path, Setting
     link(settings)
     again = link(settings)
     assert again.computed == 0 and again.reused > 0 and again.relinked == 0
+    assert again.settled == again.carried == again.groups  # nothing described again
+
+
+def _same_as_a_full_run(source: Path, settings: Settings, root: Path, **extra: Any) -> None:
+    fresh_source = root / "fresh"
+    shutil.copytree(source, fresh_source)
+    assert link(fresh := configure(root, fresh_source, **_SCOPE, **extra)).passed
+    assert tables(settings) == tables(fresh)
+
+
+_SCOPE = {"acl_groups": ["wattle-staff", "wattle-leads"]}
+
+
+def test_a_group_settles_while_its_inputs_stay_not_once_one_moves(tmp_path: Path) -> None:
+    """A group whose members, their weighing and scope, and the registry are as they were is
+    carried whole; narrowing one message's access (its text as it was) stops the groups it
+    is in from settling, a person's new alias in the people file stops every group; each
+    run leaves what a full run leaves."""
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path, source, **_SCOPE)
+    assert link(settings).settled == 0  # no previous tables: nothing to carry
+    assert link(settings).settled == 0  # the first run from the last keeps the keys
+    same = link(settings)
+    assert same.settled == same.groups
+
+    chat = source / "chat-picton-sil.jsonl"
+    records = lines(chat)
+    records[3] = dict(records[3], acl=["wattle-leads"])
+    write(chat, records)
+    narrowed = link(settings)
+    members = Home(settings).warehouse.read(MEMBERS, (COLLECTION,))
+    assert members is not None
+    mine = members.filter(pc.equal(members["unit_id"], records[3]["id"]))
+    holding = set(mine["group_id"].to_pylist())
+    assert holding and narrowed.settled == narrowed.groups - len(holding)
+    _same_as_a_full_run(source, settings, tmp_path / "narrowed")
+
+    people = source / "people.yaml"
+    people.write_text(people.read_text(encoding="utf-8") + "\n# read again\n", encoding="utf-8")
+    assert link(settings).settled == narrowed.groups  # the same registry: all settle
+
+    merges = {"merges": [{"merge": "mike-brennan", "into": "sarah-jones"}]}
+    (source / "merges.yaml").write_text(yaml.safe_dump(merges), encoding="utf-8")
+    settings = configure(tmp_path, source, **_SCOPE, merges="merges.yaml")
+    merged = link(settings)
+    assert merged.passed and merged.merges == 1 and merged.settled == 0
+    _same_as_a_full_run(source, settings, tmp_path / "merged", merges="merges.yaml")
 
 
 def test_a_long_stream_computes_again_only_what_a_new_unit_touches() -> None:
@@ -593,6 +642,17 @@ def _long_reply_far_back(source: Path) -> None:
     _long_write(source, [*records, new])
 
 
+def _long_append_days_later(source: Path) -> None:
+    """A message nine days after the newest: "now" moves, taking the groups before it past
+    their validation pass (48 hours) and the conversations past a week (no longer active)."""
+    records = _long_records(source)
+    last = _at_time(records, -1)
+    new = dict(last, id="x-later", text="back from leave, anything I missed?")
+    new["timestamp"] = _after(last, 9 * 24 * 3600)
+    new.pop("reply_to", None)
+    _long_write(source, [*records, new])
+
+
 def _long_edit_first_block(source: Path) -> None:
     """An edit in the first block: the second block's weights change with it."""
     records = _long_records(source)
@@ -609,6 +669,7 @@ LONG_CHANGES: list[Callable[[Path], None]] = [
     _long_delete_second_block,
     _long_late,
     _long_reply_far_back,
+    _long_append_days_later,
     _long_edit_first_block,
 ]
 
@@ -626,7 +687,10 @@ def _long_linked(root: Path) -> tuple[Path, Settings]:
 
 @pytest.fixture(scope="module")
 def long_incremental(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Settings]:
-    return _long_linked(tmp_path_factory.mktemp("long"))
+    source, settings = _long_linked(tmp_path_factory.mktemp("long"))
+    # a first run from the last: it keeps what settles each group, which the next reads
+    assert link(settings).settled == 0
+    return source, settings
 
 
 @pytest.mark.parametrize("change", LONG_CHANGES, ids=lambda c: c.__name__.removeprefix("_long_"))
@@ -643,8 +707,16 @@ def test_a_long_stream_from_the_last_run_gives_what_a_full_run_gives(
     assert again.passed and again.computed > 0
     if change is _long_edit_first_block:  # both blocks' vectors move: most computed again
         assert again.computed > again.reused > 0
+    elif change is _long_append_days_later:  # and every group whose timing moved
+        assert again.reused > 2 * again.computed
     else:  # only what reads the changed unit
         assert again.reused > 10 * again.computed
+    if change is _long_edit_first_block:  # every unit's weighing moved: none settles
+        assert again.settled == 0 < again.carried
+    elif change is _long_append_days_later:  # the groups whose timing moved do not settle
+        assert 0 < again.settled == again.carried < again.groups - 50
+    else:  # every row carried is settled: neither described nor keyed again
+        assert again.settled == again.carried > 0.9 * again.groups
     fresh_source = tmp_path / "source"
     shutil.copytree(source, fresh_source)
     fresh = configure(tmp_path, fresh_source)
@@ -751,9 +823,14 @@ def test_kept_results_written_before_they_named_their_units_are_read_and_kept(
     again = link(settings)
     assert again.passed and again.computed == 0 and again.reused > 0
     upgraded = wh.read(MEMO, (COLLECTION,))
-    assert upgraded is not None and upgraded["units"].null_count == upgraded.num_rows
+    assert upgraded is not None
+    old = pa.array(written["key"].to_pylist(), pa.string())
+    kept = upgraded.filter(pc.is_in(upgraded["key"], old))
+    assert kept.num_rows == written.num_rows and kept["units"].null_count == kept.num_rows
+    # the rest are the settled groups' keys, this run's first (they name their units)
+    assert upgraded.num_rows - kept.num_rows == again.groups
     chat = source / "chat-picton-sil.jsonl"
     write(chat, lines(chat)[1:])
     assert steps.source_manifest.run(Home(settings), COLLECTION).receipt is not None
     emptied = wh.read(MEMO, (COLLECTION,))
-    assert emptied is not None and emptied.num_rows == 0
+    assert emptied is not None and not pc.any(pc.is_in(emptied["key"], old)).as_py()

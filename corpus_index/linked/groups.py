@@ -36,6 +36,7 @@ from corpus_index.linked.records import (
     group_id,
 )
 from corpus_index.linked.relink import Relinker
+from corpus_index.linked.settled import Settled, dated
 from corpus_index.linked.similarity import Similarity
 from corpus_index.linked.topics import topic_clusters, topic_title
 
@@ -116,19 +117,27 @@ def _units(messages: Sequence[Message]) -> list[Message]:
     return sorted(merged.values(), key=lambda m: (m.timestamp, m.unit_id))
 
 
+def _timing(group: Group, now: float) -> tuple[bool, bool]:
+    """Whether ``group`` is active (a conversation with a message under a week old) and has
+    its validation pass to come (its newest unit under 48 hours old) at ``now``: all
+    :func:`_timed` reads of ``now``."""
+    latest = group.latest_content_at or 0.0
+    active = group.group_type == "conversation" and now - latest < ACTIVE_S
+    return active, now - latest < VALIDATION_S
+
+
 def _timed(group: Group, now: float) -> Group:
     """A conversation still going is evolving (weekly refresh); any group whose newest unit is
     under 48 hours old still has its validation pass to come (seed §7.1)."""
-    latest = group.latest_content_at or 0.0
+    active, validating = _timing(group, now)
     if group.group_type == "conversation":
-        active = now - latest < ACTIVE_S
         group = replace(
             group,
             completeness="evolving" if active else "complete",
             resolution_status="open" if active else "resolved",
             reprocess_priority=PRIORITY_ACTIVE if active else 0,
         )
-    if now - latest < VALIDATION_S:
+    if validating:
         group = replace(
             group, reprocess_priority=max(group.reprocess_priority, PRIORITY_VALIDATION)
         )
@@ -144,6 +153,7 @@ def link_units(
     verifier: AnswerVerifier | None = None,
     relinker: Relinker | None = None,
     memo: Memo | None = None,
+    settled: Settled | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
     conversations, questions with their answers, incidents with their shift notes, days at a
@@ -165,6 +175,10 @@ def link_units(
         memo: an earlier run's results (see :mod:`corpus_index.linked.memo`): questions
             whose candidates, and groups whose members and identity anchors, are unchanged
             keep their scored answers and descriptions; the groups are the same as without it.
+        settled: with ``memo``, carries the groups whose every input is as it was (see
+            :mod:`corpus_index.linked.settled`): each is returned as its grouping made it,
+            dated and timed, not described (its row is the last run's); the others are
+            described, and their keys wait for their rows.
     """
     units = _units(messages)
     if not units:
@@ -175,9 +189,24 @@ def link_units(
     people = People(registry)
     out: list[Group] = []
     keyed = None if memo is None else (memo, _member_parts(memo, by_id, similarity, people))
+    if keyed is None:
+        settled = None
+    if settled is not None:
+        settled.start(by_id, similarity)
 
-    def described(g: Group, primary: str | None = None, hint: str | None = None) -> Group:
-        return _described(g, by_id, similarity, people, keyed, primary, hint)
+    def described(
+        g: Group, primary: str | None = None, hint: str | None = None, post: str = ""
+    ) -> Group:
+        if settled is not None:
+            d = dated(g, by_id)
+            if settled.carry(g, primary, hint, post, _timing(d, now)):
+                return d
+        made, key = _described(g, by_id, similarity, people, keyed, primary, hint)
+        if settled is not None:
+            settled.described(settled.gid(g), key)
+        if post == "decision":
+            return decision_summary(made, by_id)
+        return topic_title(made) if post == "topic" else made
 
     conversations = conversation_groups(units, relinker=relinker)
     for g in conversations:
@@ -187,8 +216,7 @@ def link_units(
         similarity=similarity,
         window_s=windows.answer_s,
         verifier=verifier,
-        memo=memo,
-        parts=None if keyed is None else keyed[1],
+        memo=memo,  # keyed by what scoring reads of each unit (no identity anchors)
     )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
         out.append(described(g, by_id[link.question].author, link.sentence))
@@ -204,9 +232,9 @@ def link_units(
     answered = {link.question: link.answer for link in links if link.answer}
     found = decision_threads(units, conversations=threads, answers=answered, similarity=similarity)
     for t in found:
-        out.append(decision_summary(described(t.group, t.decider, titled(t)), by_id))
+        out.append(described(t.group, t.decider, titled(t), "decision"))
     for g in topic_clusters(units, conversations=threads, similarity=similarity, memo=memo):
-        out.append(topic_title(described(g)))
+        out.append(described(g, post="topic"))
     return [_timed(g, now) for g in out]
 
 
@@ -230,11 +258,11 @@ _DESCRIBED = (
 def _member_parts(
     memo: Memo, by_id: Mapping[str, Message], similarity: Similarity, people: People
 ) -> UnitParts:
-    """What describing a group reads of each member, and scoring a question's candidates of
-    each candidate, one digest a unit: the message, what its TF-IDF vector is weighed by
-    (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`) and its identity anchors
-    (which only a description reads: a question is scored again after a merge that moves one
-    of its candidates' anchors, which costs time, never a wrong result)."""
+    """What describing a group reads of each member, one digest a unit: the message, what its
+    TF-IDF vector is weighed by
+    (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`) and its identity
+    anchors. (A question's scored answers are keyed by the first two only: a settled group is
+    not described, so its members' anchors are not resolved to score a question.)"""
 
     def read(unit: str) -> tuple[Any, ...]:
         m = by_id[unit]
@@ -251,10 +279,11 @@ def _described(
     keyed: tuple[Memo, UnitParts] | None,
     primary: str | None,
     hint: str | None,
-) -> Group:
+) -> tuple[Group, str]:
     """:func:`describe`, or what it gave an earlier run (``keyed``: its memo, and what a
     description reads of each member, :func:`_member_parts`) from the same inputs: the group,
-    what it reads of its members and the person the group is about."""
+    what it reads of its members and the person the group is about; with the key it was kept
+    by (empty without a memo)."""
 
     def described() -> Group:
         return describe(
@@ -267,7 +296,7 @@ def _described(
         )
 
     if keyed is None:
-        return described()
+        return described(), ""
     memo, parts = keyed
     key = memo.key(
         "describe",
@@ -281,7 +310,7 @@ def _described(
         values: dict[str, Any] = {
             k: tuple(v) if isinstance(v, list) else v for k, v in kept.items()
         }
-        return replace(group, **values)
+        return replace(group, **values), key
     out = described()
     values = {k: getattr(out, k) for k in _DESCRIBED}
     memo.put(
@@ -289,4 +318,4 @@ def _described(
         {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()},
         units=group.member_ids,
     )
-    return out
+    return out, key

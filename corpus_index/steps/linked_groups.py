@@ -100,6 +100,7 @@ class LinkedGroupsOutcome:
     reused: int = 0  # questions scored and groups described as the last run did (memo)
     computed: int = 0  # questions scored and groups described anew
     carried: int = 0  # groups whose rows were the last run's, carried over (the rest made anew)
+    settled: int = 0  # of those, groups whose every input was as it was: not described again
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -182,6 +183,8 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     found, states = ({}, {}) if cfg.format == "irc" else _identify(home, collection, records)
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
+    # what settles a group beside its members: the same registry, resolved by the same code
+    resolving = {t: f"{r.digest()}:{identity_resume.code_digest()}" for t, r in registries.items()}
     tables = group_tables(
         collection,
         units,
@@ -193,6 +196,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
         previous_members=(
             home.warehouse.read(MEMBERS, (collection,), MEMBER_SCHEMA) if remembered else None
         ),
+        resolving=resolving,
     )
     roles = Counter(r for f in found.values() for r in f.mentions.column("mention_type"))
     merged_units = {u for f in found.values() for r in f.merges for u in r.units}
@@ -220,6 +224,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
         reused=sum(m.reused for m in memos.values()),
         computed=sum(m.computed for m in memos.values()),
         carried=tables.carried,
+        settled=tables.settled,
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
