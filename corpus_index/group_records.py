@@ -157,10 +157,11 @@ def group_tables(
     last time) too, a group whose row would be made from the same group, members, scopes and
     names as last time keeps its row, carried over as Arrow (never decoded); with
     ``previous_members`` (the members it gave last time) too, so do its member rows. Only the
-    other groups' rows are made anew. With all three, and ``resolving`` (tenant -> a digest of
-    what its registry resolves, and of the code that resolves it), a group whose every input
-    is as it was is settled (:mod:`corpus_index.linked.settled`): ``link`` returns it
-    undescribed and its rows are carried without being keyed again.
+    other groups' rows are made anew. With ``memo_for``, ``link`` is also given a
+    :class:`~corpus_index.linked.settled.Settled` (``settled=``; ``resolving``: tenant -> a
+    digest of what its registry resolves and of the code that resolves it): the memo keeps
+    what settles each group, and with all three, a group whose every input is as it was is
+    returned undescribed and its rows are carried without being keyed again.
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
@@ -183,8 +184,9 @@ def group_tables(
         messages = _Named(scope, (names or {}).get(tenant))
         parts: UnitParts | None = None  # what a row reads of each member (made on first use)
         settled = None
-        if memo_for is not None and previous is not None and previous_members is not None:
-            if before is None:
+        if memo_for is not None:  # only groups in both last tables can be carried whole
+            whole = previous is not None and previous_members is not None
+            if before is None and previous is not None:
                 before = set(previous["group_id"].to_pylist())
             settled = Settled(
                 memo_for(tenant),
@@ -192,7 +194,7 @@ def group_tables(
                 collection,
                 ((resolving or {}).get(tenant, ""), _row_code()),
                 _scope_of(scope),
-                before,
+                (before or set()) if whole else set(),
             )
             options["settled"] = settled
         for group in link([u.message for u in mine], **options):

@@ -117,11 +117,12 @@ def _units(messages: Sequence[Message]) -> list[Message]:
     return sorted(merged.values(), key=lambda m: (m.timestamp, m.unit_id))
 
 
-def _timing(group: Group, now: float) -> tuple[bool, bool]:
+def _timing(group: Group, now: float, latest: float | None = None) -> tuple[bool, bool]:
     """Whether ``group`` is active (a conversation with a message under a week old) and has
     its validation pass to come (its newest unit under 48 hours old) at ``now``: all
-    :func:`_timed` reads of ``now``."""
-    latest = group.latest_content_at or 0.0
+    :func:`_timed` reads of ``now`` (``latest``: its newest unit's time, its own by
+    default)."""
+    latest = (group.latest_content_at or 0.0) if latest is None else latest
     active = group.group_type == "conversation" and now - latest < ACTIVE_S
     return active, now - latest < VALIDATION_S
 
@@ -198,9 +199,9 @@ def link_units(
         g: Group, primary: str | None = None, hint: str | None = None, post: str = ""
     ) -> Group:
         if settled is not None:
-            d = dated(g, by_id)
-            if settled.carry(g, primary, hint, post, _timing(d, now)):
-                return d
+            latest = max(by_id[u].timestamp for u in g.member_ids)
+            if settled.carry(g, primary, hint, post, _timing(g, now, latest)):
+                return dated(g, by_id)
         made, key = _described(g, by_id, similarity, people, keyed, primary, hint)
         if settled is not None:
             settled.described(settled.gid(g), key)
@@ -216,7 +217,10 @@ def link_units(
         similarity=similarity,
         window_s=windows.answer_s,
         verifier=verifier,
-        memo=memo,  # keyed by what scoring reads of each unit (no identity anchors)
+        memo=memo,
+        # what scoring reads of each unit (no identity anchors): the settled groups' parts
+        # when settling (one digest a unit for both), else its own
+        parts=None if settled is None else settled.parts,
     )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
         out.append(described(g, by_id[link.question].author, link.sentence))

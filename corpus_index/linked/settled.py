@@ -56,7 +56,8 @@ class Settled:
     # group id -> (its settled key, its description's key), for the rows made this run
     pending: dict[str, tuple[str, str]] = field(default_factory=dict)
     _gids: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
-    _parts: UnitParts | None = None
+    # what a settled key reads of each member (after :meth:`start`)
+    parts: UnitParts | None = None
 
     def start(self, by_id: Mapping[str, Message], similarity: Similarity) -> None:
         """Bind the run's units and their weighing (by :func:`link_units`)."""
@@ -66,7 +67,7 @@ class Settled:
             m = by_id[unit]
             return (memo.fingerprint(m), similarity.block_digest(unit), *self.scope(unit))
 
-        self._parts = UnitParts(read)
+        self.parts = UnitParts(read)
 
     def gid(self, group: Group) -> str:
         """The group's id (made once a run)."""
@@ -84,7 +85,7 @@ class Settled:
         settled key and wrote its row. Otherwise its key waits for :meth:`settle`, once its
         row is made. ``timed``: whether it is active, and has its validation pass to come,
         at ``now``."""
-        assert self._parts is not None, "Settled.start first"
+        assert self.parts is not None, "Settled.start first"
         gid = self.gid(group)
         memo = self.memo
         key = memo.key(
@@ -92,7 +93,7 @@ class Settled:
             self.context,
             gid,
             group,
-            self._parts(group.members),
+            self.parts(group.members),
             primary,
             hint,
             post,
