@@ -213,7 +213,6 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "results_reused": r.reused,
                 "results_computed": r.computed,
                 "group_rows_carried": r.carried,
-                "groups_settled": r.settled,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

@@ -149,15 +149,13 @@ _DECIDED = {
     "results_computed": "computed",
     "results_reused": "reused",
     "group_rows_carried": "carried",
-    "groups_settled": "settled",
 }
 
 
 def _decided_again() -> dict[str, int]:
     """How much the sync's ``linked_groups`` step decided again (from its materialization's
     metadata): messages whose conversation link was decided again, questions scored and groups
-    described anew and as the last run did, group rows carried over and groups settled
-    (carried without being described or keyed again). Empty where the
+    described anew and as the last run did, and group rows carried over. Empty where the
     step did not run."""
     import dagster as dg
 
@@ -450,7 +448,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['messages']} messages, one message more: {one['relinked']:,} conversation "
                 f"links decided again, {one['computed']:,} questions scored and groups described "
                 f"anew ({one['reused']:,} as last time), {one['carried']:,} group rows carried"
-                f" ({one.get('settled', 0):,} of them settled: not described again)"
             )
         if args.steps:
             print(step_table(row))

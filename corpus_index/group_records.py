@@ -26,7 +26,7 @@ from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_
 from corpus_index.linked.group_input import FORMAT as GROUP_V1
 from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, group_id
-from corpus_index.linked.memo import Memo, UnitParts
+from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver
 from corpus_index.linked.settled import Settled
@@ -110,8 +110,7 @@ class GroupTables(NamedTuple):
 
     groups: pa.Table
     members: pa.Table
-    carried: int = 0  # groups whose rows were the last run's, carried over as they were
-    settled: int = 0  # of those, groups carried whole: neither described nor keyed again
+    carried: int = 0  # settled groups, whose rows were the last run's, carried over as they were
 
 
 def generation_formats(input_format: str) -> list[str]:
@@ -152,16 +151,14 @@ def group_tables(
     author so (a merge that renames a person changes the text of the groups they are in,
     which are then embedded again).
 
-    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`), the key of
-    every row made is kept in the memo; with ``previous`` (the groups this function gave
-    last time) too, a group whose row would be made from the same group, members, scopes and
-    names as last time keeps its row, carried over as Arrow (never decoded); with
-    ``previous_members`` (the members it gave last time) too, so do its member rows. Only the
-    other groups' rows are made anew. With ``memo_for``, ``link`` is also given a
-    :class:`~corpus_index.linked.settled.Settled` (``settled=``; ``resolving``: tenant -> a
-    digest of what its registry resolves and of the code that resolves it): the memo keeps
-    what settles each group, and with all three, a group whose every input is as it was is
-    returned undescribed and its rows are carried without being keyed again.
+    With ``memo_for`` (tenant -> its :class:`~corpus_index.linked.memo.Memo`), ``link`` is
+    also given a :class:`~corpus_index.linked.settled.Settled` (``settled=``; ``resolving``:
+    tenant -> a digest of what its registry resolves and of the code that resolves it), and
+    the memo keeps what settles each group whose row is made, a first run's too. With
+    ``previous`` and ``previous_members`` (the groups and members this function gave last
+    time) too, a settled group (every input as it was: the group, its members, their
+    weighing and scopes, the names, its timing) is returned undescribed and its rows are
+    carried over as Arrow (never decoded). Only the other groups' rows are made anew.
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
@@ -175,14 +172,12 @@ def group_tables(
     member_rows: list[dict[str, Any]] = []
     carried: list[str] = []  # groups whose rows are the last run's
     carried_members: list[str] = []  # ... and whose member rows are too
-    settled_count = 0  # ... without being described or keyed again
     before: set[str] | None = None
     for tenant, mine in sorted(by_tenant.items()):
         scope = {u.message.unit_id: u for u in mine}
         registry = (registries or {}).get(tenant)
         options: dict[str, Any] = {} if registry is None else {"registry": registry}
         messages = _Named(scope, (names or {}).get(tenant))
-        parts: UnitParts | None = None  # what a row reads of each member (made on first use)
         settled = None
         if memo_for is not None:  # only groups in both last tables can be carried whole
             whole = previous is not None and previous_members is not None
@@ -206,32 +201,12 @@ def group_tables(
                 continue  # the same members grouped twice the same way: one group
             seen.add(gid)
             if settled is not None and gid in settled.carried:
-                settled_count += 1
                 carried.append(gid)
                 carried_members.append(gid)
                 continue
-            memo = memo_for(tenant) if memo_for is not None else None
-            # a row's key is kept whenever there is a memo, a first run's too: the next run
-            # carries the rows of what it did not change (otherwise it makes them all again)
-            key = ""
-            if memo is not None:
-                parts = parts or _row_parts(memo, scope, messages)
-                key = _row_key(memo, gid, group, parts)
-            if before is None and previous is not None:
-                before = set(previous["group_id"].to_pylist())
-            if memo is not None and gid in (before or ()) and memo.has(key):
-                carried.append(gid)
-                if settled is not None:
-                    settled.settle(gid, key, group.member_ids)
-                if previous_members is not None:
-                    carried_members.append(gid)
-                    continue
-            else:
-                group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
-                if memo is not None:
-                    memo.put(key, gid, units=group.member_ids)
-                if settled is not None:
-                    settled.settle(gid, key, group.member_ids)
+            group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
+            if settled is not None:  # a first run's too: the next carries what stays
+                settled.settle(gid, group.member_ids)
             member_rows.extend(
                 {
                     "group_id": gid,
@@ -256,7 +231,7 @@ def group_tables(
         ],
         ["group_id", "order", "unit_id"],
     )
-    return GroupTables(groups, members, len(carried), settled_count)
+    return GroupTables(groups, members, len(carried))
 
 
 def _scope_of(scope: Mapping[str, Unit]) -> Callable[[str], tuple[str, ...]]:
@@ -319,23 +294,6 @@ def _row_code() -> str:
     """sha256 of this module's code: other code makes other rows (a row carried from a run
     of other code would keep what that code made of it)."""
     return sha256_hex(Path(__file__).read_bytes())
-
-
-def _row_parts(memo: Memo, scope: Mapping[str, Unit], messages: _Named) -> UnitParts:
-    """What :func:`_group_row` reads of each member, one digest a unit: the unit as grouped
-    and as named, its ACL groups and tier."""
-
-    def read(unit: str) -> tuple[Any, ...]:
-        u = scope[unit]
-        return (memo.fingerprint(u.message), messages.author(unit), u.tier, *u.acl_groups)
-
-    return UnitParts(read)
-
-
-def _row_key(memo: Memo, gid: str, group: Group, parts: UnitParts) -> str:
-    """The key of a group's row: everything :func:`_group_row` makes it from (the group, what
-    it reads of its members, :func:`_row_parts`, and this module's code)."""
-    return memo.key("row", _row_code(), gid, group, parts(group.members))
 
 
 def _group_row(

@@ -1,6 +1,6 @@
 """Groups settled since the last run: a group whose every input is as it was is carried whole,
-its row and member rows taken from the last run's tables, without being described, keyed for
-its description and its row, or its members' people resolved again.
+its row and member rows taken from the last run's tables, without being described or its
+members' people resolved again.
 
 A group's row is a function of: the group as its grouping made it (members, roles,
 relevance, and what the grouping judged at ``now``: a question's timeout, an incident's
@@ -12,9 +12,11 @@ member: the unit (its fingerprint), what its TF-IDF vector is weighed by
 tenant: what its identity registry resolves (a digest of the registry and of the code that
 reads it, which stands for every member's identity anchors and the names the group's text
 gives its authors); and the code of the groupings and of the rows. The settled key
-(:meth:`Settled.carry`) hashes all of these, one short digest a member; a key the last run
-kept names the description and row keys it used, which are kept too (a later run that cannot
-settle, after a registry change say, still finds them).
+(:meth:`Settled.carry`) hashes all of these, one short digest a member, and is the row's key:
+a group not settled has its row made anew (the same row makes the same ``chunk_ref``, so
+nothing is embedded again). A key the last run kept names the description's key, which is
+kept too: a later run that cannot settle, after a registry change say, still finds the
+description.
 
 A key is kept only for a group whose row the run wrote or carried, so a settled group's row is
 in the last run's tables: the ``linked_groups`` step writes the tables and the memo together,
@@ -103,9 +105,7 @@ class Settled:
         if kept is None:
             self.pending[gid] = (key, "")
             return False
-        describe_key, row_key = kept
-        memo.has(str(describe_key))
-        memo.has(str(row_key))
+        memo.has(str(kept))  # its description's, for a run that cannot settle it
         self.carried.add(gid)
         return True
 
@@ -115,13 +115,13 @@ class Settled:
         if pending is not None:
             self.pending[gid] = (pending[0], describe_key)
 
-    def settle(self, gid: str, row_key: str, units: Sequence[str]) -> None:
-        """Keep the settled key of ``gid``, whose row this run made or carried by ``row_key``
-        (read from ``units``): the next run carries it while its inputs stay."""
+    def settle(self, gid: str, units: Sequence[str]) -> None:
+        """Keep the settled key of ``gid``, whose row this run made (read from ``units``):
+        the next run carries it while its inputs stay."""
         pending = self.pending.pop(gid, None)
         if pending is None or not pending[1]:
             return
-        self.memo.put(pending[0], [pending[1], row_key], units=units, computed=False)
+        self.memo.put(pending[0], pending[1], units=units, computed=False)
 
 
 def dated(group: Group, by_id: Mapping[str, Message]) -> Group:

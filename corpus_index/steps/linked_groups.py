@@ -99,8 +99,9 @@ class LinkedGroupsOutcome:
     relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
     reused: int = 0  # questions scored and groups described as the last run did (memo)
     computed: int = 0  # questions scored and groups described anew
-    carried: int = 0  # groups whose rows were the last run's, carried over (the rest made anew)
-    settled: int = 0  # of those, groups whose every input was as it was: not described again
+    # settled groups (every input as it was), whose rows were the last run's, carried over
+    # without being described again (the rest made anew)
+    carried: int = 0
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -224,7 +225,6 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
         reused=sum(m.reused for m in memos.values()),
         computed=sum(m.computed for m in memos.values()),
         carried=tables.carried,
-        settled=tables.settled,
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
