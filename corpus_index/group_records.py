@@ -262,11 +262,6 @@ class _Named(Mapping[str, Message]):
             self._made[unit] = found
         return found
 
-    def author(self, unit: str) -> str:
-        """The author of ``unit`` as named (without making its message)."""
-        raw = self._scope[unit].message.author
-        return raw if self._name is None else self._name(raw)
-
     def __iter__(self) -> Iterator[str]:
         return iter(self._scope)
 

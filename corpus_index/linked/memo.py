@@ -305,7 +305,8 @@ class Memo:
         """Keep ``value`` (plain JSON data) as the result for ``key``, computed from ``units``
         (None: from any unit before it; deleting one then drops it, any unit when ``until``,
         the newest time of the units it read, is None). Not ``computed``: a record of what
-        the run used (the keys a settled group's row was made by), not counted as a result."""
+        the run used (the description a settled group's row was made from), not counted as
+        a result."""
         self.kept[key] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         self.units[key] = None if units is None else sorted(set(units))
         self.until[key] = until if units is None else None
