@@ -42,7 +42,7 @@ from corpus_index.identity_store import (
 )
 from corpus_index.index_store import GenerationStore
 from corpus_index.linked.memo import MEMO_READ
-from corpus_index.linked.relink import LINK_SCHEMA
+from corpus_index.linked.relink import LINK_COLUMNS_FIRST
 from corpus_index.records import (
     BLOCK_SCHEMA,
     INPUT_SCHEMA,
@@ -76,7 +76,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     MENTIONS: set(STORED_MENTION_SCHEMA.names),
     SIGHTINGS: set(SIGHTING_SCHEMA.names),
     PASS: set(PASS_SCHEMA.names),
-    "conversation_links": set(LINK_SCHEMA.names),
+    "conversation_links": set(LINK_COLUMNS_FIRST),  # ``unit_id`` and ``timestamp`` came later
     "group_memo": set(MEMO_READ),  # ``units`` came later: a memo without them reads as all
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")

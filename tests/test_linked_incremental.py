@@ -28,6 +28,7 @@ from corpus_index.linked import topics
 from corpus_index.linked.groups import Group, _units, conversation_groups, link_units
 from corpus_index.linked.memo import Memo, memo_table
 from corpus_index.linked.messages import Message
+from corpus_index.linked.relink import LINK_SCHEMA, linked_conversations, read_links
 from corpus_index.linked.similarity import Similarity, block_starts
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.linked.topics import topic_clusters
@@ -153,6 +154,37 @@ def test_nothing_changed_computes_nothing_again(incremental: tuple[Path, Setting
     again = link(settings)
     assert again.computed == 0 and again.reused > 0 and again.relinked == 0
     assert again.carried == again.groups  # every group settled: nothing described again
+
+
+def test_the_kept_links_alone_give_the_conversations(incremental: tuple[Path, Settings]) -> None:
+    """The links the step keeps name each message and its time, so the conversations (their
+    members in order, their time spans) are read from that table alone, no message decoded,
+    after the changes of the tests before too (a removal, an edit, a late note)."""
+    _, settings = incremental
+    link(settings)
+    wh = Home(settings).warehouse
+    kept = wh.read(LINKS, (COLLECTION,))
+    assert kept is not None and set(kept.column_names) == set(LINK_SCHEMA.names)
+    read = [c for c in linked_conversations(read_links(kept)) if len(c) > 1]
+    groups = wh.read(GROUPS, (COLLECTION,))
+    members = wh.read(MEMBERS, (COLLECTION,))
+    assert groups is not None and members is not None
+    convs = {
+        g["group_id"]: (g["earliest_content_at"], g["latest_content_at"])
+        for g in groups.to_pylist()
+        if g["group_type"] == "conversation"
+    }
+    ordered: dict[str, list[tuple[int, str]]] = {}
+    for m in members.to_pylist():
+        if m["group_id"] in convs:
+            ordered.setdefault(m["group_id"], []).append((m["order"], m["unit_id"]))
+    want = {gid: [u for _, u in sorted(ms)] for gid, ms in ordered.items()}
+    assert len(read) == len(want) > 5
+    by_members = {tuple(ms): gid for gid, ms in want.items()}
+    for conversation in read:
+        gid = by_members[tuple(x.unit_id for x in conversation)]
+        times = [x.timestamp for x in conversation]
+        assert times == sorted(times) and (times[0], times[-1]) == convs[gid]
 
 
 def _same_as_a_full_run(source: Path, settings: Settings, root: Path, **extra: Any) -> None:

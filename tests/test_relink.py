@@ -14,7 +14,13 @@ from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.groups import link_units
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
-from corpus_index.linked.relink import Relinker, links_table, read_links
+from corpus_index.linked.relink import (
+    LINK_COLUMNS_FIRST,
+    Relinker,
+    linked_conversations,
+    links_table,
+    read_links,
+)
 from corpus_index.linked.topic import FIRST_WEIGHED, TOPIC_BLOCK
 from tests.streamgen import stream
 from tests.test_linked_contexts import sample
@@ -45,6 +51,48 @@ def first(long_stream: list[Message]) -> Relinker:
     assert canon(first.group(long_stream)) == canon(group_conversations(long_stream))
     assert first.reused == 0 and first.relinked == len(long_stream)
     return first
+
+
+def test_the_links_alone_give_the_conversations(
+    first: Relinker, long_stream: list[Message]
+) -> None:
+    """Each link names its message and time: the conversations come from the table alone, the
+    same as the relinker's, each in time order."""
+    by_id = {m.unit_id: m for m in long_stream}
+    read = linked_conversations(read_links(links_table(first.links)))
+    assert canon([[x.unit_id for x in c] for c in read]) == canon(group_conversations(long_stream))
+    for conversation in read:
+        assert [x.timestamp for x in conversation] == [
+            by_id[x.unit_id].timestamp for x in conversation
+        ]
+        assert len({x.channel for x in conversation}) == 1
+
+
+def test_links_an_earlier_version_wrote_still_relink(
+    first: Relinker, long_stream: list[Message]
+) -> None:
+    """A table without ``unit_id`` and ``timestamp`` (an earlier version's) is read with them
+    empty and reused whole; only the conversations-from-links reading refuses it, by name."""
+    old = links_table(first.links).select(list(LINK_COLUMNS_FIRST))
+    again = Relinker(read_links(old))
+    assert canon(again.group(long_stream)) == canon(group_conversations(long_stream))
+    assert again.relinked == 0 and again.links == first.links  # written whole again
+    with pytest.raises(ValueError, match="no unit id"):
+        linked_conversations(read_links(old))
+
+
+def test_a_removed_parent_starts_its_links_own_conversation(first: Relinker) -> None:
+    """A deletion drops a source's link rows before the next run links the channel again:
+    the links whose parent is gone start their own conversations (none is lost or doubled)."""
+    links = first.links
+    continued = next(x for x in links if x.parent != x.position)
+    gone = next(
+        x for x in links if x.channel == continued.channel and x.position == continued.parent
+    )
+    left = [x for x in links if x is not gone]
+    read = linked_conversations(left)
+    assert sorted(x.unit_id for c in read for x in c) == sorted(x.unit_id for x in left)
+    assert any(c[0].unit_id == continued.unit_id for c in read)
 
 
 def test_nothing_changed_decides_nothing_again(first: Relinker, long_stream: list[Message]) -> None:

@@ -45,6 +45,8 @@ class Link(NamedTuple):
     parent: int  # the position of the message it continues; its own when it starts one
     source_id: str = ""  # the document it came from, so deleting it removes the row
     tenant_id: str = ""  # channels are a tenant's: two tenants' links never mix
+    unit_id: str = ""  # the message (empty in a table an earlier version wrote)
+    timestamp: float = 0.0  # its time, seconds since the epoch (0 in such a table)
 
 
 LINK_SCHEMA = pa.schema(
@@ -55,8 +57,12 @@ LINK_SCHEMA = pa.schema(
         ("parent", pa.int64()),
         ("source_id", pa.string()),
         ("tenant_id", pa.string()),
+        ("unit_id", pa.string()),
+        ("timestamp", pa.float64()),
     ]
 )
+# the columns a table of links has had from the start (``unit_id`` and ``timestamp`` came later)
+LINK_COLUMNS_FIRST = ("channel", "position", "fingerprint", "parent", "source_id", "tenant_id")
 
 
 def fingerprint(m: Message, *, model: str = "") -> str:
@@ -91,11 +97,49 @@ def links_table(links: Iterable[Link]) -> pa.Table:
 
 def read_links(table: pa.Table | None) -> list[Link]:
     """The links of a table of :data:`LINK_SCHEMA` (none for ``None``), read column by
-    column."""
+    column; a table an earlier version wrote, without ``unit_id`` and ``timestamp``, reads
+    with those empty (relinking reads neither)."""
     if table is None:
         return []
-    columns = table.select(LINK_SCHEMA.names).to_pydict()
-    return list(map(Link._make, zip(*(columns[n] for n in LINK_SCHEMA.names), strict=True)))
+    names = [n for n in LINK_SCHEMA.names if n in table.column_names]
+    columns = table.select(names).to_pydict()
+    rows = zip(*(columns[n] for n in names), strict=True)
+    return (
+        list(map(Link._make, rows)) if len(names) == len(Link._fields) else [Link(*r) for r in rows]
+    )
+
+
+def linked_conversations(links: Iterable[Link]) -> list[list[Link]]:
+    """The conversations ``links`` make (a run's, as :func:`read_links` gives them), read from
+    the links alone, no message decoded: each channel's messages joined to their parents'
+    (as :meth:`Relinker.group` joins them), each conversation's links in channel order, the
+    channels in order of name; a message that continues nothing and is continued by nothing
+    is a conversation of one. A link whose parent's row is gone (its source deleted since the
+    run) starts a conversation of its own, until the next run links its channel again.
+
+    Raises:
+        ValueError: a link has no ``unit_id`` (a table an earlier version wrote: the next run
+            writes them).
+    """
+    channels: dict[tuple[str, str], list[Link]] = {}
+    for link in links:
+        if not link.unit_id:
+            raise ValueError(
+                f"a link of {link.channel!r} has no unit id (written by an earlier version)"
+            )
+        channels.setdefault((link.tenant_id, link.channel), []).append(link)
+    out: list[list[Link]] = []
+    for key in sorted(channels):
+        channel = sorted(channels[key], key=lambda x: x.position)
+        at = {x.position: i for i, x in enumerate(channel)}
+        root = list(range(len(channel)))
+        joined: dict[int, list[Link]] = {}
+        for i, link in enumerate(channel):
+            parent = at.get(link.parent, i)  # a parent removed since: the link starts its own
+            root[i] = root[parent] if parent < i else i
+            joined.setdefault(root[i], []).append(link)
+        out.extend(joined.values())
+    return out
 
 
 @dataclass(slots=True)
@@ -150,7 +194,16 @@ class Relinker:
             self.reused += len(kept)
             self.relinked += len(channel) - len(kept)
             self.links.extend(
-                Link(name, i, p, parents[i], self.sources.get(m.unit_id, ""), self.tenant_id)
+                Link(
+                    name,
+                    i,
+                    p,
+                    parents[i],
+                    self.sources.get(m.unit_id, ""),
+                    self.tenant_id,
+                    m.unit_id,
+                    m.timestamp,
+                )
                 for i, (m, p) in enumerate(zip(channel, prints, strict=True))
             )
             out.extend(components(channel, parents))

@@ -163,7 +163,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
         linking = Linking(REPROCESS_WINDOWS, now)
     linker = Linker(linking)
-    previous = read_links(home.warehouse.read(LINKS, (collection,), LINK_SCHEMA))
+    previous = read_links(home.warehouse.read(LINKS, (collection,)))  # as written, see read_links
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
     kept_memo = home.warehouse.read(MEMO, (collection,))  # with its units, read as written
