@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets.resources import CorpusResource, writes
 from corpus_index import steps
+from corpus_index.conversation_timeline import WINDOW_MESSAGES, collection_timeline, picture
 from corpus_index.errors import RetryableError
 from corpus_index.eval_report import eval_report
 from corpus_index.flat_exports import EXPORT_GATES
@@ -216,6 +217,48 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "written": r.passed,
             },
             check_results=_results(r.gates),
+        )
+
+    @dg.asset(
+        partitions_def=p.collections,
+        group_name="ingestion",
+        deps=[linked_groups],
+        kinds={"png"},
+    )
+    def conversation_timeline(
+        context: dg.AssetExecutionContext, corpus: CorpusResource, config: TimelineConfig
+    ) -> dg.MaterializeResult:
+        """A picture of one channel's conversations (the busiest by default): each message a dot on its conversation's lane, an arc to the message it continues. Materialize it to look; syncs do not redraw it."""
+        home = corpus.open_home()
+        collection = context.partition_key
+        try:
+            t = collection_timeline(
+                home.warehouse,
+                collection,
+                channel=config.channel,
+                messages=config.messages,
+                hours=config.hours,
+            )
+        except ValueError as exc:
+            raise dg.Failure(description=f"{collection}: {exc}") from exc
+        if t is None:
+            return dg.MaterializeResult(
+                metadata={"skipped": "no conversation links: not grouped, or not linked yet"}
+            )
+        png = picture(t, collection)
+        path = save_png(png, home.settings.reports / f"conversations-{collection}.png")
+        return dg.MaterializeResult(
+            metadata={
+                "picture": dg.MetadataValue.md(markdown_image(png, f"{t.channel} conversations")),
+                "tenant": t.tenant_id,
+                "channel": t.channel,
+                "messages": t.messages,
+                "conversations": t.conversations,
+                "from": dg.MetadataValue.timestamp(t.start),
+                "to": dg.MetadataValue.timestamp(t.end),
+                "channels": dg.MetadataValue.json(t.channels),
+                "path": dg.MetadataValue.path(str(path)),
+            }
         )
 
     @dg.asset(
@@ -577,6 +620,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         source_manifest,
         parsed_blocks,
         linked_groups,
+        conversation_timeline,
         embedding_inputs,
         embeddings,
         sidecars,
@@ -585,6 +629,14 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         index_generation,
         active_generation,
     ]
+
+
+class TimelineConfig(dg.Config):  # type: ignore[misc]
+    """Which of a collection's channels ``conversation_timeline`` draws, and how much of it."""
+
+    channel: str = ""  # as the links name it (``<source>/<channel>``); empty: the busiest
+    messages: int = WINDOW_MESSAGES  # its newest messages
+    hours: float = 0.0  # instead: the hours up to its newest message (0: by messages)
 
 
 class PromotionConfig(dg.Config):  # type: ignore[misc]

@@ -29,15 +29,23 @@ class Graph:
             self.instance.add_dynamic_partitions("collections", new)
 
     def materialize(
-        self, selection: Iterable[str], partition_key: str | dg.MultiPartitionKey
+        self,
+        selection: Iterable[str],
+        partition_key: str | dg.MultiPartitionKey,
+        ops: dict[str, dict[str, object]] | None = None,
     ) -> dg.ExecuteInProcessResult:
+        """The ``selection`` of assets run for ``partition_key``, with each asset's config of
+        ``ops`` (asset name -> its config) when given."""
+        config: dict[str, object] = dict(QUIET)
+        if ops:
+            config["ops"] = {name: {"config": c} for name, c in ops.items()}
         return dg.materialize(
             self.defs.assets,  # type: ignore[arg-type]
             selection=list(selection),
             partition_key=partition_key,
             instance=self.instance,
             resources=self.defs.resources,
-            run_config=QUIET,
+            run_config=config,
             raise_on_error=False,
         )
 

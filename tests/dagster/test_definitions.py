@@ -18,6 +18,7 @@ EXPECTED_ASSETS = {
     "source_manifest",
     "parsed_blocks",
     "linked_groups",
+    "conversation_timeline",
     "embedding_inputs",
     "embeddings",
     "sidecars",

@@ -4,6 +4,7 @@ and a deleted unit leaves its groups in every generation."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
+from corpus_index.conversation_timeline import collection_timeline
 from corpus_index.eligibility import Principal, eligibility
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
@@ -148,6 +150,45 @@ def test_the_christmas_thread_is_one_conversation(built: Graph) -> None:
     assert {m["unit_id"] for m in members if m["group_id"] == gid} == CHRISTMAS
 
 
+def test_the_timeline_shows_the_christmas_thread_beside_the_others(built: Graph) -> None:
+    """Materialized on demand (no sync draws it): a picture of a channel's conversations in
+    the run's metadata and in the home's reports; the Christmas thread is one lane of nine
+    among the conversations running at the same time in its channel. A channel that does not
+    exist fails the run, naming the channel and the ones that do."""
+    home = Home(built.settings)
+    busiest = built.materialize(["conversation_timeline"], "wattle-messages")
+    assert busiest.success
+    shown = metadata(busiest, "conversation_timeline")
+    picture = str(shown["picture"])
+    assert picture.startswith("![") and "data:image/png;base64," in picture
+    png = base64.b64decode(picture.split("base64,", 1)[1].rstrip(")"))
+    assert png.startswith(b"\x89PNG") and Path(str(shown["path"])).read_bytes() == png
+    assert int(str(shown["conversations"])) >= 2 and 0 < int(str(shown["messages"])) <= 150
+
+    groups, members = _groups(home, "wattle-messages")
+    gid = str(_conversation_of(groups, members, PUMPKIN)["group_id"])
+    channel = "discord_chat/#picton-sil"
+    xmas = built.materialize(
+        ["conversation_timeline"],
+        "wattle-messages",
+        {"conversation_timeline": {"channel": channel}},
+    )
+    assert xmas.success and metadata(xmas, "conversation_timeline")["channel"] == channel
+    t = collection_timeline(home.warehouse, "wattle-messages", channel=channel)
+    assert t is not None and f"9 messages · {gid[:12]}" in [lane.label for lane in t.lanes]
+    assert sum(1 for lane in t.lanes if not lane.alone) >= 5  # others at the same time
+
+    wrong = built.materialize(
+        ["conversation_timeline"],
+        "wattle-messages",
+        {"conversation_timeline": {"channel": "#nowhere"}},
+    )
+    assert not wrong.success
+    failure = next(e for e in wrong.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "'#nowhere' has no messages" in str(failure.event_specific_data)
+    assert channel in str(failure.event_specific_data)
+
+
 def test_a_group_is_hidden_from_whoever_may_not_see_a_member(built: Graph) -> None:
     home = Home(built.settings)
     groups, members = _groups(home, "wattle-messages")
@@ -232,6 +273,8 @@ def test_deleted_units_leave_their_groups_in_every_generation(tmp_path: Path) ->
         assert check_outcomes(r)["group_rows_have_groups"]
     groups, members = _groups(corpus, "wattle-messages")
     assert not gone & {str(m["unit_id"]) for m in members}
+    links = corpus.warehouse.read("conversation_links", ("wattle-messages",))
+    assert links is not None and not gone & set(links["unit_id"].to_pylist())  # nor their links
     # the largest conversation's other members are grouped again, under a new id, and that
     # group is embedded in both generations without the deleted words
     mates = set(by_group[largest]) - gone

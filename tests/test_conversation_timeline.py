@@ -1,0 +1,128 @@
+"""The timeline of a channel's conversations, read from the links alone: every message of the
+window drawn once, on its conversation's lane, each reply's arc ending at it and starting at
+the message it continues."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from corpus_index import conversation_timeline as ct
+from corpus_index.conversation_timeline import picture, timeline
+from corpus_index.linked.groups import conversation_groups
+from corpus_index.linked.messages import Message
+from corpus_index.linked.records import group_id
+from corpus_index.linked.relink import Link, Relinker
+from tests.streamgen import stream
+
+
+@pytest.fixture(scope="module")
+def linked() -> tuple[list[Message], list[Link]]:
+    """A busy channel and a quiet one, linked."""
+    busy = stream(400, channels=1, seed=3)
+    quiet = [replace(m, unit_id=f"q{m.unit_id}", channel="#quiet") for m in stream(60, seed=4)]
+    messages = sorted([*busy, *quiet], key=lambda m: (m.timestamp, m.unit_id))
+    relinker = Relinker(tenant_id="t1")
+    relinker.group(messages)
+    return messages, relinker.links
+
+
+def test_every_message_of_the_window_is_drawn_once_on_its_conversations_lane(
+    linked: tuple[list[Message], list[Link]],
+) -> None:
+    messages, links = linked
+    t = timeline(links, collection="c", messages=120)
+    assert t is not None and t.tenant_id == "t1"
+    mine = sorted((x for x in links if x.channel == t.channel), key=lambda x: x.position)
+    window = mine[-120:]
+    assert t.start == window[0].timestamp and t.end == window[-1].timestamp
+    assert t.messages == 120 and t.hidden == 0
+    drawn = sorted(p for lane in t.lanes for p in lane.places)
+    assert drawn == list(range(120))
+    unit_at = {k: x.unit_id for k, x in enumerate(window)}
+    by_id = {m.unit_id: m for m in messages}
+    conversations = {
+        group_id("t1", "c", "conversation", g.member_ids)[:12]: set(g.member_ids)
+        for g in conversation_groups([by_id[x.unit_id] for x in mine])
+    }
+    for lane in t.lanes:
+        units = {unit_at[p] for p in lane.places}
+        assert [by_id[unit_at[p]].timestamp for p in lane.places] == list(lane.times)
+        if lane.alone:
+            assert all(len(c & units) == 0 for c in conversations.values())
+            continue
+        size, gid = lane.label.split(" messages · ")
+        assert units <= conversations[gid] and int(size) == len(conversations[gid])
+        for a, b in lane.edges:  # an arc ends at one of the lane's dots, after its start
+            assert b in lane.places and a < b and (a == -1 or a in lane.places)
+
+
+def test_the_busiest_channel_is_drawn_unless_one_is_named(
+    linked: tuple[list[Message], list[Link]],
+) -> None:
+    _, links = linked
+    busiest = timeline(links, collection="c")
+    assert busiest is not None and busiest.channel.endswith("#site-0")
+    quiet = timeline(
+        links, collection="c", channel=next(x.channel for x in links if "quiet" in x.channel)
+    )
+    assert quiet is not None and quiet.channel.endswith("#quiet") and quiet.messages == 60
+    assert sorted(busiest.channels) == busiest.channels and quiet.channel in busiest.channels
+
+
+def test_a_window_of_hours_ends_at_the_channels_newest_message(
+    linked: tuple[list[Message], list[Link]],
+) -> None:
+    _, links = linked
+    t = timeline(links, collection="c", hours=6)
+    assert t is not None and t.end - t.start == 6 * 3600
+    newest = [x for x in links if x.channel == t.channel and x.timestamp >= t.start]
+    assert t.messages == len(newest) and t.end == max(x.timestamp for x in newest)
+
+
+def test_lanes_past_the_limit_are_counted_not_drawn(
+    linked: tuple[list[Message], list[Link]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, links = linked
+    whole = timeline(links, collection="c", messages=120)
+    assert whole is not None and whole.hidden == 0
+    drawn = [lane for lane in whole.lanes if not lane.alone]
+    monkeypatch.setattr(ct, "MAX_LANES", 3)
+    cut = timeline(links, collection="c", messages=120)
+    assert cut is not None
+    assert len([lane for lane in cut.lanes if not lane.alone]) == 3
+    assert cut.hidden == len(drawn) - 3 and cut.conversations == whole.conversations
+    longest = sorted(drawn, key=lambda lane: (-len(lane.places), lane.places[0]))[:3]
+    assert {lane.label for lane in cut.lanes if not lane.alone} == {x.label for x in longest}
+
+
+def test_the_picture_is_a_png(linked: tuple[list[Message], list[Link]]) -> None:
+    _, links = linked
+    t = timeline(links, collection="c")
+    assert t is not None
+    png = picture(t, "c")
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width == 990 and height > 300  # 9 inches at 110 dpi; a row a lane
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"channel": "#nowhere"}, "'#nowhere' has no messages"),
+        ({"messages": 0}, "messages must be from 1"),
+        ({"messages": ct.MAX_MESSAGES + 1}, "messages must be from 1"),
+        ({"hours": -1.0}, "hours must be from 0"),
+    ],
+)
+def test_a_bad_request_is_refused_by_name(
+    linked: tuple[list[Message], list[Link]], options: dict[str, object], error: str
+) -> None:
+    _, links = linked
+    with pytest.raises(ValueError, match=error):
+        timeline(links, collection="c", **options)  # type: ignore[arg-type]
+
+
+def test_no_links_no_timeline() -> None:
+    assert timeline([], collection="c") is None
