@@ -186,7 +186,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Linked groups of a grouped collection's units (conversations and the like) with their members, and its identities, mentions and sightings; empty for other kinds."""
-        r = steps.linked_groups.run(corpus.open_home(), context.partition_key)
+        r = steps.linked_groups.run(
+            corpus.open_home(), context.partition_key, progress=context.log.info
+        )
         if not r.grouped:
             return dg.MaterializeResult(
                 metadata={"groups": 0, "skipped": "the collection's kind is not grouped"},

@@ -156,6 +156,39 @@ def test_nothing_changed_computes_nothing_again(incremental: tuple[Path, Setting
     assert again.carried == again.groups  # every group settled: nothing described again
 
 
+def test_the_step_says_what_it_has_done_as_it_goes(tmp_path: Path) -> None:
+    """A long run's log: the units read, the identity pass, each grouping with the groups it
+    made (the counts of the tables written), then the checks; each line with its seconds."""
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    home = Home(configure(tmp_path, source))
+    steps.source_manifest.run(home, COLLECTION)
+    steps.parsed_blocks.run(home, COLLECTION)
+    said: list[str] = []
+    out = steps.linked_groups.run(home, COLLECTION, progress=said.append)
+    assert out.passed
+    seconds = [float(line.rsplit("(", 1)[1].removesuffix(" s)")) for line in said]
+    assert seconds == sorted(seconds)
+    lines = [line.rsplit(" (", 1)[0] for line in said]
+    assert lines[0] == f"read {out.units:,} units"
+    assert (
+        lines[1] == f"identities of 1 tenant(s): {out.identity_read:,} of {out.units:,} units read"
+    )
+    names = {
+        "conversation": "conversations",
+        "qa_pair": "questions",
+        "incident_context": "incidents",
+        "daily_context": "days",
+        "decision_thread": "decisions",
+        "topic_cluster": "topics",
+    }
+    assert lines[2:8] == [
+        f"wattle: {out.by_type.get(t, 0):,} {what} of {out.units:,} units"
+        for t, what in names.items()
+    ]
+    assert lines[8:] == [f"checks passed: {out.groups:,} groups written ({out.carried:,} carried)"]
+
+
 def test_the_kept_links_alone_give_the_conversations(incremental: tuple[Path, Settings]) -> None:
     """The links the step keeps name each message and its time, so the conversations (their
     members in order, their time spans) are read from that table alone, no message decoded,

@@ -13,7 +13,7 @@ tenant and the intersection of their ACL groups.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -155,6 +155,7 @@ def link_units(
     relinker: Relinker | None = None,
     memo: Memo | None = None,
     settled: Settled | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
     conversations, questions with their answers, incidents with their shift notes, days at a
@@ -180,6 +181,9 @@ def link_units(
             :mod:`corpus_index.linked.settled`): each is returned as its grouping made it,
             dated and timed, not described (its row is the last run's); the others are
             described, and their keys wait for their rows.
+        progress: told each grouping's name and how many groups it made, as each is done
+            (``conversations``, ``questions``, ``incidents``, ``days``, ``decisions``,
+            ``topics``), for a long run's log.
     """
     units = _units(messages)
     if not units:
@@ -209,9 +213,14 @@ def link_units(
             return decision_summary(made, by_id)
         return topic_title(made) if post == "topic" else made
 
+    def done(what: str, n: int) -> None:
+        if progress is not None:
+            progress(what, n)
+
     conversations = conversation_groups(units, relinker=relinker)
     for g in conversations:
         out.append(described(g))
+    done("conversations", len(conversations))
     links = find_answers(
         units,
         similarity=similarity,
@@ -224,21 +233,29 @@ def link_units(
     )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
         out.append(described(g, by_id[link.question].author, link.sentence))
-    for g in incident_contexts(
+    done("questions", len(links))
+    incidents = incident_contexts(
         units, similarity=similarity, people=people, window_s=windows.notes_s, now=now
-    ):
+    )
+    for g in incidents:
         subjects = involved(by_id[g.members[0].unit_id]).subjects
         primary = subjects[0] if subjects else None
         out.append(described(g, primary))
-    for g in daily_contexts(units):
+    done("incidents", len(incidents))
+    days = daily_contexts(units)
+    for g in days:
         out.append(described(g))
+    done("days", len(days))
     threads = [g.member_ids for g in conversations]
     answered = {link.question: link.answer for link in links if link.answer}
     found = decision_threads(units, conversations=threads, answers=answered, similarity=similarity)
     for t in found:
         out.append(described(t.group, t.decider, titled(t), "decision"))
-    for g in topic_clusters(units, conversations=threads, similarity=similarity, memo=memo):
+    done("decisions", len(found))
+    topics = topic_clusters(units, conversations=threads, similarity=similarity, memo=memo)
+    for g in topics:
         out.append(described(g, post="topic"))
+    done("topics", len(topics))
     return [_timed(g, now) for g in out]
 
 

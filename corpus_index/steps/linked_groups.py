@@ -28,8 +28,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -109,9 +110,13 @@ class LinkedGroupsOutcome:
         return all(g.passed for g in self.gates)
 
 
-def run(home: Home, collection: str) -> LinkedGroupsOutcome:
+def run(
+    home: Home, collection: str, *, progress: Callable[[str], None] | None = None
+) -> LinkedGroupsOutcome:
     """Link the collection's units, check the groups, and write the group and identity
-    partitions when every check passes (otherwise the last good ones stay).
+    partitions when every check passes (otherwise the last good ones stay). ``progress`` is
+    told what is done as each part of the work ends (the units read, the identity pass, each
+    grouping of each tenant, the checks), with the seconds since the start.
 
     Returns:
         Counts of units, groups (by type), members, identities and mentions (by role), and
@@ -121,7 +126,20 @@ def run(home: Home, collection: str) -> LinkedGroupsOutcome:
         ConfigError: the collection's people or merges file is invalid.
     """
     with _collector_paused():
-        return _run(home, collection)
+        return _run(home, collection, _Progress(progress))
+
+
+class _Progress:
+    """A step's progress lines, each with the seconds since the step started (none without a
+    listener)."""
+
+    def __init__(self, listener: Callable[[str], None] | None) -> None:
+        self._listener = listener
+        self._start = time.perf_counter()
+
+    def __call__(self, what: str) -> None:
+        if self._listener is not None:
+            self._listener(f"{what} ({time.perf_counter() - self._start:.1f} s)")
 
 
 @contextlib.contextmanager
@@ -140,7 +158,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
+def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     cfg = home.collection(collection)
     if not kind_of(cfg).grouped or not cfg.grouping:
         home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
@@ -153,6 +171,7 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     live = set(live_documents(manifest))
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
     units, records = unit_reading(blocks, records=cfg.format != "irc")
+    say(f"read {len(units):,} units")
     stored = read_queue(home.warehouse, collection)
     linking = stored.linking
     changed = {r["doc_id"] for r in manifest.to_pylist() if r["change"] in ("added", "changed")}
@@ -179,9 +198,18 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
     def link(messages: Sequence[Message], **options: Any) -> list[Group]:
         tenant = tenant_of[messages[0].unit_id] if messages else ""
         relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
-        return linker(messages, relinker=relinkers[-1], memo=memo_for(tenant), **options)
+
+        def grouped(what: str, n: int) -> None:
+            say(f"{tenant}: {n:,} {what} of {len(messages):,} units")
+
+        return linker(
+            messages, relinker=relinkers[-1], memo=memo_for(tenant), progress=grouped, **options
+        )
 
     found, states = ({}, {}) if cfg.format == "irc" else _identify(home, collection, records)
+    if found:
+        read = sum(f.read for f in found.values())
+        say(f"identities of {len(found)} tenant(s): {read:,} of {len(units):,} units read")
     registries = {t: f.registry for t, f in found.items()}
     names = {t: display_names(r) for t, r in registries.items()}
     # what settles a group beside its members: the same registry, resolved by the same code
@@ -239,6 +267,10 @@ def _run(home: Home, collection: str) -> LinkedGroupsOutcome:
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
         home.warehouse.write(MEMO, (collection,), memo_table(memos.values(), kept_memo))
+        say(f"checks passed: {outcome.groups:,} groups written ({outcome.carried:,} carried)")
+    else:
+        failed = ", ".join(g.name for g in outcome.gates if not g.passed)
+        say(f"checks failed ({failed}): the last good groups stay")
     return outcome
 
 

@@ -150,6 +150,19 @@ def test_the_christmas_thread_is_one_conversation(built: Graph) -> None:
     assert {m["unit_id"] for m in members if m["group_id"] == gid} == CHRISTMAS
 
 
+def test_the_run_log_tells_the_grouping_as_it_goes(built: Graph) -> None:
+    """What ``linked_groups`` has done reaches the run's log as it goes (the UI's run view)."""
+    said = [
+        e.user_message
+        for run in built.instance.get_runs()
+        for e in built.instance.all_logs(run.run_id)
+        if e.step_key == "linked_groups"
+    ]
+    for tenant in ("wattle", "bluegum"):
+        assert any(m.startswith(f"{tenant}: ") and " conversations of " in m for m in said)
+    assert sum(m.startswith("checks passed: ") for m in said) == 2  # one run a collection
+
+
 def test_the_timeline_shows_the_christmas_thread_beside_the_others(built: Graph) -> None:
     """Materialized on demand (no sync draws it): a picture of a channel's conversations in
     the run's metadata and in the home's reports; the Christmas thread is one lane of nine
