@@ -189,6 +189,56 @@ def picture(t: Timeline, collection: str) -> bytes:
     return timeline_chart(t.lanes, ticks=t.ticks, title=title)
 
 
+def strips(t: Timeline, *, width: int = 60) -> list[str]:
+    """``t`` as lines of text for a terminal: a heading, then a line a lane, its label and a
+    strip of ``width`` columns over the window's messages in order: ``o`` where the lane has
+    a message, ``-`` between its first and last, ``.`` for the messages alone."""
+    n = max(t.messages, 1)
+    columns = min(width, n)
+    pad = max((len(lane.label) for lane in t.lanes), default=0)
+    first, last = (t.ticks[0][1], _utc(t.end)) if t.ticks else ("", "")
+    hidden = f", {t.hidden} more not drawn" if t.hidden else ""
+    out = [
+        f"{t.channel} ({t.tenant_id}): {t.messages} messages, {first} to {last} UTC, "
+        f"{t.conversations} conversations{hidden}"
+    ]
+    for lane in t.lanes:
+        cells = [" "] * columns
+        at = [p * columns // n for p in lane.places]
+        if not lane.alone:
+            for k in range(min(at), max(at) + 1):
+                cells[k] = "-"
+        for k in at:
+            cells[k] = "." if lane.alone else "o"
+        out.append(f"{lane.label.ljust(pad)}  |{''.join(cells)}|")
+    return out
+
+
+def as_json(t: Timeline) -> dict[str, object]:
+    """``t`` as plain values (``corpus conversations --json``)."""
+    return {
+        "tenant_id": t.tenant_id,
+        "channel": t.channel,
+        "start": t.start,
+        "end": t.end,
+        "messages": t.messages,
+        "conversations": t.conversations,
+        "hidden": t.hidden,
+        "channels": t.channels,
+        "lanes": [
+            {
+                "label": lane.label,
+                "alone": lane.alone,
+                "size": lane.size,
+                "places": list(lane.places),
+                "times": list(lane.times),
+                "edges": [list(e) for e in lane.edges],
+            }
+            for lane in t.lanes
+        ],
+    }
+
+
 def _span(seconds: float) -> str:
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:.1f} days"

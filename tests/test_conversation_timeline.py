@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from corpus_index import conversation_timeline as ct
-from corpus_index.conversation_timeline import picture, timeline
+from corpus_index.conversation_timeline import as_json, picture, strips, timeline
 from corpus_index.linked.groups import conversation_groups
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import group_id
@@ -105,6 +105,29 @@ def test_the_picture_is_a_png(linked: tuple[list[Message], list[Link]]) -> None:
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width == 990 and height > 300  # 9 inches at 110 dpi; a row a lane
+
+
+def test_the_terminal_strips_mark_each_message_once(
+    linked: tuple[list[Message], list[Link]],
+) -> None:
+    """A window no wider than the strip: a column a message, each lane's marks at its places,
+    dashes only between its first and last."""
+    _, links = linked
+    t = timeline(links, collection="c", messages=50)
+    assert t is not None
+    heading, *rows = strips(t, width=60)
+    assert heading.startswith(f"{t.channel} (t1): 50 messages, ")
+    assert len(rows) == len(t.lanes)
+    for lane, row in zip(t.lanes, rows, strict=True):
+        label, cells = row.split("  |", 1)
+        cells = cells.removesuffix("|")
+        assert label.strip() == lane.label and len(cells) == 50
+        mark = "." if lane.alone else "o"
+        assert [k for k, c in enumerate(cells) if c == mark] == sorted(lane.places)
+        inside = set(cells[min(lane.places) : max(lane.places) + 1])
+        assert inside <= ({mark, " "} if lane.alone else {mark, "-"})
+        assert set(cells) <= {mark, "-", " "}
+    assert as_json(t)["messages"] == 50
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """``corpus eval-grouping``: conversation grouping of an irc-disentanglement folder, scored
-against its gold clusters (see :mod:`corpus_index.grouping_eval`)."""
+against its gold clusters (see :mod:`corpus_index.grouping_eval`); ``corpus conversations``:
+how a collection's channel was told apart into conversations, drawn
+(:mod:`corpus_index.conversation_timeline`)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,14 @@ from pathlib import Path
 
 import click
 
+from corpus_index import conversation_timeline as timelines
 from corpus_index.cli.app import EXIT_USAGE, emit_json, handle_errors, main, runner_of, settings_of
+from corpus_index.errors import ConfigError
 from corpus_index.grouping_eval import default_gold, evaluate_grouping
+from corpus_index.home import Home
 from corpus_index.linked.clusters import write_clusters
 from corpus_index.linked.scoring import GroupingScores
+from corpus_index.plots import save_png
 
 
 @main.command("eval-grouping")
@@ -106,3 +112,58 @@ def eval_grouping(
 
 def _row(scores: GroupingScores | None) -> dict[str, float | int] | None:
     return None if scores is None else scores._asdict()
+
+
+@main.command("conversations")
+@click.argument("collection")
+@click.option("--channel", default="", help="<source>/<channel> (default: the busiest).")
+@click.option(
+    "--messages",
+    type=int,
+    default=timelines.WINDOW_MESSAGES,
+    show_default=True,
+    help="The channel's newest messages drawn.",
+)
+@click.option("--hours", type=float, default=0.0, help="Instead: the hours up to its newest.")
+@click.option(
+    "--picture",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the picture (PNG) here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+@handle_errors
+def conversations(
+    ctx: click.Context,
+    collection: str,
+    channel: str,
+    messages: int,
+    hours: float,
+    picture: Path | None,
+    as_json: bool,
+) -> None:
+    """How COLLECTION's busiest channel (or --channel) was told apart into conversations, as
+    the last sync linked it: a line a conversation over the channel's newest messages, a mark
+    where it speaks. Read from the kept links alone; names no message's words.
+    """
+    settings = settings_of(ctx)
+    if collection not in settings.load().collections:
+        raise ConfigError(f"no collection {collection!r} in {settings.config_path}")
+    try:
+        t = timelines.collection_timeline(
+            Home(settings).warehouse, collection, channel=channel, messages=messages, hours=hours
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{collection}: {exc}") from exc
+    if t is None:
+        click.echo(f"{collection}: no conversation links (not a grouped kind, or not synced yet)")
+        return
+    if picture is not None:
+        save_png(timelines.picture(t, collection), picture)
+    if as_json:
+        emit_json({"collection": collection, **timelines.as_json(t), "picture": str(picture or "")})
+        return
+    for line in timelines.strips(t):
+        click.echo(line)
+    if picture is not None:
+        click.echo(f"picture: {picture}")

@@ -191,6 +191,26 @@ def test_the_timeline_shows_the_christmas_thread_beside_the_others(built: Graph)
     assert t is not None and f"9 messages · {gid[:12]}" in [lane.label for lane in t.lanes]
     assert sum(1 for lane in t.lanes if not lane.alone) >= 5  # others at the same time
 
+    base = ["--config", str(built.settings.config_path), "--home", str(built.settings.home)]
+    cli = CliRunner()
+    out = cli.invoke(
+        main, [*base, "conversations", "wattle-messages", "--channel", channel, "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    lanes = json.loads(out.output)["lanes"]
+    assert [lane["label"] for lane in lanes] == [lane.label for lane in t.lanes]
+    text = cli.invoke(main, [*base, "conversations", "wattle-messages", "--channel", channel])
+    assert text.exit_code == 0 and text.output.startswith(f"{channel} (wattle): ")
+    (xmas_line,) = [x for x in text.output.splitlines() if x.startswith(f"9 messages · {gid[:12]}")]
+    assert "o" in xmas_line.split("|")[1]
+    for bad, why in (
+        (["nowhere-messages"], "no collection 'nowhere-messages'"),
+        (["wattle-messages", "--channel", "#nowhere"], "'#nowhere' has no messages"),
+        (["wattle-messages", "--messages", "0"], "messages must be from 1"),
+    ):
+        refused = cli.invoke(main, [*base, "conversations", *bad])
+        assert refused.exit_code == 2 and why in refused.output, refused.output
+
     wrong = built.materialize(
         ["conversation_timeline"],
         "wattle-messages",
