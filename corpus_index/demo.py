@@ -10,6 +10,7 @@ import click
 import pyarrow.compute as pc
 
 from corpus_index.config import Settings
+from corpus_index.conversation_timeline import collection_timeline, strips
 from corpus_index.embedders import make_embedder
 from corpus_index.export_reader import load_export, probe_verdict, verdict_line
 from corpus_index.flat_exports import export_roots
@@ -119,6 +120,30 @@ def run_demo(
     show_contexts(
         search_contexts(searcher, query, principal=principal, k=3, namespace=ns, as_of=as_of)
     )
+    _conversations(corpus, principal.tenant)
+
+
+# the channel of the Christmas thread in the sample messages
+DEMO_CHANNEL = "discord_chat/#picton-sil"
+
+
+def _conversations(corpus: Home, tenant: str) -> None:
+    """How the sample staff chat was told apart into conversations (``corpus conversations``),
+    for the tenant's first messages collection, when its links name the sample's channel."""
+    for name, cfg in sorted(corpus.config.collections.items()):
+        if cfg.kind != "messages" or cfg.tenant != tenant:
+            continue
+        try:
+            t = collection_timeline(corpus.warehouse, name, channel=DEMO_CHANNEL, messages=80)
+        except ValueError:  # not this sample's channel, or links of an earlier version
+            return
+        if t is None:
+            return
+        click.echo(f"\n=== How the staff chat was told apart (corpus conversations {name})")
+        click.echo("    a line per conversation, o where it speaks; the Christmas thread is one")
+        for line in strips(t):
+            click.echo(f"    {line}")
+        return
 
 
 def run_text_demo(

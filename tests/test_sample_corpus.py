@@ -249,3 +249,6 @@ def test_sample_profiles_export_verifies_and_keeps_restricted_files_out(
     assert public == {"expertise", "paper_summary", "paper_abstract", "soul"}
     demo = run_here(settings, "demo")
     assert "=== corpus export verify" in demo and "verified: probe cosine" in demo
+    # the staff chat's conversations drawn: the Christmas thread, a lane of nine messages
+    assert "=== How the staff chat was told apart" in demo
+    assert any(x.strip().startswith("9 messages · grp-") for x in demo.splitlines())
