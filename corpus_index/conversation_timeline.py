@@ -56,12 +56,9 @@ class Timeline:
     end: float
     lanes: list[Lane]
     ticks: list[tuple[int, str]]  # (place, its time in UTC) to label the axis with
-    hidden: int = 0  # conversations in the window beyond :data:`MAX_LANES`
+    messages: int  # in the window, drawn or not
+    hidden: int = 0  # conversations in the window beyond :data:`MAX_LANES`, not drawn
     channels: list[str] = field(default_factory=list)  # every channel with links, by name
-
-    @property
-    def messages(self) -> int:
-        return sum(len(lane.places) for lane in self.lanes)
 
     @property
     def conversations(self) -> int:
@@ -154,7 +151,7 @@ def timeline(
         )
     step = max(1, len(window) // TICKS)
     ticks = [(k, _utc(window[k].timestamp)) for k in range(0, len(window), step)]
-    return Timeline(tenant, channel, start, end, kept, ticks, hidden, names)
+    return Timeline(tenant, channel, start, end, kept, ticks, len(window), hidden, names)
 
 
 def collection_timeline(

@@ -93,6 +93,8 @@ def test_lanes_past_the_limit_are_counted_not_drawn(
     assert cut is not None
     assert len([lane for lane in cut.lanes if not lane.alone]) == 3
     assert cut.hidden == len(drawn) - 3 and cut.conversations == whole.conversations
+    assert cut.messages == whole.messages == 120  # the hidden lanes' messages still counted
+    assert len(strips(cut)) == 1 + len(cut.lanes)  # every place still maps into the strip
     longest = sorted(drawn, key=lambda lane: (-len(lane.places), lane.places[0]))[:3]
     assert {lane.label for lane in cut.lanes if not lane.alone} == {x.label for x in longest}
 
