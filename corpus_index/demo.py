@@ -64,6 +64,8 @@ MESSAGES_EXAMPLE = (
     "messages",
     dt.datetime(2026, 1, 10, tzinfo=dt.UTC),
 )
+# the channel of the Christmas thread in the sample messages
+DEMO_CHANNEL = "discord_chat/#picton-sil"
 
 
 def keyword_matches(corpus: Home, phrase: str, principal: Principal, generation: str) -> set[str]:
@@ -121,10 +123,6 @@ def run_demo(
         search_contexts(searcher, query, principal=principal, k=3, namespace=ns, as_of=as_of)
     )
     _conversations(corpus, principal.tenant)
-
-
-# the channel of the Christmas thread in the sample messages
-DEMO_CHANNEL = "discord_chat/#picton-sil"
 
 
 def _conversations(corpus: Home, tenant: str) -> None:

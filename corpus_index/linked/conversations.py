@@ -118,15 +118,20 @@ def decode(
     return parents
 
 
-def components(messages: Sequence[Message], parents: Sequence[int]) -> list[list[str]]:
-    """The conversations the parent links make: each message joins its parent's."""
+def joined(parents: Sequence[int]) -> list[list[int]]:
+    """The conversations the parent links make, as indices in order: each message joins its
+    parent's (a parent at or after it: it starts its own)."""
     root = list(range(len(parents)))
+    groups: dict[int, list[int]] = defaultdict(list)
     for i, p in enumerate(parents):
         root[i] = root[p] if p < i else i
-    groups: dict[int, list[str]] = defaultdict(list)
-    for i, m in enumerate(messages):
-        groups[root[i]].append(m.unit_id)
+        groups[root[i]].append(i)
     return list(groups.values())
+
+
+def components(messages: Sequence[Message], parents: Sequence[int]) -> list[list[str]]:
+    """The conversations the parent links make (:func:`joined`), as unit ids."""
+    return [[messages[i].unit_id for i in c] for c in joined(parents)]
 
 
 def group_conversations(

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from corpus_index.hashing import value_digest
-from corpus_index.linked.conversations import by_channel, components, decode
+from corpus_index.linked.conversations import by_channel, components, decode, joined
 from corpus_index.linked.features import FEATURES_VERSION, channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
@@ -132,13 +132,9 @@ def linked_conversations(links: Iterable[Link]) -> list[list[Link]]:
     for key in sorted(channels):
         channel = sorted(channels[key], key=lambda x: x.position)
         at = {x.position: i for i, x in enumerate(channel)}
-        root = list(range(len(channel)))
-        joined: dict[int, list[Link]] = {}
-        for i, link in enumerate(channel):
-            parent = at.get(link.parent, i)  # a parent removed since: the link starts its own
-            root[i] = root[parent] if parent < i else i
-            joined.setdefault(root[i], []).append(link)
-        out.extend(joined.values())
+        # a parent removed since: the link starts its own
+        parents = [at.get(x.parent, i) for i, x in enumerate(channel)]
+        out.extend([channel[i] for i in c] for c in joined(parents))
     return out
 
 
