@@ -30,6 +30,11 @@ ROW_GROUP_ROWS = 8192
 # reads a partition in roughly 60% of zstd's time, for twice its size (at 10,000 deals, 30 MiB
 # against 16 MiB of warehouse, beside 140 MiB of LanceDB tables)
 COMPRESSION = "lz4"
+# no dictionary pages: most columns are ids, hashes and texts that rarely repeat, where
+# Parquet builds a dictionary only to fall back from it, and LZ4 already packs the few that
+# repeat (a tenant, a type). At 50,000 messages the ``linked_groups`` step's nine partitions
+# were written in 0.29 s without against 0.44 s with, a tenth larger (38 MB against 35).
+USE_DICTIONARY = False
 # partitions Warehouse.read_cached keeps in memory (whole columns of small per-query tables)
 CACHED_PARTITIONS = 32
 
@@ -317,7 +322,11 @@ class PartitionWriter:
         packed = pack_vectors(table.cast(self.schema))
         if self._writer is None:
             self._writer = pq.ParquetWriter(
-                self.path.path, packed.schema, filesystem=self.path.fs, compression=COMPRESSION
+                self.path.path,
+                packed.schema,
+                filesystem=self.path.fs,
+                compression=COMPRESSION,
+                use_dictionary=USE_DICTIONARY,
             )
         if table.num_rows:
             self._writer.write_table(packed, row_group_size=ROW_GROUP_ROWS)
