@@ -216,6 +216,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "results_reused": r.reused,
                 "results_computed": r.computed,
                 "group_rows_carried": r.carried,
+                "units_as_they_were": r.prints_kept,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

@@ -225,6 +225,7 @@ def propagate_deletion(
         "quarantine",
         "linked_groups",
         "conversation_links",
+        "unit_prints",
     ):
         table = wh.read(asset, (part,))
         if table is None or "source_id" not in table.column_names:

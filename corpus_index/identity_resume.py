@@ -150,9 +150,12 @@ def identify_since(
     merges_file: Path | None = None,
     recorded: Sequence[tuple[str, str]] = (),
     limits: Limits | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> tuple[TenantIdentities, PassState]:
     """The identity pass over ``records`` (one tenant's units), reading only those appended
     since ``last`` when it can (see the module doc), and what the next pass resumes from.
+    ``known``: the :func:`record_digest` of records known to be as they were when it was
+    made (unit id -> it; see :mod:`corpus_index.unit_prints`), taken instead of hashing them.
 
     The result's ``read`` says how many units were read: all of them when the pass was full.
 
@@ -162,7 +165,11 @@ def identify_since(
     fingerprint = inputs_fingerprint(
         tenant, people=people, merges_file=merges_file, recorded=recorded, limits=limits
     )
-    digests = {str(r["id"]): record_digest(r) for r in records}
+    known = known or {}
+    digests = {}
+    for r in records:
+        unit = str(r["id"])
+        digests[unit] = known.get(unit) or record_digest(r)
     options: dict[str, Any] = {
         "people": people,
         "merges_file": merges_file,

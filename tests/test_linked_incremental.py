@@ -33,6 +33,7 @@ from corpus_index.linked.similarity import Similarity, block_starts
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.linked.topics import topic_clusters
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
+from corpus_index.unit_prints import PRINTS
 from tests.streamgen import stream, write_jsonl
 from tests.test_linked_contexts import sample
 
@@ -170,7 +171,7 @@ def test_the_step_says_what_it_has_done_as_it_goes(tmp_path: Path) -> None:
     seconds = [float(line.rsplit("(", 1)[1].removesuffix(" s)")) for line in said]
     assert seconds == sorted(seconds)
     lines = [line.rsplit(" (", 1)[0] for line in said]
-    assert lines[0] == f"read {out.units:,} units"
+    assert lines[0] == f"read {out.units:,} units ({out.prints_kept:,} as they were)"
     assert (
         lines[1] == f"identities of 1 tenant(s): {out.identity_read:,} of {out.units:,} units read"
     )
@@ -814,7 +815,11 @@ def test_a_removed_unit_takes_with_it_the_kept_results_that_quote_it(tmp_path: P
     quoted = next(r for r in records if len(r["text"]) > 40 and r["text"][:40] in values)
     write(chat, [r for r in records if r["id"] != quoted["id"]])
     home = Home(settings)
+    prints = wh.read(PRINTS, (COLLECTION,))
+    assert prints is not None and quoted["id"] in prints["unit_id"].to_pylist()
     assert steps.source_manifest.run(home, COLLECTION).receipt is not None
+    prints = wh.read(PRINTS, (COLLECTION,))  # what the run hashed of it goes with it
+    assert prints is not None and quoted["id"] not in prints["unit_id"].to_pylist()
     after = wh.read(MEMO, (COLLECTION,))
     assert after is not None
     assert quoted["text"][:40] not in "\n".join(after["value"].to_pylist())

@@ -248,9 +248,17 @@ class Memo:
     Args:
         previous: the earlier run's entries (none: compute everything).
         tenant_id: whose units these are; only entries of this tenant are read.
+        prints: the :meth:`fingerprint` of units known to be as they were when it was made
+            (unit id -> it; see :mod:`corpus_index.unit_prints`), taken instead of hashing them.
     """
 
-    def __init__(self, previous: Iterable[Mapping[str, str]] = (), *, tenant_id: str = "") -> None:
+    def __init__(
+        self,
+        previous: Iterable[Mapping[str, str]] = (),
+        *,
+        tenant_id: str = "",
+        prints: Mapping[str, str] | None = None,
+    ) -> None:
         self.tenant_id = tenant_id
         self._previous = {r["key"]: r["value"] for r in previous if r["tenant_id"] == tenant_id}
         self.kept: dict[str, str] = {}
@@ -260,7 +268,7 @@ class Memo:
         self.until: dict[str, float | None] = {}
         self.reused = 0
         self.computed = 0
-        self._prints: dict[str, str] = {}
+        self._prints: dict[str, str] = dict(prints or {})
 
     def fingerprint(self, m: Message) -> str:
         """sha256 of everything of ``m`` (by unit id, once a run)."""
@@ -269,6 +277,11 @@ class Memo:
             found = digest(m)
             self._prints[m.unit_id] = found
         return found
+
+    @property
+    def prints(self) -> Mapping[str, str]:
+        """The :meth:`fingerprint` of each unit this run made or was given (by unit id)."""
+        return self._prints
 
     def key(self, *parts: Any) -> str:
         """The key of a computation from ``parts`` (plain values and records)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -152,6 +152,10 @@ class Relinker:
         sources: the document each unit id came from, recorded on its link.
         tenant_id: whose channels these are: only ``previous`` links of this tenant are read,
             and this run's links carry it.
+        prints: the :func:`fingerprint` of messages known to be as they were when it was made
+            (unit id -> the model digest it was made with, and it; see
+            :mod:`corpus_index.unit_prints`), taken instead of hashing them where the digest
+            is this model's.
     """
 
     previous: Sequence[Link] = ()
@@ -159,7 +163,9 @@ class Relinker:
     embed: Embed | None = None
     sources: dict[str, str] = field(default_factory=dict)
     tenant_id: str = ""
+    prints: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
+    model_key: str = ""  # the digest of the model :meth:`group` linked with (its prints read it)
     reused: int = 0  # messages whose parent was taken from the previous links
     relinked: int = 0  # messages decided again
     channels_relinked: int = 0
@@ -168,7 +174,7 @@ class Relinker:
         """The conversations of ``messages`` (any channels): lists of unit ids in time order,
         the same as a full re-link gives."""
         model = self.model or LinkModel.load()
-        digest = model_digest(model)
+        digest = self.model_key = model_digest(model)
         before: dict[str, list[Link]] = {}
         mine = (x for x in self.previous if x.tenant_id == self.tenant_id)
         for link in sorted(mine, key=lambda x: (x.channel, x.position)):
@@ -176,7 +182,7 @@ class Relinker:
         self.links, self.reused, self.relinked, self.channels_relinked = [], 0, 0, 0
         out: list[list[str]] = []
         for name, channel in by_channel(messages).items():
-            prints = [fingerprint(m, model=digest) for m in channel]
+            prints = [self._print(m, digest) for m in channel]
             kept = _kept_parents(before.get(name, []), prints)
             if len(kept) < len(channel):
                 start = len(kept)
@@ -204,6 +210,12 @@ class Relinker:
             )
             out.extend(components(channel, parents))
         return out
+
+    def _print(self, m: Message, digest: str) -> str:
+        known = self.prints.get(m.unit_id)
+        return (
+            known[1] if known is not None and known[0] == digest else fingerprint(m, model=digest)
+        )
 
 
 def _kept_parents(previous: list[Link], prints: list[str]) -> list[int]:

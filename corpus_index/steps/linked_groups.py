@@ -68,6 +68,13 @@ from corpus_index.reprocess_queue import (
     write_queue,
 )
 from corpus_index.sources import live_documents
+from corpus_index.unit_prints import (
+    PRINTS,
+    PRINTS_SCHEMA,
+    known_prints,
+    prints_table,
+    row_digests,
+)
 
 GROUPS = "linked_groups"
 MEMBERS = "group_members"
@@ -103,6 +110,7 @@ class LinkedGroupsOutcome:
     # settled groups (every input as it was), whose rows were the last run's, carried over
     # without being described again (the rest made anew)
     carried: int = 0
+    prints_kept: int = 0  # units whose blocks were as they were, so not hashed again
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -165,13 +173,16 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
         home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
         home.warehouse.write(MEMO, (collection,), MEMO_SCHEMA.empty_table())
+        home.warehouse.write(PRINTS, (collection,), PRINTS_SCHEMA.empty_table())
         _write_identities(home, collection, {})
         return LinkedGroupsOutcome(grouped=False)
     manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
     live = set(live_documents(manifest))
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-    units, records = unit_reading(blocks, records=cfg.format != "irc")
-    say(f"read {len(units):,} units")
+    units, records, digests = unit_reading(blocks, records=cfg.format != "irc", digests=True)
+    # what the last run hashed of the units whose blocks are as they were (unit_prints)
+    known = known_prints(home.warehouse.read(PRINTS, (collection,)), digests)
+    say(f"read {len(units):,} units ({known.units:,} as they were)")
     stored = read_queue(home.warehouse, collection)
     linking = stored.linking
     changed = {r["doc_id"] for r in manifest.to_pylist() if r["change"] in ("added", "changed")}
@@ -192,12 +203,12 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
 
     def memo_for(tenant: str) -> Memo:
         if tenant not in memos:
-            memos[tenant] = Memo(remembered, tenant_id=tenant)
+            memos[tenant] = Memo(remembered, tenant_id=tenant, prints=known.fingerprints)
         return memos[tenant]
 
     def link(messages: Sequence[Message], **options: Any) -> list[Group]:
         tenant = tenant_of[messages[0].unit_id] if messages else ""
-        relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant))
+        relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant, prints=known.links))
 
         def grouped(what: str, n: int) -> None:
             say(f"{tenant}: {n:,} {what} of {len(messages):,} units")
@@ -206,7 +217,9 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
             messages, relinker=relinkers[-1], memo=memo_for(tenant), progress=grouped, **options
         )
 
-    found, states = ({}, {}) if cfg.format == "irc" else _identify(home, collection, records)
+    found, states = (
+        ({}, {}) if cfg.format == "irc" else _identify(home, collection, records, known.records)
+    )
     if found:
         read = sum(f.read for f in found.values())
         say(f"identities of {len(found)} tenant(s): {read:,} of {len(units):,} units read")
@@ -253,6 +266,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         reused=sum(m.reused for m in memos.values()),
         computed=sum(m.computed for m in memos.values()),
         carried=tables.carried,
+        prints_kept=known.units,
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -267,6 +281,9 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
             LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
         )
         home.warehouse.write(MEMO, (collection,), memo_table(memos.values(), kept_memo))
+        home.warehouse.write(
+            PRINTS, (collection,), _prints(units, digests, sources, memos, relinkers, states)
+        )
         say(f"checks passed: {outcome.groups:,} groups written ({outcome.carried:,} carried)")
     else:
         failed = ", ".join(g.name for g in outcome.gates if not g.passed)
@@ -275,12 +292,16 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
 
 
 def _identify(
-    home: Home, collection: str, records: dict[str, dict[str, Any]]
+    home: Home,
+    collection: str,
+    records: dict[str, dict[str, Any]],
+    known: dict[str, str] | None = None,
 ) -> tuple[dict[str, TenantIdentities], dict[str, PassState]]:
     """The identity pass of each tenant's units (``records``: unit id -> its record, see
     :func:`unit_reading`; the collection's people file seeds its own tenant's registry only:
     a record of another tenant starts from an empty one), resumed from what the last pass
-    read where only units were appended since, and what the next pass resumes from."""
+    read where only units were appended since, and what the next pass resumes from
+    (``known``: the digests of records as they were, see :mod:`corpus_index.unit_prints`)."""
     cfg = home.collection(collection)
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     for record in records.values():
@@ -297,8 +318,30 @@ def _identify(
             merges_file=cfg.merges if tenant == cfg.tenant else None,
             recorded=identity_store.recorded_merges(home, tenant),
             limits=cfg.limits,
+            known=known,
         )
     return found, states
+
+
+def _prints(
+    units: Sequence[Unit],
+    digests: dict[str, str],
+    sources: dict[str, str],
+    memos: dict[str, Memo],
+    relinkers: Sequence[Relinker],
+    states: dict[str, PassState],
+) -> pa.Table:
+    """The ``unit_prints`` rows of this run: what it hashed of each unit (or was given), for
+    the next run to take where the unit's blocks stay as they are."""
+    return prints_table(
+        (
+            (u.message.unit_id, sources[u.message.unit_id], u.tenant_id, digests[u.message.unit_id])
+            for u in units
+        ),
+        fingerprints={u: p for m in memos.values() for u, p in m.prints.items()},
+        links={x.unit_id: (r.model_key, x.fingerprint) for r in relinkers for x in r.links},
+        records={u: d for s in states.values() for u, d in s.units.items()},
+    )
 
 
 def _write_identities(
@@ -346,18 +389,27 @@ class UnitReading(NamedTuple):
     units: list[Unit]
     # unit id -> its record (:func:`~corpus_index.identity_pass.unit_records`)
     records: dict[str, dict[str, Any]]
+    # unit id -> a digest of its blocks' rows, all a unit is read from
+    # (:func:`~corpus_index.unit_prints.row_digests` of each, in order, joined by "+")
+    digests: dict[str, str]
 
 
-def unit_reading(blocks: pa.Table, *, records: bool = True) -> UnitReading:
+def unit_reading(blocks: pa.Table, *, records: bool = True, digests: bool = False) -> UnitReading:
     """:func:`read_units` of ``blocks`` and, with ``records``, the identity pass's record of
     each unit, the same as :func:`~corpus_index.identity_pass.unit_records` gives, built from
-    the metadata the units were read from rather than decoding it again (none without)."""
+    the metadata the units were read from rather than decoding it again (none without); with
+    ``digests``, a digest of the rows each unit is read from (none without)."""
     units: dict[str, Unit] = {}
     made: dict[str, dict[str, Any]] = {}
+    hashed: dict[str, str] = {}
     more: dict[str, list[str]] = {}  # unit id -> its blocks' texts, for a unit of several
-    cols = blocks.select(_UNIT_COLUMNS).to_pydict()
+    read = blocks.select(_UNIT_COLUMNS)
+    cols = read.to_pydict()
     rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
-    for doc_id, content, meta_json, event_date, tenant, acl, tier, source_id in rows:
+    row_prints = row_digests(read) if digests else [""] * read.num_rows
+    for (doc_id, content, meta_json, event_date, tenant, acl, tier, source_id), row_print in zip(
+        rows, row_prints, strict=True
+    ):
         meta = _json(str(meta_json)) if meta_json else {}
         message = message_from(_json(str(content)), meta, doc_id, event_date)
         unit = message.unit_id
@@ -365,14 +417,18 @@ def unit_reading(blocks: pa.Table, *, records: bool = True) -> UnitReading:
             units[unit] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
             if records:
                 made[unit] = unit_record(meta, unit, message.text, tenant, source_id)
+            if digests:
+                hashed[unit] = row_print
         else:
             more.setdefault(unit, [units[unit].message.text]).append(message.text)
+            if digests:
+                hashed[unit] += f"+{row_print}"
     for unit, texts in more.items():
         first = units[unit]
         units[unit] = first._replace(message=replace(first.message, text=" ".join(texts)))
         if records:
             made[unit]["text"] = units[unit].message.text
-    return UnitReading(list(units.values()), made)
+    return UnitReading(list(units.values()), made, hashed)
 
 
 def _json(text: str) -> Any:

@@ -103,6 +103,7 @@ def test_groups_are_written_and_indexed_beside_their_units(built: Graph) -> None
         "group_acl_within_members",
     }
     md = metadata(r, "linked_groups")
+    assert md["units_as_they_were"] == md["units"]  # linked by the build: nothing hashed again
     groups, members = _groups(home, "wattle-messages")
     assert md["groups"] == len(groups) > 10 and md["members"] == len(members)
     # "yes pumpkin please" is in one conversation, of the Christmas meal thread only

@@ -1,0 +1,166 @@
+"""What the ``linked_groups`` step hashed of each unit is kept for the next run
+(``unit_prints``): the kept digests are those the run makes, a unit whose blocks changed is
+hashed again while the others' are taken as kept, and a table of other code is not read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from corpus_index.home import Home
+from corpus_index.identity_resume import record_digest
+from corpus_index.linked.memo import Memo
+from corpus_index.linked.model import LinkModel
+from corpus_index.linked.relink import fingerprint, model_digest
+from corpus_index.steps.linked_groups import _UNIT_COLUMNS, unit_reading
+from corpus_index.unit_prints import CODE_KEY, PRINTS, code_key, row_digests
+from tests.test_linked_incremental import COLLECTION, SAMPLE, configure, edit, link
+
+ROWS = pa.table(
+    {
+        "doc_id": ["d1", "d1", "d2"],
+        "content": ['{"text": "van keys?"}', '{"text": "van keys?"}', '{"text": "yes"}'],
+        "metadata": ['{"unit_id": "u1"}', '{"unit_id": "u1"}', None],
+        "event_date": ["2025-12-01", "2025-12-01", ""],
+        "tenant_id": ["wattle", "wattle", "wattle"],
+        "acl_groups": [["staff"], ["staff"], []],
+        "tier": ["restricted", "restricted", None],
+        "source_id": ["w/d1", "w/d1", "w/d2"],
+    }
+)
+
+
+def _changed(column: str, value: object) -> pa.Table:
+    values = ROWS[column].to_pylist()
+    values[0] = value
+    i = ROWS.column_names.index(column)
+    return ROWS.set_column(i, column, pa.array(values, ROWS.schema.field(column).type))
+
+
+def test_equal_rows_have_equal_digests_and_any_changed_value_another() -> None:
+    first, again, other = row_digests(ROWS)
+    assert first == again != other and len(first) == 32
+    changes = {
+        "doc_id": "d9",
+        "content": '{"text": "van keys!"}',
+        "metadata": None,  # a null is not the value, nor an empty one
+        "event_date": None,
+        "tenant_id": "wattle ",
+        "acl_groups": [],  # nor an empty list, nor another group
+        "tier": "",
+        "source_id": "w/d9",
+    }
+    seen = {first}
+    for column, value in changes.items():
+        digest = row_digests(_changed(column, value))[0]
+        assert digest not in seen, column
+        seen.add(digest)
+    assert row_digests(_changed("acl_groups", ["staff", "leads"]))[0] not in seen
+    assert row_digests(ROWS.slice(0, 0)) == []
+
+
+def test_another_process_makes_the_same_digests(tmp_path: Path) -> None:
+    pq.write_table(ROWS, tmp_path / "rows.parquet")
+    script = (
+        "import json, sys, pyarrow.parquet as pq\n"
+        "from corpus_index.unit_prints import row_digests\n"
+        "print(json.dumps(row_digests(pq.read_table(sys.argv[1]))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "rows.parquet")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(out.stdout) == row_digests(ROWS)
+
+
+def _linked(root: Path) -> tuple[Path, Home]:
+    source = root / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(root, source)
+    assert link(settings).passed
+    return source, Home(settings)
+
+
+def _prints(home: Home) -> dict[str, dict[str, str]]:
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None
+    return {r["unit_id"]: r for r in table.to_pylist()}
+
+
+def test_the_kept_digests_are_those_a_run_makes(tmp_path: Path) -> None:
+    """One row per unit: the groupings' fingerprint of its message, the linker's (with the
+    model's digest) for a linked message, and the identity pass's digest of its record, each
+    equal to the same digest made afresh, with the digest of the unit's blocks."""
+    _, home = _linked(tmp_path)
+    blocks = home.read("parsed_blocks", (COLLECTION,))
+    reading = unit_reading(blocks, digests=True)
+    kept = _prints(home)
+    assert set(kept) == {u.message.unit_id for u in reading.units}
+    model = model_digest(LinkModel.load())
+    linked = fingerprinted = 0
+    for unit in reading.units:
+        m = unit.message
+        row = kept[m.unit_id]
+        assert row["blocks"] == reading.digests[m.unit_id]
+        # (a unit no key of the run read has none)
+        assert row["fingerprint"] in ("", Memo().fingerprint(m))
+        fingerprinted += bool(row["fingerprint"])
+        assert row["record"] == record_digest(reading.records[m.unit_id])
+        if row["link_print"]:
+            linked += 1
+            assert (row["link_model"], row["link_print"]) == (model, fingerprint(m, model=model))
+    assert linked > len(reading.units) // 2  # chat, SMS, e-mail and calls are linked
+    assert fingerprinted > 0.9 * len(reading.units)
+    assert all(len(d) == 32 for d in row_digests(blocks.select(_UNIT_COLUMNS)))
+
+
+def test_a_changed_unit_is_hashed_again_and_the_others_taken_as_kept(tmp_path: Path) -> None:
+    """After an edit, every unit but the edited one is taken from the table (a digest planted
+    in it for an unchanged unit comes back as planted: it was not made again), and the edited
+    unit's digests are made from its new text."""
+    source, home = _linked(tmp_path)
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None
+    rows = table.to_pylist()
+    chat = source / "chat-picton-sil.jsonl"
+    edited = json.loads(chat.read_text(encoding="utf-8").splitlines()[10])["id"]
+    planted = next(r for r in rows if r["unit_id"] != edited and r["link_print"])
+    planted["record"] = "0" * 32
+    home.warehouse.write(PRINTS, (COLLECTION,), pa.Table.from_pylist(rows, table.schema))
+    before = {r["unit_id"]: r for r in rows}
+    edit(source)
+    again = link(home.settings)
+    assert again.passed and again.prints_kept == again.units - 1
+    after = _prints(home)
+    assert after[planted["unit_id"]]["record"] == "0" * 32
+    assert after[edited]["blocks"] != before[edited]["blocks"]
+    assert after[edited]["fingerprint"] != before[edited]["fingerprint"]
+    assert after[edited]["link_print"] != before[edited]["link_print"]
+    m = next(
+        u.message
+        for u in unit_reading(home.read("parsed_blocks", (COLLECTION,))).units
+        if u.message.unit_id == edited
+    )
+    assert after[edited]["fingerprint"] == Memo().fingerprint(m)
+
+
+@pytest.mark.parametrize("damage", ["other code", "no key"])
+def test_a_table_of_other_code_is_not_read(tmp_path: Path, damage: str) -> None:
+    _, home = _linked(tmp_path)
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None and (table.schema.metadata or {})[CODE_KEY] == code_key().encode()
+    meta = {CODE_KEY: b"other"} if damage == "other code" else {}
+    home.warehouse.write(PRINTS, (COLLECTION,), table.replace_schema_metadata(meta))
+    again = link(home.settings)
+    assert again.passed and again.prints_kept == 0
+    kept = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert kept is not None and kept.to_pylist() == table.to_pylist()  # made again, the same
