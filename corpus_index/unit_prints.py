@@ -72,16 +72,19 @@ def code_key() -> str:
 
 
 def row_digests(rows: pa.Table) -> list[str]:
-    """One digest (32 hex digits) per row of ``rows``, of all its columns: equal for equal
-    rows, and different (but by chance) when any value differs, a null and an empty value
-    included."""
+    """One digest per row of ``rows`` (two 64-bit hashes, in decimal), of all its columns:
+    equal for equal rows, and different (but by chance) when any value differs, a null and
+    an empty value included."""
     if not rows.num_rows:
         return []
     frame = pl.from_arrow(rows)
     assert isinstance(frame, pl.DataFrame)
     row = pl.struct(pl.all())
-    hashed = frame.select(row.hash(_SEEDS[0]).alias("a"), row.hash(_SEEDS[1]).alias("b"))
-    return [f"{a:016x}{b:016x}" for a, b in zip(hashed["a"], hashed["b"], strict=True)]
+    first, second = (row.hash(seed).cast(pl.String) for seed in _SEEDS)
+    digests: list[str] = (
+        frame.select(pl.concat_str(first, second, separator=":")).to_series().to_list()
+    )
+    return digests
 
 
 @dataclass(slots=True)
@@ -99,22 +102,24 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
     """The digests ``table`` (the last run's :data:`PRINTS_SCHEMA` rows) keeps for the units
     whose rows' digest is still the one in ``blocks`` (unit id -> digest, this run's); none
     when ``table`` is missing, of another layout or of other code."""
-    out = KnownPrints()
     if table is None or not table.num_rows or not _readable(table):
-        return out
-    cols = table.select(PRINTS_SCHEMA.names).to_pydict()
-    rows = zip(*(cols[n] for n in PRINTS_SCHEMA.names), strict=True)
-    for unit, _, _, digest, fingerprint, model, link, record in rows:
-        if blocks.get(unit) != digest:
-            continue
-        out.units += 1
-        if fingerprint:
-            out.fingerprints[unit] = fingerprint
-        if link:
-            out.links[unit] = (model, link)
-        if record:
-            out.records[unit] = record
-    return out
+        return KnownPrints()
+    units = table["unit_id"].to_pylist()
+    same = [blocks.get(u) == d for u, d in zip(units, table["blocks"].to_pylist(), strict=True)]
+    table = table.filter(pa.array(same, pa.bool_()))
+    units = table["unit_id"].to_pylist()
+
+    def kept(column: str) -> list[str]:
+        values: list[str] = table[column].to_pylist()
+        return values
+
+    links = zip(kept("link_model"), kept("link_print"), strict=True)
+    return KnownPrints(
+        fingerprints={u: p for u, p in zip(units, kept("fingerprint"), strict=True) if p},
+        links={u: (m, p) for u, (m, p) in zip(units, links, strict=True) if p},
+        records={u: r for u, r in zip(units, kept("record"), strict=True) if r},
+        units=len(units),
+    )
 
 
 def _readable(table: pa.Table) -> bool:
@@ -137,11 +142,18 @@ def prints_table(
     """This run's rows: one per unit of ``units`` (unit id, source id, tenant, its rows'
     digest), with the digests the run made or was given of it (empty where it has none), the
     code key in the metadata."""
-    columns: list[list[str]] = [[] for _ in PRINTS_SCHEMA.names]
-    for unit, source, tenant, digest in units:
-        model, link = links.get(unit, ("", ""))
-        row = (unit, source, tenant, digest, fingerprints.get(unit, ""), model, link)
-        for column, value in zip(columns, (*row, records.get(unit, "")), strict=True):
-            column.append(value)
+    rows = list(units)
+    ids = [r[0] for r in rows]
+    linked = [links.get(u, ("", "")) for u in ids]
+    columns = [
+        ids,
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [fingerprints.get(u, "") for u in ids],
+        [m for m, _ in linked],
+        [p for _, p in linked],
+        [records.get(u, "") for u in ids],
+    ]
     table = pa.Table.from_arrays([pa.array(c, pa.string()) for c in columns], schema=PRINTS_SCHEMA)
     return table.replace_schema_metadata({CODE_KEY: code_key().encode()})

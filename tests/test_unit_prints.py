@@ -46,7 +46,7 @@ def _changed(column: str, value: object) -> pa.Table:
 
 def test_equal_rows_have_equal_digests_and_any_changed_value_another() -> None:
     first, again, other = row_digests(ROWS)
-    assert first == again != other and len(first) == 32
+    assert first == again != other and len(first.split(":")) == 2
     changes = {
         "doc_id": "d9",
         "content": '{"text": "van keys!"}',
@@ -120,7 +120,7 @@ def test_the_kept_digests_are_those_a_run_makes(tmp_path: Path) -> None:
             assert (row["link_model"], row["link_print"]) == (model, fingerprint(m, model=model))
     assert linked > len(reading.units) // 2  # chat, SMS, e-mail and calls are linked
     assert fingerprinted > 0.9 * len(reading.units)
-    assert all(len(d) == 32 for d in row_digests(blocks.select(_UNIT_COLUMNS)))
+    assert len(set(row_digests(blocks.select(_UNIT_COLUMNS)))) == blocks.num_rows
 
 
 def test_a_changed_unit_is_hashed_again_and_the_others_taken_as_kept(tmp_path: Path) -> None:
