@@ -6,7 +6,9 @@ its message (:meth:`~corpus_index.linked.memo.Memo.fingerprint`), the linker's
 (:func:`~corpus_index.linked.relink.fingerprint`, with the link model's digest) and the
 identity pass's digest of its record (:func:`~corpus_index.identity_resume.record_digest`).
 Each is a function of the unit's parsed-block rows and of the code that reads them, and made
-in Python they cost about 0.6 s at 50,000 messages, a tenth of a run in which nothing changed.
+in Python they cost about 0.6 s at 50,000 messages, a tenth of a run in which nothing changed;
+keeping them costs about half that (the rows' digests, reading, making and writing the
+table), so a run saves 0.1-0.2 s (bench/README, "What changed, told by Arrow").
 
 The ``unit_prints`` partition (:data:`PRINTS_SCHEMA`, one row per unit, per collection) keeps
 them beside a digest of the unit's rows (:func:`row_digests`: every column the step reads of
