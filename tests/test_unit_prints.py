@@ -164,3 +164,13 @@ def test_a_table_of_other_code_is_not_read(tmp_path: Path, damage: str) -> None:
     assert again.passed and again.prints_kept == 0
     kept = home.warehouse.read(PRINTS, (COLLECTION,))
     assert kept is not None and kept.to_pylist() == table.to_pylist()  # made again, the same
+
+
+def test_a_damaged_table_costs_a_run_its_hashing_and_is_written_anew(tmp_path: Path) -> None:
+    _, home = _linked(tmp_path)
+    path = Path(home.warehouse.path(PRINTS, COLLECTION).path)
+    good = pq.read_table(path).to_pylist()
+    path.write_bytes(b"not parquet")
+    again = link(home.settings)
+    assert again.passed and again.prints_kept == 0
+    assert pq.read_table(path).to_pylist() == good

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import gates, identity_resume, identity_store
+from corpus_index.errors import DamagedWarehouseError
 from corpus_index.group_gates import (
     group_acl_within_members,
     group_members_exist_and_are_live,
@@ -181,7 +182,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
     units, records, digests = unit_reading(blocks, records=cfg.format != "irc", digests=True)
     # what the last run hashed of the units whose blocks are as they were (unit_prints)
-    known = known_prints(home.warehouse.read(PRINTS, (collection,)), digests)
+    known = known_prints(_kept_prints(home, collection), digests)
     say(f"read {len(units):,} units ({known.units:,} as they were)")
     stored = read_queue(home.warehouse, collection)
     linking = stored.linking
@@ -321,6 +322,15 @@ def _identify(
             known=known,
         )
     return found, states
+
+
+def _kept_prints(home: Home, collection: str) -> pa.Table | None:
+    """The last run's ``unit_prints`` rows; none when its file cannot be read: they only
+    spare hashing, so a damaged file costs this run its hashing and is written anew."""
+    try:
+        return home.warehouse.read(PRINTS, (collection,))
+    except DamagedWarehouseError:
+        return None
 
 
 def _prints(
