@@ -166,10 +166,7 @@ def identify_since(
         tenant, people=people, merges_file=merges_file, recorded=recorded, limits=limits
     )
     known = known or {}
-    digests = {}
-    for r in records:
-        unit = str(r["id"])
-        digests[unit] = known.get(unit) or record_digest(r)
+    digests = {str(r["id"]): known.get(str(r["id"])) or record_digest(r) for r in records}
     options: dict[str, Any] = {
         "people": people,
         "merges_file": merges_file,

@@ -109,17 +109,15 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
     units = table["unit_id"].to_pylist()
     same = [blocks.get(u) == d for u, d in zip(units, table["blocks"].to_pylist(), strict=True)]
     table = table.filter(pa.array(same, pa.bool_()))
-    units = table["unit_id"].to_pylist()
-
-    def kept(column: str) -> list[str]:
-        values: list[str] = table[column].to_pylist()
-        return values
-
-    links = zip(kept("link_model"), kept("link_print"), strict=True)
+    kept = table.select(
+        ["unit_id", "fingerprint", "link_model", "link_print", "record"]
+    ).to_pydict()
+    units = kept["unit_id"]
+    links = zip(kept["link_model"], kept["link_print"], strict=True)
     return KnownPrints(
-        fingerprints={u: p for u, p in zip(units, kept("fingerprint"), strict=True) if p},
+        fingerprints={u: p for u, p in zip(units, kept["fingerprint"], strict=True) if p},
         links={u: (m, p) for u, (m, p) in zip(units, links, strict=True) if p},
-        records={u: r for u, r in zip(units, kept("record"), strict=True) if r},
+        records={u: r for u, r in zip(units, kept["record"], strict=True) if r},
         units=len(units),
     )
 
@@ -129,8 +127,8 @@ def _readable(table: pa.Table) -> bool:
     if meta.get(CODE_KEY, b"").decode() != code_key():
         return False
     return all(
-        n in table.column_names and table.schema.field(n).type == f.type
-        for n, f in zip(PRINTS_SCHEMA.names, PRINTS_SCHEMA, strict=True)
+        f.name in table.column_names and table.schema.field(f.name).type == f.type
+        for f in PRINTS_SCHEMA
     )
 
 

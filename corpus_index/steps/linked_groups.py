@@ -296,7 +296,7 @@ def _identify(
     home: Home,
     collection: str,
     records: dict[str, dict[str, Any]],
-    known: dict[str, str] | None = None,
+    known: dict[str, str],
 ) -> tuple[dict[str, TenantIdentities], dict[str, PassState]]:
     """The identity pass of each tenant's units (``records``: unit id -> its record, see
     :func:`unit_reading`; the collection's people file seeds its own tenant's registry only:
