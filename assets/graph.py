@@ -1,5 +1,7 @@
 """The asset graph of DESIGN §7, built for the partitions the configuration declares."""
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
@@ -36,6 +38,7 @@ EMBEDDING_CHECKS = EMBEDDING_GATES
 INDEX_ROW_CHECKS = INDEX_ROW_GATES + LINKED_GROUP_GATES[3:]
 GENERATION_CHECKS = GENERATION_GATES
 LINKED_GROUP_CHECKS = LINKED_GROUP_GATES[:3]
+PROGRESS_EVERY_S = 1.0  # a step's progress lines are logged at most this often (see PacedProgress)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,38 @@ def _skipped(checks: list[tuple[str, str]], why: str) -> list[dg.AssetCheckResul
         dg.AssetCheckResult(check_name=name, passed=True, metadata={"skipped": why})
         for name, _ in checks
     ]
+
+
+class PacedProgress:
+    """A step's progress lines passed to ``log`` at most one a ``every_s`` (each line is an
+    event the run writes to its storage): a step shorter than that logs only its last line
+    (:meth:`flush`), a long one a line each ``every_s`` at least, the latest then."""
+
+    def __init__(
+        self,
+        log: Callable[[str], object],
+        every_s: float = PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log = log
+        self._every_s = every_s
+        self._clock = clock
+        self._last = clock()
+        self._held: str | None = None
+
+    def __call__(self, line: str) -> None:
+        now = self._clock()
+        if now - self._last >= self._every_s:
+            self._log(line)
+            self._last, self._held = now, None
+        else:
+            self._held = line
+
+    def flush(self) -> None:
+        """Log the line held back, if any."""
+        if self._held is not None:
+            self._log(self._held)
+            self._held = None
 
 
 def _profile_collection(context: dg.AssetExecutionContext) -> tuple[str, str]:
@@ -186,9 +221,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, corpus: CorpusResource
     ) -> dg.MaterializeResult:
         """Linked groups of a grouped collection's units (conversations and the like) with their members, and its identities, mentions and sightings; empty for other kinds."""
-        r = steps.linked_groups.run(
-            corpus.open_home(), context.partition_key, progress=context.log.info
-        )
+        paced = PacedProgress(context.log.info)
+        r = steps.linked_groups.run(corpus.open_home(), context.partition_key, progress=paced)
+        paced.flush()
         if not r.grouped:
             return dg.MaterializeResult(
                 metadata={"groups": 0, "skipped": "the collection's kind is not grouped"},
