@@ -252,6 +252,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "results_computed": r.computed,
                 "group_rows_carried": r.carried,
                 "units_as_they_were": r.prints_kept,
+                "questions_unread": r.questions_unread,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

@@ -19,6 +19,13 @@ run computes is unchanged either way; only the hashing of units that did not cha
 skipped. A table of another code, a missing one or a damaged one costs a run its full
 hashing, nothing else.
 
+Beside them each row keeps what the run scored of the unit as a question (the key of its
+scored answers, or that it asks none) and the TF-IDF block it was weighed in, with what each
+block was weighed by and the answer window in the table's metadata: the next run reads the
+candidates of only the questions a change reaches
+(:class:`~corpus_index.linked.questions.KeptAnswers`), unless a unit was edited since (where
+it stood before is not kept).
+
 The rows' digest is 128 bits of polars' hash (two seeds): not a cryptographic digest, but two
 versions of one unit that differ collide by chance only (about one in 2^128). Polars keeps
 its hash stable within a version only, so its version is in the code key.
@@ -27,6 +34,7 @@ its hash stable within a version only, so its version is in the code key.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +45,7 @@ import pyarrow as pa
 
 from corpus_index import identity_resume
 from corpus_index.linked import memo
+from corpus_index.linked.questions import KeptAnswers
 
 PRINTS = "unit_prints"
 PRINTS_SCHEMA = pa.schema(
@@ -49,9 +58,15 @@ PRINTS_SCHEMA = pa.schema(
         ("link_model", pa.string()),  # the link model's digest that ``link_print`` was made with
         ("link_print", pa.string()),  # the linker's (empty: not a linked message)
         ("record", pa.string()),  # the identity pass's (empty: not read by it)
+        # the key of its question's scored answers, "" when it asks none (null: not read), and
+        # the TF-IDF block it was weighed in (see corpus_index.linked.questions.KeptAnswers)
+        ("question", pa.string()),
+        ("block", pa.int32()),
     ]
 )
 CODE_KEY = b"corpus_index.unit_prints.code"
+# {"window_s": the answer window, "weighing": {tenant: what each block was weighed by}}
+ANSWERS_KEY = b"corpus_index.unit_prints.answers"
 _SEEDS = (0x636F7270, 0x75732D69)  # two seeds: 128 bits a row
 # the modules, besides the groupings' and the identity pass's, that make a unit's message and
 # record from its rows, or hash them
@@ -98,6 +113,25 @@ class KnownPrints:
     links: dict[str, tuple[str, str]] = field(default_factory=dict)  # (model digest, print)
     records: dict[str, str] = field(default_factory=dict)
     units: int = 0
+    # whether every unit of the last run is still here, as it was (none removed or edited)
+    whole: bool = False
+    questions: dict[str, str] = field(default_factory=dict)  # unit -> its question's key
+    blocks: dict[str, int] = field(default_factory=dict)  # unit -> the block it was weighed in
+    weighing: dict[str, list[str]] = field(default_factory=dict)  # tenant -> by block
+    window_s: float | None = None  # the answer window the questions' keys were made with
+
+    def answers(self, tenant: str) -> KeptAnswers:
+        """What the last run scored of ``tenant``'s questions, to keep where no change
+        reaches (nothing when a unit was removed or edited since: where it stood is not
+        kept)."""
+        if not self.whole:
+            return KeptAnswers()
+        return KeptAnswers(
+            keys=self.questions,
+            blocks=self.blocks,
+            weighing=self.weighing.get(tenant, []),
+            window_s=self.window_s,
+        )
 
 
 def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrints:
@@ -108,9 +142,11 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         return KnownPrints()
     units = table["unit_id"].to_pylist()
     same = [blocks.get(u) == d for u, d in zip(units, table["blocks"].to_pylist(), strict=True)]
+    whole = all(same)
+    answers = json.loads((table.schema.metadata or {}).get(ANSWERS_KEY, b"{}"))
     table = table.filter(pa.array(same, pa.bool_()))
     kept = table.select(
-        ["unit_id", "fingerprint", "link_model", "link_print", "record"]
+        ["unit_id", "fingerprint", "link_model", "link_print", "record", "question", "block"]
     ).to_pydict()
     units = kept["unit_id"]
     links = zip(kept["link_model"], kept["link_print"], strict=True)
@@ -119,6 +155,11 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         links={u: (m, p) for u, (m, p) in zip(units, links, strict=True) if p},
         records={u: r for u, r in zip(units, kept["record"], strict=True) if r},
         units=len(units),
+        whole=whole,
+        questions={u: q for u, q in zip(units, kept["question"], strict=True) if q is not None},
+        blocks={u: b for u, b in zip(units, kept["block"], strict=True) if b is not None},
+        weighing={str(t): [str(w) for w in ws] for t, ws in answers.get("weighing", {}).items()},
+        window_s=answers.get("window_s"),
     )
 
 
@@ -138,10 +179,13 @@ def prints_table(
     fingerprints: Mapping[str, str],
     links: Mapping[str, tuple[str, str]],
     records: Mapping[str, str],
+    answers: Mapping[str, KeptAnswers] | None = None,
+    window_s: float | None = None,
 ) -> pa.Table:
     """This run's rows: one per unit of ``units`` (unit id, source id, tenant, its rows'
     digest), with the digests the run made or was given of it (empty where it has none), the
-    code key in the metadata."""
+    code key in the metadata; with ``answers`` (tenant -> what its run noted), each unit's
+    question key and block, and the blocks' weighing and ``window_s`` in the metadata."""
     rows = list(units)
     ids = [r[0] for r in rows]
     linked = [links.get(u, ("", "")) for u in ids]
@@ -155,5 +199,15 @@ def prints_table(
         [p for _, p in linked],
         [records.get(u, "") for u in ids],
     ]
-    table = pa.Table.from_arrays([pa.array(c, pa.string()) for c in columns], schema=PRINTS_SCHEMA)
-    return table.replace_schema_metadata({CODE_KEY: code_key().encode()})
+    noted = answers or {}
+    none = KeptAnswers()
+    of = [noted.get(r[2], none) for r in rows]  # each unit's tenant's
+    arrays = [pa.array(c, pa.string()) for c in columns]
+    arrays.append(pa.array([a.made.get(u) for a, u in zip(of, ids, strict=True)], pa.string()))
+    placed = [a.made_blocks.get(u) for a, u in zip(of, ids, strict=True)]
+    arrays.append(pa.array(placed, pa.int32()))
+    table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
+    kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
+    return table.replace_schema_metadata(
+        {CODE_KEY: code_key().encode(), ANSWERS_KEY: json.dumps(kept, sort_keys=True).encode()}
+    )

@@ -780,6 +780,10 @@ def test_a_long_stream_from_the_last_run_gives_what_a_full_run_gives(
         assert 0 < again.carried < again.groups - 50
     else:  # the rest settled: neither described nor laid out again
         assert again.carried > 0.9 * again.groups
+    if change in (_long_edit_second_block, _long_edit_first_block):
+        assert again.questions_unread == 0  # where the edited unit stood is not kept
+    else:  # new units, or one removed (its kept results went with it): the questions out of
+        assert again.questions_unread > 0  # their reach keep their scored answers unread
     fresh_source = tmp_path / "source"
     shutil.copytree(source, fresh_source)
     fresh = configure(tmp_path, fresh_source)
@@ -789,6 +793,98 @@ def test_a_long_stream_from_the_last_run_gives_what_a_full_run_gives(
     links = [Home(s).warehouse.read(LINKS, (COLLECTION,)) for s in (settings, fresh)]
     assert links[0] is not None and links[1] is not None
     assert links[0].to_pylist() == links[1].to_pylist()
+
+
+def _questions(settings: Settings) -> dict[str, list[str]]:
+    """Each question of the home's ``qa_pair`` groups -> its members in order (question first,
+    then its answer, if any)."""
+    wh = Home(settings).warehouse
+    groups, members = wh.read(GROUPS, (COLLECTION,)), wh.read(MEMBERS, (COLLECTION,))
+    assert groups is not None and members is not None
+    qa = set(groups.filter(pc.equal(groups["group_type"], "qa_pair"))["group_id"].to_pylist())
+    held: dict[str, list[tuple[int, str]]] = {}
+    for m in members.to_pylist():
+        if m["group_id"] in qa:
+            held.setdefault(m["group_id"], []).append((m["order"], m["unit_id"]))
+    return {ids[0]: ids for ids in ([u for _, u in sorted(v)] for v in held.values())}
+
+
+def _same_tables_as_a_full_run(source: Path, settings: Settings, root: Path) -> None:
+    fresh_source = root / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(root, fresh_source)
+    assert link(fresh).reused == 0
+    assert tables(settings) == tables(fresh)
+
+
+def _answer_to(question: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A message by someone else that answers ``question`` to its asker by name."""
+    author = "Grace F" if question["author"] != "Grace F" else "Priya"
+    asker = question["author"].split()[0]
+    text = f"{asker}: yes, found them, they're in the office drawer"
+    new = dict(question, author=author, text=text, **fields)
+    return {k: v for k, v in new.items() if k != "reply_to" or "reply_to" in fields}
+
+
+def test_a_new_message_in_an_open_questions_window_has_it_read_again(tmp_path: Path) -> None:
+    """A question is kept unread only while no new unit lies in its window: a message
+    answering the newest open question, a minute after the newest unit, is read for the
+    questions whose window it is in and becomes an answer, as in a full run; the questions out
+    of its reach keep their scored answers unread."""
+    source, settings = _long_linked(tmp_path)
+    records = _long_records(source)
+    by_id = {r["id"]: r for r in records}
+    newest = _at_time(records, -1)
+    open_ones = [ids[0] for ids in _questions(settings).values() if len(ids) == 1]
+    asked = max((by_id[q] for q in open_ones), key=lambda r: (r["timestamp"], r["id"]))
+    new = _answer_to(asked, id="x-answer", timestamp=_after(newest, 60))
+    _long_write(source, [*records, new])
+    again = link(settings)
+    assert again.passed and again.questions_unread > 0
+    assert again.questions_unread < again.by_type["qa_pair"]
+    assert "x-answer" in {ids[1] for ids in _questions(settings).values() if len(ids) > 1}
+    _same_tables_as_a_full_run(source, settings, tmp_path / "fresh")
+
+
+def test_an_explicit_reply_to_an_old_question_has_it_read_again(tmp_path: Path) -> None:
+    """A reply to a question asked days before the newest unit (far out of any window) makes
+    that question read again: the reply is its answer, as in a full run."""
+    source, settings = _long_linked(tmp_path)
+    records = _long_records(source)
+    by_id = {r["id"]: r for r in records}
+    newest = _at_time(records, -1)
+    end = dt.datetime.fromisoformat(newest["timestamp"])
+    old = [
+        by_id[ids[0]]
+        for ids in _questions(settings).values()
+        if len(ids) == 1
+        and end - dt.datetime.fromisoformat(by_id[ids[0]]["timestamp"]) > dt.timedelta(days=4)
+    ]
+    asked = max(old, key=lambda r: (r["timestamp"], r["id"]))
+    new = _answer_to(asked, id="x-reply", timestamp=_after(newest, 60), reply_to=asked["id"])
+    _long_write(source, [*records, new])
+    again = link(settings)
+    assert again.passed and again.questions_unread > 0
+    assert _questions(settings)[asked["id"]] == [asked["id"], "x-reply"]
+    _same_tables_as_a_full_run(source, settings, tmp_path / "fresh")
+
+
+def test_a_unit_arriving_in_the_first_block_has_every_question_read_again(
+    tmp_path: Path,
+) -> None:
+    """A message arriving late into the first TF-IDF block changes what every unit is
+    weighed by (the first block weighs itself, the second by the first): no question keeps
+    its scored answers unread, and the groups are a full run's."""
+    source, settings = _long_linked(tmp_path)
+    records = _long_records(source)
+    then = _at_time(records, 100)
+    new = dict(then, id="x-early", author="Priya", text="mikeb: chemist has the webster pack")
+    new["timestamp"] = _after(then, 1)
+    new.pop("reply_to", None)
+    _long_write(source, [*records, new])
+    again = link(settings)
+    assert again.passed and again.questions_unread == 0
+    _same_tables_as_a_full_run(source, settings, tmp_path / "fresh")
 
 
 def _linked_sample(root: Path) -> tuple[Path, Settings, pa.Table]:

@@ -18,9 +18,10 @@ from corpus_index.home import Home
 from corpus_index.identity_resume import record_digest
 from corpus_index.linked.memo import Memo
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, question_of
 from corpus_index.linked.relink import fingerprint, model_digest
-from corpus_index.steps.linked_groups import _UNIT_COLUMNS, unit_reading
-from corpus_index.unit_prints import CODE_KEY, PRINTS, code_key, row_digests
+from corpus_index.steps.linked_groups import _UNIT_COLUMNS, MEMO, unit_reading
+from corpus_index.unit_prints import ANSWERS_KEY, CODE_KEY, PRINTS, code_key, row_digests
 from tests.test_linked_incremental import COLLECTION, SAMPLE, configure, edit, link
 
 ROWS = pa.table(
@@ -121,6 +122,38 @@ def test_the_kept_digests_are_those_a_run_makes(tmp_path: Path) -> None:
     assert linked > len(reading.units) // 2  # chat, SMS, e-mail and calls are linked
     assert fingerprinted > 0.9 * len(reading.units)
     assert len(set(row_digests(blocks.select(_UNIT_COLUMNS)))) == blocks.num_rows
+
+
+def test_each_question_keeps_the_key_of_its_answers_and_each_unit_its_block(
+    tmp_path: Path,
+) -> None:
+    """A question's row holds the key the memo keeps its scored answers under, every other
+    unit's row "" (it asks nothing); each unit's block is the TF-IDF block it was weighed in
+    (the sample is one block, weighed by itself), and the metadata holds what each block was
+    weighed by and the answer window the keys were made with."""
+    _, home = _linked(tmp_path)
+    kept = _prints(home)
+    memo = home.warehouse.read(MEMO, (COLLECTION,))
+    assert memo is not None
+    keys = set(memo["key"].to_pylist())
+    asked = 0
+    for unit in unit_reading(home.read("parsed_blocks", (COLLECTION,))).units:
+        m = unit.message
+        row = kept[m.unit_id]
+        conversational = m.source in CONVERSATIONAL and not m.system
+        if conversational and question_of(m.text) is not None:
+            assert row["question"] in keys
+            asked += 1
+        else:
+            assert row["question"] == ""
+        assert row["block"] == 0
+    assert asked >= 10
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None
+    noted = json.loads((table.schema.metadata or {})[ANSWERS_KEY])
+    assert noted["window_s"] == ANSWER_WINDOW_S
+    assert [len(w) for w in noted["weighing"].values()] == [1]
+    assert noted["weighing"]["wattle"][0].startswith("own:")
 
 
 def test_a_changed_unit_is_hashed_again_and_the_others_taken_as_kept(tmp_path: Path) -> None:

@@ -25,7 +25,13 @@ from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, invo
 from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver, People
-from corpus_index.linked.questions import ANSWER_WINDOW_S, AnswerVerifier, find_answers, qa_groups
+from corpus_index.linked.questions import (
+    ANSWER_WINDOW_S,
+    AnswerVerifier,
+    KeptAnswers,
+    find_answers,
+    qa_groups,
+)
 from corpus_index.linked.records import (
     COMPLETENESS,
     GROUP_TYPES,
@@ -155,6 +161,7 @@ def link_units(
     relinker: Relinker | None = None,
     memo: Memo | None = None,
     settled: Settled | None = None,
+    answers: KeptAnswers | None = None,
     progress: Callable[[str, int], None] | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
@@ -181,6 +188,9 @@ def link_units(
             :mod:`corpus_index.linked.settled`): each is returned as its grouping made it,
             dated and timed, not described (its row is the last run's); the others are
             described, and their keys wait for their rows.
+        answers: with ``memo``, what the last run scored of each question: questions no
+            change reaches keep their scored answers without their candidates being read
+            (see :mod:`corpus_index.linked.questions`); this run's are noted in it.
         progress: told each grouping's name and how many groups it made, as each is done
             (``conversations``, ``questions``, ``incidents``, ``days``, ``decisions``,
             ``topics``), for a long run's log.
@@ -230,6 +240,7 @@ def link_units(
         # what scoring reads of each unit (no identity anchors): the settled groups' parts
         # when settling (one digest a unit for both), else its own
         parts=None if settled is None else settled.parts,
+        kept=answers,
     )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
         out.append(described(g, by_id[link.question].author, link.sentence))

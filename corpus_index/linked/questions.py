@@ -17,15 +17,22 @@ other channels at the same place when they are on the same topic, scored by:
 
 Pairs are chosen best first, each question and each answer at most once. An optional
 :class:`AnswerVerifier` (an LLM, say) may veto a pair; none is used by default (no network).
+
+A run given what the last one scored (:class:`KeptAnswers`) reads the candidates of only the
+questions a change can reach: a question whose unit is as it was keeps its scored answers
+unread when no unit that is new, or weighed by other TF-IDF frequencies than last time, lies
+in its channel or at its place from its time to the end of its window, or replies to it. Its
+candidates are then the same units with the same vectors, so its key is the one it was kept
+by. The pairs are chosen again over every question, as without it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
@@ -334,11 +341,12 @@ def _remembered(
     similarity: Similarity,
     window_s: float,
     keyed: tuple[Memo, UnitParts] | None,
-) -> list[tuple[float, float, str, str]]:
+) -> tuple[list[tuple[float, float, str, str]], str]:
     """:func:`_scored`, or what it gave an earlier run (``keyed``: its memo, and what scoring
-    reads of each unit, :func:`_scored_parts`) from the same inputs."""
+    reads of each unit, :func:`_scored_parts`) from the same inputs; with the key it is kept
+    by (empty without a memo)."""
     if keyed is None:
-        return _scored(q, ask, here, away, similarity)
+        return _scored(q, ask, here, away, similarity), ""
     memo, parts = keyed
     key = memo.key(
         "qa",
@@ -350,10 +358,93 @@ def _remembered(
     )
     kept = memo.get(key)
     if kept is not None:
-        return [(float(a), float(b), str(c), str(d)) for a, b, c, d in kept]
+        return _pairs(kept), key
     out = _scored(q, ask, here, away, similarity)
     memo.put(key, out, units=[q.unit_id, *(m.unit_id for m in (*here, *away))])
-    return out
+    return out, key
+
+
+def _pairs(kept: Any) -> list[tuple[float, float, str, str]]:
+    return [(float(a), float(b), str(c), str(d)) for a, b, c, d in kept]
+
+
+NOT_ASKED = ""  # :attr:`KeptAnswers.keys` of a unit that asks nothing
+UNKEYED = "?"  # ... of a question scored without a memo (no key to keep)
+
+
+@dataclass(slots=True)
+class KeptAnswers:
+    """What a run of :func:`find_answers` scored, for the next run to keep where no change
+    reaches (see the module's docstring); and, filled by the run, the same of this one.
+
+    Args:
+        keys: of the units as they were (their rows unchanged, nothing removed or edited
+            since): the key of each question's scored answers (:data:`UNKEYED`: none), and
+            :data:`NOT_ASKED` for every other unit. Empty: nothing is kept.
+        blocks: of the same units, the TF-IDF block (by number) each was weighed in.
+        weighing: what the units of each of those blocks were weighed by
+            (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`).
+        window_s: the answer window the keys were made with (another window keeps nothing).
+    """
+
+    keys: Mapping[str, str] = field(default_factory=dict)
+    blocks: Mapping[str, int] = field(default_factory=dict)
+    weighing: Sequence[str] = ()
+    window_s: float | None = None
+    # this run's, of every unit read: a question's key (or UNKEYED), else NOT_ASKED
+    made: dict[str, str] = field(default_factory=dict)
+    made_blocks: dict[str, int] = field(default_factory=dict)
+    made_weighing: list[str] = field(default_factory=list)
+    kept: int = 0  # questions whose scored answers were kept unread
+
+    def _record(self, similarity: Similarity) -> set[str]:
+        """Note this run's blocks and what each is weighed by; the units weighed by other
+        frequencies than when the keys were made (or not weighed then)."""
+        moved: set[str] = set()
+        before, blocks = self.weighing, self.blocks
+        for number, (weighed_by, ids) in enumerate(similarity.weighing()):
+            self.made_weighing.append(weighed_by)
+            for unit in ids:
+                self.made_blocks[unit] = number
+                then = blocks.get(unit)
+                if then is None or then >= len(before) or before[then] != weighed_by:
+                    moved.add(unit)
+        return moved
+
+
+class _Reach:
+    """Which questions a change reaches: those of a unit not as it was, and those with a
+    ``fresh`` unit (new, or weighed anew) in their channel or at their place from their time
+    to the end of the window, or replying to them."""
+
+    def __init__(self, kept: KeptAnswers, units: Sequence[Message], fresh: set[str]) -> None:
+        self._keys = kept.keys
+        self._fresh = fresh
+        self._channels: dict[str, list[float]] = {}
+        self._places: dict[str, list[float]] = {}
+        self._replied: set[str] = set()
+        for m in units:  # in time order
+            if m.unit_id in fresh or m.unit_id not in kept.keys:
+                self._channels.setdefault(m.channel, []).append(m.timestamp)
+                self._places.setdefault(m.location.strip().casefold(), []).append(m.timestamp)
+                if m.reply_to:
+                    self._replied.add(m.reply_to)
+
+    def kept_key(self, q: Message, window_s: float) -> str | None:
+        """The key ``q``'s scored answers were kept by, when no change reaches them."""
+        key = self._keys.get(q.unit_id)
+        if not key or key == UNKEYED or q.unit_id in self._fresh or q.unit_id in self._replied:
+            return None
+        for times in (self._channels.get(q.channel), self._places.get(_place(q))):
+            if times:
+                k = bisect_left(times, q.timestamp)
+                if k < len(times) and times[k] - q.timestamp <= window_s:
+                    return None
+        return key
+
+
+def _place(m: Message) -> str:
+    return m.location.strip().casefold()
 
 
 def _scored_parts(memo: Memo, by_id: Mapping[str, Message], similarity: Similarity) -> UnitParts:
@@ -375,6 +466,7 @@ def find_answers(
     verifier: AnswerVerifier | None = None,
     memo: Memo | None = None,
     parts: UnitParts | None = None,
+    kept: KeptAnswers | None = None,
 ) -> list[QaLink]:
     """Every question of ``messages`` (one collection) with its answer or None, in the order
     the questions were asked.
@@ -389,6 +481,9 @@ def find_answers(
         parts: with ``memo``, what its keys read of each unit when the caller has made it
             (the message and what its TF-IDF vector is weighed by, and anything more: one
             digest a unit serving every key of a run); made here otherwise.
+        kept: with ``memo``, what the last run scored: the questions no change reaches keep
+            their scored answers without their candidates being read (see the module's
+            docstring); this run's keys, blocks and weighing are noted in it for the next.
     """
     ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
     channels: dict[str, list[Message]] = {}
@@ -406,17 +501,38 @@ def find_answers(
     shared = {p for p, ms in places.items() if len({m.channel for m in ms}) > 1}
     by_id = {m.unit_id: m for m in ordered}
     keyed = None if memo is None else (memo, parts or _scored_parts(memo, by_id, similarity))
+    reach = None
+    if kept is not None:
+        moved = kept._record(similarity)
+        if memo is not None and kept.keys and kept.window_s == window_s:
+            reach = _Reach(kept, ordered, moved)
+    known = kept.keys if reach is not None and kept is not None else {}
+    made = {} if kept is None else kept.made
     for channel in channels.values():
         for i, q in enumerate(channel):
+            if known.get(q.unit_id) == NOT_ASKED:  # as it was: asked nothing then, nor now
+                made[q.unit_id] = NOT_ASKED
+                continue
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
             if ask is None:
+                made[q.unit_id] = NOT_ASKED
                 continue
             asked[q.unit_id] = (q, ask)
+            key = None if reach is None else reach.kept_key(q, window_s)
+            got = None if key is None or memo is None else memo.get(key)
+            if got is not None and key is not None:
+                scored.extend(_pairs(got))
+                made[q.unit_id] = key
+                assert kept is not None
+                kept.kept += 1
+                continue
             here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
             place = q.location.strip().casefold()
             # a place with one channel has no other channel to look in
             away = _elsewhere(q, places[place], window_s) if place in shared else []
-            scored.extend(_remembered(q, ask, here, away, similarity, window_s, keyed))
+            pairs, key = _remembered(q, ask, here, away, similarity, window_s, keyed)
+            scored.extend(pairs)
+            made[q.unit_id] = key or UNKEYED
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}
     used: set[str] = set()

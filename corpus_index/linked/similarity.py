@@ -127,6 +127,14 @@ class Similarity:
     def _weighed_by(self, block: int) -> str:
         return f"own:{self.digest(0)}" if block == 0 else f"before:{self.digest(block - 1)}"
 
+    def weighing(self) -> list[tuple[str, list[str]]]:
+        """Each block's :meth:`block_digest` (what its units are weighed by) and its units'
+        ids, in block order."""
+        return [
+            (self._weighed_by(b), self._ids[lo:hi])
+            for b, (lo, hi) in enumerate(zip(self._starts, self._ends, strict=True))
+        ]
+
     def digests(self, ids: Sequence[str]) -> list[str]:
         """The :meth:`block_digest` of the blocks ``ids`` are in, in block order."""
         rows = self._row

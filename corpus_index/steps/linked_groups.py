@@ -57,6 +57,7 @@ from corpus_index.kinds.messages import message_from
 from corpus_index.linked.groups import Group
 from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
+from corpus_index.linked.questions import KeptAnswers
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
@@ -112,6 +113,8 @@ class LinkedGroupsOutcome:
     # without being described again (the rest made anew)
     carried: int = 0
     prints_kept: int = 0  # units whose blocks were as they were, so not hashed again
+    # questions no change reached, whose scored answers were kept without reading candidates
+    questions_unread: int = 0
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -201,6 +204,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     remembered = read_memo(kept_memo)
     relinkers: list[Relinker] = []
     memos: dict[str, Memo] = {}
+    answers: dict[str, KeptAnswers] = {}
 
     def memo_for(tenant: str) -> Memo:
         if tenant not in memos:
@@ -214,8 +218,14 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         def grouped(what: str, n: int) -> None:
             say(f"{tenant}: {n:,} {what} of {len(messages):,} units")
 
+        answers[tenant] = known.answers(tenant)
         return linker(
-            messages, relinker=relinkers[-1], memo=memo_for(tenant), progress=grouped, **options
+            messages,
+            relinker=relinkers[-1],
+            memo=memo_for(tenant),
+            answers=answers[tenant],
+            progress=grouped,
+            **options,
         )
 
     found, states = (
@@ -268,6 +278,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         computed=sum(m.computed for m in memos.values()),
         carried=tables.carried,
         prints_kept=known.units,
+        questions_unread=sum(a.kept for a in answers.values()),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -283,7 +294,9 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         )
         home.warehouse.write(MEMO, (collection,), memo_table(memos.values(), kept_memo))
         home.warehouse.write(
-            PRINTS, (collection,), _prints(units, digests, sources, memos, relinkers, states)
+            PRINTS,
+            (collection,),
+            _prints(units, digests, sources, memos, relinkers, states, answers, linking),
         )
         say(f"checks passed: {outcome.groups:,} groups written ({outcome.carried:,} carried)")
     else:
@@ -340,9 +353,12 @@ def _prints(
     memos: dict[str, Memo],
     relinkers: Sequence[Relinker],
     states: dict[str, PassState],
+    answers: dict[str, KeptAnswers],
+    linking: Linking,
 ) -> pa.Table:
-    """The ``unit_prints`` rows of this run: what it hashed of each unit (or was given), for
-    the next run to take where the unit's blocks stay as they are."""
+    """The ``unit_prints`` rows of this run: what it hashed of each unit (or was given), and
+    what it scored of each question, for the next run to take where the unit's blocks stay
+    as they are."""
     return prints_table(
         (
             (u.message.unit_id, sources[u.message.unit_id], u.tenant_id, digests[u.message.unit_id])
@@ -351,6 +367,8 @@ def _prints(
         fingerprints={u: p for m in memos.values() for u, p in m.prints.items()},
         links={x.unit_id: (r.model_key, x.fingerprint) for r in relinkers for x in r.links},
         records={u: d for s in states.values() for u, d in s.units.items()},
+        answers=answers,
+        window_s=linking.windows.answer_s,
     )
 
 
