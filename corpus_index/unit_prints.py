@@ -23,8 +23,9 @@ Beside them each row keeps what the run scored of the unit as a question (the ke
 scored answers, or that it asks none) and the TF-IDF block it was weighed in, with what each
 block was weighed by and the answer window in the table's metadata: the next run reads the
 candidates of only the questions a change reaches
-(:class:`~corpus_index.linked.questions.KeptAnswers`), unless a unit was edited since (where
-it stood before is not kept).
+(:mod:`corpus_index.linked.questions`; none after an edit, where the edited unit stood
+is not kept); and each unit's digest in a settled group's key, taken while the unit is as it
+was and weighed as it was (:mod:`corpus_index.linked.lastrun`).
 
 The rows' digest is 128 bits of polars' hash (two seeds): not a cryptographic digest, but two
 versions of one unit that differ collide by chance only (about one in 2^128). Polars keeps
@@ -45,7 +46,7 @@ import pyarrow as pa
 
 from corpus_index import identity_resume
 from corpus_index.linked import memo
-from corpus_index.linked.questions import KeptAnswers
+from corpus_index.linked.lastrun import LastRun
 
 PRINTS = "unit_prints"
 PRINTS_SCHEMA = pa.schema(
@@ -59,9 +60,11 @@ PRINTS_SCHEMA = pa.schema(
         ("link_print", pa.string()),  # the linker's (empty: not a linked message)
         ("record", pa.string()),  # the identity pass's (empty: not read by it)
         # the key of its question's scored answers, "" when it asks none (null: not read), and
-        # the TF-IDF block it was weighed in (see corpus_index.linked.questions.KeptAnswers)
+        # the TF-IDF block it was weighed in, and its digest in a settled group's key (null:
+        # none made) (see corpus_index.linked.lastrun)
         ("question", pa.string()),
         ("block", pa.int32()),
+        ("parts", pa.binary()),
     ]
 )
 CODE_KEY = b"corpus_index.unit_prints.code"
@@ -119,18 +122,17 @@ class KnownPrints:
     blocks: dict[str, int] = field(default_factory=dict)  # unit -> the block it was weighed in
     weighing: dict[str, list[str]] = field(default_factory=dict)  # tenant -> by block
     window_s: float | None = None  # the answer window the questions' keys were made with
+    parts: dict[str, dict[str, bytes]] = field(default_factory=dict)  # tenant -> unit -> digest
 
-    def answers(self, tenant: str) -> KeptAnswers:
-        """What the last run scored of ``tenant``'s questions, to keep where no change
-        reaches (nothing when a unit was removed or edited since: where it stood is not
-        kept)."""
-        if not self.whole:
-            return KeptAnswers()
-        return KeptAnswers(
-            keys=self.questions,
+    def last_run(self, tenant: str) -> LastRun:
+        """What the last run left of ``tenant``'s units (no question keys when a unit was
+        removed or edited since: where it stood is not kept)."""
+        return LastRun(
+            keys=self.questions if self.whole else {},
             blocks=self.blocks,
             weighing=self.weighing.get(tenant, []),
             window_s=self.window_s,
+            parts=self.parts.get(tenant, {}),
         )
 
 
@@ -146,7 +148,8 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
     answers = json.loads((table.schema.metadata or {}).get(ANSWERS_KEY, b"{}"))
     table = table.filter(pa.array(same, pa.bool_()))
     kept = table.select(
-        ["unit_id", "fingerprint", "link_model", "link_print", "record", "question", "block"]
+        ["unit_id", "tenant_id", "fingerprint", "link_model", "link_print", "record"]
+        + ["question", "block", "parts"]
     ).to_pydict()
     units = kept["unit_id"]
     links = zip(kept["link_model"], kept["link_print"], strict=True)
@@ -160,7 +163,18 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         blocks={u: b for u, b in zip(units, kept["block"], strict=True) if b is not None},
         weighing={str(t): [str(w) for w in ws] for t, ws in answers.get("weighing", {}).items()},
         window_s=answers.get("window_s"),
+        parts=_by_tenant(units, kept["tenant_id"], kept["parts"]),
     )
+
+
+def _by_tenant(
+    units: list[str], tenants: list[str], digests: list[bytes | None]
+) -> dict[str, dict[str, bytes]]:
+    out: dict[str, dict[str, bytes]] = {}
+    for unit, tenant, digest in zip(units, tenants, digests, strict=True):
+        if digest is not None:
+            out.setdefault(tenant, {})[unit] = digest
+    return out
 
 
 def _readable(table: pa.Table) -> bool:
@@ -179,13 +193,14 @@ def prints_table(
     fingerprints: Mapping[str, str],
     links: Mapping[str, tuple[str, str]],
     records: Mapping[str, str],
-    answers: Mapping[str, KeptAnswers] | None = None,
+    last: Mapping[str, LastRun] | None = None,
     window_s: float | None = None,
 ) -> pa.Table:
     """This run's rows: one per unit of ``units`` (unit id, source id, tenant, its rows'
     digest), with the digests the run made or was given of it (empty where it has none), the
-    code key in the metadata; with ``answers`` (tenant -> what its run noted), each unit's
-    question key and block, and the blocks' weighing and ``window_s`` in the metadata."""
+    code key in the metadata; with ``last`` (tenant -> what its run noted), each unit's
+    question key, block and settled digest, and the blocks' weighing and ``window_s`` in the
+    metadata."""
     rows = list(units)
     ids = [r[0] for r in rows]
     linked = [links.get(u, ("", "")) for u in ids]
@@ -199,13 +214,15 @@ def prints_table(
         [p for _, p in linked],
         [records.get(u, "") for u in ids],
     ]
-    noted = answers or {}
-    none = KeptAnswers()
+    noted = last or {}
+    none = LastRun()
     of = [noted.get(r[2], none) for r in rows]  # each unit's tenant's
     arrays = [pa.array(c, pa.string()) for c in columns]
     arrays.append(pa.array([a.made.get(u) for a, u in zip(of, ids, strict=True)], pa.string()))
     placed = [a.made_blocks.get(u) for a, u in zip(of, ids, strict=True)]
     arrays.append(pa.array(placed, pa.int32()))
+    parts = [a.made_parts.get(u) for a, u in zip(of, ids, strict=True)]
+    arrays.append(pa.array(parts, pa.binary()))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
     kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
     return table.replace_schema_metadata(

@@ -22,7 +22,7 @@ from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, quest
 from corpus_index.linked.relink import fingerprint, model_digest
 from corpus_index.steps.linked_groups import _UNIT_COLUMNS, MEMO, unit_reading
 from corpus_index.unit_prints import ANSWERS_KEY, CODE_KEY, PRINTS, code_key, row_digests
-from tests.test_linked_incremental import COLLECTION, SAMPLE, configure, edit, link
+from tests.test_linked_incremental import COLLECTION, SAMPLE, append, configure, edit, link
 
 ROWS = pa.table(
     {
@@ -184,6 +184,29 @@ def test_a_changed_unit_is_hashed_again_and_the_others_taken_as_kept(tmp_path: P
         if u.message.unit_id == edited
     )
     assert after[edited]["fingerprint"] == Memo().fingerprint(m)
+
+
+def test_a_units_settled_digest_is_taken_while_it_is_weighed_as_it_was(tmp_path: Path) -> None:
+    """With nothing changed, each unit's digest in the settled keys is taken from the table:
+    one planted for a unit comes back as planted, and the groups holding that unit, whose
+    keys now read it, are not found settled (their rows are made again, the same). Once a
+    message arrives in the sample's only TF-IDF block, every unit is weighed anew and its
+    digest made again."""
+    source, home = _linked(tmp_path)
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None
+    rows = table.to_pylist()
+    assert sum(r["parts"] is not None for r in rows) > 0.9 * len(rows)
+    planted = next(r for r in rows if r["parts"] is not None)
+    planted["parts"] = b"\0" * 32
+    home.warehouse.write(PRINTS, (COLLECTION,), pa.Table.from_pylist(rows, table.schema))
+    again = link(home.settings)
+    assert again.passed and 0 < again.carried < again.groups
+    assert _prints(home)[planted["unit_id"]]["parts"] == b"\0" * 32
+    append(source)
+    later = link(home.settings)
+    assert later.passed
+    assert _prints(home)[planted["unit_id"]]["parts"] not in (None, b"\0" * 32)
 
 
 @pytest.mark.parametrize("damage", ["other code", "no key"])

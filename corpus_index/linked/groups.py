@@ -22,16 +22,11 @@ from corpus_index.linked.days import daily_contexts
 from corpus_index.linked.decisions import decision_summary, decision_threads, titled
 from corpus_index.linked.describe import describe
 from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, involved
+from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import NameResolver, People
-from corpus_index.linked.questions import (
-    ANSWER_WINDOW_S,
-    AnswerVerifier,
-    KeptAnswers,
-    find_answers,
-    qa_groups,
-)
+from corpus_index.linked.questions import ANSWER_WINDOW_S, AnswerVerifier, find_answers, qa_groups
 from corpus_index.linked.records import (
     COMPLETENESS,
     GROUP_TYPES,
@@ -161,7 +156,7 @@ def link_units(
     relinker: Relinker | None = None,
     memo: Memo | None = None,
     settled: Settled | None = None,
-    answers: KeptAnswers | None = None,
+    last: LastRun | None = None,
     progress: Callable[[str, int], None] | None = None,
 ) -> list[Group]:
     """All the groups of one collection's units (the ``linked_groups`` step calls this):
@@ -188,9 +183,11 @@ def link_units(
             :mod:`corpus_index.linked.settled`): each is returned as its grouping made it,
             dated and timed, not described (its row is the last run's); the others are
             described, and their keys wait for their rows.
-        answers: with ``memo``, what the last run scored of each question: questions no
-            change reaches keep their scored answers without their candidates being read
-            (see :mod:`corpus_index.linked.questions`); this run's are noted in it.
+        last: with ``memo``, what the last run left of each unit
+            (:mod:`corpus_index.linked.lastrun`): questions no change reaches keep their
+            scored answers without their candidates being read (see
+            :mod:`corpus_index.linked.questions`), and a unit weighed as it was keeps its
+            digest in the settled keys; this run's are noted in it.
         progress: told each grouping's name and how many groups it made, as each is done
             (``conversations``, ``questions``, ``incidents``, ``days``, ``decisions``,
             ``topics``), for a long run's log.
@@ -206,8 +203,10 @@ def link_units(
     keyed = None if memo is None else (memo, _member_parts(memo, by_id, similarity, people))
     if keyed is None:
         settled = None
+    if last is not None:
+        last.weigh(similarity)
     if settled is not None:
-        settled.start(by_id, similarity)
+        settled.start(by_id, similarity, known=None if last is None else last.settled_parts())
 
     def described(
         g: Group, primary: str | None = None, hint: str | None = None, post: str = ""
@@ -240,7 +239,7 @@ def link_units(
         # what scoring reads of each unit (no identity anchors): the settled groups' parts
         # when settling (one digest a unit for both), else its own
         parts=None if settled is None else settled.parts,
-        kept=answers,
+        kept=last,
     )
     for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
         out.append(described(g, by_id[link.question].author, link.sentence))
@@ -267,6 +266,8 @@ def link_units(
     for g in topics:
         out.append(described(g, post="topic"))
     done("topics", len(topics))
+    if last is not None and settled is not None and settled.parts is not None:
+        last.made_parts = settled.parts.made
     return [_timed(g, now) for g in out]
 
 

@@ -223,9 +223,17 @@ class UnitParts:
     after the parts of fixed place) are hashed as they are, the quickest way.
     """
 
-    def __init__(self, parts: Callable[[str], tuple[Any, ...]]) -> None:
+    def __init__(
+        self, parts: Callable[[str], tuple[Any, ...]], known: Mapping[str, bytes] | None = None
+    ) -> None:
         self._parts = parts
-        self._made: dict[str, bytes] = {}
+        # ``known``: units' digests made by an earlier run from the same parts
+        self._made: dict[str, bytes] = dict(known or {})
+
+    @property
+    def made(self) -> Mapping[str, bytes]:
+        """Each unit's digest made (or known) so far, by unit id."""
+        return self._made
 
     def __call__(self, units: Iterable[Any]) -> list[bytes]:
         """The digests (sha256, raw) of ``units`` (members or messages: anything with a

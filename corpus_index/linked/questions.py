@@ -18,7 +18,7 @@ other channels at the same place when they are on the same topic, scored by:
 Pairs are chosen best first, each question and each answer at most once. An optional
 :class:`AnswerVerifier` (an LLM, say) may veto a pair; none is used by default (no network).
 
-A run given what the last one scored (:class:`KeptAnswers`) reads the candidates of only the
+A run given what the last one scored (:class:`~corpus_index.linked.lastrun.LastRun`) reads the candidates of only the
 questions a change can reach: a question whose unit is as it was keeps its scored answers
 unread when no unit that is new, or weighed by other TF-IDF frequencies than last time, lies
 in its channel or at its place from its time to the end of its window, or replies to it. Its
@@ -32,10 +32,11 @@ import math
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
+from corpus_index.linked.lastrun import NOT_ASKED, UNKEYED, LastRun
 from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message
 from corpus_index.linked.people import given, name_key
@@ -368,56 +369,12 @@ def _pairs(kept: Any) -> list[tuple[float, float, str, str]]:
     return [(float(a), float(b), str(c), str(d)) for a, b, c, d in kept]
 
 
-NOT_ASKED = ""  # :attr:`KeptAnswers.keys` of a unit that asks nothing
-UNKEYED = "?"  # ... of a question scored without a memo (no key to keep)
-
-
-@dataclass(slots=True)
-class KeptAnswers:
-    """What a run of :func:`find_answers` scored, for the next run to keep where no change
-    reaches (see the module's docstring); and, filled by the run, the same of this one.
-
-    Args:
-        keys: of the units as they were (their rows unchanged, nothing removed or edited
-            since): the key of each question's scored answers (:data:`UNKEYED`: none), and
-            :data:`NOT_ASKED` for every other unit. Empty: nothing is kept.
-        blocks: of the same units, the TF-IDF block (by number) each was weighed in.
-        weighing: what the units of each of those blocks were weighed by
-            (:meth:`~corpus_index.linked.similarity.Similarity.block_digest`).
-        window_s: the answer window the keys were made with (another window keeps nothing).
-    """
-
-    keys: Mapping[str, str] = field(default_factory=dict)
-    blocks: Mapping[str, int] = field(default_factory=dict)
-    weighing: Sequence[str] = ()
-    window_s: float | None = None
-    # this run's, of every unit read: a question's key (or UNKEYED), else NOT_ASKED
-    made: dict[str, str] = field(default_factory=dict)
-    made_blocks: dict[str, int] = field(default_factory=dict)
-    made_weighing: list[str] = field(default_factory=list)
-    kept: int = 0  # questions whose scored answers were kept unread
-
-    def _record(self, similarity: Similarity) -> set[str]:
-        """Note this run's blocks and what each is weighed by; the units weighed by other
-        frequencies than when the keys were made (or not weighed then)."""
-        moved: set[str] = set()
-        before, blocks = self.weighing, self.blocks
-        for number, (weighed_by, ids) in enumerate(similarity.weighing()):
-            self.made_weighing.append(weighed_by)
-            for unit in ids:
-                self.made_blocks[unit] = number
-                then = blocks.get(unit)
-                if then is None or then >= len(before) or before[then] != weighed_by:
-                    moved.add(unit)
-        return moved
-
-
 class _Reach:
     """Which questions a change reaches: those of a unit not as it was, and those with a
     ``fresh`` unit (new, or weighed anew) in their channel or at their place from their time
     to the end of the window, or replying to them."""
 
-    def __init__(self, kept: KeptAnswers, units: Sequence[Message], fresh: set[str]) -> None:
+    def __init__(self, kept: LastRun, units: Sequence[Message], fresh: set[str]) -> None:
         self._keys = kept.keys
         self._fresh = fresh
         self._channels: dict[str, list[float]] = {}
@@ -466,7 +423,7 @@ def find_answers(
     verifier: AnswerVerifier | None = None,
     memo: Memo | None = None,
     parts: UnitParts | None = None,
-    kept: KeptAnswers | None = None,
+    kept: LastRun | None = None,
 ) -> list[QaLink]:
     """Every question of ``messages`` (one collection) with its answer or None, in the order
     the questions were asked.
@@ -503,7 +460,7 @@ def find_answers(
     keyed = None if memo is None else (memo, parts or _scored_parts(memo, by_id, similarity))
     reach = None
     if kept is not None:
-        moved = kept._record(similarity)
+        moved = kept.weigh(similarity)
         if memo is not None and kept.keys and kept.window_s == window_s:
             reach = _Reach(kept, ordered, moved)
     known = kept.keys if reach is not None and kept is not None else {}

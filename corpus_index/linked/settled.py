@@ -61,15 +61,22 @@ class Settled:
     # what a settled key reads of each member (after :meth:`start`)
     parts: UnitParts | None = None
 
-    def start(self, by_id: Mapping[str, Message], similarity: Similarity) -> None:
-        """Bind the run's units and their weighing (by :func:`link_units`)."""
+    def start(
+        self,
+        by_id: Mapping[str, Message],
+        similarity: Similarity,
+        known: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """Bind the run's units and their weighing (by :func:`link_units`); ``known``: the
+        digests of what a key reads of the units that are as they were and weighed as they
+        were (unit id -> the last run's), taken instead of made again."""
         memo = self.memo
 
         def read(unit: str) -> tuple[Any, ...]:
             m = by_id[unit]
             return (memo.fingerprint(m), similarity.block_digest(unit), *self.scope(unit))
 
-        self.parts = UnitParts(read)
+        self.parts = UnitParts(read, known)
 
     def gid(self, group: Group) -> str:
         """The group's id (made once a run)."""

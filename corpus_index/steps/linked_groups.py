@@ -55,9 +55,9 @@ from corpus_index.identity_sightings import SIGHTING_SCHEMA
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_from
 from corpus_index.linked.groups import Group
+from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
-from corpus_index.linked.questions import KeptAnswers
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
@@ -204,7 +204,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     remembered = read_memo(kept_memo)
     relinkers: list[Relinker] = []
     memos: dict[str, Memo] = {}
-    answers: dict[str, KeptAnswers] = {}
+    lasts: dict[str, LastRun] = {}
 
     def memo_for(tenant: str) -> Memo:
         if tenant not in memos:
@@ -218,12 +218,12 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         def grouped(what: str, n: int) -> None:
             say(f"{tenant}: {n:,} {what} of {len(messages):,} units")
 
-        answers[tenant] = known.answers(tenant)
+        lasts[tenant] = known.last_run(tenant)
         return linker(
             messages,
             relinker=relinkers[-1],
             memo=memo_for(tenant),
-            answers=answers[tenant],
+            last=lasts[tenant],
             progress=grouped,
             **options,
         )
@@ -278,7 +278,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         computed=sum(m.computed for m in memos.values()),
         carried=tables.carried,
         prints_kept=known.units,
-        questions_unread=sum(a.kept for a in answers.values()),
+        questions_unread=sum(a.kept for a in lasts.values()),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -296,7 +296,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         home.warehouse.write(
             PRINTS,
             (collection,),
-            _prints(units, digests, sources, memos, relinkers, states, answers, linking),
+            _prints(units, digests, sources, memos, relinkers, states, lasts, linking),
         )
         say(f"checks passed: {outcome.groups:,} groups written ({outcome.carried:,} carried)")
     else:
@@ -353,7 +353,7 @@ def _prints(
     memos: dict[str, Memo],
     relinkers: Sequence[Relinker],
     states: dict[str, PassState],
-    answers: dict[str, KeptAnswers],
+    lasts: dict[str, LastRun],
     linking: Linking,
 ) -> pa.Table:
     """The ``unit_prints`` rows of this run: what it hashed of each unit (or was given), and
@@ -367,7 +367,7 @@ def _prints(
         fingerprints={u: p for m in memos.values() for u, p in m.prints.items()},
         links={x.unit_id: (r.model_key, x.fingerprint) for r in relinkers for x in r.links},
         records={u: d for s in states.values() for u, d in s.units.items()},
-        answers=answers,
+        last=lasts,
         window_s=linking.windows.answer_s,
     )
 
