@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from corpus_index.hashing import sha256_hex
 from corpus_index.linked.groups import Group, Windows, link_units
 from corpus_index.linked.incidents import SHIFT_NOTE
 from corpus_index.linked.messages import Message
@@ -82,10 +83,13 @@ class Queued(NamedTuple):
 
 
 class Stored(NamedTuple):
-    """A collection's queue and linking, as stored."""
+    """A collection's queue and linking, as stored; ``arrived``: the digest of the source
+    versions whose arrival the last ``linked_groups`` run woke incidents for (see
+    :func:`arrivals`)."""
 
     items: list[Queued]
     linking: Linking
+    arrived: str = ""
 
 
 def read_queue(warehouse: Warehouse, collection: str) -> Stored:
@@ -95,9 +99,11 @@ def read_queue(warehouse: Warehouse, collection: str) -> Stored:
         return Stored([], Linking())
     raw = (warehouse.metadata(QUEUE, (collection,)) or {}).get(LINKING_KEY)
     linking = Linking()
+    arrived = ""
     if raw:
         data = json.loads(raw)
         linking = Linking(Windows(data["answer_s"], data["notes_s"]), data["judged_at"])
+        arrived = str(data.get("arrived", ""))
     items = [
         Queued(
             collection,
@@ -115,13 +121,31 @@ def read_queue(warehouse: Warehouse, collection: str) -> Stored:
         )
         for r in table.to_pylist()
     ]
-    return Stored(items, linking)
+    return Stored(items, linking, arrived)
+
+
+def arrivals(manifest: Iterable[Mapping[str, Any]]) -> tuple[set[str], str]:
+    """The documents of an ingest's manifest rows that are new or changed, and a digest of
+    their versions: a run of ``linked_groups`` that finds the digest its queue keeps has seen
+    them arrive already (a second run on one ingest, a re-processing run), so they wake no
+    incident again."""
+    changed = sorted(
+        (str(r["doc_id"]), str(r["source_version"]))
+        for r in manifest
+        if r["change"] in ("added", "changed")
+    )
+    return {d for d, _ in changed}, sha256_hex(json.dumps(changed))
 
 
 def write_queue(
-    warehouse: Warehouse, collection: str, items: Iterable[Queued], linking: Linking
+    warehouse: Warehouse,
+    collection: str,
+    items: Iterable[Queued],
+    linking: Linking,
+    arrived: str = "",
 ) -> None:
-    """Replace ``collection``'s queue and linking (atomically: one Parquet file)."""
+    """Replace ``collection``'s queue and linking (atomically: one Parquet file), and the
+    digest of the arrivals seen (:func:`arrivals`)."""
     rows = [
         {
             "collection": collection,
@@ -137,6 +161,7 @@ def write_queue(
                 "answer_s": linking.windows.answer_s,
                 "notes_s": linking.windows.notes_s,
                 "judged_at": linking.judged_at,
+                "arrived": arrived,
             },
             sort_keys=True,
         ).encode()
@@ -244,5 +269,5 @@ def take_due(
         ]
         judged = stored[c].linking.judged_at
         linking = Linking(REPROCESS_WINDOWS, now if judged is None else max(judged, now))
-        write_queue(warehouse, c, items, linking)
+        write_queue(warehouse, c, items, linking, stored[c].arrived)
     return Taken(taken)

@@ -64,6 +64,7 @@ from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
 from corpus_index.reprocess_queue import (
     Linker,
     Linking,
+    arrivals,
     read_queue,
     refresh,
     woken,
@@ -189,10 +190,13 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     say(f"read {len(units):,} units ({known.units:,} as they were)")
     stored = read_queue(home.warehouse, collection)
     linking = stored.linking
-    changed = {r["doc_id"] for r in manifest.to_pylist() if r["change"] in ("added", "changed")}
+    # what the last ingest brought: seen by an earlier run when its queue keeps their digest
+    changed, arrived = arrivals(manifest.to_pylist())
     now = linking.now_for([u.message for u in units])
     wake = (
-        [] if now is None else woken(stored, [u.message for u in units if u.doc_id in changed], now)
+        []
+        if now is None or arrived == stored.arrived
+        else woken(stored, [u.message for u in units if u.doc_id in changed], now)
     )
     if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
         linking = Linking(REPROCESS_WINDOWS, now)
@@ -286,7 +290,7 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         home.warehouse.write(MEMBERS, (collection,), tables.members)
         keys = [i.key for i in wake]
         queue = refresh(collection, stored, linker, tenant_of, processed=keys, now=now)
-        write_queue(home.warehouse, collection, queue, linking)
+        write_queue(home.warehouse, collection, queue, linking, arrived)
         outcome.queued, outcome.woken = len(queue), keys
         _write_identities(home, collection, found, sources, states)
         home.warehouse.write(

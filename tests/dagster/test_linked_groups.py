@@ -107,6 +107,9 @@ def test_groups_are_written_and_indexed_beside_their_units(built: Graph) -> None
     assert md["units_as_they_were"] == md["units"]  # linked by the build: nothing hashed again
     groups, members = _groups(home, "wattle-messages")
     assert md["groups"] == len(groups) > 10 and md["members"] == len(members)
+    # nor a question's candidates read again: its ingest's arrivals were seen by the sync, so
+    # they wake nothing again, and no change reaches any question
+    assert md["questions_unread"] == sum(g["group_type"] == "qa_pair" for g in groups) > 5
     # "yes pumpkin please" is in one conversation, of the Christmas meal thread only
     christmas = _conversation_of(groups, members, PUMPKIN)
     gid = christmas["group_id"]

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
@@ -202,6 +203,38 @@ def test_a_shift_note_that_arrives_later_wakes_its_incident_in_a_sync(tmp_path: 
     assert gen is not None
     rows = home.store.table(gen).search().limit(10_000).to_list()
     assert ctx["group_id"] in {r["doc_id"] for r in rows if r["kind"] == "group"}
+
+
+def test_a_shift_note_wakes_its_incident_once_not_in_every_run_on_its_ingest(
+    tmp_path: Path,
+) -> None:
+    """A note at the incident's place, five days on (past even the wider window, so the
+    incident stays without context), wakes it in the sync that brings the note: one attempt
+    more, judged with the wider windows. Linking the same ingest again (a materialization of
+    ``linked_groups`` on its own) sees no new arrival: no attempt more, nothing judged
+    again."""
+    incident = record(
+        "ir1", "incident_report", "Mike Brennan", ASKED, REPORT, title="Seizure - John"
+    )
+    settings = home_with(tmp_path, {"incidents.jsonl": incident})
+    cli(settings, "sync", "--json")
+    first = queued(settings, "incident_context:ir1")
+    assert first is not None and first.item.attempts == 0
+    note = record(
+        "sn1", "shift_note", "Jane Okafor", ASKED + dt.timedelta(days=5), "Quiet night, all well."
+    )
+    (tmp_path / "wattle" / "shift-notes.jsonl").write_text(note)
+    cli(settings, "sync", "--json")
+    woken = queued(settings, "incident_context:ir1")
+    assert woken is not None and woken.item.attempts == 1
+    assert group_of(settings, "incident_context", "ir1")["members"] == [(1, "ir1")]
+    home = Home(settings)
+    judged = read_queue(home.warehouse, "wattle-messages").linking
+    again = steps.linked_groups.run(home, "wattle-messages")
+    assert again.passed and again.woken == []
+    stored = read_queue(home.warehouse, "wattle-messages")
+    assert stored.linking == judged
+    assert [q.item for q in stored.items if q.item.key == "incident_context:ir1"] == [woken.item]
 
 
 def test_reprocess_job_runs_in_process_at_the_time_given(tmp_path: Path) -> None:
