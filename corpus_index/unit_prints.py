@@ -59,17 +59,15 @@ PRINTS_SCHEMA = pa.schema(
         ("link_model", pa.string()),  # the link model's digest that ``link_print`` was made with
         ("link_print", pa.string()),  # the linker's (empty: not a linked message)
         ("record", pa.string()),  # the identity pass's (empty: not read by it)
-        # the key of its question's scored answers, "" when it asks none (null: not read), and
-        # the TF-IDF block it was weighed in, and its digest in a settled group's key (null:
-        # none made) (see corpus_index.linked.lastrun)
-        ("question", pa.string()),
-        ("block", pa.int32()),
-        ("parts", pa.binary()),
+        # what the groupings left of it (see corpus_index.linked.lastrun), null where none:
+        ("question", pa.string()),  # the key of its question's scored answers ("": asks none)
+        ("block", pa.int32()),  # the TF-IDF block it was weighed in
+        ("parts", pa.binary()),  # its digest in a settled group's key
     ]
 )
 CODE_KEY = b"corpus_index.unit_prints.code"
 # {"window_s": the answer window, "weighing": {tenant: what each block was weighed by}}
-ANSWERS_KEY = b"corpus_index.unit_prints.answers"
+LAST_RUN_KEY = b"corpus_index.unit_prints.last_run"
 _SEEDS = (0x636F7270, 0x75732D69)  # two seeds: 128 bits a row
 # the modules, besides the groupings' and the identity pass's, that make a unit's message and
 # record from its rows, or hash them
@@ -145,7 +143,7 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
     units = table["unit_id"].to_pylist()
     same = [blocks.get(u) == d for u, d in zip(units, table["blocks"].to_pylist(), strict=True)]
     whole = all(same)
-    answers = json.loads((table.schema.metadata or {}).get(ANSWERS_KEY, b"{}"))
+    last = json.loads((table.schema.metadata or {}).get(LAST_RUN_KEY, b"{}"))
     table = table.filter(pa.array(same, pa.bool_()))
     kept = table.select(
         ["unit_id", "tenant_id", "fingerprint", "link_model", "link_print", "record"]
@@ -161,8 +159,8 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         whole=whole,
         questions={u: q for u, q in zip(units, kept["question"], strict=True) if q is not None},
         blocks={u: b for u, b in zip(units, kept["block"], strict=True) if b is not None},
-        weighing={str(t): [str(w) for w in ws] for t, ws in answers.get("weighing", {}).items()},
-        window_s=answers.get("window_s"),
+        weighing={str(t): [str(w) for w in ws] for t, ws in last.get("weighing", {}).items()},
+        window_s=last.get("window_s"),
         parts=_by_tenant(units, kept["tenant_id"], kept["parts"]),
     )
 
@@ -226,5 +224,5 @@ def prints_table(
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
     kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
     return table.replace_schema_metadata(
-        {CODE_KEY: code_key().encode(), ANSWERS_KEY: json.dumps(kept, sort_keys=True).encode()}
+        {CODE_KEY: code_key().encode(), LAST_RUN_KEY: json.dumps(kept, sort_keys=True).encode()}
     )

@@ -21,7 +21,7 @@ from corpus_index.linked.model import LinkModel
 from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, question_of
 from corpus_index.linked.relink import fingerprint, model_digest
 from corpus_index.steps.linked_groups import _UNIT_COLUMNS, MEMO, unit_reading
-from corpus_index.unit_prints import ANSWERS_KEY, CODE_KEY, PRINTS, code_key, row_digests
+from corpus_index.unit_prints import CODE_KEY, LAST_RUN_KEY, PRINTS, code_key, row_digests
 from tests.test_linked_incremental import COLLECTION, SAMPLE, append, configure, edit, link
 
 ROWS = pa.table(
@@ -150,7 +150,7 @@ def test_each_question_keeps_the_key_of_its_answers_and_each_unit_its_block(
     assert asked >= 10
     table = home.warehouse.read(PRINTS, (COLLECTION,))
     assert table is not None
-    noted = json.loads((table.schema.metadata or {})[ANSWERS_KEY])
+    noted = json.loads((table.schema.metadata or {})[LAST_RUN_KEY])
     assert noted["window_s"] == ANSWER_WINDOW_S
     assert [len(w) for w in noted["weighing"].values()] == [1]
     assert noted["weighing"]["wattle"][0].startswith("own:")

@@ -18,12 +18,13 @@ other channels at the same place when they are on the same topic, scored by:
 Pairs are chosen best first, each question and each answer at most once. An optional
 :class:`AnswerVerifier` (an LLM, say) may veto a pair; none is used by default (no network).
 
-A run given what the last one scored (:class:`~corpus_index.linked.lastrun.LastRun`) reads the candidates of only the
-questions a change can reach: a question whose unit is as it was keeps its scored answers
-unread when no unit that is new, or weighed by other TF-IDF frequencies than last time, lies
-in its channel or at its place from its time to the end of its window, or replies to it. Its
-candidates are then the same units with the same vectors, so its key is the one it was kept
-by. The pairs are chosen again over every question, as without it.
+A run given what the last one scored (:class:`~corpus_index.linked.lastrun.LastRun`) reads
+the candidates of only the questions a change can reach: a question whose unit is as it was
+keeps its scored answers unread when no unit that is new, or weighed by other TF-IDF
+frequencies than last time, lies in its channel or at its place from its time to the end of
+its window, or replies to it. Its candidates are then the same units with the same vectors,
+so its key is the one it was kept by. The pairs are chosen again over every question, as
+without it.
 """
 
 from __future__ import annotations
@@ -372,23 +373,31 @@ def _pairs(kept: Any) -> list[tuple[float, float, str, str]]:
 class _Reach:
     """Which questions a change reaches: those of a unit not as it was, and those with a
     ``fresh`` unit (new, or weighed anew) in their channel or at their place from their time
-    to the end of the window, or replying to them."""
+    to the end of the window, or replying to them. The others' scored answers are taken from
+    ``memo`` by the key ``last`` kept."""
 
-    def __init__(self, kept: LastRun, units: Sequence[Message], fresh: set[str]) -> None:
-        self._keys = kept.keys
+    def __init__(
+        self, last: LastRun, memo: Memo, units: Sequence[Message], fresh: set[str]
+    ) -> None:
+        self._last = last
+        self._memo = memo
+        self._keys = last.keys
         self._fresh = fresh
         self._channels: dict[str, list[float]] = {}
         self._places: dict[str, list[float]] = {}
         self._replied: set[str] = set()
         for m in units:  # in time order
-            if m.unit_id in fresh or m.unit_id not in kept.keys:
+            if m.unit_id in fresh or m.unit_id not in last.keys:
                 self._channels.setdefault(m.channel, []).append(m.timestamp)
                 self._places.setdefault(m.location.strip().casefold(), []).append(m.timestamp)
                 if m.reply_to:
                     self._replied.add(m.reply_to)
 
-    def kept_key(self, q: Message, window_s: float) -> str | None:
-        """The key ``q``'s scored answers were kept by, when no change reaches them."""
+    def taken(
+        self, q: Message, window_s: float
+    ) -> tuple[str, list[tuple[float, float, str, str]]] | None:
+        """The key ``q``'s scored answers were kept by, and them, when no change reaches
+        them (counted in :attr:`LastRun.kept`); None otherwise."""
         key = self._keys.get(q.unit_id)
         if not key or key == UNKEYED or q.unit_id in self._fresh or q.unit_id in self._replied:
             return None
@@ -397,7 +406,11 @@ class _Reach:
                 k = bisect_left(times, q.timestamp)
                 if k < len(times) and times[k] - q.timestamp <= window_s:
                     return None
-        return key
+        got = self._memo.get(key)
+        if got is None:
+            return None
+        self._last.kept += 1
+        return key, _pairs(got)
 
 
 def _place(m: Message) -> str:
@@ -462,12 +475,12 @@ def find_answers(
     if kept is not None:
         moved = kept.weigh(similarity)
         if memo is not None and kept.keys and kept.window_s == window_s:
-            reach = _Reach(kept, ordered, moved)
-    known = kept.keys if reach is not None and kept is not None else {}
-    made = {} if kept is None else kept.made
+            reach = _Reach(kept, memo, ordered, moved)
+    before = kept.keys if reach is not None and kept is not None else {}
+    made = {} if kept is None else kept.made  # this run's keys, for the next
     for channel in channels.values():
         for i, q in enumerate(channel):
-            if known.get(q.unit_id) == NOT_ASKED:  # as it was: asked nothing then, nor now
+            if before.get(q.unit_id) == NOT_ASKED:  # as it was: asked nothing then, nor now
                 made[q.unit_id] = NOT_ASKED
                 continue
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
@@ -475,21 +488,16 @@ def find_answers(
                 made[q.unit_id] = NOT_ASKED
                 continue
             asked[q.unit_id] = (q, ask)
-            key = None if reach is None else reach.kept_key(q, window_s)
-            got = None if key is None or memo is None else memo.get(key)
-            if got is not None and key is not None:
-                scored.extend(_pairs(got))
-                made[q.unit_id] = key
-                assert kept is not None
-                kept.kept += 1
-                continue
-            here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
-            place = q.location.strip().casefold()
-            # a place with one channel has no other channel to look in
-            away = _elsewhere(q, places[place], window_s) if place in shared else []
-            pairs, key = _remembered(q, ask, here, away, similarity, window_s, keyed)
+            taken = None if reach is None else reach.taken(q, window_s)
+            if taken is None:
+                here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
+                place = q.location.strip().casefold()
+                # a place with one channel has no other channel to look in
+                away = _elsewhere(q, places[place], window_s) if place in shared else []
+                pairs, key = _remembered(q, ask, here, away, similarity, window_s, keyed)
+                taken = (key or UNKEYED, pairs)
+            made[q.unit_id], pairs = taken
             scored.extend(pairs)
-            made[q.unit_id] = key or UNKEYED
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}
     used: set[str] = set()
