@@ -25,7 +25,8 @@ block was weighed by and the answer window in the table's metadata: the next run
 candidates of only the questions a change reaches
 (:mod:`corpus_index.linked.questions`; none after an edit, where the edited unit stood
 is not kept); and each unit's digest in a settled group's key, taken while the unit is as it
-was and weighed as it was (:mod:`corpus_index.linked.lastrun`).
+was and weighed as it was, and what its text says to the decision threads
+(:mod:`corpus_index.linked.lastrun`).
 
 The rows' digest is 128 bits of polars' hash (two seeds): not a cryptographic digest, but two
 versions of one unit that differ collide by chance only (about one in 2^128). Polars keeps
@@ -63,6 +64,8 @@ PRINTS_SCHEMA = pa.schema(
         ("question", pa.string()),  # the key of its question's scored answers ("": asks none)
         ("block", pa.int32()),  # the TF-IDF block it was weighed in
         ("parts", pa.binary()),  # its digest in a settled group's key
+        ("decides", pa.string()),  # the sentence it decides by ("": none)
+        ("proposes", pa.bool_()),  # whether it puts a proposal to decide
     ]
 )
 CODE_KEY = b"corpus_index.unit_prints.code"
@@ -121,6 +124,8 @@ class KnownPrints:
     weighing: dict[str, list[str]] = field(default_factory=dict)  # tenant -> by block
     window_s: float | None = None  # the answer window the questions' keys were made with
     parts: dict[str, dict[str, bytes]] = field(default_factory=dict)  # tenant -> unit -> digest
+    decides: dict[str, str] = field(default_factory=dict)  # unit -> its decision sentence
+    proposes: dict[str, bool] = field(default_factory=dict)  # unit -> whether it proposes
 
     def last_run(self, tenant: str) -> LastRun:
         """What the last run left of ``tenant``'s units (no question keys when a unit was
@@ -131,6 +136,8 @@ class KnownPrints:
             weighing=self.weighing.get(tenant, []),
             window_s=self.window_s,
             parts=self.parts.get(tenant, {}),
+            decides=self.decides,
+            proposes=self.proposes,
         )
 
 
@@ -147,7 +154,7 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
     table = table.filter(pa.array(same, pa.bool_()))
     kept = table.select(
         ["unit_id", "tenant_id", "fingerprint", "link_model", "link_print", "record"]
-        + ["question", "block", "parts"]
+        + ["question", "block", "parts", "decides", "proposes"]
     ).to_pydict()
     units = kept["unit_id"]
     links = zip(kept["link_model"], kept["link_print"], strict=True)
@@ -162,6 +169,8 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         weighing={str(t): [str(w) for w in ws] for t, ws in last.get("weighing", {}).items()},
         window_s=last.get("window_s"),
         parts=_by_tenant(units, kept["tenant_id"], kept["parts"]),
+        decides={u: d for u, d in zip(units, kept["decides"], strict=True) if d is not None},
+        proposes={u: b for u, b in zip(units, kept["proposes"], strict=True) if b is not None},
     )
 
 
@@ -221,6 +230,10 @@ def prints_table(
     arrays.append(pa.array(placed, pa.int32()))
     parts = [a.made_parts.get(u) for a, u in zip(of, ids, strict=True)]
     arrays.append(pa.array(parts, pa.binary()))
+    decides = [a.made_decides.get(u) for a, u in zip(of, ids, strict=True)]
+    arrays.append(pa.array(decides, pa.string()))
+    proposes = [a.made_proposes.get(u) for a, u in zip(of, ids, strict=True)]
+    arrays.append(pa.array(proposes, pa.bool_()))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
     kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
     return table.replace_schema_metadata(

@@ -16,6 +16,7 @@ import pytest
 
 from corpus_index.home import Home
 from corpus_index.identity_resume import record_digest
+from corpus_index.linked.decisions import _OPEN_PROPOSAL, decision_sentence
 from corpus_index.linked.memo import Memo
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, question_of
@@ -207,6 +208,44 @@ def test_a_units_settled_digest_is_taken_while_it_is_weighed_as_it_was(tmp_path:
     later = link(home.settings)
     assert later.passed
     assert _prints(home)[planted["unit_id"]]["parts"] not in (None, b"\0" * 32)
+
+
+def test_what_a_units_text_says_to_the_decision_threads_is_kept_while_it_is_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Each unit's decision sentence ("" for none), and whether it proposes for the
+    conversations read for an open thread, are kept as its text gives them; one planted for a
+    unit that is as it was comes back as planted (taken, not read again), and an edited
+    unit's is read from its new text."""
+    source, home = _linked(tmp_path)
+    kept = _prints(home)
+    units = unit_reading(home.read("parsed_blocks", (COLLECTION,))).units
+    for unit in units:
+        m = unit.message
+        row = kept[m.unit_id]
+        assert row["decides"] == (decision_sentence(m.text) or "")
+        if row["proposes"] is not None:
+            assert row["proposes"] == bool(_OPEN_PROPOSAL.search(m.text))
+    assert any(r["decides"] for r in kept.values())
+    assert any(r["proposes"] is not None for r in kept.values())
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None
+    rows = table.to_pylist()
+    planted = next(r for r in rows if not r["decides"])
+    planted["decides"] = "We'll go with the planted plan."
+    home.warehouse.write(PRINTS, (COLLECTION,), pa.Table.from_pylist(rows, table.schema))
+    assert link(home.settings).passed
+    assert _prints(home)[planted["unit_id"]]["decides"] == "We'll go with the planted plan."
+    chat = source / "chat-picton-sil.jsonl"
+    edited = json.loads(chat.read_text(encoding="utf-8").splitlines()[10])["id"]
+    edit(source)
+    assert link(home.settings).passed
+    m = next(
+        u.message
+        for u in unit_reading(home.read("parsed_blocks", (COLLECTION,))).units
+        if u.message.unit_id == edited
+    )
+    assert _prints(home)[edited]["decides"] == (decision_sentence(m.text) or "")
 
 
 @pytest.mark.parametrize("damage", ["other code", "no key"])

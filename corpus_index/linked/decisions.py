@@ -34,11 +34,12 @@ still undecided.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
 from corpus_index.linked.describe import SUMMARY_CHARS, display, nice_date
+from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.messages import Message, day_of
 from corpus_index.linked.questions import question_of
 from corpus_index.linked.records import Group, Member
@@ -243,10 +244,12 @@ def _thread(
     return DecisionThread(group, decision.author, sentence)
 
 
-def _open(container: Sequence[Message]) -> DecisionThread | None:
-    """An open thread of ``container``: its first explicit proposal and what follows, when at
-    least ``MIN_OPEN_RESPONSES`` others have discussed it."""
-    start = next((k for k, m in enumerate(container) if _OPEN_PROPOSAL.search(m.text)), None)
+def _open(
+    container: Sequence[Message], proposal: Callable[[Message], bool]
+) -> DecisionThread | None:
+    """An open thread of ``container``: its first explicit proposal (``proposal``) and what
+    follows, when at least ``MIN_OPEN_RESPONSES`` others have discussed it."""
+    start = next((k for k, m in enumerate(container) if proposal(m)), None)
     if start is None:
         return None
     units = container[start:]
@@ -274,6 +277,7 @@ def decision_threads(
     conversations: Sequence[Sequence[str]],
     answers: Mapping[str, str],
     similarity: Similarity | None = None,
+    last: LastRun | None = None,
 ) -> list[DecisionThread]:
     """Every decision thread of one collection's ``units`` (any order).
 
@@ -283,7 +287,11 @@ def decision_threads(
         answers: question unit id -> the unit answering it (the question-answer links).
         similarity: TF-IDF over the collection, to open a thread at a proposal on the
             decision's topic (without it, at the first proposal).
+        last: what the last run read of each unit's text (the sentence it decides by,
+            whether it proposes), taken for the units that are as they were; this run's are
+            noted in it (see :mod:`corpus_index.linked.lastrun`).
     """
+    said = _Said(last)
     by_id = {m.unit_id: m for m in units}
     in_conversation = {i: k for k, ids in enumerate(conversations) for i in ids if i in by_id}
     threads: dict[str, list[Message]] = {}
@@ -296,7 +304,7 @@ def decision_threads(
     # the last decision of a container closes its thread: later decisions are read first
     for m in reversed(_by_time(units)):
         question = by_id.get(question_of_answer.get(m.unit_id, ""))
-        sentence = decision_sentence(m.text)
+        sentence = said.decides(m)
         if sentence is None and question is not None and question.author != m.author:
             sentence = confirms(m.text) if requests(question.text) else None
         if sentence is None:
@@ -324,13 +332,41 @@ def decision_threads(
     for k, ids in enumerate(conversations):
         if k in decided_conversations:
             continue
-        opened = _open(_by_time(by_id[i] for i in ids if i in by_id))
+        opened = _open(_by_time(by_id[i] for i in ids if i in by_id), said.proposes)
         if opened is not None:
             found.setdefault(opened.group.member_ids, opened)
     return sorted(
         found.values(),
         key=lambda t: (by_id[t.group.members[0].unit_id].timestamp, t.group.member_ids),
     )
+
+
+class _Said:
+    """:func:`decision_sentence` and the open proposal of each unit, taken from ``last`` for
+    the units it holds (they are as they were) and noted in it for the next run."""
+
+    def __init__(self, last: LastRun | None) -> None:
+        self._last = last
+
+    def decides(self, m: Message) -> str | None:
+        last = self._last
+        if last is None:
+            return decision_sentence(m.text)
+        kept = last.decides.get(m.unit_id)
+        if kept is None:
+            kept = decision_sentence(m.text) or ""
+        last.made_decides[m.unit_id] = kept
+        return kept or None
+
+    def proposes(self, m: Message) -> bool:
+        last = self._last
+        if last is None:
+            return bool(_OPEN_PROPOSAL.search(m.text))
+        kept = last.proposes.get(m.unit_id)
+        if kept is None:
+            kept = bool(_OPEN_PROPOSAL.search(m.text))
+        last.made_proposes[m.unit_id] = kept
+        return kept
 
 
 def titled(thread: DecisionThread) -> str:

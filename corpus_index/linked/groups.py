@@ -258,7 +258,9 @@ def link_units(
     done("days", len(days))
     threads = [g.member_ids for g in conversations]
     answered = {link.question: link.answer for link in links if link.answer}
-    found = decision_threads(units, conversations=threads, answers=answered, similarity=similarity)
+    found = decision_threads(
+        units, conversations=threads, answers=answered, similarity=similarity, last=last
+    )
     for t in found:
         out.append(described(t.group, t.decider, titled(t), "decision"))
     done("decisions", len(found))

@@ -5,9 +5,11 @@ it was made from has changed (the ``linked_groups`` step keeps it in ``unit_prin
 Per unit: the TF-IDF block it was weighed in and what each block was weighed by
 (:meth:`~corpus_index.linked.similarity.Similarity.weighing`), so a run tells which units are
 weighed by other frequencies than last time (:meth:`LastRun.weigh`); the key of its
-question's scored answers (:mod:`corpus_index.linked.questions`); and its digest in a settled
+question's scored answers (:mod:`corpus_index.linked.questions`); its digest in a settled
 group's key (:mod:`corpus_index.linked.settled`), which holds while the unit is as it was
-and weighed as it was. Only units whose rows are as they were are given.
+and weighed as it was; and what its text says to the decision threads
+(:mod:`corpus_index.linked.decisions`: the sentence it decides by, whether it proposes),
+which holds while its text does. Only units whose rows are as they were are given.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class LastRun:
         weighing: what the units of each of those blocks were weighed by.
         window_s: the answer window the keys were made with (another window keeps none).
         parts: each unit's digest in a settled group's key.
+        decides: the sentence each unit decides by ("": none).
+        proposes: whether each unit puts a proposal to decide (where it was read).
     """
 
     keys: Mapping[str, str] = field(default_factory=dict)
@@ -40,11 +44,15 @@ class LastRun:
     weighing: Sequence[str] = ()
     window_s: float | None = None
     parts: Mapping[str, bytes] = field(default_factory=dict)
+    decides: Mapping[str, str] = field(default_factory=dict)
+    proposes: Mapping[str, bool] = field(default_factory=dict)
     # this run's, of every unit read: a question's key (or UNKEYED), else NOT_ASKED
     made: dict[str, str] = field(default_factory=dict)
     made_blocks: dict[str, int] = field(default_factory=dict)
     made_weighing: list[str] = field(default_factory=list)
     made_parts: Mapping[str, bytes] = field(default_factory=dict)
+    made_decides: dict[str, str] = field(default_factory=dict)
+    made_proposes: dict[str, bool] = field(default_factory=dict)
     kept: int = 0  # questions whose scored answers were kept unread
     moved: set[str] | None = None  # after :meth:`weigh`
 
