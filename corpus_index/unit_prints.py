@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -68,6 +69,14 @@ PRINTS_SCHEMA = pa.schema(
         ("proposes", pa.bool_()),  # whether it puts a proposal to decide
     ]
 )
+# the columns of what the groupings left of each unit, and where a run's LastRun holds them
+_LAST_RUN_COLUMNS: dict[str, Callable[[LastRun], Mapping[str, Any]]] = {
+    "question": lambda a: a.made_keys,
+    "block": lambda a: a.made_blocks,
+    "parts": lambda a: a.made_parts,
+    "decides": lambda a: a.made_decides,
+    "proposes": lambda a: a.made_proposes,
+}
 CODE_KEY = b"corpus_index.unit_prints.code"
 # {"window_s": the answer window, "weighing": {tenant: what each block was weighed by}}
 LAST_RUN_KEY = b"corpus_index.unit_prints.last_run"
@@ -164,14 +173,19 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         records={u: r for u, r in zip(units, kept["record"], strict=True) if r},
         units=len(units),
         whole=whole,
-        questions={u: q for u, q in zip(units, kept["question"], strict=True) if q is not None},
-        blocks={u: b for u, b in zip(units, kept["block"], strict=True) if b is not None},
+        questions=_present(units, kept["question"]),
+        blocks=_present(units, kept["block"]),
         weighing={str(t): [str(w) for w in ws] for t, ws in last.get("weighing", {}).items()},
         window_s=last.get("window_s"),
         parts=_by_tenant(units, kept["tenant_id"], kept["parts"]),
-        decides={u: d for u, d in zip(units, kept["decides"], strict=True) if d is not None},
-        proposes={u: b for u, b in zip(units, kept["proposes"], strict=True) if b is not None},
+        decides=_present(units, kept["decides"]),
+        proposes=_present(units, kept["proposes"]),
     )
+
+
+def _present(units: list[str], values: list[Any]) -> dict[str, Any]:
+    """Unit id -> its value, of the units that have one (not null)."""
+    return {u: v for u, v in zip(units, values, strict=True) if v is not None}
 
 
 def _by_tenant(
@@ -205,9 +219,9 @@ def prints_table(
 ) -> pa.Table:
     """This run's rows: one per unit of ``units`` (unit id, source id, tenant, its rows'
     digest), with the digests the run made or was given of it (empty where it has none), the
-    code key in the metadata; with ``last`` (tenant -> what its run noted), each unit's
-    question key, block and settled digest, and the blocks' weighing and ``window_s`` in the
-    metadata."""
+    code key in the metadata; with ``last`` (tenant -> what its run noted), what the
+    groupings left of each unit (:data:`_LAST_RUN_COLUMNS`), and the blocks' weighing and
+    ``window_s`` in the metadata."""
     rows = list(units)
     ids = [r[0] for r in rows]
     linked = [links.get(u, ("", "")) for u in ids]
@@ -225,15 +239,9 @@ def prints_table(
     none = LastRun()
     of = [noted.get(r[2], none) for r in rows]  # each unit's tenant's
     arrays = [pa.array(c, pa.string()) for c in columns]
-    arrays.append(pa.array([a.made.get(u) for a, u in zip(of, ids, strict=True)], pa.string()))
-    placed = [a.made_blocks.get(u) for a, u in zip(of, ids, strict=True)]
-    arrays.append(pa.array(placed, pa.int32()))
-    parts = [a.made_parts.get(u) for a, u in zip(of, ids, strict=True)]
-    arrays.append(pa.array(parts, pa.binary()))
-    decides = [a.made_decides.get(u) for a, u in zip(of, ids, strict=True)]
-    arrays.append(pa.array(decides, pa.string()))
-    proposes = [a.made_proposes.get(u) for a, u in zip(of, ids, strict=True)]
-    arrays.append(pa.array(proposes, pa.bool_()))
+    for name, made in _LAST_RUN_COLUMNS.items():
+        values = [made(a).get(u) for a, u in zip(of, ids, strict=True)]
+        arrays.append(pa.array(values, PRINTS_SCHEMA.field(name).type))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
     kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
     return table.replace_schema_metadata(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from corpus_index.linked.describe import SUMMARY_CHARS, display, nice_date
 from corpus_index.linked.lastrun import LastRun
@@ -56,6 +56,7 @@ def _words(*phrases: str) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(phrases) + r")\b", re.IGNORECASE)
 
 
+T = TypeVar("T")
 _FINE = r"(?:ok|okay|alright|all\s+right|fine)"
 _DECIDES = _words(
     r"(?:we|i)(?:'ll|\s+will)\s+go\s+with",
@@ -349,24 +350,34 @@ class _Said:
         self._last = last
 
     def decides(self, m: Message) -> str | None:
-        last = self._last
-        if last is None:
+        if self._last is None:
             return decision_sentence(m.text)
-        kept = last.decides.get(m.unit_id)
-        if kept is None:
-            kept = decision_sentence(m.text) or ""
-        last.made_decides[m.unit_id] = kept
-        return kept or None
+        said = _taken(
+            self._last.decides,
+            self._last.made_decides,
+            m.unit_id,
+            lambda: decision_sentence(m.text) or "",
+        )
+        return said or None
 
     def proposes(self, m: Message) -> bool:
-        last = self._last
-        if last is None:
+        if self._last is None:
             return bool(_OPEN_PROPOSAL.search(m.text))
-        kept = last.proposes.get(m.unit_id)
-        if kept is None:
-            kept = bool(_OPEN_PROPOSAL.search(m.text))
-        last.made_proposes[m.unit_id] = kept
-        return kept
+        return _taken(
+            self._last.proposes,
+            self._last.made_proposes,
+            m.unit_id,
+            lambda: bool(_OPEN_PROPOSAL.search(m.text)),
+        )
+
+
+def _taken(kept: Mapping[str, T], made: dict[str, T], unit: str, read: Callable[[], T]) -> T:
+    """``unit``'s value in ``kept``, else ``read()``; noted in ``made`` either way."""
+    value = kept.get(unit)
+    if value is None:
+        value = read()
+    made[unit] = value
+    return value
 
 
 def titled(thread: DecisionThread) -> str:

@@ -47,7 +47,7 @@ class LastRun:
     decides: Mapping[str, str] = field(default_factory=dict)
     proposes: Mapping[str, bool] = field(default_factory=dict)
     # this run's, of every unit read: a question's key (or UNKEYED), else NOT_ASKED
-    made: dict[str, str] = field(default_factory=dict)
+    made_keys: dict[str, str] = field(default_factory=dict)
     made_blocks: dict[str, int] = field(default_factory=dict)
     made_weighing: list[str] = field(default_factory=list)
     made_parts: Mapping[str, bytes] = field(default_factory=dict)

@@ -477,7 +477,7 @@ def find_answers(
         if memo is not None and kept.keys and kept.window_s == window_s:
             reach = _Reach(kept, memo, ordered, moved)
     before = kept.keys if reach is not None and kept is not None else {}
-    made = {} if kept is None else kept.made  # this run's keys, for the next
+    made = {} if kept is None else kept.made_keys  # this run's keys, for the next
     for channel in channels.values():
         for i, q in enumerate(channel):
             if before.get(q.unit_id) == NOT_ASKED:  # as it was: asked nothing then, nor now
