@@ -146,6 +146,14 @@ def write_queue(
 ) -> None:
     """Replace ``collection``'s queue and linking (atomically: one Parquet file), and the
     digest of the arrivals seen (:func:`arrivals`)."""
+    warehouse.write(QUEUE, (collection,), queue_table(collection, items, linking, arrived))
+
+
+def queue_table(
+    collection: str, items: Iterable[Queued], linking: Linking, arrived: str = ""
+) -> pa.Table:
+    """The partition :func:`write_queue` writes: the queue's rows, and in its metadata the
+    linking and the digest of the arrivals seen."""
     rows = [
         {
             "collection": collection,
@@ -166,8 +174,7 @@ def write_queue(
             sort_keys=True,
         ).encode()
     }
-    table = pa.Table.from_pylist(rows, schema=QUEUE_SCHEMA.with_metadata(meta))
-    warehouse.write(QUEUE, (collection,), table)
+    return pa.Table.from_pylist(rows, schema=QUEUE_SCHEMA.with_metadata(meta))
 
 
 class Linker:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +39,8 @@ COMPRESSION = "lz4"
 USE_DICTIONARY = False
 # partitions Warehouse.read_cached keeps in memory (whole columns of small per-query tables)
 CACHED_PARTITIONS = 32
+
+T = TypeVar("T")
 
 
 class Warehouse:
@@ -389,3 +393,62 @@ def unpack_vectors(table: pa.Table) -> pa.Table:
             i, pa.field(field.name, unpacked.type, metadata=rest or None), unpacked
         )
     return table
+
+
+class Background:
+    """Partition reads and writes on one worker thread, beside the caller's own work: a step
+    reads the partitions it needs later while it decodes its input, and writes each table
+    while it makes the next. Parquet's decoding and encoding release the interpreter's lock,
+    so on two cores the two overlap (at 50,000 messages the ``linked_groups`` step spends
+    about 0.2 s reading its partitions and 0.35 s writing them, beside seconds of Python).
+
+    One worker keeps the order: the writes happen in the order they are asked for, as they
+    would one after another, and a write that fails stops those after it (a step that writes
+    a result before what is kept beside it never keeps the second without the first).
+    Leaving the ``with`` block waits for every write, and raises the first write's error
+    unless the block raised its own.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-io")
+        self._failed: BaseException | None = None
+
+    def read(self, read: Callable[[], T]) -> Future[T]:
+        """``read()`` on the worker; its result (or its error) when the future is asked."""
+        return self._pool.submit(read)
+
+    def write(
+        self, warehouse: Warehouse, asset: str, partition: tuple[str, ...], table: pa.Table
+    ) -> None:
+        """:meth:`Warehouse.write` of ``table``, after the reads and writes asked for before."""
+
+        def run() -> None:
+            if self._failed is not None:
+                return
+            try:
+                warehouse.write(asset, partition, table)
+            except BaseException as exc:
+                self._failed = exc
+
+        self._pool.submit(run)
+
+    def wait(self) -> None:
+        """Wait for every read and write asked for; raise the first write's error."""
+        self._pool.shutdown(wait=True)
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+
+    def __enter__(self) -> Background:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if kind is None:
+            self.wait()
+        else:
+            self._pool.shutdown(wait=True)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_index.records import embedding_schema
-from corpus_index.warehouse import PACKED_DIM_KEY, Warehouse
+from corpus_index.warehouse import PACKED_DIM_KEY, Background, Warehouse
 
 KEY = b"corpus_index.vectors"
 
@@ -207,3 +207,38 @@ def test_cached_reads_follow_a_replaced_partition_and_filter_in_memory(tmp_path:
     assert got is not None and got["unit_id"].to_pylist() == ["u9"]
     unfiltered = wh.read_cached("identity_mentions", ("chat",), columns=["tenant_id", "unit_id"])
     assert unfiltered is not None and unfiltered.num_rows == 2
+
+
+def _blocked(tmp_path: Path) -> Warehouse:
+    """A warehouse whose asset ``blocked`` cannot be written (a file stands where its folder
+    would go)."""
+    (tmp_path / "wh").mkdir()
+    (tmp_path / "wh" / "blocked").write_text("not a folder", encoding="utf-8")
+    return Warehouse(tmp_path / "wh")
+
+
+def test_background_reads_and_writes_in_order_and_a_failed_write_stops_the_rest(
+    tmp_path: Path,
+) -> None:
+    wh = _blocked(tmp_path)
+    one, two = pa.table({"x": [1]}), pa.table({"x": [2]})
+    wh.write("first", ("p",), one)
+    with pytest.raises(FileExistsError), Background() as io:
+        before = io.read(lambda: wh.read("first", ("p",)))
+        io.write(wh, "first", ("p",), two)
+        after = io.read(lambda: wh.read("first", ("p",)))
+        io.write(wh, "blocked", ("p",), two)
+        io.write(wh, "later", ("p",), two)
+        assert before.result() == one  # read before the write asked for after it
+        assert after.result() == two
+    assert wh.read("first", ("p",)) == two
+    assert wh.read("later", ("p",)) is None  # after the failed write: never written
+
+
+def test_background_leaves_the_blocks_own_error_as_it_is(tmp_path: Path) -> None:
+    wh = _blocked(tmp_path)
+    with pytest.raises(ValueError, match="the block's own"), Background() as io:
+        io.write(wh, "blocked", ("p",), pa.table({"x": [1]}))
+        raise ValueError("the block's own")
+    with Background() as io:  # nothing asked: nothing raised
+        pass

@@ -62,13 +62,14 @@ from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
 from corpus_index.reprocess_queue import (
+    QUEUE,
     Linker,
     Linking,
     arrivals,
+    queue_table,
     read_queue,
     refresh,
     woken,
-    write_queue,
 )
 from corpus_index.sources import live_documents
 from corpus_index.unit_prints import (
@@ -78,6 +79,7 @@ from corpus_index.unit_prints import (
     prints_table,
     row_digests,
 )
+from corpus_index.warehouse import Background
 
 GROUPS = "linked_groups"
 MEMBERS = "group_members"
@@ -174,21 +176,42 @@ def _collector_paused() -> Iterator[None]:
 def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     cfg = home.collection(collection)
     if not kind_of(cfg).grouped or not cfg.grouping:
-        home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
-        home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
-        home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
-        home.warehouse.write(MEMO, (collection,), MEMO_SCHEMA.empty_table())
-        home.warehouse.write(PRINTS, (collection,), PRINTS_SCHEMA.empty_table())
-        _write_identities(home, collection, {})
-        return LinkedGroupsOutcome(grouped=False)
-    manifest = home.read("source_manifest", (collection,), MANIFEST_SCHEMA)
-    live = set(live_documents(manifest))
+        return _not_grouped(home, collection)
+    with Background() as io:
+        return _grouped(home, collection, say, io)
+
+
+def _not_grouped(home: Home, collection: str) -> LinkedGroupsOutcome:
+    home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
+    home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
+    home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
+    home.warehouse.write(MEMO, (collection,), MEMO_SCHEMA.empty_table())
+    home.warehouse.write(PRINTS, (collection,), PRINTS_SCHEMA.empty_table())
+    _write_identities(home, collection, {})
+    return LinkedGroupsOutcome(grouped=False)
+
+
+def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> LinkedGroupsOutcome:
+    """:func:`run` of a grouped collection: the partitions it reads later are read, and those
+    it writes written, on ``io``'s worker beside the decoding and the grouping."""
+    cfg = home.collection(collection)
+    wh = home.warehouse
+    manifest_read = io.read(lambda: home.read("source_manifest", (collection,), MANIFEST_SCHEMA))
+    kept_read = io.read(lambda: _kept_prints(home, collection))
+    queue_read = io.read(lambda: read_queue(wh, collection))
+    links_read = io.read(lambda: wh.read(LINKS, (collection,)))
+    memo_read = io.read(lambda: wh.read(MEMO, (collection,)))
+    pass_read = io.read(lambda: wh.read(identity_store.PASS, (collection,)))
+    groups_read = io.read(lambda: wh.read(GROUPS, (collection,), GROUP_SCHEMA))
+    members_read = io.read(lambda: wh.read(MEMBERS, (collection,), MEMBER_SCHEMA))
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
     units, records, digests = unit_reading(blocks, records=cfg.format != "irc", digests=True)
+    manifest = manifest_read.result()
+    live = set(live_documents(manifest))
     # what the last run hashed of the units whose blocks are as they were (unit_prints)
-    known = known_prints(_kept_prints(home, collection), digests)
+    known = known_prints(kept_read.result(), digests)
     say(f"read {len(units):,} units ({known.units:,} as they were)")
-    stored = read_queue(home.warehouse, collection)
+    stored = queue_read.result()
     linking = stored.linking
     # what the last ingest brought: seen by an earlier run when its queue keeps their digest
     changed, arrived = arrivals(manifest.to_pylist())
@@ -201,10 +224,10 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
         linking = Linking(REPROCESS_WINDOWS, now)
     linker = Linker(linking)
-    previous = read_links(home.warehouse.read(LINKS, (collection,)))  # as written, see read_links
+    previous = read_links(links_read.result())  # as written, see read_links
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
-    kept_memo = home.warehouse.read(MEMO, (collection,))  # with its units, read as written
+    kept_memo = memo_read.result()  # with its units, read as written
     remembered = read_memo(kept_memo)
     relinkers: list[Relinker] = []
     memos: dict[str, Memo] = {}
@@ -233,7 +256,9 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         )
 
     found, states = (
-        ({}, {}) if cfg.format == "irc" else _identify(home, collection, records, known.records)
+        ({}, {})
+        if cfg.format == "irc"
+        else _identify(home, collection, records, known.records, pass_read.result())
     )
     if found:
         read = sum(f.read for f in found.values())
@@ -249,10 +274,8 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         registries=registries,
         names=names,
         memo_for=memo_for,
-        previous=home.warehouse.read(GROUPS, (collection,), GROUP_SCHEMA) if remembered else None,
-        previous_members=(
-            home.warehouse.read(MEMBERS, (collection,), MEMBER_SCHEMA) if remembered else None
-        ),
+        previous=groups_read.result() if remembered else None,
+        previous_members=members_read.result() if remembered else None,
         resolving=resolving,
     )
     roles = Counter(r for f in found.values() for r in f.mentions.column("mention_type"))
@@ -286,22 +309,24 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
-        home.warehouse.write(GROUPS, (collection,), tables.groups)
-        home.warehouse.write(MEMBERS, (collection,), tables.members)
+        # in this order, each table written while the next is made (the memo, which names
+        # the rows a later run carries, after the rows)
+        io.write(wh, GROUPS, (collection,), tables.groups)
+        io.write(wh, MEMBERS, (collection,), tables.members)
         keys = [i.key for i in wake]
         queue = refresh(collection, stored, linker, tenant_of, processed=keys, now=now)
-        write_queue(home.warehouse, collection, queue, linking, arrived)
+        io.write(wh, QUEUE, (collection,), queue_table(collection, queue, linking, arrived))
         outcome.queued, outcome.woken = len(queue), keys
-        _write_identities(home, collection, found, sources, states)
-        home.warehouse.write(
-            LINKS, (collection,), links_table(x for r in relinkers for x in r.links)
-        )
-        home.warehouse.write(MEMO, (collection,), memo_table(memos.values(), kept_memo))
-        home.warehouse.write(
+        _write_identities(home, collection, found, sources, states, io=io)
+        io.write(wh, LINKS, (collection,), links_table(x for r in relinkers for x in r.links))
+        io.write(wh, MEMO, (collection,), memo_table(memos.values(), kept_memo))
+        io.write(
+            wh,
             PRINTS,
             (collection,),
             _prints(units, digests, sources, memos, relinkers, states, lasts, linking),
         )
+        io.wait()
         say(f"checks passed: {outcome.groups:,} groups written ({outcome.carried:,} carried)")
     else:
         failed = ", ".join(g.name for g in outcome.gates if not g.passed)
@@ -314,17 +339,19 @@ def _identify(
     collection: str,
     records: dict[str, dict[str, Any]],
     known: dict[str, str],
+    last_pass: pa.Table | None,
 ) -> tuple[dict[str, TenantIdentities], dict[str, PassState]]:
     """The identity pass of each tenant's units (``records``: unit id -> its record, see
     :func:`unit_reading`; the collection's people file seeds its own tenant's registry only:
     a record of another tenant starts from an empty one), resumed from what the last pass
     read where only units were appended since, and what the next pass resumes from
-    (``known``: the digests of records as they were, see :mod:`corpus_index.unit_prints`)."""
+    (``known``: the digests of records as they were, see :mod:`corpus_index.unit_prints`;
+    ``last_pass``: the last pass's partition, none if never written)."""
     cfg = home.collection(collection)
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     for record in records.values():
         by_tenant.setdefault(str(record["tenant_id"]), []).append(record)
-    last = identity_resume.read_states(home.warehouse.read(identity_store.PASS, (collection,)))
+    last = identity_resume.read_states(last_pass)
     found: dict[str, TenantIdentities] = {}
     states: dict[str, PassState] = {}
     for tenant, mine in sorted(by_tenant.items()):
@@ -382,6 +409,8 @@ def _write_identities(
     found: dict[str, TenantIdentities],
     sources: dict[str, str] | None = None,
     states: dict[str, PassState] | None = None,
+    *,
+    io: Background | None = None,
 ) -> None:
     people = [identities_table(f.registry) for f in found.values()]
     mentions = pa.concat_tables(
@@ -397,14 +426,17 @@ def _write_identities(
         [SIGHTING_SCHEMA.empty_table(), *(f.sightings.table() for f in found.values())]
     )
     wh = home.warehouse
-    wh.write(
-        identity_store.IDENTITIES,
-        (collection,),
-        pa.concat_tables([IDENTITY_SCHEMA.empty_table(), *people]),
-    )
-    wh.write(identity_store.MENTIONS, (collection,), mentions)
-    wh.write(identity_store.SIGHTINGS, (collection,), sightings)
-    wh.write(identity_store.PASS, (collection,), identity_resume.state_table(states or {}))
+
+    def write(asset: str, table: pa.Table) -> None:
+        if io is None:
+            wh.write(asset, (collection,), table)
+        else:
+            io.write(wh, asset, (collection,), table)
+
+    write(identity_store.IDENTITIES, pa.concat_tables([IDENTITY_SCHEMA.empty_table(), *people]))
+    write(identity_store.MENTIONS, mentions)
+    write(identity_store.SIGHTINGS, sightings)
+    write(identity_store.PASS, identity_resume.state_table(states or {}))
 
 
 def read_units(blocks: pa.Table) -> list[Unit]:
