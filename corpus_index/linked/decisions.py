@@ -295,15 +295,16 @@ def decision_threads(
     said = _Said(last)
     by_id = {m.unit_id: m for m in units}
     in_conversation = {i: k for k, ids in enumerate(conversations) for i in ids if i in by_id}
+    ordered = _by_time(units)
     threads: dict[str, list[Message]] = {}
-    for m in _by_time(units):
+    for m in ordered:
         if m.source in THREADED and m.channel:
             threads.setdefault(f"{m.source}\x00{m.channel}", []).append(m)
     question_of_answer = {a: q for q, a in answers.items() if a in by_id and q in by_id}
     found: dict[tuple[str, ...], DecisionThread] = {}
     decided_conversations: set[int] = set()
     # the last decision of a container closes its thread: later decisions are read first
-    for m in reversed(_by_time(units)):
+    for m in reversed(ordered):
         question = by_id.get(question_of_answer.get(m.unit_id, ""))
         sentence = said.decides(m)
         if sentence is None and question is not None and question.author != m.author:
@@ -333,7 +334,12 @@ def decision_threads(
     for k, ids in enumerate(conversations):
         if k in decided_conversations:
             continue
-        opened = _open(_by_time(by_id[i] for i in ids if i in by_id), said.proposes)
+        mine = [by_id[i] for i in ids if i in by_id]
+        # most conversations propose nothing: read in the order given (time order, as
+        # conversations are made) up to the first proposal, as :func:`_open` reads them
+        if not any(map(said.proposes, mine)):
+            continue
+        opened = _open(_by_time(mine), said.proposes)
         if opened is not None:
             found.setdefault(opened.group.member_ids, opened)
     return sorted(

@@ -103,6 +103,8 @@ def conversation_groups(
                 location_anchors=tuple(dict.fromkeys(m.location for m in units if m.location)),
                 earliest_content_at=units[0].timestamp,
                 latest_content_at=units[-1].timestamp,
+                # as a conversation over a week old is judged (:func:`_timed`), the most
+                resolution_status="resolved",
             )
         )
     return out
@@ -132,18 +134,29 @@ def _timed(group: Group, now: float) -> Group:
     """A conversation still going is evolving (weekly refresh); any group whose newest unit is
     under 48 hours old still has its validation pass to come (seed §7.1)."""
     active, validating = _timing(group, now)
+    completeness, resolution, priority = (
+        group.completeness,
+        group.resolution_status,
+        group.reprocess_priority,
+    )
     if group.group_type == "conversation":
-        group = replace(
-            group,
-            completeness="evolving" if active else "complete",
-            resolution_status="open" if active else "resolved",
-            reprocess_priority=PRIORITY_ACTIVE if active else 0,
-        )
+        completeness = "evolving" if active else "complete"
+        resolution = "open" if active else "resolved"
+        priority = PRIORITY_ACTIVE if active else 0
     if validating:
-        group = replace(
-            group, reprocess_priority=max(group.reprocess_priority, PRIORITY_VALIDATION)
-        )
-    return group
+        priority = max(priority, PRIORITY_VALIDATION)
+    if (completeness, resolution, priority) == (
+        group.completeness,
+        group.resolution_status,
+        group.reprocess_priority,
+    ):
+        return group  # as its grouping made it (most groups, most runs)
+    return replace(
+        group,
+        completeness=completeness,
+        resolution_status=resolution,
+        reprocess_priority=priority,
+    )
 
 
 def link_units(
@@ -264,7 +277,13 @@ def link_units(
     for t in found:
         out.append(described(t.group, t.decider, titled(t), "decision"))
     done("decisions", len(found))
-    topics = topic_clusters(units, conversations=threads, similarity=similarity, memo=memo)
+    topics = topic_clusters(
+        units,
+        conversations=threads,
+        similarity=similarity,
+        memo=memo,
+        parts=None if settled is None else settled.parts,
+    )
     for g in topics:
         out.append(described(g, post="topic"))
     done("topics", len(topics))

@@ -92,11 +92,22 @@ def queue_of(
         key = f"{g.group_type}:{anchor}"
         waits_for_context = g.reprocess_priority in (10, 8, 5)
         since = by_id[anchor].timestamp if waits_for_context else (g.latest_content_at or 0.0)
-        item = QueueItem(key, g.group_type, anchor, g.reprocess_priority, since)
-        item = replace(item, location=by_id[anchor].location.strip().casefold())
+        place = by_id[anchor].location.strip().casefold()
         old = before.get(key)
-        if old is not None and old.priority == item.priority:  # a new reason starts afresh
-            item = replace(item, last_reprocessed_at=old.last_reprocessed_at, attempts=old.attempts)
+        if old is not None and old.priority == g.reprocess_priority:
+            # the same reason: when it was last re-processed and how often carry over
+            item = QueueItem(
+                key,
+                g.group_type,
+                anchor,
+                g.reprocess_priority,
+                since,
+                place,
+                old.last_reprocessed_at,
+                old.attempts,
+            )
+        else:  # a new reason starts afresh
+            item = QueueItem(key, g.group_type, anchor, g.reprocess_priority, since, place)
         out.append(item)
     return sorted(out, key=lambda i: i.key)
 

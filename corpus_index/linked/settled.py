@@ -133,6 +133,10 @@ class Settled:
 
 def dated(group: Group, by_id: Mapping[str, Message]) -> Group:
     """``group`` with its earliest and latest content times from its members (as
-    :func:`~corpus_index.linked.describe.describe` sets them)."""
+    :func:`~corpus_index.linked.describe.describe` sets them); itself when its grouping set
+    them so (a conversation does)."""
     times = [by_id[u].timestamp for u in group.member_ids]
-    return replace(group, earliest_content_at=min(times), latest_content_at=max(times))
+    first, last = min(times), max(times)
+    if group.earliest_content_at == first and group.latest_content_at == last:
+        return group
+    return replace(group, earliest_content_at=first, latest_content_at=last)

@@ -30,13 +30,14 @@ names the newest time of the units it read, so deleting a newer unit keeps it.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import combinations
 
 from corpus_index.linked.describe import date_span
-from corpus_index.linked.memo import Memo
+from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message, day_of
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity, Vector, added, cosine
@@ -112,6 +113,7 @@ def topic_clusters(
     similarity: Similarity,
     memo: Memo | None = None,
     checkpoint: int = CHECKPOINT,
+    parts: UnitParts | None = None,
 ) -> list[Group]:
     """The ``topic_cluster`` groups of one collection's ``units``, members in time order (all
     ``context``, each with its thread's likeness to the cluster as relevance).
@@ -122,6 +124,9 @@ def topic_clusters(
         memo: an earlier run's checkpoints (see the module's docstring); the groups are the
             same as without it.
         checkpoint: threads between two checkpoints.
+        parts: with ``memo``, each unit's digest of its fingerprint and weighing (and its
+            scope: the settled groups' parts, made or kept once a run), which the checkpoints'
+            keys then chain over instead of hashing the fingerprints and weighings again.
     """
     threads = _threads(units, conversations)
     vectors: dict[int, Vector] = {}
@@ -132,7 +137,7 @@ def topic_clusters(
             found = vectors[id(thread)] = _unit_vector(similarity, thread)
         return found
 
-    clusters = _clustered(threads, vector_of, similarity, memo, checkpoint)
+    clusters = _clustered(threads, vector_of, similarity, memo, checkpoint, parts)
     out = []
     for c in clusters:
         if not _plausible(c.threads):
@@ -167,10 +172,11 @@ def _clustered(
     similarity: Similarity,
     memo: Memo | None,
     checkpoint: int,
+    parts: UnitParts | None = None,
 ) -> list[_Cluster]:
     """The clusters of ``threads`` (in time order), from the last checkpoint of ``memo``
     whose threads are unchanged; the checkpoints of this run are kept in it."""
-    keys = _checkpoint_keys(threads, similarity, memo, checkpoint)
+    keys = _checkpoint_keys(threads, similarity, memo, checkpoint, parts)
     start, clusters = _resumed(threads, keys, memo)
     kept = set(sorted(keys)[-KEPT_CHECKPOINTS:])
     for k in range(start, len(threads) + 1):
@@ -205,16 +211,29 @@ def _clustered(
 
 
 def _checkpoint_keys(
-    threads: Sequence[Sequence[Message]], similarity: Similarity, memo: Memo | None, every: int
+    threads: Sequence[Sequence[Message]],
+    similarity: Similarity,
+    memo: Memo | None,
+    every: int,
+    parts: UnitParts | None = None,
 ) -> dict[int, str]:
     """Thread count -> the key of the clusters after that many threads, every ``every``
     threads: each chained over the key before it and the threads between, as what a
     thread's vector and clustering read (its units, whole, and what their TF-IDF vectors are
-    weighed by)."""
+    weighed by; with ``parts``, one digest a unit of these)."""
     if memo is None:
         return {}
     keys: dict[int, str] = {}
     key = memo.key("topics")
+    if parts is not None:
+        for k in range(every, len(threads) + 1, every):
+            chain = hashlib.sha256(key.encode())
+            for t in threads[k - every : k]:
+                digests = parts(t)
+                chain.update(len(digests).to_bytes(4, "big"))
+                chain.update(b"".join(digests))
+            key = keys[k] = memo.key("topics", "parts", chain.hexdigest())
+        return keys
     for k in range(every, len(threads) + 1, every):
         part = [
             (
