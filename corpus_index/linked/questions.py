@@ -523,8 +523,10 @@ def qa_groups(links: Sequence[QaLink], by_id: dict[str, Message], *, now: float)
     for link in links:
         q = by_id[link.question]
         members = [Member(q.unit_id, 1, "initiator", primary=True)]
+        times = [q.timestamp]
         if link.answer is not None:
             members.append(Member(link.answer, 2, "resolution", relevance=min(link.score, 1.0)))
+            times.append(by_id[link.answer].timestamp)
             state = ("complete", "resolved", 0)
         elif now - q.timestamp >= TIMEOUT_S:
             state = ("partial", "timeout", 0)
@@ -539,6 +541,9 @@ def qa_groups(links: Sequence[QaLink], by_id: dict[str, Message], *, now: float)
                 resolution_status=state[1],
                 reprocess_priority=state[2],
                 resolved_by_unit_id=link.answer,
+                # as describing the group dates it (from its members' times)
+                earliest_content_at=min(times),
+                latest_content_at=max(times),
             )
         )
     return out

@@ -10,6 +10,7 @@ members always make the same group and a changed membership makes a new one.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,10 +74,14 @@ class Group:
 
     @property
     def member_ids(self) -> tuple[str, ...]:
-        return tuple(m.unit_id for m in self.members)
+        """Its members' unit ids, in their order."""
+        return tuple(map(_UNIT_ID, self.members))
 
 
 def group_id(tenant: str, collection: str, group_type: str, member_ids: Sequence[str]) -> str:
     """The group's id, from what it is: the same members make the same id in any order."""
     what = canonical_json([tenant, collection, group_type, sorted(member_ids)])
     return "grp-" + sha256_hex(what)[:32]
+
+
+_UNIT_ID = operator.attrgetter("unit_id")
