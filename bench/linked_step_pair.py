@@ -8,10 +8,16 @@ folder as ``bench/linked_cost.py --side N --home DIR`` leaves it: ``corpus.yaml`
 ``source/``, ``home/``), grouped once by that side's code so that its kept results are its
 own, then one message appended to the last stream file, scanned and parsed. Each pair then
 runs the step (``linked_groups.run`` in the library, no Dagster) on a fresh copy of each
-side's snapshot, both at once; each process is single-threaded. Prints each pair's wall and
-CPU seconds, the groups carried and results computed, and the sums.
+side's snapshot, both at once, one on each core. Prints each pair's wall and CPU seconds, the
+groups carried and results computed, and the sums.
 
-    .venv/bin/python bench/linked_step_pair.py --home DIR --base REV [--pairs 6] [--json]
+A side whose step uses the second core itself (since ``fb645c0`` the step reads and writes
+its partitions on a worker thread beside its Python) would be measured short of that core
+when both run at once: ``--in-turn`` runs each pair's two steps one after the other instead,
+the side that goes first changing from pair to pair, on an otherwise idle machine.
+
+    .venv/bin/python bench/linked_step_pair.py --home DIR --base REV [--pairs 6] [--in-turn]
+        [--json]
 """
 
 from __future__ import annotations
@@ -121,6 +127,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--home", type=Path, required=True, help="a synced linked_cost.py home")
     ap.add_argument("--base", required=True, help="the commit to measure this tree beside")
     ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument(
+        "--in-turn",
+        action="store_true",
+        help="run each pair's two steps one after the other (the first alternating), not at once",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="step-pair-") as scratch:
@@ -139,11 +150,22 @@ def main(argv: list[str]) -> int:
                 raise SystemExit(f"the {name} side ran the code in {made['code']}, not {tree}")
         pairs = []
         for k in range(args.pairs):
-            running = {
-                name: _start(tree, "time", str(snaps[name]), str(root / name / f"run-{k}"))
-                for name, tree in sides.items()
-            }
-            pair = {name: _result(p) for name, p in running.items()}
+            order = list(sides) if k % 2 == 0 else list(reversed(sides))
+            if args.in_turn:
+                pair = {
+                    name: _result(
+                        _start(sides[name], "time", str(snaps[name]), str(root / name / f"run-{k}"))
+                    )
+                    for name in order
+                }
+            else:
+                running = {
+                    name: _start(
+                        sides[name], "time", str(snaps[name]), str(root / name / f"run-{k}")
+                    )
+                    for name in order
+                }
+                pair = {name: _result(p) for name, p in running.items()}
             pairs.append(pair)
             if not args.json:
                 print(
