@@ -182,6 +182,8 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
 
 
 def _not_grouped(home: Home, collection: str) -> LinkedGroupsOutcome:
+    """:func:`run` of a collection whose kind is not grouped (or ``grouping: false``): every
+    partition of the step written empty."""
     home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
     home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
     home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
