@@ -25,7 +25,7 @@ import pyarrow as pa
 from corpus_index.hashing import sha256_hex
 from corpus_index.linked.groups import Group, Windows, link_units
 from corpus_index.linked.incidents import SHIFT_NOTE
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.reprocess import (
     BATCH,
     REPROCESS_WINDOWS,
@@ -199,7 +199,7 @@ def woken(stored: Stored, arrived: Sequence[Message], now: float) -> list[QueueI
     """The incidents a shift note in ``arrived`` wakes at ``now`` (at its place, within a week
     of their report), due by time or not: re-evaluated at once, with the wider window
     (seed §2.4)."""
-    places = {m.location.strip().casefold() for m in arrived if m.source == SHIFT_NOTE}
+    places = {place_of(m) for m in arrived if m.source == SHIFT_NOTE}
     queue = [q.item for q in stored.items]
     return [
         i

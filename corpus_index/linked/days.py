@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from corpus_index.linked.messages import Message, day_of
+from corpus_index.linked.messages import Message, day_of, place_of
 from corpus_index.linked.records import Group, Member
 
 MIN_UNITS = 2  # a day with one unit at a place is that unit, not a context
@@ -18,7 +18,7 @@ def daily_contexts(messages: Sequence[Message]) -> list[Group]:
     days: dict[tuple[str, str], list[Message]] = defaultdict(list)
     for m in messages:
         if m.location.strip() and not m.system:
-            days[(m.location.strip().casefold(), day_of(m))].append(m)
+            days[(place_of(m), day_of(m))].append(m)
     out = []
     for key in sorted(days):
         units = sorted(days[key], key=lambda m: (m.timestamp, m.unit_id))

@@ -134,22 +134,15 @@ def _timed(group: Group, now: float) -> Group:
     """A conversation still going is evolving (weekly refresh); any group whose newest unit is
     under 48 hours old still has its validation pass to come (seed §7.1)."""
     active, validating = _timing(group, now)
-    completeness, resolution, priority = (
-        group.completeness,
-        group.resolution_status,
-        group.reprocess_priority,
-    )
+    was = (group.completeness, group.resolution_status, group.reprocess_priority)
+    completeness, resolution, priority = was
     if group.group_type == "conversation":
         completeness = "evolving" if active else "complete"
         resolution = "open" if active else "resolved"
         priority = PRIORITY_ACTIVE if active else 0
     if validating:
         priority = max(priority, PRIORITY_VALIDATION)
-    if (completeness, resolution, priority) == (
-        group.completeness,
-        group.resolution_status,
-        group.reprocess_priority,
-    ):
+    if (completeness, resolution, priority) == was:
         return group  # as its grouping made it (most groups, most runs)
     return replace(
         group,

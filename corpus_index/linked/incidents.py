@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.people import People, names_in, same_name
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity
@@ -119,10 +119,10 @@ def incident_contexts(
         if report.source != INCIDENT:
             continue
         who = involved(report)
-        place = report.location.strip().casefold()
+        place = place_of(report)
         found: list[tuple[Message, float]] = []
         for note in notes:
-            if note.location.strip().casefold() != place:
+            if place_of(note) != place:
                 continue
             if abs(note.timestamp - report.timestamp) > window_s:
                 continue

@@ -51,6 +51,12 @@ def addressed_word(text: str) -> str:
     return _ADDRESS_END.sub("", first[0].lower()) if first else ""
 
 
+def place_of(message: Message) -> str:
+    """The message's place as the groupings compare places: its location, trimmed and
+    case-folded ("" for none)."""
+    return message.location.strip().casefold()
+
+
 def day_of(message: Message) -> str:
     """The message's calendar date: its own ``event_date``, else the UTC date of its time."""
     if message.event_date:

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, Protocol
 
 from corpus_index.linked.lastrun import NOT_ASKED, UNKEYED, LastRun
 from corpus_index.linked.memo import Memo, UnitParts
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.people import given, name_key
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity
@@ -381,7 +381,7 @@ class _Reach:
     ) -> None:
         self._last = last
         self._memo = memo
-        self._keys = last.keys
+        self.keys = last.keys  # each unit's key last run, read by the questions
         self._fresh = fresh
         self._channels: dict[str, list[float]] = {}
         self._places: dict[str, list[float]] = {}
@@ -389,7 +389,7 @@ class _Reach:
         for m in units:  # in time order
             if m.unit_id in fresh or m.unit_id not in last.keys:
                 self._channels.setdefault(m.channel, []).append(m.timestamp)
-                self._places.setdefault(m.location.strip().casefold(), []).append(m.timestamp)
+                self._places.setdefault(place_of(m), []).append(m.timestamp)
                 if m.reply_to:
                     self._replied.add(m.reply_to)
 
@@ -398,10 +398,10 @@ class _Reach:
     ) -> tuple[str, list[tuple[float, float, str, str]]] | None:
         """The key ``q``'s scored answers were kept by, and them, when no change reaches
         them (counted in :attr:`LastRun.kept`); None otherwise."""
-        key = self._keys.get(q.unit_id)
+        key = self.keys.get(q.unit_id)
         if not key or key == UNKEYED or q.unit_id in self._fresh or q.unit_id in self._replied:
             return None
-        for times in (self._channels.get(q.channel), self._places.get(_place(q))):
+        for times in (self._channels.get(q.channel), self._places.get(place_of(q))):
             if times:
                 k = bisect_left(times, q.timestamp)
                 if k < len(times) and times[k] - q.timestamp <= window_s:
@@ -411,10 +411,6 @@ class _Reach:
             return None
         self._last.kept += 1
         return key, _pairs(got)
-
-
-def _place(m: Message) -> str:
-    return m.location.strip().casefold()
 
 
 def _scored_parts(memo: Memo, by_id: Mapping[str, Message], similarity: Similarity) -> UnitParts:
@@ -465,7 +461,7 @@ def find_answers(
     places: dict[str, list[Message]] = {}
     for m in ordered:
         if m.location.strip() and m.source in CONVERSATIONAL and not m.system:
-            places.setdefault(m.location.strip().casefold(), []).append(m)
+            places.setdefault(place_of(m), []).append(m)
         if m.reply_to:
             replies.setdefault(m.reply_to, []).append(m)
     shared = {p for p, ms in places.items() if len({m.channel for m in ms}) > 1}
@@ -476,7 +472,7 @@ def find_answers(
         moved = kept.weigh(similarity)
         if memo is not None and kept.keys and kept.window_s == window_s:
             reach = _Reach(kept, memo, ordered, moved)
-    before = kept.keys if reach is not None and kept is not None else {}
+    before = {} if reach is None else reach.keys
     made = {} if kept is None else kept.made_keys  # this run's keys, for the next
     for channel in channels.values():
         for i, q in enumerate(channel):
@@ -491,7 +487,7 @@ def find_answers(
             taken = None if reach is None else reach.taken(q, window_s)
             if taken is None:
                 here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
-                place = q.location.strip().casefold()
+                place = place_of(q)
                 # a place with one channel has no other channel to look in
                 away = _elsewhere(q, places[place], window_s) if place in shared else []
                 pairs, key = _remembered(q, ask, here, away, similarity, window_s, keyed)

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from corpus_index.linked.groups import Group, Windows, link_units
 from corpus_index.linked.incidents import GIVE_UP_S, SHIFT_NOTE
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.people import NameResolver
 from corpus_index.linked.questions import AnswerVerifier
 
@@ -92,7 +92,7 @@ def queue_of(
         key = f"{g.group_type}:{anchor}"
         waits_for_context = g.reprocess_priority in (10, 8, 5)
         since = by_id[anchor].timestamp if waits_for_context else (g.latest_content_at or 0.0)
-        place = by_id[anchor].location.strip().casefold()
+        place = place_of(by_id[anchor])
         old = before.get(key)
         if old is not None and old.priority == g.reprocess_priority:
             # the same reason: when it was last re-processed and how often carry over
@@ -136,7 +136,7 @@ def due(
     """The items to re-process at ``now``: those whose time has come, and the incidents at the
     place of a shift note in ``arrived`` (within a week of their report); by priority, then
     the longest since last re-processed (never first), at most ``limit``."""
-    places = {m.location.strip().casefold() for m in arrived if m.source == SHIFT_NOTE}
+    places = {place_of(m) for m in arrived if m.source == SHIFT_NOTE}
     ready = []
     for item in queue:
         when = next_due(item)
