@@ -251,6 +251,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "results_reused": r.reused,
                 "results_computed": r.computed,
                 "group_rows_carried": r.carried,
+                "groups_carried_unmade": r.unmade,
                 "units_as_they_were": r.prints_kept,
                 "questions_unread": r.questions_unread,
                 "written": r.passed,

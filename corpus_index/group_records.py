@@ -111,6 +111,7 @@ class GroupTables(NamedTuple):
     groups: pa.Table
     members: pa.Table
     carried: int = 0  # settled groups, whose rows were the last run's, carried over as they were
+    unmade: int = 0  # of those, the quiet ones carried before their grouping made them
 
 
 def generation_formats(input_format: str) -> list[str]:
@@ -172,6 +173,7 @@ def group_tables(
     member_rows: list[dict[str, Any]] = []
     carried: list[str] = []  # groups whose rows are the last run's
     carried_members: list[str] = []  # ... and whose member rows are too
+    unmade = 0  # ... of which carried before they were made (Settled.token)
     before: set[str] | None = None
     for tenant, mine in sorted(by_tenant.items()):
         scope = {u.message.unit_id: u for u in mine}
@@ -206,7 +208,7 @@ def group_tables(
                 continue
             group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
             if settled is not None:  # a first run's too: the next carries what stays
-                settled.settle(gid, group.member_ids)
+                settled.settle(gid, group)
             member_rows.extend(
                 {
                     "group_id": gid,
@@ -220,6 +222,13 @@ def group_tables(
                 }
                 for m in group.members
             )
+        for token in settled.tokens if settled is not None else ():
+            # a quiet group as it was, carried without being made (Settled.token)
+            if token.gid not in seen:
+                seen.add(token.gid)
+                carried.append(token.gid)
+                carried_members.append(token.gid)
+                unmade += 1
     groups = _sorted(
         [_carried(previous, carried, GROUP_SCHEMA), pa.Table.from_pylist(group_rows, GROUP_SCHEMA)],
         ["group_id"],
@@ -231,7 +240,7 @@ def group_tables(
         ],
         ["group_id", "order", "unit_id"],
     )
-    return GroupTables(groups, members, len(carried))
+    return GroupTables(groups, members, len(carried), unmade)
 
 
 def _scope_of(scope: Mapping[str, Unit]) -> Callable[[str], tuple[str, ...]]:

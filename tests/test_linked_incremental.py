@@ -267,6 +267,26 @@ def test_a_group_settles_while_its_inputs_stay_not_once_one_moves(tmp_path: Path
     _same_as_a_full_run(source, settings, tmp_path / "merged", merges="merges.yaml")
 
 
+def test_quiet_groups_are_carried_unmade_only_from_rows_the_last_run_left(tmp_path: Path) -> None:
+    """Days after the stream's end, its groups are quiet: the next message appended finds
+    most as they were, carried before their groupings make them. With the last run's groups
+    gone (its memo kept), none is carried, and the groups are made again as a full run makes
+    them."""
+    (tmp_path / "long").mkdir()
+    source, settings = _long_linked(tmp_path / "long")
+    _long_append_days_later(source)
+    assert link(settings).passed
+    _long_append(source)
+    again = link(settings)
+    assert again.passed and again.carried >= again.unmade > 0.8 * again.groups
+    _same_tables_as_a_full_run(source, settings, tmp_path / "appended")
+    _long_append(source)
+    Home(settings).warehouse.path(GROUPS, COLLECTION).unlink()
+    lost = link(settings)
+    assert lost.passed and lost.carried == lost.unmade == 0
+    _same_tables_as_a_full_run(source, settings, tmp_path / "fresh")
+
+
 def test_a_long_stream_computes_again_only_what_a_new_unit_touches() -> None:
     """Past the first TF-IDF block a new unit changes no other unit's vector: only the
     results that read it are computed again (not its block's)."""

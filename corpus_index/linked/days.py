@@ -7,23 +7,31 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from corpus_index.linked.messages import Message, day_of, place_of
-from corpus_index.linked.records import Group, Member
+from corpus_index.linked.records import Carried, Carry, Group, Member
 
 MIN_UNITS = 2  # a day with one unit at a place is that unit, not a context
 
 
-def daily_contexts(messages: Sequence[Message]) -> list[Group]:
+def daily_contexts(
+    messages: Sequence[Message], *, carry: Carry | None = None
+) -> list[Group | Carried]:
     """One ``daily_context`` group per (location, local date) with at least ``MIN_UNITS``
-    units, members in time order, every one context. Places are compared without case."""
+    units, members in time order, every one context. Places are compared without case.
+    ``carry``: asked of each day before it is made (what it gives is taken instead)."""
     days: dict[tuple[str, str], list[Message]] = defaultdict(list)
     for m in messages:
         if m.location.strip() and not m.system:
             days[(place_of(m), day_of(m))].append(m)
-    out = []
+    out: list[Group | Carried] = []
     for key in sorted(days):
         units = sorted(days[key], key=lambda m: (m.timestamp, m.unit_id))
         if len(units) < MIN_UNITS:
             continue
+        if carry is not None:
+            kept = carry("daily_context", [m.unit_id for m in units], units[-1].timestamp, "")
+            if kept is not None:
+                out.append(kept)
+                continue
         members = tuple(Member(m.unit_id, k + 1, "context") for k, m in enumerate(units))
         out.append(
             Group(

@@ -32,6 +32,8 @@ from corpus_index.linked.records import (
     GROUP_TYPES,
     MEMBER_ROLES,
     RESOLUTION,
+    Carried,
+    Carry,
     Group,
     Member,
     group_id,
@@ -77,19 +79,25 @@ class Windows:
 
 
 def conversation_groups(
-    messages: Sequence[Message], *, relinker: Relinker | None = None
-) -> list[Group]:
+    messages: Sequence[Message], *, relinker: Relinker | None = None, carry: Carry | None = None
+) -> list[Group | Carried]:
     """Every conversation of two or more messages (of chat, SMS, e-mail and calls, not of
     incident reports, shift notes or resources), members in time order (the first the
     initiator), with its people, place and time span; linked by ``relinker`` when given
-    (from an earlier run's links: the same conversations, less work)."""
+    (from an earlier run's links: the same conversations, less work). ``carry``: asked of
+    each conversation before it is made (what it gives is taken instead); none: all made."""
     by_id = {m.unit_id: m for m in messages}
     chat = [m for m in messages if not m.system and m.source not in NOT_CONVERSATIONAL]
-    out: list[Group] = []
+    out: list[Group | Carried] = []
     for ids in relinker.group(chat) if relinker else group_conversations(chat):
         if len(ids) < 2:
             continue
         units = sorted((by_id[i] for i in ids), key=lambda m: (m.timestamp, m.unit_id))
+        if carry is not None:
+            kept = carry("conversation", [m.unit_id for m in units], units[-1].timestamp, "")
+            if kept is not None:
+                out.append(kept)
+                continue
         members = tuple(
             Member(m.unit_id, k + 1, "initiator" if k == 0 else "response")
             for k, m in enumerate(units)
@@ -126,7 +134,12 @@ def _timing(group: Group, now: float, latest: float | None = None) -> tuple[bool
     :func:`_timed` reads of ``now`` (``latest``: its newest unit's time, its own by
     default)."""
     latest = (group.latest_content_at or 0.0) if latest is None else latest
-    active = group.group_type == "conversation" and now - latest < ACTIVE_S
+    return _timing_of(group.group_type, now, latest)
+
+
+def _timing_of(group_type: str, now: float, latest: float) -> tuple[bool, bool]:
+    """:func:`_timing` of a group of ``group_type`` whose newest unit is of ``latest``."""
+    active = group_type == "conversation" and now - latest < ACTIVE_S
     return active, now - latest < VALIDATION_S
 
 
@@ -232,9 +245,16 @@ def link_units(
         if progress is not None:
             progress(what, n)
 
-    conversations = conversation_groups(units, relinker=relinker)
+    def carried(group_type: str, ids: Sequence[str], latest: float, mark: str) -> Carried | None:
+        assert settled is not None
+        return settled.token(group_type, ids, mark, _timing_of(group_type, now, latest))
+
+    # a quiet group as it was is carried whole before it is made (see Settled.token)
+    carry = None if settled is None else carried
+    conversations = conversation_groups(units, relinker=relinker, carry=carry)
     for g in conversations:
-        out.append(described(g))
+        if isinstance(g, Group):
+            out.append(described(g))
     done("conversations", len(conversations))
     links = find_answers(
         units,
@@ -247,8 +267,9 @@ def link_units(
         parts=None if settled is None else settled.parts,
         kept=last,
     )
-    for g, link in zip(qa_groups(links, by_id, now=now), links, strict=True):
-        out.append(described(g, by_id[link.question].author, link.sentence))
+    for g, link in zip(qa_groups(links, by_id, now=now, carry=carry), links, strict=True):
+        if isinstance(g, Group):
+            out.append(described(g, by_id[link.question].author, link.sentence))
     done("questions", len(links))
     incidents = incident_contexts(
         units, similarity=similarity, people=people, window_s=windows.notes_s, now=now
@@ -258,9 +279,10 @@ def link_units(
         primary = subjects[0] if subjects else None
         out.append(described(g, primary))
     done("incidents", len(incidents))
-    days = daily_contexts(units)
+    days = daily_contexts(units, carry=carry)
     for g in days:
-        out.append(described(g))
+        if isinstance(g, Group):
+            out.append(described(g))
     done("days", len(days))
     threads = [g.member_ids for g in conversations]
     answered = {link.question: link.answer for link in links if link.answer}

@@ -41,7 +41,7 @@ from corpus_index.linked.lastrun import NOT_ASKED, UNKEYED, LastRun
 from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.people import given, name_key
-from corpus_index.linked.records import Group, Member
+from corpus_index.linked.records import Carried, Carry, Group, Member
 from corpus_index.linked.similarity import Similarity
 
 CONVERSATIONAL = frozenset({"discord_chat", "sms_message", "email_thread", "chat", ""})
@@ -511,23 +511,37 @@ def find_answers(
     return out
 
 
-def qa_groups(links: Sequence[QaLink], by_id: dict[str, Message], *, now: float) -> list[Group]:
+def qa_groups(
+    links: Sequence[QaLink], by_id: dict[str, Message], *, now: float, carry: Carry | None = None
+) -> list[Group | Carried]:
     """One ``qa_pair`` group per question: the question (initiator, primary) and its answer
     (resolution), resolved; or the question alone, open and re-processed at priority 8, until
-    a week has passed since it was asked (then ``timeout``, priority 0)."""
-    out = []
+    a week has passed since it was asked (then ``timeout``, priority 0). ``carry``: asked of
+    each group with no priority before it is made (what it gives is taken instead)."""
+    out: list[Group | Carried] = []
     for link in links:
         q = by_id[link.question]
-        members = [Member(q.unit_id, 1, "initiator", primary=True)]
+        ids = [q.unit_id]
         times = [q.timestamp]
+        relevance = None
         if link.answer is not None:
-            members.append(Member(link.answer, 2, "resolution", relevance=min(link.score, 1.0)))
+            relevance = min(link.score, 1.0)
+            ids.append(link.answer)
             times.append(by_id[link.answer].timestamp)
             state = ("complete", "resolved", 0)
         elif now - q.timestamp >= TIMEOUT_S:
             state = ("partial", "timeout", 0)
         else:
             state = ("evolving", "open", PRIORITY_OPEN)
+        if carry is not None and not state[2]:
+            # what the row reads beside its units: see corpus_index.linked.settled.quiet_mark
+            kept = carry("qa_pair", ids, max(times), f"{state[1]}|{relevance!r}")
+            if kept is not None:
+                out.append(kept)
+                continue
+        members = [Member(q.unit_id, 1, "initiator", primary=True)]
+        if link.answer is not None and relevance is not None:
+            members.append(Member(link.answer, 2, "resolution", relevance=relevance))
         out.append(
             Group(
                 group_type="qa_pair",

@@ -11,8 +11,9 @@ members always make the same group and a changed membership makes a new one.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from corpus_index.hashing import canonical_json, sha256_hex
 
@@ -85,3 +86,18 @@ def group_id(tenant: str, collection: str, group_type: str, member_ids: Sequence
 
 
 _UNIT_ID = operator.attrgetter("unit_id")
+
+
+class Carried(NamedTuple):
+    """A group a grouping did not make: the last run's, carried whole by its id (see
+    :meth:`corpus_index.linked.settled.Settled.token`), with its members' ids in order."""
+
+    group_type: str
+    gid: str
+    member_ids: tuple[str, ...]
+
+
+# what a grouping asks before it makes a group: (its type, its members' ids in order, its
+# newest unit's time, what the group holds beside its members' units) -> the group carried
+# whole, or None (then made)
+Carry = Callable[[str, Sequence[str], float, str], Carried | None]

@@ -18,6 +18,17 @@ nothing is embedded again). A key the last run kept names the description's key,
 kept too: a later run that cannot settle, after a registry change say, still finds the
 description.
 
+A quiet group (a conversation, a question or a day with no priority: nothing to re-process and
+no check to come at the run's time) is carried before its grouping even makes it
+(:meth:`Settled.token`). Its settled entry, kept under its members' ids (the memo's ``units``),
+holds beside its description's key the group's id, type and first member, what its row reads
+beside its members (:func:`quiet_mark`) and a digest of the context and the code. A run whose
+grouping finds the same members, the group quiet at the run's time, every member as it was
+and weighed as it was (the digests :mod:`corpus_index.linked.lastrun` takes) and the same
+digest, takes the kept id: its settled key would be the kept one, since the group's record is
+made of these alone. Neither the group nor its key is made (a one-message run at 50,000
+messages spent about a fifth of its time making and hashing groups that were then carried).
+
 A key is kept only for a group whose row the run wrote or carried, so a settled group's row is
 in the last run's tables: the ``linked_groups`` step writes the tables and the memo together,
 and deleting a unit drops the entries that read it (each names its members) with its groups.
@@ -25,14 +36,24 @@ and deleting a unit drops the entries that read it (each names its members) with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from corpus_index.linked.memo import Memo, UnitParts
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_index.linked.memo import Memo, UnitParts, code_digest, digest
 from corpus_index.linked.messages import Message
-from corpus_index.linked.records import Group, group_id
+from corpus_index.linked.records import Carried, Group, group_id
 from corpus_index.linked.similarity import Similarity
+
+# the first item of a quiet group's settled entry (see :meth:`Settled.token`)
+QUIET = "quiet"
+# the groups a grouping may carry whole before making them: those a row reads of nothing but
+# their members' units, the group's members and :func:`quiet_mark`
+QUIET_TYPES = frozenset({"conversation", "qa_pair", "daily_context"})
 
 
 @dataclass(slots=True)
@@ -60,6 +81,11 @@ class Settled:
     _gids: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
     # what a settled key reads of each member (after :meth:`start`)
     parts: UnitParts | None = None
+    # the groups carried whole by :meth:`token`, in the order asked
+    tokens: list[Carried] = field(default_factory=list)
+    # the digests of the units as they were and weighed as they were (after :meth:`start`)
+    _unchanged: Mapping[str, bytes] = field(default_factory=dict)
+    _signature: str = ""
 
     def start(
         self,
@@ -77,6 +103,8 @@ class Settled:
             return (memo.fingerprint(m), similarity.block_digest(unit), *self.scope(unit))
 
         self.parts = UnitParts(read, known)
+        self._unchanged = known or {}
+        self._signature = digest((code_digest(), QUIET, self.context))
 
     def gid(self, group: Group) -> str:
         """The group's id (made once a run)."""
@@ -112,7 +140,8 @@ class Settled:
         if kept is None:
             self.pending[gid] = (key, "")
             return False
-        memo.has(str(kept))  # its description's, for a run that cannot settle it
+        # its description's, for a run that cannot settle it
+        memo.has(kept[1] if isinstance(kept, list) else str(kept))
         self.carried.add(gid)
         return True
 
@@ -122,13 +151,78 @@ class Settled:
         if pending is not None:
             self.pending[gid] = (pending[0], describe_key)
 
-    def settle(self, gid: str, units: Sequence[str]) -> None:
-        """Keep the settled key of ``gid``, whose row this run made (read from ``units``):
-        the next run carries it while its inputs stay."""
+    def token(
+        self, group_type: str, ids: Sequence[str], mark: str, timed: Sequence[bool]
+    ) -> Carried | None:
+        """The group a grouping is about to make (of ``group_type``, of the units ``ids`` in
+        order, holding ``mark`` beside them, see :func:`quiet_mark`), carried whole when it
+        is quiet and as it was: the last run kept it quiet (no priority, as a group with no
+        check to come at ``now`` has), it is quiet now (``timed``: whether it is active,
+        and has its validation pass to come, at ``now``), and every unit of it is as it
+        was and weighed as it was, under the same registry and code. Its settled key would
+        then be the one kept: the group is carried by the id kept beside it, without being
+        made, and its entries are kept for the next run. None otherwise (it is made)."""
+        if timed[0] or timed[1]:
+            return None
+        found = self.memo.quiet.get(tuple(sorted(ids)))
+        if found is None:
+            return None
+        key, raw = found
+        value = json.loads(raw)
+        if (
+            len(value) != 7
+            or value[2] not in self.known
+            or value[3:] != [group_type, ids[0], mark, self._signature]
+            or not all(map(self._unchanged.__contains__, ids))
+        ):
+            return None
+        self.memo.has(key)
+        self.memo.has(value[1])  # its description's, for a run that cannot settle it
+        self.carried.add(value[2])
+        made = Carried(group_type, value[2], tuple(ids))
+        self.tokens.append(made)
+        return made
+
+    def settle(self, gid: str, group: Group) -> None:
+        """Keep the settled key of ``gid``, whose row this run made from ``group`` (as the
+        run returned it): the next run carries it while its inputs stay, without making it
+        when it is quiet (:meth:`token`)."""
         pending = self.pending.pop(gid, None)
         if pending is None or not pending[1]:
             return
-        self.memo.put(pending[0], pending[1], units=units, computed=False)
+        value: Any = pending[1]
+        if group.group_type in QUIET_TYPES and group.reprocess_priority == 0:
+            first = group.members[0].unit_id
+            value = [QUIET, value, gid, group.group_type, first, quiet_mark(group), self._signature]
+        self.memo.put(pending[0], value, units=group.member_ids, computed=False)
+
+
+def quiet_mark(group: Group) -> str:
+    """What a quiet group's row reads beside its members' units and its members (who they
+    are, in order): a question's resolution and its answer's relevance; nothing for a
+    conversation or a day."""
+    if group.group_type != "qa_pair":
+        return ""
+    answer = group.members[1].relevance if len(group.members) > 1 else None
+    return f"{group.resolution_status}|{answer!r}"
+
+
+def quiet_index(table: pa.Table | None, tenant: str) -> dict[tuple[str, ...], tuple[str, str]]:
+    """The quiet groups' settled entries of ``tenant`` in ``table`` (the last run's
+    ``group_memo``): their members' ids (sorted) -> the entry's key and value, for
+    :meth:`Settled.token`."""
+    if table is None or not table.num_rows or "units" not in table.column_names:
+        return {}
+    mine = pc.and_(
+        pc.equal(table["tenant_id"], tenant),
+        pc.starts_with(table["value"], f'["{QUIET}",'),
+    )
+    rows = table.filter(mine).select(["key", "value", "units"]).to_pydict()
+    return {
+        tuple(units): (key, value)
+        for key, value, units in zip(rows["key"], rows["value"], rows["units"], strict=True)
+        if units
+    }
 
 
 def dated(group: Group, by_id: Mapping[str, Message]) -> Group:
