@@ -36,7 +36,8 @@ between steps (Dagster's own per-run cost, reading the runs back).
 
 Each reading also carries how much the sync's ``linked_groups`` step decided again (its
 materialization's metadata): conversation links decided again, questions scored and groups
-described anew and as last time, group rows carried over; for the one-message sync with
+described anew and as last time, group rows carried over (and how many of those before
+they were made); for the one-message sync with
 grouping these are printed after the shares.
 
     .venv/bin/python bench/linked_cost.py [--sizes 5000,50000] [--real-size 1000] [--steps]
@@ -149,6 +150,7 @@ _DECIDED = {
     "results_computed": "computed",
     "results_reused": "reused",
     "group_rows_carried": "carried",
+    "groups_carried_unmade": "unmade",
 }
 
 
@@ -448,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['messages']} messages, one message more: {one['relinked']:,} conversation "
                 f"links decided again, {one['computed']:,} questions scored and groups described "
                 f"anew ({one['reused']:,} as last time), {one['carried']:,} group rows carried"
+                f" ({one.get('unmade', 0):,} of them before they were made)"
             )
         if args.steps:
             print(step_table(row))
