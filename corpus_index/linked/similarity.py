@@ -10,7 +10,8 @@ block changes no vector but its own, so what was computed from the others (a gro
 coherence, a question's scored answers) can be kept from an earlier run
 (:meth:`Similarity.block_digest` names what a unit's vector is weighed by). A collection of
 one block (any under half a block) is weighed by its own frequencies, as a whole, and a unit
-added to it changes every vector. Blocks are built only when a unit of theirs is asked about.
+added to it changes every vector. A block's frequencies are counted when a unit weighed by them
+is first asked about, and a unit's vector is made then, one unit at a time.
 
 Where a block ends is read from the units, not counted: a block ends at a unit whose id
 hashes to a marker once it holds half a block, and at twice a block at most
@@ -25,6 +26,7 @@ import bisect
 import hashlib
 import math
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,14 +37,11 @@ from corpus_index.linked.topic import TOPIC_BLOCK, document_frequencies, tfidf_w
 Vector = dict[str, float]  # a unit's L2-normalised TF-IDF weights by word
 
 
-def _weights(texts: Sequence[str], counted: Sequence[str] | None = None) -> list[Vector]:
-    """The :func:`~corpus_index.linked.topic.tfidf_weights` of each of ``texts``, document
-    frequencies counted over ``counted`` (``texts`` themselves by default)."""
-    docs = [words(text) for text in texts]
-    of = docs if counted is None else [words(text) for text in counted]
-    df = document_frequencies(of)
-    n = max(len(of), 1)
-    return [tfidf_weights(doc, df, n) for doc in docs]
+def _frequencies(texts: Sequence[str]) -> tuple[Counter[str], int]:
+    """The document frequencies of ``texts``' :func:`~corpus_index.linked.topic.words`, and
+    how many texts they were counted over (at least 1), as
+    :func:`~corpus_index.linked.topic.tfidf_weights` reads them."""
+    return document_frequencies([words(text) for text in texts]), max(len(texts), 1)
 
 
 def _dense(vectors: Sequence[Vector]) -> np.ndarray:
@@ -93,7 +92,10 @@ class Similarity:
         self._ids = [m.unit_id for m in messages]
         self._starts = block_starts(self._ids, block)
         self._ends = [*self._starts[1:], len(self._ids)]
-        self._vectors: dict[int, list[Vector]] = {}
+        # each block's document frequencies (those its units are weighed by), and each
+        # unit's vector (by row): made when first asked, a unit at a time
+        self._counted: dict[int, tuple[Counter[str], int]] = {}
+        self._vectors: dict[int, Vector] = {}
         self._digests: dict[int, str] = {}
 
     def _block(self, row: int) -> int:
@@ -142,13 +144,16 @@ class Similarity:
         return [self._weighed_by(b) for b in blocks]
 
     def _vector(self, row: int) -> Vector:
-        block = self._block(row)
-        lo = self._starts[block]
-        if block not in self._vectors:
-            texts = self._texts[lo : self._ends[block]]
-            before = None if block == 0 else self._texts[self._starts[block - 1] : lo]
-            self._vectors[block] = _weights(texts, before)
-        return self._vectors[block][row - lo]
+        found = self._vectors.get(row)
+        if found is None:
+            block = self._block(row)
+            if block not in self._counted:
+                counted = 0 if block == 0 else block - 1  # the first block: by itself
+                texts = self._texts[self._starts[counted] : self._ends[counted]]
+                self._counted[block] = _frequencies(texts)
+            df, n = self._counted[block]
+            found = self._vectors[row] = tfidf_weights(words(self._texts[row]), df, n)
+        return found
 
     def vector(self, unit: str) -> Vector:
         """The TF-IDF vector of ``unit`` (empty for a unit not in the collection)."""
