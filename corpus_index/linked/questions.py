@@ -42,6 +42,7 @@ from corpus_index.linked.memo import Memo, UnitParts
 from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.people import given, name_key
 from corpus_index.linked.records import Carried, Carry, Group, Member
+from corpus_index.linked.settled import question_mark
 from corpus_index.linked.similarity import Similarity
 
 CONVERSATIONAL = frozenset({"discord_chat", "sms_message", "email_thread", "chat", ""})
@@ -534,8 +535,7 @@ def qa_groups(
         else:
             state = ("evolving", "open", PRIORITY_OPEN)
         if carry is not None and not state[2]:
-            # what the row reads beside its units: see corpus_index.linked.settled.quiet_mark
-            kept = carry("qa_pair", ids, max(times), f"{state[1]}|{relevance!r}")
+            kept = carry("qa_pair", ids, max(times), question_mark(state[1], relevance))
             if kept is not None:
                 out.append(kept)
                 continue

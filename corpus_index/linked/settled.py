@@ -204,7 +204,13 @@ def quiet_mark(group: Group) -> str:
     if group.group_type != "qa_pair":
         return ""
     answer = group.members[1].relevance if len(group.members) > 1 else None
-    return f"{group.resolution_status}|{answer!r}"
+    return question_mark(group.resolution_status, answer)
+
+
+def question_mark(resolution: str, relevance: float | None) -> str:
+    """:func:`quiet_mark` of a question's group, from its resolution and its answer's
+    relevance (None: no answer), as its grouping asks before making it."""
+    return f"{resolution}|{relevance!r}"
 
 
 def quiet_index(table: pa.Table | None, tenant: str) -> dict[tuple[str, ...], tuple[str, str]]:

@@ -179,21 +179,22 @@ def _collector_paused() -> Iterator[None]:
 
 def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
     cfg = home.collection(collection)
-    if not kind_of(cfg).grouped or not cfg.grouping:
-        return _not_grouped(home, collection)
     with Background() as io:
+        if not kind_of(cfg).grouped or not cfg.grouping:
+            return _not_grouped(home, collection, io)
         return _grouped(home, collection, say, io)
 
 
-def _not_grouped(home: Home, collection: str) -> LinkedGroupsOutcome:
+def _not_grouped(home: Home, collection: str, io: Background) -> LinkedGroupsOutcome:
     """:func:`run` of a collection whose kind is not grouped (or ``grouping: false``): every
-    partition of the step written empty."""
-    home.warehouse.write(GROUPS, (collection,), GROUP_SCHEMA.empty_table())
-    home.warehouse.write(MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
-    home.warehouse.write(LINKS, (collection,), LINK_SCHEMA.empty_table())
-    home.warehouse.write(MEMO, (collection,), MEMO_SCHEMA.empty_table())
-    home.warehouse.write(PRINTS, (collection,), PRINTS_SCHEMA.empty_table())
-    _write_identities(home, collection, {})
+    partition of the step written empty (on ``io``'s worker)."""
+    wh = home.warehouse
+    io.write(wh, GROUPS, (collection,), GROUP_SCHEMA.empty_table())
+    io.write(wh, MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
+    io.write(wh, LINKS, (collection,), LINK_SCHEMA.empty_table())
+    io.write(wh, MEMO, (collection,), MEMO_SCHEMA.empty_table())
+    io.write(wh, PRINTS, (collection,), PRINTS_SCHEMA.empty_table())
+    _write_identities(home, collection, {}, io=io)
     return LinkedGroupsOutcome(grouped=False)
 
 
@@ -422,7 +423,7 @@ def _write_identities(
     sources: dict[str, str] | None = None,
     states: dict[str, PassState] | None = None,
     *,
-    io: Background | None = None,
+    io: Background,
 ) -> None:
     people = [identities_table(f.registry) for f in found.values()]
     mentions = pa.concat_tables(
@@ -437,18 +438,12 @@ def _write_identities(
     sightings = pa.concat_tables(
         [SIGHTING_SCHEMA.empty_table(), *(f.sightings.table() for f in found.values())]
     )
-    wh = home.warehouse
-
-    def write(asset: str, table: pa.Table) -> None:
-        if io is None:
-            wh.write(asset, (collection,), table)
-        else:
-            io.write(wh, asset, (collection,), table)
-
-    write(identity_store.IDENTITIES, pa.concat_tables([IDENTITY_SCHEMA.empty_table(), *people]))
-    write(identity_store.MENTIONS, mentions)
-    write(identity_store.SIGHTINGS, sightings)
-    write(identity_store.PASS, identity_resume.state_table(states or {}))
+    wh, at = home.warehouse, (collection,)
+    identities = pa.concat_tables([IDENTITY_SCHEMA.empty_table(), *people])
+    io.write(wh, identity_store.IDENTITIES, at, identities)
+    io.write(wh, identity_store.MENTIONS, at, mentions)
+    io.write(wh, identity_store.SIGHTINGS, at, sightings)
+    io.write(wh, identity_store.PASS, at, identity_resume.state_table(states or {}))
 
 
 def read_units(blocks: pa.Table) -> list[Unit]:
