@@ -111,7 +111,7 @@ class GroupTables(NamedTuple):
     groups: pa.Table
     members: pa.Table
     carried: int = 0  # settled groups, whose rows were the last run's, carried over as they were
-    unmade: int = 0  # of those, the quiet ones carried before their grouping made them
+    unmade: int = 0  # of those, the ones carried before their grouping made them
 
 
 def generation_formats(input_format: str) -> list[str]:
@@ -223,7 +223,7 @@ def group_tables(
                 for m in group.members
             )
         for token in settled.tokens if settled is not None else ():
-            # a quiet group as it was, carried without being made (Settled.token)
+            # a group as it was, carried without being made (Settled.token)
             if token.gid not in seen:
                 seen.add(token.gid)
                 carried.append(token.gid)

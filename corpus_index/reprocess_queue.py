@@ -26,6 +26,7 @@ from corpus_index.hashing import sha256_hex
 from corpus_index.linked.groups import Group, Windows, link_units
 from corpus_index.linked.incidents import SHIFT_NOTE
 from corpus_index.linked.messages import Message, place_of
+from corpus_index.linked.records import Carried
 from corpus_index.linked.reprocess import (
     BATCH,
     REPROCESS_WINDOWS,
@@ -179,11 +180,15 @@ def queue_table(
 
 class Linker:
     """The ``link`` of :func:`corpus_index.group_records.group_tables` under a collection's
-    :class:`Linking`, keeping the groups and units it linked (for :func:`refresh`)."""
+    :class:`Linking`, keeping the groups and units it linked (for :func:`refresh`): the groups
+    made, and those with a priority carried before they were made (by the ``settled`` it is
+    given, see :meth:`corpus_index.linked.settled.Settled.token`)."""
 
     def __init__(self, linking: Linking) -> None:
         self.linking = linking
         self.groups: list[Group] = []
+        # the groups with a priority carried whole before they were made (Settled.token)
+        self.carried: list[Carried] = []
         self.messages: dict[str, Message] = {}
 
     def __call__(self, messages: Sequence[Message], **options: Any) -> list[Group]:
@@ -191,6 +196,9 @@ class Linker:
             messages, now=self.linking.now_for(messages), windows=self.linking.windows, **options
         )
         self.groups.extend(groups)
+        settled = options.get("settled")
+        if settled is not None:
+            self.carried.extend(t for t in settled.tokens if t.priority > 0)
         self.messages.update((m.unit_id, m) for m in messages)
         return groups
 
@@ -227,7 +235,7 @@ def refresh(
     previous = [q.item for q in stored.items]
     prior = {i.key: i.priority for i in previous}
     done = set(processed)
-    fresh = queue_of(linker.groups, linker.messages, previous=previous)
+    fresh = queue_of([*linker.groups, *linker.carried], linker.messages, previous=previous)
     out = []
     for item in fresh:
         if item.key in done and prior.get(item.key) == item.priority and now is not None:

@@ -237,10 +237,19 @@ def prints_table(
     ]
     noted = last or {}
     none = LastRun()
-    of = [noted.get(r[2], none) for r in rows]  # each unit's tenant's
+    at: dict[str, list[int]] = {}  # tenant -> the positions of its units
+    for i, r in enumerate(rows):
+        at.setdefault(r[2], []).append(i)
     arrays = [pa.array(c, pa.string()) for c in columns]
     for name, made in _LAST_RUN_COLUMNS.items():
-        values = [made(a).get(u) for a, u in zip(of, ids, strict=True)]
+        values: list[Any] = [None] * len(ids)
+        for tenant, positions in at.items():  # each unit's value in its tenant's run
+            value_of = made(noted.get(tenant, none)).get
+            if len(positions) == len(ids):  # one tenant: every unit, in order
+                values = list(map(value_of, ids))
+                break
+            for i in positions:
+                values[i] = value_of(ids[i])
         arrays.append(pa.array(values, PRINTS_SCHEMA.field(name).type))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
     kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}

@@ -32,6 +32,7 @@ from corpus_index.linked.relink import LINK_SCHEMA, linked_conversations, read_l
 from corpus_index.linked.similarity import Similarity, block_starts
 from corpus_index.linked.topic import TOPIC_BLOCK
 from corpus_index.linked.topics import topic_clusters
+from corpus_index.reprocess_queue import QUEUE
 from corpus_index.steps.linked_groups import GROUPS, LINKS, MEMBERS, MEMO
 from corpus_index.unit_prints import PRINTS
 from tests.streamgen import stream, write_jsonl
@@ -71,6 +72,8 @@ def tables(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         table = wh.read(name, (COLLECTION,))
         assert table is not None, name
         out[name] = table.to_pylist()
+    queue = wh.read(QUEUE, (COLLECTION,))  # not written where nothing is grouped
+    out[QUEUE] = [] if queue is None else queue.to_pylist()
     return out
 
 
@@ -267,11 +270,11 @@ def test_a_group_settles_while_its_inputs_stay_not_once_one_moves(tmp_path: Path
     _same_as_a_full_run(source, settings, tmp_path / "merged", merges="merges.yaml")
 
 
-def test_quiet_groups_are_carried_unmade_only_from_rows_the_last_run_left(tmp_path: Path) -> None:
-    """Days after the stream's end, its groups are quiet: the next message appended finds
-    most as they were, carried before their groupings make them. With the last run's groups
-    gone (its memo kept), none is carried, and the groups are made again as a full run makes
-    them."""
+def test_groups_are_carried_unmade_only_from_rows_the_last_run_left(tmp_path: Path) -> None:
+    """Days after the stream's end, the next message appended finds most groups as they
+    were, carried before their groupings make them (those with a check to come too, their
+    queue items as a full run makes them). With the last run's groups gone (its memo kept),
+    none is carried, and the groups are made again as a full run makes them."""
     (tmp_path / "long").mkdir()
     source, settings = _long_linked(tmp_path / "long")
     _long_append_days_later(source)

@@ -1,6 +1,7 @@
-"""A quiet group as it was is carried before its grouping makes it (``Settled.token``): what
-the last run settled comes back by its members' ids, and every input its settled key reads
-must be as it was, or the group is made."""
+"""A conversation, question or day as it was is carried before its grouping makes it
+(``Settled.token``): what the last run settled comes back by its members' ids, with its
+priority and anchor, and every input its settled key reads must be as it was, its timing
+included, or the group is made."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from corpus_index.linked.memo import Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import Carried, Group, Member
-from corpus_index.linked.settled import Settled, quiet_index, quiet_mark
+from corpus_index.linked.settled import Settled, row_mark, unmade_index
 from corpus_index.linked.similarity import Similarity
 
 TENANT = "wattle"
@@ -27,7 +28,7 @@ GROUP = Group(
     members=tuple(Member(u, k + 1) for k, u in enumerate(IDS)),
     resolution_status="resolved",
 )
-QUIET = (False, False)
+QUIET = (False, False)  # not active, no validation pass to come
 DESCRIBED = "a-description-key"
 
 
@@ -37,12 +38,12 @@ def _settled(memo: Memo, known: set[str], context: tuple[str, ...] = CONTEXT) ->
     return settled
 
 
-def _last_run(group: Group = GROUP) -> tuple[str, Any]:
-    """A run that makes ``group`` and keeps its settled entry: the group's id, and the table
-    the next run reads its memo from."""
+def _last_run(group: Group = GROUP, timed: tuple[bool, bool] = QUIET) -> tuple[str, Any]:
+    """A run that makes ``group`` (of timing ``timed``) and keeps its settled entry: the
+    group's id, and the table the next run reads its memo from."""
     memo = Memo(tenant_id=TENANT)
     settled = _settled(memo, set())
-    assert not settled.carry(group, None, None, "", QUIET)  # nothing kept: made
+    assert not settled.carry(group, None, None, "", timed)  # nothing kept: made
     gid = settled.gid(group)
     memo.put(DESCRIBED, {"title": "Roast pumpkin"}, units=IDS)  # its description
     settled.described(gid, DESCRIBED)
@@ -51,35 +52,42 @@ def _last_run(group: Group = GROUP) -> tuple[str, Any]:
 
 
 def _next_run(table: Any, known: set[str], context: tuple[str, ...] = CONTEXT) -> Settled:
-    memo = Memo(read_memo(table), tenant_id=TENANT, quiet=quiet_index(table, TENANT))
+    memo = Memo(read_memo(table), tenant_id=TENANT, unmade=unmade_index(table, TENANT))
     return _settled(memo, known, context)
 
 
-def test_a_quiet_group_as_it_was_is_carried_by_its_members_ids() -> None:
+def test_a_group_as_it_was_is_carried_by_its_members_ids() -> None:
     """Carried by the id kept beside it, its entries kept for the next run as they were."""
     gid, table = _last_run()
     settled = _next_run(table, {gid})
-    assert settled.token("conversation", IDS, "", QUIET) == Carried("conversation", gid, (*IDS,))
-    assert settled.carried == {gid} and settled.tokens == [Carried("conversation", gid, (*IDS,))]
+    carried = Carried("conversation", gid, (*IDS,), 0, "m1")
+    assert settled.token("conversation", IDS, "", QUIET) == carried
+    assert settled.carried == {gid} and settled.tokens == [carried]
     # both its entries are kept for the next run: the settled one and its description's
     assert memo_table([settled.memo], table).to_pylist() == table.to_pylist()
 
 
-def test_a_group_with_a_check_to_come_is_not_kept_quiet() -> None:
-    """Only a group with no priority, of a type whose grouping asks, is kept quiet."""
-    busy = _with(GROUP, reprocess_priority=1)
-    gid, table = _last_run(busy)
-    assert quiet_index(table, TENANT) == {}
+def test_a_group_with_a_check_to_come_is_carried_with_its_priority_at_its_timing() -> None:
+    """A group made with a priority comes back with it and its anchor (what its queue item
+    reads), at the timing it was made at only; a type whose grouping never asks is not kept
+    (an incident's row reads its window)."""
+    validating = (False, True)
+    m1, m2, m3 = GROUP.members
+    busy = _with(GROUP, reprocess_priority=3, members=(m1, replace(m2, primary=True), m3))
+    gid, table = _last_run(busy, validating)
+    assert _next_run(table, {gid}).token("conversation", IDS, "", validating) == Carried(
+        "conversation", gid, (*IDS,), 3, "m2"
+    )
     assert _next_run(table, {gid}).token("conversation", IDS, "", QUIET) is None
-    # nor a group of a type whose grouping never asks (an incident's row reads its window)
+    assert _next_run(table, {gid}).token("conversation", IDS, "", (True, True)) is None
     _, table = _last_run(_with(GROUP, group_type="incident_context"))
-    assert quiet_index(table, TENANT) == {}
-    assert quiet_index(_last_run()[1], TENANT) != {}
+    assert unmade_index(table, TENANT) == {}
+    assert unmade_index(_last_run()[1], TENANT) != {}
 
 
 def test_each_input_that_moved_has_the_group_made() -> None:
-    """Refused when it has a check to come now, when its type, first member, mark or
-    registry differ, when it is not in the last tables, or a member moved."""
+    """Refused when its timing, type, first member, mark or registry differ, when it is not
+    in the last tables, or a member moved."""
     gid, table = _last_run()
     refused = {
         "active now": _next_run(table, {gid}).token("conversation", IDS, "", (True, False)),
@@ -112,10 +120,10 @@ def test_a_questions_mark_is_its_resolution_and_its_answers_relevance() -> None:
         ),
         resolution_status="resolved",
     )
-    assert quiet_mark(qa) == "resolved|0.5"
+    assert row_mark(qa) == "resolved|0.5"
     alone = _with(qa, members=qa.members[:1], resolution_status="timeout")
-    assert quiet_mark(alone) == "timeout|None"
-    assert quiet_mark(GROUP) == ""
+    assert row_mark(alone) == "timeout|None"
+    assert row_mark(GROUP) == ""
 
 
 def _with(group: Group, **fields: Any) -> Group:

@@ -21,7 +21,7 @@ from corpus_index.linked.memo import Memo
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, question_of
 from corpus_index.linked.relink import fingerprint, model_digest
-from corpus_index.linked.settled import QUIET_TYPES
+from corpus_index.linked.settled import UNMADE_TYPES
 from corpus_index.steps.linked_groups import _UNIT_COLUMNS, GROUPS, MEMBERS, MEMO, unit_reading
 from corpus_index.unit_prints import CODE_KEY, LAST_RUN_KEY, PRINTS, code_key, row_digests
 from tests.test_linked_incremental import COLLECTION, SAMPLE, append, configure, edit, link
@@ -191,8 +191,8 @@ def test_a_changed_unit_is_hashed_again_and_the_others_taken_as_kept(tmp_path: P
 def test_a_units_settled_digest_is_taken_while_it_is_weighed_as_it_was(tmp_path: Path) -> None:
     """With nothing changed, each unit's digest in the settled keys is taken from the table:
     one planted for a unit comes back as planted, and the groups holding that unit whose
-    keys read it (one that is not quiet: a quiet group as it was is carried by its members'
-    ids, see corpus_index.linked.settled) are not found settled (their rows are made again,
+    keys read it (an incident, a decision or a topic: a conversation, question or day as it
+    was is carried by its members' ids, see corpus_index.linked.settled) are not found settled (their rows are made again,
     the same). Once a message arrives in the sample's only TF-IDF block, every unit is
     weighed anew and its digest made again."""
     source, home = _linked(tmp_path)
@@ -203,11 +203,7 @@ def test_a_units_settled_digest_is_taken_while_it_is_weighed_as_it_was(tmp_path:
     groups = home.warehouse.read(GROUPS, (COLLECTION,))
     members = home.warehouse.read(MEMBERS, (COLLECTION,))
     assert groups is not None and members is not None
-    keyed = {
-        g["group_id"]
-        for g in groups.to_pylist()
-        if g["group_type"] not in QUIET_TYPES or g["reprocess_priority"]
-    }
+    keyed = {g["group_id"] for g in groups.to_pylist() if g["group_type"] not in UNMADE_TYPES}
     held = {m["unit_id"] for m in members.to_pylist() if m["group_id"] in keyed}
     planted = next(r for r in rows if r["parts"] is not None and r["unit_id"] in held)
     planted["parts"] = b"\0" * 32

@@ -201,9 +201,9 @@ def link_units(
         settled: with ``memo``, carries the groups whose every input is as it was (see
             :mod:`corpus_index.linked.settled`): each is returned as its grouping made it,
             dated and timed, not described (its row is the last run's); the others are
-            described, and their keys wait for their rows. A quiet group as it was (no
-            priority, nothing to re-process) is not made at all: it is in ``settled.tokens``,
-            by its id, not in what is returned.
+            described, and their keys wait for their rows. A conversation, question or day
+            as it was (at the same timing) is not made at all: it is in ``settled.tokens``,
+            by its id, with its priority and anchor, not in what is returned.
         last: with ``memo``, what the last run left of each unit
             (:mod:`corpus_index.linked.lastrun`): questions no change reaches keep their
             scored answers without their candidates being read (see
@@ -251,7 +251,7 @@ def link_units(
         assert settled is not None
         return settled.token(group_type, ids, mark, _timing_of(group_type, now, latest))
 
-    # a quiet group as it was is carried whole before it is made (see Settled.token)
+    # a conversation, question or day as it was is carried whole before it is made
     carry = None if settled is None else carried
     conversations = conversation_groups(units, relinker=relinker, carry=carry)
     for g in conversations:

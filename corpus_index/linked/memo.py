@@ -258,9 +258,9 @@ class Memo:
         tenant_id: whose units these are; only entries of this tenant are read.
         prints: the :meth:`fingerprint` of units known to be as they were when it was made
             (unit id -> it; see :mod:`corpus_index.unit_prints`), taken instead of hashing them.
-        quiet: the earlier run's quiet groups' settled entries, by their members' ids (see
-            :func:`corpus_index.linked.settled.quiet_index`), for a group to be carried
-            without being made.
+        unmade: the earlier run's settled entries of the groups a grouping may carry before
+            making them, by their members' ids (see
+            :func:`corpus_index.linked.settled.unmade_index`).
     """
 
     def __init__(
@@ -269,7 +269,7 @@ class Memo:
         *,
         tenant_id: str = "",
         prints: Mapping[str, str] | None = None,
-        quiet: Mapping[tuple[str, ...], tuple[str, str]] | None = None,
+        unmade: Mapping[tuple[str, ...], tuple[str, str]] | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self._previous = {r["key"]: r["value"] for r in previous if r["tenant_id"] == tenant_id}
@@ -281,7 +281,7 @@ class Memo:
         self.reused = 0
         self.computed = 0
         self._prints: dict[str, str] = dict(prints or {})
-        self.quiet: Mapping[tuple[str, ...], tuple[str, str]] = quiet or {}
+        self.unmade: Mapping[tuple[str, ...], tuple[str, str]] = unmade or {}
 
     def fingerprint(self, m: Message) -> str:
         """sha256 of everything of ``m`` (by unit id, once a run)."""

@@ -90,14 +90,23 @@ _UNIT_ID = operator.attrgetter("unit_id")
 
 class Carried(NamedTuple):
     """A group a grouping did not make: the last run's, carried whole by its id (see
-    :meth:`corpus_index.linked.settled.Settled.token`), with its members' ids in order."""
+    :meth:`corpus_index.linked.settled.Settled.token`), with its members' ids in order, and
+    its re-processing priority and anchor (what its queue item reads beside its members)."""
 
     group_type: str
     gid: str
     member_ids: tuple[str, ...]
+    priority: int = 0
+    anchor: str = ""
 
 
 # what a grouping asks before it makes a group: (its type, its members' ids in order, its
 # newest unit's time, what the group holds beside its members' units) -> the group carried
 # whole, or None (then made)
 Carry = Callable[[str, Sequence[str], float, str], Carried | None]
+
+
+def anchor_of(group: Group) -> str:
+    """The unit a group is known by across runs: its primary member, else its first."""
+    primary = [m.unit_id for m in group.members if m.primary]
+    return primary[0] if primary else min(group.members, key=lambda m: m.order).unit_id

@@ -31,6 +31,7 @@ from corpus_index.linked.incidents import GIVE_UP_S, SHIFT_NOTE
 from corpus_index.linked.messages import Message, place_of
 from corpus_index.linked.people import NameResolver
 from corpus_index.linked.questions import AnswerVerifier
+from corpus_index.linked.records import Carried, anchor_of
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -69,45 +70,47 @@ class Reprocessed(NamedTuple):
     processed: list[str]
 
 
-def anchor_of(group: Group) -> str:
-    """The unit a group is known by across runs: its primary member, else its first."""
-    primary = [m.unit_id for m in group.members if m.primary]
-    return primary[0] if primary else min(group.members, key=lambda m: m.order).unit_id
-
-
 def queue_of(
-    groups: Sequence[Group],
+    groups: Sequence[Group | Carried],
     by_id: Mapping[str, Message],
     *,
     previous: Sequence[QueueItem] = (),
 ) -> list[QueueItem]:
-    """The queue for ``groups``: one item per group with priority above 0, carrying over when
-    an item with the same key and priority was last re-processed and how often."""
+    """The queue for ``groups`` (as made, or carried by their ids): one item per group with
+    priority above 0, carrying over when an item with the same key and priority was last
+    re-processed and how often."""
     before = {item.key: item for item in previous}
     out = []
     for g in groups:
-        if g.reprocess_priority <= 0:
+        if isinstance(g, Carried):
+            priority, anchor = g.priority, g.anchor
+        else:
+            priority, anchor = g.reprocess_priority, anchor_of(g)
+        if priority <= 0:
             continue
-        anchor = anchor_of(g)
         key = f"{g.group_type}:{anchor}"
-        waits_for_context = g.reprocess_priority in (10, 8, 5)
-        since = by_id[anchor].timestamp if waits_for_context else (g.latest_content_at or 0.0)
+        if priority in (10, 8, 5):  # waits for its context: since its anchor was written
+            since = by_id[anchor].timestamp
+        elif isinstance(g, Carried):  # its newest unit's time, as a made group has it
+            since = max(by_id[u].timestamp for u in g.member_ids)
+        else:
+            since = g.latest_content_at or 0.0
         place = place_of(by_id[anchor])
         old = before.get(key)
-        if old is not None and old.priority == g.reprocess_priority:
+        if old is not None and old.priority == priority:
             # the same reason: when it was last re-processed and how often carry over
             item = QueueItem(
                 key,
                 g.group_type,
                 anchor,
-                g.reprocess_priority,
+                priority,
                 since,
                 place,
                 old.last_reprocessed_at,
                 old.attempts,
             )
         else:  # a new reason starts afresh
-            item = QueueItem(key, g.group_type, anchor, g.reprocess_priority, since, place)
+            item = QueueItem(key, g.group_type, anchor, priority, since, place)
         out.append(item)
     return sorted(out, key=lambda i: i.key)
 

@@ -18,16 +18,20 @@ nothing is embedded again). A key the last run kept names the description's key,
 kept too: a later run that cannot settle, after a registry change say, still finds the
 description.
 
-A quiet group (a conversation, a question or a day with no priority: nothing to re-process and
-no check to come at the run's time) is carried before its grouping even makes it
-(:meth:`Settled.token`). Its settled entry, kept under its members' ids (the memo's ``units``),
-holds beside its description's key the group's id, type and first member, what its row reads
-beside its members (:func:`quiet_mark`) and a digest of the context and the code. A run whose
-grouping finds the same members, the group quiet at the run's time, every member as it was
-and weighed as it was (the digests :mod:`corpus_index.linked.lastrun` takes) and the same
-digest, takes the kept id: its settled key would be the kept one, since the group's record is
-made of these alone. Neither the group nor its key is made (a one-message run at 50,000
-messages spent about a fifth of its time making and hashing groups that were then carried).
+A conversation, a question or a day is carried before its grouping even makes it
+(:meth:`Settled.token`): its row reads nothing but its members' units, who its members are,
+what it holds beside them (:func:`row_mark`: a question's resolution and answer's relevance)
+and its timing at the run's time (whether it is active, and has its validation pass to come).
+Its settled entry, kept under its members' ids (the memo's ``units``), holds beside its
+description's key the group's id, type and first member, its mark, a digest of the context
+and the code, its timing, and its re-processing priority and anchor (what its queue item
+reads beside its members). A run whose grouping finds the same members, the same mark and
+timing, every member as it was and weighed as it was (the digests
+:mod:`corpus_index.linked.lastrun` takes) and the same digest, takes the kept id: its settled
+key would be the kept one, since the group's record is made of these alone. Neither the group
+nor its key is made (a one-message run at 50,000 messages spent about a fifth of its time
+making and hashing groups that were then carried); one with a priority keeps its queue item
+(:func:`~corpus_index.linked.reprocess.queue_of` reads it from what was kept).
 
 A key is kept only for a group whose row the run wrote or carried, so a settled group's row is
 in the last run's tables: the ``linked_groups`` step writes the tables and the memo together,
@@ -46,14 +50,14 @@ import pyarrow.compute as pc
 
 from corpus_index.linked.memo import Memo, UnitParts, code_digest, digest
 from corpus_index.linked.messages import Message
-from corpus_index.linked.records import Carried, Group, group_id
+from corpus_index.linked.records import Carried, Group, anchor_of, group_id
 from corpus_index.linked.similarity import Similarity
 
-# the first item of a quiet group's settled entry (see :meth:`Settled.token`)
-QUIET = "quiet"
+# the first item of the settled entry of a group carried before it is made (Settled.token)
+UNMADE = "unmade"
 # the groups a grouping may carry whole before making them: those a row reads of nothing but
-# their members' units, the group's members and :func:`quiet_mark`
-QUIET_TYPES = frozenset({"conversation", "qa_pair", "daily_context"})
+# their members' units, the group's members, :func:`row_mark` and the group's timing
+UNMADE_TYPES = frozenset({"conversation", "qa_pair", "daily_context"})
 
 
 @dataclass(slots=True)
@@ -76,8 +80,8 @@ class Settled:
     scope: Callable[[str], tuple[Any, ...]]
     known: Collection[str]
     carried: set[str] = field(default_factory=set)
-    # group id -> (its settled key, its description's key), for the rows made this run
-    pending: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # group id -> (its settled key, its description's key, its timing), for the rows made
+    pending: dict[str, tuple[str, str, tuple[bool, ...]]] = field(default_factory=dict)
     _gids: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
     # what a settled key reads of each member (after :meth:`start`)
     parts: UnitParts | None = None
@@ -104,7 +108,7 @@ class Settled:
 
         self.parts = UnitParts(read, known)
         self._unchanged = known or {}
-        self._signature = digest((code_digest(), QUIET, self.context))
+        self._signature = digest((code_digest(), UNMADE, self.context))
 
     def gid(self, group: Group) -> str:
         """The group's id (made once a run)."""
@@ -138,7 +142,7 @@ class Settled:
         )
         kept = memo.get(key) if gid in self.known else None
         if kept is None:
-            self.pending[gid] = (key, "")
+            self.pending[gid] = (key, "", tuple(timed))
             return False
         # its description's, for a run that cannot settle it
         memo.has(kept[1] if isinstance(kept, list) else str(kept))
@@ -149,58 +153,57 @@ class Settled:
         """Record the description key the run used for ``gid`` (kept beside its settled key)."""
         pending = self.pending.get(gid)
         if pending is not None:
-            self.pending[gid] = (pending[0], describe_key)
+            self.pending[gid] = (pending[0], describe_key, pending[2])
 
     def token(
         self, group_type: str, ids: Sequence[str], mark: str, timed: Sequence[bool]
     ) -> Carried | None:
         """The group a grouping is about to make (of ``group_type``, of the units ``ids`` in
-        order, holding ``mark`` beside them, see :func:`quiet_mark`), carried whole when it
-        is quiet and as it was: the last run kept it quiet (no priority, as a group with no
-        check to come at ``now`` has), it is quiet now (``timed``: whether it is active,
-        and has its validation pass to come, at ``now``), and every unit of it is as it
-        was and weighed as it was, under the same registry and code. Its settled key would
-        then be the one kept: the group is carried by the id kept beside it, without being
+        order, holding ``mark`` beside them, see :func:`row_mark`), carried whole when it
+        is as the last run kept it: of the same type, first member and mark, and of the same
+        timing (``timed``: whether it is active, and has its validation pass to come, at
+        ``now``), and every unit of it is as it was and weighed as it was, under the same
+        registry and code. Its settled key would then be the one kept: the group is carried
+        by the id kept beside it, with the priority and anchor kept there, without being
         made, and its entries are kept for the next run. None otherwise (it is made)."""
-        if timed[0] or timed[1]:
-            return None
-        found = self.memo.quiet.get(tuple(sorted(ids)))
+        found = self.memo.unmade.get(tuple(sorted(ids)))
         if found is None:
             return None
         key, raw = found
         value = json.loads(raw)
         if (
-            len(value) != 7
+            len(value) != 10
             or value[2] not in self.known
-            or value[3:] != [group_type, ids[0], mark, self._signature]
+            or value[3:8] != [group_type, ids[0], mark, self._signature, list(timed)]
             or not all(map(self._unchanged.__contains__, ids))
         ):
             return None
         self.memo.has(key)
         self.memo.has(value[1])  # its description's, for a run that cannot settle it
         self.carried.add(value[2])
-        made = Carried(group_type, value[2], tuple(ids))
+        made = Carried(group_type, value[2], tuple(ids), value[8], value[9])
         self.tokens.append(made)
         return made
 
     def settle(self, gid: str, group: Group) -> None:
         """Keep the settled key of ``gid``, whose row this run made from ``group`` (as the
-        run returned it): the next run carries it while its inputs stay, without making it
-        when it is quiet (:meth:`token`)."""
+        run returned it): the next run carries it while its inputs stay, a conversation, a
+        question or a day without making it (:meth:`token`)."""
         pending = self.pending.pop(gid, None)
         if pending is None or not pending[1]:
             return
         value: Any = pending[1]
-        if group.group_type in QUIET_TYPES and group.reprocess_priority == 0:
+        if group.group_type in UNMADE_TYPES:
             first = group.members[0].unit_id
-            value = [QUIET, value, gid, group.group_type, first, quiet_mark(group), self._signature]
+            value = [UNMADE, value, gid, group.group_type, first, row_mark(group), self._signature]
+            value += [list(pending[2]), group.reprocess_priority, anchor_of(group)]
         self.memo.put(pending[0], value, units=group.member_ids, computed=False)
 
 
-def quiet_mark(group: Group) -> str:
-    """What a quiet group's row reads beside its members' units and its members (who they
-    are, in order): a question's resolution and its answer's relevance; nothing for a
-    conversation or a day."""
+def row_mark(group: Group) -> str:
+    """What the row of a group carried before it is made reads beside its members' units,
+    its members (who they are, in order) and its timing: a question's resolution and its
+    answer's relevance; nothing for a conversation or a day."""
     if group.group_type != "qa_pair":
         return ""
     answer = group.members[1].relevance if len(group.members) > 1 else None
@@ -208,20 +211,20 @@ def quiet_mark(group: Group) -> str:
 
 
 def question_mark(resolution: str, relevance: float | None) -> str:
-    """:func:`quiet_mark` of a question's group, from its resolution and its answer's
+    """:func:`row_mark` of a question's group, from its resolution and its answer's
     relevance (None: no answer), as its grouping asks before making it."""
     return f"{resolution}|{relevance!r}"
 
 
-def quiet_index(table: pa.Table | None, tenant: str) -> dict[tuple[str, ...], tuple[str, str]]:
-    """The quiet groups' settled entries of ``tenant`` in ``table`` (the last run's
-    ``group_memo``): their members' ids (sorted) -> the entry's key and value, for
-    :meth:`Settled.token`."""
+def unmade_index(table: pa.Table | None, tenant: str) -> dict[tuple[str, ...], tuple[str, str]]:
+    """The settled entries of ``tenant``'s groups in ``table`` (the last run's
+    ``group_memo``) that a grouping may carry before making them: their members' ids
+    (sorted) -> the entry's key and value, for :meth:`Settled.token`."""
     if table is None or not table.num_rows or "units" not in table.column_names:
         return {}
     mine = pc.and_(
         pc.equal(table["tenant_id"], tenant),
-        pc.starts_with(table["value"], f'["{QUIET}",'),
+        pc.starts_with(table["value"], f'["{UNMADE}",'),
     )
     rows = table.filter(mine).select(["key", "value", "units"]).to_pydict()
     return {

@@ -60,7 +60,7 @@ from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
-from corpus_index.linked.settled import quiet_index
+from corpus_index.linked.settled import unmade_index
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
 from corpus_index.reprocess_queue import (
     QUEUE,
@@ -116,8 +116,8 @@ class LinkedGroupsOutcome:
     # settled groups (every input as it was), whose rows were the last run's, carried over
     # without being described again (the rest made anew)
     carried: int = 0
-    # of those, quiet groups as they were, carried before being made (see
-    # corpus_index.linked.settled.Settled.token)
+    # of those, conversations, questions and days as they were, carried before being made
+    # (see corpus_index.linked.settled.Settled.token)
     unmade: int = 0
     prints_kept: int = 0  # units whose blocks were as they were, so not hashed again
     # questions no change reached, whose scored answers were kept without reading candidates
@@ -246,7 +246,7 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
                 remembered,
                 tenant_id=tenant,
                 prints=known.fingerprints,
-                quiet=quiet_index(kept_memo, tenant),
+                unmade=unmade_index(kept_memo, tenant),
             )
         return memos[tenant]
 
