@@ -518,7 +518,7 @@ def qa_groups(
     """One ``qa_pair`` group per question: the question (initiator, primary) and its answer
     (resolution), resolved; or the question alone, open and re-processed at priority 8, until
     a week has passed since it was asked (then ``timeout``, priority 0). ``carry``: asked of
-    each group with no priority before it is made (what it gives is taken instead)."""
+    each group before it is made (what it gives is taken instead)."""
     out: list[Group | Carried] = []
     for link in links:
         q = by_id[link.question]
@@ -534,7 +534,7 @@ def qa_groups(
             state = ("partial", "timeout", 0)
         else:
             state = ("evolving", "open", PRIORITY_OPEN)
-        if carry is not None and not state[2]:
+        if carry is not None:
             kept = carry("qa_pair", ids, max(times), question_mark(state[1], relevance))
             if kept is not None:
                 out.append(kept)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,6 +58,22 @@ UNMADE = "unmade"
 # the groups a grouping may carry whole before making them: those a row reads of nothing but
 # their members' units, the group's members, :func:`row_mark` and the group's timing
 UNMADE_TYPES = frozenset({"conversation", "qa_pair", "daily_context"})
+
+
+class _Unmade(NamedTuple):
+    """The settled entry of a group a grouping may carry before making it, as the memo keeps
+    it (a JSON list, in this order)."""
+
+    marker: str  # UNMADE
+    described: str  # its description's key
+    gid: str
+    group_type: str
+    first: str  # its first member
+    mark: str  # :func:`row_mark`
+    signature: str  # the context's and the code's digest
+    timing: list[bool]  # whether it was active, and had its validation pass to come
+    priority: int
+    anchor: str
 
 
 @dataclass(slots=True)
@@ -145,7 +161,7 @@ class Settled:
             self.pending[gid] = (key, "", tuple(timed))
             return False
         # its description's, for a run that cannot settle it
-        memo.has(kept[1] if isinstance(kept, list) else str(kept))
+        memo.has(_Unmade(*kept).described if isinstance(kept, list) else str(kept))
         self.carried.add(gid)
         return True
 
@@ -171,17 +187,21 @@ class Settled:
             return None
         key, raw = found
         value = json.loads(raw)
+        if len(value) != len(_Unmade._fields):
+            return None
+        kept = _Unmade(*value)
         if (
-            len(value) != 10
-            or value[2] not in self.known
-            or value[3:8] != [group_type, ids[0], mark, self._signature, list(timed)]
+            kept.gid not in self.known
+            or (kept.group_type, kept.first, kept.mark) != (group_type, ids[0], mark)
+            or kept.signature != self._signature
+            or kept.timing != list(timed)
             or not all(map(self._unchanged.__contains__, ids))
         ):
             return None
         self.memo.has(key)
-        self.memo.has(value[1])  # its description's, for a run that cannot settle it
-        self.carried.add(value[2])
-        made = Carried(group_type, value[2], tuple(ids), value[8], value[9])
+        self.memo.has(kept.described)  # for a run that cannot settle it
+        self.carried.add(kept.gid)
+        made = Carried(group_type, kept.gid, tuple(ids), kept.priority, kept.anchor)
         self.tokens.append(made)
         return made
 
@@ -192,12 +212,24 @@ class Settled:
         pending = self.pending.pop(gid, None)
         if pending is None or not pending[1]:
             return
-        value: Any = pending[1]
+        key, described, timing = pending
+        value: Any = described
         if group.group_type in UNMADE_TYPES:
-            first = group.members[0].unit_id
-            value = [UNMADE, value, gid, group.group_type, first, row_mark(group), self._signature]
-            value += [list(pending[2]), group.reprocess_priority, anchor_of(group)]
-        self.memo.put(pending[0], value, units=group.member_ids, computed=False)
+            value = list(
+                _Unmade(
+                    UNMADE,
+                    described,
+                    gid,
+                    group.group_type,
+                    group.members[0].unit_id,
+                    row_mark(group),
+                    self._signature,
+                    list(timing),
+                    group.reprocess_priority,
+                    anchor_of(group),
+                )
+            )
+        self.memo.put(key, value, units=group.member_ids, computed=False)
 
 
 def row_mark(group: Group) -> str:
