@@ -253,6 +253,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "group_rows_carried": r.carried,
                 "groups_carried_unmade": r.unmade,
                 "units_as_they_were": r.prints_kept,
+                "rows_not_decoded": r.rows_not_decoded,
                 "questions_unread": r.questions_unread,
                 "written": r.passed,
             },

@@ -138,7 +138,7 @@ def record_digest(record: Mapping[str, Any]) -> str:
     :func:`~corpus_index.hashing.value_digest`; a digest an earlier version stored, of the
     record's canonical JSON, matches none of these, so a state it left is read as every unit
     changed: the next pass is full)."""
-    return value_digest(record, size=16)
+    return value_digest(record if type(record) is dict else dict(record), size=16)
 
 
 def identify_since(
@@ -176,6 +176,7 @@ def identify_since(
     found: TenantIdentities | None = None
     kept: pa.Table | None = None
     units: dict[str, str] | None = None  # None: every unit's, in order
+    new: list[Mapping[str, Any]] | None = None
     same = last if last is not None and last.fingerprint == fingerprint else None
     if same is not None and same.appendable:
         new = appended(same, records, digests)
@@ -191,7 +192,11 @@ def identify_since(
         found = identify(tenant, records, **options)
     if units is None:
         units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
-    end = max((record_key(r) for r in records), default=("", ""))
+        end = max((record_key(r) for r in records), default=("", ""))
+    else:  # the units read before are as they were and the new ones fall after them: only
+        # the new records are read (the others may not be decoded, see unit_reading)
+        assert same is not None and new is not None
+        end = max((record_key(r) for r in new), default=same.last)
     return found, PassState(fingerprint, units, end, found.reading, kept)
 
 

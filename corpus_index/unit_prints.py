@@ -19,6 +19,13 @@ run computes is unchanged either way; only the hashing of units that did not cha
 skipped. A table of another code, a missing one or a damaged one costs a run its full
 hashing, nothing else.
 
+Each unit read from one parsed-block row also keeps the message it was read as
+(:func:`~corpus_index.kinds.messages.message_from`): the next run takes it for a row of the
+same digest instead of decoding the row's JSON (:func:`kept_messages`; the record the
+identity pass reads of it is decoded only if the pass reads more than its id, which it does
+not when only units were appended). A message whose fields are not of the types a reading
+makes is not kept; it is decoded again, as is a unit of several rows.
+
 Beside them each row keeps what the run scored of the unit as a question (the key of its
 scored answers, or that it asks none) and the TF-IDF block it was weighed in, with what each
 block was weighed by and the answer window in the table's metadata: the next run reads the
@@ -35,20 +42,24 @@ its hash stable within a version only, so its version is in the code key.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index import identity_resume
 from corpus_index.linked import memo
 from corpus_index.linked.lastrun import LastRun
+from corpus_index.linked.messages import Message
 
 PRINTS = "unit_prints"
 PRINTS_SCHEMA = pa.schema(
@@ -67,8 +78,24 @@ PRINTS_SCHEMA = pa.schema(
         ("parts", pa.binary()),  # its digest in a settled group's key
         ("decides", pa.string()),  # the sentence it decides by ("": none)
         ("proposes", pa.bool_()),  # whether it puts a proposal to decide
+        # the message the unit was read as (:func:`~corpus_index.kinds.messages.message_from`),
+        # kept where it has one block (null ``message_timestamp``: not kept, see
+        # :func:`kept_messages`)
+        ("message_channel", pa.string()),
+        ("message_author", pa.string()),
+        ("message_text", pa.string()),
+        ("message_timestamp", pa.float64()),
+        ("message_reply_to", pa.string()),
+        ("message_mentions", pa.list_(pa.string())),
+        ("message_system", pa.bool_()),
+        ("message_source", pa.string()),
+        ("message_location", pa.string()),
+        ("message_title", pa.string()),
+        ("message_event_date", pa.string()),
     ]
 )
+# the message columns, in the order of Message's fields after its unit id
+_MESSAGE_COLUMNS = [f"message_{f.name}" for f in dataclasses.fields(Message)][1:]
 # the columns of what the groupings left of each unit, and where a run's LastRun holds them
 _LAST_RUN_COLUMNS: dict[str, Callable[[LastRun], Mapping[str, Any]]] = {
     "question": lambda a: a.made_keys,
@@ -216,12 +243,14 @@ def prints_table(
     records: Mapping[str, str],
     last: Mapping[str, LastRun] | None = None,
     window_s: float | None = None,
+    messages: Sequence[Message | None] = (),
 ) -> pa.Table:
     """This run's rows: one per unit of ``units`` (unit id, source id, tenant, its rows'
     digest), with the digests the run made or was given of it (empty where it has none), the
     code key in the metadata; with ``last`` (tenant -> what its run noted), what the
     groupings left of each unit (:data:`_LAST_RUN_COLUMNS`), and the blocks' weighing and
-    ``window_s`` in the metadata."""
+    ``window_s`` in the metadata; with ``messages`` (one per unit, in order; None: not to
+    keep), the message each unit was read as, for :func:`kept_messages`."""
     rows = list(units)
     ids = [r[0] for r in rows]
     linked = [links.get(u, ("", "")) for u in ids]
@@ -251,8 +280,61 @@ def prints_table(
             for i in positions:
                 values[i] = value_of(ids[i])
         arrays.append(pa.array(values, PRINTS_SCHEMA.field(name).type))
+    arrays.extend(_message_arrays(messages, len(ids)))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
     kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
     return table.replace_schema_metadata(
         {CODE_KEY: code_key().encode(), LAST_RUN_KEY: json.dumps(kept, sort_keys=True).encode()}
     )
+
+
+def _message_arrays(messages: Sequence[Message | None], rows: int) -> list[pa.Array]:
+    """The message columns of ``rows`` rows: each message's fields where it is given and of
+    the types reading gives (a ``reply_to`` and each mention a string), else nulls; all nulls
+    when a text cannot be stored (a lone surrogate): what is not kept is only read again."""
+    fields = [PRINTS_SCHEMA.field(c) for c in _MESSAGE_COLUMNS]
+    kept = [m if m is not None and _storable(m) else None for m in messages]
+    if len(kept) != rows or not any(kept):
+        return [pa.nulls(rows, f.type) for f in fields]
+    whole = all(kept)
+    try:
+        out = []
+        for f in fields:
+            get = attrgetter(f.name.removeprefix("message_"))
+            values = list(map(get, kept)) if whole else [m and get(m) for m in kept]
+            out.append(pa.array(values, f.type))  # mentions: tuples, read as lists
+        return out
+    except (pa.ArrowException, UnicodeEncodeError):
+        return [pa.nulls(rows, f.type) for f in fields]
+
+
+def _storable(m: Message) -> bool:
+    """Whether the message columns give ``m`` back exactly: its fields are of the types a
+    reading makes (strings, a float time, a flag), which the columns hold as they are."""
+    return (
+        type(m.reply_to) in _REPLY_TYPES
+        and all(type(p) is str for p in m.mentions)
+        and type(m.timestamp) is float
+        and type(m.system) is bool
+        and type(m.unit_id) is type(m.channel) is type(m.author) is type(m.text) is str
+        and type(m.source) is type(m.location) is type(m.title) is type(m.event_date) is str
+    )
+
+
+_REPLY_TYPES = (str, type(None))
+
+
+def kept_messages(table: pa.Table | None) -> dict[str, Message]:
+    """The messages the last run's rows (``table``, of :data:`PRINTS_SCHEMA`) keep, by the
+    digest of the one parsed-block row each was read from (:func:`row_digests`): a row of
+    this run with that digest reads as that message (the message is a function of the row's
+    columns, and the code that reads it is the code key's). Empty when ``table`` is missing,
+    of another layout or of other code."""
+    if table is None or not table.num_rows or not _readable(table):
+        return {}
+    one_block = pc.invert(pc.match_substring(table["blocks"], "+"))
+    table = table.filter(pc.and_(pc.is_valid(table["message_timestamp"]), one_block))
+    columns = [table[c].to_pylist() for c in ("unit_id", *_MESSAGE_COLUMNS)]
+    at = _MESSAGE_COLUMNS.index("message_mentions") + 1
+    columns[at] = list(map(tuple, columns[at]))
+    return dict(zip(table["blocks"].to_pylist(), map(Message, *columns), strict=True))

@@ -429,7 +429,7 @@ def test_one_reading_gives_the_units_and_the_records_the_pass_reads(tmp_path: Pa
     cut = reading.records[meta.get("unit_id", first["doc_id"])]
     assert cut["text"].endswith(" and the rest of it") and cut["author"] == meta.get("author")
     assert (cut["tenant_id"], cut["source_id"]) == (first["tenant_id"], first["source_id"])
-    assert unit_reading(blocks, records=False) == (units, {}, {})
+    assert unit_reading(blocks, records=False) == (units, {}, {}, 0)
 
 
 _JSON = st.recursive(

@@ -174,7 +174,10 @@ def test_the_step_says_what_it_has_done_as_it_goes(tmp_path: Path) -> None:
     seconds = [float(line.rsplit("(", 1)[1].removesuffix(" s)")) for line in said]
     assert seconds == sorted(seconds)
     lines = [line.rsplit(" (", 1)[0] for line in said]
-    assert lines[0] == f"read {out.units:,} units ({out.prints_kept:,} as they were)"
+    assert lines[0] == (
+        f"read {out.units:,} units ({out.prints_kept:,} as they were, "
+        f"{out.rows_not_decoded:,} rows not decoded)"
+    )
     assert (
         lines[1] == f"identities of 1 tenant(s): {out.identity_read:,} of {out.units:,} units read"
     )

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,12 +19,21 @@ from corpus_index.home import Home
 from corpus_index.identity_resume import record_digest
 from corpus_index.linked.decisions import _OPEN_PROPOSAL, decision_sentence
 from corpus_index.linked.memo import Memo
+from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, question_of
 from corpus_index.linked.relink import fingerprint, model_digest
 from corpus_index.linked.settled import UNMADE_TYPES
 from corpus_index.steps.linked_groups import _UNIT_COLUMNS, GROUPS, MEMBERS, MEMO, unit_reading
-from corpus_index.unit_prints import CODE_KEY, LAST_RUN_KEY, PRINTS, code_key, row_digests
+from corpus_index.unit_prints import (
+    CODE_KEY,
+    LAST_RUN_KEY,
+    PRINTS,
+    code_key,
+    kept_messages,
+    prints_table,
+    row_digests,
+)
 from tests.test_linked_incremental import COLLECTION, SAMPLE, append, configure, edit, link
 
 ROWS = pa.table(
@@ -276,3 +286,62 @@ def test_a_damaged_table_costs_a_run_its_hashing_and_is_written_anew(tmp_path: P
     again = link(home.settings)
     assert again.passed and again.prints_kept == 0
     assert pq.read_table(path).to_pylist() == good
+
+
+def test_a_unit_read_from_its_kept_message_is_the_unit_decoded(tmp_path: Path) -> None:
+    """Each unit of one row keeps the message it was read as; the next reading takes it for a
+    row with the same digest instead of decoding the row, and gives the same units, records
+    and digests as decoding every row: a unit whose rows changed (here: one cut into two
+    blocks) is decoded, its first row's message joined with the second's as before."""
+    settings = configure(tmp_path, SAMPLE)
+    link(settings)
+    home = Home(settings)
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    kept = kept_messages(table)
+    assert table is not None and len(kept) == table.num_rows  # the sample's units: one row each
+    blocks = home.read("parsed_blocks", (COLLECTION,))
+    first = blocks.slice(0, 1).to_pylist()[0]
+    second = dict(first, block_id="second", content=json.dumps({"text": "and the rest"}))
+    blocks = pa.concat_tables([blocks, pa.Table.from_pylist([second], blocks.schema)])
+    decoded = unit_reading(blocks, digests=True)
+    taken = unit_reading(blocks, digests=True, kept=kept)
+    assert decoded.taken == 0 and taken.taken == blocks.num_rows - 1  # the new row decoded
+    assert taken.units == decoded.units and taken.digests == decoded.digests
+    assert {u: dict(r) for u, r in taken.records.items()} == decoded.records
+    assert all(
+        record_digest(taken.records[u]) == record_digest(r) for u, r in decoded.records.items()
+    )
+    cut = json.loads(first["metadata"]).get("unit_id", first["doc_id"])
+    joined = next(u.message for u in taken.units if u.message.unit_id == cut)
+    assert joined.text.endswith(" and the rest") and "+" in taken.digests[cut]
+    # a unit of two rows keeps no message: no one row reads as it
+    prints = prints_table(
+        [(cut, "s", "t", taken.digests[cut])], fingerprints={}, links={}, records={},
+        messages=[joined],
+    )  # fmt: skip
+    assert kept_messages(prints) == {}
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"reply_to": 7},  # a record's reply_to that was not a string
+        {"mentions": ("Sarah", 3)},
+        {"text": "half a pair \ud83d"},  # a lone surrogate: no UTF-8 for it
+    ],
+)
+def test_a_message_the_columns_cannot_give_back_is_not_kept(odd: dict[str, object]) -> None:
+    """Only what the message columns give back exactly is kept: a message with a field of
+    another type than a reading makes, or a text Arrow cannot hold, is read again next time
+    (the others of the run are kept, unless a text cannot be written at all)."""
+    plain = Message("u1", "#staff", "Sarah", "van keys?", 1.75e9, None, ("Tom",), False, "chat")
+    other = Message("u2", "#staff", "Tom", "yes", 1.75e9 + 60, "u1")
+    rows = [("u1", "s", "t", "1:1"), ("u2", "s", "t", "2:2")]
+    made = prints_table(rows, fingerprints={}, links={}, records={}, messages=[plain, other])
+    assert kept_messages(made) == {"1:1": plain, "2:2": other}
+    odd_one = replace(plain, **odd)  # type: ignore[arg-type]
+    table = prints_table(rows, fingerprints={}, links={}, records={}, messages=[odd_one, other])
+    got = kept_messages(table)
+    assert "1:1" not in got
+    if "text" not in odd:
+        assert got == {"2:2": other}

@@ -30,7 +30,7 @@ import gc
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -76,6 +76,7 @@ from corpus_index.sources import live_documents
 from corpus_index.unit_prints import (
     PRINTS,
     PRINTS_SCHEMA,
+    kept_messages,
     known_prints,
     prints_table,
     row_digests,
@@ -120,6 +121,8 @@ class LinkedGroupsOutcome:
     # (see corpus_index.linked.settled.Settled.token)
     unmade: int = 0
     prints_kept: int = 0  # units whose blocks were as they were, so not hashed again
+    # parsed-block rows whose message was the last run's, so not decoded again
+    rows_not_decoded: int = 0
     # questions no change reached, whose scored answers were kept without reading candidates
     questions_unread: int = 0
     gates: list[gates.Gate] = field(default_factory=list)
@@ -212,12 +215,15 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     groups_read = io.read(lambda: wh.read(GROUPS, (collection,), GROUP_SCHEMA))
     members_read = io.read(lambda: wh.read(MEMBERS, (collection,), MEMBER_SCHEMA))
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
-    units, records, digests = unit_reading(blocks, records=cfg.format != "irc", digests=True)
+    kept_prints, kept = kept_read.result()
+    units, records, digests, taken = unit_reading(
+        blocks, records=cfg.format != "irc", digests=True, kept=kept
+    )
     manifest = manifest_read.result()
     live = set(live_documents(manifest))
     # what the last run hashed of the units whose blocks are as they were (unit_prints)
-    known = known_prints(kept_read.result(), digests)
-    say(f"read {len(units):,} units ({known.units:,} as they were)")
+    known = known_prints(kept_prints, digests)
+    say(f"read {len(units):,} units ({known.units:,} as they were, {taken:,} rows not decoded)")
     stored = queue_read.result()
     linking = stored.linking
     # what the last ingest brought: seen by an earlier run when its queue keeps their digest
@@ -318,6 +324,7 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
         carried=tables.carried,
         unmade=tables.unmade,
         prints_kept=known.units,
+        rows_not_decoded=taken,
         questions_unread=sum(a.kept for a in lasts.values()),
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
@@ -350,7 +357,7 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
 def _identify(
     home: Home,
     collection: str,
-    records: dict[str, dict[str, Any]],
+    records: dict[str, Mapping[str, Any]],
     known: dict[str, str],
     last_pass: pa.Table | None,
 ) -> tuple[dict[str, TenantIdentities], dict[str, PassState]]:
@@ -361,7 +368,7 @@ def _identify(
     (``known``: the digests of records as they were, see :mod:`corpus_index.unit_prints`;
     ``last_pass``: the last pass's partition, none if never written)."""
     cfg = home.collection(collection)
-    by_tenant: dict[str, list[dict[str, Any]]] = {}
+    by_tenant: dict[str, list[Mapping[str, Any]]] = {}
     for record in records.values():
         by_tenant.setdefault(str(record["tenant_id"]), []).append(record)
     last = identity_resume.read_states(last_pass)
@@ -381,13 +388,16 @@ def _identify(
     return found, states
 
 
-def _kept_prints(home: Home, collection: str) -> pa.Table | None:
-    """The last run's ``unit_prints`` rows; none when its file cannot be read: they only
-    spare hashing, so a damaged file costs this run its hashing and is written anew."""
+def _kept_prints(home: Home, collection: str) -> tuple[pa.Table | None, dict[str, Message]]:
+    """The last run's ``unit_prints`` rows and the messages they keep (by the digest of the
+    row each was read from, :func:`~corpus_index.unit_prints.kept_messages`); none when its
+    file cannot be read: they only spare hashing and decoding, so a damaged file costs this
+    run its hashing and decoding and is written anew."""
     try:
-        return home.warehouse.read(PRINTS, (collection,))
+        table = home.warehouse.read(PRINTS, (collection,))
     except DamagedWarehouseError:
-        return None
+        return None, {}
+    return table, kept_messages(table)
 
 
 def _prints(
@@ -400,9 +410,9 @@ def _prints(
     lasts: dict[str, LastRun],
     linking: Linking,
 ) -> pa.Table:
-    """The ``unit_prints`` rows of this run: what it hashed of each unit (or was given), and
-    what it scored of each question, for the next run to take where the unit's blocks stay
-    as they are."""
+    """The ``unit_prints`` rows of this run: what it hashed of each unit (or was given), what
+    it scored of each question, and the message of each unit read from one row, for the next
+    run to take where the unit's blocks stay as they are."""
     return prints_table(
         (
             (u.message.unit_id, sources[u.message.unit_id], u.tenant_id, digests[u.message.unit_id])
@@ -413,6 +423,8 @@ def _prints(
         records={u: d for s in states.values() for u, d in s.units.items()},
         last=lasts,
         window_s=linking.windows.answer_s,
+        # a unit of several rows was read as their messages joined: no one row's message
+        messages=[None if "+" in digests[u.message.unit_id] else u.message for u in units],
     )
 
 
@@ -458,36 +470,61 @@ class UnitReading(NamedTuple):
     decoding of each block (:func:`unit_reading`)."""
 
     units: list[Unit]
-    # unit id -> its record (:func:`~corpus_index.identity_pass.unit_records`)
-    records: dict[str, dict[str, Any]]
+    # unit id -> its record (:func:`~corpus_index.identity_pass.unit_records`; a unit read
+    # from a kept message has its record decoded when first read beyond its id and tenant)
+    records: dict[str, Mapping[str, Any]]
     # unit id -> a digest of its blocks' rows, all a unit is read from
     # (:func:`~corpus_index.unit_prints.row_digests` of each, in order, joined by "+")
     digests: dict[str, str]
+    # rows whose message was taken from ``kept`` rather than decoded
+    taken: int = 0
 
 
-def unit_reading(blocks: pa.Table, *, records: bool = True, digests: bool = False) -> UnitReading:
+def unit_reading(
+    blocks: pa.Table,
+    *,
+    records: bool = True,
+    digests: bool = False,
+    kept: Mapping[str, Message] | None = None,
+) -> UnitReading:
     """:func:`read_units` of ``blocks`` and, with ``records``, the identity pass's record of
     each unit, the same as :func:`~corpus_index.identity_pass.unit_records` gives, built from
     the metadata the units were read from rather than decoding it again (none without); with
-    ``digests``, a digest of the rows each unit is read from (none without)."""
+    ``digests``, a digest of the rows each unit is read from (none without).
+
+    ``kept`` (with ``digests``): messages by the digest of the row each was read from
+    (:func:`~corpus_index.unit_prints.kept_messages`); a row with one of those digests is
+    not decoded, its message is taken, and its record is decoded only if the identity pass
+    reads more of it than its id and tenant (it does not when only units were appended)."""
     units: dict[str, Unit] = {}
-    made: dict[str, dict[str, Any]] = {}
+    made: dict[str, Mapping[str, Any]] = {}
     hashed: dict[str, str] = {}
     more: dict[str, list[str]] = {}  # unit id -> its blocks' texts, for a unit of several
     read = blocks.select(_UNIT_COLUMNS)
     cols = read.to_pydict()
     rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
     row_prints = row_digests(read) if digests else [""] * read.num_rows
+    keep: Mapping[str, Message] = (kept or {}) if digests else {}
+    n_taken = 0
     for (doc_id, content, meta_json, event_date, tenant, acl, tier, source_id), row_print in zip(
         rows, row_prints, strict=True
     ):
-        meta = _json(str(meta_json)) if meta_json else {}
-        message = message_from(_json(str(content)), meta, doc_id, event_date)
+        message = keep.get(row_print)
+        meta = None
+        if message is None:
+            meta = _json(str(meta_json)) if meta_json else {}
+            message = message_from(_json(str(content)), meta, doc_id, event_date)
+        else:
+            n_taken += 1
         unit = message.unit_id
         if unit not in units:
             units[unit] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
             if records:
-                made[unit] = unit_record(meta, unit, message.text, tenant, source_id)
+                made[unit] = (
+                    unit_record(meta, unit, message.text, tenant, source_id)
+                    if meta is not None
+                    else _RecordLater(unit, tenant, meta_json, message.text, source_id)
+                )
             if digests:
                 hashed[unit] = row_print
         else:
@@ -498,8 +535,43 @@ def unit_reading(blocks: pa.Table, *, records: bool = True, digests: bool = Fals
         first = units[unit]
         units[unit] = first._replace(message=replace(first.message, text=" ".join(texts)))
         if records:
-            made[unit]["text"] = units[unit].message.text
-    return UnitReading(list(units.values()), made, hashed)
+            made[unit] = {**made[unit], "text": units[unit].message.text}
+    return UnitReading(list(units.values()), made, hashed, n_taken)
+
+
+class _RecordLater(Mapping[str, Any]):
+    """The record of a unit whose message was kept (:func:`unit_reading`): its id and tenant
+    at once, the rest decoded from its block's metadata when first read (the same dict
+    :func:`~corpus_index.identity_pass.unit_record` makes, in the same order)."""
+
+    __slots__ = ("_meta_json", "_record", "_source_id", "_tenant", "_text", "_unit")
+
+    def __init__(self, unit: str, tenant: str, meta_json: Any, text: str, source_id: str):
+        self._unit, self._tenant, self._meta_json = unit, tenant, meta_json
+        self._text, self._source_id = text, source_id
+        self._record: dict[str, Any] | None = None
+
+    def _whole(self) -> dict[str, Any]:
+        if self._record is None:
+            meta = _json(str(self._meta_json)) if self._meta_json else {}
+            self._record = unit_record(meta, self._unit, self._text, self._tenant, self._source_id)
+        return self._record
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "id":
+            return self._unit
+        if key == "tenant_id":
+            return self._tenant
+        return self._whole()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def __repr__(self) -> str:
+        return repr(self._whole())
 
 
 def _json(text: str) -> Any:
