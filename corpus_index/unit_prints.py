@@ -187,11 +187,14 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
     same = [blocks.get(u) == d for u, d in zip(units, table["blocks"].to_pylist(), strict=True)]
     whole = all(same)
     last = json.loads((table.schema.metadata or {}).get(LAST_RUN_KEY, b"{}"))
-    table = table.filter(pa.array(same, pa.bool_()))
-    kept = table.select(
-        ["unit_id", "tenant_id", "fingerprint", "link_model", "link_print", "record"]
-        + ["question", "block", "parts", "decides", "proposes"]
-    ).to_pydict()
+    kept = (
+        table.select(
+            ["unit_id", "tenant_id", "fingerprint", "link_model", "link_print", "record"]
+            + ["question", "block", "parts", "decides", "proposes"]
+        )
+        .filter(pa.array(same, pa.bool_()))
+        .to_pydict()
+    )
     units = kept["unit_id"]
     links = zip(kept["link_model"], kept["link_print"], strict=True)
     return KnownPrints(
@@ -333,7 +336,8 @@ def kept_messages(table: pa.Table | None) -> dict[str, Message]:
     if table is None or not table.num_rows or not _readable(table):
         return {}
     one_block = pc.invert(pc.match_substring(table["blocks"], "+"))
-    table = table.filter(pc.and_(pc.is_valid(table["message_timestamp"]), one_block))
+    kept = pc.and_(pc.is_valid(table["message_timestamp"]), one_block)
+    table = table.select(["blocks", "unit_id", *_MESSAGE_COLUMNS]).filter(kept)
     columns = [table[c].to_pylist() for c in ("unit_id", *_MESSAGE_COLUMNS)]
     at = _MESSAGE_COLUMNS.index("message_mentions") + 1
     columns[at] = list(map(tuple, columns[at]))
