@@ -59,7 +59,7 @@ from corpus_index.registry import (
 from corpus_index.reprocess_queue import QUEUE_SCHEMA
 from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
 from corpus_index.storage import Location
-from corpus_index.unit_prints import PRINTS, PRINTS_SCHEMA
+from corpus_index.unit_prints import MESSAGE_COLUMNS, PRINTS, PRINTS_SCHEMA
 from corpus_index.warehouse import Warehouse
 
 # the columns each warehouse asset's partitions must have (others are only read whole)
@@ -79,7 +79,9 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     PASS: set(PASS_SCHEMA.names),
     "conversation_links": set(LINK_COLUMNS_FIRST),  # ``unit_id`` and ``timestamp`` came later
     "group_memo": set(MEMO_READ),  # ``units`` came later: a memo without them reads as all
-    PRINTS: set(PRINTS_SCHEMA.names),
+    # the message columns came later: a table without them is not read (the next run hashes
+    # and decodes every unit, and writes it anew)
+    PRINTS: set(PRINTS_SCHEMA.names) - set(MESSAGE_COLUMNS),
 }
 LIVE = ("BUILDING", "READY", "ACTIVE")
 

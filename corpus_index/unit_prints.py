@@ -95,7 +95,7 @@ PRINTS_SCHEMA = pa.schema(
     ]
 )
 # the message columns, in the order of Message's fields after its unit id
-_MESSAGE_COLUMNS = [f"message_{f.name}" for f in dataclasses.fields(Message)][1:]
+MESSAGE_COLUMNS = [f"message_{f.name}" for f in dataclasses.fields(Message)][1:]
 # the columns of what the groupings left of each unit, and where a run's LastRun holds them
 _LAST_RUN_COLUMNS: dict[str, Callable[[LastRun], Mapping[str, Any]]] = {
     "question": lambda a: a.made_keys,
@@ -295,7 +295,7 @@ def _message_arrays(messages: Sequence[Message | None], rows: int) -> list[pa.Ar
     """The message columns of ``rows`` rows: each message's fields where it is given and of
     the types reading gives (a ``reply_to`` and each mention a string), else nulls; all nulls
     when a text cannot be stored (a lone surrogate): what is not kept is only read again."""
-    fields = [PRINTS_SCHEMA.field(c) for c in _MESSAGE_COLUMNS]
+    fields = [PRINTS_SCHEMA.field(c) for c in MESSAGE_COLUMNS]
     kept = [m if m is not None and _storable(m) else None for m in messages]
     if len(kept) != rows or not any(kept):
         return [pa.nulls(rows, f.type) for f in fields]
@@ -337,8 +337,8 @@ def kept_messages(table: pa.Table | None) -> dict[str, Message]:
         return {}
     one_block = pc.invert(pc.match_substring(table["blocks"], "+"))
     kept = pc.and_(pc.is_valid(table["message_timestamp"]), one_block)
-    table = table.select(["blocks", "unit_id", *_MESSAGE_COLUMNS]).filter(kept)
-    columns = [table[c].to_pylist() for c in ("unit_id", *_MESSAGE_COLUMNS)]
-    at = _MESSAGE_COLUMNS.index("message_mentions") + 1
+    table = table.select(["blocks", "unit_id", *MESSAGE_COLUMNS]).filter(kept)
+    columns = [table[c].to_pylist() for c in ("unit_id", *MESSAGE_COLUMNS)]
+    at = MESSAGE_COLUMNS.index("message_mentions") + 1
     columns[at] = list(map(tuple, columns[at]))
     return dict(zip(table["blocks"].to_pylist(), map(Message, *columns), strict=True))

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from corpus_index import doctor
 from corpus_index.home import Home
 from corpus_index.identity_resume import record_digest
 from corpus_index.linked.decisions import _OPEN_PROPOSAL, decision_sentence
@@ -28,6 +29,7 @@ from corpus_index.steps.linked_groups import _UNIT_COLUMNS, GROUPS, MEMBERS, MEM
 from corpus_index.unit_prints import (
     CODE_KEY,
     LAST_RUN_KEY,
+    MESSAGE_COLUMNS,
     PRINTS,
     code_key,
     kept_messages,
@@ -276,6 +278,25 @@ def test_a_table_of_other_code_is_not_read(tmp_path: Path, damage: str) -> None:
     assert again.passed and again.prints_kept == 0
     kept = home.warehouse.read(PRINTS, (COLLECTION,))
     assert kept is not None and kept.to_pylist() == table.to_pylist()  # made again, the same
+
+
+def test_a_table_without_the_message_columns_is_not_damage_and_is_written_anew(
+    tmp_path: Path,
+) -> None:
+    """A table an earlier version wrote (no message columns) is not damage to the doctor; the
+    next run reads every row and hashes every unit, and writes the table with them."""
+    _, home = _linked(tmp_path)
+    table = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert table is not None
+    older = table.drop_columns(MESSAGE_COLUMNS)
+    path = Path(home.warehouse.path(PRINTS, COLLECTION).path)
+    pq.write_table(older, path)
+    assert not [f for f in doctor.check(home.settings) if f.name.startswith(PRINTS)]
+    again = link(home.settings)
+    assert again.passed and again.prints_kept == 0 and again.rows_not_decoded == 0
+    kept = home.warehouse.read(PRINTS, (COLLECTION,))
+    assert kept is not None and kept.to_pylist() == table.to_pylist()
+    assert link(home.settings).rows_not_decoded == table.num_rows  # and read from it next
 
 
 def test_a_damaged_table_costs_a_run_its_hashing_and_is_written_anew(tmp_path: Path) -> None:
