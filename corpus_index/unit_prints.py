@@ -62,6 +62,23 @@ from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.messages import Message
 
 PRINTS = "unit_prints"
+# the message a unit was read as (:func:`~corpus_index.kinds.messages.message_from`), its
+# fields after its unit id in :class:`Message`'s order, as the table keeps it for a unit of
+# one block (null ``message_timestamp``: not kept, see :func:`kept_messages`)
+_MESSAGE_FIELDS = {
+    "channel": pa.string(),
+    "author": pa.string(),
+    "text": pa.string(),
+    "timestamp": pa.float64(),
+    "reply_to": pa.string(),
+    "mentions": pa.list_(pa.string()),
+    "system": pa.bool_(),
+    "source": pa.string(),
+    "location": pa.string(),
+    "title": pa.string(),
+    "event_date": pa.string(),
+}
+assert list(_MESSAGE_FIELDS) == [f.name for f in dataclasses.fields(Message)][1:]
 PRINTS_SCHEMA = pa.schema(
     [
         ("unit_id", pa.string()),
@@ -78,24 +95,12 @@ PRINTS_SCHEMA = pa.schema(
         ("parts", pa.binary()),  # its digest in a settled group's key
         ("decides", pa.string()),  # the sentence it decides by ("": none)
         ("proposes", pa.bool_()),  # whether it puts a proposal to decide
-        # the message the unit was read as (:func:`~corpus_index.kinds.messages.message_from`),
-        # kept where it has one block (null ``message_timestamp``: not kept, see
-        # :func:`kept_messages`)
-        ("message_channel", pa.string()),
-        ("message_author", pa.string()),
-        ("message_text", pa.string()),
-        ("message_timestamp", pa.float64()),
-        ("message_reply_to", pa.string()),
-        ("message_mentions", pa.list_(pa.string())),
-        ("message_system", pa.bool_()),
-        ("message_source", pa.string()),
-        ("message_location", pa.string()),
-        ("message_title", pa.string()),
-        ("message_event_date", pa.string()),
+        # the message the unit was read as, one column a field (see _MESSAGE_FIELDS)
+        *((f"message_{name}", kind) for name, kind in _MESSAGE_FIELDS.items()),
     ]
 )
 # the message columns, in the order of Message's fields after its unit id
-MESSAGE_COLUMNS = [f"message_{f.name}" for f in dataclasses.fields(Message)][1:]
+MESSAGE_COLUMNS = [f"message_{name}" for name in _MESSAGE_FIELDS]
 # the columns of what the groupings left of each unit, and where a run's LastRun holds them
 _LAST_RUN_COLUMNS: dict[str, Callable[[LastRun], Mapping[str, Any]]] = {
     "question": lambda a: a.made_keys,
@@ -295,20 +300,19 @@ def _message_arrays(messages: Sequence[Message | None], rows: int) -> list[pa.Ar
     """The message columns of ``rows`` rows: each message's fields where it is given and of
     the types reading gives (a ``reply_to`` and each mention a string), else nulls; all nulls
     when a text cannot be stored (a lone surrogate): what is not kept is only read again."""
-    fields = [PRINTS_SCHEMA.field(c) for c in MESSAGE_COLUMNS]
     kept = [m if m is not None and _storable(m) else None for m in messages]
     if len(kept) != rows or not any(kept):
-        return [pa.nulls(rows, f.type) for f in fields]
+        return [pa.nulls(rows, kind) for kind in _MESSAGE_FIELDS.values()]
     whole = all(kept)
     try:
         out = []
-        for f in fields:
-            get = attrgetter(f.name.removeprefix("message_"))
+        for name, kind in _MESSAGE_FIELDS.items():
+            get = attrgetter(name)
             values = list(map(get, kept)) if whole else [m and get(m) for m in kept]
-            out.append(pa.array(values, f.type))  # mentions: tuples, read as lists
+            out.append(pa.array(values, kind))  # mentions: tuples, read as lists
         return out
     except (pa.ArrowException, UnicodeEncodeError):
-        return [pa.nulls(rows, f.type) for f in fields]
+        return [pa.nulls(rows, kind) for kind in _MESSAGE_FIELDS.values()]
 
 
 def _storable(m: Message) -> bool:

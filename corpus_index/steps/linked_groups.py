@@ -512,7 +512,7 @@ def unit_reading(
         message = keep.get(row_print)
         meta = None
         if message is None:
-            meta = _json(str(meta_json)) if meta_json else {}
+            meta = _metadata(meta_json)
             message = message_from(_json(str(content)), meta, doc_id, event_date)
         else:
             n_taken += 1
@@ -553,7 +553,7 @@ class _RecordLater(Mapping[str, Any]):
 
     def _whole(self) -> dict[str, Any]:
         if self._record is None:
-            meta = _json(str(self._meta_json)) if self._meta_json else {}
+            meta = _metadata(self._meta_json)
             self._record = unit_record(meta, self._unit, self._text, self._tenant, self._source_id)
         return self._record
 
@@ -572,6 +572,11 @@ class _RecordLater(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return repr(self._whole())
+
+
+def _metadata(meta_json: Any) -> Any:
+    """A parsed block's ``metadata`` decoded (empty for none)."""
+    return _json(str(meta_json)) if meta_json else {}
 
 
 def _json(text: str) -> Any:
