@@ -116,11 +116,11 @@ class Settled:
         """Bind the run's units and their weighing (by :func:`link_units`); ``known``: the
         digests of what a key reads of the units that are as they were and weighed as they
         were (unit id -> the last run's), taken instead of made again."""
-        memo = self.memo
+        memo, scope = self.memo, self.scope  # not ``self``: no cycle through ``parts``
 
         def read(unit: str) -> tuple[Any, ...]:
             m = by_id[unit]
-            return (memo.fingerprint(m), similarity.block_digest(unit), *self.scope(unit))
+            return (memo.fingerprint(m), similarity.block_digest(unit), *scope(unit))
 
         self.parts = UnitParts(read, known)
         self._unchanged = known or {}
