@@ -24,7 +24,8 @@ Each unit read from one parsed-block row also keeps the message it was read as
 same digest instead of decoding the row's JSON (:func:`kept_messages`; the record the
 identity pass reads of it is decoded only if the pass reads more than its id, which it does
 not when only units were appended). A message whose fields are not of the types a reading
-makes is not kept; it is decoded again, as is a unit of several rows.
+makes is not kept; it is decoded again, as is a unit of several rows. A message taken has its
+kept row written again as it is (:class:`KeptMessages`), not made anew from its fields.
 
 Beside them each row keeps what the run scored of the unit as a question (the key of its
 scored answers, or that it asks none) and the TF-IDF block it was weighed in, with what each
@@ -252,13 +253,16 @@ def prints_table(
     last: Mapping[str, LastRun] | None = None,
     window_s: float | None = None,
     messages: Sequence[Message | None] = (),
+    kept: KeptMessages | None = None,
 ) -> pa.Table:
     """This run's rows: one per unit of ``units`` (unit id, source id, tenant, its rows'
     digest), with the digests the run made or was given of it (empty where it has none), the
     code key in the metadata; with ``last`` (tenant -> what its run noted), what the
     groupings left of each unit (:data:`_LAST_RUN_COLUMNS`), and the blocks' weighing and
     ``window_s`` in the metadata; with ``messages`` (one per unit, in order; None: not to
-    keep), the message each unit was read as, for :func:`kept_messages`."""
+    keep), the message each unit was read as, for :func:`kept_messages`: where it is the one
+    ``kept`` holds for the unit's digest (taken from it, not decoded), its row of the kept
+    columns is written again as it is, not made anew from the message."""
     rows = list(units)
     ids = [r[0] for r in rows]
     linked = [links.get(u, ("", "")) for u in ids]
@@ -288,31 +292,61 @@ def prints_table(
             for i in positions:
                 values[i] = value_of(ids[i])
         arrays.append(pa.array(values, PRINTS_SCHEMA.field(name).type))
-    arrays.extend(_message_arrays(messages, len(ids)))
+    arrays.extend(_message_arrays(messages, [r[3] for r in rows], kept))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
-    kept = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
+    left = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
     return table.replace_schema_metadata(
-        {CODE_KEY: code_key().encode(), LAST_RUN_KEY: json.dumps(kept, sort_keys=True).encode()}
+        {CODE_KEY: code_key().encode(), LAST_RUN_KEY: json.dumps(left, sort_keys=True).encode()}
     )
 
 
-def _message_arrays(messages: Sequence[Message | None], rows: int) -> list[pa.Array]:
-    """The message columns of ``rows`` rows: each message's fields where it is given and of
-    the types reading gives (a ``reply_to`` and each mention a string), else nulls; all nulls
-    when a text cannot be stored (a lone surrogate): what is not kept is only read again."""
-    kept = [m if m is not None and _storable(m) else None for m in messages]
-    if len(kept) != rows or not any(kept):
+def _message_arrays(
+    messages: Sequence[Message | None], digests: Sequence[str], kept: KeptMessages | None
+) -> list[pa.Array]:
+    """The message columns of one row per digest: each message's fields where it is given and
+    of the types reading gives (a ``reply_to`` and each mention a string), else nulls; the
+    row ``kept`` has where the message is the one it holds for the digest. When a text
+    cannot be stored (a lone surrogate), the messages not kept get nulls: what is not kept
+    is only read again."""
+    rows = len(digests)
+    if len(messages) != rows:
         return [pa.nulls(rows, kind) for kind in _MESSAGE_FIELDS.values()]
-    whole = all(kept)
+    held = kept if kept is not None else KeptMessages()
+    at = held.positions()
+    n_kept = held.columns.num_rows
+    fresh: list[Message] = []
+    where: list[int | None] = []  # each row's in the kept columns followed by the fresh ones
+    for m, digest in zip(messages, digests, strict=True):
+        if m is None:
+            where.append(None)
+        elif (k := at.get(digest)) is not None and held.get(digest) is m:
+            where.append(k)
+        elif _storable(m):
+            where.append(n_kept + len(fresh))
+            fresh.append(m)
+        else:
+            where.append(None)
+    made = _fresh_arrays(fresh)
+    if made is None:  # a text that cannot be written: only the kept rows are kept
+        where = [None if k is None or k >= n_kept else k for k in where]
+        made = [pa.nulls(0, kind) for kind in _MESSAGE_FIELDS.values()]
+    indices = pa.array(where, pa.int64())
+    return [
+        pa.concat_arrays([*held.columns[f"message_{name}"].chunks, fresh_column]).take(indices)
+        for name, fresh_column in zip(_MESSAGE_FIELDS, made, strict=True)
+    ]
+
+
+def _fresh_arrays(messages: Sequence[Message]) -> list[pa.Array] | None:
+    """The message columns of ``messages`` (each storable), one array a field; None when a
+    text cannot be written."""
     try:
-        out = []
-        for name, kind in _MESSAGE_FIELDS.items():
-            get = attrgetter(name)
-            values = list(map(get, kept)) if whole else [m and get(m) for m in kept]
-            out.append(pa.array(values, kind))  # mentions: tuples, read as lists
-        return out
+        return [
+            pa.array(list(map(attrgetter(name), messages)), kind)  # mentions: tuples, as lists
+            for name, kind in _MESSAGE_FIELDS.items()
+        ]
     except (pa.ArrowException, UnicodeEncodeError):
-        return [pa.nulls(rows, kind) for kind in _MESSAGE_FIELDS.values()]
+        return None
 
 
 def _storable(m: Message) -> bool:
@@ -331,18 +365,49 @@ def _storable(m: Message) -> bool:
 _REPLY_TYPES = (str, type(None))
 
 
-def kept_messages(table: pa.Table | None) -> dict[str, Message]:
+class KeptMessages(dict[str, Message]):
+    """The messages the last run's rows keep, by the digest of the one parsed-block row each
+    was read from (:func:`kept_messages`), and those rows' message columns (``columns``; its
+    k-th row is the k-th message's), written again as they are for the units that take
+    them."""
+
+    def __init__(
+        self, messages: Iterable[tuple[str, Message]] = (), columns: pa.Table | None = None
+    ) -> None:
+        super().__init__(messages)
+        self.digests: list[str] = list(self)
+        self.columns = (
+            pa.schema([(f"message_{n}", k) for n, k in _MESSAGE_FIELDS.items()]).empty_table()
+            if columns is None
+            else columns
+        )
+
+    def positions(self) -> dict[str, int]:
+        """Digest -> its message's row of ``columns``."""
+        return {d: k for k, d in enumerate(self.digests)}
+
+
+def kept_messages(table: pa.Table | None) -> KeptMessages:
     """The messages the last run's rows (``table``, of :data:`PRINTS_SCHEMA`) keep, by the
     digest of the one parsed-block row each was read from (:func:`row_digests`): a row of
     this run with that digest reads as that message (the message is a function of the row's
     columns, and the code that reads it is the code key's). Empty when ``table`` is missing,
     of another layout or of other code."""
     if table is None or not table.num_rows or not _readable(table):
-        return {}
+        return KeptMessages()
     one_block = pc.invert(pc.match_substring(table["blocks"], "+"))
     kept = pc.and_(pc.is_valid(table["message_timestamp"]), one_block)
     table = table.select(["blocks", "unit_id", *MESSAGE_COLUMNS]).filter(kept)
+    # one row a digest (the last, as a dict keeps it): a digest is of a whole row, so two
+    # rows of one digest hold one message
+    digests = table["blocks"].to_pylist()
+    last = {d: k for k, d in enumerate(digests)}
+    if len(last) < len(digests):
+        table = table.take(pa.array(sorted(last.values()), pa.int64()))
+        digests = table["blocks"].to_pylist()
     columns = [table[c].to_pylist() for c in ("unit_id", *MESSAGE_COLUMNS)]
     at = MESSAGE_COLUMNS.index("message_mentions") + 1
     columns[at] = list(map(tuple, columns[at]))
-    return dict(zip(table["blocks"].to_pylist(), map(Message, *columns), strict=True))
+    return KeptMessages(
+        zip(digests, map(Message, *columns), strict=True), table.select(MESSAGE_COLUMNS)
+    )

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -60,10 +61,26 @@ class Warehouse:
 
     def write(self, asset: str, partition: tuple[str, ...], table: pa.Table) -> Location:
         """Replace one partition; readers see the old file or the new one, never half of either."""
-        with self.writer(asset, partition, table.schema) as out:
+        return self.stage(asset, partition, table).publish()
+
+    def stage(self, asset: str, partition: tuple[str, ...], table: pa.Table) -> StagedPartition:
+        """Write one partition's new table beside its file, under a name no reader looks at:
+        readers see the old file (or none) until :meth:`StagedPartition.publish` puts the new
+        one in its place, atomically; :meth:`StagedPartition.discard` removes it instead. A
+        write that fails leaves nothing behind."""
+        path = self.path(asset, *partition)
+        path.parent.mkdir()
+        staged = StagedPartition(path.temp_sibling(), path)
+        out = PartitionWriter(staged.temp, table.schema)
+        try:
             out.write(table)
-            out.commit()
-        return self.path(asset, *partition)
+            out.close()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                out.close()
+            staged.discard()
+            raise
+        return staged
 
     @contextlib.contextmanager
     def writer(
@@ -306,6 +323,24 @@ class KeyedReader:
         self.close()
 
 
+@dataclass(frozen=True, slots=True)
+class StagedPartition:
+    """A partition's new file, written beside the one readers see (:meth:`Warehouse.stage`)."""
+
+    temp: Location
+    path: Location
+
+    def publish(self) -> Location:
+        """Put the new file in the partition's place (atomically: readers see the old file
+        or the new one); returns the partition's path."""
+        self.temp.replace(self.path)
+        return self.path
+
+    def discard(self) -> None:
+        """Remove the new file (if it is still there), leaving the partition as it was."""
+        self.temp.unlink(missing_ok=True)
+
+
 class PartitionWriter:
     """Appends tables (in ``schema``) to one partition file, a row group at a time.
 
@@ -396,48 +431,83 @@ def unpack_vectors(table: pa.Table) -> pa.Table:
 
 
 class Background:
-    """Partition reads and writes on one worker thread, beside the caller's own work: a step
-    reads the partitions it needs later while it decodes its input, and writes each table
-    while it makes the next. Parquet's decoding and encoding release the interpreter's lock,
-    so on two cores the two overlap (at 50,000 messages the ``linked_groups`` step spends
-    about 0.2 s reading its partitions and 0.35 s writing them, beside seconds of Python).
+    """Partition reads and writes beside the caller's own work: a step reads the partitions
+    it needs later while it decodes its input, and writes each table while it makes the
+    next. Parquet's decoding and encoding release the interpreter's lock, so on two cores
+    they overlap the step's Python (at 50,000 messages the ``linked_groups`` step spends
+    about 0.2 s reading its partitions and 0.45 s writing them, beside seconds of Python).
 
-    One worker keeps the order: the writes happen in the order they are asked for, as they
-    would one after another, and a write that fails stops those after it (a step that writes
-    a result before what is kept beside it never keeps the second without the first).
-    Leaving the ``with`` block waits for every write, and raises the first write's error
-    unless the block raised its own.
+    Reads run on one worker thread, in the order asked. A table is staged (:meth:`stage`:
+    written beside its partition's file, under a name no reader looks at) as soon as it is
+    made, on one of ``writers`` threads, and the staged files are put in place together
+    (:meth:`publish`) once the step knows they should be (its checks passed): writing
+    overlaps the work after it, the checks included; the last tables, made when the step's
+    Python is done, are written side by side; and no reader sees a new file before the
+    checks pass, so reads and stages need no order between them. The files are put in place
+    in the order they were staged (but those named last, see :meth:`publish`), so a step
+    that publishes a result before what is kept beside it never keeps the second without
+    the first; a stage that failed publishes nothing. Leaving the ``with`` block waits for
+    both, removes what is staged and not published, and raises the first failure unless the
+    block raised its own.
     """
 
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-io")
-        self._failed: BaseException | None = None
+    def __init__(self, writers: int = 2) -> None:
+        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-read")
+        self._writes = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="warehouse-write")
+        self._staged: list[tuple[str, Future[StagedPartition]]] = []  # (asset, its stage)
 
     def read(self, read: Callable[[], T]) -> Future[T]:
-        """``read()`` on the worker; its result (or its error) when the future is asked."""
-        return self._pool.submit(read)
+        """``read()`` on the reading worker; its result (or its error) when the future is
+        asked."""
+        return self._reads.submit(read)
 
-    def write(
+    def stage(
         self, warehouse: Warehouse, asset: str, partition: tuple[str, ...], table: pa.Table
     ) -> None:
-        """:meth:`Warehouse.write` of ``table``, after the reads and writes asked for before."""
+        """:meth:`Warehouse.stage` of ``table`` on a writing worker; in place at
+        :meth:`publish`."""
+        self._staged.append((asset, self._writes.submit(warehouse.stage, asset, partition, table)))
 
-        def run() -> None:
-            if self._failed is not None:
-                return
+    def publish(self, *, last: Sequence[str] = ()) -> None:
+        """Wait for every stage asked for, then put each staged partition in place, in the
+        order staged, but those of the assets in ``last``, which go after the others, in the
+        order of ``last``. When a stage failed, none is put in place and its error is
+        raised; a file that cannot be put in place stops those after it (its error raised)."""
+        staged = self._finished()
+        order = [s for a, s in staged if a not in last]
+        order += [s for name in last for a, s in staged if a == name]
+        for k, one in enumerate(order):
             try:
-                warehouse.write(asset, partition, table)
-            except BaseException as exc:
-                self._failed = exc
+                one.publish()
+            except BaseException:
+                for rest in order[k:]:
+                    rest.discard()
+                raise
 
-        self._pool.submit(run)
+    def _finished(self) -> list[tuple[str, StagedPartition]]:
+        """Every stage asked for and not yet taken, once each has ended; when one failed,
+        the others are removed and its error raised."""
+        asked, self._staged = self._staged, []
+        done: list[tuple[str, StagedPartition]] = []
+        failed: BaseException | None = None
+        for asset, stage in asked:
+            try:
+                done.append((asset, stage.result()))
+            except BaseException as exc:
+                failed = failed or exc
+        if failed is not None:
+            for _, one in done:
+                one.discard()
+            raise failed
+        return done
 
     def wait(self) -> None:
-        """Wait for every read and write asked for; raise the first write's error."""
-        self._pool.shutdown(wait=True)
-        if self._failed is not None:
-            failed, self._failed = self._failed, None
-            raise failed
+        """Wait for every read and stage asked for, remove what is staged and not published,
+        and raise the first stage's failure."""
+        self._reads.shutdown(wait=True)
+        self._writes.shutdown(wait=True)
+        for _, one in self._finished():
+            one.discard()
 
     def __enter__(self) -> Background:
         return self
@@ -450,5 +520,6 @@ class Background:
     ) -> None:
         if kind is None:
             self.wait()
-        else:
-            self._pool.shutdown(wait=True)
+            return
+        with contextlib.suppress(Exception):  # the block's own error is the one raised
+            self.wait()

@@ -366,3 +366,34 @@ def test_a_message_the_columns_cannot_give_back_is_not_kept(odd: dict[str, objec
     assert "1:1" not in got
     if "text" not in odd:
         assert got == {"2:2": other}
+
+
+def test_a_kept_message_is_written_again_from_its_kept_row() -> None:
+    """A unit whose message was taken from the kept rows has that row written again as it is
+    (not made anew from the message); a message read anew is made from its fields, and one
+    that cannot be written (a lone surrogate) leaves its row empty but the kept rows kept."""
+    plain = Message("u1", "#staff", "Sarah", "van keys?", 1.75e9, None, ("Tom",), False, "chat")
+    other = Message("u2", "#staff", "Tom", "yes", 1.75e9 + 60, "u1")
+    rows = [("u1", "s", "t", "1:1"), ("u2", "s", "t", "2:2")]
+    kept = kept_messages(
+        prints_table(rows, fingerprints={}, links={}, records={}, messages=[plain, other])
+    )
+    fresh = Message("u3", "#staff", "Ana", "thanks", 1.75e9 + 90, "u1", ("Tom", "Sarah"))
+    # a kept row that is not the message given (an equal one read anew) is not taken
+    again = replace(other)
+    more = [*rows, ("u3", "s", "t", "3:3")]
+    made = prints_table(
+        more, fingerprints={}, links={}, records={}, messages=[kept["1:1"], again, fresh], kept=kept
+    )
+    assert kept_messages(made) == {"1:1": plain, "2:2": other, "3:3": fresh}
+    odd = replace(fresh, text="half a pair \ud83d")
+    made = prints_table(
+        more, fingerprints={}, links={}, records={}, messages=[kept["1:1"], None, odd], kept=kept
+    )
+    assert kept_messages(made) == {"1:1": plain}  # u2 not to keep; u3 cannot be written
+    # the kept row is taken by its position, wherever its unit stands now
+    turned = prints_table(
+        [rows[1], rows[0]], fingerprints={}, links={}, records={},
+        messages=[kept["2:2"], kept["1:1"]], kept=kept,
+    )  # fmt: skip
+    assert kept_messages(turned) == {"2:2": other, "1:1": plain}

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_index.records import embedding_schema
-from corpus_index.warehouse import PACKED_DIM_KEY, Background, Warehouse
+from corpus_index.storage import Location
+from corpus_index.warehouse import PACKED_DIM_KEY, Background, StagedPartition, Warehouse
 
 KEY = b"corpus_index.vectors"
 
@@ -217,28 +218,82 @@ def _blocked(tmp_path: Path) -> Warehouse:
     return Warehouse(tmp_path / "wh")
 
 
-def test_background_reads_and_writes_in_order_and_a_failed_write_stops_the_rest(
+def test_a_staged_partition_is_out_of_readers_sight_until_published(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    one, two = pa.table({"x": [1]}), pa.table({"x": [2]})
+    wh.write("rows", ("p",), one)
+    staged = wh.stage("rows", ("p",), two)
+    assert wh.read("rows", ("p",)) == one
+    assert staged.publish() == wh.path("rows", "p")
+    assert wh.read("rows", ("p",)) == two
+    wh.stage("rows", ("p",), one).discard()
+    assert wh.read("rows", ("p",)) == two
+    assert wh.stage("new", ("p",), one).path == wh.path("new", "p")
+    assert wh.read("new", ("p",)) is None
+    assert len(list((tmp_path / "wh").rglob("*.tmp"))) == 1  # neither published nor discarded
+
+
+def test_background_stages_out_of_readers_sight_and_a_failed_stage_publishes_nothing(
     tmp_path: Path,
 ) -> None:
     wh = _blocked(tmp_path)
     one, two = pa.table({"x": [1]}), pa.table({"x": [2]})
     wh.write("first", ("p",), one)
-    with pytest.raises(FileExistsError), Background() as io:
+    with Background() as io:
         before = io.read(lambda: wh.read("first", ("p",)))
-        io.write(wh, "first", ("p",), two)
-        after = io.read(lambda: wh.read("first", ("p",)))
-        io.write(wh, "blocked", ("p",), two)
-        io.write(wh, "later", ("p",), two)
-        assert before.result() == one  # read before the write asked for after it
-        assert after.result() == two
-    assert wh.read("first", ("p",)) == two
-    assert wh.read("later", ("p",)) is None  # after the failed write: never written
+        io.stage(wh, "first", ("p",), two)
+        staged = io.read(lambda: wh.read("first", ("p",)))
+        io.stage(wh, "blocked", ("p",), two)
+        io.stage(wh, "later", ("p",), two)
+        assert before.result() == one
+        assert staged.result() == one  # staged, not in place: readers see the old file
+        with pytest.raises(FileExistsError):
+            io.publish()
+    assert wh.read("first", ("p",)) == one  # a stage failed: nothing published
+    assert wh.read("later", ("p",)) is None
+    assert not list((tmp_path / "wh").rglob("*.tmp"))  # and nothing left beside them
+
+
+def test_background_publishes_in_the_order_staged_those_named_last_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    placed: list[str] = []
+    publish = StagedPartition.publish
+
+    def noted(self: StagedPartition) -> Location:
+        placed.append(self.path.parent.name)
+        return publish(self)
+
+    monkeypatch.setattr(StagedPartition, "publish", noted)
+    with Background() as io:
+        for asset in ("memo", "rows", "prints", "members"):
+            io.stage(wh, asset, ("p",), pa.table({"x": [1]}))
+        seen = io.read(lambda: [wh.read(a, ("p",)) for a in ("memo", "rows")])
+        assert seen.result() == [None, None]  # nothing in place before it is published
+        io.publish(last=["memo", "prints"])
+    assert placed == ["rows", "members", "memo", "prints"]
+    assert wh.read("memo", ("p",)) == pa.table({"x": [1]})
+
+
+def test_background_removes_what_it_staged_and_did_not_publish(tmp_path: Path) -> None:
+    """A step whose checks fail does not publish: the old files stay, the new ones go."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.write("rows", ("p",), pa.table({"x": [1]}))
+    with Background() as io:
+        io.stage(wh, "rows", ("p",), pa.table({"x": [2]}))
+        io.stage(wh, "new", ("p",), pa.table({"x": [2]}))
+    assert wh.read("rows", ("p",)) == pa.table({"x": [1]})
+    assert wh.read("new", ("p",)) is None
+    assert not list((tmp_path / "wh").rglob("*.tmp"))
 
 
 def test_background_leaves_the_blocks_own_error_as_it_is(tmp_path: Path) -> None:
     wh = _blocked(tmp_path)
     with pytest.raises(ValueError, match="the block's own"), Background() as io:
-        io.write(wh, "blocked", ("p",), pa.table({"x": [1]}))
+        io.stage(wh, "blocked", ("p",), pa.table({"x": [1]}))
+        io.stage(wh, "fine", ("p",), pa.table({"x": [1]}))
         raise ValueError("the block's own")
+    assert wh.read("fine", ("p",)) is None
     with Background() as io:  # nothing asked: nothing raised
         pass
