@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index.hashing import sha256_hex
 from corpus_index.linked.groups import Group, Windows, link_units
@@ -125,16 +126,15 @@ def read_queue(warehouse: Warehouse, collection: str) -> Stored:
     return Stored(items, linking, arrived)
 
 
-def arrivals(manifest: Iterable[Mapping[str, Any]]) -> tuple[set[str], str]:
-    """The documents of an ingest's manifest rows that are new or changed, and a digest of
-    their versions: a run of ``linked_groups`` that finds the digest its queue keeps has seen
-    them arrive already (a second run on one ingest, a re-processing run), so they wake no
-    incident again."""
-    changed = sorted(
-        (str(r["doc_id"]), str(r["source_version"]))
-        for r in manifest
-        if r["change"] in ("added", "changed")
-    )
+def arrivals(manifest: pa.Table) -> tuple[set[str], str]:
+    """The documents of an ingest's manifest (its ``source_manifest`` table) that are new or
+    changed, and a digest of their versions: a run of ``linked_groups`` that finds the digest
+    its queue keeps has seen them arrive already (a second run on one ingest, a re-processing
+    run), so they wake no incident again. Only those rows are read into Python."""
+    rows = manifest.select(["doc_id", "source_version", "change"])
+    rows = rows.filter(pc.is_in(rows["change"], pa.array(["added", "changed"])))
+    ids, versions = rows["doc_id"].to_pylist(), rows["source_version"].to_pylist()
+    changed = sorted(zip(map(str, ids), map(str, versions), strict=True))
     return {d for d, _ in changed}, sha256_hex(json.dumps(changed))
 
 

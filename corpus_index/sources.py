@@ -250,11 +250,9 @@ class PreviousBlocks:
 
 def live_documents(manifest: pa.Table) -> dict[str, str]:
     """doc_id -> source_version of every document present in the manifest."""
-    return {
-        r["doc_id"]: r["source_version"]
-        for r in manifest.select(["doc_id", "source_version", "change"]).to_pylist()
-        if r["change"] != "removed"
-    }
+    present = pc.fill_null(pc.not_equal(manifest["change"], "removed"), True)
+    rows = manifest.select(["doc_id", "source_version"]).filter(present)
+    return dict(zip(rows["doc_id"].to_pylist(), rows["source_version"].to_pylist(), strict=True))
 
 
 def parse_collection(

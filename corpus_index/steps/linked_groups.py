@@ -211,8 +211,8 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     and the checks; they are published when the checks pass."""
     cfg = home.collection(collection)
     wh = home.warehouse
+    kept_read = io.read(lambda: _kept_prints(home, collection))  # needed first
     manifest_read = io.read(lambda: home.read("source_manifest", (collection,), MANIFEST_SCHEMA))
-    kept_read = io.read(lambda: _kept_prints(home, collection))
     queue_read = io.read(lambda: read_queue(wh, collection))
     links_read = io.read(lambda: wh.read(LINKS, (collection,)))
     memo_read = io.read(lambda: wh.read(MEMO, (collection,)))
@@ -220,9 +220,10 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     groups_read = io.read(lambda: wh.read(GROUPS, (collection,), GROUP_SCHEMA))
     members_read = io.read(lambda: wh.read(MEMBERS, (collection,), MEMBER_SCHEMA))
     blocks = home.read("parsed_blocks", (collection,), BLOCK_SCHEMA)
+    rows = unit_row_digests(blocks)  # hashed in polars while the worker reads the kept prints
     kept_prints, kept = kept_read.result()
     units, records, digests, taken = unit_reading(
-        blocks, records=cfg.format != "irc", digests=True, kept=kept
+        blocks, records=cfg.format != "irc", digests=rows, kept=kept
     )
     manifest = manifest_read.result()
     live = set(live_documents(manifest))
@@ -232,7 +233,7 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     stored = queue_read.result()
     linking = stored.linking
     # what the last ingest brought: seen by an earlier run when its queue keeps their digest
-    changed, arrived = arrivals(manifest.to_pylist())
+    changed, arrived = arrivals(manifest)
     now = linking.now_for([u.message for u in units])
     wake = (
         []
@@ -488,17 +489,24 @@ class UnitReading(NamedTuple):
     taken: int = 0
 
 
+def unit_row_digests(blocks: pa.Table) -> list[str]:
+    """:func:`~corpus_index.unit_prints.row_digests` of the columns of ``blocks`` a unit is
+    read from, one a row (what :func:`unit_reading` makes with ``digests``)."""
+    return row_digests(blocks.select(_UNIT_COLUMNS))
+
+
 def unit_reading(
     blocks: pa.Table,
     *,
     records: bool = True,
-    digests: bool = False,
+    digests: bool | Sequence[str] = False,
     kept: Mapping[str, Message] | None = None,
 ) -> UnitReading:
     """:func:`read_units` of ``blocks`` and, with ``records``, the identity pass's record of
     each unit, the same as :func:`~corpus_index.identity_pass.unit_records` gives, built from
     the metadata the units were read from rather than decoding it again (none without); with
-    ``digests``, a digest of the rows each unit is read from (none without).
+    ``digests``, a digest of the rows each unit is read from (none without; the rows'
+    :func:`unit_row_digests` when given them instead of True, else made here).
 
     ``kept`` (with ``digests``): messages by the digest of the row each was read from
     (:func:`~corpus_index.unit_prints.kept_messages`); a row with one of those digests is
@@ -511,7 +519,11 @@ def unit_reading(
     read = blocks.select(_UNIT_COLUMNS)
     cols = read.to_pydict()
     rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
-    row_prints = row_digests(read) if digests else [""] * read.num_rows
+    if isinstance(digests, bool):
+        row_prints = row_digests(read) if digests else [""] * read.num_rows
+    else:
+        row_prints = list(digests)
+        digests = True
     keep: Mapping[str, Message] = (kept or {}) if digests else {}
     n_taken = 0
     for (doc_id, content, meta_json, event_date, tenant, acl, tier, source_id), row_print in zip(
