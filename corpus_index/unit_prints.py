@@ -31,8 +31,9 @@ Beside them each row keeps what the run scored of the unit as a question (the ke
 scored answers, or that it asks none) and the TF-IDF block it was weighed in, with what each
 block was weighed by and the answer window in the table's metadata: the next run reads the
 candidates of only the questions a change reaches
-(:mod:`corpus_index.linked.questions`; none after an edit, where the edited unit stood
-is not kept); and each unit's digest in a settled group's key, taken while the unit is as it
+(:mod:`corpus_index.linked.questions`; an edited unit reaches them both where it stands now
+and where it stood, read from its kept message columns; every question is read after an
+edit to a unit not kept so); and each unit's digest in a settled group's key, taken while the unit is as it
 was and weighed as it was, and what its text says to the decision threads
 (:mod:`corpus_index.linked.lastrun`).
 
@@ -159,8 +160,10 @@ class KnownPrints:
     links: dict[str, tuple[str, str]] = field(default_factory=dict)  # (model digest, print)
     records: dict[str, str] = field(default_factory=dict)
     units: int = 0
-    # whether every unit of the last run is still here, as it was (none removed or edited)
-    whole: bool = False
+    # tenant -> the messages the last run read its units edited or taken out since as (where
+    # they stood); None when one of those was not kept (a unit of several rows, or not
+    # storable)
+    gone: dict[str, list[Message]] | None = None
     questions: dict[str, str] = field(default_factory=dict)  # unit -> its question's key
     blocks: dict[str, int] = field(default_factory=dict)  # unit -> the block it was weighed in
     weighing: dict[str, list[str]] = field(default_factory=dict)  # tenant -> by block
@@ -171,15 +174,16 @@ class KnownPrints:
 
     def last_run(self, tenant: str) -> LastRun:
         """What the last run left of ``tenant``'s units (no question keys when a unit was
-        removed or edited since: where it stood is not kept)."""
+        edited or taken out since and where it stood is not kept)."""
         return LastRun(
-            keys=self.questions if self.whole else {},
+            keys=self.questions if self.gone is not None else {},
             blocks=self.blocks,
             weighing=self.weighing.get(tenant, []),
             window_s=self.window_s,
             parts=self.parts.get(tenant, {}),
             decides=self.decides,
             proposes=self.proposes,
+            gone=(self.gone or {}).get(tenant, []),
         )
 
 
@@ -191,7 +195,9 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         return KnownPrints()
     units = table["unit_id"].to_pylist()
     same = [blocks.get(u) == d for u, d in zip(units, table["blocks"].to_pylist(), strict=True)]
-    whole = all(same)
+    # the rows of units edited since, or taken out of a file still there (the rows of a
+    # deleted file went with it, at the scan)
+    edited = table.filter(pc.invert(pa.array(same, pa.bool_())))
     last = json.loads((table.schema.metadata or {}).get(LAST_RUN_KEY, b"{}"))
     kept = (
         table.select(
@@ -208,7 +214,7 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         links={u: (m, p) for u, (m, p) in zip(units, links, strict=True) if p},
         records={u: r for u, r in zip(units, kept["record"], strict=True) if r},
         units=len(units),
-        whole=whole,
+        gone=_gone(edited),
         questions=_present(units, kept["question"]),
         blocks=_present(units, kept["block"]),
         weighing={str(t): [str(w) for w in ws] for t, ws in last.get("weighing", {}).items()},
@@ -217,6 +223,32 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         decides=_present(units, kept["decides"]),
         proposes=_present(units, kept["proposes"]),
     )
+
+
+def _gone(rows: pa.Table) -> dict[str, list[Message]] | None:
+    """The messages the last run read the units of ``rows`` (its rows of units edited or
+    taken out since) as, by tenant; None when one of them was not kept
+    (:func:`kept_messages`)."""
+    if not rows.num_rows:
+        return {}
+    kept = pc.and_(
+        pc.is_valid(rows["message_timestamp"]),
+        pc.invert(pc.match_substring(rows["blocks"], "+")),
+    )
+    if not pc.all(kept).as_py():
+        return None
+    out: dict[str, list[Message]] = {}
+    for tenant, message in zip(rows["tenant_id"].to_pylist(), _messages(rows), strict=True):
+        out.setdefault(tenant, []).append(message)
+    return out
+
+
+def _messages(rows: pa.Table) -> list[Message]:
+    """The message each row keeps (its ``unit_id`` and message columns, none null)."""
+    columns = [rows[c].to_pylist() for c in ("unit_id", *MESSAGE_COLUMNS)]
+    at = MESSAGE_COLUMNS.index("message_mentions") + 1
+    columns[at] = list(map(tuple, columns[at]))
+    return list(map(Message, *columns))
 
 
 def _present(units: list[str], values: list[Any]) -> dict[str, Any]:
@@ -405,9 +437,4 @@ def kept_messages(table: pa.Table | None) -> KeptMessages:
     if len(last) < len(digests):
         table = table.take(pa.array(sorted(last.values()), pa.int64()))
         digests = table["blocks"].to_pylist()
-    columns = [table[c].to_pylist() for c in ("unit_id", *MESSAGE_COLUMNS)]
-    at = MESSAGE_COLUMNS.index("message_mentions") + 1
-    columns[at] = list(map(tuple, columns[at]))
-    return KeptMessages(
-        zip(digests, map(Message, *columns), strict=True), table.select(MESSAGE_COLUMNS)
-    )
+    return KeptMessages(zip(digests, _messages(table), strict=True), table.select(MESSAGE_COLUMNS))

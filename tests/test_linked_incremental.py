@@ -827,10 +827,11 @@ def test_a_long_stream_from_the_last_run_gives_what_a_full_run_gives(
         assert 0 < again.carried < again.groups - 50
     else:  # the rest settled: neither described nor laid out again
         assert again.carried > 0.9 * again.groups
-    if change in (_long_edit_second_block, _long_edit_first_block):
-        assert again.questions_unread == 0  # where the edited unit stood is not kept
-    else:  # new units, or one removed (its kept results went with it): the questions out of
-        assert again.questions_unread > 0  # their reach keep their scored answers unread
+    if change is _long_edit_first_block:  # every unit weighed anew: every question read
+        assert again.questions_unread == 0
+    else:  # new units, one edited (where it stood and where it stands) or removed (its kept
+        # results went with it): the questions out of their reach keep their answers unread
+        assert again.questions_unread > 0
     fresh_source = tmp_path / "source"
     shutil.copytree(source, fresh_source)
     fresh = configure(tmp_path, fresh_source)
@@ -913,6 +914,31 @@ def test_an_explicit_reply_to_an_old_question_has_it_read_again(tmp_path: Path) 
     again = link(settings)
     assert again.passed and again.questions_unread > 0
     assert _questions(settings)[asked["id"]] == [asked["id"], "x-reply"]
+    _same_tables_as_a_full_run(source, settings, tmp_path / "fresh")
+
+
+def test_an_answer_edited_away_has_its_question_read_again(tmp_path: Path) -> None:
+    """An edit reaches the questions both where the unit stands now and where it stood: an
+    answer moved to another channel at another place (out of its question's reach) leaves
+    the question read again and answered as a full run answers it, while the questions out
+    of both reaches keep their scored answers unread."""
+    source, settings = _long_linked(tmp_path)
+    records = _long_records(source)
+    by_id = {r["id"]: r for r in records}
+    second_block = {r["id"] for r in sorted(records, key=lambda r: (r["timestamp"], r["id"]))[
+        TOPIC_BLOCK:
+    ]}  # fmt: skip
+    answered = [
+        ids
+        for ids in _questions(settings).values()
+        if len(ids) == 2 and set(ids) <= second_block and not by_id[ids[1]].get("reply_to")
+    ]
+    question, answer = answered[0]
+    moved = dict(by_id[answer], channel="#elsewhere", location="Elsewhere")
+    _long_write(source, [moved if r["id"] == answer else r for r in records])
+    again = link(settings)
+    assert again.passed and 0 < again.questions_unread < again.by_type["qa_pair"]
+    assert _questions(settings)[question][1:] != [answer]
     _same_tables_as_a_full_run(source, settings, tmp_path / "fresh")
 
 

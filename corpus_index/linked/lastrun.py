@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from corpus_index.linked.messages import Message
 from corpus_index.linked.similarity import Similarity
 
 NOT_ASKED = ""  # :attr:`LastRun.keys` of a unit that asks nothing
@@ -29,8 +30,12 @@ class LastRun:
 
     Args:
         keys: the key of each question's scored answers (:data:`UNKEYED`: none) and
-            :data:`NOT_ASKED` for every other unit; empty when a unit was edited or removed
-            since (where it stood is not kept).
+            :data:`NOT_ASKED` for every other unit; empty when a unit was edited or taken
+            out since and the message it was read as last time is not kept (where it stood
+            is unknown).
+        gone: the messages the last run read the units edited or taken out since as (where
+            they stood then): a question with one in its reach is read again, as with a new
+            unit.
         blocks: the TF-IDF block (by number) each unit was weighed in.
         weighing: what the units of each of those blocks were weighed by.
         window_s: the answer window the keys were made with (another window keeps none).
@@ -46,6 +51,7 @@ class LastRun:
     parts: Mapping[str, bytes] = field(default_factory=dict)
     decides: Mapping[str, str] = field(default_factory=dict)
     proposes: Mapping[str, bool] = field(default_factory=dict)
+    gone: Sequence[Message] = ()
     # this run's, of every unit read: a question's key (or UNKEYED), else NOT_ASKED
     made_keys: dict[str, str] = field(default_factory=dict)
     made_blocks: dict[str, int] = field(default_factory=dict)

@@ -22,8 +22,9 @@ A run given what the last one scored (:class:`~corpus_index.linked.lastrun.LastR
 the candidates of only the questions a change can reach: a question whose unit is as it was
 keeps its scored answers unread when no unit that is new, or weighed by other TF-IDF
 frequencies than last time, lies in its channel or at its place from its time to the end of
-its window, or replies to it. Its candidates are then the same units with the same vectors,
-so its key is the one it was kept by. The pairs are chosen again over every question, as
+its window, or replies to it, and no unit edited or taken out since lay there or replied to
+it last time. Its candidates are then the same units with the same vectors, so its key is
+the one it was kept by. The pairs are chosen again over every question, as
 without it.
 """
 
@@ -373,9 +374,10 @@ def _pairs(kept: Any) -> list[tuple[float, float, str, str]]:
 
 class _Reach:
     """Which questions a change reaches: those of a unit not as it was, and those with a
-    ``fresh`` unit (new, or weighed anew) in their channel or at their place from their time
-    to the end of the window, or replying to them. The others' scored answers are taken from
-    ``memo`` by the key ``last`` kept."""
+    ``fresh`` unit (new, or weighed anew), or an edited unit where it stood last time
+    (:attr:`LastRun.gone`), in their channel or at their place from their time to the end of
+    the window, or replying to them. The others' scored answers are taken from ``memo`` by
+    the key ``last`` kept."""
 
     def __init__(
         self, last: LastRun, memo: Memo, units: Sequence[Message], fresh: set[str]
@@ -387,12 +389,14 @@ class _Reach:
         self._channels: dict[str, list[float]] = {}
         self._places: dict[str, list[float]] = {}
         self._replied: set[str] = set()
-        for m in units:  # in time order
-            if m.unit_id in fresh or m.unit_id not in last.keys:
-                self._channels.setdefault(m.channel, []).append(m.timestamp)
-                self._places.setdefault(place_of(m), []).append(m.timestamp)
-                if m.reply_to:
-                    self._replied.add(m.reply_to)
+        new = (m for m in units if m.unit_id in fresh or m.unit_id not in last.keys)
+        for m in (*new, *last.gone):  # and where each edited unit stood last time
+            self._channels.setdefault(m.channel, []).append(m.timestamp)
+            self._places.setdefault(place_of(m), []).append(m.timestamp)
+            if m.reply_to:
+                self._replied.add(m.reply_to)
+        for times in (*self._channels.values(), *self._places.values()):
+            times.sort()
 
     def taken(
         self, q: Message, window_s: float
