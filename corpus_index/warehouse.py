@@ -472,10 +472,24 @@ class Background:
         """Wait for every stage asked for, then put each staged partition in place, in the
         order staged, but those of the assets in ``last``, which go after the others, in the
         order of ``last``. When a stage failed, none is put in place and its error is
-        raised; a file that cannot be put in place stops those after it (its error raised)."""
+        raised; a file that cannot be put in place stops those after it (its error raised).
+        A staged file removed before it is published (by a compaction clearing temporary
+        files, say) publishes none of them.
+
+        Raises:
+            FileNotFoundError: a staged file is gone (nothing was published).
+        """
         staged = self._finished()
         order = [s for a, s in staged if a not in last]
         order += [s for name in last for a, s in staged if a == name]
+        lost = [s for s in order if not s.temp.is_file()]
+        if lost:
+            for one in order:
+                one.discard()
+            raise FileNotFoundError(
+                f"{lost[0].temp}: the staged file of {lost[0].path} was removed before it was "
+                "published; nothing was published"
+            )
         for k, one in enumerate(order):
             try:
                 one.publish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +275,34 @@ def test_background_publishes_in_the_order_staged_those_named_last_after(
         io.publish(last=["memo", "prints"])
     assert placed == ["rows", "members", "memo", "prints"]
     assert wh.read("memo", ("p",)) == pa.table({"x": [1]})
+
+
+def test_background_publishes_nothing_when_a_staged_file_was_removed(tmp_path: Path) -> None:
+    """A compaction clearing temporary files may remove a staged file before it is published:
+    then none is, and the partitions stay as they were."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.write("rows", ("p",), pa.table({"x": [1]}))
+    with Background() as io:
+        io.stage(wh, "rows", ("p",), pa.table({"x": [2]}))
+        io.stage(wh, "memo", ("p",), pa.table({"x": [2]}))
+        memo = _appearing(tmp_path / "wh" / "memo", "*.tmp")  # staged on a writer thread
+        memo.unlink()
+        with pytest.raises(FileNotFoundError, match="removed before it was published"):
+            io.publish()
+    assert wh.read("rows", ("p",)) == pa.table({"x": [1]})
+    assert wh.read("memo", ("p",)) is None
+    assert not list((tmp_path / "wh").rglob("*.tmp"))
+
+
+def _appearing(folder: Path, pattern: str, wait_s: float = 10.0) -> Path:
+    """The first file of ``folder`` matching ``pattern``, once there is one."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        found = sorted(folder.glob(pattern)) if folder.is_dir() else []
+        if found:
+            return found[0]
+        time.sleep(0.01)
+    raise AssertionError(f"no {pattern} in {folder} after {wait_s} s")
 
 
 def test_background_removes_what_it_staged_and_did_not_publish(tmp_path: Path) -> None:
