@@ -231,16 +231,19 @@ def _gone(rows: pa.Table) -> dict[str, list[Message]] | None:
     (:func:`kept_messages`)."""
     if not rows.num_rows:
         return {}
-    kept = pc.and_(
-        pc.is_valid(rows["message_timestamp"]),
-        pc.invert(pc.match_substring(rows["blocks"], "+")),
-    )
-    if not pc.all(kept).as_py():
+    if not pc.all(_keeps_message(rows)).as_py():
         return None
     out: dict[str, list[Message]] = {}
     for tenant, message in zip(rows["tenant_id"].to_pylist(), _messages(rows), strict=True):
         out.setdefault(tenant, []).append(message)
     return out
+
+
+def _keeps_message(rows: pa.Table) -> pa.ChunkedArray:
+    """Whether each row keeps the message its unit was read as: a unit of one row whose
+    message the columns could hold (:func:`prints_table`)."""
+    one_block = pc.invert(pc.match_substring(rows["blocks"], "+"))
+    return pc.and_(pc.is_valid(rows["message_timestamp"]), one_block)
 
 
 def _messages(rows: pa.Table) -> list[Message]:
@@ -407,7 +410,6 @@ class KeptMessages(dict[str, Message]):
         self, messages: Iterable[tuple[str, Message]] = (), columns: pa.Table | None = None
     ) -> None:
         super().__init__(messages)
-        self.digests: list[str] = list(self)
         self.columns = (
             pa.schema([(f"message_{n}", k) for n, k in _MESSAGE_FIELDS.items()]).empty_table()
             if columns is None
@@ -415,8 +417,8 @@ class KeptMessages(dict[str, Message]):
         )
 
     def positions(self) -> dict[str, int]:
-        """Digest -> its message's row of ``columns``."""
-        return {d: k for k, d in enumerate(self.digests)}
+        """Digest -> its message's row of ``columns`` (the messages are held in its order)."""
+        return {d: k for k, d in enumerate(self)}
 
 
 def kept_messages(table: pa.Table | None) -> KeptMessages:
@@ -427,9 +429,7 @@ def kept_messages(table: pa.Table | None) -> KeptMessages:
     of another layout or of other code."""
     if table is None or not table.num_rows or not _readable(table):
         return KeptMessages()
-    one_block = pc.invert(pc.match_substring(table["blocks"], "+"))
-    kept = pc.and_(pc.is_valid(table["message_timestamp"]), one_block)
-    table = table.select(["blocks", "unit_id", *MESSAGE_COLUMNS]).filter(kept)
+    table = table.select(["blocks", "unit_id", *MESSAGE_COLUMNS]).filter(_keeps_message(table))
     # one row a digest (the last, as a dict keeps it): a digest is of a whole row, so two
     # rows of one digest hold one message
     digests = table["blocks"].to_pylist()

@@ -25,7 +25,14 @@ from corpus_index.linked.model import LinkModel
 from corpus_index.linked.questions import ANSWER_WINDOW_S, CONVERSATIONAL, question_of
 from corpus_index.linked.relink import fingerprint, model_digest
 from corpus_index.linked.settled import UNMADE_TYPES
-from corpus_index.steps.linked_groups import _UNIT_COLUMNS, GROUPS, MEMBERS, MEMO, unit_reading
+from corpus_index.steps.linked_groups import (
+    _UNIT_COLUMNS,
+    GROUPS,
+    MEMBERS,
+    MEMO,
+    unit_reading,
+    unit_row_digests,
+)
 from corpus_index.unit_prints import (
     CODE_KEY,
     LAST_RUN_KEY,
@@ -117,7 +124,7 @@ def test_the_kept_digests_are_those_a_run_makes(tmp_path: Path) -> None:
     equal to the same digest made afresh, with the digest of the unit's blocks."""
     _, home = _linked(tmp_path)
     blocks = home.read("parsed_blocks", (COLLECTION,))
-    reading = unit_reading(blocks, digests=True)
+    reading = unit_reading(blocks, digests=unit_row_digests(blocks))
     kept = _prints(home)
     assert set(kept) == {u.message.unit_id for u in reading.units}
     model = model_digest(LinkModel.load())
@@ -324,8 +331,8 @@ def test_a_unit_read_from_its_kept_message_is_the_unit_decoded(tmp_path: Path) -
     first = blocks.slice(0, 1).to_pylist()[0]
     second = dict(first, block_id="second", content=json.dumps({"text": "and the rest"}))
     blocks = pa.concat_tables([blocks, pa.Table.from_pylist([second], blocks.schema)])
-    decoded = unit_reading(blocks, digests=True)
-    taken = unit_reading(blocks, digests=True, kept=kept)
+    decoded = unit_reading(blocks, digests=unit_row_digests(blocks))
+    taken = unit_reading(blocks, digests=unit_row_digests(blocks), kept=kept)
     assert decoded.taken == 0 and taken.taken == blocks.num_rows - 1  # the new row decoded
     assert taken.units == decoded.units and taken.digests == decoded.digests
     assert {u: dict(r) for u, r in taken.records.items()} == decoded.records

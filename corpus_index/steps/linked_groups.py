@@ -499,14 +499,14 @@ def unit_reading(
     blocks: pa.Table,
     *,
     records: bool = True,
-    digests: bool | Sequence[str] = False,
+    digests: Sequence[str] | None = None,
     kept: Mapping[str, Message] | None = None,
 ) -> UnitReading:
     """:func:`read_units` of ``blocks`` and, with ``records``, the identity pass's record of
     each unit, the same as :func:`~corpus_index.identity_pass.unit_records` gives, built from
     the metadata the units were read from rather than decoding it again (none without); with
-    ``digests``, a digest of the rows each unit is read from (none without; the rows'
-    :func:`unit_row_digests` when given them instead of True, else made here).
+    ``digests`` (the rows' :func:`unit_row_digests`), a digest of the rows each unit is read
+    from (none without).
 
     ``kept`` (with ``digests``): messages by the digest of the row each was read from
     (:func:`~corpus_index.unit_prints.kept_messages`); a row with one of those digests is
@@ -519,12 +519,8 @@ def unit_reading(
     read = blocks.select(_UNIT_COLUMNS)
     cols = read.to_pydict()
     rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
-    if isinstance(digests, bool):
-        row_prints = row_digests(read) if digests else [""] * read.num_rows
-    else:
-        row_prints = list(digests)
-        digests = True
-    keep: Mapping[str, Message] = (kept or {}) if digests else {}
+    row_prints = [""] * read.num_rows if digests is None else digests
+    keep: Mapping[str, Message] = (kept or {}) if digests is not None else {}
     n_taken = 0
     for (doc_id, content, meta_json, event_date, tenant, acl, tier, source_id), row_print in zip(
         rows, row_prints, strict=True
@@ -545,11 +541,11 @@ def unit_reading(
                     if meta is not None
                     else _RecordLater(unit, tenant, meta_json, message.text, source_id)
                 )
-            if digests:
+            if digests is not None:
                 hashed[unit] = row_print
         else:
             more.setdefault(unit, [units[unit].message.text]).append(message.text)
-            if digests:
+            if digests is not None:
                 hashed[unit] += f"+{row_print}"
     for unit, texts in more.items():
         first = units[unit]
