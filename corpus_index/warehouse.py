@@ -68,18 +68,8 @@ class Warehouse:
         readers see the old file (or none) until :meth:`StagedPartition.publish` puts the new
         one in its place, atomically; :meth:`StagedPartition.discard` removes it instead. A
         write that fails leaves nothing behind."""
-        path = self.path(asset, *partition)
-        path.parent.mkdir()
-        staged = StagedPartition(path.temp_sibling(), path)
-        out = PartitionWriter(staged.temp, table.schema)
-        try:
+        with self._staging(asset, partition, table.schema) as (out, staged):
             out.write(table)
-            out.close()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                out.close()
-            staged.discard()
-            raise
         return staged
 
     @contextlib.contextmanager
@@ -88,18 +78,31 @@ class Warehouse:
     ) -> Iterator[PartitionWriter]:
         """Write one partition piece by piece; it replaces the old file atomically when the
         block exits without an error and ``commit()`` was called, else the old file stays."""
+        with self._staging(asset, partition, schema) as (out, staged):
+            yield out
+        if out.committed:
+            staged.publish()
+        else:
+            staged.discard()
+
+    @contextlib.contextmanager
+    def _staging(
+        self, asset: str, partition: tuple[str, ...], schema: pa.Schema
+    ) -> Iterator[tuple[PartitionWriter, StagedPartition]]:
+        """A new file for one partition, beside its file, written through the writer the
+        block is given and closed when it ends; removed when the block fails."""
         path = self.path(asset, *partition)
         path.parent.mkdir()
-        tmp = path.temp_sibling()
-        out = PartitionWriter(tmp, schema)
+        staged = StagedPartition(path.temp_sibling(), path)
+        out = PartitionWriter(staged.temp, schema)
         try:
-            yield out
+            yield out, staged
             out.close()
-            if out.committed:
-                tmp.replace(path)
-        finally:
-            out.close()
-            tmp.unlink(missing_ok=True)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                out.close()
+            staged.discard()
+            raise
 
     def read(
         self,
@@ -332,8 +335,13 @@ class StagedPartition:
 
     def publish(self) -> Location:
         """Put the new file in the partition's place (atomically: readers see the old file
-        or the new one); returns the partition's path."""
-        self.temp.replace(self.path)
+        or the new one); returns the partition's path. The new file is removed if it cannot
+        be put there."""
+        try:
+            self.temp.replace(self.path)
+        except BaseException:
+            self.discard()
+            raise
         return self.path
 
     def discard(self) -> None:
