@@ -54,6 +54,20 @@ def _home(folder: Path, config: Path) -> Any:
     return Home(Settings(config_path=config, home=folder / "home"))
 
 
+def append_message(source: Path, suffix: str) -> str:
+    """One message a minute after the newest, at the end of the last stream file of
+    ``source``, its id the newest's with ``-suffix``; returns that id."""
+    last = sorted(source.glob("stream-*.jsonl"))[-1]
+    record = json.loads(last.read_text(encoding="utf-8").splitlines()[-1])
+    when = dt.datetime.fromisoformat(record["timestamp"]) + dt.timedelta(minutes=1)
+    record.update(id=f"{record['id']}-{suffix}", text="yes, the keys are in the office drawer")
+    record["timestamp"] = when.isoformat()
+    record.pop("reply_to", None)
+    with last.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+    return str(record["id"])
+
+
 def _prepare(src: Path, dst: Path) -> dict[str, Any]:
     """A side's snapshot: grouped by this process's code, then one message appended, scanned
     and parsed."""
@@ -61,14 +75,7 @@ def _prepare(src: Path, dst: Path) -> dict[str, Any]:
 
     home = _home(dst, _copy(src, dst))
     grouped = linked_groups.run(home, COLLECTION)
-    last = sorted((dst / "source").glob("stream-*.jsonl"))[-1]
-    record = json.loads(last.read_text(encoding="utf-8").splitlines()[-1])
-    when = dt.datetime.fromisoformat(record["timestamp"]) + dt.timedelta(minutes=1)
-    record.update(id=f"{record['id']}-pair", text="yes, the keys are in the office drawer")
-    record["timestamp"] = when.isoformat()
-    record.pop("reply_to", None)
-    with last.open("a", encoding="utf-8") as out:
-        out.write(json.dumps(record) + "\n")
+    append_message(dst / "source", "pair")
     source_manifest.run(home, COLLECTION)
     parsed_blocks.run(home, COLLECTION)
     import corpus_index
