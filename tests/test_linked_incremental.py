@@ -618,6 +618,60 @@ def test_topic_clusters_from_a_checkpoint_are_those_from_the_start(change: str) 
         assert later.reused > 0  # resumed, not clustered from the start
 
 
+def _keys(messages: Sequence[Message]) -> dict[int, str]:
+    """The topic checkpoints' keys of ``messages`` (thread count -> key)."""
+    units, conversations = _topic_input(messages)
+    threads = topics._threads(units, conversations)
+    similarity = Similarity(units, block=BLOCK)
+    return topics._checkpoint_keys(threads, similarity, Memo(tenant_id="t"), EVERY)
+
+
+def test_an_edit_far_back_resumes_from_a_sparse_checkpoint_kept_through_an_append() -> None:
+    """Besides the last checkpoints, every ``SPARSE_CHECKPOINTS``-th is kept, and a run that
+    resumes after one keeps it too: after an append (resumed near the end), an edit before
+    the last checkpoints resumes from one of them before it, not from the start, and
+    clusters as a run from the start does."""
+    messages = list(sample("wattle"))
+    first = Memo(tenant_id="t")
+    _clusters_and_state(messages, first)
+    appended = TOPIC_CHANGES["append"](messages)
+    second = Memo(memo_table([first]).to_pylist(), tenant_id="t")
+    _clusters_and_state(appended, second)
+    keys = _keys(appended)
+    sparse = EVERY * topics.SPARSE_CHECKPOINTS
+    last = sorted(keys)[-topics.KEPT_CHECKPOINTS]
+    assert sparse < last
+
+    def standing(edited: dict[int, str]) -> int:  # the last checkpoint the edit leaves
+        return max(
+            (
+                k
+                for k in sorted(edited)
+                if all(edited[j] == keys[j] for j in range(EVERY, k + 1, EVERY))
+            ),
+            default=0,
+        )
+
+    # an edited unit whose TF-IDF blocks no thread before a sparse checkpoint reads, before
+    # the last checkpoints (the sample's threads run long: most units are read early)
+    units = _units(appended)
+    edited = next(
+        e
+        for e in (_edited(appended, at) for at in range(3 * len(units) // 4, 0, -1))
+        if sparse <= standing(_keys(e)) < last
+    )
+    expected = standing(_keys(edited)) // sparse * sparse
+    third = Memo(memo_table([second]).to_pylist(), tenant_id="t")
+    resumed, resumed_state = _clusters_and_state(edited, third)
+    fresh, fresh_state = _clusters_and_state(edited, None)
+    assert resumed == fresh and resumed_state == fresh_state
+    probe = Memo(memo_table([second]).to_pylist(), tenant_id="t")
+    edited_units, conversations = _topic_input(edited)
+    threads = topics._threads(edited_units, conversations)
+    start, _ = topics._resumed(threads, _keys(edited), probe, lambda t: {})
+    assert start == expected > 0
+
+
 def test_a_checkpoint_key_changes_from_the_first_changed_thread_on() -> None:
     """Checkpoints before the first thread that reads the edited unit's TF-IDF block (or
     later ones) keep their keys; every checkpoint after the edited unit's thread gets

@@ -20,10 +20,14 @@ more than ``MAX_UNITS`` units is too broad to be a topic and is dropped. Its tit
 tags (:func:`topic_title`).
 
 With a memo (:mod:`corpus_index.linked.memo`), the clustering resumes from a checkpoint: the
-open clusters after every ``CHECKPOINT`` threads are kept under a key chained over the threads
+clusters after every ``CHECKPOINT`` threads (the open ones whole, a closed one as where its
+threads are: no later thread can join it) are kept under a key chained over the threads
 before them (their units' fingerprints and TF-IDF weighing), so a run clusters again only from
 the last checkpoint its changes leave standing (an edit or a deletion before a checkpoint
-changes its key). A thread's vector is computed only for the threads it reads: those after the
+changes its key). The last ``KEPT_CHECKPOINTS`` checkpoints are kept, the one resumed from, and
+every ``SPARSE_CHECKPOINTS``-th further back: an edit anywhere resumes at most
+``CHECKPOINT * SPARSE_CHECKPOINTS`` threads before the first thread it changes, not from the
+start. A thread's vector is computed only for the threads it reads: those after the
 checkpoint, and those of a cluster that passes the checks that need no vector. A checkpoint
 names the newest time of the units it read, so deleting a newer unit keeps it.
 """
@@ -52,16 +56,39 @@ MAX_UNITS = 40
 MIN_SHARED = 2
 CHECKPOINT = 256  # threads between two checkpoints of the clustering
 KEPT_CHECKPOINTS = 4  # checkpoints kept for the next run: the last ones, and the one resumed
+SPARSE_CHECKPOINTS = 8  # ... and every eighth, so an edit far back resumes near it
 
 
 class _Cluster:
-    __slots__ = ("centroid", "latest", "positions", "threads")
+    __slots__ = ("_centroid", "_vector_of", "latest", "positions", "threads")
 
     def __init__(self, thread: list[Message], position: int, vector: Vector) -> None:
         self.threads = [thread]
         self.positions = [position]  # of its threads, in the time order of all threads
-        self.centroid = vector
+        self._centroid: Vector | None = vector
+        self._vector_of: Callable[[list[Message]], Vector] | None = None
         self.latest = thread[-1].timestamp
+
+    @property
+    def centroid(self) -> Vector:
+        """The sum of its threads' vectors. A cluster resumed closed (a checkpoint keeps no
+        centroid for it: no later thread can join it) has it summed again when asked, in
+        the order its threads joined, as the clustering summed it."""
+        if self._centroid is None:
+            assert self._vector_of is not None
+            total = self._vector_of(self.threads[0])
+            for thread in self.threads[1:]:
+                total = added(total, self._vector_of(thread))
+            self._centroid, self._vector_of = total, None
+        return self._centroid
+
+    @centroid.setter
+    def centroid(self, value: Vector) -> None:
+        self._centroid = value
+
+    def closed(self, begin: float) -> bool:
+        """Whether no thread beginning at ``begin`` or later can join it."""
+        return begin - self.latest > SPAN_S
 
 
 def _threads(
@@ -177,14 +204,25 @@ def _clustered(
     """The clusters of ``threads`` (in time order), from the last checkpoint of ``memo``
     whose threads are unchanged; the checkpoints of this run are kept in it."""
     keys = _checkpoint_keys(threads, similarity, memo, checkpoint, parts)
-    start, clusters = _resumed(threads, keys, memo)
+    start, clusters = _resumed(threads, keys, memo, vector_of)
     kept = set(sorted(keys)[-KEPT_CHECKPOINTS:])
+    sparse = {k for k in keys if k % (checkpoint * SPARSE_CHECKPOINTS) == 0}
+    kept |= sparse
+    if memo is not None:
+        for k in sorted(sparse):
+            if k < start:  # as it was (its key chains over every thread before it): kept
+                memo.has(keys[k])
     for k in range(start, len(threads) + 1):
         if memo is not None and k > start and k in kept:
             # the clusters' centroids hold words of any thread before: a deletion of a unit no
             # newer than the newest of them drops it
             newest = max((m.timestamp for t in threads[:k] for m in t), default=None)
-            state = [[c.positions, c.centroid, c.latest] for c in clusters]
+            # a cluster closed to the last thread read is closed to every later one (they
+            # begin no earlier): its centroid is not kept, only where its threads are
+            begin = threads[k - 1][0].timestamp
+            state = [
+                [c.positions, None if c.closed(begin) else c.centroid, c.latest] for c in clusters
+            ]
             memo.put(keys[k], state, units=None, until=newest)
         if k == len(threads):
             break
@@ -194,7 +232,7 @@ def _clustered(
             continue
         begin = thread[0].timestamp
         best: tuple[float, int] | None = None
-        open_ones = [j for j in range(len(clusters)) if begin - clusters[j].latest <= SPAN_S]
+        open_ones = [j for j in range(len(clusters)) if not clusters[j].closed(begin)]
         for j in open_ones[-MAX_OPEN:]:
             sim = cosine(vector, clusters[j].centroid)
             if sim >= JOIN and (best is None or sim > best[0]):
@@ -247,10 +285,14 @@ def _checkpoint_keys(
 
 
 def _resumed(
-    threads: list[list[Message]], keys: dict[int, str], memo: Memo | None
+    threads: list[list[Message]],
+    keys: dict[int, str],
+    memo: Memo | None,
+    vector_of: Callable[[list[Message]], Vector],
 ) -> tuple[int, list[_Cluster]]:
     """The last checkpoint of ``keys`` that ``memo`` holds: its thread count and its
-    clusters (none: from the start)."""
+    clusters (none: from the start); a closed cluster's centroid, not kept, is summed from
+    its threads' vectors (``vector_of``) if it is asked for."""
     for k in sorted(keys, reverse=True):
         kept = None if memo is None else memo.get(keys[k])
         if kept is None:
@@ -260,8 +302,10 @@ def _resumed(
             c = _Cluster(threads[positions[0]], positions[0], {})
             c.threads = [threads[p] for p in positions]
             c.positions = list(positions)
-            c.centroid = centroid
             c.latest = latest
+            c._centroid = centroid  # None: closed, summed again when asked
+            if centroid is None:
+                c._vector_of = vector_of
             clusters.append(c)
         return k, clusters
     return 0, []
