@@ -643,14 +643,12 @@ def test_an_edit_far_back_resumes_from_a_sparse_checkpoint_kept_through_an_appen
     assert sparse < last
 
     def standing(edited: dict[int, str]) -> int:  # the last checkpoint the edit leaves
-        return max(
-            (
-                k
-                for k in sorted(edited)
-                if all(edited[j] == keys[j] for j in range(EVERY, k + 1, EVERY))
-            ),
-            default=0,
-        )
+        same = 0
+        for k in sorted(edited):
+            if edited[k] != keys.get(k):
+                break
+            same = k
+        return same
 
     # an edited unit whose TF-IDF blocks no thread before a sparse checkpoint reads, before
     # the last checkpoints (the sample's threads run long: most units are read early)

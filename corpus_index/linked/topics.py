@@ -209,7 +209,7 @@ def _clustered(
     sparse = {k for k in keys if k % (checkpoint * SPARSE_CHECKPOINTS) == 0}
     kept |= sparse
     if memo is not None:
-        for k in sorted(sparse):
+        for k in sparse:
             if k < start:  # as it was (its key chains over every thread before it): kept
                 memo.has(keys[k])
     for k in range(start, len(threads) + 1):
