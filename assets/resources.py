@@ -6,7 +6,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,8 +14,7 @@ import dagster as dg
 
 from corpus_index.config import Settings
 from corpus_index.home import Home
-from corpus_index.homelock import holder, home_lock, scope_lock
-from corpus_index.registry_sql import is_database_url
+from corpus_index.homelock import EXCLUSIVE_TAGS, across_of, holder, home_lock, scope_lock
 
 # how long a run waits for the home's lock (a `corpus sync`, or another run, in flight)
 # before it fails naming the holder
@@ -35,7 +34,10 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
     ``runs_share_home`` (the multiprocess executor: each step a process of its own, and runs of
     different collections side by side) each step holds the home's lock shared, so runs work
     beside each other while a sync or a promotion waits for all of them, and the step holds
-    the scope locks of what it writes (``writes``).
+    the scope locks of what it writes (``writes``); a run of a job that works on the whole
+    home (tagged ``EXCLUSIVE_TAGS``: compaction, purge, retirement, re-processing) still holds
+    it exclusively. With the registry in PostgreSQL, the home's lock is held there too, so
+    the runs of other machines are waited for as well.
     """
 
     config_path: str
@@ -73,7 +75,8 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
             home,
             f"run {run.run_id[:8]} of {run.job_name}",
             wait_s=self.lock_wait_s,
-            shared=self.runs_share_home,
+            shared=self.runs_share_home and not holds_home_alone(run.tags),
+            across=across_of(self.registry_url),
         ):
             yield self
 
@@ -82,13 +85,19 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
         """Hold the scope locks ``scopes`` of this home, in the order given."""
         home = self.settings().home
         # with the registry in PostgreSQL, its advisory locks keep out runs on other machines
-        across = self.registry_url if is_database_url(self.registry_url) else None
+        across = across_of(self.registry_url)
         with contextlib.ExitStack() as stack:
             for scope in scopes:
                 stack.enter_context(
                     scope_lock(home, scope, purpose, wait_s=self.lock_wait_s, across=across)
                 )
             yield
+
+
+def holds_home_alone(tags: Mapping[str, str]) -> bool:
+    """Whether a run of these tags holds the home exclusively even where runs share it (its
+    job is tagged :data:`~corpus_index.homelock.EXCLUSIVE_TAGS`)."""
+    return all(tags.get(k) == v for k, v in EXCLUSIVE_TAGS.items())
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -6,7 +6,9 @@ become indexed. Deletion overrides retention: while a tombstone is pending physi
 fragment that held a deleted row (the receipt names them; for a cache table, the fragments of
 the entries purged now) is rewritten first (``purge.rewrite_fragments``), old versions are
 removed whatever their age, and orphaned ``*.tmp`` files (left by a crashed atomic write) are
-removed, so the deleted content leaves the disk. The ``doc_id``, full-text and ANN indexes of a
+removed, so the deleted content leaves the disk. None is a step's work in flight: a compaction
+holds the home's lock alone, even where runs share it (``compaction_job`` is tagged
+``homelock.EXCLUSIVE_TAGS``). The ``doc_id``, full-text and ANN indexes of a
 generation table that held deleted rows are built again (``index_store.rebuild_after_deletion``):
 ``optimize`` keeps deleted rows' ids, words and PQ codes in them.
 """

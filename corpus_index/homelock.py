@@ -13,15 +13,19 @@ already, goes on under it.
 
 Runs that execute their steps in processes of their own (the multiprocess executor) hold the
 home's lock *shared*: they run beside each other, while a sync or a promotion, which hold it
-exclusively, still wait for all of them. What two such runs could both write is then guarded by
-a *scope lock* each step holds while it runs (``scope_lock``): one per collection (its
-warehouse partitions, exports and embeddings) and one per profile's generation table (LanceDB's
-writers of one table). The registry needs none: its transactions are short and retried while
-another process holds the file.
+exclusively, still wait for all of them. So do the runs of the jobs that work on the whole home
+rather than on what one step writes (compaction, a collection's purge, a generation's
+retirement, re-processing): they are tagged :data:`EXCLUSIVE_TAGS` and hold it exclusively
+whatever the executor. What two shared runs could both write is then guarded by a *scope lock*
+each step holds while it runs (``scope_lock``): one per collection (its warehouse partitions,
+exports and embeddings) and one per profile's generation table (LanceDB's writers of one
+table). The registry needs none: its transactions are short and retried while another process
+holds the file.
 
-File locks keep out the processes of one machine. With the registry in PostgreSQL, a scope
-lock also takes the scope's advisory lock in that database (``across``), which keeps out the
-runs of every machine sharing the registry (pods of their own, a home on object storage).
+File locks keep out the processes of one machine. With the registry in PostgreSQL, the home's
+lock and each scope lock also take an advisory lock in that database (``across``), shared or
+not as the file lock, which keeps out the runs of every machine sharing the registry (pods of
+their own, a home on object storage).
 """
 
 from __future__ import annotations
@@ -39,13 +43,26 @@ from pathlib import Path
 from typing import Any
 
 from corpus_index.errors import HomeBusyError, RetryableError
-from corpus_index.registry_sql import libpq_url, redact
+from corpus_index.registry_sql import is_database_url, libpq_url, redact
 
 LOCK_NAME = "corpus.lock"
 SCOPES_DIR = "locks"
 POLL_S = 0.2
+# the advisory lock that stands for the home's lock in the registry's database (no scope's
+# name: those have a kind before a colon)
+HOME_SCOPE = "home"
+# the tags of a job whose runs hold the home exclusively even where runs share it (the
+# ``corpus`` resource reads them): it works on the whole home (every table's files, every
+# collection's groups), so no step of another run may write beside it
+EXCLUSIVE_TAGS = {"corpus/home": "exclusive"}
 # (lock file, thread) -> how deep that thread's holds of it are nested
 _HELD: dict[tuple[str, int], int] = {}
+
+
+def across_of(registry_url: str | None) -> str | None:
+    """The ``across`` of a home whose registry is at ``registry_url``: the URL of a PostgreSQL
+    registry, whose advisory locks keep out other machines' holders; none for DuckDB's."""
+    return registry_url if is_database_url(registry_url) else None
 
 
 def lock_path(home: Path) -> Path:
@@ -63,7 +80,12 @@ def holder(home: Path) -> str:
 
 @contextlib.contextmanager
 def home_lock(
-    home: Path, purpose: str, *, wait_s: float = 0.0, shared: bool = False
+    home: Path,
+    purpose: str,
+    *,
+    wait_s: float = 0.0,
+    shared: bool = False,
+    across: str | None = None,
 ) -> Iterator[None]:
     """Hold the home's lock for ``purpose`` (``sync``, ``promote``, ``rollback``).
 
@@ -72,9 +94,15 @@ def home_lock(
     the outer one). ``shared``: beside other shared holders (runs whose steps lock what they
     write), never beside an exclusive one; a shared holder leaves the file's holder line alone.
 
+    ``across``: the registry's PostgreSQL URL. The home's advisory lock in that database is
+    held too (shared or not, as the file lock), after the file lock, so a holder on another
+    machine that shares the registry (a run's pod, a compaction elsewhere) is waited for as
+    one on this machine is.
+
     Raises:
-        HomeBusyError: another process still holds the lock after ``wait_s``; the message
-            names the home and the holder's PID.
+        HomeBusyError: another process still holds the lock after ``wait_s`` (in all); the
+            message names the home and the holder's PID.
+        RetryableError: the database of ``across`` cannot be reached.
     """
     home.mkdir(parents=True, exist_ok=True)
     path = lock_path(home)
@@ -86,7 +114,21 @@ def home_lock(
         finally:
             _HELD[key] -= 1
         return
-    with _flock(path, home, purpose, wait_s, shared=shared):
+    deadline = time.monotonic() + max(wait_s, 0.0)
+    with contextlib.ExitStack() as held:
+        held.enter_context(_flock(path, home, purpose, wait_s, shared=shared))
+        if across is not None:
+            held.enter_context(
+                _advisory_lock(
+                    across,
+                    HOME_SCOPE,
+                    home,
+                    purpose,
+                    deadline=deadline,
+                    wait_s=wait_s,
+                    shared=shared,
+                )
+            )
         _HELD[key] = 1
         try:
             yield
@@ -138,13 +180,26 @@ def advisory_key(scope: str) -> int:
 
 @contextlib.contextmanager
 def _advisory_lock(
-    url: str, scope: str, home: Path, purpose: str, *, deadline: float, wait_s: float
+    url: str,
+    scope: str,
+    home: Path,
+    purpose: str,
+    *,
+    deadline: float,
+    wait_s: float,
+    shared: bool = False,
 ) -> Iterator[None]:
-    """Hold ``scope``'s advisory lock in ``url``'s database, polling until ``deadline`` (of
-    the ``wait_s`` the whole scope lock may wait, which the message names)."""
+    """Hold ``scope``'s advisory lock in ``url``'s database (``shared``: beside other shared
+    holders), polling until ``deadline`` (of the ``wait_s`` the whole lock may wait, which
+    the message names)."""
     import psycopg2
 
     key = advisory_key(scope)
+    take, give = (
+        ("pg_try_advisory_lock_shared", "pg_advisory_unlock_shared")
+        if shared
+        else ("pg_try_advisory_lock", "pg_advisory_unlock")
+    )
     # the holder's name as the waiting process sees it (pg_stat_activity, 63 bytes at most)
     me = f"pid {os.getpid()} on {socket.gethostname()} ({purpose})"
     try:
@@ -162,7 +217,7 @@ def _advisory_lock(
         con.autocommit = True  # a session lock, held across the step, outside any transaction
         with con.cursor() as cur:
             while True:
-                cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                cur.execute(f"SELECT {take}(%s)", (key,))
                 if cur.fetchone()[0]:
                     break
                 if time.monotonic() >= deadline:
@@ -171,7 +226,7 @@ def _advisory_lock(
             try:
                 yield
             finally:
-                cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                cur.execute(f"SELECT {give}(%s)", (key,))
     finally:
         con.close()
 
@@ -190,11 +245,14 @@ def _busy_across(
     row = cur.fetchone()
     who = f"{row[0]}{f' from {row[1]}' if row[1] else ''}" if row else "another process"
     waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
-    error = HomeBusyError(
-        f"{scope} of home {home} is busy{waited}: {who} holds its lock in {redact(url)}"
+    subject, what = (
+        (f"home {home}", "holds the home (a run, a sync, a compaction)")
+        if scope == HOME_SCOPE
+        else (f"{scope} of home {home}", f"writes {scope}")
     )
+    error = HomeBusyError(f"{subject} is busy{waited}: {who} holds its lock in {redact(url)}")
     error.add_note(
-        f"a process sharing the registry (on this machine or another) writes {scope} ("
+        f"a process sharing the registry (on this machine or another) {what} ("
         f"{purpose} was asked); wait for it to finish, then try again"
     )
     return error

@@ -482,7 +482,8 @@ class Background:
         order of ``last``. When a stage failed, none is put in place and its error is
         raised; a file that cannot be put in place stops those after it (its error raised).
         A staged file removed before it is published (by a compaction clearing temporary
-        files, say) publishes none of them.
+        files that ran beside the step without the home's lock, say: a compaction run holds
+        the home alone, see :mod:`corpus_index.homelock`) publishes none of them.
 
         Raises:
             FileNotFoundError: a staged file is gone (nothing was published).

@@ -10,6 +10,7 @@ import dagster as dg
 from assets import CorpusPartitions, CorpusResource
 from corpus_index.compaction import compact
 from corpus_index.deletion import namespace_of, purge_collection
+from corpus_index.homelock import EXCLUSIVE_TAGS
 from corpus_index.lifecycle import RetireChoice, retire
 from corpus_index.shards import split_key
 
@@ -67,6 +68,7 @@ def build_retire_job(choices: list[RetireChoice]) -> dg.JobDefinition:
     @dg.job(
         name="retire_generation_job",
         description="Retire a READY or BUILDING generation that no longer serves.",
+        tags=EXCLUSIVE_TAGS,  # it drops a table other runs may read: no run beside it
     )
     def retire_generation_job() -> None:
         retire_generation()
@@ -104,7 +106,10 @@ def purge_collection_op(
     )
 
 
-@dg.job(description="Purge a collection removed from the config from every generation and store.")
+@dg.job(
+    description="Purge a collection removed from the config from every generation and store.",
+    tags=EXCLUSIVE_TAGS,  # it rewrites every generation and store: no run beside it
+)
 def purge_collection_job() -> None:
     purge_collection_op()
 
@@ -135,7 +140,12 @@ def compact_op(
     )
 
 
-@dg.job(description="Compact every live index and cache table (see `corpus compact`).")
+@dg.job(
+    description="Compact every live index and cache table (see `corpus compact`).",
+    # it rewrites every table's files and, with a deletion pending, removes every old version
+    # and every `*.tmp` file: a step beside it would lose what it is writing
+    tags=EXCLUSIVE_TAGS,
+)
 def compaction_job() -> None:
     compact_op()
 

@@ -15,6 +15,7 @@ import time
 import dagster as dg
 
 from assets import CorpusResource
+from corpus_index.homelock import EXCLUSIVE_TAGS
 from corpus_index.steps import reprocess
 
 SCHEDULED_AT = "dagster/scheduled_execution_time"
@@ -77,7 +78,11 @@ def _counts(entry: dict[str, object]) -> dict[str, object]:
     return {k: entry[k] for k in ("taken", "groups_changed", "queued")}
 
 
-@dg.job(description="Re-process the due linked groups of every grouped collection (seed §7).")
+@dg.job(
+    description="Re-process the due linked groups of every grouped collection (seed §7).",
+    # it rewrites the groups of every collection it touches, which holds no step's scope lock
+    tags=EXCLUSIVE_TAGS,
+)
 def reprocess_job() -> None:
     reprocess_op()
 

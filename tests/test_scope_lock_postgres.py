@@ -1,6 +1,7 @@
-"""Scope locks that span machines: with the registry in PostgreSQL, a scope lock also holds the
-scope's advisory lock there, so runs whose homes are on different machines (two home folders
-here, whose file locks never meet) still take turns writing one thing."""
+"""Locks that span machines: with the registry in PostgreSQL, a scope lock also holds the
+scope's advisory lock there, and the home's lock the home's, so runs whose homes are on
+different machines (two home folders here, whose file locks never meet) still take turns
+writing one thing, and a compaction waits for every run."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from corpus_index.errors import HomeBusyError, RetryableError
-from corpus_index.homelock import scope_lock
-from tests.support.lockholder import hold_scope
+from corpus_index.homelock import home_lock, scope_lock
+from tests.support.lockholder import hold, hold_scope
 from tests.support.postgres import LocalPostgres
 
 pytestmark = pytest.mark.prod
@@ -80,3 +81,45 @@ def test_an_unreachable_registry_is_named_without_its_password(tmp_path: Path) -
         pass
     assert "cannot reach the registry database for the lock of generation:main" in str(error.value)
     assert "s3cret" not in str(error.value)
+
+
+def test_the_homes_lock_spans_machines_shared_beside_shared_never_beside_exclusive(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    url = postgres_server.create_database("home_locks")
+    step = "run 1234abcd of ingest_job"
+    other = hold(tmp_path / "machine-a", 60, step, shared=True, across=url)
+    here = tmp_path / "machine-b"
+    try:
+        # another run's step goes on beside it
+        with home_lock(here, "run 5678abcd of embed_job", shared=True, wait_s=0.5, across=url):
+            pass
+        # the file lock alone does not see the other machine's run
+        with home_lock(here, "compact"):
+            pass
+        with (
+            pytest.raises(HomeBusyError) as busy,
+            home_lock(here, "compact", wait_s=0.5, across=url),
+        ):
+            pass
+        message = str(busy.value)
+        assert f"home {here} is busy after waiting 0.5 s" in message
+        assert f"pid {other.pid} on " in message and f"({step})" in message
+        assert "holds the home" in "\n".join(busy.value.__notes__)
+        assert not (here / "corpus.lock").read_text()  # the file lock was given back
+    finally:
+        other.kill()
+        other.wait()
+    # a compaction on the other machine keeps a run's step out in turn
+    other = hold(tmp_path / "machine-a", 60, "compact", across=url)
+    try:
+        with (
+            pytest.raises(HomeBusyError, match=r"\(compact\)"),
+            home_lock(here, step, shared=True, wait_s=0.5, across=url),
+        ):
+            pass
+    finally:
+        other.kill()
+        other.wait()
+    with home_lock(here, "compact", wait_s=30, across=url):
+        pass

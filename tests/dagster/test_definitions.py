@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.resources import holds_home_alone
 from corpus_index.config import Settings
 from definitions import build_definitions
 
@@ -145,3 +146,17 @@ def test_the_executor_and_the_run_lock_follow_corpus_executor(
     parallel = build_definitions(home)
     assert parallel.executor is not None and parallel.executor.name == "multiprocess"
     assert parallel.resources is not None and parallel.resources["corpus"].runs_share_home
+
+
+def test_the_jobs_that_work_on_the_whole_home_hold_it_alone(home: Settings) -> None:
+    """Where runs share the home, only the jobs that work on every table or every collection
+    (not on what one step's scope lock guards) hold it exclusively."""
+    defs = build_definitions(home)
+    jobs = defs.get_repository_def().get_all_jobs()
+    alone = {j.name for j in jobs if holds_home_alone(j.run_tags)}
+    assert alone == {
+        "compaction_job",
+        "purge_collection_job",
+        "retire_generation_job",
+        "reprocess_job",
+    }

@@ -15,6 +15,8 @@ from assets import CorpusResource
 from assets.resources import HOLDING, RELEASING
 from corpus_index.config import Settings
 from corpus_index.homelock import holder
+from pipelines.jobs import compaction_job
+from pipelines.reprocess import reprocess_job
 from tests.corpusgen import write_home
 from tests.dagster import slow_writer
 from tests.dagster.harness import QUIET, Graph, materialized
@@ -144,3 +146,49 @@ def test_two_runs_sharing_the_home_take_turns_writing_one_generation(tmp_path: P
         assert sum(m.startswith(RELEASING) for m in logged) == 1
         waited.append(float(took.rsplit("waited ", 1)[1].split(" s)")[0]))
     assert max(waited) >= 0.5  # one of them waited for the other's write
+
+
+def test_a_compaction_run_waits_for_every_run_sharing_the_home(tmp_path: Path) -> None:
+    """Compaction rewrites every table's files and, with a deletion pending, removes every old
+    version and ``*.tmp`` file; re-processing rewrites the groups of any collection. Where runs
+    share the home (the multiprocess executor), a run of either still holds it alone: it waits
+    for another run's step in flight, which the runs of the other jobs go on beside."""
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    g = Graph(settings)
+    shared = CorpusResource(
+        config_path=str(settings.config_path),
+        home=str(settings.home),
+        lock_wait_s=1.0,
+        runs_share_home=True,
+    )
+    whole = dg.Definitions(jobs=[compaction_job, reprocess_job], resources={"corpus": shared})
+    step = hold(settings.home, 60, "run 1234abcd of embed_job", shared=True)
+    try:
+        ingest = dg.materialize(
+            g.defs.assets,  # type: ignore[arg-type]
+            selection=INGEST,
+            partition_key="alpha-deals",
+            instance=g.instance,
+            resources={"corpus": shared},
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+        assert ingest.success and materialized(ingest) == set(INGEST)
+        for job in ("compaction_job", "reprocess_job"):
+            r = whole.resolve_job_def(job).execute_in_process(
+                instance=g.instance, run_config=QUIET, raise_on_error=False
+            )
+            assert not r.success, job
+            assert f"home {settings.home} is busy after waiting 1 s" in failure_messages(r)
+            # its op never ran: nothing compacted or re-processed beside the step in flight
+            assert r.get_step_success_events() == []
+            logged = " ".join(e.user_message for e in g.instance.all_logs(r.run_id))
+            assert "compacted" not in logged and "re-processed" not in logged
+    finally:
+        step.kill()
+        step.wait()
+    r = whole.resolve_job_def("compaction_job").execute_in_process(
+        instance=g.instance, run_config=QUIET, raise_on_error=False
+    )
+    assert r.success
+    assert "compacted" in " ".join(e.user_message for e in g.instance.all_logs(r.run_id))

@@ -13,7 +13,8 @@ HOLD = """
 import sys, time
 from pathlib import Path
 from corpus_index.homelock import home_lock
-with home_lock(Path(sys.argv[1]), sys.argv[3]):
+shared, across = sys.argv[4] == "shared", sys.argv[5] or None
+with home_lock(Path(sys.argv[1]), sys.argv[3], shared=shared, across=across):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -27,9 +28,19 @@ with scope_lock(Path(sys.argv[1]), sys.argv[3], sys.argv[4], across=sys.argv[5] 
 """
 
 
-def hold(home: Path, seconds: float, purpose: str = "sync") -> subprocess.Popen[str]:
-    """Start a process that holds ``home``'s lock for ``seconds``; returns once it holds it."""
-    return _holding(HOLD, str(home), str(seconds), purpose)
+def hold(
+    home: Path,
+    seconds: float,
+    purpose: str = "sync",
+    *,
+    shared: bool = False,
+    across: str | None = None,
+) -> subprocess.Popen[str]:
+    """Start a process that holds ``home``'s lock for ``seconds`` (``shared``: as a step of a
+    run sharing the home does; ``across``: in the registry database at that URL too); returns
+    once it holds it."""
+    mode = "shared" if shared else "exclusive"
+    return _holding(HOLD, str(home), str(seconds), purpose, mode, across or "")
 
 
 def hold_scope(
