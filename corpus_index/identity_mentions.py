@@ -122,15 +122,22 @@ def record_key(rec: Mapping[str, Any]) -> tuple[str, str]:
     return str(rec.get("timestamp") or ""), str(rec["id"])
 
 
-def in_order(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+class InOrder(list[Mapping[str, Any]]):
+    """Records in the order of :func:`in_order`, as it gives them: ordered again, they are
+    taken as they are (a record's key is read once a pass, not once per step of it)."""
+
+
+def in_order(records: Iterable[Mapping[str, Any]]) -> InOrder:
     """``records`` in time order (then by id): discovery goes in this order, so a discovered
     identity's key (its first detail seen) does not depend on the order of files or records."""
-    return sorted(records, key=record_key)
+    if isinstance(records, InOrder):
+        return records
+    return InOrder(sorted(records, key=record_key))
 
 
 def header_values(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """The header values of ``records`` (author, recipients, cc), each once, in order."""
-    return list(dict.fromkeys(raw for rec in records for raw in _headers(rec)))
+    return list(dict.fromkeys(raw for rec in records for raw in record_headers(rec)))
 
 
 def discover(registry: IdentityRegistry, raws: Iterable[str]) -> None:
@@ -167,7 +174,8 @@ def mentions_in(
     return Extraction(mentions, sightings, tuple(headers))
 
 
-def _headers(rec: Mapping[str, Any]) -> list[str]:
+def record_headers(rec: Mapping[str, Any]) -> list[str]:
+    """One record's header values (author, recipients, cc), in that order, as written."""
     values = [rec.get("author"), *(rec.get("recipients") or ()), *(rec.get("cc") or ())]
     return [str(v) for v in values if v]
 

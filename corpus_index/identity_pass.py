@@ -166,14 +166,28 @@ def _grow(
     recorded: Sequence[tuple[str, str]],
     limits: Limits | None,
 ) -> _Grown:
+    ordered = in_order(records)
+    return _grow_from(
+        tenant, header_values(ordered), people, merges_file, recorded, limits
+    )._replace(ordered=ordered)
+
+
+def _grow_from(
+    tenant: str,
+    raws: Sequence[str],
+    people: Path | None,
+    merges_file: Path | None,
+    recorded: Sequence[tuple[str, str]],
+    limits: Limits | None,
+) -> _Grown:
+    """:func:`_grow` from the units' header values (``raws``: each once, in the units' order),
+    no unit given."""
     registry = _seed(tenant, people, limits)
     pairs = [*merges_of(merges_file, registry), *recorded]
-    ordered = in_order(records)
-    raws = header_values(ordered)
     discover(registry, raws)
     discovered = registry.digest()
     headers = resolve_headers(registry, raws)
-    return _Grown(registry, pairs, ordered, headers, discovered)
+    return _Grown(registry, pairs, [], headers, discovered)
 
 
 def resume(
@@ -223,22 +237,24 @@ def resume(
 
 def reread(
     tenant: str,
-    records: Iterable[Mapping[str, Any]],
+    raws: Sequence[str],
+    fresh: Sequence[Mapping[str, Any]],
     last: Reading,
     *,
-    fresh: Callable[[Mapping[str, Any]], bool],
     splice: Callable[[Extraction], Extraction],
     people: Path | None,
     merges_file: Path | None = None,
     recorded: Sequence[tuple[str, str]] = (),
     limits: Limits | None = None,
 ) -> TenantIdentities | None:
-    """The identity pass over ``records`` reading only those ``fresh`` says are (new, or
-    changed since ``last``, wherever they fall in the order): what :func:`identify` gives,
-    provided the registry grown from all their header values is the one ``last`` read its
-    units with (the same digest after discovery and after resolving the headers). The others'
-    mentions and sightings are then theirs in ``last``: ``splice`` is given what the fresh
-    records hold and returns every record's, in order.
+    """The identity pass over a tenant's units reading only the ``fresh`` records (new, or
+    changed since ``last``, wherever they fall in the order; in order): what :func:`identify`
+    gives, provided the registry grown from all the units' header values (``raws``: each
+    once, in the units' order, as :func:`~corpus_index.identity_mentions.header_values`
+    gives them) is the one ``last`` read its units with (the same digest after discovery and
+    after resolving the headers). The others' mentions and sightings are then theirs in
+    ``last``: ``splice`` is given what the fresh records hold and returns every record's, in
+    order.
 
     Returns None when the registry comes out otherwise (someone new, a detail seen first
     elsewhere, a removed unit that was the first to name someone): only the full pass is
@@ -247,13 +263,12 @@ def reread(
     Raises:
         ConfigError: the people or merges file is invalid.
     """
-    grown = _grow(tenant, records, people, merges_file, recorded, limits)
+    grown = _grow_from(tenant, raws, people, merges_file, recorded, limits)
     if grown.discovered != last.discovered or grown.registry.digest() != last.seen:
         return None
-    changed = [r for r in grown.ordered if fresh(r)]
-    found = splice(mentions_in(grown.registry, changed, grown.headers))
+    found = splice(mentions_in(grown.registry, fresh, grown.headers))
     reading = Reading(found, last.discovered, last.seen)
-    return _settle(grown.registry, reading, grown.pairs, read=len(changed))
+    return _settle(grown.registry, reading, grown.pairs, read=len(fresh))
 
 
 def carried_mentions(

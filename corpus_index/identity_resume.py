@@ -12,7 +12,8 @@ limits and the code of the pass, see :func:`inputs_fingerprint`):
 - after any other change to the units (an edit, a deletion, a unit arriving late), when the
   registry grown from all their header values is the one the last pass read with, it reads the
   new and changed units alone and takes the others' mentions and sightings from the rows it
-  kept (:func:`~corpus_index.identity_pass.reread`).
+  kept (:func:`~corpus_index.identity_pass.reread`). Their places in the order and their
+  header values are kept in those rows too, so a unit as it was is not read at all.
 
 Otherwise the full pass runs. All three give the same registry, mentions, sightings and
 merges. A deletion (:func:`~corpus_index.identity_store.remove_units`) drops the removed units'
@@ -40,6 +41,7 @@ from corpus_index.identity_mentions import (
     IdentityMention,
     in_order,
     mentions_table,
+    record_headers,
     record_key,
 )
 from corpus_index.identity_pass import (
@@ -60,6 +62,11 @@ PASS_SCHEMA = pa.schema(
         ("tenant_id", pa.string()),
         ("unit_id", pa.string()),
         ("digest", pa.string()),  # of the unit's record (:func:`record_digest`)
+        # where the record falls in the pass's order (its time, the first of its record_key)
+        ("key", pa.string()),
+        # its header values, as record_headers gives them: a re-read takes the registry's
+        # growth from these, without reading the records that are as they were
+        ("headers", pa.list_(pa.string())),
         ("mentions", pa.list_(pa.struct(list(MENTION_SCHEMA)))),
         ("sightings", pa.list_(pa.struct(list(SIGHTING_SCHEMA)))),
     ]
@@ -88,6 +95,11 @@ class PassState:
     # False once a deletion dropped units and header values from it: the next pass re-reads
     # (see :func:`without_units`) rather than resuming after appends
     appendable: bool = True
+    # unit id -> its record's key and header values, for the units after the kept rows
+    # (their rows are made from these, see :func:`state_table`)
+    details: Mapping[str, tuple[str, tuple[str, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 def inputs_fingerprint(
@@ -175,29 +187,38 @@ def identify_since(
     }
     found: TenantIdentities | None = None
     kept: pa.Table | None = None
-    units: dict[str, str] | None = None  # None: every unit's, in order
-    new: list[Mapping[str, Any]] | None = None
+    units: dict[str, str] | None = None  # every unit's digest, in the order read
+    read: Sequence[Mapping[str, Any]] = ()  # the records whose rows the state makes
+    before: Mapping[str, tuple[str, tuple[str, ...]]] = {}  # the rows made of units before
     same = last if last is not None and last.fingerprint == fingerprint else None
+    end = ("", "")
     if same is not None and same.appendable:
         new = appended(same, records, digests)
         found = None if new is None else resume(tenant, new, same.reading, **options)
         if new is not None and found is not None:
-            units = {**same.units, **{str(r["id"]): digests[str(r["id"])] for r in in_order(new)}}
+            read = in_order(new)
+            units = {**same.units, **{str(r["id"]): digests[str(r["id"])] for r in read}}
             kept = same.kept
+            # a state not read back from its table keeps no rows: its units' rows are made
+            before = same.details if kept is None else {}
+            # the units read before are as they were and the new ones fall after them: only
+            # the new records are read (the others may not be decoded, see unit_reading)
+            end = record_key(read[-1]) if read else same.last
     if found is None and same is not None:
         spliced = _reread(same, tenant, records, digests, options)
         if spliced is not None:
-            found, kept = spliced
-    if found is None:
-        found = identify(tenant, records, **options)
-    if units is None:
-        units = {str(r["id"]): digests[str(r["id"])] for r in in_order(records)}
-        end = max((record_key(r) for r in records), default=("", ""))
-    else:  # the units read before are as they were and the new ones fall after them: only
-        # the new records are read (the others may not be decoded, see unit_reading)
-        assert same is not None and new is not None
-        end = max((record_key(r) for r in new), default=same.last)
-    return found, PassState(fingerprint, units, end, found.reading, kept)
+            found, kept, units, end = spliced
+    if found is None:  # every record is read: put in order once, for every step of the pass
+        read = in_order(records)
+        found = identify(tenant, read, **options)
+        units = {str(r["id"]): digests[str(r["id"])] for r in read}
+        end = record_key(read[-1]) if read else ("", "")
+    assert units is not None
+    details = {
+        **before,
+        **{str(r["id"]): (record_key(r)[0], tuple(record_headers(r))) for r in read},
+    }
+    return found, PassState(fingerprint, units, end, found.reading, kept, details=details)
 
 
 def _reread(
@@ -206,33 +227,57 @@ def _reread(
     records: Sequence[Mapping[str, Any]],
     digests: Mapping[str, str],
     options: Mapping[str, Any],
-) -> tuple[TenantIdentities, pa.Table] | None:
+) -> tuple[TenantIdentities, pa.Table, dict[str, str], tuple[str, str]] | None:
     """:func:`~corpus_index.identity_pass.reread` from ``last``: the units whose record is new
-    or changed are read, the others' rows taken from ``last``'s; the result, and every unit's
-    row in order (the state's rows, written again as they are)."""
+    or changed are read, the others' rows taken from ``last``'s, and so are their places in
+    the order and their header values: a record as it was is not read at all. The result,
+    every unit's row in order (the state's rows, written again as they are), every unit's
+    digest in order and the key of the last."""
     kept = last.kept
     if kept is None:
         return None
-    order = [str(r["id"]) for r in in_order(records)]
-    fresh = {u for u in order if last.units.get(u) != digests[u]}
+    fresh = [r for r in records if last.units.get(str(r["id"])) != digests[str(r["id"])]]
+    fresh_ids = [str(r["id"]) for r in fresh]
+    held = kept.filter(
+        pc.invert(pc.is_in(kept["unit_id"], pa.array(fresh_ids, pa.string())))
+    ).select(PASS_SCHEMA.names)
+    held = held.filter(pc.is_in(held["unit_id"], pa.array(list(digests), pa.string())))
+    fresh = in_order(fresh)
+    details = {str(r["id"]): (record_key(r)[0], record_headers(r)) for r in fresh}
+    # every unit's place: the kept rows' keys, the fresh records' own
+    places = [
+        *zip(held["key"].to_pylist(), held["unit_id"].to_pylist(), strict=True),
+        *((key, u) for u, (key, _) in details.items()),
+    ]
+    places.sort()
+    order = [u for _, u in places]
+    held_headers = dict(zip(held["unit_id"].to_pylist(), held["headers"].to_pylist(), strict=True))
+    raws = list(
+        dict.fromkeys(
+            raw for u in order for raw in (held_headers[u] if u in held_headers else details[u][1])
+        )
+    )
     spliced: list[pa.Table] = []
 
     def splice(new: Extraction) -> Extraction:
-        read = [u for u in order if u in fresh]
         made = pa.table(
             {
-                "tenant_id": pa.array([tenant] * len(read), pa.string()),
-                "unit_id": pa.array(read, pa.string()),
-                "digest": pa.array([digests[u] for u in read], pa.string()),
-                "mentions": _per_unit(read, mentions_table(new.mentions)),
+                "tenant_id": pa.array([tenant] * len(fresh_ids), pa.string()),
+                "unit_id": pa.array([str(r["id"]) for r in fresh], pa.string()),
+                "digest": pa.array([digests[str(r["id"])] for r in fresh], pa.string()),
+                "key": pa.array([details[str(r["id"])][0] for r in fresh], pa.string()),
+                "headers": pa.array(
+                    [details[str(r["id"])][1] for r in fresh], pa.list_(pa.string())
+                ),
+                "mentions": _per_unit([str(r["id"]) for r in fresh], mentions_table(new.mentions)),
                 "sightings": _per_unit(
-                    read, sightings_table(new.sightings), unit_column="source_id"
+                    [str(r["id"]) for r in fresh],
+                    sightings_table(new.sightings),
+                    unit_column="source_id",
                 ),
             },
             schema=PASS_SCHEMA,
         )
-        same = pa.array([u for u in order if u not in fresh], pa.string())
-        held = kept.filter(pc.is_in(kept["unit_id"], same)).select(PASS_SCHEMA.names)
         both = pa.concat_tables([held.replace_schema_metadata(None).cast(PASS_SCHEMA), made])
         at = pc.index_in(both["unit_id"], pa.array(order, pa.string()))
         rows = both.take(pc.sort_indices(at)).combine_chunks()
@@ -243,15 +288,11 @@ def _reread(
             new.headers,
         )
 
-    found = reread(
-        tenant,
-        records,
-        last.reading,
-        fresh=lambda r: str(r["id"]) in fresh,
-        splice=splice,
-        **options,
-    )
-    return None if found is None else (found, spliced[0])
+    found = reread(tenant, raws, fresh, last.reading, splice=splice, **options)
+    if found is None:
+        return None
+    units = {u: digests[u] for u in order}
+    return found, spliced[0], units, (places[-1][0], places[-1][1]) if places else ("", "")
 
 
 def appended(
@@ -290,6 +331,10 @@ def state_table(states: Mapping[str, PassState]) -> pa.Table:
                     "tenant_id": pa.array([tenant] * len(units), pa.string()),
                     "unit_id": pa.array(units, pa.string()),
                     "digest": pa.array([state.units[u] for u in units], pa.string()),
+                    "key": pa.array([state.details[u][0] for u in units], pa.string()),
+                    "headers": pa.array(
+                        [list(state.details[u][1]) for u in units], pa.list_(pa.string())
+                    ),
                     "mentions": _per_unit(units, mentions_table(mentions)),
                     "sightings": _per_unit(
                         units, sightings_table(sightings), unit_column="source_id"

@@ -580,6 +580,14 @@ class _RecordLater(Mapping[str, Any]):
             return self._tenant
         return self._whole()[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """As a dict's (one call, not the mixin's lookup through ``__getitem__``)."""
+        if key == "id":
+            return self._unit
+        if key == "tenant_id":
+            return self._tenant
+        return self._whole().get(key, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._whole())
 
