@@ -8,9 +8,12 @@ deterministic ``hash:v1-384`` embedder:
 
 1. a full ``corpus sync`` (``DagsterRunner.sync``) of a ``messages`` collection of N messages,
    with grouping and identities on, and the same with ``grouping: false``;
-2. then one message appended to a channel and synced again, ``--tries`` times (default 5):
-   the fastest is reported, with every try's time beyond embedding beside it, sorted (other
-   processes share the cores; the fastest is the reading least disturbed by them).
+2. then one message appended to a channel and synced again, ``--tries`` times (default 5),
+   the two sides' syncs in turn (with, without; without, with; ...), so a machine that slows
+   down during the run slows both alike: the fastest of each side is reported, with every
+   try's time beyond embedding beside it, sorted (other processes share the cores; the
+   fastest is the reading least disturbed by them), and the share of each pair in turn with
+   its median.
 
 Every sync is split into its ``embeddings`` steps and the rest; the figure of the target is
 ``added = (rest with grouping) / (rest without) - 1``: the share grouping and identities add
@@ -55,6 +58,7 @@ _common.configure(threads=2)
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import json  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import replace  # noqa: E402
@@ -70,6 +74,7 @@ COLLECTION = "chat"
 ONE_MESSAGE_TRIES = 5
 REPEATS = 3  # builds of each side of the default-model reading
 FILE_MESSAGES = 10_000  # messages a stream file (a file counts against max_document_bytes)
+SAID = "@reading "  # how a serving side's readings start (its other output is left alone)
 
 
 def one_more(messages: list[Message], n: int) -> Message:
@@ -221,10 +226,16 @@ def one_side(
     profile: Path | None = None,
     steps: bool = False,
     tries: int = ONE_MESSAGE_TRIES,
+    serve: bool = False,
 ) -> dict[str, Any]:
     """A full sync of ``n`` messages, then one-message syncs (in this process); the build is
     kept in ``home_dir`` when given; ``profile``: a profile of the ``linked_groups`` step of
-    the one-message syncs; ``steps``: each sync's wall and CPU seconds per step too."""
+    the one-message syncs; ``steps``: each sync's wall and CPU seconds per step too.
+
+    ``serve``: the one-message syncs are run as the parent asks, not ``tries`` of them at
+    once: after the full sync its reading is printed (a line starting :data:`SAID`), then
+    each ``one`` read from stdin runs one and prints its reading, until ``end`` (see
+    :class:`_Serving`: the other side's syncs run between them)."""
     import yaml
 
     with (
@@ -249,11 +260,25 @@ def one_side(
         full = _timed(settings, sampler)
         if profile is not None:
             _profiled(profile)
-        ones = []
-        for k in range(tries):
-            messages.append(one_more(messages, k))
+        ones: list[dict[str, Any]] = []
+
+        def one_more_synced() -> dict[str, Any]:
+            messages.append(one_more(messages, len(ones)))
             write_streams(messages, source)
             ones.append(_timed(settings, sampler))
+            return ones[-1]
+
+        if serve:
+            _say({"full": full})
+            for line in sys.stdin:
+                if line.strip() != "one":
+                    break
+                _say(one_more_synced())
+        else:
+            for _ in range(tries):
+                one_more_synced()
+        if not ones:
+            return {"messages": n, "grouping": grouping, "embedder": embedder, "full": full}
         best = min(ones, key=lambda r: r["beyond_embedding_s"])
         spread = sorted(r["beyond_embedding_s"] for r in ones)
         best = {**best, "tries_beyond_embedding_s": spread}
@@ -287,22 +312,82 @@ def _side_in_process(
     return result
 
 
+def _say(reading: dict[str, Any]) -> None:
+    print(SAID + json.dumps(reading), flush=True)
+
+
+class _Serving:
+    """One side of a comparison in a process of its own (``--side N --serve``): built (its
+    full sync) when made; :meth:`one` has it run one one-message sync and gives its reading."""
+
+    def __init__(self, n: int, grouping: bool, *, steps: bool) -> None:
+        script = Path(__file__).resolve()
+        flags = ["--grouping" if grouping else "--no-grouping", *(["--steps"] if steps else [])]
+        self.proc = subprocess.Popen(  # noqa: S603 - this script, fixed flags
+            [sys.executable, str(script), "--side", str(n), *flags, "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.full: dict[str, Any] = self._heard()["full"]
+
+    def _heard(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(SAID):
+                reading: dict[str, Any] = json.loads(line[len(SAID) :])
+                return reading
+        raise SystemExit(f"a side of the comparison ended (exit {self.proc.wait()})")
+
+    def one(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("one\n")
+        self.proc.stdin.flush()
+        return self._heard()
+
+    def end(self) -> None:
+        self.proc.communicate("end\n")  # what it prints on its way out read, not left to fill
+        if self.proc.returncode != 0:
+            raise SystemExit(f"a side of the comparison failed (exit {self.proc.returncode})")
+
+
 def _added(on: dict[str, Any], off: dict[str, Any], key: str = "beyond_embedding_s") -> float:
     return round(on[key] / max(off[key], 1e-9) - 1, 3)
 
 
 def compare(n: int, *, steps: bool = False, tries: int = ONE_MESSAGE_TRIES) -> dict[str, Any]:
-    """Both sides of size ``n`` and what grouping adds (``steps``: per step too)."""
-    on = _side_in_process(n, True, steps=steps, tries=tries)
-    off = _side_in_process(n, False, steps=steps, tries=tries)
+    """Both sides of size ``n`` and what grouping adds (``steps``: per step too).
+
+    Each side is built in a process of its own, one after the other; then their one-message
+    syncs run in turn (with, without; then without, with; and so on), so a machine that
+    slows down over the run slows both sides alike. The share is of each side's fastest
+    one-message sync, and of each pair in turn beside it (their median too)."""
+    on = _Serving(n, True, steps=steps)
+    off = _Serving(n, False, steps=steps)
+    ons: list[dict[str, Any]] = []
+    offs: list[dict[str, Any]] = []
+    for k in range(tries):
+        for side in (on, off) if k % 2 == 0 else (off, on):
+            (ons if side is on else offs).append(side.one())
+    on.end()
+    off.end()
+
+    def fastest(ones: list[dict[str, Any]]) -> dict[str, Any]:
+        best = min(ones, key=lambda r: r["beyond_embedding_s"])
+        spread = sorted(r["beyond_embedding_s"] for r in ones)
+        return {**best, "tries_beyond_embedding_s": spread}
+
+    pairs = [_added(a, b) for a, b in zip(ons, offs, strict=True)]
     return {
         "messages": n,
-        "with_grouping": {"full": on["full"], "one_message": on["one_message"]},
-        "without": {"full": off["full"], "one_message": off["one_message"]},
-        "added_full": _added(on["full"], off["full"]),
-        "added_one_message": _added(on["one_message"], off["one_message"]),
-        "added_cpu_full": _added(on["full"], off["full"], "cpu_s"),
-        "added_cpu_one_message": _added(on["one_message"], off["one_message"], "cpu_s"),
+        "with_grouping": {"full": on.full, "one_message": fastest(ons)},
+        "without": {"full": off.full, "one_message": fastest(offs)},
+        "added_full": _added(on.full, off.full),
+        "added_one_message": _added(fastest(ons), fastest(offs)),
+        "added_one_message_pairs": pairs,
+        "added_one_message_median": round(statistics.median(pairs), 3),
+        "added_cpu_full": _added(on.full, off.full, "cpu_s"),
+        "added_cpu_one_message": _added(fastest(ons), fastest(offs), "cpu_s"),
     }
 
 
@@ -397,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", type=Path, help="with --side: a pstats profile of the one-message syncs' step"
     )
     ap.add_argument("--grouping", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
         "--tries", type=int, default=ONE_MESSAGE_TRIES, help="one-message syncs of each side"
     )
@@ -416,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             profile=args.profile,
             steps=args.steps,
             tries=args.tries,
+            serve=args.serve,
         )
         print(json.dumps(side))
         return 0
@@ -443,6 +530,11 @@ def main(argv: list[str] | None = None) -> int:
             "one-message sync, beyond embedding (CPU time of the whole sync: "
             f"{row['added_cpu_full']:+.0%} and {row['added_cpu_one_message']:+.0%})"
             f" [{EMBEDDER}: (with - its embedding) / (without - its embedding) - 1]"
+        )
+        print(
+            f"{row['messages']} messages, one-message syncs in turn, each pair: "
+            f"{', '.join(f'{x:+.0%}' for x in row['added_one_message_pairs'])} "
+            f"(median {row['added_one_message_median']:+.0%})"
         )
         one = row["with_grouping"]["one_message"]
         if "relinked" in one:
