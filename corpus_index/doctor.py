@@ -31,7 +31,7 @@ from corpus_index.config import Settings
 from corpus_index.errors import DamagedStateError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.identities import IDENTITY_SCHEMA
-from corpus_index.identity_resume import PASS_SCHEMA
+from corpus_index.identity_resume import PASS_COLUMNS_LATER, PASS_SCHEMA
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
 from corpus_index.identity_store import (
     IDENTITIES,
@@ -76,7 +76,9 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     IDENTITIES: set(IDENTITY_SCHEMA.names),
     MENTIONS: set(STORED_MENTION_SCHEMA.names),
     SIGHTINGS: set(SIGHTING_SCHEMA.names),
-    PASS: set(PASS_SCHEMA.names),
+    # each unit's place and header values came later: a state without them is not read (the
+    # next pass is full, and writes them)
+    PASS: set(PASS_SCHEMA.names) - set(PASS_COLUMNS_LATER),
     "conversation_links": set(LINK_COLUMNS_FIRST),  # ``unit_id`` and ``timestamp`` came later
     "group_memo": set(MEMO_READ),  # ``units`` came later: a memo without them reads as all
     # the message columns came later: a table without them is not read (the next run hashes

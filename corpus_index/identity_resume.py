@@ -71,6 +71,9 @@ PASS_SCHEMA = pa.schema(
         ("sightings", pa.list_(pa.struct(list(SIGHTING_SCHEMA)))),
     ]
 )
+# the columns that came later: a state without them is not read (the next pass is full, and
+# writes them)
+PASS_COLUMNS_LATER = ("key", "headers")
 _LISTS = ("mentions", "sightings")
 _R = TypeVar("_R", IdentityMention, Sighting)
 # the schema metadata key holding each tenant's state beside its rows (JSON)

@@ -24,10 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corpus_index import identity_store
+from corpus_index.doctor import _check_warehouse
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
 from corpus_index.identity_pass import TenantIdentities, identify, resume, unit_records
 from corpus_index.identity_resume import (
+    PASS_COLUMNS_LATER,
     STATE_KEY,
     PassState,
     identify_since,
@@ -287,6 +289,33 @@ def test_a_reread_reads_no_record_of_a_unit_as_it_was(tmp_path: Path, inputs: In
     assert {r["id"] for r in spied if r.read} == changed
     assert_same(again, identify(TENANT, then, **inputs.options()))
     assert after == identify_since(None, TENANT, then, **inputs.options())[1]
+
+
+def test_a_state_written_before_the_places_and_headers_runs_the_full_pass_then_resumes(
+    tmp_path: Path, inputs: Inputs
+) -> None:
+    """A state an earlier version wrote, without each unit's place and header values: the
+    doctor finds nothing wrong with it, the pass reads none of it (a full pass), and the state
+    that pass leaves is read again."""
+    records = sample_records()
+    _, state = identify_since(None, TENANT, records, **inputs.options())
+    wh = Warehouse(tmp_path / "warehouse")
+    table = state_table({TENANT: state})
+    earlier = table.drop_columns(list(PASS_COLUMNS_LATER))
+    wh.write(identity_store.PASS, ("chat",), earlier.replace_schema_metadata(table.schema.metadata))
+    assert _check_warehouse(wh) == []
+    assert read_states(wh.read(identity_store.PASS, ("chat",))) == {}
+    then = [*records, *later(records)]
+    full, after = identify_since(None, TENANT, then, **inputs.options())
+    assert full.read == len(then)
+    wh.write(identity_store.PASS, ("chat",), state_table({TENANT: after}))
+    again, _ = identify_since(
+        read_states(wh.read(identity_store.PASS, ("chat",)))[TENANT],
+        TENANT,
+        [*then, *(dict(r, id=f"next-{r['id']}") for r in later(then))],
+        **inputs.options(),
+    )
+    assert again.read == 1  # the appended unit alone: the state was read
 
 
 FALLBACKS: dict[str, Callable[[list[Record]], list[Record]]] = {
