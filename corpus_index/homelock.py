@@ -46,11 +46,13 @@ from corpus_index.errors import HomeBusyError, RetryableError
 from corpus_index.registry_sql import is_database_url, libpq_url, redact
 
 LOCK_NAME = "corpus.lock"
+GATE_NAME = "corpus.lock.gate"
 SCOPES_DIR = "locks"
 POLL_S = 0.2
 # the advisory lock that stands for the home's lock in the registry's database (no scope's
 # name: those have a kind before a colon)
 HOME_SCOPE = "home"
+HOME_GATE = "home gate"  # and its gate's
 # the tags of a job whose runs hold the home exclusively even where runs share it (the
 # ``corpus`` resource reads them): it works on the whole home (every table's files, every
 # collection's groups), so no step of another run may write beside it
@@ -94,10 +96,15 @@ def home_lock(
     the outer one). ``shared``: beside other shared holders (runs whose steps lock what they
     write), never beside an exclusive one; a shared holder leaves the file's holder line alone.
 
+    Waiting to hold it alone keeps new shared holders out meanwhile: the exclusive waiter
+    holds a gate (``corpus.lock.gate``) that each shared holder passes on its way in, so a
+    sync or a compaction waits for the holders in flight only, never for a stream of runs
+    that keep starting.
+
     ``across``: the registry's PostgreSQL URL. The home's advisory lock in that database is
-    held too (shared or not, as the file lock), after the file lock, so a holder on another
-    machine that shares the registry (a run's pod, a compaction elsewhere) is waited for as
-    one on this machine is.
+    held too (shared or not, as the file lock), after the file lock, and so is its gate's, so
+    a holder on another machine that shares the registry (a run's pod, a compaction elsewhere)
+    is waited for as one on this machine is.
 
     Raises:
         HomeBusyError: another process still holds the lock after ``wait_s`` (in all); the
@@ -116,24 +123,47 @@ def home_lock(
         return
     deadline = time.monotonic() + max(wait_s, 0.0)
     with contextlib.ExitStack() as held:
-        held.enter_context(_flock(path, home, purpose, wait_s, shared=shared))
-        if across is not None:
-            held.enter_context(
-                _advisory_lock(
-                    across,
-                    HOME_SCOPE,
-                    home,
-                    purpose,
-                    deadline=deadline,
-                    wait_s=wait_s,
-                    shared=shared,
+        # the gate: one who would hold the home alone holds it while waiting for the holders
+        # in flight, and a shared holder passes through it on its way in, so steps that keep
+        # coming never keep a sync or a compaction out
+        with contextlib.ExitStack() as gate:
+            gate.enter_context(_flock(gate_path(home), home, purpose, wait_s, shared=shared))
+            if across is not None:
+                gate.enter_context(
+                    _advisory_lock(
+                        across,
+                        HOME_GATE,
+                        home,
+                        purpose,
+                        deadline=deadline,
+                        wait_s=wait_s,
+                        shared=shared,
+                    )
                 )
-            )
+            left = max(deadline - time.monotonic(), 0.0)
+            held.enter_context(_flock(path, home, purpose, left, shared=shared))
+            if across is not None:
+                held.enter_context(
+                    _advisory_lock(
+                        across,
+                        HOME_SCOPE,
+                        home,
+                        purpose,
+                        deadline=deadline,
+                        wait_s=wait_s,
+                        shared=shared,
+                    )
+                )
         _HELD[key] = 1
         try:
             yield
         finally:
             del _HELD[key]
+
+
+def gate_path(home: Path) -> Path:
+    """The gate of the home ``home``'s lock (see :func:`home_lock`)."""
+    return home / GATE_NAME
 
 
 def scope_path(home: Path, scope: str) -> Path:
@@ -247,7 +277,7 @@ def _busy_across(
     waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
     subject, what = (
         (f"home {home}", "holds the home (a run, a sync, a compaction)")
-        if scope == HOME_SCOPE
+        if scope in (HOME_SCOPE, HOME_GATE)
         else (f"{scope} of home {home}", f"writes {scope}")
     )
     error = HomeBusyError(f"{subject} is busy{waited}: {who} holds its lock in {redact(url)}")

@@ -15,7 +15,7 @@ import pytest
 
 from corpus_index.config import Settings
 from corpus_index.errors import HomeBusyError
-from corpus_index.homelock import holder, home_lock, scope_lock, scope_path
+from corpus_index.homelock import gate_path, holder, home_lock, scope_lock, scope_path
 from tests.corpusgen import write_home
 from tests.support.lockholder import ROOT, hold
 
@@ -119,6 +119,46 @@ def test_shared_holders_run_together_and_keep_an_exclusive_one_out(tmp_path: Pat
         thread.join(30)
     with home_lock(tmp_path, "sync"):  # all shared holders gone
         assert holder(tmp_path) == f"pid {os.getpid()} (sync)"
+
+
+def test_one_waiting_to_hold_the_home_alone_keeps_new_shared_holders_out(tmp_path: Path) -> None:
+    """A compaction waiting for a run's step in flight holds the gate: a step that would join
+    the runs waits behind it, so runs that keep coming never keep the compaction out."""
+    held, release, compacting, compacted = (threading.Event() for _ in range(4))
+
+    def step_in_flight() -> None:
+        with home_lock(tmp_path, "run a", shared=True):
+            held.set()
+            release.wait(30)
+
+    def compaction() -> None:
+        with home_lock(tmp_path, "compact", wait_s=30):
+            compacting.set()
+            compacted.wait(30)
+
+    steps = in_thread(step_in_flight)
+    assert held.wait(30)
+    waiting = in_thread(compaction)
+    try:
+        deadline = time.monotonic() + 30
+        while "(compact)" not in gate_path(tmp_path).read_text(encoding="utf-8"):
+            assert time.monotonic() < deadline, "the compaction never took the gate"
+            time.sleep(0.05)
+        assert not compacting.is_set()  # it waits for the step in flight
+        with (
+            pytest.raises(HomeBusyError, match=r"pid \d+ \(compact\) holds .*corpus.lock.gate"),
+            home_lock(tmp_path, "run b", shared=True, wait_s=0.5),
+        ):
+            pass
+        release.set()
+        assert compacting.wait(30)  # in once the step in flight was done
+    finally:
+        release.set()
+        compacted.set()
+        steps.join(30)
+        waiting.join(30)
+    with home_lock(tmp_path, "run b", shared=True, wait_s=5):  # the next step goes on after it
+        assert gate_path(tmp_path).read_text(encoding="utf-8") == ""
 
 
 def test_a_scope_lock_keeps_out_the_same_scope_only(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ writing one thing, and a compaction waits for every run."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -122,4 +123,44 @@ def test_the_homes_lock_spans_machines_shared_beside_shared_never_beside_exclusi
         other.kill()
         other.wait()
     with home_lock(here, "compact", wait_s=30, across=url):
+        pass
+
+
+def test_a_compaction_waiting_on_one_machine_keeps_new_steps_out_on_another(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    """The gate spans machines too: while a compaction on machine B waits for a step on
+    machine A, a step starting on machine C waits behind it."""
+    url = postgres_server.create_database("home_gate")
+    step = hold(tmp_path / "machine-a", 60, "run 1234abcd of ingest_job", shared=True, across=url)
+    compacting, compacted = threading.Event(), threading.Event()
+
+    def compaction() -> None:
+        with home_lock(tmp_path / "machine-b", "compact", wait_s=30, across=url):
+            compacting.set()
+            compacted.wait(30)
+
+    waiting = threading.Thread(target=compaction, daemon=True)
+    waiting.start()
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until the compaction holds the gate (a step on C is then kept out)
+            try:
+                with home_lock(tmp_path / "machine-c", "probe", shared=True, across=url):
+                    pass
+            except HomeBusyError as busy:
+                assert "(compact)" in str(busy) and "home " in str(busy)
+                break
+            assert time.monotonic() < deadline, "the compaction never took the gate"
+            time.sleep(0.05)
+        assert not compacting.is_set()
+    finally:
+        step.kill()  # the step on A ends: the compaction goes in
+        step.wait()
+    try:
+        assert compacting.wait(30)
+    finally:
+        compacted.set()
+        waiting.join(30)
+    with home_lock(tmp_path / "machine-c", "run 5678abcd of embed_job", shared=True, across=url):
         pass
