@@ -127,7 +127,9 @@ def home_lock(
         # in flight, and a shared holder passes through it on its way in, so steps that keep
         # coming never keep a sync or a compaction out
         with contextlib.ExitStack() as gate:
-            gate.enter_context(_flock(gate_path(home), home, purpose, wait_s, shared=shared))
+            gate.enter_context(
+                _flock(gate_path(home), home, purpose, wait_s, shared=shared, deadline=deadline)
+            )
             if across is not None:
                 gate.enter_context(
                     _advisory_lock(
@@ -140,8 +142,9 @@ def home_lock(
                         shared=shared,
                     )
                 )
-            left = max(deadline - time.monotonic(), 0.0)
-            held.enter_context(_flock(path, home, purpose, left, shared=shared))
+            held.enter_context(
+                _flock(path, home, purpose, wait_s, shared=shared, deadline=deadline)
+            )
             if across is not None:
                 held.enter_context(
                     _advisory_lock(
@@ -297,10 +300,14 @@ def _flock(
     *,
     shared: bool = False,
     what: str = "home",
+    deadline: float | None = None,
 ) -> Iterator[None]:
+    """Hold ``path``'s flock, waiting up to ``wait_s`` (until ``deadline`` when given: what is
+    left of a wait begun before, the message still naming ``wait_s``)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + max(wait_s, 0.0)
+        if deadline is None:
+            deadline = time.monotonic() + max(wait_s, 0.0)
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         while True:
             try:
