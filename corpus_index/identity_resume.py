@@ -245,6 +245,8 @@ def _reread(
         pc.invert(pc.is_in(kept["unit_id"], pa.array(fresh_ids, pa.string())))
     ).select(PASS_SCHEMA.names)
     held = held.filter(pc.is_in(held["unit_id"], pa.array(list(digests), pa.string())))
+    if held.num_rows + len(fresh) != len(records):  # a unit as it was without its kept row
+        return None
     fresh = in_order(fresh)
     details = {str(r["id"]): (record_key(r)[0], record_headers(r)) for r in fresh}
     # every unit's place: the kept rows' keys, the fresh records' own

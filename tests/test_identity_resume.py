@@ -318,6 +318,23 @@ def test_a_state_written_before_the_places_and_headers_runs_the_full_pass_then_r
     assert again.read == 1  # the appended unit alone: the state was read
 
 
+def test_a_state_without_a_units_row_does_not_reread(tmp_path: Path, inputs: Inputs) -> None:
+    """A state resumed after an append, not read back from its table, keeps no row of the new
+    units: an edit then runs the full pass rather than lose them."""
+    records = sample_records()
+    _, first = identify_since(None, TENANT, records, **inputs.options())
+    grown = [*records, *later(records)]
+    _, appended_to = identify_since(
+        through_warehouse(tmp_path, first), TENANT, grown, **inputs.options()
+    )
+    assert appended_to.kept is not None and appended_to.kept.num_rows == len(records)
+    then = _edit(grown)
+    again, _ = identify_since(appended_to, TENANT, then, **inputs.options())
+    full = identify(TENANT, then, **inputs.options())
+    assert again.read == full.read == len(then)
+    assert_same(again, full)
+
+
 FALLBACKS: dict[str, Callable[[list[Record]], list[Record]]] = {
     "a new person": lambda rs: [*rs, *later(rs, author="Zara Quinn")],
     "a discovered person's new address": lambda rs: [
