@@ -14,7 +14,7 @@ import dagster as dg
 
 from corpus_index.config import Settings
 from corpus_index.home import Home
-from corpus_index.homelock import EXCLUSIVE_TAGS, across_of, holder, home_lock, scope_lock
+from corpus_index.homelock import EXCLUSIVE_TAGS, across_of, holder, home_lock_of, scope_lock
 
 # how long a run waits for the home's lock (a `corpus sync`, or another run, in flight)
 # before it fails naming the holder
@@ -66,17 +66,18 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
         if run is None:  # a sensor tick, or a resource built outside a run
             yield self
             return
-        home = self.settings().home
-        busy = holder(home)  # '' when nobody holds it
+        settings = self.settings()
+        busy = holder(settings.home)  # '' when nobody holds it
         mine = busy.startswith(f"pid {os.getpid()} ")  # the CLI command that runs this run
         if busy and not mine and context.log is not None:
-            context.log.info(f"waiting up to {self.lock_wait_s:g} s for {busy} to release {home}")
-        with home_lock(
-            home,
+            context.log.info(
+                f"waiting up to {self.lock_wait_s:g} s for {busy} to release {settings.home}"
+            )
+        with home_lock_of(
+            settings,
             f"run {run.run_id[:8]} of {run.job_name}",
             wait_s=self.lock_wait_s,
             shared=self.runs_share_home and not holds_home_alone(run.tags),
-            across=across_of(self.registry_url),
         ):
             yield self
 

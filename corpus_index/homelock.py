@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from corpus_index.errors import HomeBusyError, RetryableError
 from corpus_index.registry_sql import is_database_url, libpq_url, redact
@@ -65,6 +65,30 @@ def across_of(registry_url: str | None) -> str | None:
     """The ``across`` of a home whose registry is at ``registry_url``: the URL of a PostgreSQL
     registry, whose advisory locks keep out other machines' holders; none for DuckDB's."""
     return registry_url if is_database_url(registry_url) else None
+
+
+class HomeSettings(Protocol):
+    """What :func:`home_lock_of` reads of a home's settings."""
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def registry_url(self) -> str | None: ...
+
+
+def home_lock_of(
+    settings: HomeSettings, purpose: str, *, wait_s: float = 0.0, shared: bool = False
+) -> contextlib.AbstractContextManager[None]:
+    """:func:`home_lock` of the home of ``settings``, across the machines sharing its registry
+    where that is PostgreSQL."""
+    return home_lock(
+        settings.home,
+        purpose,
+        wait_s=wait_s,
+        shared=shared,
+        across=across_of(settings.registry_url),
+    )
 
 
 def lock_path(home: Path) -> Path:
@@ -122,41 +146,23 @@ def home_lock(
             _HELD[key] -= 1
         return
     deadline = time.monotonic() + max(wait_s, 0.0)
+
+    def take(stack: contextlib.ExitStack, file: Path, scope: str) -> None:
+        stack.enter_context(_flock(file, home, purpose, wait_s, shared=shared, deadline=deadline))
+        if across is not None:
+            stack.enter_context(
+                _advisory_lock(
+                    across, scope, home, purpose, deadline=deadline, wait_s=wait_s, shared=shared
+                )
+            )
+
     with contextlib.ExitStack() as held:
         # the gate: one who would hold the home alone holds it while waiting for the holders
         # in flight, and a shared holder passes through it on its way in, so steps that keep
         # coming never keep a sync or a compaction out
         with contextlib.ExitStack() as gate:
-            gate.enter_context(
-                _flock(gate_path(home), home, purpose, wait_s, shared=shared, deadline=deadline)
-            )
-            if across is not None:
-                gate.enter_context(
-                    _advisory_lock(
-                        across,
-                        HOME_GATE,
-                        home,
-                        purpose,
-                        deadline=deadline,
-                        wait_s=wait_s,
-                        shared=shared,
-                    )
-                )
-            held.enter_context(
-                _flock(path, home, purpose, wait_s, shared=shared, deadline=deadline)
-            )
-            if across is not None:
-                held.enter_context(
-                    _advisory_lock(
-                        across,
-                        HOME_SCOPE,
-                        home,
-                        purpose,
-                        deadline=deadline,
-                        wait_s=wait_s,
-                        shared=shared,
-                    )
-                )
+            take(gate, gate_path(home), HOME_GATE)
+            take(held, path, HOME_SCOPE)
         _HELD[key] = 1
         try:
             yield

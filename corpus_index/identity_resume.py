@@ -239,7 +239,7 @@ def _reread(
     kept = last.kept
     if kept is None:
         return None
-    fresh = [r for r in records if last.units.get(str(r["id"])) != digests[str(r["id"])]]
+    fresh = in_order(r for r in records if last.units.get(str(r["id"])) != digests[str(r["id"])])
     fresh_ids = [str(r["id"]) for r in fresh]
     held = kept.filter(
         pc.invert(pc.is_in(kept["unit_id"], pa.array(fresh_ids, pa.string())))
@@ -247,16 +247,17 @@ def _reread(
     held = held.filter(pc.is_in(held["unit_id"], pa.array(list(digests), pa.string())))
     if held.num_rows + len(fresh) != len(records):  # a unit as it was without its kept row
         return None
-    fresh = in_order(fresh)
     details = {str(r["id"]): (record_key(r)[0], record_headers(r)) for r in fresh}
+    held_ids = held["unit_id"].to_pylist()
     # every unit's place: the kept rows' keys, the fresh records' own
-    places = [
-        *zip(held["key"].to_pylist(), held["unit_id"].to_pylist(), strict=True),
-        *((key, u) for u, (key, _) in details.items()),
-    ]
-    places.sort()
+    places = sorted(
+        [
+            *zip(held["key"].to_pylist(), held_ids, strict=True),
+            *((key, u) for u, (key, _) in details.items()),
+        ]
+    )
     order = [u for _, u in places]
-    held_headers = dict(zip(held["unit_id"].to_pylist(), held["headers"].to_pylist(), strict=True))
+    held_headers = dict(zip(held_ids, held["headers"].to_pylist(), strict=True))
     raws = list(
         dict.fromkeys(
             raw for u in order for raw in (held_headers[u] if u in held_headers else details[u][1])
@@ -268,17 +269,13 @@ def _reread(
         made = pa.table(
             {
                 "tenant_id": pa.array([tenant] * len(fresh_ids), pa.string()),
-                "unit_id": pa.array([str(r["id"]) for r in fresh], pa.string()),
-                "digest": pa.array([digests[str(r["id"])] for r in fresh], pa.string()),
-                "key": pa.array([details[str(r["id"])][0] for r in fresh], pa.string()),
-                "headers": pa.array(
-                    [details[str(r["id"])][1] for r in fresh], pa.list_(pa.string())
-                ),
-                "mentions": _per_unit([str(r["id"]) for r in fresh], mentions_table(new.mentions)),
+                "unit_id": pa.array(fresh_ids, pa.string()),
+                "digest": pa.array([digests[u] for u in fresh_ids], pa.string()),
+                "key": pa.array([details[u][0] for u in fresh_ids], pa.string()),
+                "headers": pa.array([details[u][1] for u in fresh_ids], pa.list_(pa.string())),
+                "mentions": _per_unit(fresh_ids, mentions_table(new.mentions)),
                 "sightings": _per_unit(
-                    [str(r["id"]) for r in fresh],
-                    sightings_table(new.sightings),
-                    unit_column="source_id",
+                    fresh_ids, sightings_table(new.sightings), unit_column="source_id"
                 ),
             },
             schema=PASS_SCHEMA,

@@ -24,7 +24,7 @@ from corpus_index.errors import (
 )
 from corpus_index.group_gates import LINKED_GROUP_GATES
 from corpus_index.home import Home
-from corpus_index.homelock import across_of, home_lock
+from corpus_index.homelock import home_lock_of
 from corpus_index.registry import Generation, open_registry
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
@@ -130,9 +130,7 @@ def move_pointer(
     """
     if namespace not in home.config.namespaces:
         raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
-    with home_lock(
-        home.settings.home, action, wait_s=wait_s, across=across_of(home.settings.registry_url)
-    ):
+    with home_lock_of(home.settings, action, wait_s=wait_s):
         current = home.registry.active(namespace)
         if expect_active is not None and (current.id if current else "") != expect_active:
             return _already_moved(home, namespace, generation_id, current, action, expect_active)

@@ -16,7 +16,7 @@ from typing import Any
 
 from corpus_index.config import Settings
 from corpus_index.errors import ConfigError
-from corpus_index.homelock import across_of, home_lock
+from corpus_index.homelock import home_lock_of
 from corpus_index.storage import Location, copy_tree, parse_storage_uri
 
 STORES = ("warehouse", "lance", "exports", "receipts")
@@ -55,12 +55,7 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
             "(a copy never merges into or overwrites another home's stores)"
         )
     report = CopyReport(source=str(settings.stores), target=uri)
-    with home_lock(
-        settings.home,
-        f"storage copy to {uri}",
-        wait_s=wait_s,
-        across=across_of(settings.registry_url),
-    ):
+    with home_lock_of(settings, f"storage copy to {uri}", wait_s=wait_s):
         for name in STORES:
             source = settings.stores / name
             written = copy_tree(source, destination / name)

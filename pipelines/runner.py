@@ -22,7 +22,7 @@ from corpus_index.dagster_home import prepare
 from corpus_index.errors import MissingGenerationError
 from corpus_index.eval_report import eval_report
 from corpus_index.home import Home as CorpusHome
-from corpus_index.homelock import across_of, home_lock
+from corpus_index.homelock import home_lock_of
 from corpus_index.lifecycle import newest_ready
 from pipelines.alerts import alert_for_run
 from pipelines.sync import (
@@ -86,7 +86,7 @@ class DagsterRunner:
         from corpus_index.registry import open_registry
 
         home = self.open_home(settings)
-        with home_lock(settings.home, "sync", across=across_of(settings.registry_url)):
+        with home_lock_of(settings, "sync"):
             report = run_sync(
                 home.defs, home.config, home.instance, progress=progress, settings=settings
             )
@@ -131,7 +131,7 @@ class DagsterRunner:
             "ops": {"active_generation": {"config": config}},
             **SILENT_RUN_CONFIG,
         }
-        with home_lock(settings.home, action, across=across_of(settings.registry_url)):
+        with home_lock_of(settings, action):
             result = home.defs.resolve_job_def(job).execute_in_process(
                 partition_key=namespace,
                 instance=home.instance,
@@ -147,7 +147,7 @@ class DagsterRunner:
             "ops": {"retire_generation": {"config": {"generation": generation}}},
             **SILENT_RUN_CONFIG,
         }
-        with home_lock(settings.home, "retire", across=across_of(settings.registry_url)):
+        with home_lock_of(settings, "retire"):
             result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
                 instance=home.instance, run_config=run_config, raise_on_error=False
             )
@@ -162,7 +162,7 @@ class DagsterRunner:
             "ops": {"compact_op": {"config": {"retention_hours": retention_hours}}},
             **SILENT_RUN_CONFIG,
         }
-        with home_lock(settings.home, "compact", across=across_of(settings.registry_url)):
+        with home_lock_of(settings, "compact"):
             result = home.defs.resolve_job_def("compaction_job").execute_in_process(
                 instance=home.instance, run_config=run_config, raise_on_error=False
             )
@@ -179,7 +179,7 @@ class DagsterRunner:
             "ops": {"reprocess_op": {"config": {"now": now, "collection": collection}}},
             **SILENT_RUN_CONFIG,
         }
-        with home_lock(settings.home, "reprocess", across=across_of(settings.registry_url)):
+        with home_lock_of(settings, "reprocess"):
             result = home.defs.resolve_job_def("reprocess_job").execute_in_process(
                 instance=home.instance, run_config=run_config, raise_on_error=False
             )

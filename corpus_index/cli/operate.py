@@ -44,10 +44,10 @@ def sync(ctx: click.Context, as_json: bool, wait_s: float, repair: bool) -> None
     One sync per home at a time: a second one (or a promotion) waits up to --wait seconds for
     the lock under the home, then exits with code 75 (busy), naming the PID that holds it.
     """
-    from corpus_index.homelock import across_of, home_lock
+    from corpus_index.homelock import home_lock_of
 
     settings = settings_of(ctx)
-    with home_lock(settings.home, "sync", wait_s=wait_s, across=across_of(settings.registry_url)):
+    with home_lock_of(settings, "sync", wait_s=wait_s):
         if repair:
             from corpus_index import doctor as doctor_
 

@@ -582,10 +582,8 @@ class _RecordLater(Mapping[str, Any]):
 
     def get(self, key: str, default: Any = None) -> Any:
         """As a dict's (one call, not the mixin's lookup through ``__getitem__``)."""
-        if key == "id":
-            return self._unit
-        if key == "tenant_id":
-            return self._tenant
+        if key in ("id", "tenant_id"):
+            return self[key]
         return self._whole().get(key, default)
 
     def __iter__(self) -> Iterator[str]:
