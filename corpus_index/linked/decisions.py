@@ -36,7 +36,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import NamedTuple, TypeVar
+from itertools import compress, repeat
+from operator import is_
+from typing import NamedTuple, TypeVar, cast
 
 from corpus_index.linked.describe import SUMMARY_CHARS, display, nice_date
 from corpus_index.linked.lastrun import LastRun
@@ -294,21 +296,25 @@ def decision_threads(
     """
     said = _Said(last)
     by_id = {m.unit_id: m for m in units}
-    in_conversation = {i: k for k, ids in enumerate(conversations) for i in ids if i in by_id}
-    ordered = _by_time(units)
-    threads: dict[str, list[Message]] = {}
-    for m in ordered:
-        if m.source in THREADED and m.channel:
-            threads.setdefault(f"{m.source}\x00{m.channel}", []).append(m)
     question_of_answer = {a: q for q, a in answers.items() if a in by_id and q in by_id}
+    sentences = said.sentences(units)
+    # a unit decides by its own sentence, or by confirming the answer to a question: no other
+    # unit can close a thread, so only these are read (the latest first, as the last decision
+    # of a container closes its thread)
+    deciding = _by_time(m for m in units if sentences[m.unit_id] or m.unit_id in question_of_answer)
+    in_conversation: dict[str, int] = {}
+    if deciding:
+        in_conversation = {i: k for k, ids in enumerate(conversations) for i in ids if i in by_id}
+    threads: dict[str, list[Message]] | None = None
     found: dict[tuple[str, ...], DecisionThread] = {}
     decided_conversations: set[int] = set()
-    # the last decision of a container closes its thread: later decisions are read first
-    for m in reversed(ordered):
+    for m in reversed(deciding):
         question = by_id.get(question_of_answer.get(m.unit_id, ""))
-        sentence = said.decides(m)
+        sentence = sentences[m.unit_id] or None
         if sentence is None and question is not None and question.author != m.author:
-            sentence = confirms(m.text) if requests(question.text) else None
+            # a confirmation of the answer to a request (the answer read first: few confirm)
+            confirmed = confirms(m.text)
+            sentence = confirmed if confirmed is not None and requests(question.text) else None
         if sentence is None:
             continue
         k = in_conversation.get(m.unit_id)
@@ -317,6 +323,8 @@ def decision_threads(
                 continue
             container = _by_time(by_id[i] for i in conversations[k] if i in by_id)
         elif m.source in THREADED and m.channel:
+            if threads is None:
+                threads = _threads(units)
             whole = threads[f"{m.source}\x00{m.channel}"]
             container = [u for u in whole if 0 <= m.timestamp - u.timestamp <= THREAD_WINDOW_S]
             container = container[: container.index(m) + 1]
@@ -331,15 +339,13 @@ def decision_threads(
         if k is not None:
             decided_conversations.add(k)
         found.setdefault(thread.group.member_ids, thread)
+    proposing = said.proposers(units)
     for k, ids in enumerate(conversations):
-        if k in decided_conversations:
+        # most conversations propose nothing
+        if k in decided_conversations or proposing.isdisjoint(ids):
             continue
-        mine = [by_id[i] for i in ids if i in by_id]
-        # most conversations propose nothing: read in the order given (time order, as
-        # conversations are made) up to the first proposal, as :func:`_open` reads them
-        if not any(map(said.proposes, mine)):
-            continue
-        opened = _open(_by_time(mine), said.proposes)
+        mine = _by_time(by_id[i] for i in ids if i in by_id)
+        opened = _open(mine, lambda m: m.unit_id in proposing)
         if opened is not None:
             found.setdefault(opened.group.member_ids, opened)
     return sorted(
@@ -355,35 +361,54 @@ class _Said:
     def __init__(self, last: LastRun | None) -> None:
         self._last = last
 
-    def decides(self, m: Message) -> str | None:
-        if self._last is None:
-            return decision_sentence(m.text)
-        said = _taken(
-            self._last.decides,
-            self._last.made_decides,
-            m.unit_id,
-            lambda: decision_sentence(m.text) or "",
-        )
-        return said or None
-
-    def proposes(self, m: Message) -> bool:
-        if self._last is None:
-            return bool(_OPEN_PROPOSAL.search(m.text))
-        return _taken(
-            self._last.proposes,
-            self._last.made_proposes,
-            m.unit_id,
-            lambda: bool(_OPEN_PROPOSAL.search(m.text)),
+    def sentences(self, units: Sequence[Message]) -> dict[str, str]:
+        """Unit id -> the sentence it decides by ("": none), of every unit of ``units``."""
+        return self._every(
+            units,
+            None if self._last is None else self._last.decides,
+            lambda m: decision_sentence(m.text) or "",
+            None if self._last is None else self._last.made_decides,
         )
 
+    def proposers(self, units: Sequence[Message]) -> set[str]:
+        """The ids of the units of ``units`` that put a proposal to decide."""
+        said = self._every(
+            units,
+            None if self._last is None else self._last.proposes,
+            lambda m: bool(_OPEN_PROPOSAL.search(m.text)),
+            None if self._last is None else self._last.made_proposes,
+        )
+        return {u for u, proposes in said.items() if proposes}
 
-def _taken(kept: Mapping[str, T], made: dict[str, T], unit: str, read: Callable[[], T]) -> T:
-    """``unit``'s value in ``kept``, else ``read()``; noted in ``made`` either way."""
-    value = kept.get(unit)
-    if value is None:
-        value = read()
-    made[unit] = value
-    return value
+    @staticmethod
+    def _every(
+        units: Sequence[Message],
+        kept: Mapping[str, T] | None,
+        read: Callable[[Message], T],
+        made: dict[str, T] | None,
+    ) -> dict[str, T]:
+        """Unit id -> its value in ``kept``, else ``read`` of it; noted in ``made``."""
+        if kept is None:
+            out = {m.unit_id: read(m) for m in units}
+        else:
+            ids = [m.unit_id for m in units]
+            values = list(map(kept.get, ids))
+            found: dict[str, T | None] = dict(zip(ids, values, strict=True))
+            for m in compress(units, map(is_, values, repeat(None))):  # not kept: read
+                found[m.unit_id] = read(m)
+            out = cast(dict[str, T], found)  # every None read
+        if made is not None:
+            made.update(out)
+        return out
+
+
+def _threads(units: Iterable[Message]) -> dict[str, list[Message]]:
+    """The units of each e-mail or SMS thread (by source and channel), in time order."""
+    threads: dict[str, list[Message]] = {}
+    for m in _by_time(units):
+        if m.source in THREADED and m.channel:
+            threads.setdefault(f"{m.source}\x00{m.channel}", []).append(m)
+    return threads
 
 
 def titled(thread: DecisionThread) -> str:
