@@ -162,6 +162,18 @@ def test_an_entry_found_by_has_is_kept_for_the_next_run_as_by_get() -> None:
     assert not other.has("k1") and other.kept == {}  # another tenant's entry is never read
 
 
+def test_a_memo_reads_its_tenants_entries_from_the_table_as_from_its_rows() -> None:
+    first = Memo(tenant_id="t")
+    first.put("k1", {"title": "van"}, units=["u1"])
+    other = Memo(tenant_id="u")
+    other.put("k2", [1], units=["u9"])
+    table = memo_table([first, other])
+    for tenant, key, value in (("t", "k1", {"title": "van"}), ("u", "k2", [1])):
+        rows, whole = Memo(read_memo(table), tenant_id=tenant), Memo(table, tenant_id=tenant)
+        assert whole.get(key) == rows.get(key) == value
+        assert not whole.has({"k1", "k2"}.difference({key}).pop())  # the other tenant's
+
+
 def test_a_run_keeps_the_units_of_what_it_computed_and_of_what_it_reused() -> None:
     first = Memo(tenant_id="t")
     first.put("describe", {"title": "van"}, units=["u2", "u1", "u2"])

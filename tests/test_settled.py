@@ -11,7 +11,7 @@ from typing import Any
 from corpus_index.linked.memo import Memo, memo_table, read_memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import Carried, Group, Member
-from corpus_index.linked.settled import Settled, row_mark, unmade_index
+from corpus_index.linked.settled import Settled, members_key, row_mark, unmade_index
 from corpus_index.linked.similarity import Similarity
 
 TENANT = "wattle"
@@ -128,3 +128,21 @@ def test_a_questions_mark_is_its_resolution_and_its_answers_relevance() -> None:
 
 def _with(group: Group, **fields: Any) -> Group:
     return replace(group, **fields)
+
+
+def test_an_entry_that_is_not_json_leaves_the_others_carried() -> None:
+    """The entries are decoded together; one damaged (or of another layout, or with the
+    members' separator inside an id) is left out, and its group is made, while the others
+    are still carried."""
+    gid, table = _last_run()
+    rows = table.to_pylist()
+    entry = next(r for r in rows if r["value"].startswith('["unmade",'))
+    damaged = {**entry, "key": "damaged", "value": '["unmade", "cut', "units": ["x1", "x2"]}
+    short = {**entry, "key": "short", "value": '["unmade", "a"]', "units": ["y1"]}
+    # an id holding the separator would join to the same members' key: left out
+    tricky = {**entry, "key": "tricky", "units": ["m1\x1fm2", "m3"]}
+    table = type(table).from_pylist([*rows, damaged, short, tricky], table.schema)
+    index = unmade_index(table, TENANT)
+    assert set(index) == {members_key(IDS)}
+    assert index[members_key(IDS)][0] == entry["key"]
+    assert _next_run(table, {gid}).token("conversation", IDS, "", QUIET) is not None

@@ -254,7 +254,8 @@ class Memo:
     those this run used (:attr:`kept`), to give the next run.
 
     Args:
-        previous: the earlier run's entries (none: compute everything).
+        previous: the earlier run's entries (none: compute everything), or its table
+            (:data:`MEMO_SCHEMA`, read as :func:`read_memo` reads it).
         tenant_id: whose units these are; only entries of this tenant are read.
         prints: the :meth:`fingerprint` of units known to be as they were when it was made
             (unit id -> it; see :mod:`corpus_index.unit_prints`), taken instead of hashing them.
@@ -265,14 +266,19 @@ class Memo:
 
     def __init__(
         self,
-        previous: Iterable[Mapping[str, str]] = (),
+        previous: Iterable[Mapping[str, str]] | pa.Table = (),
         *,
         tenant_id: str = "",
         prints: Mapping[str, str] | None = None,
-        unmade: Mapping[tuple[str, ...], tuple[str, str]] | None = None,
+        unmade: Mapping[str, tuple[str, list[Any]]] | None = None,
     ) -> None:
         self.tenant_id = tenant_id
-        self._previous = {r["key"]: r["value"] for r in previous if r["tenant_id"] == tenant_id}
+        if isinstance(previous, pa.Table):  # a table of MEMO_SCHEMA, read column by column
+            mine = previous.filter(pc.equal(previous["tenant_id"], tenant_id))
+            keys, values = mine["key"].to_pylist(), mine["value"].to_pylist()
+            self._previous: dict[str, str] = dict(zip(keys, values, strict=True))
+        else:
+            self._previous = {r["key"]: r["value"] for r in previous if r["tenant_id"] == tenant_id}
         self.kept: dict[str, str] = {}
         # the units of each entry computed by this run (the others are the earlier run's)
         self.units: dict[str, list[str] | None] = {}
@@ -281,7 +287,7 @@ class Memo:
         self.reused = 0
         self.computed = 0
         self._prints: dict[str, str] = dict(prints or {})
-        self.unmade: Mapping[tuple[str, ...], tuple[str, str]] = unmade or {}
+        self.unmade: Mapping[str, tuple[str, list[Any]]] = unmade or {}
 
     def fingerprint(self, m: Message) -> str:
         """sha256 of everything of ``m`` (by unit id, once a run)."""

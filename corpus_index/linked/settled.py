@@ -41,7 +41,7 @@ and deleting a unit drops the entries that read it (each names its members) with
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -182,13 +182,10 @@ class Settled:
         registry and code. Its settled key would then be the one kept: the group is carried
         by the id kept beside it, with the priority and anchor kept there, without being
         made, and its entries are kept for the next run. None otherwise (it is made)."""
-        found = self.memo.unmade.get(tuple(sorted(ids)))
+        found = self.memo.unmade.get(members_key(ids))
         if found is None:
             return None
-        key, raw = found
-        value = json.loads(raw)
-        if len(value) != len(_Unmade._fields):
-            return None
+        key, value = found
         kept = _Unmade(*value)
         if (
             kept.gid not in self.known
@@ -248,22 +245,56 @@ def question_mark(resolution: str, relevance: float | None) -> str:
     return f"{resolution}|{relevance!r}"
 
 
-def unmade_index(table: pa.Table | None, tenant: str) -> dict[tuple[str, ...], tuple[str, str]]:
+def members_key(ids: Iterable[str]) -> str:
+    """A group's members' ids as :func:`unmade_index` finds its entry by: sorted, joined
+    (an id holding the separator matches no entry: see there)."""
+    return _SEPARATOR.join(sorted(ids))
+
+
+_SEPARATOR = "\x1f"  # in no unit id (the unit separator, a control character)
+
+
+def unmade_index(table: pa.Table | None, tenant: str) -> dict[str, tuple[str, list[Any]]]:
     """The settled entries of ``tenant``'s groups in ``table`` (the last run's
     ``group_memo``) that a grouping may carry before making them: their members' ids
-    (sorted) -> the entry's key and value, for :meth:`Settled.token`."""
+    (:func:`members_key`: the memo keeps an entry's units sorted) -> the entry's key and
+    value (decoded: its fields in :class:`_Unmade`'s order), for :meth:`Settled.token`. An
+    entry of another layout is left out (its group is made)."""
     if table is None or not table.num_rows or "units" not in table.column_names:
         return {}
     mine = pc.and_(
         pc.equal(table["tenant_id"], tenant),
         pc.starts_with(table["value"], f'["{UNMADE}",'),
     )
-    rows = table.filter(mine).select(["key", "value", "units"]).to_pydict()
-    return {
-        tuple(units): (key, value)
-        for key, value, units in zip(rows["key"], rows["value"], rows["units"], strict=True)
-        if units
+    chosen = table.filter(mine)
+    # joined in Arrow (no list of ids made an entry); an entry with the separator inside an
+    # id would be found by other members' ids: left out
+    joined = pc.binary_join(chosen["units"], _SEPARATOR)
+    separators = pc.subtract(pc.list_value_length(chosen["units"]), 1)
+    clean = pc.fill_null(pc.equal(pc.count_substring(joined, _SEPARATOR), separators), False)
+    chosen, joined = chosen.filter(clean), joined.filter(clean)
+    rows = {
+        "key": chosen["key"].to_pylist(),
+        "value": chosen["value"].to_pylist(),
+        "units": joined.to_pylist(),
     }
+    try:  # one decoding of every entry: each is a JSON list the memo wrote
+        values = json.loads("[" + ",".join(rows["value"]) + "]")
+    except ValueError:  # one damaged: the others decoded one by one
+        values = list(map(_decoded, rows["value"]))
+    return {
+        units: (key, value)
+        for key, value, units in zip(rows["key"], values, rows["units"], strict=True)
+        if units and isinstance(value, list) and len(value) == len(_Unmade._fields)
+    }
+
+
+def _decoded(raw: str) -> Any:
+    """``raw`` decoded as JSON; None when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def dated(group: Group, by_id: Mapping[str, Message]) -> Group:

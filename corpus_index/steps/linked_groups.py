@@ -56,7 +56,7 @@ from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import message_from
 from corpus_index.linked.groups import Group
 from corpus_index.linked.lastrun import LastRun
-from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table, read_memo
+from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table
 from corpus_index.linked.messages import Message
 from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
@@ -247,7 +247,7 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
     kept_memo = memo_read.result()  # with its units, read as written
-    remembered = read_memo(kept_memo)
+    remembered = kept_memo is not None and kept_memo.num_rows > 0
     relinkers: list[Relinker] = []
     memos: dict[str, Memo] = {}
     lasts: dict[str, LastRun] = {}
@@ -255,7 +255,7 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     def memo_for(tenant: str) -> Memo:
         if tenant not in memos:
             memos[tenant] = Memo(
-                remembered,
+                kept_memo if kept_memo is not None else (),
                 tenant_id=tenant,
                 prints=known.fingerprints,
                 unmade=unmade_index(kept_memo, tenant),
