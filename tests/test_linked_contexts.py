@@ -481,3 +481,38 @@ def test_an_answer_in_another_channel_at_the_place_counts_only_on_the_same_topic
     assert qa_of(link_units([question, noise, elsewhere]), "q").resolved_by_unit_id == "a"
     for unit in (off_topic, other_place):
         assert qa_of(link_units([question, noise, unit]), "q").resolved_by_unit_id is None
+
+
+def test_each_grouping_reads_units_marked_in_order_as_it_sorts_any_others() -> None:
+    """A list marked in time order (by time, then unit id) is read as it is; the same units in
+    any other order, unmarked, are sorted first: the groups are the same. Two units at the
+    same minute are ordered by their ids."""
+    from corpus_index.linked.days import daily_contexts
+    from corpus_index.linked.groups import conversation_groups
+    from corpus_index.linked.incidents import incident_contexts
+    from corpus_index.linked.messages import InTimeOrder, in_time_order
+    from corpus_index.linked.people import People
+    from corpus_index.linked.questions import find_answers
+    from corpus_index.linked.similarity import Similarity
+
+    units = [*christmas(), *incident_case(note("n-m", "Mike Brennan", "John: seizure.", 2))]
+    units += [msg("x0", "Jane O.", "is anyone cooking on the day?", 0)]  # x1's minute
+    ordered = in_time_order(units)
+    assert isinstance(ordered, InTimeOrder) and in_time_order(ordered) is ordered
+    at_x1 = [m.unit_id for m in ordered if m.timestamp == T0]
+    assert at_x1 == sorted(at_x1) and {"x0", "x1"} <= set(at_x1)
+    shuffled = units[:]
+    random.Random(11).shuffle(shuffled)
+    similarity = Similarity(units)
+
+    def each(given: Sequence[Message]) -> list[Any]:
+        return [
+            conversation_groups(given),
+            find_answers(given, similarity=similarity),
+            incident_contexts(given, similarity=similarity, people=People()),
+            daily_contexts(given),
+        ]
+
+    made = each(ordered)
+    assert each(shuffled) == made
+    assert all(made[:2]) and made[2] and made[3]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from corpus_index.linked.features import ChannelFeatures, channel_features
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import InTimeOrder, Message
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.responses import Responses
 from corpus_index.linked.state import ConversationState
@@ -40,6 +40,8 @@ def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
     channels: dict[str, list[Message]] = defaultdict(list)
     for m in messages:
         channels[f"{m.source}/{m.channel}" if m.source else m.channel].append(m)
+    if isinstance(messages, InTimeOrder):  # each channel in order as it is
+        return dict(channels)
     return {c: sorted(ms, key=lambda m: m.timestamp) for c, ms in channels.items()}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from corpus_index.linked.messages import Message, day_of, place_of
+from corpus_index.linked.messages import InTimeOrder, Message, day_of, place_of, time_key
 from corpus_index.linked.records import Carried, Carry, Group, Member
 
 MIN_UNITS = 2  # a day with one unit at a place is that unit, not a context
@@ -24,7 +24,9 @@ def daily_contexts(
             days[(place_of(m), day_of(m))].append(m)
     out: list[Group | Carried] = []
     for key in sorted(days):
-        units = sorted(days[key], key=lambda m: (m.timestamp, m.unit_id))
+        units = days[key]  # in order when the messages are
+        if not isinstance(messages, InTimeOrder):
+            units.sort(key=time_key)
         if len(units) < MIN_UNITS:
             continue
         if carry is not None:

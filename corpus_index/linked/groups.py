@@ -24,7 +24,7 @@ from corpus_index.linked.describe import describe
 from corpus_index.linked.incidents import NOTE_WINDOW_S, incident_contexts, involved
 from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.memo import Memo, UnitParts
-from corpus_index.linked.messages import Message
+from corpus_index.linked.messages import InTimeOrder, Message, in_time_order, time_key
 from corpus_index.linked.people import NameResolver, People
 from corpus_index.linked.questions import ANSWER_WINDOW_S, AnswerVerifier, find_answers, qa_groups
 from corpus_index.linked.records import (
@@ -88,11 +88,16 @@ def conversation_groups(
     each conversation before it is made (what it gives is taken instead); none: all made."""
     by_id = {m.unit_id: m for m in messages}
     chat = [m for m in messages if not m.system and m.source not in NOT_CONVERSATIONAL]
+    if isinstance(messages, InTimeOrder):
+        chat = InTimeOrder.kept(chat)
     out: list[Group | Carried] = []
     for ids in relinker.group(chat) if relinker else group_conversations(chat):
         if len(ids) < 2:
             continue
-        units = sorted((by_id[i] for i in ids), key=lambda m: (m.timestamp, m.unit_id))
+        # a channel of messages in order is read in that order, and so are its conversations
+        units = [by_id[i] for i in ids]
+        if not isinstance(chat, InTimeOrder):
+            units.sort(key=time_key)
         if carry is not None:
             kept = carry("conversation", [m.unit_id for m in units], units[-1].timestamp, "")
             if kept is not None:
@@ -122,10 +127,11 @@ def _units(messages: Sequence[Message]) -> list[Message]:
     """One message per unit id in time order, so that grouping does not depend on the order of
     the units; a unit cut into several blocks has their texts joined in the order given."""
     merged: dict[str, Message] = {}
-    for m in sorted(messages, key=lambda m: (m.timestamp, m.unit_id)):
+    for m in in_time_order(messages):
         seen = merged.get(m.unit_id)
         merged[m.unit_id] = m if seen is None else replace(seen, text=f"{seen.text}\n{m.text}")
-    return sorted(merged.values(), key=lambda m: (m.timestamp, m.unit_id))
+    # each unit where its first block stands, with that block's time and id: in order
+    return InTimeOrder(merged.values())
 
 
 def _timing(group: Group, now: float, latest: float | None = None) -> tuple[bool, bool]:

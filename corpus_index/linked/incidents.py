@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from corpus_index.linked.messages import Message, place_of
+from corpus_index.linked.messages import Message, in_time_order, place_of
 from corpus_index.linked.people import People, names_in, same_name
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity
@@ -111,11 +111,10 @@ def incident_contexts(
     completeness, resolution status and re-processing priority set. Other columns (title,
     anchors, tags) are filled by :func:`~corpus_index.linked.describe.describe`. An incident
     still incomplete a week after its report (``now``) is no longer re-processed."""
-    notes = sorted(
-        (m for m in messages if m.source == SHIFT_NOTE), key=lambda m: (m.timestamp, m.unit_id)
-    )
+    ordered = in_time_order(messages)
+    notes = [m for m in ordered if m.source == SHIFT_NOTE]
     out = []
-    for report in sorted(messages, key=lambda m: (m.timestamp, m.unit_id)):
+    for report in ordered:
         if report.source != INCIDENT:
             continue
         who = involved(report)

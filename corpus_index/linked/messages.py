@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -30,6 +31,29 @@ class Message:
     location: str = ""
     title: str = ""  # a subject or title line, where the source has one
     event_date: str = ""  # the local calendar date (ISO) it was written on, where known
+
+
+def time_key(m: Message) -> tuple[float, str]:
+    """The order the groupings read units in: by time, then by unit id."""
+    return (m.timestamp, m.unit_id)
+
+
+class InTimeOrder(list[Message]):
+    """Messages in :func:`time_key` order, as whoever made the list sorted them: a grouping
+    given one reads it as it is instead of sorting it again (a sort of 50,000 messages by
+    their key costs about 0.04 s, and a run's groupings each made one)."""
+
+    @classmethod
+    def kept(cls, messages: Iterable[Message]) -> InTimeOrder:
+        """``messages`` (a subsequence of a list in order, so in order too) marked so."""
+        return cls(messages)
+
+
+def in_time_order(messages: Iterable[Message]) -> InTimeOrder:
+    """``messages`` in :func:`time_key` order: themselves when marked so, else sorted."""
+    if isinstance(messages, InTimeOrder):
+        return messages
+    return InTimeOrder(sorted(messages, key=time_key))
 
 
 _ADDRESS_END = re.compile(r"[:,;>!]+$")

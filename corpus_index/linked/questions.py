@@ -40,7 +40,7 @@ from typing import Any, NamedTuple, Protocol
 
 from corpus_index.linked.lastrun import NOT_ASKED, UNKEYED, LastRun
 from corpus_index.linked.memo import Memo, UnitParts
-from corpus_index.linked.messages import Message, place_of
+from corpus_index.linked.messages import Message, in_time_order, place_of
 from corpus_index.linked.people import given, name_key
 from corpus_index.linked.records import Carried, Carry, Group, Member
 from corpus_index.linked.settled import question_mark
@@ -456,7 +456,7 @@ def find_answers(
             their scored answers without their candidates being read (see the module's
             docstring); this run's keys, blocks and weighing are noted in it for the next.
     """
-    ordered = sorted(messages, key=lambda m: (m.timestamp, m.unit_id))
+    ordered = in_time_order(messages)
     channels: dict[str, list[Message]] = {}
     for m in ordered:
         channels.setdefault(m.channel, []).append(m)
