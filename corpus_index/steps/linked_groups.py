@@ -517,21 +517,27 @@ def unit_reading(
     hashed: dict[str, str] = {}
     more: dict[str, list[str]] = {}  # unit id -> its blocks' texts, for a unit of several
     read = blocks.select(_UNIT_COLUMNS)
-    cols = read.to_pydict()
-    rows = zip(*(cols[c] for c in _UNIT_COLUMNS), strict=True)
     row_prints = [""] * read.num_rows if digests is None else digests
     keep: Mapping[str, Message] = (kept or {}) if digests is not None else {}
+    # the texts and metadata (most of the bytes) made Python strings only for the rows
+    # decoded; a kept row's metadata only when its record is read beyond its id and tenant
+    taken_rows = list(map(keep.__contains__, row_prints)) if keep else [False] * read.num_rows
+    decoded = pc.invert(pa.array(taken_rows, pa.bool_()))
+    contents = iter(read["content"].filter(decoded).to_pylist())
+    metas = iter(read["metadata"].filter(decoded).to_pylist())
+    kept_metas = _Column(read["metadata"])
+    light = [read[c].to_pylist() for c in _UNIT_COLUMNS if c not in ("content", "metadata")]
     n_taken = 0
-    for (doc_id, content, meta_json, event_date, tenant, acl, tier, source_id), row_print in zip(
-        rows, row_prints, strict=True
+    for i, (doc_id, event_date, tenant, acl, tier, source_id, row_print) in enumerate(
+        zip(*light, row_prints, strict=True)
     ):
-        message = keep.get(row_print)
         meta = None
-        if message is None:
-            meta = _metadata(meta_json)
-            message = message_from(_json(str(content)), meta, doc_id, event_date)
-        else:
+        if taken_rows[i]:
+            message = keep[row_print]
             n_taken += 1
+        else:
+            meta = _metadata(next(metas))
+            message = message_from(_json(str(next(contents))), meta, doc_id, event_date)
         unit = message.unit_id
         if unit not in units:
             units[unit] = Unit(message, tenant, tuple(acl or ()), tier, doc_id)
@@ -539,7 +545,7 @@ def unit_reading(
                 made[unit] = (
                     unit_record(meta, unit, message.text, tenant, source_id)
                     if meta is not None
-                    else _RecordLater(unit, tenant, meta_json, message.text, source_id)
+                    else _RecordLater(unit, tenant, kept_metas.at(i), message.text, source_id)
                 )
             if digests is not None:
                 hashed[unit] = row_print
@@ -569,7 +575,8 @@ class _RecordLater(Mapping[str, Any]):
 
     def _whole(self) -> dict[str, Any]:
         if self._record is None:
-            meta = _metadata(self._meta_json)
+            raw = self._meta_json
+            meta = _metadata(raw.column.get(raw.row) if isinstance(raw, _Cell) else raw)
             self._record = unit_record(meta, self._unit, self._text, self._tenant, self._source_id)
         return self._record
 
@@ -615,10 +622,34 @@ def _json(text: str) -> Any:
 _RAW_DECODE = json.JSONDecoder().raw_decode
 
 
-# the parsed-blocks columns :func:`unit_reading` reads, in the order it unpacks them
+# the parsed-blocks columns :func:`unit_reading` reads (the others in this order)
 _UNIT_COLUMNS = [
     "doc_id", "content", "metadata", "event_date", "tenant_id", "acl_groups", "tier", "source_id"
 ]  # fmt: skip
+
+
+class _Column:
+    """One column's values, made Python objects all at once when the first is asked for
+    (a record read later reads its row's metadata from here; one read, the full pass, reads
+    them all)."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        self._column = column
+        self._values: list[Any] | None = None
+
+    def at(self, row: int) -> _Cell:
+        """The value of ``row``, made when it is read."""
+        return _Cell(self, row)
+
+    def get(self, row: int) -> Any:
+        if self._values is None:
+            self._values = self._column.to_pylist()
+        return self._values[row]
+
+
+class _Cell(NamedTuple):
+    column: _Column
+    row: int
 
 
 def check(tables: GroupTables, live_units: list[Unit]) -> list[gates.Gate]:
