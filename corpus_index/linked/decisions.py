@@ -42,7 +42,7 @@ from typing import NamedTuple, TypeVar, cast
 
 from corpus_index.linked.describe import SUMMARY_CHARS, display, nice_date
 from corpus_index.linked.lastrun import LastRun
-from corpus_index.linked.messages import Message, day_of
+from corpus_index.linked.messages import Message, day_of, time_key
 from corpus_index.linked.questions import question_of
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity
@@ -197,7 +197,7 @@ class DecisionThread(NamedTuple):
 
 
 def _by_time(units: Iterable[Message]) -> list[Message]:
-    return sorted(units, key=lambda m: (m.timestamp, m.unit_id))
+    return sorted(units, key=time_key)
 
 
 def _thread(

@@ -88,8 +88,8 @@ def conversation_groups(
     each conversation before it is made (what it gives is taken instead); none: all made."""
     by_id = {m.unit_id: m for m in messages}
     chat = [m for m in messages if not m.system and m.source not in NOT_CONVERSATIONAL]
-    if isinstance(messages, InTimeOrder):
-        chat = InTimeOrder.kept(chat)
+    if isinstance(messages, InTimeOrder):  # taken in order: in order
+        chat = InTimeOrder(chat)
     out: list[Group | Carried] = []
     for ids in relinker.group(chat) if relinker else group_conversations(chat):
         if len(ids) < 2:

@@ -42,7 +42,7 @@ from itertools import combinations
 
 from corpus_index.linked.describe import date_span
 from corpus_index.linked.memo import Memo, UnitParts
-from corpus_index.linked.messages import Message, day_of
+from corpus_index.linked.messages import Message, day_of, time_key
 from corpus_index.linked.records import Group, Member
 from corpus_index.linked.similarity import Similarity, Vector, added, cosine
 
@@ -99,9 +99,7 @@ def _threads(
     taken: set[str] = set()
     out: list[list[Message]] = []
     for ids in conversations:
-        thread = sorted(
-            (by_id[i] for i in ids if i in by_id), key=lambda m: (m.timestamp, m.unit_id)
-        )
+        thread = sorted((by_id[i] for i in ids if i in by_id), key=time_key)
         if thread:
             out.append(thread)
             taken.update(m.unit_id for m in thread)
@@ -177,7 +175,7 @@ def topic_clusters(
             for t, v in zip(c.threads, mine, strict=True)
             for m in t
         }
-        ordered = sorted((m for t in c.threads for m in t), key=lambda m: (m.timestamp, m.unit_id))
+        ordered = sorted((m for t in c.threads for m in t), key=time_key)
         members = tuple(
             Member(m.unit_id, k + 1, "context", relevance=relevance[m.unit_id])
             for k, m in enumerate(ordered)

@@ -566,17 +566,16 @@ class _RecordLater(Mapping[str, Any]):
     at once, the rest decoded from its block's metadata when first read (the same dict
     :func:`~corpus_index.identity_pass.unit_record` makes, in the same order)."""
 
-    __slots__ = ("_meta_json", "_record", "_source_id", "_tenant", "_text", "_unit")
+    __slots__ = ("_meta", "_record", "_source_id", "_tenant", "_text", "_unit")
 
-    def __init__(self, unit: str, tenant: str, meta_json: Any, text: str, source_id: str):
-        self._unit, self._tenant, self._meta_json = unit, tenant, meta_json
+    def __init__(self, unit: str, tenant: str, meta: _Cell, text: str, source_id: str):
+        self._unit, self._tenant, self._meta = unit, tenant, meta
         self._text, self._source_id = text, source_id
         self._record: dict[str, Any] | None = None
 
     def _whole(self) -> dict[str, Any]:
         if self._record is None:
-            raw = self._meta_json
-            meta = _metadata(raw.column.get(raw.row) if isinstance(raw, _Cell) else raw)
+            meta = _metadata(self._meta.value())
             self._record = unit_record(meta, self._unit, self._text, self._tenant, self._source_id)
         return self._record
 
@@ -648,8 +647,13 @@ class _Column:
 
 
 class _Cell(NamedTuple):
+    """One row of a :class:`_Column`, read when asked for."""
+
     column: _Column
     row: int
+
+    def value(self) -> Any:
+        return self.column.get(self.row)
 
 
 def check(tables: GroupTables, live_units: list[Unit]) -> list[gates.Gate]:
