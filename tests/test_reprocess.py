@@ -121,6 +121,17 @@ def test_an_unanswered_question_is_checked_at_6h_24h_48h_and_7d_then_times_out()
     assert (qa.resolution_status, qa.reprocess_priority) == ("timeout", 0)
 
 
+def test_a_question_re_processed_late_passes_the_checks_it_came_after() -> None:
+    queue = first_queue([QUESTION], now=T0)
+    # the first run comes three days on (a first sync of old messages, a daemon that was
+    # down): one run for the 6 h, 24 h and 48 h checks, not three at the same time
+    run = reprocess([QUESTION], queue, now=T0 + 3 * DAY)
+    after = item(run.queue, "qa_pair:q")
+    assert (after.attempts, next_due(after)) == (1, T0 + 7 * DAY)
+    assert due(run.queue, T0 + 3 * DAY) == []
+    assert due(run.queue, T0 + 7 * DAY) == [after]
+
+
 def test_a_late_answer_is_found_at_a_later_check_with_the_wider_window() -> None:
     answer = unit(
         "a", "Tom H", "Jane, yes there's a spare one in the top drawer", 3 * DAY, "discord_chat"

@@ -67,8 +67,12 @@ def test_at_most_fifty_are_taken_by_priority_then_longest_since_reprocessed(tmp_
     for c in "ab":
         assert read_queue(wh, c).linking == Linking(REPROCESS_WINDOWS, T0 + 3 * DAY)
     again = take_due(wh, ["a", "b"], T0 + 3 * DAY)
-    # the incidents are not due for six hours; the questions' next check (24 h) has passed too
-    assert [q.item.priority for q in again.items] == [8] * 30 + [3] * 15
+    # the incidents are not due for six hours, and the questions not before their 7-day
+    # check: a run at three days passed their 6 h, 24 h and 48 h checks at once
+    assert [q.item.priority for q in again.items] == [3] * 15
+    assert take_due(wh, ["a", "b"], T0 + 3 * DAY).items == []
+    week = take_due(wh, ["a", "b"], T0 + 7 * DAY).items
+    assert [q.item.priority for q in week] == [10] * 15 + [8] * 30
 
 
 def test_nothing_is_due_before_its_time(tmp_path: Path) -> None:

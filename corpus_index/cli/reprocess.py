@@ -29,7 +29,8 @@ def reprocess(ctx: click.Context, now_text: str | None, collection: str, as_json
     """Re-process the linked groups still waiting for context: questions without an answer,
     incidents without their shift notes, conversations still going (at most 50 items, highest
     priority first), with the wider windows; the groups that change are embedded and indexed."""
-    now = iso(parse_now(now_text) if now_text else time.time())
+    # an empty --now (an unset shell variable, say) is refused, not read as the clock
+    now = iso(parse_now(now_text) if now_text is not None else time.time())
     if collection:  # refused here (exit 2) rather than as a failed run
         grouped_collections(Home(settings_of(ctx)), collection)
     result, report, synced = runner_of(ctx).reprocess(settings_of(ctx), now, collection=collection)
@@ -49,6 +50,13 @@ def reprocess(ctx: click.Context, now_text: str | None, collection: str, as_json
                 f"  {name}: {c['taken']} taken, {c['groups_changed']} groups changed, "
                 f"{len(c['timed_out'])} timed out, {c['queued']} still queued"
             )
+            timed_out = set(c["timed_out"])
+            for item in (t for t in report["taken"] if t["collection"] == name):
+                status = "  timed out" if item["key"] in timed_out else ""
+                click.echo(
+                    f"    {item['key']} (priority {item['priority']}, attempt "
+                    f"{item['attempt']}){status}"
+                )
         for failure in synced.failed_runs if synced is not None else []:
             click.echo(f"  FAILED {failure['job']} {failure['partition']}", err=True)
     if synced is not None and not synced.ok:

@@ -116,11 +116,14 @@ def queue_of(
 
 
 def next_due(item: QueueItem) -> float | None:
-    """When ``item`` is next due (None: never again, its checks are done)."""
+    """When ``item`` is next due (None: never again, its checks are done). A question's next
+    check is the first after it was last re-processed: a run that comes late (the first sync
+    of old messages, a daemon that was down) passes every check it came after, so the item
+    is not due again at once."""
     if item.priority == 8:
-        if item.attempts >= len(QUESTION_CHECKS_S):
-            return None
-        return item.since + QUESTION_CHECKS_S[item.attempts]
+        done = item.last_reprocessed_at
+        later = [c for c in QUESTION_CHECKS_S if done is None or item.since + c > done]
+        return item.since + later[0] if later else None
     if item.priority == 3:
         return item.since + VALIDATION_AFTER_S if item.attempts == 0 else None
     every = EVERY_S.get(item.priority)

@@ -153,10 +153,12 @@ def test_an_unanswered_question_is_reprocessed_at_6h_24h_48h_and_7d_then_times_o
 def test_corpus_reprocess_at_7_days_times_the_question_out_and_reindexes(tmp_path: Path) -> None:
     settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
     cli(settings, "sync", "--json")
-    report = cli(settings, "reprocess", "--now", at(7 * DAY), "--json")
-    assert "qa_pair:q1" in report["timed_out"]
-    assert report["groups_changed"] >= 1  # the question's group is now a timeout
-    assert report["sync"]["failed_runs"] == []
+    out = invoke(settings, "reprocess", "--now", at(7 * DAY))
+    assert out.exit_code == 0, out.output
+    # the counts, then each item taken, named, with what became of it
+    assert "1 items taken" in out.output and "1 items timed out" in out.output
+    assert "0 groups changed" not in out.output  # the question's group is now a timeout
+    assert "    qa_pair:q1 (priority 8, attempt 1)  timed out" in out.output.splitlines()
     qa = group_of(settings, "qa_pair", "q1")
     assert qa["resolution_status"] == "timeout"
     home = Home(settings)
@@ -165,9 +167,9 @@ def test_corpus_reprocess_at_7_days_times_the_question_out_and_reindexes(tmp_pat
     rows = home.store.table(gen).search().limit(10_000).to_list()
     (row,) = [r for r in rows if r["kind"] == "group" and r["doc_id"] == qa["group_id"]]
     assert row["content_hash"] == qa["content_hash"]
-    out = invoke(settings, "reprocess", "--now", at(8 * DAY))
-    assert out.exit_code == 0, out.output
-    assert "0 items taken, 0 groups changed, 0 items timed out" in out.output
+    report = cli(settings, "reprocess", "--now", at(8 * DAY), "--json")
+    assert (report["items_taken"], report["groups_changed"], report["timed_out"]) == (0, 0, [])
+    assert report["sync"] is None  # nothing taken, nothing synced
 
 
 def test_a_shift_note_that_arrives_later_wakes_its_incident_in_a_sync(tmp_path: Path) -> None:
@@ -278,6 +280,9 @@ def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
     out = invoke(settings, "reprocess", "--now", "next tuesday")
     assert out.exit_code == 2
     assert "'next tuesday' is not an ISO 8601 time" in out.output
+    # an empty one (an unset shell variable) is refused too, not read as the clock
+    out = invoke(settings, "reprocess", "--now", "")
+    assert out.exit_code == 2 and "now='' is not an ISO 8601 time" in out.output
     out = invoke(settings, "reprocess", "--collection", "nope")
     assert out.exit_code == 2 and "no collection 'nope' is configured" in out.output
 
