@@ -10,11 +10,20 @@ from pathlib import Path
 import click
 
 from corpus_index import conversation_timeline as timelines
-from corpus_index.cli.app import EXIT_USAGE, emit_json, handle_errors, main, runner_of, settings_of
-from corpus_index.errors import ConfigError
+from corpus_index.cli.app import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    emit_json,
+    handle_errors,
+    main,
+    runner_of,
+    settings_of,
+)
+from corpus_index.errors import ConfigError, ParseError
 from corpus_index.grouping_eval import default_gold, evaluate_grouping
 from corpus_index.home import Home
-from corpus_index.linked.clusters import write_clusters
+from corpus_index.linked.clusters import ANNOTATED_FROM, from_index, write_clusters
+from corpus_index.linked.irc import SUFFIX as IRC_SUFFIX
 from corpus_index.linked.scoring import GroupingScores
 from corpus_index.plots import save_png
 
@@ -27,6 +36,16 @@ from corpus_index.plots import save_png
     "clusters_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the conversations here, one a line: <stem>:<index> <index> ...",
+)
+@click.option(
+    "--from-index",
+    "first_index",
+    type=click.IntRange(min=0),
+    default=ANNOTATED_FROM,
+    show_default=True,
+    help="With --write-clusters: write the messages of this line index and later only (the "
+    "part a log's gold clusters cover; the corpus annotates from 1,000 on, lines before are "
+    "context). 0 writes every message.",
 )
 @click.option(
     "--gold",
@@ -45,6 +64,7 @@ def eval_grouping(
     folder: Path,
     as_json: bool,
     clusters_path: Path | None,
+    first_index: int,
     gold: Path | None,
     weights: Path | None,
 ) -> None:
@@ -58,6 +78,9 @@ def eval_grouping(
     written and scoring is skipped. --weights groups in this process instead (for trying
     weights other than the shipped ones).
     """
+    if not any(folder.rglob(f"*{IRC_SUFFIX}")):
+        click.echo(f"error: no irc logs (*{IRC_SUFFIX}) in {folder}", err=True)
+        raise SystemExit(EXIT_USAGE)
     if clusters_path is None and gold is None and default_gold(folder) is None:
         click.echo(
             f"error: no gold clusters for {folder} (looked for {folder.parent}/gold."
@@ -66,16 +89,22 @@ def eval_grouping(
             err=True,
         )
         raise SystemExit(EXIT_USAGE)
-    report = evaluate_grouping(
-        folder,
-        settings=settings_of(ctx),
-        runner=runner_of(ctx),
-        gold=gold,
-        weights=weights,
-        progress=None if as_json else (lambda m: click.echo(f"  {m}", err=True)),
-    )
+    try:
+        report = evaluate_grouping(
+            folder,
+            settings=settings_of(ctx),
+            runner=runner_of(ctx),
+            gold=gold,
+            weights=weights,
+            progress=None if as_json else (lambda m: click.echo(f"  {m}", err=True)),
+        )
+    except ParseError as exc:  # the gold clusters (read first): bad input, as a bad option
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
+    written = None
     if clusters_path is not None:
-        write_clusters(clusters_path, report.conversations)
+        written = from_index(report.conversations, first_index)
+        write_clusters(clusters_path, written)
     if as_json:
         emit_json(
             {
@@ -84,6 +113,8 @@ def eval_grouping(
                 "messages": report.messages,
                 "conversations": len(report.conversations),
                 "clusters_file": str(clusters_path) if clusters_path else None,
+                "clusters_from_index": first_index if clusters_path else None,
+                "clusters_written": None if written is None else len(written),
                 "gold": str(report.gold) if report.gold else None,
                 "scores": _row(report.scores),
                 "five_minute_rule": _row(report.five_minute_scores),
@@ -96,8 +127,18 @@ def eval_grouping(
     click.echo(
         f"{report.logs} logs, {report.messages} messages, {len(report.conversations)} conversations"
     )
-    if clusters_path is not None:
-        click.echo(f"conversations written to {clusters_path}")
+    if clusters_path is not None and written is not None:
+        n = sum(map(len, written))
+        click.echo(
+            f"{len(written)} conversations of {n} messages (line index {first_index} on) "
+            f"written to {clusters_path}"
+        )
+        if not n and report.messages:
+            click.echo(
+                f"warning: no message has a line index of {first_index} or more; "
+                "--from-index 0 writes every message",
+                err=True,
+            )
     if report.scores is None or report.five_minute_scores is None:
         click.echo("no gold clusters: scoring skipped")
         return
@@ -156,8 +197,11 @@ def conversations(
     except ValueError as exc:
         raise ConfigError(f"{collection}: {exc}") from exc
     if t is None:
-        click.echo(f"{collection}: no conversation links (not a grouped kind, or not synced yet)")
-        return
+        click.echo(
+            f"error: {collection}: no conversation links (not a grouped kind, or not synced yet)",
+            err=True,
+        )
+        raise SystemExit(EXIT_FAILED)
     if picture is not None:
         save_png(timelines.picture(t, collection), picture)
     if as_json:

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from corpus_index.errors import ParseError
 
+# the first line index of a log its gold clusters cover (lines before it are context)
+ANNOTATED_FROM = 1000
+
 
 def split_id(unit_id: str) -> tuple[str, int]:
     """``(stem, index)`` of a unit id ``<stem>:<index>``.
@@ -62,6 +65,18 @@ def format_clusters(clusters: Iterable[Iterable[str]]) -> str:
         rows.append((stems.pop(), sorted(i for _, i in members)))
     rows.sort()
     return "".join(f"{stem}:{' '.join(map(str, idx))}\n" for stem, idx in rows)
+
+
+def from_index(clusters: Iterable[Iterable[str]], first: int) -> list[list[str]]:
+    """The conversations cut to the messages of index ``first`` and later (a conversation
+    left empty dropped): the part of each log its gold file covers, lines before ``first``
+    being context (the corpus annotates from index 1,000 on).
+
+    Raises:
+        ValueError: a unit id is not ``<stem>:<index>``.
+    """
+    cut = ([u for u in cluster if split_id(u)[1] >= first] for cluster in clusters)
+    return [c for c in cut if c]
 
 
 def write_clusters(path: Path | str, clusters: Iterable[Iterable[str]]) -> None:

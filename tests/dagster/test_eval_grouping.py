@@ -40,10 +40,19 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     home = tmp_path / "home"
     refused = corpus(home, str(split))
     assert refused[0] == 2 and "no gold clusters" in refused[2]
+    # bad input is refused (exit 2) before any sync: a folder with no logs, a malformed gold
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_logs = corpus(home, str(empty), "--write-clusters", str(tmp_path / "none.txt"))
+    assert no_logs[0] == 2 and "no irc logs (*.ascii.txt)" in no_logs[2]
+    bad_gold = tmp_path / "bad-gold.txt"
+    bad_gold.write_text(f"{STEM}:0 1\nnot a cluster line\n", encoding="utf-8")
+    malformed = corpus(home, str(split), "--gold", str(bad_gold))
+    assert malformed[0] == 2 and f"{bad_gold}:2" in malformed[2], malformed[2]
     assert not (home / "evals").exists()  # refused before any sync
 
     out = tmp_path / "clusters.txt"
-    code, _, output = corpus(home, str(split), "--write-clusters", str(out))
+    code, _, output = corpus(home, str(split), "--write-clusters", str(out), "--from-index", "0")
     assert code == 0, output
     assert "scoring skipped" in output
     # the bad log is named and the good one grouped all the same
@@ -52,6 +61,16 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     assert sorted(map(sorted, written)) == sorted(
         [ids(STEM, 0, 2, 5, 7), ids(STEM, 1, 3, 6), ids(STEM, 4)]
     )
+    # the part a gold file covers: from a line index on, the lines before it context
+    code, _, output = corpus(home, str(split), "--write-clusters", str(out), "--from-index", "3")
+    assert code == 0 and "3 conversations of 5 messages (line index 3 on)" in output
+    assert sorted(map(sorted, read_clusters(out))) == sorted(
+        [ids(STEM, 5, 7), ids(STEM, 3, 6), ids(STEM, 4)]
+    )
+    # by default the corpus's annotated part (index 1,000 on): this log is all context
+    code, _, output = corpus(home, str(split), "--write-clusters", str(out))
+    assert code == 0 and read_clusters(out) == []
+    assert "no message has a line index of 1000 or more" in output
     # the conversations are the pipeline's: its home holds them as linked groups
     eval_home = Home(
         grouping_settings(Settings(config_path=home / "corpus.yaml", home=home), split)

@@ -247,6 +247,11 @@ def test_the_timeline_shows_the_christmas_thread_beside_the_others(built: Graph)
     ):
         refused = cli.invoke(main, [*base, "conversations", *bad])
         assert refused.exit_code == 2 and why in refused.output, refused.output
+    # a collection configured but never synced has no links to draw: a failure, not a picture
+    unsynced = cli.invoke(main, ["--config", str(built.settings.config_path), "--home",
+                                 str(built.settings.home.parent / "empty-home"), "conversations",
+                                 "wattle-messages"])  # fmt: skip
+    assert unsynced.exit_code == 1 and "not synced yet" in unsynced.output, unsynced.output
 
     wrong = built.materialize(
         ["conversation_timeline"],
