@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,23 +98,34 @@ class ContextResult:
         }
 
 
+def tenant_collections(home: Home, principal: Principal, namespace: str) -> list[str]:
+    """The names of ``namespace``'s collections of the principal's tenant."""
+    return [c.name for c in home.config.collections_in(namespace) if c.tenant == principal.tenant]
+
+
+def tenant_identities(
+    home: Home, principal: Principal, namespace: str, columns: Sequence[str]
+) -> Iterator[dict[str, Any]]:
+    """The ``columns`` of each identity row of the principal's tenant in ``namespace``'s
+    collections (a person seen in two collections has a row in each)."""
+    for name in tenant_collections(home, principal, namespace):
+        table = home.warehouse.read_cached(
+            IDENTITIES,
+            (name,),
+            where=pc.field("tenant_id") == principal.tenant,
+            columns=["tenant_id", *columns],
+        )
+        yield from table.to_pylist() if table is not None else []
+
+
 def tenant_people(home: Home, principal: Principal, namespace: str) -> list[Person]:
     """The identities of the principal's tenant in ``namespace``'s collections (names and
     aliases): the only people its queries can name."""
     found: dict[str, Person] = {}
-    for c in home.config.collections_in(namespace):
-        if c.tenant != principal.tenant:
-            continue
-        table = home.warehouse.read_cached(
-            IDENTITIES,
-            (c.name,),
-            where=pc.field("tenant_id") == principal.tenant,
-            columns=["tenant_id", "identity_id", "name", "aliases"],
-        )
-        for row in table.to_pylist() if table is not None else []:
-            seen = found.get(row["identity_id"])
-            aliases = tuple(dict.fromkeys([*(seen.aliases if seen else ()), *row["aliases"]]))
-            found[row["identity_id"]] = Person(row["identity_id"], row["name"], aliases)
+    for row in tenant_identities(home, principal, namespace, ["identity_id", "name", "aliases"]):
+        seen = found.get(row["identity_id"])
+        aliases = tuple(dict.fromkeys([*(seen.aliases if seen else ()), *row["aliases"]]))
+        found[row["identity_id"]] = Person(row["identity_id"], row["name"], aliases)
     return list(found.values())
 
 

@@ -34,6 +34,7 @@ import yaml
 from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.identity_forms import (
+    DEFAULT_COUNTRY_CODE,
     FUZZY_MARGIN,
     NAME_STEPS,
     NameIndex,
@@ -107,7 +108,7 @@ class IdentityRegistry:
     """The identities of one tenant, with lookups by e-mail, phone, name and alias."""
 
     tenant_id: str
-    country_code: str = "61"
+    country_code: str = DEFAULT_COUNTRY_CODE
     lists: frozenset[str] = frozenset()  # shared mailboxes: addressed, never a person
     _people: dict[str, Identity] = field(default_factory=dict)
     _merged_into: dict[str, str] = field(default_factory=dict)
@@ -344,7 +345,7 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
             f"{path}: people file is for tenant {file_tenant!r}, not {tenant_id!r}; "
             "each collection names its own tenant's people file"
         )
-    country = str(data.get("country_code", "61"))
+    country = str(data.get("country_code", DEFAULT_COUNTRY_CODE))
     lists = frozenset(a for a in (normalize_email(str(x)) for x in data.get("lists") or ()) if a)
     registry = IdentityRegistry(tenant_id, country_code=country, lists=lists)
     for i, entry in enumerate(data["people"]):

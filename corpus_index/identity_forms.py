@@ -30,6 +30,8 @@ _NOT_NAME = re.compile(r"[^\w\s]")
 _SPACES = re.compile(r"\s+")
 # international call prefixes where they are not the ITU's "00"
 _EXIT_PREFIXES = {"61": "0011", "1": "011"}
+# the country a national phone number is of where a people file names none
+DEFAULT_COUNTRY_CODE = "61"
 
 
 def normalize_name(raw: str) -> str:
@@ -53,7 +55,7 @@ def normalize_email(raw: str) -> str | None:
     return addr
 
 
-def normalize_phone(raw: str, *, country_code: str = "61") -> str | None:
+def normalize_phone(raw: str, *, country_code: str = DEFAULT_COUNTRY_CODE) -> str | None:
     """E.164 form of a phone number (``0412 555 301`` -> ``+61412555301``), or None.
 
     A national number (leading 0) takes ``country_code``; a number dialled with that

@@ -29,9 +29,16 @@ from corpus_index.context_records import (
     unit_rows,
 )
 from corpus_index.eligibility import Principal
+from corpus_index.errors import ConfigError
 from corpus_index.group_records import GROUP_KIND
-from corpus_index.group_search import tenant_people
-from corpus_index.identity_forms import normalize_name
+from corpus_index.group_search import tenant_collections, tenant_identities, tenant_people
+from corpus_index.identities import load_people
+from corpus_index.identity_forms import (
+    DEFAULT_COUNTRY_CODE,
+    normalize_email,
+    normalize_name,
+    normalize_phone,
+)
 from corpus_index.identity_store import MENTIONS
 from corpus_index.query_analysis import Person, analyze
 from corpus_index.search import Searcher
@@ -113,26 +120,31 @@ def person_contexts(
     """
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
-    person, candidates = find_person(tenant_people(corpus, principal, ns), name)
-    result = PersonResult(name, person, candidates=candidates)
-    if person is None or not corpus.store.exists(gen):
-        return result
+    known = tenant_people(corpus, principal, ns)
+    person, candidates = find_person(known, name)
+    if person is None and not candidates:  # an e-mail address or a phone number
+        person, candidates = _by_contact(corpus, principal, ns, name, known)
+    if not corpus.store.exists(gen):
+        return PersonResult(name, None)
     table = corpus.store.table(gen)
+
+    def seen(p: Person) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        return _seen_units(corpus, table, where_eligible, principal, ns, p)
+
+    # only a person some unit the principal may see mentions is found (nor offered as a
+    # candidate): a registry's names are read from units, so a name alone could tell of a
+    # unit the principal may not see
+    candidates = [c for c in candidates if any(seen(c).values())]
+    if person is None and len(candidates) == 1:
+        person, candidates = candidates[0], []
+    visible_units = seen(person) if person is not None else {}
+    if person is None or not any(visible_units.values()):
+        return PersonResult(name, None, candidates=candidates)
+    result = PersonResult(name, person)
     people = People(corpus, principal)
     records: list[ContextRecord] = []
-    for c in corpus.config.collections_in(ns):
-        if c.tenant != principal.tenant:
-            continue
-        mentions = corpus.warehouse.read(
-            MENTIONS,
-            (c.name,),
-            where=(pc.field("tenant_id") == principal.tenant)
-            & (pc.field("identity_id") == person.identity_id),
-            columns=["unit_id"],
-        )
-        units = set(mentions["unit_id"].to_pylist()) if mentions is not None else set()
-        visible = unit_rows(table, where_eligible, c.name, units)
-        records += _contexts(corpus, table, where_eligible, principal, c.name, visible, people)
+    for collection, visible in visible_units.items():
+        records += _contexts(corpus, table, where_eligible, principal, collection, visible, people)
     records.sort(key=lambda r: (not r.is_group, r.date, r.id))
     result.records = records[:limit]
     for rank, r in enumerate(result.records, start=1):
@@ -153,6 +165,67 @@ def person_contexts(
         ]
     ]
     return result
+
+
+def _seen_units(
+    corpus: Any,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    namespace: str,
+    person: Person,
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Collection -> the visible rows of each unit mentioning ``person`` (a unit the
+    principal may not see has none), over the tenant's collections of ``namespace``."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name in tenant_collections(corpus, principal, namespace):
+        mentions = corpus.warehouse.read(
+            MENTIONS,
+            (name,),
+            where=(pc.field("tenant_id") == principal.tenant)
+            & (pc.field("identity_id") == person.identity_id),
+            columns=["unit_id"],
+        )
+        units = set(mentions["unit_id"].to_pylist()) if mentions is not None else set()
+        out[name] = unit_rows(table, where_eligible, name, units)
+    return out
+
+
+def _by_contact(
+    corpus: Any, principal: Principal, namespace: str, text: str, known: list[Person]
+) -> tuple[Person | None, list[Person]]:
+    """The person of the tenant whose e-mail address or phone number ``text`` is (a phone
+    number in any form the people file's numbers are read in: ``0412 555 301`` is
+    ``+61412555301`` where the country code is 61), else None with the candidates."""
+    email = normalize_email(text) if "@" in text else None
+    phone = (
+        None
+        if email
+        else normalize_phone(text, country_code=_country_code(corpus, principal, namespace))
+    )
+    if email is None and phone is None:
+        return None, []
+    ids: set[str] = set()
+    for row in tenant_identities(corpus, principal, namespace, ["identity_id", "emails", "phones"]):
+        emails = {normalize_email(e) for e in row["emails"] or ()}
+        if (email is not None and email in emails) or (
+            phone is not None and phone in (row["phones"] or ())
+        ):
+            ids.add(row["identity_id"])
+    found = [p for p in known if p.identity_id in ids]
+    return (found[0], []) if len(found) == 1 else (None, found)
+
+
+def _country_code(corpus: Any, principal: Principal, namespace: str) -> str:
+    """The country code national phone numbers of the tenant are read with: its people
+    file's (the default where no collection of the namespace names one)."""
+    for c in corpus.config.collections_in(namespace):
+        if c.tenant == principal.tenant and c.people is not None:
+            try:
+                return load_people(c.people, tenant_id=principal.tenant).country_code
+            except ConfigError:
+                continue  # the sync names a bad file; the lookup falls back to the default
+    return DEFAULT_COUNTRY_CODE
 
 
 def _contexts(

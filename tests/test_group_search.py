@@ -234,6 +234,38 @@ def test_everything_about_a_person_is_their_tenants_and_visible_only(searcher: S
     assert other.person is None and other.records == []
 
 
+def test_a_person_is_found_by_phone_number_in_any_form_and_by_e_mail_address(
+    searcher: Searcher,
+) -> None:
+    for contact in (
+        "0412 555 301",
+        "+61412555301",
+        "(04) 1255-5301",
+        "SARAH.JONES@wattlegrove.org.au",
+    ):
+        found = person_contexts(searcher, contact, principal=MANAGER)
+        assert found.person is not None and found.person.name == "Sarah Jones", contact
+        assert found.records
+    # another tenant's number names no one here
+    assert person_contexts(searcher, "0412 555 301", principal=BLUEGUM).person is None
+
+
+def test_a_person_no_visible_unit_mentions_is_no_one_to_the_principal(
+    corpus: Home, searcher: Searcher
+) -> None:
+    # of the tenant, but of a group that none of its units is shared with
+    outsider = Principal("wattle", ("bluegum-staff",))
+    for name in ("Sarah Jones", "Sarah", "0412 555 301"):
+        found = person_contexts(searcher, name, principal=outsider)
+        assert (found.person, found.candidates, found.records) == (None, [], []), name
+    paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    out = CliRunner().invoke(
+        main, [*paths, "person", "Sarah Jones", "--tenant", "wattle", "--group", "bluegum-staff"]
+    )
+    assert out.exit_code == 1 and out.output.startswith("no one in tenant wattle is")
+    assert "Sarah" not in out.output.replace("'Sarah Jones'", "")
+
+
 def test_a_shared_given_name_across_tenants_resolves_in_the_askers_tenant(
     searcher: Searcher,
 ) -> None:
