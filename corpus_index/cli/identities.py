@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from corpus_index.cli.app import emit_json, handle_errors, main, settings_of
-from corpus_index.errors import IdentityError
+from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.home import Home
 from corpus_index.identity_store import (
     KnownIdentity,
@@ -35,7 +35,14 @@ def identities() -> None:
 def list_identities(ctx: click.Context, tenant: str | None, as_json: bool) -> None:
     """Every identity per tenant, with its aliases, details and mention count, as the last
     sync left them (discovered ones marked), so an operator can see what to merge."""
-    people = known_identities(Home(settings_of(ctx)), tenant=tenant)
+    home = Home(settings_of(ctx))
+    tenants = {c.tenant for c in home.config.collections.values()}
+    if tenant is not None and tenant not in tenants:
+        raise ConfigError(
+            f"no collection of tenant {tenant!r} is configured (tenants: "
+            f"{', '.join(sorted(tenants)) or 'none'})"
+        )
+    people = known_identities(home, tenant=tenant)
     if as_json:
         emit_json([p._asdict() for p in people])
         return

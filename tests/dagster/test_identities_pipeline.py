@@ -241,6 +241,9 @@ def test_a_merge_moves_mentions_reanchors_and_reembeds_the_groups_concerned(
     row = next(p for p in listed if p["identity_id"] == personal)
     text = _cli(settings, "identities", "list").output
     assert "tenant acme" in text and "tenant birch" not in text
+    # a tenant no collection has is refused, not listed as empty
+    nobody = _cli(settings, "identities", "list", "--tenant", "nosuch")
+    assert nobody.exit_code == 2 and "no collection of tenant 'nosuch'" in nobody.output
     assert f"{personal}  discovered:{PERSONAL}" in text and "[discovered 0.50]" in text
     assert row["origin"] == "discovered" and row["mentions"] == 2  # author of ac-3, to in ac-4
     before = _groups_of(home, "ac-3")
