@@ -8,6 +8,7 @@ export CORPUS_CONFIG ?= $(CURDIR)/corpus.yaml
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export LANCE_LOG := error
+export LANCEDB_LOG := error
 export TOKENIZERS_PARALLELISM := false
 # test files are spread over this many worker processes: three on the 2-core target, as several
 # files spend much of their time waiting on a daemon, a browser or a subprocess

@@ -22,7 +22,10 @@ POSTGRES_SCHEME = "postgresql+psycopg2://"
 
 # defaults for the libraries corpus-index drives; a value the operator set wins
 PROCESS_DEFAULTS: dict[str, str] = {
-    "LANCE_LOG": "error",  # LanceDB's Rust logger: warnings only when something fails
+    "LANCE_LOG": "error",  # Lance's Rust logger: warnings only when something fails
+    # LanceDB's own (it logs Lance's index builds too: "training 49 of the 113 requested IVF
+    # partitions" on every small table's vector index, which LANCE_LOG leaves on)
+    "LANCEDB_LOG": "error",
     "HF_HUB_OFFLINE": "1",  # the local model's weights ship in a package; never the network
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",  # no fork warnings from tokenizers' thread pool

@@ -182,7 +182,8 @@ def image_env() -> dict[str, str]:
 def test_the_image_sets_the_process_defaults_and_the_executor() -> None:
     env = image_env()
     assert env["CORPUS_EXECUTOR"] in EXECUTORS
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "LANCE_LOG"):
+    logs = ("LANCE_LOG", "LANCEDB_LOG")
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", *logs):
         assert env[name] == PROCESS_DEFAULTS[name], name
 
 
