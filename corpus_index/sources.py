@@ -337,8 +337,12 @@ def parse_into(
         paths = dict(zip(manifest["doc_id"].to_pylist(), manifest["path"].to_pylist(), strict=True))
         docs = load_documents(collection, {d: paths[d] for d in to_parse})  # in doc_id order
     pending = next(docs, None)
+    # the last run's blocks are read when some are carried, or may be: a document parsed
+    # again that fails keeps serving its last good blocks (stale), even when every document
+    # changed and none is carried as it was
+    may_carry = bool(carry) or any(d in parsed_version for d in to_parse)
     kept = DocCursor(
-        previous.batches() if previous is not None and carry else (),
+        previous.batches() if previous is not None and may_carry else (),
         BLOCK_SCHEMA,
         what=f"parsed_blocks of {collection.name}",
     )

@@ -303,6 +303,9 @@ def test_reverting_a_broken_edit_to_the_last_good_bytes_clears_quarantine(tmp_pa
     break_deal(root, "a")
     _, broken = run(coll, state)
     assert counts(broken) == (0, 0, 1, 1)
+    # its only document changed and broke: its last good blocks still serve (none was
+    # carried as it was, and they are read all the same)
+    assert broken.blocks.equals(good.blocks)
 
     (root / "a.uw.md").write_text(good_text, encoding="utf-8")  # e.g. `git checkout` of the file
     diff, reverted = run(coll, state)
