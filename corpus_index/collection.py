@@ -7,11 +7,12 @@ kinds, which read collections, sit below the configuration that names them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from corpus_index import shards as _shards
+from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.limits import Limits
 
 
@@ -51,6 +52,26 @@ class CollectionConfig:
     shards: int = 1
     # the one shard this view of the collection holds (``shard_view``); None: all of it
     shard: int | None = None
+
+    @property
+    def block_scope(self) -> str:
+        """A digest of what the configuration gives every block beyond its document's bytes:
+        the kind and its settings (``format``, ``processing``), the tenant, the ACL groups and
+        tier a document may only narrow, and the limits parsing checks. A document's version
+        is of its bytes and of this (:func:`corpus_index.sources.document_version`), so
+        narrowing the collection's ACL groups in the configuration parses every document
+        again and rebuilds its index rows with the narrower scope (the texts, and so the
+        vectors, stay as they were)."""
+        scope = {
+            "kind": self.kind,
+            "format": self.format,
+            "processing": self.processing,
+            "tenant": self.tenant,
+            "acl_groups": sorted(self.acl_groups),
+            "tier": self.tier,
+            "limits": asdict(self.limits),
+        }
+        return sha256_hex(canonical_json(scope))[:16]
 
     @property
     def partitions(self) -> tuple[str, ...]:

@@ -46,6 +46,9 @@ class ManifestResult:
     changed: int
     unchanged: int
     removed: int
+    # records not found this scan, kept as they were because their file could not be read
+    # whole (counted among ``unchanged``)
+    held: int = 0
 
     @property
     def documents(self) -> int:
@@ -74,6 +77,8 @@ def scan_manifest(
     """
     scanned_at = time.time()
     before: dict[str, str] = {}
+    # doc_id -> (path, size, mtime, raw sha256) of every document the previous scan listed
+    listed: dict[str, tuple[str, int, float, str]] = {}
     recorded: dict[str, tuple[str, int, float, str]] = {}
     if previous is not None:
         trust_before = float((previous.schema.metadata or {}).get(SCANNED_AT_KEY, b"0"))
@@ -84,6 +89,7 @@ def scan_manifest(
         ):
             if change != "removed":
                 before[doc_id] = version
+                listed[doc_id] = (path, size, mtime, raw)
                 if mtime < trust_before:
                     recorded[doc_id] = (path, size, mtime, raw)
     # the manifest's columns (MANIFEST_SCHEMA but the collection's and the source ids, derived)
@@ -96,13 +102,17 @@ def scan_manifest(
     changes: list[str] = []
     counts = {"added": 0, "changed": 0, "unchanged": 0, "removed": 0}
     seen: set[str] = set()
-    for doc_id, path, size, mtime, digest, line in _fingerprints(collection, recorded):
+    troubled: set[str] = set()  # files with a record (or the file itself) that cannot be read
+    scope = collection.block_scope
+    for doc_id, path, size, mtime, digest, line, error in _fingerprints(collection, recorded):
+        if error:
+            troubled.add(path)
         if doc_id in withdrawn:
             continue
         if doc_id in seen:
             raise ParseError(path, f"duplicate document id {doc_id!r}", line=line)
         seen.add(doc_id)
-        version = digest[:16]
+        version = document_version(digest, scope)
         old = before.get(doc_id)
         change = "added" if old is None else ("unchanged" if old == version else "changed")
         counts[change] += 1
@@ -113,7 +123,22 @@ def scan_manifest(
         digests.append(digest)
         versions.append(version)
         changes.append(change)
+    held = 0
     for doc_id, version in sorted(before.items()):
+        path, size, mtime, raw = listed[doc_id]
+        if doc_id not in seen and path in troubled:
+            # a record missing from a file that has a line (or is itself) unreadable may be
+            # that line: it is kept as it was, not deleted, until the file reads whole
+            held += 1
+            counts["unchanged"] += 1
+            doc_ids.append(doc_id)
+            paths.append(path)
+            sizes.append(size)
+            mtimes.append(mtime)
+            digests.append(raw)
+            versions.append(version)
+            changes.append("unchanged")
+            continue
         if doc_id not in seen:
             counts["removed"] += 1
             doc_ids.append(doc_id)
@@ -138,18 +163,26 @@ def scan_manifest(
         schema=MANIFEST_SCHEMA,
     )
     table = table.replace_schema_metadata({SCANNED_AT_KEY: repr(scanned_at).encode()})
-    return ManifestResult(table=table, **counts)
+    return ManifestResult(table=table, held=held, **counts)
+
+
+def document_version(raw_sha256: str, scope: str) -> str:
+    """A document's version: of its bytes (their sha256, or of why they could not be read)
+    and of its collection's :attr:`~corpus_index.config.CollectionConfig.block_scope`, so a
+    change to either parses it again, under new chunk refs."""
+    return sha256_hex(f"{raw_sha256}\0{scope}")[:16]
 
 
 def _fingerprints(
     collection: CollectionConfig, recorded: dict[str, tuple[str, int, float, str]]
-) -> Iterator[tuple[str, str, int, float, str, int | None]]:
-    """``(doc_id, path, size, mtime, sha256 of the raw bytes, line)`` of every document;
-    ``line`` is the record's line for many-records-per-file kinds, else None."""
+) -> Iterator[tuple[str, str, int, float, str, int | None, bool]]:
+    """``(doc_id, path, size, mtime, sha256 of the raw bytes, line, unreadable)`` of every
+    document; ``line`` is the record's line for many-records-per-file kinds, else None."""
     listing = list_documents(collection)
     if listing is None:  # many records per file: read them all
         for doc in read_documents(collection):
-            yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line
+            bad = doc.error is not None or doc.unnamed
+            yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line, bad
         return
     check = StatCheck(collection)  # the root and each folder resolved once per scan
     for doc_id, path in listing:
@@ -159,14 +192,14 @@ def _fingerprints(
             st = check(path)
             known = recorded.get(doc_id)
             if known is not None and known[:3] == (path, st.st_size, st.st_mtime):
-                yield doc_id, path, st.st_size, st.st_mtime, known[3], None
+                yield doc_id, path, st.st_size, st.st_mtime, known[3], None, False
                 continue
             doc = load_document(collection, doc_id, path)
         except FileNotFoundError:  # removed between the listing and the read
             continue
         except (OSError, ParseError) as exc:
             doc = unreadable(doc_id, path, exc)
-        yield doc_id, path, doc.size, doc.mtime, _digest(doc), None
+        yield doc_id, path, doc.size, doc.mtime, _digest(doc), None, doc.error is not None
 
 
 def _digest(doc: SourceDoc) -> str:
@@ -200,6 +233,25 @@ def _parse_rows(
             )
         rows.append(row)
     return rows
+
+
+def _outside_scope(rows: pa.Table, docs: Iterable[str], collection: CollectionConfig) -> set[str]:
+    """Those of ``docs`` with a block in ``rows`` that the collection's configuration would
+    not give now: of another tenant, in an ACL group it no longer has, or public where it is
+    restricted."""
+    wanted = list(docs)
+    if not wanted:
+        return set()
+    mine = rows.filter(pc.is_in(rows["doc_id"], pa.array(wanted, pa.string())))
+    groups = set(collection.acl_groups)
+    public_refused = collection.tier == "restricted"
+    return {
+        r["doc_id"]
+        for r in mine.select(["doc_id", "tenant_id", "acl_groups", "tier"]).to_pylist()
+        if r["tenant_id"] != collection.tenant
+        or not set(r["acl_groups"] or ()) <= groups
+        or (public_refused and r["tier"] == "public")
+    }
 
 
 def _failure(doc: SourceDoc, reason: str) -> dict[str, object]:
@@ -352,6 +404,7 @@ def parse_into(
     for start in range(0, len(order), PARSE_BATCH):
         last = order[min(start + PARSE_BATCH, len(order)) - 1]
         rows: list[dict[str, object]] = []
+        newly_stale: list[str] = []
         while pending is not None and pending.doc_id <= last:
             doc, pending = pending, next(docs, None)
             version = live[doc.doc_id]
@@ -385,8 +438,14 @@ def parse_into(
                 # does not: what it is now is unknown
                 if doc.doc_id in parsed_version and doc.error is None:
                     carry.add(doc.doc_id)
+                    newly_stale.append(doc.doc_id)
                     stale += 1
         carried_rows = kept.through(last)
+        # ...but only within the scope the configuration gives now: a collection whose ACL
+        # groups were narrowed since never serves a broken document's wider blocks
+        for doc_id in _outside_scope(carried_rows, newly_stale, collection):
+            carry.discard(doc_id)
+            stale -= 1
         if len(carry) != len(carry_ids):  # a stale document joined (carry only grows)
             carry_ids = pa.array(sorted(carry), pa.string())
         keep = pc.is_in(carried_rows["doc_id"], value_set=carry_ids)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,11 +13,12 @@ import pytest
 
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ParseError
-from corpus_index.hashing import source_version
+from corpus_index.hashing import sha256_hex
 from corpus_index.sources import (
     RACY_SECONDS,
     SCANNED_AT_KEY,
     ParseResult,
+    document_version,
     live_documents,
     parse_collection,
     scan_manifest,
@@ -36,7 +37,8 @@ def uw_collection(root: Path) -> CollectionConfig:
 
 
 def write_deal(root: Path, doc_id: str, **kwargs: object) -> str:
-    text = deal_text(doc_id.upper(), tenant="alpha", acl=GROUPS, **kwargs)  # type: ignore[arg-type]
+    kwargs.setdefault("acl", GROUPS)
+    text = deal_text(doc_id.upper(), tenant="alpha", **kwargs)  # type: ignore[arg-type]
     (root / f"{doc_id}.uw.md").write_text(text, encoding="utf-8")
     return text
 
@@ -92,7 +94,8 @@ def counts(result: ParseResult) -> tuple[int, int, int, int]:
 
 
 def version_of(root: Path, doc_id: str) -> str:
-    return source_version((root / f"{doc_id}.uw.md").read_bytes())
+    raw = (root / f"{doc_id}.uw.md").read_bytes()
+    return document_version(sha256_hex(raw), uw_collection(root).block_scope)
 
 
 # -- manifests -----------------------------------------------------------------------------
@@ -114,8 +117,8 @@ def test_manifest_diff_across_scans(tmp_path: Path) -> None:
     )
     rows = {r["doc_id"]: r for r in first.table.to_pylist()}
     raw_a = (root / "a.uw.md").read_bytes()
-    assert rows["a"]["source_version"] == source_version(raw_a)
-    assert rows["a"]["raw_sha256"].startswith(rows["a"]["source_version"])
+    assert rows["a"]["raw_sha256"] == sha256_hex(raw_a)
+    assert rows["a"]["source_version"] == version_of(root, "a")
     assert rows["a"]["size"] == len(raw_a)
     assert rows["a"]["source_id"] == "alpha-deals/a"
     assert rows["a"]["path"] == str(root / "a.uw.md")
@@ -248,6 +251,36 @@ def test_only_changed_documents_are_parsed_and_the_rest_carried(tmp_path: Path) 
     vb = version_of(root, "b")
     assert all(f"/b/v{vb}/" in ref for ref in after["b"])
     assert set(after["b"]).isdisjoint(before["b"])
+
+
+def test_narrowing_the_collections_acl_parses_every_document_again_under_new_versions(
+    tmp_path: Path,
+) -> None:
+    # "a" is written for one of the collection's groups, "b" for both
+    root, state = tmp_path / "deals", State()
+    coll = uw_collection(root)
+    write_deal(root, "a", acl=["alpha-uw"])
+    write_deal(root, "b")
+    _, wide = run(coll, state)
+    assert sorted(refs_by_doc(wide.blocks)) == ["a", "b"]
+    # the collection narrowed to that one group: "b" would now widen its scope
+    narrow = replace(coll, acl_groups=("alpha-uw",))
+    diff, narrowed = run(narrow, state)
+    # the bytes of "b" are the same, the scope is not: a new version, parsed again
+    assert (diff["changed"], diff["unchanged"]) == (2, 0)
+    assert narrowed.parsed_documents == 1 and narrowed.quarantined == 1
+    (q,) = narrowed.quarantine.to_pylist()
+    assert (
+        q["doc_id"] == "b" and "alpha-credit are not in the collection's acl_groups" in q["error"]
+    )
+    # "b" broke under the new scope and its last blocks were of the wider one: not served
+    assert narrowed.stale_documents == 0 and narrowed.stale == []
+    assert sorted(refs_by_doc(narrowed.blocks)) == ["a"]
+    assert {tuple(r["acl_groups"]) for r in narrowed.blocks.to_pylist()} == {("alpha-uw",)}
+    assert not set(refs_by_doc(narrowed.blocks)["a"]) & set(refs_by_doc(wide.blocks)["a"])
+    # a configuration change that gives blocks nothing new (another namespace) parses nothing
+    diff, same = run(replace(narrow, namespace="elsewhere"), state)
+    assert (diff["unchanged"], same.parsed_documents) == (2, 0)
 
 
 def test_broken_document_is_quarantined_and_its_last_good_blocks_keep_serving(
