@@ -136,6 +136,11 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         r = out.manifest
         if out.receipt:
             context.log.info(f"deleted {r.removed} documents; receipt {out.receipt}")
+        if r.held:
+            context.log.warning(
+                f"{r.held} records held as they were: their file cannot be read whole "
+                "(see parsed_blocks' quarantine)"
+            )
         return dg.MaterializeResult(
             metadata={
                 "documents": r.documents,
@@ -143,6 +148,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "changed": r.changed,
                 "unchanged": r.unchanged,
                 "removed": r.removed,
+                # records not found, kept because their file has a line (or is) unreadable
+                "held": r.held,
                 "deletion_receipt": dg.MetadataValue.path(out.receipt or ""),
                 # what source_update_sensor compares with, so a collection ingested by
                 # `corpus sync` is not ingested again by the daemon's first tick

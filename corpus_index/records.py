@@ -21,6 +21,9 @@ class SourceDoc:
     line: int | None = None  # for record-per-line sources (beir), the 1-based line
     # why the document could not be read (it is quarantined with this reason); raw is empty
     error: str | None = None
+    # a record of a many-records file named by its place, its own id unreadable (it is
+    # quarantined by parsing): the record it was may be one the file no longer shows
+    unnamed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

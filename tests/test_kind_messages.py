@@ -19,7 +19,7 @@ from corpus_index.limits import Limits
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.irc import read_folder
 from corpus_index.records import Block
-from corpus_index.sources import parse_collection, scan_manifest
+from corpus_index.sources import ManifestResult, ParseResult, parse_collection, scan_manifest
 
 GROUPS = ("support-staff", "support-leads")
 
@@ -171,6 +171,53 @@ def test_a_bad_record_is_quarantined_with_file_and_line_the_rest_indexed(tmp_pat
     assert errors[2].startswith(f"{path}:2: not valid JSON")
     assert errors[3].startswith(f"{path}:3: 'timestamp' is not ISO 8601")
     assert errors[5] == f"{path}:5: id repeats chat/staff.jsonl:1; ids are unique in a collection"
+
+
+def test_records_of_a_file_that_went_bad_keep_serving_until_it_reads_whole(
+    tmp_path: Path,
+) -> None:
+    coll = collection(tmp_path, limits=Limits(max_document_bytes=2_000))
+    good = [record("m1"), record("m2", text="yes pumpkin please"), record("m3")]
+    write(tmp_path, "chat.jsonl", good)
+    write(tmp_path, "sms.jsonl", [record("s1", source="sms_message", channel=None)])
+    scanned = scan_manifest(coll, None)
+    first = parse_collection(coll, scanned.table, None, None)
+    manifest, blocks, quarantine = scanned.table, first.blocks, first.quarantine
+
+    def sync() -> tuple[ManifestResult, ParseResult]:
+        nonlocal manifest, blocks, quarantine
+        scan = scan_manifest(coll, manifest)
+        parsed = parse_collection(coll, scan.table, blocks, quarantine)
+        manifest, blocks, quarantine = scan.table, parsed.blocks, parsed.quarantine
+        return scan, parsed
+
+    def serving() -> list[str]:
+        return sorted(set(blocks.column("doc_id").to_pylist()))
+
+    # m2's line is cut short: its id cannot be read, so it may be m2; m2 is held, not deleted
+    text = (tmp_path / "chat.jsonl").read_text(encoding="utf-8").splitlines()
+    text[1] = text[1][:40]
+    (tmp_path / "chat.jsonl").write_text("\n".join(text) + "\n", encoding="utf-8")
+    scan, parsed = sync()
+    assert (scan.removed, scan.held) == (0, 1)
+    assert serving() == ["m1", "m2", "m3", "s1"]
+    (bad,) = parsed.quarantine.to_pylist()
+    assert bad["line"] == 2 and bad["error"].startswith(f"{tmp_path / 'chat.jsonl'}:2: ")
+    # the whole file over a limit: its records are held as they were, the other file's read
+    write(tmp_path, "chat.jsonl", [*good, record("m4", text="x" * 2_000)])
+    write(tmp_path, "sms.jsonl", [record("s2", source="sms_message", channel=None)])
+    scan, parsed = sync()
+    # m1 to m3 and the bad line held; s1 went from a file that reads whole
+    assert (scan.removed, scan.held) == (1, 4)
+    assert serving() == ["m1", "m2", "m3", "s2"]
+    assert any("max_document_bytes" in q["error"] for q in parsed.quarantine.to_pylist())
+    # fixed, without m3: the file reads whole, and only now is m3 gone
+    write(tmp_path, "chat.jsonl", good[:2])
+    scan, parsed = sync()
+    assert (scan.held, parsed.quarantined) == (0, 0)
+    gone = [r["doc_id"] for r in scan.table.to_pylist() if r["change"] == "removed"]
+    assert sorted(gone) == ["chat.jsonl", "chat.jsonl:2", "m3"]  # m3 and the two bad places
+    assert serving() == ["m1", "m2", "s2"]
 
 
 def test_listed_records_load_in_doc_id_order(tmp_path: Path) -> None:

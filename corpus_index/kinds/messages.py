@@ -73,6 +73,7 @@ def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
                 continue
             where = f"{rel}{SUFFIX}:{n}"
             doc_id, error = _record_id(line), None
+            unnamed = doc_id is None
             if doc_id is None:
                 doc_id = where
             elif doc_id in seen:
@@ -87,6 +88,7 @@ def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
                 mtime=stat.st_mtime,
                 line=n,
                 error=error and f"{error}; ids are unique in a collection",
+                unnamed=unnamed,
             )
 
 
