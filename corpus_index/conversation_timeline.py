@@ -245,4 +245,9 @@ def _span(seconds: float) -> str:
 
 
 def _utc(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%d %b %H:%M")
+    # a time no date holds (a unit indexed before its years were checked) labels no place;
+    # the timeline is drawn all the same
+    try:
+        return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%d %b %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return "?"

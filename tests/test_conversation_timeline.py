@@ -149,5 +149,18 @@ def test_a_bad_request_is_refused_by_name(
         timeline(links, collection="c", **options)  # type: ignore[arg-type]
 
 
+def test_a_time_no_date_holds_leaves_its_label_blank_not_the_timeline_broken() -> None:
+    """Units indexed before their years were checked (year 0 or 10000 in UTC) still draw."""
+    links = [
+        Link("#audit", 0, "f0", 0, unit_id="u0", timestamp=-62135647200.0),  # year 0 UTC
+        Link("#audit", 1, "f1", 0, unit_id="u1", timestamp=0.0),
+        Link("#audit", 2, "f2", 2, unit_id="u2", timestamp=253402351199.0),  # year 10000 UTC
+    ]
+    t = timeline(links, collection="c", messages=3)
+    assert t is not None and [label for _, label in t.ticks] == ["?", "01 Jan 00:00", "?"]
+    assert strips(t)[0].startswith("#audit (): 3 messages, ? to ? UTC")
+    assert picture(t, "c").startswith(b"\x89PNG")
+
+
 def test_no_links_no_timeline() -> None:
     assert timeline([], collection="c") is None

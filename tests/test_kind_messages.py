@@ -134,6 +134,17 @@ def test_a_record_may_narrow_its_scope_never_widen_or_move_it(tmp_path: Path) ->
         ({"recipients": "Mike, Jane"}, None),  # one name as a string is a list of one
         ({"recipients": [1]}, "'recipients' must be a list of names"),
         ({"text": None}, "'text' must be a string"),
+        # a time every later step can turn back into a date: years 1900 to 9998 UTC
+        ({"timestamp": "0001-01-01T00:00:00+14:00"}, "outside the supported years 1900 to 9998"),
+        ({"timestamp": "9999-12-31T23:59:59-14:00"}, "outside the supported years 1900 to 9998"),
+        ({"timestamp": "1900-01-01T09:00:00+10:00"}, "outside the supported years"),  # 1899 UTC
+        ({"id": ["x"]}, r"'id' must be a non-blank string or an integer \(got \['x'\]\)"),
+        ({"id": "   "}, "'id' must be a non-blank string or an integer"),
+        ({"id": True}, r"'id' must be .* \(got True\)"),
+        ({"id": 1.5}, "'id' must be a non-blank string or an integer"),
+        ({"text": "pumpkin \ud800"}, "'text' holds a lone UTF-16 surrogate"),
+        ({"acl": ["support-staff", "\udc00"]}, r"'acl'\[1\] holds a lone UTF-16 surrogate"),
+        ({"id": "m\ud800"}, "'id' holds a lone UTF-16 surrogate"),
     ],
 )
 def test_malformed_records_say_what_is_wrong(
@@ -218,6 +229,38 @@ def test_records_of_a_file_that_went_bad_keep_serving_until_it_reads_whole(
     gone = [r["doc_id"] for r in scan.table.to_pylist() if r["change"] == "removed"]
     assert sorted(gone) == ["chat.jsonl", "chat.jsonl:2", "m3"]  # m3 and the two bad places
     assert serving() == ["m1", "m2", "s2"]
+
+
+def test_a_record_without_a_valid_id_is_quarantined_never_indexed_by_position(
+    tmp_path: Path,
+) -> None:
+    """A record's id is its document's: a positional name (``<file>:<line>``) would change
+    when a line is added above it, so it only ever names a quarantined record."""
+    coll = collection(tmp_path)
+    nameless = {k: v for k, v in record("x").items() if k != "id"}
+    write(
+        tmp_path,
+        "chat/staff.jsonl",
+        [
+            nameless,
+            record(["x"]),  # type: ignore[arg-type]
+            record("   "),
+            record(True),  # type: ignore[arg-type]
+            record(7),  # type: ignore[arg-type]  # an integer id is its digits
+            record("m6", text="\udfff"),
+            record("first", timestamp="1900-01-01T00:00:00Z"),
+            record("last", timestamp="9998-12-31T23:59:59Z"),
+        ],
+    )
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(result.blocks.column("doc_id").to_pylist()) == ["7", "first", "last"]
+    errors = {r["line"]: r["error"] for r in result.quarantine.to_pylist()}
+    path = tmp_path / "chat" / "staff.jsonl"
+    assert sorted(errors) == [1, 2, 3, 4, 6]
+    assert errors[1] == f"{path}:1: missing 'id'; every record has its own id"
+    for line in (2, 3, 4):
+        assert errors[line].startswith(f"{path}:{line}: 'id' must be a non-blank string or an")
+    assert errors[6].startswith(f"{path}:6: 'text' holds a lone UTF-16 surrogate")
 
 
 def test_listed_records_load_in_doc_id_order(tmp_path: Path) -> None:
@@ -398,13 +441,36 @@ def test_irc_logs_are_units_per_line_with_their_mentions(tmp_path: Path) -> None
     assert sorted(map(sorted, through_kind)) == sorted(map(sorted, direct))
 
 
-def test_an_irc_log_needs_a_dated_name(tmp_path: Path) -> None:
-    (tmp_path / "notes.ascii.txt").write_text(LOG, encoding="utf-8")
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("notes", "an irc log's file name starts with its date"),
+        ("2004-13-45", "2004-13-45, the date the file name starts with, is not a valid date"),
+        ("2004-02-30_01", "2004-02-30, the date the file name starts with, is not a valid date"),
+        ("9999-12-31", "9999-12-31, .* is outside the supported years 1900 to 9998"),
+        ("1899-12-31", "1899-12-31, .* is outside the supported years 1900 to 9998"),
+    ],
+)
+def test_an_irc_log_needs_a_dated_name(tmp_path: Path, name: str, problem: str) -> None:
+    (tmp_path / f"{name}.ascii.txt").write_text(LOG, encoding="utf-8")
     coll = collection(tmp_path, format="irc")
     (doc,) = kinds.read_documents(coll)
-    with pytest.raises(ParseError, match="starts with its date"):
+    with pytest.raises(ParseError, match=problem) as info:
         kinds.parse_document(coll, doc, "0" * 16)
+    assert str(info.value).startswith(f"{tmp_path / name}.ascii.txt: ")
     assert replace(coll, format="").format == ""
+
+
+def test_an_irc_clock_that_runs_past_the_supported_years_names_the_line(tmp_path: Path) -> None:
+    log = "[23:00] <alice> still up?\n=== bob has joined\n[00:10] <bob> alice: yes\n"
+    (tmp_path / "9998-12-31.ascii.txt").write_text(log, encoding="utf-8")
+    (tmp_path / "9998-12-30.ascii.txt").write_text(log, encoding="utf-8")
+    coll = collection(tmp_path, format="irc")
+    late, last = kinds.read_documents(coll)
+    assert len(kinds.parse_document(coll, late, "0" * 16)) == 3  # rolls over into 9998-12-31
+    with pytest.raises(ParseError, match="passes midnight into 9999-01-01 here") as info:
+        kinds.parse_document(coll, last, "0" * 16)
+    assert str(info.value).startswith(f"{tmp_path / '9998-12-31.ascii.txt'}:3: ")
 
 
 def test_a_hit_reads_as_who_where_and_what(tmp_path: Path) -> None:

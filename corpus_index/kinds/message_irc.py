@@ -4,7 +4,8 @@ grouping of the collection can be scored against the corpus's gold clusters.
 
 Chat and action lines are ``irc_chat`` units; ``===`` system lines (joins, quits, nick
 changes) are ``irc_system`` units, kept so every line has its unit but never embedded. The
-date comes from the file name, the time of day from the line; a line that starts with the
+date comes from the file name, the time of day from the line, and both fall in the supported
+years (:func:`~corpus_index.linked.messages.supported_time`); a line that starts with the
 nick of someone who has spoken earlier in the log mentions them.
 """
 
@@ -16,7 +17,12 @@ from typing import TYPE_CHECKING
 from corpus_index.errors import ParseError
 from corpus_index.kinds.base import CollectionKind, FileKind, new_block
 from corpus_index.linked import irc
-from corpus_index.linked.messages import addressed_word
+from corpus_index.linked.messages import (
+    LAST_YEAR,
+    SUPPORTED_YEARS,
+    addressed_word,
+    supported_time,
+)
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -33,19 +39,28 @@ def parse_log_blocks(
     """One block per line of a log.
 
     Raises:
-        ParseError: the file is not ASCII/UTF-8 text, or its name carries no date.
+        ParseError: the file is not ASCII/UTF-8 text, its name carries no date or an invalid
+            one, or a time falls outside the supported years (its date, or its clock running
+            on past midnight beyond them).
     """
     stem = doc.doc_id.rsplit("/", 1)[-1]
-    if irc.log_date(stem) is None:
-        raise ParseError(
-            doc.path, "an irc log's file name starts with its date (2004-11-15_03.ascii.txt)"
-        )
+    problem = _date_problem(stem)
+    if problem is not None:
+        raise ParseError(doc.path, problem)
     try:
         text = doc.raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = doc.raw.count(b"\n", 0, exc.start) + 1
         raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
     messages = irc.to_messages(stem, irc.parse_log(text))
+    for index, m in enumerate(messages):
+        if not supported_time(m.timestamp):  # the date is supported: the clock ran past it
+            raise ParseError(
+                doc.path,
+                f"the clock passes midnight into {LAST_YEAR + 1}-01-01 here (a time before "
+                f"the last one is the next day), past the supported years {SUPPORTED_YEARS}",
+                line=index + 1,
+            )
     speakers: set[str] = set()
     blocks = []
     for index, m in enumerate(messages):
@@ -85,6 +100,23 @@ def parse_log_blocks(
         if not m.system and m.author:
             speakers.add(m.author.lower())
     return blocks
+
+
+def _date_problem(stem: str) -> str | None:
+    """What is wrong with the date a log's file stem starts with; None when it is a supported
+    day."""
+    named = irc.named_date(stem)
+    if named is None:
+        return "an irc log's file name starts with its date (2004-11-15_03.ascii.txt)"
+    day = irc.log_date(stem)
+    if day is None:
+        return f"{named}, the date the file name starts with, is not a valid date (YYYY-MM-DD)"
+    if not supported_time(day.timestamp()):
+        return (
+            f"{named}, the date the file name starts with, is outside the supported years "
+            f"{SUPPORTED_YEARS}"
+        )
+    return None
 
 
 class IrcLayout(FileKind):

@@ -7,8 +7,11 @@ Two layouts, chosen by the collection's ``format``:
   ``source``, ``channel`` (or ``thread``), ``author``, ``recipients``, ``cc``, ``timestamp``
   (ISO 8601 with offset), ``location``, ``text`` and optional ``reply_to``, ``subject``,
   ``title``, ``version``, ``acl``, ``tier``, ``tenant``. Each record is a document of its own
-  (``doc_id`` its ``id``), so a bad record is quarantined with its file and line while the rest
-  of the file is indexed. A record may narrow the collection's ACL groups, never widen them.
+  (``doc_id`` its ``id``: a non-blank string, or an integer read as its digits), so a bad record
+  is quarantined with its file and line while the rest of the file is indexed. A record may
+  narrow the collection's ACL groups, never widen them. Times fall in the years 1900 to 9998
+  UTC (:func:`~corpus_index.linked.messages.supported_time`), so every later step can turn
+  them back into dates.
   Each source is cleaned and cut by its processing profile (:mod:`message_profiles`).
 - ``irc``: the irc-disentanglement logs (:mod:`message_irc`), one unit per line.
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import reprlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +43,12 @@ from corpus_index.kinds.base import (
     unreadable,
 )
 from corpus_index.kinds.message_profiles import PROFILES, ProcessingProfile, profiles_with
-from corpus_index.linked.messages import Message, thread_subject
+from corpus_index.linked.messages import (
+    SUPPORTED_YEARS,
+    Message,
+    supported_time,
+    thread_subject,
+)
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -46,6 +56,9 @@ if TYPE_CHECKING:
 
 SUFFIX = ".jsonl"
 _OPTIONAL_TEXT = ("location", "reply_to", "subject", "title", "version")
+# half of a UTF-16 pair on its own (JSON's "\ud800"): Python reads it into a string that no
+# encoder writes, so the record's hash, tables and index would each fail on it later
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 # -- reading: one document per record ---------------------------------------------------------
@@ -55,8 +68,9 @@ def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
     """One document per non-blank line of every ``*.jsonl`` file, in path then line order.
 
     A file that may not or cannot be read is one unreadable document named by its path; a
-    record without a readable ``id`` is named ``<file>:<line>``, and one that repeats an id
-    already read is named ``<id>@<file>:<line>``: both are quarantined by parsing.
+    record without a valid ``id`` (see :func:`id_of`) is named ``<file>:<line>``, and one that
+    repeats an id already read is named ``<id>@<file>:<line>``: both are quarantined by
+    parsing.
     """
     seen: dict[str, str] = {}
     for rel, path in list_files(collection.path, SUFFIX):
@@ -97,12 +111,20 @@ def _record_id(line: bytes) -> str | None:
         record = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(record, dict):
-        return None
+    return id_of(record) if isinstance(record, dict) else None
+
+
+def id_of(record: Mapping[str, Any]) -> str | None:
+    """A record's ``id`` as its document id: a string with more than blanks, or an integer
+    (``7`` is ``"7"``); None for anything else (missing, blank, a list, a boolean, a number
+    with a fraction, text that is not UTF-8 encodable)."""
     rid = record.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, str | int) or not str(rid).strip():
+    if isinstance(rid, bool) or not isinstance(rid, str | int):
         return None
-    return str(rid)
+    text = str(rid)
+    if not text.strip() or _SURROGATE.search(text):
+        return None
+    return text
 
 
 # -- parsing a record -------------------------------------------------------------------------
@@ -123,6 +145,15 @@ def parse_record(
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
+    unit_id = id_of(record)
+    if unit_id is None:
+        got = reprlib.repr(record.get("id"))
+        problem = (
+            "missing 'id'"
+            if "id" not in record
+            else f"'id' must be a non-blank string or an integer (got {got})"
+        )
+        raise ParseError(doc.path, f"{problem}; every record has its own id", line=line)
     source = record.get("source")
     if not isinstance(source, str) or source not in profiles or source == message_irc.CHAT:
         known = ", ".join(s for s in profiles if s != message_irc.CHAT)
@@ -137,7 +168,7 @@ def parse_record(
         line=line,
         what="record",
     )
-    metadata = _metadata(fields, profile, source, str(record["id"]))
+    metadata = _metadata(fields, profile, source, unit_id)
     event_date = fields["when"].date().isoformat()
     blocks = []
     for key, content in _contents(fields, profile):
@@ -175,7 +206,35 @@ def _load(doc: SourceDoc, collection: CollectionConfig, line: int) -> dict[str, 
         )
     if not isinstance(record, dict):
         raise ParseError(doc.path, "a record must be a JSON object", line=line)
+    where = _surrogate_in(record, "")
+    if where is not None:
+        raise ParseError(
+            doc.path,
+            f"{where} holds a lone UTF-16 surrogate (an escape from \\ud800 to \\udfff "
+            "without its pair), which is not text; write the character itself",
+            line=line,
+        )
     return record
+
+
+def _surrogate_in(value: object, path: str) -> str | None:
+    """Where in ``value`` (``'text'``, ``'acl'[1]``, ``a key of 'meta'``) a string holds a
+    lone surrogate, or None; names are shown escaped, so the message itself is text."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    items: list[tuple[str, object]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _SURROGATE.search(key):
+                return f"a key of {path}" if path else "a key of the record"
+            items.append((f"{path}[{ascii(key)}]" if path else ascii(key), item))
+    elif isinstance(value, list):
+        items = [(f"{path}[{k}]", item) for k, item in enumerate(value)]
+    for inner, item in items:
+        found = _surrogate_in(item, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _fields(
@@ -205,6 +264,12 @@ def _fields(
         raise ParseError(path, f"'timestamp' is not ISO 8601: {stamp!r}", line=line) from None
     if when.utcoffset() is None:
         raise ParseError(path, f"'timestamp' {stamp!r} lacks a UTC offset (+10:00, Z)", line=line)
+    if not supported_time(when.timestamp()):
+        raise ParseError(
+            path,
+            f"'timestamp' {stamp!r} is outside the supported years {SUPPORTED_YEARS}",
+            line=line,
+        )
     body = record.get("text")
     if not isinstance(body, str):
         raise ParseError(path, "'text' must be a string", line=line)

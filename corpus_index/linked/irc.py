@@ -34,9 +34,16 @@ class IrcLine:
     system: bool
 
 
+def named_date(stem: str) -> str | None:
+    """The date-shaped start of a log's file stem (``2004-11-15``, or ``2004-13-45``: valid
+    or not), or None when it has none."""
+    m = _DATE.match(stem)
+    return None if m is None else f"{m[1]}-{m[2]}-{m[3]}"
+
+
 def log_date(stem: str) -> dt.datetime | None:
     """The UTC midnight a log's file stem names (``2004-11-15_03``, ``2004-12-25.train-c``),
-    or None when the stem does not start with a date."""
+    or None when the stem does not start with a valid date."""
     m = _DATE.match(stem)
     if m is None:
         return None

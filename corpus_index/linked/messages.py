@@ -33,6 +33,22 @@ class Message:
     event_date: str = ""  # the local calendar date (ISO) it was written on, where known
 
 
+# The years a message's time may fall in (UTC). Its time is turned back into a date in many
+# places (a day's group, a timeline's labels, a group's text); Python's dates end at years 1
+# and 9999, so a time at either edge (``0001-01-01T00:00+14:00`` is in year 0 UTC) would be
+# accepted and break later. A year to spare at the top; nothing real predates 1900.
+FIRST_YEAR, LAST_YEAR = 1900, 9998
+SUPPORTED_YEARS = f"{FIRST_YEAR} to {LAST_YEAR} (UTC)"
+_EARLIEST = dt.datetime(FIRST_YEAR, 1, 1, tzinfo=dt.UTC).timestamp()
+_LATEST = dt.datetime(LAST_YEAR + 1, 1, 1, tzinfo=dt.UTC).timestamp()
+
+
+def supported_time(seconds: float) -> bool:
+    """Whether a message time (seconds since the epoch) falls in the years
+    :data:`FIRST_YEAR` to :data:`LAST_YEAR` UTC, the times a unit may have."""
+    return _EARLIEST <= seconds < _LATEST
+
+
 def time_key(m: Message) -> tuple[float, str]:
     """The order the groupings read units in: by time, then by unit id."""
     return (m.timestamp, m.unit_id)
