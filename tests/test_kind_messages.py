@@ -263,6 +263,24 @@ def test_a_record_without_a_valid_id_is_quarantined_never_indexed_by_position(
     assert errors[6].startswith(f"{path}:6: 'text' holds a lone UTF-16 surrogate")
 
 
+def test_a_bad_lines_place_never_takes_a_records_own_id(tmp_path: Path) -> None:
+    coll = collection(tmp_path, limits=Limits(max_document_bytes=1_000))
+    # line 1 cannot be read; line 2 is a good record whose id is line 1's place; a third
+    # file's record repeats an id, and its place is a fourth record's id
+    write(tmp_path, "z.jsonl", ["this is not json", record("z.jsonl:1", text="keep me")])
+    write(tmp_path, "a.jsonl", [record("m1"), record("m1@a.jsonl:2")])
+    write(tmp_path, "b.jsonl", [record("m1", text="again")])
+    # a file that cannot be read (over the size limit), named by its path...
+    write(tmp_path, "c.jsonl", [record(f"c{i}") for i in range(8)])
+    write(tmp_path, "d.jsonl", [record("c.jsonl", text="...which is this record's id")])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    served = {r["doc_id"]: r["content"] for r in result.blocks.to_pylist()}
+    assert sorted(served) == ["c.jsonl", "m1", "m1@a.jsonl:2", "z.jsonl:1"]
+    assert "keep me" in served["z.jsonl:1"]
+    quarantined = sorted(r["doc_id"] for r in result.quarantine.to_pylist())
+    assert quarantined == ["c.jsonl#2", "m1@b.jsonl:1", "z.jsonl:1#2"]
+
+
 def test_listed_records_load_in_doc_id_order(tmp_path: Path) -> None:
     coll = collection(tmp_path)
     write(tmp_path, "b.jsonl", [record("z9"), record("a1")])

@@ -27,6 +27,7 @@ import json
 import re
 import reprlib
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
@@ -65,45 +66,49 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
-    """One document per non-blank line of every ``*.jsonl`` file, in path then line order.
+    """One document per non-blank line of every ``*.jsonl`` file: the records with their own
+    ids in path then line order, then those named by their place.
 
     A file that may not or cannot be read is one unreadable document named by its path; a
     record without a valid ``id`` (see :func:`id_of`) is named ``<file>:<line>``, and one that
     repeats an id already read is named ``<id>@<file>:<line>``: both are quarantined by
-    parsing.
+    parsing. A place's name gives way to a record whose own id it is (``#2`` and on are added
+    to it), so no file's bad line stops another record, or the collection, by taking its id.
     """
     seen: dict[str, str] = {}
+    placed: list[SourceDoc] = []  # named by their place: after every record's own id is known
     for rel, path in list_files(collection.path, SUFFIX):
         try:
             raw, stat = read_file(collection, path)
         except FileNotFoundError:
             continue
         except (OSError, ParseError) as exc:
-            yield unreadable(f"{rel}{SUFFIX}", path, exc)
+            placed.append(unreadable(f"{rel}{SUFFIX}", path, exc))
             continue
         for n, line in enumerate(raw.split(b"\n"), start=1):
             line = line.rstrip(b"\r")
             if not line.strip():
                 continue
             where = f"{rel}{SUFFIX}:{n}"
-            doc_id, error = _record_id(line), None
-            unnamed = doc_id is None
+            doc = SourceDoc(
+                doc_id=where, path=path, raw=line, size=len(line), mtime=stat.st_mtime, line=n
+            )
+            doc_id = _record_id(line)
             if doc_id is None:
-                doc_id = where
+                placed.append(replace(doc, unnamed=True))
             elif doc_id in seen:
-                doc_id, error = f"{doc_id}@{where}", f"{path}:{n}: id repeats {seen[doc_id]}"
+                error = f"{path}:{n}: id repeats {seen[doc_id]}; ids are unique in a collection"
+                placed.append(replace(doc, doc_id=f"{doc_id}@{where}", raw=b"", error=error))
             else:
                 seen[doc_id] = where
-            yield SourceDoc(
-                doc_id=doc_id,
-                path=path,
-                raw=b"" if error else line,
-                size=len(line),
-                mtime=stat.st_mtime,
-                line=n,
-                error=error and f"{error}; ids are unique in a collection",
-                unnamed=unnamed,
-            )
+                yield replace(doc, doc_id=doc_id)
+    for doc in placed:
+        name, k = doc.doc_id, 1
+        while name in seen:
+            k += 1
+            name = f"{doc.doc_id}#{k}"
+        seen[name] = name
+        yield doc if name == doc.doc_id else replace(doc, doc_id=name)
 
 
 def _record_id(line: bytes) -> str | None:
