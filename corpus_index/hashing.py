@@ -41,11 +41,6 @@ def content_hash(content: Any) -> str:
     return "sha256:" + sha256_hex(canonical_json(content))
 
 
-def source_version(raw: bytes) -> str:
-    """First 16 hex digits of sha256 of a document's raw bytes."""
-    return sha256_hex(raw)[:16]
-
-
 def input_hash(input_format: str, text: str) -> str:
     """Key of the embedding cache: sha256 of (input format, input text)."""
     return sha256_hex(canonical_json([input_format, text]))

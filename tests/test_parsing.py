@@ -10,10 +10,11 @@ import pytest
 
 from corpus_index.config import CollectionConfig
 from corpus_index.errors import ConfigError, ParseError
-from corpus_index.hashing import source_version
+from corpus_index.hashing import sha256_hex
 from corpus_index.kinds import beir, parse_document, read_documents
 from corpus_index.kinds import uw_deals as uw
 from corpus_index.records import Block, SourceDoc
+from corpus_index.sources import document_version
 from tests.corpusgen import deal_text
 
 TENANT = "alpha"
@@ -37,7 +38,8 @@ def doc_from_text(
 
 def parse_text(text: str, coll: CollectionConfig | None = None) -> list[Block]:
     doc = doc_from_text(text)
-    return uw.parse(coll or collection(Path("/src")), doc, source_version(doc.raw))
+    coll = coll or collection(Path("/src"))
+    return uw.parse(coll, doc, document_version(sha256_hex(doc.raw), coll.block_scope))
 
 
 def line_of(text: str, needle: str) -> int:
