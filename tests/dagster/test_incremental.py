@@ -223,3 +223,34 @@ def test_kill_9_mid_sync_keeps_serving_and_the_next_run_converges(
     )
     assert corpus.store.count(gen, "text LIKE '%Rents grew eleven%'") == 1
     assert corpus.store.count(gen) == 24
+
+
+def test_narrowing_a_collections_acl_in_the_config_reaches_the_index(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    assert dagster_runner().promote(settings, "deals", "").success
+
+    def sources(group: str) -> set[str]:
+        found = Searcher(Home(settings)).search(
+            "rents market growth jobs", principal=Principal("alpha", (group,)), k=20, mode="dense"
+        )
+        return {h.source_id for h in found.hits}
+
+    every = {f"alpha-deals/deal-alpha-{i:03d}" for i in range(3)}
+    assert sources("alpha-credit") == sources("alpha-uw") == every
+    # alpha-credit taken off the collection in the config; one deal narrowed to fit the new
+    # scope, the others still naming the group taken away (they would widen it)
+    config = yaml.safe_load(settings.config_path.read_text())
+    config["collections"]["alpha-deals"]["acl_groups"] = ["alpha-uw"]
+    settings.config_path.write_text(yaml.safe_dump(config))
+    deal = settings.config_path.parent / "sources" / "alpha" / "deal-alpha-000.uw.md"
+    deal.write_text(deal.read_text().replace("- alpha-credit\n", ""))
+    mark = len(server.requests)
+    report = dagster_runner().sync(settings)
+    assert report.ok, report.failed_runs
+    # the texts are as they were: nothing embedded again, every row rewritten all the same
+    assert inputs_sent(server, mark) == 0
+    assert sources("alpha-credit") == set()
+    assert sources("alpha-uw") == {"alpha-deals/deal-alpha-000"}
+    quarantined = Home(settings).read("quarantine", ("alpha-deals",))
+    assert sorted(quarantined["doc_id"].to_pylist()) == ["deal-alpha-001", "deal-alpha-002"]
