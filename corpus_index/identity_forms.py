@@ -93,6 +93,7 @@ def display_name(raw: str) -> str:
 
 # Exact name steps, strongest first; the first that names anyone decides.
 NAME_STEPS = ("name", "alias", "name_initial", "initials", "given_name")
+_FUZZY = "fuzzy"  # the forms the fuzzy step compares against (names and aliases)
 
 
 class NameIndex:
@@ -103,6 +104,8 @@ class NameIndex:
             step: defaultdict(set) for step in ("email", "phone", *NAME_STEPS)
         }
         self._fuzzy_forms: dict[str, set[str]] = defaultdict(set)
+        # what each person was indexed under, so a changed or removed person comes out exactly
+        self._forms_of: dict[str, set[tuple[str, str]]] = defaultdict(set)
 
     def add(
         self,
@@ -113,27 +116,43 @@ class NameIndex:
         emails: Iterable[str] = (),
         phones: Iterable[str] = (),
     ) -> None:
-        """Index one person's forms (addresses and numbers already normalised)."""
+        """Index one person's forms (addresses and numbers already normalised); adding to a
+        person already indexed adds these forms to theirs."""
         words = normalize_name(name).split()
         full = " ".join(words)
-        self._exact["name"][full].add(pid)
-        self._fuzzy_forms[full].add(pid)
+        self._put("name", full, pid)
+        self._put(_FUZZY, full, pid)
         for alias in aliases:
             form = normalize_name(alias)
             if form:
-                self._exact["alias"][form].add(pid)
-                self._fuzzy_forms[form].add(pid)
+                self._put("alias", form, pid)
+                self._put(_FUZZY, form, pid)
         if len(words) > 1:
             given, surname = words[0], words[-1]
-            self._exact["given_name"][given].add(pid)
-            self._exact["initials"]["".join(w[0] for w in words)].add(pid)
+            self._put("given_name", given, pid)
+            self._put("initials", "".join(w[0] for w in words), pid)
             # "jane o" or "jane o k": the given name, then the surname's first letter(s)
-            self._exact["name_initial"][f"{given} {surname[0]}"].add(pid)
-            self._exact["name_initial"][f"{given} {' '.join(surname[:2])}"].add(pid)
+            self._put("name_initial", f"{given} {surname[0]}", pid)
+            self._put("name_initial", f"{given} {' '.join(surname[:2])}", pid)
         for addr in emails:
-            self._exact["email"][addr].add(pid)
+            self._put("email", addr, pid)
         for number in phones:
-            self._exact["phone"][number].add(pid)
+            self._put("phone", number, pid)
+
+    def discard(self, pid: str) -> None:
+        """Forget every form of one person (no-op if not indexed): the index is then as if
+        they had never been added."""
+        for step, form in self._forms_of.pop(pid, ()):
+            table = self._fuzzy_forms if step == _FUZZY else self._exact[step]
+            owners = table[form]
+            owners.discard(pid)
+            if not owners:
+                del table[form]
+
+    def _put(self, step: str, form: str, pid: str) -> None:
+        table = self._fuzzy_forms if step == _FUZZY else self._exact[step]
+        table[form].add(pid)
+        self._forms_of[pid].add((step, form))
 
     def exact(self, step: str, form: str) -> set[str]:
         """The people whose ``step`` form (``email``, ``phone`` or a name step) is ``form``."""

@@ -21,8 +21,14 @@ from corpus_index.identities import (
     identity_id,
     load_people,
 )
-from corpus_index.identity_forms import normalize_name, normalize_phone
-from corpus_index.identity_mentions import MENTION_SCHEMA, ROLES, extract_mentions, mentions_table
+from corpus_index.identity_forms import NameIndex, normalize_name, normalize_phone
+from corpus_index.identity_mentions import (
+    MENTION_SCHEMA,
+    ROLES,
+    discover,
+    extract_mentions,
+    mentions_table,
+)
 from corpus_index.identity_merges import apply_merges, load_merges, merge_identities
 from corpus_index.identity_sightings import SIGHTING_SCHEMA, corroborate, write_sightings
 
@@ -498,3 +504,136 @@ def test_names_in_text_are_found_as_written(text: str, named: set[str]) -> None:
     found = extract_mentions(reg, [{**rec, "text": text, "timestamp": "2025-12-01T09:00:00+11:00"}])
     mentioned = {m.identity_id for m in found.mentions if m.mention_type == "mentioned"}
     assert mentioned == {person_id(reg, k) for k in named}
+
+
+# ---------------------------------------------------------------------- keeping the index up to date
+def lookups(reg: IdentityRegistry) -> list[tuple[str, str | None]]:
+    """Values to resolve (with an address beside some): every form each person is on file
+    under, the name steps' forms of their names, near misses and strangers."""
+    out: list[tuple[str, str | None]] = [
+        (raw, None)
+        for raw in ("Sarah", "SJ", "Kate", "Nobody Here", "nobody@example.com", "0400 000 000")
+    ]
+    for p in reg:
+        words = p.name.split()
+        forms = [p.name, *p.aliases, *p.emails, *p.phones]
+        forms += [p.name[:-1], p.name + "e", p.name.upper()]  # near misses
+        if len(words) > 1:
+            forms += [f"{words[0]} {words[-1][0]}.", "".join(w[0] for w in words), words[0]]
+        out += [(raw, None) for raw in forms]
+        out += [(f"{p.name} <{addr}>", None) for addr in p.emails]
+        out += [(p.name[:-1], addr) for addr in (*p.emails[:1], "someone.else@example.com")]
+    return list(dict.fromkeys(out))
+
+
+def assert_answers_as_rebuilt(reg: IdentityRegistry) -> None:
+    """``reg`` (its index kept up to date, its answers remembered) resolves every lookup as a
+    registry of the same people whose index is built afresh."""
+    fresh = replace(reg, _index=None, _memo={})
+    for raw, address in lookups(reg):
+        assert reg.resolve(raw, address=address) == fresh.resolve(raw, address=address), raw
+
+
+def test_an_index_kept_up_to_date_answers_as_one_rebuilt() -> None:
+    reg = registry("wattle")
+    assert_answers_as_rebuilt(reg)  # builds the index: each change below updates it
+    raws = [
+        "Kate Morrison <kate@brightpath.example>",
+        "0499 111 222",
+        "Sara Jnes",
+        "Sarah Jones <sarah.j.home@example.com>",  # her: on file, so nothing is learnt
+        "Kate Morrison <kate.morrison@home.example>",  # learnt by the discovered Kate
+        "Katie M <0499 111 222>",
+    ]
+    for raw in raws:
+        discover(reg, [raw])
+        assert_answers_as_rebuilt(reg)
+    kate = reg.by_key("discovered:kate@brightpath.example")
+    sarah = reg.by_key("sarah-jones")
+    assert kate is not None and sarah is not None
+    changes = [
+        lambda: reg.put(replace(kate, aliases=(*kate.aliases, "Katie", "KM"))),
+        lambda: add_person(reg, "sarah-jonas", "Sarah Jonas", aliases=("Sarah",)),
+        lambda: reg.learn(kate.id, address="km@example.org", phone="+61499111333"),
+        lambda: reg.put(replace(reg.get(kate.id) or kate, name="Katherine Morrison")),
+        lambda: reg.put(replace(sarah, aliases=sarah.aliases[1:], emails=(), phones=())),
+        lambda: merge_identities(reg, [], "discovered:+61499111222", kate.key),
+        lambda: reg.remove(person_id(reg, "sarah-jonas")),
+    ]
+    for change in changes:
+        change()
+        assert_answers_as_rebuilt(reg)
+    assert reg.resolve("Sarah").identity_id == sarah.id  # the second Sarah is gone again
+
+
+NAMES = ("Sarah Jones", "Sara Jones", "Sarah Jonas", "Kate Morrison", "Kate", "Tom H", "SJ", "Mike")
+ADDRESSES = ("a@x.example", "b@x.example", "sarah.jones@wattlegrove.org.au")
+PHONES = ("0412 555 301", "0499 111 222")
+changes = st.one_of(
+    st.tuples(
+        st.just("discover"),
+        st.sampled_from(
+            [*NAMES, *ADDRESSES, *PHONES, *(f"{n} <{a}>" for n in NAMES for a in ADDRESSES)]
+        ),
+    ),
+    st.tuples(st.just("alias"), st.integers(0, 99), st.sampled_from(NAMES)),
+    st.tuples(st.just("learn"), st.integers(0, 99), st.sampled_from(ADDRESSES + PHONES)),
+    st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(NAMES)),
+    st.tuples(st.just("drop"), st.integers(0, 99)),
+    st.tuples(st.just("merge"), st.integers(0, 99), st.integers(0, 99)),
+    st.tuples(st.just("remove"), st.integers(0, 99)),
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(changes, max_size=8))
+def test_any_sequence_of_changes_answers_as_a_rebuilt_index(steps: list[tuple[Any, ...]]) -> None:
+    reg = registry("wattle")
+    assert_answers_as_rebuilt(reg)
+    for what, *args in steps:
+        people = list(reg)
+        p = people[args[0] % len(people)] if args and isinstance(args[0], int) else people[0]
+        if what == "discover":
+            discover(reg, [args[0]])
+        elif what == "alias":
+            reg.put(replace(p, aliases=(*p.aliases, args[1])))
+        elif what == "learn":
+            phone = normalize_phone(args[1])
+            reg.learn(p.id, address=None if phone else args[1], phone=phone)
+        elif what == "rename":
+            reg.put(replace(p, name=args[1]))
+        elif what == "drop":
+            reg.put(replace(p, aliases=p.aliases[1:], emails=p.emails[1:], phones=p.phones[:-1]))
+        elif what == "merge":
+            other = people[args[1] % len(people)]
+            if other.id != p.id:
+                merge_identities(reg, [], p.id, other.id)
+        else:
+            reg.remove(p.id)
+        assert_answers_as_rebuilt(reg)
+
+
+def test_discovering_identities_indexes_each_detail_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record with thousands of recipients costs linear work, not the whole index again for
+    each one (that held a sync, and the home's lock, for minutes)."""
+    indexed = 0
+    add = NameIndex.add
+
+    def counted(self: NameIndex, pid: str, *, name: str, **details: Any) -> None:
+        nonlocal indexed
+        details = {k: tuple(v) for k, v in details.items()}
+        indexed += 1 + sum(len(v) for v in details.values())
+        add(self, pid, name=name, **details)
+
+    monkeypatch.setattr(NameIndex, "add", counted)
+    n = 2_000
+    reg = IdentityRegistry("t1")
+    discover(reg, [f"p{i}@x{i}.example" for i in range(n)])
+    assert len(reg) == n and indexed <= 2 * n
+    # one unknown person seen with n addresses grows by one address at a time
+    indexed = 0
+    reg = IdentityRegistry("t1")
+    discover(reg, [f"Pat Example <pat{i}@x.example>" for i in range(n)])
+    pat = reg.by_key("discovered:pat0@x.example")
+    assert len(reg) == 1 and pat is not None and len(pat.emails) == n
+    assert indexed <= 2 * n
