@@ -16,6 +16,9 @@ class Limits:
     max_yaml_nodes: int = 200_000  # nodes of one YAML document with every alias expanded
     max_nesting_depth: int = 64  # lists and mappings inside each other (YAML and JSON)
     max_block_chars: int = 256 * 2**10  # one block's content as JSON, the text it is embedded from
+    # the people one message record names (``recipients`` and ``cc`` together): each is
+    # matched against the tenant's registry, a name by a fuzzy pass over every name on file
+    max_record_people: int = 500
 
 
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)

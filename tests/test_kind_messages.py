@@ -281,6 +281,23 @@ def test_a_bad_lines_place_never_takes_a_records_own_id(tmp_path: Path) -> None:
     assert quarantined == ["c.jsonl#2", "m1@b.jsonl:1", "z.jsonl:1#2"]
 
 
+def test_a_record_naming_more_people_than_the_limit_is_quarantined(tmp_path: Path) -> None:
+    coll = collection(tmp_path, limits=Limits(max_record_people=3))
+    docs = {
+        "m1": record("m1", recipients=["Ann", "Bob"], cc=["Cy"]),
+        "m2": record("m2", recipients=["Ann", "Bob"], cc=["Cy", "Di"]),
+    }
+    write(tmp_path, "chat.jsonl", list(docs.values()))
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(set(result.blocks.column("doc_id").to_pylist())) == ["m1"]
+    (q,) = result.quarantine.to_pylist()
+    assert q["doc_id"] == "m2" and q["error"] == (
+        f"{tmp_path / 'chat.jsonl'}:2: names 4 recipients and cc, over "
+        "limits.max_record_people = 3; name a list address instead, or raise the limit in "
+        "corpus.yaml"
+    )
+
+
 def test_listed_records_load_in_doc_id_order(tmp_path: Path) -> None:
     coll = collection(tmp_path)
     write(tmp_path, "b.jsonl", [record("z9"), record("a1")])

@@ -146,7 +146,8 @@ def parse_record(
     Raises:
         ParseError: the record is malformed, names an unknown source, lacks a field, or would
             widen the collection's scope; the message names the file and line.
-        LimitExceededError: it nests deeper than ``limits.max_nesting_depth``.
+        LimitExceededError: it nests deeper than ``limits.max_nesting_depth``, or names more
+            recipients and cc than ``limits.max_record_people``.
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
@@ -165,6 +166,15 @@ def parse_record(
         raise ParseError(doc.path, f"'source' must be one of {known} (got {source!r})", line=line)
     profile = profiles[source]
     fields = _fields(doc.path, record, line, profile)
+    named = len(fields["recipients"]) + len(fields["cc"])
+    if named > collection.limits.max_record_people:
+        raise LimitExceededError(
+            doc.path,
+            f"names {named} recipients and cc, over limits.max_record_people = "
+            f"{collection.limits.max_record_people}; name a list address instead, or raise "
+            "the limit in corpus.yaml",
+            line=line,
+        )
     groups, tier = narrowed_scope(
         doc.path,
         collection,
