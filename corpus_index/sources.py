@@ -126,7 +126,7 @@ def scan_manifest(
     held = 0
     for doc_id, version in sorted(before.items()):
         path, size, mtime, raw = listed[doc_id]
-        if doc_id not in seen and path in troubled:
+        if doc_id not in seen and doc_id not in withdrawn and path in troubled:
             # a record missing from a file that has a line (or is itself) unreadable may be
             # that line: it is kept as it was, not deleted, until the file reads whole
             held += 1

@@ -212,6 +212,9 @@ def test_records_of_a_file_that_went_bad_keep_serving_until_it_reads_whole(
     scan, parsed = sync()
     assert (scan.removed, scan.held) == (0, 1)
     assert serving() == ["m1", "m2", "m3", "s1"]
+    # a record withdrawn from the index on purpose is never held
+    withdrawn = scan_manifest(coll, manifest, withdrawn={"m1"})
+    assert (withdrawn.removed, withdrawn.held) == (1, 1)
     (bad,) = parsed.quarantine.to_pylist()
     assert bad["line"] == 2 and bad["error"].startswith(f"{tmp_path / 'chat.jsonl'}:2: ")
     # the whole file over a limit: its records are held as they were, the other file's read
