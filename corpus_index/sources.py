@@ -9,7 +9,7 @@ a document that stopped parsing, so it keeps serving while its error is visible.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -104,7 +104,10 @@ def scan_manifest(
     seen: set[str] = set()
     troubled: set[str] = set()  # files with a record (or the file itself) that cannot be read
     scope = collection.block_scope
-    for doc_id, path, size, mtime, digest, line, error in _fingerprints(collection, recorded):
+    owners = {doc_id: place[0] for doc_id, place in listed.items()}
+    for doc_id, path, size, mtime, digest, line, error in _fingerprints(
+        collection, recorded, owners
+    ):
         if error:
             troubled.add(path)
         if doc_id in withdrawn:
@@ -174,13 +177,16 @@ def document_version(raw_sha256: str, scope: str) -> str:
 
 
 def _fingerprints(
-    collection: CollectionConfig, recorded: dict[str, tuple[str, int, float, str]]
+    collection: CollectionConfig,
+    recorded: dict[str, tuple[str, int, float, str]],
+    owners: Mapping[str, str],
 ) -> Iterator[tuple[str, str, int, float, str, int | None, bool]]:
     """``(doc_id, path, size, mtime, sha256 of the raw bytes, line, unreadable)`` of every
-    document; ``line`` is the record's line for many-records-per-file kinds, else None."""
+    document; ``line`` is the record's line for many-records-per-file kinds, else None
+    (``owners``: each document's path in the last scan, for those kinds)."""
     listing = list_documents(collection)
     if listing is None:  # many records per file: read them all
-        for doc in read_documents(collection):
+        for doc in read_documents(collection, owners=owners):
             bad = doc.error is not None or doc.unnamed
             yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line, bad
         return
@@ -387,7 +393,10 @@ def parse_into(
     docs: Iterator[SourceDoc] = iter(())
     if to_parse:
         paths = dict(zip(manifest["doc_id"].to_pylist(), manifest["path"].to_pylist(), strict=True))
-        docs = load_documents(collection, {d: paths[d] for d in to_parse})  # in doc_id order
+        # in doc_id order; records sharing a file named as the scan named them
+        docs = load_documents(
+            collection, {d: paths[d] for d in to_parse}, owners={d: paths[d] for d in live}
+        )
     pending = next(docs, None)
     # the last run's blocks are read when some are carried, or may be: a document parsed
     # again that fails keeps serving its last good blocks (stale), even when every document

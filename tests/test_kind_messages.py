@@ -284,6 +284,28 @@ def test_a_bad_lines_place_never_takes_a_records_own_id(tmp_path: Path) -> None:
     assert quarantined == ["c.jsonl#2", "m1@b.jsonl:1", "z.jsonl:1#2"]
 
 
+def test_a_new_file_repeating_an_indexed_id_never_takes_it(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    write(tmp_path, "m.jsonl", [record("m1", text="the original"), record("m2")])
+    scan = scan_manifest(coll, None)
+    first = parse_collection(coll, scan.table, None, None)
+    # a file that sorts first repeats m1: m1 stays the record it was, the newcomer is refused
+    write(tmp_path, "0new.jsonl", [record("m1", text="a newcomer"), record("n1")])
+    again = scan_manifest(coll, scan.table)
+    parsed = parse_collection(coll, again.table, first.blocks, first.quarantine)
+    served = {r["doc_id"]: r["content"] for r in parsed.blocks.to_pylist()}
+    assert sorted(served) == ["m1", "m2", "n1"] and "the original" in served["m1"]
+    (q,) = parsed.quarantine.to_pylist()
+    assert (q["doc_id"], q["line"]) == ("m1@0new.jsonl:1", 1)
+    assert q["error"].endswith("id repeats m.jsonl:1; ids are unique in a collection")
+    # the original gone from its file: the newcomer's record is m1 from now on
+    write(tmp_path, "m.jsonl", [record("m2")])
+    last = scan_manifest(coll, again.table)
+    moved = parse_collection(coll, last.table, parsed.blocks, parsed.quarantine)
+    served = {r["doc_id"]: r["content"] for r in moved.blocks.to_pylist()}
+    assert "a newcomer" in served["m1"] and moved.quarantined == 0
+
+
 def test_a_record_naming_more_people_than_the_limit_is_quarantined(tmp_path: Path) -> None:
     coll = collection(tmp_path, limits=Limits(max_record_people=3))
     docs = {

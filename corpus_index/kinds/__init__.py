@@ -143,9 +143,13 @@ def kind_of(collection: CollectionConfig) -> CollectionKind:
     return kind_named(collection.kind, collection=collection.name)
 
 
-def read_documents(collection: CollectionConfig) -> Iterator[SourceDoc]:
-    """Every document under the collection's root, in a stable order."""
-    return kind_of(collection).read_documents(collection)
+def read_documents(
+    collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+) -> Iterator[SourceDoc]:
+    """Every document under the collection's root, in a stable order; ``owners`` (doc_id ->
+    the path the last scan found it at) settles which of two records sharing an id keeps it,
+    for kinds whose records share files."""
+    return kind_of(collection).read_documents(collection, owners=owners)
 
 
 def list_documents(collection: CollectionConfig) -> list[tuple[str, str]] | None:
@@ -164,10 +168,16 @@ def load_document(collection: CollectionConfig, doc_id: str, path: str) -> Sourc
     return kind_of(collection).load_document(collection, doc_id, path)
 
 
-def load_documents(collection: CollectionConfig, paths: Mapping[str, str]) -> Iterator[SourceDoc]:
+def load_documents(
+    collection: CollectionConfig,
+    paths: Mapping[str, str],
+    *,
+    owners: Mapping[str, str] | None = None,
+) -> Iterator[SourceDoc]:
     """The documents named in ``paths`` (doc_id -> path, as a manifest records them), in doc_id
-    order, one at a time."""
-    return kind_of(collection).load_documents(collection, paths)
+    order, one at a time; ``owners``: every live document's path in that manifest (records
+    sharing files are named as the scan named them; ``paths`` by default)."""
+    return kind_of(collection).load_documents(collection, paths, owners=owners)
 
 
 def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:

@@ -107,12 +107,18 @@ class CollectionKind(Protocol):
 
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]] | None: ...
 
-    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]: ...
+    def read_documents(
+        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    ) -> Iterator[SourceDoc]: ...
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc: ...
 
     def load_documents(
-        self, collection: CollectionConfig, paths: Mapping[str, str]
+        self,
+        collection: CollectionConfig,
+        paths: Mapping[str, str],
+        *,
+        owners: Mapping[str, str] | None = None,
     ) -> Iterator[SourceDoc]: ...
 
     def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]: ...
@@ -204,8 +210,11 @@ class FileKind(KindDefaults):
         raw, stat = read_file(collection, path)
         return SourceDoc(doc_id=doc_id, path=path, raw=raw, size=stat.st_size, mtime=stat.st_mtime)
 
-    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
-        """Every document, in path order; one that cannot be read carries its ``error``."""
+    def read_documents(
+        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    ) -> Iterator[SourceDoc]:
+        """Every document, in path order; one that cannot be read carries its ``error``
+        (``owners`` is for kinds whose records share files: a file here is one document)."""
         for doc_id, path in self.list_documents(collection):
             try:
                 yield self.load_document(collection, doc_id, path)
@@ -215,10 +224,15 @@ class FileKind(KindDefaults):
                 yield unreadable(doc_id, path, exc)
 
     def load_documents(
-        self, collection: CollectionConfig, paths: Mapping[str, str]
+        self,
+        collection: CollectionConfig,
+        paths: Mapping[str, str],
+        *,
+        owners: Mapping[str, str] | None = None,
     ) -> Iterator[SourceDoc]:
         """The named documents in doc_id order; one removed since the scan is skipped (the
-        next scan records it), one that cannot be read carries its ``error``."""
+        next scan records it), one that cannot be read carries its ``error`` (``owners``: as
+        for :meth:`read_documents`)."""
         for doc_id in sorted(paths):
             try:
                 yield self.load_document(collection, doc_id, paths[doc_id])

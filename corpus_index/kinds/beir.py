@@ -145,8 +145,10 @@ class Beir(KindDefaults):
         """None: many records share one file, so the collection is read whole."""
         return None
 
-    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
-        """See :func:`read_documents`."""
+    def read_documents(
+        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    ) -> Iterator[SourceDoc]:
+        """See :func:`read_documents` (one file: ``owners`` has nothing to choose between)."""
         return read_documents(collection.path)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
@@ -158,9 +160,13 @@ class Beir(KindDefaults):
         raise ConfigError(f"{path}: a beir record {doc_id!r} has no file of its own")
 
     def load_documents(
-        self, collection: CollectionConfig, paths: Mapping[str, str]
+        self,
+        collection: CollectionConfig,
+        paths: Mapping[str, str],
+        *,
+        owners: Mapping[str, str] | None = None,
     ) -> Iterator[SourceDoc]:
-        """See :func:`load_documents`."""
+        """See :func:`load_documents` (``owners``: as for :meth:`read_documents`)."""
         return load_documents(collection.path, paths)
 
     def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:

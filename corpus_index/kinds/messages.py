@@ -65,18 +65,31 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # -- reading: one document per record ---------------------------------------------------------
 
 
-def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
+def read_records(
+    collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+) -> Iterator[SourceDoc]:
     """One document per non-blank line of every ``*.jsonl`` file: the records with their own
     ids in path then line order, then those named by their place.
 
     A file that may not or cannot be read is one unreadable document named by its path; a
     record without a valid ``id`` (see :func:`id_of`) is named ``<file>:<line>``, and one that
     repeats an id already read is named ``<id>@<file>:<line>``: both are quarantined by
-    parsing. A place's name gives way to a record whose own id it is (``#2`` and on are added
-    to it), so no file's bad line stops another record, or the collection, by taking its id.
+    parsing. Of two records with one id, the one in the file the id was last found in
+    (``owners``: id -> that file's path, from the last scan) keeps it, wherever the other's
+    file sorts; with no owner, or none left there, the first read does. A place's name gives
+    way to a record whose own id it is (``#2`` and on are added to it), so no file's bad line
+    stops another record, or the collection, by taking its id.
     """
-    seen: dict[str, str] = {}
+    owner_of = owners or {}
+    seen: dict[str, str] = {}  # id -> where the record that has it is
+    waiting: dict[str, SourceDoc] = {}  # read outside its id's owner file: claims it at the end
     placed: list[SourceDoc] = []  # named by their place: after every record's own id is known
+
+    def repeat(doc: SourceDoc, doc_id: str, of: str) -> SourceDoc:
+        """``doc`` (named by its place) as a repeat of ``doc_id``, whose record is at ``of``."""
+        error = f"{doc.path}:{doc.line}: id repeats {of}; ids are unique in a collection"
+        return replace(doc, doc_id=f"{doc_id}@{doc.doc_id}", raw=b"", error=error)
+
     for rel, path in list_files(collection.path, SUFFIX):
         try:
             raw, stat = read_file(collection, path)
@@ -97,11 +110,19 @@ def read_records(collection: CollectionConfig) -> Iterator[SourceDoc]:
             if doc_id is None:
                 placed.append(replace(doc, unnamed=True))
             elif doc_id in seen:
-                error = f"{path}:{n}: id repeats {seen[doc_id]}; ids are unique in a collection"
-                placed.append(replace(doc, doc_id=f"{doc_id}@{where}", raw=b"", error=error))
+                placed.append(repeat(doc, doc_id, seen[doc_id]))
+            elif doc_id in waiting and owner_of.get(doc_id) != path:
+                placed.append(repeat(doc, doc_id, waiting[doc_id].doc_id))
+            elif owner_of.get(doc_id, path) != path:
+                waiting[doc_id] = doc  # its id's file may still hold the record that owns it
             else:
+                if doc_id in waiting:  # the owner's record: the one read first repeats it
+                    placed.append(repeat(waiting.pop(doc_id), doc_id, where))
                 seen[doc_id] = where
                 yield replace(doc, doc_id=doc_id)
+    for doc_id, doc in waiting.items():  # its owner's file holds it no more: the first claims it
+        seen[doc_id] = doc.doc_id
+        yield replace(doc, doc_id=doc_id)
     for doc in placed:
         name, k = doc.doc_id, 1
         while name in seen:
@@ -418,9 +439,11 @@ class JsonlLayout:
         """None: records share files, so the collection is read whole."""
         return None
 
-    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
+    def read_documents(
+        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    ) -> Iterator[SourceDoc]:
         """See :func:`read_records`."""
-        return read_records(collection)
+        return read_records(collection, owners=owners)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """Refused: a record is found by reading its file (:meth:`load_documents`).
@@ -431,11 +454,20 @@ class JsonlLayout:
         raise ConfigError(f"{path}: a message record {doc_id!r} has no file of its own")
 
     def load_documents(
-        self, collection: CollectionConfig, paths: Mapping[str, str]
+        self,
+        collection: CollectionConfig,
+        paths: Mapping[str, str],
+        *,
+        owners: Mapping[str, str] | None = None,
     ) -> Iterator[SourceDoc]:
         """The named records in doc_id order; the files are read again, one at a time, and
-        only the wanted records are kept."""
-        found = {doc.doc_id: doc for doc in read_records(collection) if doc.doc_id in paths}
+        only the wanted records are kept. ``owners`` (every record's file, as the scan that
+        named them found it; ``paths`` by default) names each record as that scan did."""
+        found = {
+            doc.doc_id: doc
+            for doc in read_records(collection, owners=paths if owners is None else owners)
+            if doc.doc_id in paths
+        }
         return iter([found[d] for d in sorted(found)])
 
     def parse(
@@ -482,19 +514,25 @@ class Messages(KindDefaults):
         """irc: one document per log, listed without reading; jsonl: None (read whole)."""
         return layout_of(collection).list_documents(collection)
 
-    def read_documents(self, collection: CollectionConfig) -> Iterator[SourceDoc]:
+    def read_documents(
+        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    ) -> Iterator[SourceDoc]:
         """Every document: a record per line (jsonl), or a log per file (irc)."""
-        return layout_of(collection).read_documents(collection)
+        return layout_of(collection).read_documents(collection, owners=owners)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """One irc log, read now (a jsonl record has no file of its own: ConfigError)."""
         return layout_of(collection).load_document(collection, doc_id, path)
 
     def load_documents(
-        self, collection: CollectionConfig, paths: Mapping[str, str]
+        self,
+        collection: CollectionConfig,
+        paths: Mapping[str, str],
+        *,
+        owners: Mapping[str, str] | None = None,
     ) -> Iterator[SourceDoc]:
         """The named documents in doc_id order."""
-        return layout_of(collection).load_documents(collection, paths)
+        return layout_of(collection).load_documents(collection, paths, owners=owners)
 
     def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:
         """The ``*.jsonl`` files (or irc logs), named by their path below the root, and the
