@@ -335,6 +335,7 @@ def run_sync(
             "added": manifest.get("added", 0),
             "changed": manifest.get("changed", 0),
             "removed": manifest.get("removed", 0),
+            "held": manifest.get("held", 0),
             "blocks": blocks.get("blocks", 0),
             "quarantined": blocks.get("quarantined", 0),
         }
@@ -381,7 +382,8 @@ def run_sync(
     return report
 
 
-_COUNTS = ("documents", "added", "changed", "removed", "blocks", "quarantined")
+# "held": records missing from a file that cannot be read whole, kept as they were
+_COUNTS = ("documents", "added", "changed", "removed", "held", "blocks", "quarantined")
 
 
 def _documents(instance: dg.DagsterInstance, partition: str) -> int:

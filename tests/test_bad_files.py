@@ -26,6 +26,7 @@ from corpus_index.kinds import StatCheck, bounded_yaml, checked_stat
 from corpus_index.limits import Limits
 from corpus_index.sources import ParseResult, parse_collection, scan_manifest
 from tests.corpusgen import deal_text
+from tests.dagster.test_reprocessing import ASKED, home_with, record
 
 GROUPS = ("alpha-uw", "alpha-credit")
 
@@ -355,3 +356,21 @@ def test_both_yaml_parsers_read_the_sample_corpus_as_safe_load_does(
     ]
     assert len(blocks) > 100
     assert [bounded_yaml.load(b, Limits()) for b in blocks] == [yaml.safe_load(b) for b in blocks]
+
+
+def test_sync_reports_the_records_held_while_their_stream_file_is_bad(tmp_path: Path) -> None:
+    lines = [
+        record(f"m{i}", "discord_chat", "Jane O.", ASKED, f"note {i}").strip() for i in range(3)
+    ]
+    settings = home_with(tmp_path, {"chat.jsonl": "\n".join(lines) + "\n"})
+    base = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    runner = CliRunner()
+    assert runner.invoke(main, [*base, "sync", "--json"]).exit_code == 0
+    lines[1] = lines[1][:30]  # m1's line cut short: m1 is held, not deleted
+    (tmp_path / "wattle" / "chat.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = runner.invoke(main, [*base, "sync", "--json"])
+    assert out.exit_code == 0, out.output
+    chat = json.loads(out.stdout)["collections"]["wattle-messages"]
+    assert (chat["removed"], chat["held"], chat["quarantined"]) == (0, 1, 1)
+    text = runner.invoke(main, [*base, "sync"])  # nothing changed: still held, told in words
+    assert "0 removed, 1 held while their file is bad), 1 quarantined" in text.output

@@ -71,9 +71,10 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
             f"cache hits {summary['cache_hits']}, quarantined {summary['quarantined']}"
         )
         for name, c in summary["collections"].items():
+            held = f", {c['held']} held while their file is bad" if c.get("held") else ""
             click.echo(
                 f"  {name}: {c['documents']} documents ({c['added']} added, {c['changed']} changed, "
-                f"{c['removed']} removed), {c['quarantined']} quarantined"
+                f"{c['removed']} removed{held}), {c['quarantined']} quarantined"
             )
         for profile, g in summary["generations"].items():
             click.echo(
