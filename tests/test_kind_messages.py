@@ -298,6 +298,15 @@ def test_a_new_file_repeating_an_indexed_id_never_takes_it(tmp_path: Path) -> No
     (q,) = parsed.quarantine.to_pylist()
     assert (q["doc_id"], q["line"]) == ("m1@0new.jsonl:1", 1)
     assert q["error"].endswith("id repeats m.jsonl:1; ids are unique in a collection")
+    # the original's line cut short: it may still be m1, so m1 is held, the newcomer refused
+    cut = [json.dumps(record("m1", text="the original"))[:30], json.dumps(record("m2"))]
+    (tmp_path / "m.jsonl").write_text("\n".join(cut) + "\n", encoding="utf-8")
+    held = scan_manifest(coll, again.table)
+    assert held.held == 1
+    kept = parse_collection(coll, held.table, parsed.blocks, parsed.quarantine)
+    served = {r["doc_id"]: r["content"] for r in kept.blocks.to_pylist()}
+    assert "the original" in served["m1"]
+    assert "m1@0new.jsonl:1" in kept.quarantine.column("doc_id").to_pylist()
     # the original gone from its file: the newcomer's record is m1 from now on
     write(tmp_path, "m.jsonl", [record("m2")])
     last = scan_manifest(coll, again.table)

@@ -76,7 +76,9 @@ def read_records(
     repeats an id already read is named ``<id>@<file>:<line>``: both are quarantined by
     parsing. Of two records with one id, the one in the file the id was last found in
     (``owners``: id -> that file's path, from the last scan) keeps it, wherever the other's
-    file sorts; with no owner, or none left there, the first read does. A place's name gives
+    file sorts; with no owner, or none left there, the first read does (unless that file has
+    a line that cannot be read, which may be the record: its id is then held, see
+    :func:`corpus_index.sources.scan_manifest`). A place's name gives
     way to a record whose own id it is (``#2`` and on are added to it), so no file's bad line
     stops another record, or the collection, by taking its id.
     """
@@ -84,6 +86,8 @@ def read_records(
     seen: dict[str, str] = {}  # id -> where the record that has it is
     waiting: dict[str, SourceDoc] = {}  # read outside its id's owner file: claims it at the end
     placed: list[SourceDoc] = []  # named by their place: after every record's own id is known
+    names: dict[str, str] = {}  # a file's path -> its name below the root
+    troubled: set[str] = set()  # the files with a line (or all of them) that cannot be read
 
     def repeat(doc: SourceDoc, doc_id: str, of: str) -> SourceDoc:
         """``doc`` (named by its place) as a repeat of ``doc_id``, whose record is at ``of``."""
@@ -91,12 +95,14 @@ def read_records(
         return replace(doc, doc_id=f"{doc_id}@{doc.doc_id}", raw=b"", error=error)
 
     for rel, path in list_files(collection.path, SUFFIX):
+        names[path] = f"{rel}{SUFFIX}"
         try:
             raw, stat = read_file(collection, path)
         except FileNotFoundError:
             continue
         except (OSError, ParseError) as exc:
             placed.append(unreadable(f"{rel}{SUFFIX}", path, exc))
+            troubled.add(path)
             continue
         for n, line in enumerate(raw.split(b"\n"), start=1):
             line = line.rstrip(b"\r")
@@ -109,6 +115,7 @@ def read_records(
             doc_id = _record_id(line)
             if doc_id is None:
                 placed.append(replace(doc, unnamed=True))
+                troubled.add(path)
             elif doc_id in seen:
                 placed.append(repeat(doc, doc_id, seen[doc_id]))
             elif doc_id in waiting and owner_of.get(doc_id) != path:
@@ -120,9 +127,14 @@ def read_records(
                     placed.append(repeat(waiting.pop(doc_id), doc_id, where))
                 seen[doc_id] = where
                 yield replace(doc, doc_id=doc_id)
-    for doc_id, doc in waiting.items():  # its owner's file holds it no more: the first claims it
-        seen[doc_id] = doc.doc_id
-        yield replace(doc, doc_id=doc_id)
+    for doc_id, doc in waiting.items():
+        owner = owner_of[doc_id]
+        if owner in troubled:  # the line it may be cannot be read: the id's record is held
+            of = f"a record of {names.get(owner, owner)}, which has a line that cannot be read"
+            placed.append(repeat(doc, doc_id, of))
+        else:  # its owner's file holds it no more: the first read claims it
+            seen[doc_id] = doc.doc_id
+            yield replace(doc, doc_id=doc_id)
     for doc in placed:
         name, k = doc.doc_id, 1
         while name in seen:
