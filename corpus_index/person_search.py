@@ -128,16 +128,17 @@ def person_contexts(
         return PersonResult(name, None)
     table = corpus.store.table(gen)
 
-    def seen(p: Person) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        return _seen_units(corpus, table, where_eligible, principal, ns, p)
-
     # only a person some unit the principal may see mentions is found (nor offered as a
     # candidate): a registry's names are read from units, so a name alone could tell of a
     # unit the principal may not see
-    candidates = [c for c in candidates if any(seen(c).values())]
+    seen = {
+        p.identity_id: _seen_units(corpus, table, where_eligible, principal, ns, p)
+        for p in ([person] if person is not None else candidates)
+    }
+    candidates = [c for c in candidates if any(seen[c.identity_id].values())]
     if person is None and len(candidates) == 1:
         person, candidates = candidates[0], []
-    visible_units = seen(person) if person is not None else {}
+    visible_units = seen[person.identity_id] if person is not None else {}
     if person is None or not any(visible_units.values()):
         return PersonResult(name, None, candidates=candidates)
     result = PersonResult(name, person)
