@@ -11,9 +11,9 @@ Matching goes from strong to weak evidence (the forms are in ``identity_forms``)
 2. exact full name, then exact alias (nicknames, chat handles, initials from the people file);
 3. given name with surname initial ("Jane O."), initials ("SJ"), or a given name alone
    ("Sarah"), each only when exactly one person fits;
-4. fuzzy (``difflib``): the closest name or alias at least ``FUZZY_CUTOFF`` alike and clearly
-   ahead of any other person's; not tried when an address or number was given that is on file
-   for nobody (that says "someone else").
+4. fuzzy (``difflib``'s ratio, over the names ``rapidfuzz`` finds near): the closest name or
+   alias at least ``FUZZY_CUTOFF`` alike and clearly ahead of any other person's; not tried when
+   an address or number was given that is on file for nobody (that says "someone else").
 
 When a step names more than one person, or two people tie, the match is ambiguous: no identity,
 the candidates and the reason are returned, so a caller never silently picks one of two Sarahs.

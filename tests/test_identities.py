@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import random
+import string
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,13 @@ from corpus_index.identities import (
     identity_id,
     load_people,
 )
-from corpus_index.identity_forms import NameIndex, normalize_name, normalize_phone
+from corpus_index.identity_forms import (
+    FUZZY_CUTOFF,
+    FUZZY_MIN_CHARS,
+    NameIndex,
+    normalize_name,
+    normalize_phone,
+)
 from corpus_index.identity_mentions import (
     MENTION_SCHEMA,
     ROLES,
@@ -637,3 +646,63 @@ def test_discovering_identities_indexes_each_detail_once(monkeypatch: pytest.Mon
     pat = reg.by_key("discovered:pat0@x.example")
     assert len(reg) == 1 and pat is not None and len(pat.emails) == n
     assert indexed <= 2 * n
+
+
+def brute_force_fuzzy(forms: dict[str, set[str]], norm: str) -> list[tuple[str, float]]:
+    """The fuzzy step as difflib alone answers it: every form scored in Python."""
+    best: dict[str, float] = {}
+    for form, pids in forms.items():
+        if len(form) < FUZZY_MIN_CHARS:
+            continue
+        ratio = difflib.SequenceMatcher(None, form, norm, autojunk=False).ratio()
+        if ratio >= FUZZY_CUTOFF:
+            for pid in pids:
+                best[pid] = max(best.get(pid, 0.0), ratio)
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+near_names = st.text(alphabet="aeinorst jk", min_size=3, max_size=14)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(near_names, min_size=1, max_size=30), st.lists(near_names, max_size=10))
+def test_the_fuzzy_step_finds_what_a_scan_of_every_form_finds(
+    names: list[str], queries: list[str]
+) -> None:
+    """The C prefilter drops no form difflib would keep at the cutoff, and scores as difflib."""
+    index = NameIndex()
+    forms: dict[str, set[str]] = {}
+    for i, name in enumerate(names):
+        index.add(f"p{i % 7}", name=name)
+        norm = normalize_name(name)
+        if norm:
+            forms.setdefault(norm, set()).add(f"p{i % 7}")
+    for query in [*queries, *names]:
+        norm = normalize_name(query)
+        assert index.fuzzy(norm) == brute_force_fuzzy(forms, norm), norm
+
+
+def test_fuzzy_lookups_against_thousands_of_names_are_not_a_python_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each lookup takes into Python only the forms near it, not every name on file."""
+    scored = 0
+    set_seq1 = difflib.SequenceMatcher.set_seq1
+
+    def counted(self: difflib.SequenceMatcher[str], a: str) -> None:
+        nonlocal scored
+        scored += 1
+        set_seq1(self, a)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "set_seq1", counted)
+    rnd = random.Random(7)
+    names = [
+        " ".join("".join(rnd.choices(string.ascii_lowercase, k=6)) for _ in range(2))
+        for _ in range(3_000)
+    ]
+    index = NameIndex()
+    for i, name in enumerate(names):
+        index.add(f"p{i}", name=name)
+    typo = names[1234][:3] + names[1234][4:]
+    assert [pid for pid, _ in index.fuzzy(typo)] == ["p1234"]
+    assert scored < 30
