@@ -25,6 +25,7 @@ from corpus_index.kinds import (
     load_documents,
     parse_document,
     read_documents,
+    scope_widening,
     unreadable,
 )
 from corpus_index.ordered import DocCursor
@@ -243,20 +244,19 @@ def _parse_rows(
 
 def _outside_scope(rows: pa.Table, docs: Iterable[str], collection: CollectionConfig) -> set[str]:
     """Those of ``docs`` with a block in ``rows`` that the collection's configuration would
-    not give now: of another tenant, in an ACL group it no longer has, or public where it is
-    restricted."""
+    not give now (``scope_widening``: another tenant, an ACL group it no longer has, public
+    where it is restricted)."""
     wanted = list(docs)
     if not wanted:
         return set()
     mine = rows.filter(pc.is_in(rows["doc_id"], pa.array(wanted, pa.string())))
-    groups = set(collection.acl_groups)
-    public_refused = collection.tier == "restricted"
     return {
         r["doc_id"]
         for r in mine.select(["doc_id", "tenant_id", "acl_groups", "tier"]).to_pylist()
-        if r["tenant_id"] != collection.tenant
-        or not set(r["acl_groups"] or ()) <= groups
-        or (public_refused and r["tier"] == "public")
+        if scope_widening(
+            collection, tenant=r["tenant_id"], acl_groups=r["acl_groups"] or (), tier=r["tier"]
+        )
+        is not None
     }
 
 

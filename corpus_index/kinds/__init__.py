@@ -29,6 +29,7 @@ from corpus_index.kinds.base import (
     list_files,
     new_block,
     one_listing,
+    scope_widening,
     unreadable,
 )
 from corpus_index.kinds.beir import BEIR
@@ -64,6 +65,7 @@ __all__ = [
     "read_documents",
     "register",
     "registered_values",
+    "scope_widening",
     "unit_granularity",
     "unreadable",
     "unregister",

@@ -11,7 +11,7 @@ import contextvars
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -286,6 +286,29 @@ def new_block(
     )
 
 
+def scope_widening(
+    collection: CollectionConfig, *, tenant: object, acl_groups: Iterable[str], tier: object
+) -> str | None:
+    """Why a block of this tenant, these ACL groups and this tier lies outside the scope the
+    collection's configuration gives (another tenant, a group it does not have, public where
+    it is restricted); None when it lies inside. The one rule parsing refuses a record by and
+    a stale block stops serving by."""
+    if tenant != collection.tenant:
+        return (
+            f"tenant {tenant!r} differs from the collection's tenant {collection.tenant!r}; "
+            "a document may narrow its scope, never move it"
+        )
+    wider = [g for g in acl_groups if g not in collection.acl_groups]
+    if wider:
+        return (
+            f"acl group(s) {', '.join(map(str, wider))} are not in the collection's "
+            f"acl_groups ({', '.join(collection.acl_groups)}); a document may only narrow them"
+        )
+    if collection.tier == "restricted" and tier == "public":
+        return "tier 'public' would widen the collection's 'restricted' tier"
+    return None
+
+
 def narrowed_scope(
     path: str,
     collection: CollectionConfig,
@@ -303,38 +326,23 @@ def narrowed_scope(
         ParseError: the fields would move or widen the scope, or are malformed (``what`` names
             where they were read, ``line`` where).
     """
-    tenant = fields.get("tenant")
-    if tenant is not None and tenant != collection.tenant:
-        raise ParseError(
-            path,
-            f"tenant {tenant!r} differs from the collection's tenant {collection.tenant!r}; "
-            "a document may narrow its scope, never move it",
-            line=line,
-        )
     acl = fields.get("acl")
     groups = collection.acl_groups
     if acl is not None:
         acl_list = [acl] if isinstance(acl, str) else acl
         if not isinstance(acl_list, list) or not acl_list:
             raise ParseError(path, f"{what} 'acl' must be a non-empty list of groups", line=line)
-        wider = [g for g in acl_list if g not in collection.acl_groups]
-        if wider:
-            raise ParseError(
-                path,
-                f"acl group(s) {', '.join(map(str, wider))} are not in the collection's "
-                f"acl_groups ({', '.join(collection.acl_groups)}); a document may only narrow them",
-                line=line,
-            )
         groups = tuple(str(g) for g in acl_list)
     tier = fields.get("tier", default_tier)
     if tier not in ("public", "restricted"):
         raise ParseError(
             path, f"{what} 'tier' must be public or restricted (got {tier!r})", line=line
         )
-    if collection.tier == "restricted" and tier == "public":
-        raise ParseError(
-            path, "tier 'public' would widen the collection's 'restricted' tier", line=line
-        )
+    widening = scope_widening(
+        collection, tenant=fields.get("tenant", collection.tenant), acl_groups=groups, tier=tier
+    )
+    if widening is not None:
+        raise ParseError(path, widening, line=line)
     return groups, str(tier)
 
 
