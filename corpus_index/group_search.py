@@ -44,6 +44,7 @@ from corpus_index.context_records import (
     read_rows,
     unit_of,
     unit_record,
+    unit_rows,
 )
 from corpus_index.eligibility import Principal
 from corpus_index.errors import InvalidQueryError
@@ -51,7 +52,7 @@ from corpus_index.filters import Condition, FilterSpec, as_filter
 from corpus_index.group_records import GROUP_KIND
 from corpus_index.hits import Hit
 from corpus_index.home import Home
-from corpus_index.identity_store import IDENTITIES
+from corpus_index.identity_store import IDENTITIES, MENTIONS
 from corpus_index.kinds import kind_of
 from corpus_index.query_analysis import Person, QueryAnalysis, analyze
 from corpus_index.search import Searcher, Stopwatch
@@ -129,6 +130,65 @@ def tenant_people(home: Home, principal: Principal, namespace: str) -> list[Pers
     return list(found.values())
 
 
+def seen_units(
+    corpus: Any,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    namespace: str,
+    person: Person,
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Collection -> the visible rows of each unit mentioning ``person`` (a unit the
+    principal may not see has none), over the tenant's collections of ``namespace``."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name in tenant_collections(corpus, principal, namespace):
+        mentions = corpus.warehouse.read(
+            MENTIONS,
+            (name,),
+            where=(pc.field("tenant_id") == principal.tenant)
+            & (pc.field("identity_id") == person.identity_id),
+            columns=["unit_id"],
+        )
+        units = set(mentions["unit_id"].to_pylist()) if mentions is not None else set()
+        out[name] = unit_rows(table, where_eligible, name, units)
+    return out
+
+
+def visible_analysis(
+    corpus: Home,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    namespace: str,
+    query: str,
+    as_of: dt.datetime | None,
+) -> QueryAnalysis:
+    """The analysis of ``query`` with only the people some unit the principal may see
+    mentions: a registry's names are read from units, so naming (or leaving out of the topics)
+    a person only hidden units mention would tell of them. A person it names that no visible
+    unit mentions is taken off the list and the query analysed again, until none is left."""
+    known = tenant_people(corpus, principal, namespace)
+    hidden: set[str] = set()
+    while True:
+        people = [p for p in known if p.identity_id not in hidden]
+        analysis = analyze(query, as_of=as_of, people=people)
+        named = {h.identity_id for h in analysis.people}
+        unseen = {
+            p.identity_id
+            for p in people
+            if p.identity_id in named
+            and (
+                table is None
+                or not any(
+                    seen_units(corpus, table, where_eligible, principal, namespace, p).values()
+                )
+            )
+        }
+        if not unseen:
+            return analysis
+        hidden |= unseen
+
+
 def grouped_namespace(home: Home, namespace: str) -> bool:
     """Whether ``namespace`` holds a collection whose units are grouped (``messages``)."""
     return any(kind_of(c).grouped for c in home.config.collections_in(namespace))
@@ -171,7 +231,8 @@ def search_contexts(
         raise InvalidQueryError("the query is empty: give some text")
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
-    analysis = analyze(query, as_of=as_of, people=tenant_people(corpus, principal, ns))
+    table = corpus.store.table(gen) if corpus.store.exists(gen) else None
+    analysis = visible_analysis(corpus, table, where_eligible, principal, ns, query, as_of)
     people = People(corpus, principal)
     trace: dict[str, Any] = {"namespace": ns, "generation": gen.id, "mode": mode, "k": k}
     trace["units_only"] = units
@@ -185,7 +246,6 @@ def search_contexts(
         "vector": searcher.query_vector(query, None, gen, mode),
     }
     clock.lap("embedding")
-    table = corpus.store.table(gen) if corpus.store.exists(gen) else None
     records: list[ContextRecord] = []
     if not units and table is not None:
         group_filter = as_filter(filters).with_conditions(Condition("kind", "=", GROUP_KIND))

@@ -26,12 +26,15 @@ from corpus_index.context_records import (
     may_see,
     read_rows,
     unit_record,
-    unit_rows,
 )
 from corpus_index.eligibility import Principal
 from corpus_index.errors import ConfigError
 from corpus_index.group_records import GROUP_KIND
-from corpus_index.group_search import tenant_collections, tenant_identities, tenant_people
+from corpus_index.group_search import (
+    seen_units,
+    tenant_identities,
+    tenant_people,
+)
 from corpus_index.identities import load_people
 from corpus_index.identity_forms import (
     DEFAULT_COUNTRY_CODE,
@@ -39,7 +42,6 @@ from corpus_index.identity_forms import (
     normalize_name,
     normalize_phone,
 )
-from corpus_index.identity_store import MENTIONS
 from corpus_index.query_analysis import Person, analyze
 from corpus_index.search import Searcher
 
@@ -132,7 +134,7 @@ def person_contexts(
     # candidate): a registry's names are read from units, so a name alone could tell of a
     # unit the principal may not see
     seen = {
-        p.identity_id: _seen_units(corpus, table, where_eligible, principal, ns, p)
+        p.identity_id: seen_units(corpus, table, where_eligible, principal, ns, p)
         for p in ([person] if person is not None else candidates)
     }
     candidates = [c for c in candidates if any(seen[c.identity_id].values())]
@@ -166,30 +168,6 @@ def person_contexts(
         ]
     ]
     return result
-
-
-def _seen_units(
-    corpus: Any,
-    table: Any,
-    where_eligible: str,
-    principal: Principal,
-    namespace: str,
-    person: Person,
-) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Collection -> the visible rows of each unit mentioning ``person`` (a unit the
-    principal may not see has none), over the tenant's collections of ``namespace``."""
-    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name in tenant_collections(corpus, principal, namespace):
-        mentions = corpus.warehouse.read(
-            MENTIONS,
-            (name,),
-            where=(pc.field("tenant_id") == principal.tenant)
-            & (pc.field("identity_id") == person.identity_id),
-            columns=["unit_id"],
-        )
-        units = set(mentions["unit_id"].to_pylist()) if mentions is not None else set()
-        out[name] = unit_rows(table, where_eligible, name, units)
-    return out
 
 
 def _by_contact(

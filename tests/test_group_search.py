@@ -30,6 +30,7 @@ from corpus_index.filters import Condition
 from corpus_index.group_search import ContextRecord, asks_decision, collapse, search_contexts
 from corpus_index.home import Home
 from corpus_index.person_search import person_contexts
+from corpus_index.query_analysis import analyze
 from corpus_index.search import Principal, Searcher
 from tests.searchkit import active, build_home, messages_config
 
@@ -264,6 +265,19 @@ def test_a_person_no_visible_unit_mentions_is_no_one_to_the_principal(
     )
     assert out.exit_code == 1 and out.output.startswith("no one in tenant wattle is")
     assert "Sarah" not in out.output.replace("'Sarah Jones'", "")
+
+
+def test_a_query_names_only_people_a_visible_unit_mentions(searcher: Searcher) -> None:
+    """Neither the analysis's people nor its topics tell a principal that the registry knows
+    a name only units hidden from them mention."""
+    query = "what did Sarah Jones say about the roster"
+    seen = search_contexts(searcher, query, principal=STAFF, as_of=AS_OF)
+    assert [p.name for p in seen.analysis.people] == ["Sarah Jones"]
+    outsider = Principal("wattle", ("bluegum-staff",))
+    hidden = search_contexts(searcher, query, principal=outsider, as_of=AS_OF)
+    assert hidden.analysis.people == ()
+    assert hidden.analysis.topics == analyze(query, as_of=AS_OF).topics
+    assert "sarah" in hidden.analysis.topics and "sarah" not in seen.analysis.topics
 
 
 def test_a_shared_given_name_across_tenants_resolves_in_the_askers_tenant(
