@@ -53,6 +53,12 @@ class MissingGenerationError(PermanentError, LookupError):
     """No generation exists (or none is ACTIVE) where one is required."""
 
 
+class UnmaintainedGenerationError(MissingGenerationError):
+    """The generation exists, but the pipeline no longer writes it (its profile was removed or
+    builds other vectors now, or it failed): its sources' edits and ACL changes do not reach
+    it, so it is not searched."""
+
+
 class SidecarError(PermanentError, ValueError):
     """An embedding sidecar is non-conformant; the message names the JSON path of the problem."""
 

@@ -16,7 +16,7 @@ from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, S
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.errors import ConfigError
 from corpus_index.index_store import GenerationStore
-from corpus_index.registry import GenerationSpec, open_registry
+from corpus_index.registry import Generation, GenerationSpec, open_registry
 from corpus_index.shards import split_key
 from corpus_index.warehouse import KeyedReader, Warehouse
 
@@ -97,6 +97,26 @@ class Home:
             input_format=p.input_format,
             chunking=p.chunking,
         )
+
+    def unmaintained(self, generation: Generation) -> str | None:
+        """Why the pipeline no longer writes ``generation`` (its profile gone or building other
+        vectors now, or it failed or was retired), so edits and ACL changes of its sources no
+        longer reach it; None while its profile's runs write it."""
+        spec, profile = generation.spec, generation.spec.profile
+        if generation.status not in ("BUILDING", "READY", "ACTIVE"):
+            return f"generation {generation.id} is {generation.status}"
+        if profile not in self.config.profiles:
+            return (
+                f"generation {generation.id} was built by profile {profile!r}, which is no "
+                "longer configured"
+            )
+        current = self.spec(profile)
+        if current.namespace != spec.namespace or not current.same_vectors_as(spec):
+            return (
+                f"profile {profile!r} now builds another generation than {generation.id} "
+                "(its embedder, input format or chunking changed)"
+            )
+        return None
 
     def input_formats(self) -> set[str]:
         """Every input format some profile embeds."""

@@ -33,6 +33,7 @@ from corpus_index.errors import (
     MissingIndexError,
     RetryableError,
     UnknownNamespaceError,
+    UnmaintainedGenerationError,
 )
 from corpus_index.filters import FilterSpec, as_filter, compile_filter, filterable_columns
 from corpus_index.hits import Candidate, ContextChunk, Hit, Provenance, SearchResult
@@ -137,13 +138,26 @@ class Searcher:
                 raise MissingGenerationError(
                     f"generation {generation} serves namespace {gen.spec.namespace!r}, not {namespace!r}"
                 )
+            self._maintained(gen, "search a generation its profile's runs write")
             return gen
         active = self.corpus.registry.active(namespace, cached=True)
         if active is None:
             raise MissingGenerationError(
                 f"namespace {namespace!r} has no ACTIVE generation (run `corpus sync` then `corpus promote`)"
             )
+        self._maintained(active, "promote a generation its profile's runs write")
         return active
+
+    def _maintained(self, generation: Generation, remedy: str) -> None:
+        """Refuse a generation the pipeline no longer writes: the edits and ACL changes of its
+        sources no longer reach it (only deletions do), so it could show a unit to a group the
+        unit was since taken from."""
+        reason = self.corpus.unmaintained(generation)
+        if reason is not None:
+            raise UnmaintainedGenerationError(
+                f"{reason}; the edits and ACL changes of its sources no longer reach it, so it "
+                f"is not searched ({remedy})"
+            )
 
     def embed_query(self, query: str, generation: Generation) -> npt.NDArray[np.float32]:
         """Embed with the generation's own model; any other model is refused."""

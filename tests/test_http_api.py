@@ -2,8 +2,8 @@
 built in-process with the hash embedder and two profiles (two generations of ``deals``).
 
 The served configuration differs from the one the home was built with in two ways: profile
-``alt`` names another model than its generation was built with (so querying that generation
-is a cross-model query, 409), and a collection in namespace ``later`` has no generation yet
+``alt`` names another model than its generation was built with (so that generation no longer
+takes its sources' edits and is not searched, 409), and a collection in namespace ``later`` has no generation yet
 (503). The last test promotes ``alt`` between two pages of a search.
 """
 
@@ -184,10 +184,11 @@ def test_unknown_namespace_generation_and_cross_model(served: Served) -> None:
     problem(served.post("/v1/namespaces/nowhere/search", {"query": "x"}), 404, "unknown-namespace")
     problem(served.search({"query": "x", "generation": "g9999"}), 404, "unknown-generation")
     problem(served.get("/v1/namespaces/deals/generations/g9999"), 404, "unknown-generation")
-    cross = problem(
-        served.search({"query": "x", "generation": served.gens["alt"]}), 409, "cross-model-query"
-    )
-    assert "hash:v1-32" in cross["detail"] and cross["retryable"] is False
+    # alt's profile builds other vectors now: its generation no longer takes its sources' edits
+    stale = served.search({"query": "x", "generation": served.gens["alt"], "mode": "lexical"})
+    doc = problem(stale, 409, "generation-not-maintained")
+    assert "profile 'alt' now builds another generation" in doc["detail"]
+    assert doc["retryable"] is False
     later = served.post("/v1/namespaces/later/search", {"query": "x"})
     assert problem(later, 503, "no-active-generation")["retryable"] is True
     assert later.headers["retry-after"]
@@ -295,5 +296,7 @@ def test_paging_is_pinned_to_the_generation_across_a_promotion(served: Served) -
     problem(
         served.search({**body, "cursor": first["next_cursor"][:-4] + "AAAA"}), 400, "bad-cursor"
     )
-    # a new search goes to the new ACTIVE generation, whose model this server does not have
-    problem(served.search(body), 409, "cross-model-query")
+    # a new search goes to the new ACTIVE generation, which this server's profile no longer
+    # writes (it names another model): refused until a generation it writes is promoted
+    refused = problem(served.search(body), 503, "no-active-generation")
+    assert "promote a generation" in refused["detail"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -13,9 +15,11 @@ from corpus_index.errors import (
     ActiveMismatchError,
     ConfigError,
     HomeBusyError,
+    MissingGenerationError,
     PromotionRefusedError,
 )
 from corpus_index.home import Home
+from corpus_index.search import Principal, Searcher
 from tests.corpusgen import RISKS, write_home
 from tests.searchkit import build_home
 from tests.support.lockholder import hold
@@ -187,3 +191,44 @@ def test_promotion_needs_every_collections_group_rows_check(tmp_path: Path) -> N
         lifecycle.promote(home, "deals")
     assert failed in str(refused.value)
     assert home.registry.active("deals") is None
+
+
+def edited(home: Home, edit: Callable[[dict[str, Any]], None]) -> Home:
+    """The home again after ``edit`` changed its corpus.yaml."""
+    raw = yaml.safe_load(home.settings.config_path.read_text())
+    edit(raw)
+    home.settings.config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return Home(home.settings)
+
+
+def test_a_generation_its_profile_no_longer_writes_is_not_searched(tmp_path: Path) -> None:
+    """An ACL narrowed after a migration reaches only the generations a profile still writes:
+    the old one, named, would show the unit to the group it was taken from."""
+    home = two_generations(tmp_path)
+    reader = Principal("alpha", ("alpha-uw",))
+    ask = {"principal": reader, "namespace": "deals", "mode": "lexical", "k": 3}
+    assert Searcher(home).search("lease", generation="g0001", **ask).hits  # both written
+    home.registry.set_status("g0001", "FAILED")
+    with pytest.raises(MissingGenerationError, match="g0001 is FAILED"):
+        Searcher(home).search("lease", generation="g0001", **ask)
+    home.registry.set_status("g0001", "READY")
+    home = edited(home, lambda raw: raw["profiles"].pop("main"))
+    with pytest.raises(MissingGenerationError, match="g0001 was built by profile 'main'"):
+        Searcher(home).search("lease", generation="g0001", **ask)
+    assert Searcher(home).search("lease", **ask).hits  # g0002 serves
+
+
+def test_an_active_generation_its_profile_no_longer_writes_is_not_searched(
+    tmp_path: Path,
+) -> None:
+    """A profile changed in place writes a new generation; until it is promoted, the ACTIVE one
+    no longer takes its sources' edits, so the namespace is refused, naming what to do."""
+    home = two_generations(tmp_path)
+    home = edited(home, lambda raw: raw["profiles"]["alt"].update(embedder="hash:v1-48"))
+    ask = {"principal": Principal("alpha", ("alpha-uw",)), "namespace": "deals", "k": 3}
+    with pytest.raises(MissingGenerationError) as refused:
+        Searcher(home).search("lease", mode="lexical", **ask)
+    message = str(refused.value)
+    assert "profile 'alt' now builds another generation than g0002" in message
+    assert "promote a generation" in message
+    assert Searcher(home).search("lease", mode="lexical", generation="g0001", **ask).hits

@@ -40,6 +40,9 @@ NOT_FOUND = ProblemType("not-found", 404, "No such resource")
 UNKNOWN_NAMESPACE = ProblemType("unknown-namespace", 404, "The namespace is not configured")
 UNKNOWN_GENERATION = ProblemType("unknown-generation", 404, "No such generation")
 CROSS_MODEL = ProblemType("cross-model-query", 409, "The query cannot be compared with the index")
+UNMAINTAINED = ProblemType(
+    "generation-not-maintained", 409, "The generation no longer receives its sources' updates"
+)
 GENERATION_GONE = ProblemType("generation-gone", 410, "The cursor's generation no longer serves")
 VALIDATION = ProblemType("validation", 422, "The request is not valid")
 LIMIT = ProblemType("limit-exceeded", 422, "The request exceeds a limit")
@@ -53,6 +56,7 @@ KEYS_UNAVAILABLE = ProblemType(
 )
 
 ALL = (
+    UNMAINTAINED,
     BAD_FILTER,
     BAD_CURSOR,
     UNAUTHORIZED,

@@ -15,7 +15,11 @@ from fastapi.responses import FileResponse, Response
 
 from corpus_index import predicates
 from corpus_index.eligibility import Principal
-from corpus_index.errors import InvalidFilterError, MissingGenerationError
+from corpus_index.errors import (
+    InvalidFilterError,
+    MissingGenerationError,
+    UnmaintainedGenerationError,
+)
 from corpus_index.filters import CorpusFilter, as_filter
 from corpus_index.hits import SearchResult
 from corpus_index.http import models
@@ -30,6 +34,7 @@ from corpus_index.http.problems import (
     NOT_FOUND,
     UNKNOWN_GENERATION,
     UNKNOWN_NAMESPACE,
+    UNMAINTAINED,
     Problem,
 )
 from corpus_index.http.service import Service
@@ -106,7 +111,8 @@ def generation_problem(exc: MissingGenerationError, *, named: str | None, cursor
     if cursor:
         return Problem(GENERATION_GONE, f"{exc}; search again without a cursor")
     if named:
-        return Problem(UNKNOWN_GENERATION, str(exc))
+        unmaintained = isinstance(exc, UnmaintainedGenerationError)
+        return Problem(UNMAINTAINED if unmaintained else UNKNOWN_GENERATION, str(exc))
     return Problem(NO_ACTIVE, str(exc))
 
 

@@ -63,7 +63,7 @@ def run_eval_gate(
     if active is not None and active.id != generation.id:
         baseline = active.eval.get("golden", {})
         stale = baseline.get("golden_sha256") != golden.sha256
-        if stale and active.spec.profile in home.config.profiles:
+        if stale and home.unmaintained(active) is None:
             baseline = evaluate_generation(home, active, golden)
             home.registry.record_eval(active.id, {"golden": baseline})
     worse = regressions(metrics, baseline, ns.eval_tolerance) if baseline else {}
