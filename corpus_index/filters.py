@@ -286,18 +286,10 @@ def _coerce(name: str, kind: type, value: Any) -> Any:
     if value is None:
         raise InvalidFilterError(f"filter {name}: a value is required (got null)")
     if kind is int:
-        if isinstance(value, bool):
-            raise InvalidFilterError(f"filter {name} expects an integer (got {value!r})")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise InvalidFilterError(f"filter {name} expects an integer (got {value!r})")
+        number = _integer(name, value)
+        if not predicates.INT64_MIN <= number <= predicates.INT64_MAX:
+            raise InvalidFilterError(f"filter {name} is out of range (got {value!r})")
+        return number
     if kind is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             result = float(value)
@@ -329,6 +321,21 @@ def _coerce(name: str, kind: type, value: Any) -> Any:
     if name in DATE_COLUMNS:
         return _iso_date(value, name).isoformat()
     return value
+
+
+def _integer(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise InvalidFilterError(f"filter {name} expects an integer (got {value!r})")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise InvalidFilterError(f"filter {name} expects an integer (got {value!r})")
 
 
 def _iso_date(value: Any, name: str) -> dt.date:

@@ -24,6 +24,9 @@ def column(name: str) -> str:
     return name
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the widest integer column the engine compares
+
+
 def literal(value: Any) -> str:
     """A SQL literal for ``value``: strings single-quoted with quotes doubled.
 
@@ -33,6 +36,8 @@ def literal(value: Any) -> str:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidFilterError(f"filter value {value} is outside the 64-bit integer range")
         return str(value)
     if isinstance(value, float):
         if not math.isfinite(value):

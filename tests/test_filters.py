@@ -168,6 +168,9 @@ REJECTED: list[tuple[str, Any, str]] = [
     ("int from text", [Condition("units", ">=", "many")], "units expects an integer"),
     ("int from bool", [Condition("units", "=", True)], "units expects an integer"),
     ("int from fraction", [Condition("units", "=", 2.5)], "units expects an integer"),
+    ("int past 64 bits", [Condition("units", "=", 10**20)], "units is out of range"),
+    ("int past 64 bits, text", [Condition("units", ">=", "-" + "9" * 23)], "out of range"),
+    ("int past 64 bits, float", [Condition("units", "in", [1, 1e30])], "out of range"),
     ("float from text", [Condition("ratio", "<", "x")], "ratio expects a number"),
     ("float nan", [Condition("ratio", "<", "nan")], "must be finite"),
     ("bool from text", [Condition("normalized", "=", "yes")], "expects true or false"),
@@ -308,6 +311,7 @@ ENGINE: list[tuple[str, Any, list[int]]] = [
     ("cli in", parse_expressions(["metro=Phoenix,Dallas"]), [0, 1]),
     ("cli not in skips NULL", parse_expressions(["metro!=Phoenix"]), [1, 2]),
     ("cli numbers are numbers", parse_expressions(["units>=100"]), [2, 3]),
+    ("the widest integers compare", [Condition("units", "<=", 2**63 - 1)], [0, 1, 2, 3]),
     ("cli float", parse_expressions(["ratio>0.5"]), [1, 2]),
     ("cli bool", parse_expressions(["normalized=false"]), [1, 3]),
     ("cli date", parse_expressions(["date_range=2025-01-01,2025-12-31"]), [0, 1]),
@@ -325,6 +329,12 @@ def test_filters_mean_what_they_say_in_lancedb(
 
 
 # -- the predicates.py additions ---------------------------------------------------------------
+
+
+def test_an_integer_literal_past_64_bits_is_refused() -> None:
+    assert predicates.literal(-(2**63)) == str(-(2**63))
+    with pytest.raises(InvalidFilterError, match="outside the 64-bit integer range"):
+        predicates.literal(2**63)
 
 
 def test_not_in_and_any_of() -> None:

@@ -156,6 +156,10 @@ def test_filters_modes_and_limits(served: Served) -> None:
     bad = problem(served.search({"query": "x", "filters": {"nosuch": 1}}), 400, "bad-filter")
     assert "nosuch" in bad["detail"]
     problem(served.search({"query": "x", "filters": {"geo": "TX"}}), 400, "bad-filter")
+    huge = {"query": "x", "filters": {"units": 10**23}}
+    assert "out of range" in problem(served.search(huge), 400, "bad-filter")["detail"]
+    similar = "/v1/namespaces/deals/deals/DEAL-ALPHA-000/similar"
+    problem(served.post(similar, {"filters": {"units": 10**23}}), 400, "bad-filter")
     many = {"units": {">=": 1, "<=": 9, "!=": 3}, "asset_class": "m", "deal_date": "2026-01-15"}
     assert (
         "limit is 4"
