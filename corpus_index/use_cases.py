@@ -174,8 +174,15 @@ def similar_deals(
     )
     if not rows:
         return None
-    own = rows[0]["source_id"]
-    if sections:
+    own, deal_id = rows[0]["source_id"], rows[0].get("deal_id")
+    if sections is not None:
+        present = sorted({r["section"] for r in rows})
+        unknown = sorted(set(sections) - set(present))
+        if not sections or unknown:
+            what = f"deal {deal} has no section {', '.join(unknown)}" if unknown else "no section"
+            raise InvalidQueryError(
+                f"{what}: name some of its sections ({', '.join(present)}) or leave them out"
+            )
         rows = [r for r in rows if r["section"] in sections]
     query_sections = sorted({r["section"] for r in rows})
     base = as_filter(filters).with_conditions(Condition("source_id", "!=", own))
@@ -232,7 +239,7 @@ def similar_deals(
     }
     out = SimilarResult(
         source_id=own,
-        deal_id=rows[0].get("deal_id"),
+        deal_id=deal_id,
         sections=query_sections,
         deals=deals[:k],
         trace=trace,

@@ -216,6 +216,8 @@ def test_similar_deals_stay_inside_the_tenant(served: Served) -> None:
     assert doc["deals"] and all(d["source_id"].startswith("alpha-deals/") for d in doc["deals"])
     assert doc["generation"] == served.gens["main"]
     problem(served.post(path, {"k": 5}, key=BETA), 404, "not-found")
+    lacking = problem(served.post(path, {"sections": ["financials"]}), 422, "validation")
+    assert "has no section financials" in lacking["detail"]
 
 
 def test_sidecars_only_for_the_keys_own_documents(served: Served) -> None:

@@ -125,6 +125,23 @@ def test_similar_accepts_doc_id_and_source_id(searcher: Searcher) -> None:
     assert [d.source_id for d in a.deals] == [d.source_id for d in b.deals]
 
 
+def test_similar_compares_the_sections_named_and_refuses_one_the_deal_lacks(
+    searcher: Searcher,
+) -> None:
+    whole = similar_deals(searcher, "deal-2026-0042", principal=MERIDIAN, k=3)
+    assert whole is not None and len(whole.sections) > 1
+    one = similar_deals(
+        searcher, "deal-2026-0042", principal=MERIDIAN, k=3, sections=whole.sections[:1]
+    )
+    assert one is not None and one.sections == whole.sections[:1]
+    for sections in (["financials"], [whole.sections[0], "financials"]):
+        with pytest.raises(InvalidQueryError, match="has no section financials") as refused:
+            similar_deals(searcher, "deal-2026-0042", principal=MERIDIAN, sections=sections)
+        assert whole.sections[0] in str(refused.value)
+    with pytest.raises(InvalidQueryError, match="no section: name some"):
+        similar_deals(searcher, "deal-2026-0042", principal=MERIDIAN, sections=[])
+
+
 def test_similar_respects_the_principal(searcher: Searcher) -> None:
     restricted = visible_deals("meridian", ("credit-committee",)) - visible_deals(
         "meridian", ("uw-team",)
