@@ -184,6 +184,8 @@ def propagate_deletion(
         receipt.held(gen.table_name, purge.fragments_where(corpus.store.table(gen), where))
         n = corpus.store.delete_where(gen, where)
         receipt.removed("lance", f"{gen.table_name} ({gen.id}, {gen.status})", n, "rows")
+        if n:  # the count its health is judged by
+            corpus.registry.record_rows(gen.id, corpus.store.count(gen))
 
     # 2. sidecars of every profile, under the home and (``sidecars: beside``) beside the sources
     doc_ids = {s.split("/", 1)[1] for s in ids if "/" in s}

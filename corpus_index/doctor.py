@@ -20,6 +20,7 @@ again.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +29,9 @@ import pyarrow.parquet as pq
 
 from corpus_index import lance
 from corpus_index.config import Settings
-from corpus_index.errors import DamagedStateError
+from corpus_index.errors import ConfigError, DamagedStateError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
+from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA
 from corpus_index.identity_resume import PASS_COLUMNS_LATER, PASS_SCHEMA
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
@@ -92,7 +94,7 @@ LIVE = ("BUILDING", "READY", "ACTIVE")
 class Finding:
     """One damaged thing: what it is, its file, the problem, and what repair does about it."""
 
-    kind: str  # "registry", "journal", "warehouse", "generation" or "cache"
+    kind: str  # "registry", "journal", "warehouse", "generation", "unmaintained" or "cache"
     name: str  # the partition, generation id or table name
     path: str
     problem: str
@@ -115,19 +117,20 @@ def check(settings: Settings) -> list[Finding]:
     store = GenerationStore(settings.lance_uri)
     registry_ok = not any(f.kind == "registry" for f in findings)
     if registry_ok:
+        unmaintained = _unmaintained(settings)
         for gen in open_registry(settings).generations():
             if gen.status in LIVE:
                 problem = generation_problem(store, gen)
-                if problem:
-                    findings.append(
-                        Finding(
-                            "generation",
-                            gen.id,
-                            f"{settings.lance_uri}/{gen.table_name}.lance",
-                            problem,
-                            "drop the table; the next `corpus sync` rebuilds it from the warehouse",
-                        )
-                    )
+                if problem is None:
+                    continue
+                path = f"{settings.lance_uri}/{gen.table_name}.lance"
+                why = unmaintained(gen)
+                if why is None:
+                    remedy = "drop the table; the next `corpus sync` rebuilds it from the warehouse"
+                    findings.append(Finding("generation", gen.id, path, problem, remedy))
+                else:  # dropping it would lose it for good: no sync writes it any more
+                    remedy = f"none: {why}, so no sync rebuilds it; `corpus retire {gen.id}`"
+                    findings.append(Finding("unmaintained", gen.id, path, problem, remedy))
     for name in sorted(n for n in lance.table_names(store.db) if n.startswith("cache__")):
         problem = _table_problem(store, name, "input_hash")
         if problem:
@@ -141,6 +144,15 @@ def check(settings: Settings) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _unmaintained(settings: Settings) -> Callable[[Generation], str | None]:
+    """``Home.unmaintained`` of the home's configuration; nothing is unmaintained where the
+    configuration cannot be read (its own problem is named where it is loaded)."""
+    try:
+        return Home(settings).unmaintained
+    except ConfigError:
+        return lambda gen: None
 
 
 def generation_problem(store: GenerationStore, gen: Generation) -> str | None:

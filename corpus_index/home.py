@@ -101,7 +101,9 @@ class Home:
     def unmaintained(self, generation: Generation) -> str | None:
         """Why the pipeline no longer writes ``generation`` (its profile gone or building other
         vectors now, or it failed or was retired), so edits and ACL changes of its sources no
-        longer reach it; None while its profile's runs write it."""
+        longer reach it; None while its profile's runs write it, or while this process cannot
+        build its profile's embedder to tell (a remote model's key is not set here: the runs
+        that write it have it)."""
         spec, profile = generation.spec, generation.spec.profile
         if generation.status not in ("BUILDING", "READY", "ACTIVE"):
             return f"generation {generation.id} is {generation.status}"
@@ -110,7 +112,10 @@ class Home:
                 f"generation {generation.id} was built by profile {profile!r}, which is no "
                 "longer configured"
             )
-        current = self.spec(profile)
+        try:
+            current = self.spec(profile)
+        except ConfigError:
+            return None
         if current.namespace != spec.namespace or not current.same_vectors_as(spec):
             return (
                 f"profile {profile!r} now builds another generation than {generation.id} "

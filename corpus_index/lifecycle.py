@@ -16,6 +16,7 @@ from corpus_index import gates
 from corpus_index.config import Settings
 from corpus_index.errors import (
     ActiveMismatchError,
+    ConfigError,
     DamagedStateError,
     MissingGenerationError,
     PromotionRefusedError,
@@ -180,11 +181,12 @@ def _promote(
     home: Home, namespace: str, generation_id: str | None, *, action: str, run_id: str | None
 ) -> Generation:
     target = _target(home, namespace, generation_id, action=action)
-    if target.spec.profile not in home.config.profiles:
+    unmaintained = home.unmaintained(target)
+    if unmaintained is not None:
+        # it would not be searched (Searcher.resolve_generation): the namespace would go dark
         raise PromotionRefusedError(
-            f"generation {target.id} was built by profile {target.spec.profile!r}, which is no "
-            "longer configured, so its queries could not be embedded; add the profile back to "
-            f"{action} to it"
+            f"{unmaintained}: its sources' edits and ACL changes no longer reach it, so it "
+            f"cannot serve; restore its profile as it was to {action} to it"
         )
     required = required_checks(home, target.spec.profile, for_rollback=action == "rollback")
     eval_check = target.checks.get(EVAL_CHECK, {})
@@ -306,6 +308,11 @@ def retire_choices(settings: Settings) -> list[RetireChoice]:
         targets = {p.id for ns in namespaces if (p := registry.previous(ns))}
     except (RetryableError, DamagedStateError):
         return []
+    try:  # a target its profile no longer writes can be retired (``retire``)
+        home = Home(settings)
+        targets = {t for t in targets if home.unmaintained(registry.require(t)) is None}
+    except ConfigError:
+        pass  # the configuration names its own problem where it is loaded
     order = {"open": 0, "refused": 1, "RETIRED": 2}
     choices: list[tuple[int, RetireChoice]] = []
     for g in sorted(gens, key=lambda g: g.id, reverse=True):
@@ -333,8 +340,9 @@ class RetireOutcome:
 def retire(home: Home, generation_id: str) -> RetireOutcome:
     """Retire a generation and drop its table, once the namespace's safety window has passed.
 
-    Never the ACTIVE generation nor the rollback target. Retiring again after a crash between
-    the two steps finishes the job.
+    Never the ACTIVE generation nor the rollback target, unless its profile no longer writes
+    it (a rollback to it is then refused too). Retiring again after a crash between the two
+    steps finishes the job.
 
     Raises:
         MissingGenerationError, RetireRefusedError.
@@ -342,6 +350,9 @@ def retire(home: Home, generation_id: str) -> RetireOutcome:
     gen = home.registry.require(generation_id)
     ns = home.config.namespaces.get(gen.spec.namespace)
     window = ns.retire_after_hours if ns is not None else 0.0
-    retired = home.registry.retire(gen.id, window_hours=window)
+    # a rollback target its profile no longer writes could not be rolled back to (``_promote``)
+    retired = home.registry.retire(
+        gen.id, window_hours=window, rollback_possible=home.unmaintained(gen) is None
+    )
     dropped = home.store.drop(retired)
     return RetireOutcome(generation=retired, table_dropped=dropped)

@@ -435,6 +435,17 @@ class Registry:
             return self._require_on(con, generation_id)
 
     @retry_conflicts
+    def record_rows(self, generation_id: str, row_count: int) -> None:
+        """Store the generation's row count after rows were taken out of it (a deletion
+        reaches every generation, built by its profile's runs or not)."""
+        with self.connect() as con:
+            con.execute(
+                "UPDATE generations SET row_count = ?, updated_at = ? WHERE id = ?",
+                [row_count, _now(), generation_id],
+            )
+            self._journal_generation(con, generation_id)
+
+    @retry_conflicts
     def record_checks(
         self, generation_id: str, checks: dict[str, Any], *, keep: set[str] | None = None
     ) -> None:
@@ -609,11 +620,17 @@ class Registry:
 
     @retry_conflicts
     def retire(
-        self, generation_id: str, *, window_hours: float, now: dt.datetime | None = None
+        self,
+        generation_id: str,
+        *,
+        window_hours: float,
+        now: dt.datetime | None = None,
+        rollback_possible: bool = True,
     ) -> Generation:
         """Mark a generation RETIRED, after the safety window, never the ACTIVE one nor the
-        rollback target. Retiring a RETIRED generation again is a no-op (so a crash between
-        this and dropping its table can be finished by retiring again).
+        rollback target while a rollback to it is possible. Retiring a RETIRED generation
+        again is a no-op (so a crash between this and dropping its table can be finished by
+        retiring again).
 
         Raises:
             RetireRefusedError: ACTIVE, the rollback target, or inside the safety window.
@@ -635,7 +652,7 @@ class Registry:
             refusal = ""
             if gen.id == active:
                 refusal = f"generation {gen.id} is ACTIVE in namespace {gen.spec.namespace!r}"
-            elif gen.id == previous:
+            elif gen.id == previous and rollback_possible:
                 refusal = (
                     f"generation {gen.id} is the rollback target of namespace "
                     f"{gen.spec.namespace!r} (`corpus rollback` would return to it)"

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from corpus_index import gates, lifecycle
+from corpus_index import doctor, gates, lifecycle
 from corpus_index.config import Settings
+from corpus_index.deletion import propagate_deletion
+from corpus_index.doctor import generation_problem
 from corpus_index.errors import (
     ActiveMismatchError,
     ConfigError,
     HomeBusyError,
     MissingGenerationError,
     PromotionRefusedError,
+    RetireRefusedError,
 )
 from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
@@ -232,3 +235,53 @@ def test_an_active_generation_its_profile_no_longer_writes_is_not_searched(
     assert "profile 'alt' now builds another generation than g0002" in message
     assert "promote a generation" in message
     assert Searcher(home).search("lease", mode="lexical", generation="g0001", **ask).hits
+
+
+def test_a_rollback_target_its_profile_no_longer_writes_is_refused_and_can_be_retired(
+    tmp_path: Path,
+) -> None:
+    home = two_generations(tmp_path)  # g0002 ACTIVE, g0001 (profile main) the rollback target
+    with pytest.raises(RetireRefusedError, match="rollback target"):
+        lifecycle.retire(
+            edited(home, lambda raw: raw["namespaces"]["deals"].update(retire_after_hours=0)),
+            "g0001",
+        )
+
+    def changed(raw: dict[str, Any]) -> None:
+        raw["profiles"]["main"]["embedder"] = "hash:v1-48"
+        raw["namespaces"]["deals"]["retire_after_hours"] = 0
+
+    home = edited(home, changed)
+    with pytest.raises(PromotionRefusedError, match="now builds another generation than g0001"):
+        lifecycle.rollback(home, "deals")
+    with pytest.raises(PromotionRefusedError, match="no longer reach it"):
+        lifecycle.promote(home, "deals", "g0001")
+    assert active_id(home) == "g0002"
+    assert [c.generation for c in lifecycle.retire_choices(home.settings)][:1] == ["g0001"]
+    assert lifecycle.retire(home, "g0001").generation.status == "RETIRED"
+
+
+def test_a_deletion_keeps_the_row_count_of_a_generation_no_profile_writes(tmp_path: Path) -> None:
+    """Deletions reach every generation; the count its health is judged by follows, so one
+    its profile no longer writes is not reported damaged (nor dropped by a repair)."""
+    home = edited(two_generations(tmp_path), lambda raw: raw["profiles"].pop("main"))
+    old = home.registry.require("g0001")
+    assert home.unmaintained(old) is not None and home.store.count(old) == old.row_count
+    receipt = propagate_deletion(
+        home, "alpha-deals", ["alpha-deals/deal-alpha-000"], namespace="deals", reason="test"
+    )
+    assert receipt is not None
+    old = home.registry.require("g0001")
+    assert home.store.count(old) == old.row_count
+    assert generation_problem(home.store, old) is None
+    assert doctor.check(home.settings) == []
+
+
+def test_doctor_never_drops_a_damaged_generation_no_sync_can_rebuild(tmp_path: Path) -> None:
+    home = edited(two_generations(tmp_path), lambda raw: raw["profiles"].pop("main"))
+    home.store.delete_where(home.registry.require("g0001"), "TRUE")  # behind the registry's back
+    found = doctor.check(home.settings)
+    assert [(f.kind, f.name) for f in found] == [("unmaintained", "g0001")]
+    assert "no sync rebuilds it" in found[0].repair and "corpus retire g0001" in found[0].repair
+    doctor.repair(home.settings, found)
+    assert home.store.exists(home.registry.require("g0001"))
