@@ -116,6 +116,22 @@ def test_a_revoked_key_stops_working_at_once(served: Served) -> None:
     assert served.search({"query": "roof"}).status_code == 200
 
 
+def test_a_broken_keys_file_fails_closed_and_tells_the_caller_nothing_of_it(
+    served: Served,
+) -> None:
+    keys = served.root / "keys.yaml"
+    good = keys.read_text()
+    keys.write_text(good + "\n  secret-line: [unclosed\n")
+    try:
+        doc = problem(served.search({"query": "roof"}, key="ck_anything"), 503, "keys-unavailable")
+        assert str(keys) not in doc["detail"] and "secret-line" not in doc["detail"]
+        assert "log" in doc["detail"]
+    finally:
+        keys.write_text(good)
+    assert "not valid YAML" in (served.root / "server.log").read_text()
+    assert served.search({"query": "roof"}).status_code == 200
+
+
 def test_a_request_cannot_widen_groups_or_name_a_tenant(served: Served) -> None:
     doc = problem(served.search({"query": "roof", "groups": ["beta-team"]}), 403, "forbidden")
     assert "beta-team" in doc["detail"]
@@ -206,6 +222,9 @@ def test_generations_are_read_only(served: Served) -> None:
     assert one["status"] == "ACTIVE" and one["backend_spec"] == "hash:v1-64"
     assert "row_count" not in one  # counts across tenants are not a tenant's to read
     assert served.post("/v1/namespaces/deals/generations", {}).status_code == 405
+    # another tenant's namespace is no namespace to this key
+    problem(served.get("/v1/namespaces/later/generations"), 404, "unknown-namespace")
+    problem(served.get("/v1/namespaces/later/generations/g0001"), 404, "unknown-namespace")
     assert [n["name"] for n in served.get("/v1/namespaces").json()] == ["deals"]
 
 

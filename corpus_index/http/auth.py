@@ -6,6 +6,7 @@ search as less than it may); naming a group the key lacks, or any tenant, is ref
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from corpus_index.eligibility import Principal
 from corpus_index.errors import ConfigError
 from corpus_index.http.problems import FORBIDDEN, KEYS_UNAVAILABLE, UNAUTHORIZED, Problem
 
+log = logging.getLogger("corpus_index.http")
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`.")
 
 
@@ -30,7 +32,11 @@ def caller(
     try:
         found = request.app.state.service.keys.principal(creds.credentials)
     except ConfigError as exc:
-        raise Problem(KEYS_UNAVAILABLE, str(exc)) from None
+        # the file's path and its lines are the operator's to read, not the caller's
+        log.error("the API keys cannot be read: %s", exc)
+        raise Problem(
+            KEYS_UNAVAILABLE, "the server cannot read its API keys now; its log names the problem"
+        ) from None
     if found is None:
         raise Problem(UNAUTHORIZED, "the API key is not valid (unknown or revoked)")
     name, principal = found

@@ -58,6 +58,21 @@ def known_namespace(svc: Service, ns: str) -> str:
     return ns
 
 
+def tenant_namespaces(svc: Service, principal: Principal) -> set[str]:
+    """The namespaces holding a collection of the principal's tenant: the key's namespaces."""
+    return {
+        c.namespace for c in svc.corpus.config.collections.values() if c.tenant == principal.tenant
+    }
+
+
+def own_namespace(svc: Service, ns: str, principal: Principal) -> str:
+    """``ns`` when it is one of the key's namespaces; another tenant's is answered as one not
+    configured (its existence is not the key's to learn)."""
+    if ns not in tenant_namespaces(svc, principal):
+        raise Problem(UNKNOWN_NAMESPACE, f"no namespace {ns!r} is configured")
+    return ns
+
+
 def bounded_filters(svc: Service, raw: dict[str, Any] | None) -> CorpusFilter:
     """The request's filters, bounded in size and checked for shape (400 when malformed)."""
     if raw is None:
@@ -306,9 +321,7 @@ def similar(
 )
 def namespaces(request: Request, principal: Caller) -> list[dict[str, Any]]:
     svc = service(request)
-    mine = {
-        c.namespace for c in svc.corpus.config.collections.values() if c.tenant == principal.tenant
-    }
+    mine = tenant_namespaces(svc, principal)
     out = []
     for ns in svc.corpus.config.namespaces:
         if ns in mine:
@@ -329,7 +342,7 @@ def _summary(gen: Generation) -> dict[str, Any]:
 )
 def generations(namespace: str, request: Request, principal: Caller) -> list[dict[str, Any]]:
     svc = service(request)
-    ns = known_namespace(svc, namespace)
+    ns = own_namespace(svc, namespace, principal)
     return [_summary(g) for g in svc.corpus.registry.generations(namespace=ns)]
 
 
@@ -342,7 +355,7 @@ def generation(
     namespace: str, generation: str, request: Request, principal: Caller
 ) -> dict[str, Any]:
     svc = service(request)
-    ns = known_namespace(svc, namespace)
+    ns = own_namespace(svc, namespace, principal)
     gen = svc.corpus.registry.get(generation)
     if gen is None or gen.spec.namespace != ns:
         raise Problem(UNKNOWN_GENERATION, f"namespace {ns!r} has no generation {generation!r}")
