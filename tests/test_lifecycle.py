@@ -23,6 +23,7 @@ from corpus_index.errors import (
 )
 from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
+from corpus_index.steps.eval_gate import run_eval_gate
 from tests.corpusgen import RISKS, write_home
 from tests.searchkit import build_home
 from tests.support.lockholder import hold
@@ -30,8 +31,14 @@ from tests.support.lockholder import hold
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
 
 
-def built(root: Path, *, eval_gate: str | None, golden: bool = False) -> Home:
-    config = write_home(root, eval_gate=eval_gate)
+def built(
+    root: Path,
+    *,
+    eval_gate: str | None,
+    golden: bool = False,
+    extra_profiles: dict[str, dict[str, object]] | None = None,
+) -> Home:
+    config = write_home(root, eval_gate=eval_gate, extra_profiles=extra_profiles)
     if golden:
         raw = yaml.safe_load(config.read_text())
         raw["namespaces"]["deals"]["golden_set"] = "golden.yaml"
@@ -285,3 +292,21 @@ def test_doctor_never_drops_a_damaged_generation_no_sync_can_rebuild(tmp_path: P
     assert "no sync rebuilds it" in found[0].repair and "corpus retire g0001" in found[0].repair
     doctor.repair(home.settings, found)
     assert home.store.exists(home.registry.require("g0001"))
+
+
+def test_the_eval_gate_compares_with_the_active_rows_as_they_are_now(tmp_path: Path) -> None:
+    """A deletion reaches the ACTIVE generation and the candidate alike: the candidate is
+    compared with the ACTIVE one asked again over its rows now, not with figures from before."""
+    alt = {"alt": {"embedder": "hash:v1-32", "namespace": "deals"}}
+    home = built(tmp_path, eval_gate=None, golden=True, extra_profiles=alt)
+    lifecycle.promote(home, "deals", "g0001")
+    before = home.registry.require("g0001").eval["golden"]
+    assert before["ndcg@10"] > 0.5  # the one judged deal is found
+    propagate_deletion(
+        home, "alpha-deals", ["alpha-deals/deal-alpha-000"], namespace="deals", reason="test"
+    )
+    gate, metrics = run_eval_gate(home, home.registry.require("g0002"), candidate=True)
+    assert metrics["ndcg@10"] == 0.0  # gone from the candidate too
+    assert gate.passed, gate.metadata
+    assert gate.metadata["active_ndcg@10"] == 0.0
+    assert home.registry.require("g0001").eval["golden"]["table_version"] > before["table_version"]

@@ -62,7 +62,12 @@ def run_eval_gate(
     baseline: dict[str, Any] = {}
     if active is not None and active.id != generation.id:
         baseline = active.eval.get("golden", {})
-        stale = baseline.get("golden_sha256") != golden.sha256
+        # measured on another golden set, or before a sync changed the ACTIVE rows (a
+        # deletion reaches both generations: comparing with the old figures fails a
+        # candidate for what the corpus lost)
+        stale = baseline.get("golden_sha256") != golden.sha256 or baseline.get("table_version") != (
+            int(home.store.table(active).version) if home.store.exists(active) else 0
+        )
         if stale and home.unmaintained(active) is None:
             baseline = evaluate_generation(home, active, golden)
             home.registry.record_eval(active.id, {"golden": baseline})
