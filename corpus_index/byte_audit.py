@@ -6,7 +6,8 @@ bits of the sha256 of 32-byte windows of it. Windows are chosen by their content
 hash, about one window in eight), so a scanner sliding over any file picks the same windows
 wherever the bytes reappear, and at most ``MAX_PER_BLOB`` are kept per text, so a receipt stays
 small. Windows of fewer than eight distinct bytes (runs of spaces, zeros) are never kept: they
-would match everywhere.
+would match everywhere; a vector's windows need twenty (a sparse vector's few repeated values
+recur in other vectors).
 
 Files are streamed in 1 MiB chunks. Parquet files (LZ4-compressed in the warehouse, so raw bytes
 hide their content) and DuckDB files (whose strings may be compressed) are also decoded column
@@ -40,6 +41,10 @@ from corpus_index.storage import Location
 WINDOW = 32
 MAX_PER_BLOB = 16
 MIN_DISTINCT_BYTES = 8
+# a window of a vector is kept only where its floats carry that much: eight float32s of a
+# dense model's vector hold 25-30 distinct bytes, while a window of a sparse vector (mostly
+# zeros, a few repeated magnitudes) recurs in other vectors and would prove nothing
+VECTOR_MIN_DISTINCT_BYTES = 20
 DUCKDB_BATCH_ROWS = 10_000
 READ_CHUNK = 1 << 20  # bytes read from a file at a time
 HASH_CHUNK = 1 << 14  # bytes hashed at a time (arrays that stay in cache: measured fastest)
@@ -93,9 +98,10 @@ def _digest(window: bytes | memoryview) -> str:
     return hashlib.sha256(window).hexdigest()[:16]
 
 
-def fingerprints(blob: bytes) -> list[str]:
+def fingerprints(blob: bytes, *, min_distinct: int = MIN_DISTINCT_BYTES) -> list[str]:
     """Fingerprints of one text or vector: ``tttt`` + ``ssss...`` (a 16-bit tag of the rolling
-    hash, then 64 bits of sha256), for at most ``MAX_PER_BLOB`` sampled windows."""
+    hash, then 64 bits of sha256), for at most ``MAX_PER_BLOB`` sampled windows of at least
+    ``min_distinct`` distinct bytes (``VECTOR_MIN_DISTINCT_BYTES`` for vectors)."""
     out: list[str] = []
     for start in range(0, max(len(blob) - WINDOW + 1, 0), HASH_CHUNK):
         piece = blob[start : start + HASH_CHUNK + WINDOW - 1]
@@ -103,7 +109,7 @@ def fingerprints(blob: bytes) -> list[str]:
         idx = np.nonzero(_sampled(h))[0]
         for i in idx[np.argsort(h[idx], kind="stable")]:
             window = piece[int(i) : int(i) + WINDOW]
-            if len(set(window)) < MIN_DISTINCT_BYTES:
+            if len(set(window)) < min_distinct:
                 continue
             tag = int((h[i] >> _TAG_SHIFT) & _TAG_MASK)
             out.append(f"{tag:04x}{_digest(window)}")

@@ -404,12 +404,17 @@ def _fingerprints(
         for i, h in enumerate(rows["input_hash"].to_pylist()):
             if h in exclusive_inputs:
                 blob = values[i * dim : (i + 1) * dim].tobytes()
-                vector_fps.setdefault(h, set()).update(byte_audit.fingerprints(blob))
+                fps = byte_audit.fingerprints(
+                    blob, min_distinct=byte_audit.VECTOR_MIN_DISTINCT_BYTES
+                )
+                vector_fps.setdefault(h, set()).update(fps)
     return {
         "scheme": byte_audit.SCHEME,
         "texts": sorted(text_fps),
         "vectors": {h: sorted(f) for h, f in sorted(vector_fps.items())},
         "texts_too_short": unfingerprinted,
+        # a sparse vector (a hashing embedder's) has no window that proves anything
+        "vectors_too_sparse": sum(1 for f in vector_fps.values() if not f),
     }
 
 
@@ -736,6 +741,7 @@ def _scan_bytes(
         "fingerprints": len(needles),
         "dropped_as_shared": {"text_windows": len(shared_windows), "vectors": shared_vectors},
         "texts_too_short": fps.get("texts_too_short", 0),
+        "vectors_too_sparse": fps.get("vectors_too_sparse", 0),
         "cost": cost.to_json(),
         "lance_data_files": "read as raw bytes: vectors are stored plain, text may be compressed "
         "(FSST), so there a row's absence rests on its vector's fingerprints",

@@ -126,7 +126,10 @@ def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path
     assert code == 1 and not report["clean"]
     in_bytes = [r for r in report["remaining"] if r["store"] == "bytes"]
     assert any("/data/" in r["path"] and r["path"].endswith(".lance") for r in in_bytes)
-    assert any(r["matches"].get("vector") for r in in_bytes), in_bytes
+    # the hashing embedder's vectors are too sparse to fingerprint (a window of zeros and
+    # repeated magnitudes recurs in other vectors): its text proves the rows still there
+    assert report["byte_scan"]["vectors_too_sparse"] > 0
+    assert not any(r["matches"].get("vector") for r in in_bytes), in_bytes
     assert report["byte_scan"]["status"] == "done" and report["byte_scan"]["cost"]["files"] > 0
     # the doc_id and full-text indexes built before the deletion hold its id and words (their
     # pages may be compressed, so the bytes need not show them): their files are still there,
