@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from corpus_index import tokens
 from corpus_index.cache import EmbeddingCache
 from corpus_index.embedding import build_inputs
+from corpus_index.group_records import GROUP_SCHEMA, group_inputs
 from corpus_index.home import Home
 from corpus_index.records import BLOCK_SCHEMA
 
@@ -133,6 +136,10 @@ def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
         inputs = build_inputs(
             blocks, sections=corpus.config.sections, input_formats={p.input_format}
         )
+        # a grouped collection's groups are embedded beside its units, under their own format
+        groups = corpus.warehouse.read("linked_groups", (c.name,), GROUP_SCHEMA)
+        if groups is not None and groups.num_rows:
+            inputs = pa.concat_tables([inputs, group_inputs(groups).cast(inputs.schema)])
         texts = dict(zip(inputs["input_hash"].to_pylist(), inputs["text"].to_pylist(), strict=True))
         entry.inputs = inputs.num_rows
         entry.distinct_inputs = len(texts)
