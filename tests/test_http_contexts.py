@@ -5,6 +5,7 @@ the library's own; every one stays inside the key's tenant and groups."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from corpus_index.config import Settings
 from corpus_index.group_search import search_contexts
 from corpus_index.home import Home
+from corpus_index.http.audit import AuditResult, ResultAudit
 from corpus_index.search import Principal, Searcher
 from tests.searchkit import build_home, messages_config
 from tests.support.http_server import running_server, serve_config
@@ -122,3 +124,67 @@ def test_everything_about_a_person_stays_in_the_keys_tenant(
         headers={"Authorization": f"Bearer {WATTLE}"},
     )
     assert unknown.status_code == 404
+
+
+def test_every_row_a_context_answer_shows_is_audited_after_the_response(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    client, _ = served
+
+    def audited() -> float:
+        text = client.get("/metrics").text
+        series = 'corpus_audited_results_total{namespace="messages"}'
+        return next(
+            (
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith(series)
+            ),
+            0.0,
+        )
+
+    before = audited()
+    doc = ask(client, WATTLE, {"query": "roast pumpkin for christmas lunch", "k": 3}).json()
+    shown = sum(
+        1 + sum(len(m["chunk_refs"]) for m in r["members"])
+        for records in doc["results"].values()
+        for r in records
+    )
+    assert shown > 3
+    headers = {"Authorization": f"Bearer {WATTLE}"}
+    person = client.get("/v1/namespaces/messages/people/Jane Okafor", headers=headers).json()
+    shown += sum(1 + sum(len(m["chunk_refs"]) for m in r["members"]) for r in person["records"])
+    for _ in range(100):  # the server audits after responding
+        if audited() >= before + shown:
+            break
+        time.sleep(0.2)
+    assert audited() == before + shown
+    text = client.get("/metrics").text
+    assert 'corpus_unauthorized_results_total{namespace="messages"} 0.0' in text
+    assert 'corpus_stale_results_total{namespace="messages",reason="deleted"} 0.0' in text
+
+
+def test_the_audit_counts_each_row_the_principal_may_not_see(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    _, corpus = served
+    gen = corpus.registry.active("messages")
+    assert gen is not None
+    rows = corpus.store.table(gen).to_arrow().select(["chunk_ref", "source_id", "acl_groups"])
+    staff = Principal("wattle", ("wattle-staff",))
+    seen = [
+        (r["chunk_ref"], r["source_id"])
+        for r in rows.to_pylist()
+        if r["source_id"].startswith("wattle-") and "wattle-staff" in r["acl_groups"]
+    ]
+    hidden = [
+        (r["chunk_ref"], r["source_id"])
+        for r in rows.to_pylist()
+        if r["source_id"].startswith("wattle-") and "wattle-staff" not in r["acl_groups"]
+    ]
+    assert seen and hidden
+    audit = ResultAudit(corpus)
+    assert audit.check_rows(seen[:5], staff, gen) == AuditResult()
+    assert audit.check_rows(seen[:5] + hidden[:2], staff, gen).unauthorized == 2
+    other = Principal("bluegum", ("bluegum-staff",))
+    assert audit.check_rows(seen[:5], other, gen).unauthorized == 5

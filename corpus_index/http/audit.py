@@ -47,24 +47,10 @@ class ResultAudit:
         """Count the hits that break a rule (0, 0, 0 when all is well)."""
         if not hits:
             return AuditResult()
-        table = self.corpus.store.table(gen)
-        refs = [h.provenance.chunk_ref for h in hits]
-        where = predicates.is_in("chunk_ref", refs)
-        rows = table.search().where(where).select(_COLUMNS).limit(len(refs) * 2).to_list()
-        by_ref = {r["chunk_ref"]: r for r in rows}
-        served = {c.name for c in self.corpus.config.collections_in(gen.spec.namespace)}
-        groups = set(principal.groups)
-        unauthorized = 0
-        for hit in hits:
-            row = by_ref.get(hit.provenance.chunk_ref)
-            if (
-                row is None
-                or row["tenant_id"] != principal.tenant
-                or hit.tenant_id != principal.tenant
-                or not groups.intersection(row["acl_groups"] or ())
-                or row["collection"] not in served
-            ):
-                unauthorized += 1
+        refused = self._refused([h.provenance.chunk_ref for h in hits], principal, gen)
+        unauthorized = sum(
+            1 for h in hits if h.provenance.chunk_ref in refused or h.tenant_id != principal.tenant
+        )
         gone = self._deleted()
         deleted = sum(1 for h in hits if h.source_id in gone)
         superseded = 0
@@ -73,6 +59,41 @@ class ResultAudit:
             if current is not None and current != hit.provenance.source_version:
                 superseded += 1
         return AuditResult(unauthorized, deleted, superseded)
+
+    def check_rows(
+        self, shown: Sequence[tuple[str, str]], principal: Principal, gen: Generation
+    ) -> AuditResult:
+        """Count the rows a context answer showed, as ``(chunk_ref, source_id)`` (a group's
+        own row and each member's), that break a rule: another tenant's, without a shared ACL
+        group, of a collection no longer served, or of a deleted source. (Members carry no
+        source version, so none is judged superseded.)"""
+        if not shown:
+            return AuditResult()
+        refused = self._refused([ref for ref, _ in shown], principal, gen)
+        gone = self._deleted()
+        return AuditResult(
+            unauthorized=sum(1 for ref, _ in shown if ref in refused),
+            deleted=sum(1 for _, source in shown if source in gone),
+        )
+
+    def _refused(self, refs: Sequence[str], principal: Principal, gen: Generation) -> set[str]:
+        """Those of ``refs`` whose row, read again with no eligibility predicate, the
+        principal may not see (or that is not there)."""
+        table = self.corpus.store.table(gen)
+        wanted = sorted(set(refs))
+        where = predicates.is_in("chunk_ref", wanted)
+        rows = table.search().where(where).select(_COLUMNS).limit(len(wanted) * 2).to_list()
+        by_ref = {r["chunk_ref"]: r for r in rows}
+        served = {c.name for c in self.corpus.config.collections_in(gen.spec.namespace)}
+        groups = set(principal.groups)
+        return {
+            ref
+            for ref in wanted
+            if (row := by_ref.get(ref)) is None
+            or row["tenant_id"] != principal.tenant
+            or not groups.intersection(row["acl_groups"] or ())
+            or row["collection"] not in served
+        }
 
     def _deleted(self) -> frozenset[str]:
         registry = self.corpus.registry

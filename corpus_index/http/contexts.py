@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from corpus_index.context_records import ContextRecord
+from corpus_index.eligibility import Principal
 from corpus_index.errors import MissingGenerationError
 from corpus_index.group_search import grouped_namespace, search_contexts
 from corpus_index.http import models
@@ -25,6 +28,7 @@ from corpus_index.http.routes import (
     generation_problem,
     known_namespace,
     service,
+    submit_audit,
     within_limits,
 )
 from corpus_index.http.service import Service
@@ -76,6 +80,7 @@ def search_groups(
         )
     except MissingGenerationError as exc:
         raise generation_problem(exc, named=body.generation, cursor=False) from None
+    audit_records(svc, ns, result.records, who, str(result.trace["generation"]))
     m = svc.metrics
     m.searches.labels("groups", body.mode, ns).inc()
     if not result.records:
@@ -113,7 +118,27 @@ def person(
         )
     except MissingGenerationError as exc:
         raise generation_problem(exc, named=generation, cursor=False) from None
+    if found.records:
+        gen_id = str(found.records[0].provenance.get("generation", ""))
+        audit_records(svc, ns, found.records, who, gen_id)
     svc.metrics.latency.labels("person", "lookup", ns).observe(time.perf_counter() - started)
     if found.person is None and not found.candidates:
         raise Problem(NOT_FOUND, f"no person named {name!r} in this key's tenant")
     return {"namespace": ns, "request_id": str(request.state.request_id), **found.to_json()}
+
+
+def audit_records(
+    svc: Service, ns: str, records: Sequence[ContextRecord], who: Principal, generation: str
+) -> None:
+    """After the response, every row the records showed (a group's own and each member's) is
+    read again and judged against the principal, as ``/search`` hits are."""
+    shown = [
+        (str(r.provenance["chunk_ref"]), str(r.provenance["source_id"]))
+        for r in records
+        if r.provenance.get("chunk_ref")
+    ]
+    shown += [(ref, m.source_id) for r in records for m in r.members for ref in m.chunk_refs]
+    if not shown or not generation:
+        return
+    gen = svc.searcher.resolve_generation(ns, generation)
+    submit_audit(svc, ns, len(shown), lambda: svc.audit.check_rows(shown, who, gen))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -23,6 +24,7 @@ from corpus_index.errors import (
 from corpus_index.filters import CorpusFilter, as_filter
 from corpus_index.hits import SearchResult
 from corpus_index.http import models
+from corpus_index.http.audit import AuditResult
 from corpus_index.http.auth import Caller, narrowed
 from corpus_index.http.cursor import Cursor, fingerprint
 from corpus_index.http.problems import (
@@ -149,6 +151,23 @@ def _request_id(request: Request) -> str:
     return str(request.state.request_id)
 
 
+def submit_audit(svc: Service, ns: str, shown: int, judge: Callable[[], AuditResult]) -> None:
+    """After the response: ``judge`` the ``shown`` results again, into the metrics."""
+    m = svc.metrics
+
+    def audit() -> None:
+        found = judge()
+        m.audited.labels(ns).inc(shown)
+        if found.unauthorized:
+            m.unauthorized.labels(ns).inc(found.unauthorized)
+        if found.deleted:
+            m.stale.labels(ns, "deleted").inc(found.deleted)
+        if found.superseded:
+            m.stale.labels(ns, "superseded").inc(found.superseded)
+
+    svc.background.submit(audit, what="audit")
+
+
 def _account(
     svc: Service,
     request: Request,
@@ -168,18 +187,7 @@ def _account(
     if not result.hits:
         m.zero_results.labels(endpoint, mode, ns).inc()
     hits = list(result.hits)
-
-    def audit() -> None:
-        found = svc.audit.check(hits, principal, gen)
-        m.audited.labels(ns).inc(len(hits))
-        if found.unauthorized:
-            m.unauthorized.labels(ns).inc(found.unauthorized)
-        if found.deleted:
-            m.stale.labels(ns, "deleted").inc(found.deleted)
-        if found.superseded:
-            m.stale.labels(ns, "superseded").inc(found.superseded)
-
-    svc.background.submit(audit, what="audit")
+    submit_audit(svc, ns, len(hits), lambda: svc.audit.check(hits, principal, gen))
     result.trace["request_id"] = _request_id(request)
     traces = svc.traces
     if traces is not None:
