@@ -325,3 +325,5 @@ def test_paging_is_pinned_to_the_generation_across_a_promotion(served: Served) -
     # writes (it names another model): refused until a generation it writes is promoted
     refused = problem(served.search(body), 503, "no-active-generation")
     assert "promote a generation" in refused["detail"]
+    unready = problem(served.get("/v1/ready", key=None), 503, "no-active-generation")
+    assert "namespace deals: profile 'alt' now builds another generation" in unready["detail"]

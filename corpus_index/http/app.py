@@ -85,20 +85,26 @@ def health() -> dict[str, str]:
 
 
 def ready(request: Request) -> dict[str, Any]:
-    """Every configured namespace has an ACTIVE generation (503 otherwise)."""
+    """Every configured namespace has an ACTIVE generation its profile's runs write, so it
+    is searched (503 otherwise)."""
     svc: Service = request.app.state.service
-    active = {
-        ns: (g.id if (g := svc.corpus.registry.active(ns, cached=True)) else None)
-        for ns in svc.corpus.config.namespaces
-    }
-    missing = sorted(ns for ns, g in active.items() if g is None)
-    if missing:
-        raise Problem(
-            NO_ACTIVE,
-            f"namespace(s) {', '.join(missing)} have no ACTIVE generation (run `corpus sync` "
-            "then `corpus promote`)",
-            namespaces=active,
-        )
+    gens = {ns: svc.corpus.registry.active(ns, cached=True) for ns in svc.corpus.config.namespaces}
+    active = {ns: g.id if g else None for ns, g in gens.items()}
+    missing = sorted(ns for ns, g in gens.items() if g is None)
+    unwritten = {ns: why for ns, g in gens.items() if g and (why := svc.corpus.unmaintained(g))}
+    if missing or unwritten:
+        problems = [
+            *(
+                [
+                    f"namespace(s) {', '.join(missing)} have no ACTIVE generation (run `corpus "
+                    "sync` then `corpus promote`)"
+                ]
+                if missing
+                else []
+            ),
+            *(f"namespace {ns}: {why}" for ns, why in sorted(unwritten.items())),
+        ]
+        raise Problem(NO_ACTIVE, "; ".join(problems), namespaces=active)
     return {"status": "ready", "namespaces": active}
 
 
