@@ -53,6 +53,7 @@ from corpus_index.records import (
     embedding_schema,
 )
 from corpus_index.registry import (
+    LIVE,
     Generation,
     journaled_pointers,
     open_registry,
@@ -87,7 +88,6 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     # and decodes every unit, and writes it anew)
     PRINTS: set(PRINTS_SCHEMA.names) - set(MESSAGE_COLUMNS),
 }
-LIVE = ("BUILDING", "READY", "ACTIVE")
 
 
 @dataclass(frozen=True, slots=True)

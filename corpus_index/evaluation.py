@@ -138,8 +138,7 @@ def evaluate_generation(
     home: Home, generation: Generation, golden: GoldenSet, *, k: int = EVAL_K
 ) -> dict[str, Any]:
     """Ask every golden query against ``generation`` (its own embedder) and score the rankings."""
-    # the rows it was asked over: a baseline measured before a sync changed them is stale
-    version = int(home.store.table(generation).version) if home.store.exists(generation) else 0
+    version = home.store.version(generation)  # the rows it was asked over
     run, latencies, mode = rank_golden(home, generation, golden, k=k)
     metrics = evaluate(run, {q.id: q.relevant for q in golden.queries}, recall_ks=(5, 10))
     return {

@@ -16,7 +16,7 @@ from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, S
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.errors import ConfigError
 from corpus_index.index_store import GenerationStore
-from corpus_index.registry import Generation, GenerationSpec, open_registry
+from corpus_index.registry import LIVE, Generation, GenerationSpec, open_registry
 from corpus_index.shards import split_key
 from corpus_index.warehouse import KeyedReader, Warehouse
 
@@ -105,7 +105,7 @@ class Home:
         build its profile's embedder to tell (a remote model's key is not set here: the runs
         that write it have it)."""
         spec, profile = generation.spec, generation.spec.profile
-        if generation.status not in ("BUILDING", "READY", "ACTIVE"):
+        if generation.status not in LIVE:
             return f"generation {generation.id} is {generation.status}"
         if profile not in self.config.profiles:
             return (

@@ -258,6 +258,11 @@ class GenerationStore:
         lance.retry_commits(lambda: table.delete(predicate), table=table)
         return before - int(table.count_rows())
 
+    def version(self, generation: Generation) -> int:
+        """The version of the generation's table (0 when it has none): it moves with every
+        write, so figures measured at one version are stale at another."""
+        return int(self.table(generation).version) if self.exists(generation) else 0
+
     def count(self, generation: Generation, predicate: str | None = None) -> int:
         if not self.exists(generation):
             return 0

@@ -310,7 +310,8 @@ def retire_choices(settings: Settings) -> list[RetireChoice]:
         return []
     try:  # a target its profile no longer writes can be retired (``retire``)
         home = Home(settings)
-        targets = {t for t in targets if home.unmaintained(registry.require(t)) is None}
+        by_id = {g.id: g for g in gens}
+        targets = {t for t in targets if home.unmaintained(by_id[t]) is None}
     except ConfigError:
         pass  # the configuration names its own problem where it is loaded
     order = {"open": 0, "refused": 1, "RETIRED": 2}

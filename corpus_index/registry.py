@@ -38,6 +38,8 @@ from corpus_index.registry_sql import (
 )
 
 STATUSES = ("BUILDING", "READY", "ACTIVE", "RETIRED", "FAILED")
+# the statuses whose generation its profile's runs write (the newest of them matching its spec)
+LIVE = ("BUILDING", "READY", "ACTIVE")
 SCHEMA_VERSION = 1
 
 _DDL = [
@@ -347,7 +349,7 @@ class Registry:
         with self.connect() as con:
             for gen in reversed(self._select_on(con, "WHERE profile = ?", [spec.profile])):
                 if (
-                    gen.status in ("BUILDING", "READY", "ACTIVE")
+                    gen.status in LIVE
                     and gen.spec.same_vectors_as(spec)
                     and gen.spec.namespace == spec.namespace
                 ):
@@ -396,7 +398,7 @@ class Registry:
     def live_generation(self, profile: str) -> Generation | None:
         """The newest BUILDING/READY/ACTIVE generation of ``profile``, if any."""
         for gen in reversed(self.generations(profile=profile)):
-            if gen.status in ("BUILDING", "READY", "ACTIVE"):
+            if gen.status in LIVE:
                 return gen
         return None
 

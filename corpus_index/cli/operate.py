@@ -113,10 +113,10 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
 def generations(ctx: click.Context, as_json: bool) -> None:
     """List index generations with status, counts and check outcomes."""
     from corpus_index.alerts import alerts
-    from corpus_index.doctor import LIVE, generation_problem
+    from corpus_index.doctor import generation_problem
     from corpus_index.gates import check_summary
     from corpus_index.index_store import GenerationStore
-    from corpus_index.registry import open_registry
+    from corpus_index.registry import LIVE, open_registry
 
     settings = settings_of(ctx)
     reg = open_registry(settings)

@@ -92,18 +92,14 @@ def ready(request: Request) -> dict[str, Any]:
     active = {ns: g.id if g else None for ns, g in gens.items()}
     missing = sorted(ns for ns, g in gens.items() if g is None)
     unwritten = {ns: why for ns, g in gens.items() if g and (why := svc.corpus.unmaintained(g))}
-    if missing or unwritten:
-        problems = [
-            *(
-                [
-                    f"namespace(s) {', '.join(missing)} have no ACTIVE generation (run `corpus "
-                    "sync` then `corpus promote`)"
-                ]
-                if missing
-                else []
-            ),
-            *(f"namespace {ns}: {why}" for ns, why in sorted(unwritten.items())),
-        ]
+    problems = [f"namespace {ns}: {why}" for ns, why in sorted(unwritten.items())]
+    if missing:
+        problems.insert(
+            0,
+            f"namespace(s) {', '.join(missing)} have no ACTIVE generation (run `corpus sync` "
+            "then `corpus promote`)",
+        )
+    if problems:
         raise Problem(NO_ACTIVE, "; ".join(problems), namespaces=active)
     return {"status": "ready", "namespaces": active}
 

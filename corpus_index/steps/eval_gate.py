@@ -65,9 +65,9 @@ def run_eval_gate(
         # measured on another golden set, or before a sync changed the ACTIVE rows (a
         # deletion reaches both generations: comparing with the old figures fails a
         # candidate for what the corpus lost)
-        stale = baseline.get("golden_sha256") != golden.sha256 or baseline.get("table_version") != (
-            int(home.store.table(active).version) if home.store.exists(active) else 0
-        )
+        stale = baseline.get("golden_sha256") != golden.sha256 or baseline.get(
+            "table_version"
+        ) != home.store.version(active)
         if stale and home.unmaintained(active) is None:
             baseline = evaluate_generation(home, active, golden)
             home.registry.record_eval(active.id, {"golden": baseline})
