@@ -6,7 +6,11 @@ holding text, ``INSERT ... ON CONFLICT (key) DO UPDATE``. What differs between t
 databases is kept here, and only here:
 
 - DuckDB allows one writing process per file: every unit of work opens the file and closes it
-  (the open is the lock), retried while another process holds it.
+  (the open is the lock), retried while another process holds it. A read that finds the file
+  shorter than its header says (``Could not read enough bytes``) happens, rarely, just after
+  another process let go of it; the whole operation runs again, up to five times in under a
+  second, and only a file still short after that is reported damaged (a truncated registry
+  fails the same way every time).
 - PostgreSQL lets many processes write: every unit of work is ONE transaction at SERIALIZABLE
   isolation on a connection kept per thread, committed when the unit ends. A transaction that
   loses a race with another process fails with a serialization failure, raised here as
@@ -97,17 +101,41 @@ def upsert(table: str, columns: Sequence[str], key: str) -> str:
     )
 
 
+# a DuckDB read that found the file short: tries of the whole operation before the file is
+# taken for damaged, the first wait between them (doubled each time: 0.05 + ... + 0.8 s)
+SHORT_READ_TRIES = 5
+SHORT_READ_DELAY_S = 0.05
+
+
+class ShortReadError(RegistryConflictError):
+    """A DuckDB read found the registry file shorter than it should be: another process had
+    just let go of it (an operation run again succeeds) or the file is truncated (it fails
+    every time; :func:`retry_conflicts` reports it as damaged after ``SHORT_READ_TRIES``)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
 def retry_conflicts(fn: F) -> F:
     """Run a registry operation again when its transaction lost a race with another process
-    (``RegistryConflictError``), with backoff, for up to the object's ``lock_timeout_s``."""
+    (``RegistryConflictError``), with backoff, for up to the object's ``lock_timeout_s``; a
+    short read of the DuckDB file (:class:`ShortReadError`) at most ``SHORT_READ_TRIES``
+    times, then ``DamagedRegistryError``."""
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         deadline = time.monotonic() + float(self.lock_timeout_s)
         delay = 0.01
+        short_reads = 0
         while True:
             try:
                 return fn(self, *args, **kwargs)
+            except ShortReadError as exc:
+                short_reads += 1
+                if short_reads >= SHORT_READ_TRIES:
+                    raise DamagedRegistryError("the registry", exc.path, exc.reason) from None
+                time.sleep(SHORT_READ_DELAY_S * 2 ** (short_reads - 1))
             except RegistryConflictError:
                 if time.monotonic() > deadline:
                     raise
@@ -138,6 +166,7 @@ class DuckDBBackend:
                 con = duckdb.connect(str(self.path))
                 break
             except duckdb.Error as exc:
+                _raise_short_read(exc, self.path)
                 if "lock" not in str(exc).lower():
                     raise DamagedRegistryError(
                         "the registry", self.path, str(exc).splitlines()[0]
@@ -152,6 +181,9 @@ class DuckDBBackend:
                 _create(con, missing, self.location)
                 self._created.update(missing)
             yield con
+        except duckdb.IOException as exc:
+            _raise_short_read(exc, self.path)
+            raise
         except (duckdb.InternalException, duckdb.SerializationException) as exc:
             # a file that opens but whose blocks are garbage fails on first read
             raise DamagedRegistryError(
@@ -175,6 +207,13 @@ class DuckDBBackend:
 
     def tombstones_state(self) -> tuple[object, ...]:
         return self.active_state("")
+
+
+def _raise_short_read(exc: duckdb.Error, path: Path) -> None:
+    """:class:`ShortReadError` for a DuckDB error that says the file was shorter than read
+    (nothing for any other error)."""
+    if isinstance(exc, duckdb.IOException) and "could not read enough bytes" in str(exc).lower():
+        raise ShortReadError(path, str(exc).splitlines()[0]) from None
 
 
 # connections a forked child inherited: closing one would end the parent's session, so they

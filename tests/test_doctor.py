@@ -5,6 +5,7 @@ gets its ACTIVE pointer and tombstones back from the journal."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,8 +129,12 @@ def test_a_missing_lancedb_data_file_is_named_found_and_rebuilt(home: Settings) 
     assert corpus(home, "generations").exit_code == 0
 
 
-def test_a_corrupt_registry_is_named_not_busy_and_restored(home: Settings) -> None:
-    home.registry_path.write_bytes(b"\x00garbage" * 1000)
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_corrupt_registry_is_named_not_busy_and_restored(home: Settings, damage: str) -> None:
+    if damage == "garbage":
+        home.registry_path.write_bytes(b"\x00garbage" * 1000)
+    else:  # reads past its end fail as a file another process just let go of does
+        os.truncate(home.registry_path, home.registry_path.stat().st_size // 2)
     with pytest.raises(DamagedRegistryError):
         Registry(home.registry_path).generations()
     listed = corpus(home, "generations")
