@@ -189,6 +189,10 @@ def test_filters_modes_and_limits(served: Served) -> None:
     doc = problem(served.search({"query": "x", "k": 0}), 422, "validation")
     assert doc["errors"][0]["loc"] == ["body", "k"]
     problem(served.search({"query": "x", "mode": "fuzzy"}), 422, "validation")
+    for loose in ("5", True, 5.0):  # a number only as a JSON integer, never coerced
+        doc = problem(served.search({"query": "x", "k": loose}), 422, "validation")
+        assert doc["errors"][0]["loc"] == ["body", "k"]
+    problem(served.post(similar, {"k": "5"}), 422, "validation")
     problem(
         served.client.post(
             "/v1/namespaces/deals/search",

@@ -92,6 +92,9 @@ def test_a_request_narrows_its_groups_and_never_widens_them_or_names_a_tenant(
     assert ask(client, None, {"query": QUERY}).status_code == 401
     big = ask(client, WATTLE, {"query": QUERY, "k": 100_000})
     assert big.status_code == 422 and big.json()["type"] == f"{PROBLEM}limit-exceeded"
+    for loose in ({"k": "5"}, {"units": "yes"}, {"units": 1}):  # JSON types, never coerced
+        refused = ask(client, WATTLE, {"query": QUERY, **loose})
+        assert refused.status_code == 422 and refused.json()["type"] == f"{PROBLEM}validation"
 
 
 def test_everything_about_a_person_stays_in_the_keys_tenant(

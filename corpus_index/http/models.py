@@ -13,6 +13,10 @@ HARD_MAX_QUERY = 100_000  # a sanity bound for the schema; the configured limit 
 
 
 class _Strict(BaseModel):
+    """A request body: unknown fields refused, and numbers and booleans taken only as JSON
+    numbers and booleans (``"k": "5"`` or ``"k": true`` is a validation error, not 5 or 1).
+    Strings stay lax where JSON has no type of their own (``as_of`` is an ISO 8601 string)."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -21,7 +25,7 @@ class SearchRequest(_Strict):
 
     query: str = Field(min_length=1, max_length=HARD_MAX_QUERY, description="The query text.")
     mode: Literal["dense", "lexical", "hybrid"] = "hybrid"
-    k: int = Field(10, ge=1, description="Hits per page (at most the server's max_k).")
+    k: int = Field(10, ge=1, strict=True, description="Hits per page (at most the server's max_k).")
     filters: dict[str, Any] | None = Field(
         None,
         description="RFC 0013 CorpusFilter (asset_class, geo{state, metro}, size_units_range, "
@@ -41,7 +45,7 @@ class SearchRequest(_Strict):
 class SimilarRequest(_Strict):
     """Deals most like one deal, found with its own vectors."""
 
-    k: int = Field(5, ge=1)
+    k: int = Field(5, ge=1, strict=True)
     filters: dict[str, Any] | None = None
     groups: list[str] | None = None
     generation: str | None = None
@@ -53,7 +57,7 @@ class ContextsRequest(_Strict):
 
     query: str = Field(min_length=1, max_length=HARD_MAX_QUERY, description="The query text.")
     mode: Literal["dense", "lexical", "hybrid"] = "hybrid"
-    k: int = Field(5, ge=1, description="Records (at most the server's max_k).")
+    k: int = Field(5, ge=1, strict=True, description="Records (at most the server's max_k).")
     filters: dict[str, Any] | None = None
     groups: list[str] | None = Field(
         None, description="Search as only these of the key's groups (narrowing, never widening)."
@@ -62,7 +66,9 @@ class ContextsRequest(_Strict):
     as_of: dt.datetime | None = Field(
         None, description="The time the query's time hints are resolved against (default now)."
     )
-    units: bool = Field(False, description="Unit-only search, in the same record shape.")
+    units: bool = Field(
+        False, strict=True, description="Unit-only search, in the same record shape."
+    )
 
 
 class ContextsResponse(BaseModel):
