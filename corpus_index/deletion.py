@@ -38,11 +38,14 @@ from corpus_index import (
 )
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import seconds_of
 from corpus_index.linked.memo import without_units
+from corpus_index.records import MANIFEST_SCHEMA
 from corpus_index.shards import split_key
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
+from corpus_index.sources import live_documents
 from corpus_index.storage import Location
 from corpus_index.store_copy import receipt_location
 
@@ -257,9 +260,10 @@ def propagate_deletion(
                     table.num_rows - kept.num_rows,
                     "rows",
                 )
-    # 4. flat-blob exports (profiles collections): rebuilt from what remains
-    for location in flat_exports.rebuild(corpus, collection):
-        receipt.removed("exports", location, 1, "rebuilt export trees")
+    # 4. flat-blob exports (profiles collections): rebuilt from what remains, or removed where
+    # no build would take the deletion out of them
+    for location, how in flat_exports.rebuild(corpus, collection):
+        receipt.removed("exports", location, 1, f"{how} export trees")
     corpus.registry.clear_stale(sorted(ids))
     receipt.pending = [
         f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
@@ -289,6 +293,20 @@ def propagate_deletion(
         ]
     )
     return receipt
+
+
+def _researcher_leftovers(corpus: Home, collection: str, doc: str) -> list[tuple[str, str]]:
+    """For a deleted source of a collection with flat exports whose researcher (the first
+    folder of its path) has no live source left: where that researcher still shows in the
+    exports (:func:`~corpus_index.flat_exports.researcher_leftovers`); nothing otherwise."""
+    cfg = corpus.config.collections.get(collection)
+    if cfg is None or not kind_of(cfg).flat_exports or "/" not in doc:
+        return []
+    slug = doc.split("/", 1)[0]
+    manifest = corpus.read("source_manifest", (collection,), MANIFEST_SCHEMA)
+    if any(d.startswith(f"{slug}/") for d in live_documents(manifest)):
+        return []  # the researcher stays, with their other sources
+    return flat_exports.researcher_leftovers(corpus, collection, slug)
 
 
 def _sidecar_folders(corpus: Home, collection: str) -> list[tuple[str, Location]]:
@@ -593,6 +611,8 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
         hits = [n for n in needles if n in text]
         if hits and source_id in hits:
             remaining.append({"store": "exports", "path": str(path), "match": "source_id"})
+    for leftover, match in _researcher_leftovers(corpus, collection_name, doc):
+        remaining.append({"store": "exports", "path": leftover, "match": match})
     warehouse = corpus.settings.warehouse
     for path in warehouse.rglob("*.parquet"):
         if path.is_file():

@@ -26,6 +26,7 @@ from corpus_index.flat_blob import (
     chunks_name,
     decode_blob,
     parse_index,
+    rows_problems,
 )
 from corpus_index.storage import OBJECT_STORE_SCHEMES, Location
 
@@ -110,7 +111,10 @@ def load_export(location: str) -> LoadedExport:
     """Fetch and check an export.
 
     Raises:
-        ExportError: index.json is malformed, or the blob's size or sha256 is not what it says.
+        ExportError: index.json is malformed, the blob's size or sha256 is not what it says,
+            or its rows are not what the format allows
+            (:func:`~corpus_index.flat_blob.rows_problems`: values not finite, a per-profile
+            export without its probe or with a chunks file that does not match its rows).
     """
     where = index_location(location)
     index = parse_index(fetch(where), where=where)
@@ -120,15 +124,18 @@ def load_export(location: str) -> LoadedExport:
     if problems:
         raise ExportError(f"{blob_at}: " + "; ".join(problems))
     chunks = None
+    where_rows = blob_at
     if index["row_key"] == "chunk_index":
-        chunks_at = _beside(where, chunks_name(index["file"]))
+        where_rows = _beside(where, chunks_name(index["file"]))
         try:
-            chunks = json.loads(fetch(chunks_at))
+            chunks = json.loads(fetch(where_rows))
         except ValueError as exc:
-            raise ExportError(f"{chunks_at}: not JSON: {exc}") from None
-        if not isinstance(chunks, list) or len(chunks) != index["count"]:
-            raise ExportError(f"{chunks_at}: must be a list of {index['count']} entries")
-    return LoadedExport(where, index, decode_blob(index, blob), chunks)
+            raise ExportError(f"{where_rows}: not JSON: {exc}") from None
+    vectors = decode_blob(index, blob)
+    problems = rows_problems(index, vectors, chunks)
+    if problems:
+        raise ExportError(f"{where_rows}: " + "; ".join(problems))
+    return LoadedExport(where, index, vectors, chunks)
 
 
 def cosine(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:

@@ -40,6 +40,8 @@ INDEX_FIELDS = (
 )
 CHUNK_FIELDS = ("source_type", "source_id", "chunk_index", "section", "char_count")
 LITTLE_F32 = np.dtype("<f4")
+# how far from 1 a row's length may be in an export that says ``normalized`` (float32 rounding)
+NORM_TOLERANCE = 1e-3
 
 
 def blob_name(backend_spec: str) -> str:
@@ -169,9 +171,59 @@ def decode_blob(index: dict[str, Any], blob: bytes) -> npt.NDArray[np.float32]:
     return matrix.astype(np.float32)
 
 
+def rows_problems(
+    index: dict[str, Any],
+    vectors: npt.NDArray[np.float32],
+    chunks: object = None,
+) -> list[str]:
+    """What is wrong with an export's decoded rows for its ``index`` (empty when none): every
+    value finite, unit length when it says ``normalized``; a per-profile export (row key
+    ``chunk_index``) has its probe (§3.1: it MUST) and a chunks file of one entry a row, each
+    with the fields of §5, in the index's row order. ``chunks`` is the chunks file as parsed
+    (None for an export without one)."""
+    problems = []
+    if not np.all(np.isfinite(vectors)):
+        problems.append("the blob holds values that are not finite (NaN or infinite)")
+    elif index["normalized"] and len(vectors):
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+        off = int(np.sum(np.abs(norms - 1.0) > NORM_TOLERANCE))
+        if off:
+            problems.append(f"normalized is true but {off} row(s) are not of unit length")
+    probe = index.get("probe")
+    if probe is not None and not np.all(np.isfinite(np.asarray(probe["vector"], np.float64))):
+        problems.append("the probe vector holds values that are not finite")
+    if index["row_key"] != "chunk_index":
+        return problems
+    if probe is None:
+        problems.append("a per-profile export has no probe (every one must have it)")
+    if not isinstance(chunks, list):
+        return [*problems, "the chunks file must be a list of entries"]
+    if len(chunks) != index["count"]:
+        return [*problems, f"the chunks file has {len(chunks)} entries for count {index['count']}"]
+    malformed = [
+        i
+        for i, c in enumerate(chunks)
+        if not isinstance(c, dict)
+        or not isinstance(c.get("source_id"), str)
+        or not isinstance(c.get("source_type"), str)
+        or type(c.get("chunk_index")) is not int
+        or type(c.get("char_count")) is not int
+        or not isinstance(c.get("section"), str | None)
+    ]
+    if malformed:
+        problems.append(
+            f"the chunks file's entry {malformed[0]} lacks a field of §5 or has the wrong type "
+            f"({len(malformed)} such entries)"
+        )
+    elif [c["chunk_index"] for c in chunks] != index["rows"]:
+        problems.append("the chunks file's chunk indexes differ from index.json's rows")
+    return problems
+
+
 def export_problems(folder: Path | Location) -> list[str]:
     """An export checked against its own files: index.json's fields, the blob's length and
-    sha256, the rows and (when the row key is ``chunk_index``) the chunks file's entries."""
+    sha256, and its rows (:func:`rows_problems`, with the chunks file when the row key is
+    ``chunk_index``)."""
     folder = Location.of(folder)
     where = str(folder / INDEX_FILE)
     try:
@@ -180,14 +232,13 @@ def export_problems(folder: Path | Location) -> list[str]:
     except (OSError, ExportError) as exc:
         return [str(exc)]
     problems = [f"{where}: {p}" for p in blob_problems(index, blob)]
+    if problems:
+        return problems
+    chunks = None
     if index["row_key"] == "chunk_index":
         path = folder / chunks_name(index["file"])
         try:
             chunks = json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
-            return [*problems, f"{path}: cannot be read: {exc}"]
-        if len(chunks) != index["count"]:
-            problems.append(f"{path}: {len(chunks)} entries for count {index['count']}")
-        elif [c.get("chunk_index") for c in chunks] != index["rows"]:
-            problems.append(f"{path}: chunk indexes differ from index.json's rows")
-    return problems
+            return [f"{path}: cannot be read: {exc}"]
+    return [f"{where}: {p}" for p in rows_problems(index, decode_blob(index, blob), chunks)]

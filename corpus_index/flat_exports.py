@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,13 @@ import pyarrow.compute as pc
 
 from corpus_index.embedding import vector_matrix
 from corpus_index.export_reader import VERIFIED, cosine
-from corpus_index.flat_blob import CHUNK_FIELDS, INDEX_FILE, export_problems, write_export
+from corpus_index.flat_blob import (
+    CHUNK_FIELDS,
+    INDEX_FILE,
+    chunks_name,
+    export_problems,
+    write_export,
+)
 from corpus_index.gates import Gate
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
@@ -86,6 +93,7 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
         return ExportsOutcome(covered=False)
     spec = home.spec(profile)
     public_root, restricted_root = export_roots(home, profile, collection)
+    _sweep_stages(collection, public_root, restricted_root)
     chunks = _chunks(home, profile, collection, spec.input_format, spec.dim)
     separate = restricted_exports(home.collection(collection)) == "separate"
     tiers = {(r["source_id"], r["chunk_index"]): r["tier"] for v in chunks.values() for r in v}
@@ -141,7 +149,15 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
             _swap(stage_restricted, restricted_root)
             out.written = True
             probe_gate = next(g for g in out.gates if g.name == EXPORT_GATES[2][0])
-            stamp.write_text(json.dumps({"digest": digest, "probe": probe_gate.metadata}))
+            stamp.write_text(
+                json.dumps(
+                    {
+                        "digest": digest,
+                        "probe": probe_gate.metadata,
+                        "indexes": _index_digests([public_root, restricted_root]),
+                    }
+                )
+            )
             if stage_restricted.exists() or restricted_root.exists():
                 out.restricted_folder = str(restricted_root)
     finally:
@@ -151,16 +167,77 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
     return out
 
 
-def rebuild(home: Home, collection: str) -> list[str]:
-    """Rebuild the exports of every profile that has them for ``collection`` (after a
-    deletion); returns the public trees rebuilt."""
-    rebuilt = []
-    for profile in sorted(home.config.profiles):
-        public_root, _ = export_roots(home, profile, collection)
-        if public_root.is_dir() and covers(home, profile, collection):
-            build(home, profile, collection)
-            rebuilt.append(str(public_root))
-    return rebuilt
+def rebuild(home: Home, collection: str) -> list[tuple[str, str]]:
+    """After a deletion: the exports of ``collection`` rebuilt from what remains, for every
+    profile that builds them; the trees of a profile that no longer does (removed from the
+    config, or no longer covering the collection) removed, since no build would ever take the
+    deletion out of them, and so are the trees of a rebuild whose checks fail (the last good
+    exports may hold what was deleted). Returns ``(tree, "rebuilt" | "removed")`` pairs."""
+    done: list[tuple[str, str]] = []
+    profiles = {p.name for tree in (PUBLIC, RESTRICTED) for p in _folders(home, tree)}
+    for profile in sorted(profiles | set(home.config.profiles)):
+        public_root, restricted_root = export_roots(home, profile, collection)
+        if not (public_root.is_dir() or restricted_root.is_dir()):
+            continue
+        if profile in home.config.profiles and covers(home, profile, collection):
+            out = build(home, profile, collection)
+            if out.written or out.unchanged:
+                done.append((str(public_root), "rebuilt"))
+                continue
+        for root in (public_root, restricted_root):
+            if root.is_dir():
+                root.rmtree()
+                done.append((str(root), "removed"))
+        public_root.with_name(f".{collection}.built.json").unlink(missing_ok=True)
+        _sweep_stages(collection, public_root, restricted_root)
+    return done
+
+
+def researcher_leftovers(home: Home, collection: str, slug: str) -> list[tuple[str, str]]:
+    """Where ``slug`` still shows in ``collection``'s export trees of any profile, the folders a
+    killed build left included: ``(path, "researcher folder" | "centroid row")`` (a centroid
+    averages every chunk of its researcher, so its row is what remains of a deleted one)."""
+    found: list[tuple[str, str]] = []
+    for tree in (PUBLIC, RESTRICTED):
+        for profile in _folders(home, tree):
+            roots = [profile / collection] + [
+                p for p in profile.iterdir() if p.is_dir() and p.name.startswith(f".{collection}.")
+            ]
+            for root in (r for r in roots if r.is_dir()):
+                if (root / slug).is_dir():
+                    found.append((str(root / slug), "researcher folder"))
+                centroids = root / CENTROIDS_SLUG / "embeddings" / INDEX_FILE
+                with contextlib.suppress(OSError, ValueError):
+                    if slug in json.loads(centroids.read_text()).get("rows", []):
+                        found.append((str(centroids), "centroid row"))
+    return found
+
+
+def _folders(home: Home, tree: str) -> list[Location]:
+    root = home.settings.exports / tree
+    return [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+
+
+def _sweep_stages(collection: str, *roots: Location) -> None:
+    """Remove what a build killed before its end left beside ``roots``: its staging folders
+    (``.<collection>.<8 hex>``) and the old trees of an unfinished swap (``.<collection>.old-``).
+    Builds of one collection never run at once (the collection's lock), so none is in use."""
+    leftover = re.compile(rf"\.{re.escape(collection)}\.(?:[0-9a-f]{{8}}|old-[0-9a-f]{{8}})")
+    for root in roots:
+        parent = root.parent
+        if not parent.is_dir():
+            continue
+        for p in parent.iterdir():
+            if p.is_dir() and leftover.fullmatch(p.name):
+                p.rmtree()
+
+
+def _index_digests(roots: list[Location]) -> dict[str, str]:
+    """The sha256 of every index.json under ``roots``, by its path."""
+    return {
+        str(folder / INDEX_FILE): sha256_hex((folder / INDEX_FILE).read_bytes())
+        for folder in index_files(roots)
+    }
 
 
 def remove_collection(home: Home, collection: str) -> list[str]:
@@ -184,13 +261,17 @@ def _unchanged(
 ) -> list[Gate] | None:
     """The checks of exports built from the same chunks, vectors and model as now (``digest``,
     recorded in ``stamp`` by the last build that passed): all but the probe's run again on the
-    files as they are; the probe's result is the one recorded (the model is not loaded again).
-    None when they must be rebuilt (changed, never built, or a check fails now)."""
+    files as they are; the probe's result is the one recorded (the model is not loaded again),
+    which holds only while every index.json, where the probes are, is byte for byte what that
+    build wrote. None when they must be rebuilt (changed, never built, an index.json not as
+    written, or a check fails now)."""
     try:
         recorded = json.loads(stamp.read_text())
     except (OSError, ValueError):
         return None
     if recorded.get("digest") != digest or not roots[0].is_dir():
+        return None
+    if recorded.get("indexes") != _index_digests(roots):  # an index.json (its probe) changed
         return None
     gates = check_exports(roots, tiers, home, profile, public_root=roots[0], probe=False)
     if not all(g.passed for g in gates):
@@ -306,9 +387,7 @@ def check_exports(
             if cos < VERIFIED:
                 weak[str(folder)] = round(cos, 4)
         if folder.is_relative_to(public_root) and index["row_key"] == "chunk_index":
-            chunks = json.loads(
-                (folder / index["file"].replace(".bin", ".chunks.json")).read_text()
-            )
+            chunks = json.loads((folder / chunks_name(index["file"])).read_text())
             leaked.extend(
                 f"{c['source_id']}#{c['chunk_index']}"
                 for c in chunks

@@ -343,3 +343,136 @@ def test_change_and_deletion_reach_every_export(tmp_path: Path) -> None:
     audit = audit_deletion(corpus, "people/bo-lindqvist/paper_summary--tides.md")
     assert not audit["clean"]
     assert any("bo-lindqvist" in str(r.get("path", "")) for r in audit["remaining"])
+
+
+def test_an_unchanged_build_whose_probe_was_edited_is_rebuilt(home: Home) -> None:
+    index_path = _folder(home, "ada-okafor") / "index.json"
+    index = json.loads(index_path.read_text())
+    index["probe"]["vector"] = [-x for x in index["probe"]["vector"]]
+    index_path.write_text(json.dumps(index, indent=1))  # the blob and its sha256 untouched
+    rebuilt = steps.flat_exports.run(home, "h", "people")
+    assert rebuilt.written and not rebuilt.unchanged  # not the last build's probe result
+    assert load_export(str(index_path.parent)).index["probe"]["vector"][0] == pytest.approx(
+        -index["probe"]["vector"][0]
+    )
+
+
+def test_a_consumer_refuses_rows_the_format_does_not_allow(home: Home, tmp_path: Path) -> None:
+    def damaged(change: str) -> Path:
+        folder = tmp_path / change / "embeddings"
+        shutil.copytree(_folder(home, "ada-okafor"), folder)
+        index = json.loads((folder / "index.json").read_text())
+        chunks_path = folder / "hash-v1-32.chunks.json"
+        chunks = json.loads(chunks_path.read_text())
+        if change == "no-probe":
+            del index["probe"]
+        elif change == "reversed-chunks":
+            chunks.reverse()
+        elif change == "chunks-not-entries":
+            chunks = ["a", "b"]
+        elif change == "not-unit":
+            blob = np.frombuffer((folder / index["file"]).read_bytes(), "<f4").reshape(2, 32)
+            index["normalized"] = True
+            data = (blob * 3).astype("<f4").tobytes()
+            (folder / index["file"]).write_bytes(data)
+            index["sha256"] = hashlib.sha256(data).hexdigest()
+        (folder / "index.json").write_text(json.dumps(index))
+        chunks_path.write_text(json.dumps(chunks))
+        return folder
+
+    expected = {
+        "no-probe": "has no probe",
+        "reversed-chunks": "chunk indexes differ",
+        "chunks-not-entries": "lacks a field",
+        "not-unit": "not of unit length",
+    }
+    for change, message in expected.items():
+        with pytest.raises(ExportError, match=message):
+            load_export(str(damaged(change)))
+    # centroids say they are unit length: a blob written big-endian is not, read as the format
+    swapped = tmp_path / "centroids" / "embeddings"
+    shutil.copytree(_folder(home, "collection"), swapped)
+    index = json.loads((swapped / "index.json").read_text())
+    data = np.frombuffer((swapped / index["file"]).read_bytes(), "<f4").astype(">f4").tobytes()
+    (swapped / index["file"]).write_bytes(data)
+    index["sha256"] = hashlib.sha256(data).hexdigest()
+    (swapped / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ExportError, match="not of unit length|not finite"):
+        load_export(str(swapped))
+    reversed_chunks = str(tmp_path / "reversed-chunks" / "embeddings")
+    result = CliRunner().invoke(main, ["export", "verify", reversed_chunks])
+    assert result.exit_code == 1 and "chunk indexes differ" in result.output
+
+
+def test_a_killed_build_leaves_nothing_the_next_one_keeps(tmp_path: Path) -> None:
+    corpus = Home(_write(tmp_path, PEOPLE))
+    _sync(corpus, "people")
+    profile = corpus.settings.exports / "flat" / "h"
+    # what a build killed between its staging and its swap leaves
+    shutil.copytree(profile / "people", profile / ".people.0badc0de")
+    shutil.copytree(profile / "people", profile / ".people.old-0badc0de")
+    shutil.rmtree(tmp_path / "people" / "cy-tanaka")  # the researcher leaves
+    steps.source_manifest.run(corpus, "people")  # the deletion rebuilds the exports
+    assert sorted(p.name for p in profile.iterdir() if p.is_dir()) == ["people"]
+    compact(corpus)  # the cache entries only the deleted source used
+    audit = audit_deletion(corpus, "people/cy-tanaka/soul.txt")
+    assert audit["clean"], audit["remaining"]
+    # a staging folder holding the researcher is found by the audit, not taken for clean
+    shutil.copytree(profile / "people", profile / ".people.0badc0de")
+    shutil.copytree(profile / "people" / "ada-okafor", profile / ".people.0badc0de" / "cy-tanaka")
+    remaining = audit_deletion(corpus, "people/cy-tanaka/soul.txt")["remaining"]
+    assert {r["match"] for r in remaining} == {"researcher folder"}
+
+
+def test_a_deletion_removes_a_researchers_centroid_and_unmaintained_exports(
+    tmp_path: Path,
+) -> None:
+    settings = _write(tmp_path, PEOPLE)
+    corpus = Home(settings)
+    _sync(corpus, "people")
+    centroids = _folder(corpus, "collection")
+    kept = tmp_path / "centroids-before"
+    shutil.copytree(centroids, kept)
+    # the profile is removed from the config (the end of a migration): its exports stay
+    doc = yaml.safe_load(settings.config_path.read_text())
+    doc["profiles"]["h2"] = {**doc["profiles"]["h"], "embedder": "hash:v1-16"}
+    del doc["profiles"]["h"]
+    settings.config_path.write_text(yaml.safe_dump(doc))
+    corpus = Home(settings)
+    old = corpus.settings.exports / "flat" / "h" / "people"
+    assert (old / "cy-tanaka").is_dir()
+    shutil.rmtree(tmp_path / "people" / "cy-tanaka")
+    steps.source_manifest.run(corpus, "people")
+    assert (
+        not old.exists()
+        and not (corpus.settings.exports / "flat-restricted" / "h" / "people").exists()
+    )
+    compact(corpus)  # the cache entries only the deleted source used
+    audit = audit_deletion(corpus, "people/cy-tanaka/soul.txt")
+    assert audit["clean"], audit["remaining"]
+    # a centroid row left behind is found: it averages the deleted researcher's chunks
+    centroids.parent.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(kept, old / "collection" / "embeddings")
+    remaining = audit_deletion(corpus, "people/cy-tanaka/soul.txt")["remaining"]
+    assert [r["match"] for r in remaining] == ["centroid row"]
+
+
+def test_an_empty_export_is_served_only_to_a_key_that_sees_the_researcher(
+    tmp_path: Path,
+) -> None:
+    settings = _write(tmp_path, {**PEOPLE, "dee-rivera": {"cv.md": "# CV\n\nOnly a CV.\n"}})
+    corpus = Home(settings)
+    _sync(corpus, "people")
+    empty = json.loads((_folder(corpus, "dee-rivera") / "index.json").read_text())
+    assert empty["count"] == 0
+    lab, outsider = "ck_lab", "ck_lab-other-group"
+    serve_config(settings.config_path, {lab: ("lab", ["lab"]), outsider: ("lab", ["elsewhere"])})
+    path = "/v1/namespaces/people/exports/people/dee-rivera/index.json"
+    with (
+        running_server(settings.config_path, settings.home, log=tmp_path / "server.log") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        seen = client.get(path, headers={"Authorization": f"Bearer {lab}"})
+        assert seen.status_code == 200 and seen.json()["count"] == 0
+        hidden = client.get(path, headers={"Authorization": f"Bearer {outsider}"})
+        assert hidden.status_code == 404

@@ -4,7 +4,9 @@ A key downloads a researcher's public export of a ``profiles`` collection of its
 (``index.json``, the blob, the chunks file) only when it may see every source the export holds:
 each chunk's source, as the chunks file names it, must be of the key's tenant and share an ACL
 group with the key (read from the collection's ``parsed_blocks``, the scope every row of the
-index comes from). Restricted exports and collection centroids (which mix every chunk of a
+index comes from). An export holding no chunk (a researcher whose sources are all restricted)
+is served only to a key that may see one of the researcher's sources: to any other it would
+tell that the researcher is there. Restricted exports and collection centroids (which mix every chunk of a
 researcher, restricted ones included) are not served over HTTP.
 """
 
@@ -85,7 +87,10 @@ def export_file(
         raise missing
     chunks = json.loads((folder / chunks_name(blob)).read_text(encoding="utf-8"))
     held = {str(c.get("source_id", "")) for c in chunks}
-    if not held <= _visible_sources(svc, collection, who):
+    visible = _visible_sources(svc, collection, who)
+    if not held <= visible:
         raise missing  # the export holds a source the key may not see: none of it is shown
+    if not held and not any(s.startswith(f"{collection}/{slug}/") for s in visible):
+        raise missing  # an empty export would still tell that the researcher is there
     media = "application/octet-stream" if file == blob else "application/json"
     return stored_file(folder / file, media_type=media)
