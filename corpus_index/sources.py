@@ -25,6 +25,7 @@ from corpus_index.kinds import (
     load_documents,
     parse_document,
     read_documents,
+    refused_documents,
     scope_widening,
     unreadable,
 )
@@ -192,10 +193,13 @@ def _fingerprints(
             yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line, bad
         return
     check = StatCheck(collection)  # the root and each folder resolved once per scan
+    refused = refused_documents(collection, listing)
     for doc_id, path in listing:
         # a document that may not or cannot be read is listed with a version derived from the
         # reason, so parsing quarantines it (and retries it when the reason changes)
         try:
+            if doc_id in refused:  # whatever its file's stat says
+                raise ParseError(path, refused[doc_id])
             st = check(path)
             known = recorded.get(doc_id)
             if known is not None and known[:3] == (path, st.st_size, st.st_mtime):

@@ -145,6 +145,13 @@ def test_a_record_may_narrow_its_scope_never_widen_or_move_it(tmp_path: Path) ->
         ({"text": "pumpkin \ud800"}, "'text' holds a lone UTF-16 surrogate"),
         ({"acl": ["support-staff", "\udc00"]}, r"'acl'\[1\] holds a lone UTF-16 surrogate"),
         ({"id": "m\ud800"}, "'id' holds a lone UTF-16 surrogate"),
+        # a NUL cannot be a filter's value: its rows could never be replaced or deleted
+        ({"id": "ctl\u0000x"}, "'id' holds a control character"),
+        ({"id": "tab\there"}, "'id' holds a control character"),
+        # linked groups' ids share the collection's source ids
+        ({"id": "grp-a6e149dc0123456789abcdef01234567"}, "'id' starts with 'grp-'"),
+        ({"reply_to": 7}, None),  # an integer id, as a record's own may be
+        ({"reply_to": 7.5}, "'reply_to' must be a non-empty string"),
     ],
 )
 def test_malformed_records_say_what_is_wrong(
@@ -152,7 +159,11 @@ def test_malformed_records_say_what_is_wrong(
 ) -> None:
     coll = collection(tmp_path)
     if problem is None:
-        assert one(coll, record("m1", **fields)).metadata["recipients"] == ["Mike, Jane"]
+        block = one(coll, record("m1", **fields))
+        if "reply_to" in fields:
+            assert block.metadata["reply_to"] == "7"
+        else:
+            assert block.metadata["recipients"] == ["Mike, Jane"]
         return
     with pytest.raises(ParseError, match=problem) as info:
         one(coll, record("m1", **fields))
@@ -282,6 +293,22 @@ def test_a_bad_lines_place_never_takes_a_records_own_id(tmp_path: Path) -> None:
     assert "keep me" in served["z.jsonl:1"]
     quarantined = sorted(r["doc_id"] for r in result.quarantine.to_pylist())
     assert quarantined == ["c.jsonl#2", "m1@b.jsonl:1", "z.jsonl:1#2"]
+
+
+def test_a_bad_lines_place_name_held_last_scan_is_no_records_id(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    write(tmp_path, "a.jsonl", ["this is not json", record("m1")])
+    scan = scan_manifest(coll, None)  # a.jsonl's line 1 is named by its place, a.jsonl:1
+    first = parse_collection(coll, scan.table, None, None)
+    assert "a.jsonl:1" in first.quarantine.column("doc_id").to_pylist()
+    # a good record whose own id is that place name: the id names no record of a.jsonl
+    write(tmp_path, "c.jsonl", [record("a.jsonl:1", text="mine")])
+    again = scan_manifest(coll, scan.table)
+    assert again.held == 0
+    parsed = parse_collection(coll, again.table, first.blocks, first.quarantine)
+    served = {r["doc_id"]: r["content"] for r in parsed.blocks.to_pylist()}
+    assert "mine" in served["a.jsonl:1"]
+    assert "a.jsonl:1#2" in parsed.quarantine.column("doc_id").to_pylist()
 
 
 def test_a_new_file_repeating_an_indexed_id_never_takes_it(tmp_path: Path) -> None:
@@ -528,6 +555,33 @@ def test_an_irc_log_needs_a_dated_name(tmp_path: Path, name: str, problem: str) 
         kinds.parse_document(coll, doc, "0" * 16)
     assert str(info.value).startswith(f"{tmp_path / name}.ascii.txt: ")
     assert replace(coll, format="").format == ""
+
+
+def test_an_irc_log_with_another_logs_file_name_is_refused_not_merged(tmp_path: Path) -> None:
+    name = "2020-01-02_10.ascii.txt"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / name).write_text(LOG, encoding="utf-8")
+    coll = collection(tmp_path, format="irc")
+    scan = scan_manifest(coll, None)
+    first = parse_collection(coll, scan.table, None, None)
+    assert set(first.blocks.column("doc_id").to_pylist()) == {"sub/2020-01-02_10"}
+    # a log of the same name sorts first: it takes the name, the other is refused, named
+    (tmp_path / name).write_text("[10:00] <erin> another channel\n", encoding="utf-8")
+    again = scan_manifest(coll, scan.table)
+    parsed = parse_collection(coll, again.table, first.blocks, first.quarantine)
+    assert set(parsed.blocks.column("doc_id").to_pylist()) == {"2020-01-02_10"}
+    (q,) = parsed.quarantine.to_pylist()
+    assert q["doc_id"] == "sub/2020-01-02_10"
+    assert "another log, 2020-01-02_10.ascii.txt, has the same file name" in q["error"]
+    units = [json.loads(m)["unit_id"] for m in parsed.blocks.column("metadata").to_pylist()]
+    assert units == ["2020-01-02_10:0"]  # one log's units, never two joined
+
+
+def test_an_irc_log_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    (tmp_path / "2020-01-02_10.ascii.txt").write_bytes(b"\xef\xbb\xbf" + LOG.encode())
+    coll = collection(tmp_path, format="irc")
+    (blocks,) = blocks_of(coll).values()
+    assert blocks[0].section == "irc_chat" and blocks[0].metadata["author"] == "alice"
 
 
 def test_an_irc_clock_that_runs_past_the_supported_years_names_the_line(tmp_path: Path) -> None:

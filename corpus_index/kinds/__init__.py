@@ -160,6 +160,14 @@ def list_documents(collection: CollectionConfig) -> list[tuple[str, str]] | None
     return kind_of(collection).list_documents(collection)
 
 
+def refused_documents(
+    collection: CollectionConfig, listing: Sequence[tuple[str, str]]
+) -> dict[str, str]:
+    """The documents of ``listing`` (:func:`list_documents`) its kind refuses for what they are
+    beside the others (an irc log with another's file name), each with why."""
+    return kind_of(collection).refused(collection, listing)
+
+
 def load_document(collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
     """One document of a kind that lists its documents, read now.
 

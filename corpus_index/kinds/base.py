@@ -11,7 +11,7 @@ import contextvars
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,6 +107,10 @@ class CollectionKind(Protocol):
 
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]] | None: ...
 
+    def refused(
+        self, collection: CollectionConfig, listing: Sequence[tuple[str, str]]
+    ) -> dict[str, str]: ...
+
     def read_documents(
         self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
     ) -> Iterator[SourceDoc]: ...
@@ -152,6 +156,13 @@ class KindDefaults:
     def default_tier(self, collection: CollectionConfig, source_type: str) -> str:
         """The collection's tier, whatever the source type."""
         return collection.tier
+
+    def refused(
+        self, collection: CollectionConfig, listing: Sequence[tuple[str, str]]
+    ) -> dict[str, str]:
+        """Documents of ``listing`` (:meth:`list_documents`) refused for what they are beside
+        the others, each with why (its path is named with it): none."""
+        return {}
 
     def granularity(self, section: str, sections: Mapping[str, str]) -> str | None:
         """Every block is one embeddable unit."""

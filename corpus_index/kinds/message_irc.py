@@ -11,11 +11,13 @@ nick of someone who has spoken earlier in the log mentions them.
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ParseError
-from corpus_index.kinds.base import CollectionKind, FileKind, new_block
+from corpus_index.kinds.base import CollectionKind, FileKind, new_block, unreadable
 from corpus_index.linked import irc
 from corpus_index.linked.messages import (
     LAST_YEAR,
@@ -47,11 +49,13 @@ def parse_log_blocks(
     problem = _date_problem(stem)
     if problem is not None:
         raise ParseError(doc.path, problem)
+    raw = doc.raw.removeprefix(codecs.BOM_UTF8)  # a byte order mark is not the first line's
     try:
-        text = doc.raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = doc.raw.count(b"\n", 0, exc.start) + 1
-        raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        at = exc.start + len(doc.raw) - len(raw)
+        raise ParseError(doc.path, f"not UTF-8 text (byte {at})", line=line) from None
     messages = irc.to_messages(stem, irc.parse_log(text))
     for index, m in enumerate(messages):
         if not supported_time(m.timestamp):  # the date is supported: the clock ran past it
@@ -121,12 +125,58 @@ def _date_problem(stem: str) -> str | None:
 
 class IrcLayout(FileKind):
     """Reads like a file kind (one log per document, listed by suffix, bounded by
-    ``limits.max_document_bytes``); its parse takes the kind its blocks belong to."""
+    ``limits.max_document_bytes``); its parse takes the kind its blocks belong to. Of two logs
+    with one file name in different folders, the first in path order is read and the other
+    refused (:meth:`refused`): their lines' unit ids would be the same."""
 
     suffix = SUFFIX
+
+    def refused(
+        self, collection: CollectionConfig, listing: Sequence[tuple[str, str]]
+    ) -> dict[str, str]:
+        """Each log whose file name an earlier log of ``listing`` has, with why."""
+        first: dict[str, str] = {}
+        out: dict[str, str] = {}
+        for doc_id, _path in listing:
+            stem = doc_id.rsplit("/", 1)[-1]
+            if stem in first:
+                out[doc_id] = (
+                    f"another log, {first[stem]}{SUFFIX}, has the same file name: their lines' "
+                    f"unit ids (<file stem>:<line>) would be the same; rename or move one"
+                )
+            else:
+                first[stem] = doc_id
+        return out
+
+    def read_documents(
+        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    ) -> Iterator[SourceDoc]:
+        """Every log, a refused one (:meth:`refused`) as unreadable, with why."""
+        refused = self.refused(collection, self.list_documents(collection))
+        for doc in super().read_documents(collection, owners=owners):
+            yield _refusing(doc, refused)
+
+    def load_documents(
+        self,
+        collection: CollectionConfig,
+        paths: Mapping[str, str],
+        *,
+        owners: Mapping[str, str] | None = None,
+    ) -> Iterator[SourceDoc]:
+        """The named logs, a refused one (:meth:`refused`) as unreadable, with why."""
+        refused = self.refused(collection, self.list_documents(collection))
+        for doc in super().load_documents(collection, paths, owners=owners):
+            yield _refusing(doc, refused)
 
     def parse(
         self, kind: CollectionKind, collection: CollectionConfig, doc: SourceDoc, version: str
     ) -> list[Block]:
         """See :func:`parse_log_blocks`."""
         return parse_log_blocks(kind, collection, doc, version)
+
+
+def _refusing(doc: SourceDoc, refused: Mapping[str, str]) -> SourceDoc:
+    """``doc``, or it as unreadable with why when ``refused`` names it."""
+    if doc.error is not None or doc.doc_id not in refused:
+        return doc
+    return unreadable(doc.doc_id, doc.path, ParseError(doc.path, refused[doc.doc_id]))

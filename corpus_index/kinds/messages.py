@@ -26,7 +26,7 @@ import datetime as dt
 import json
 import re
 import reprlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from corpus_index.linked.messages import (
     supported_time,
     thread_subject,
 )
+from corpus_index.linked.records import GROUP_ID_PREFIX
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ _OPTIONAL_TEXT = ("location", "reply_to", "subject", "title", "version")
 # half of a UTF-16 pair on its own (JSON's "\ud800"): Python reads it into a string that no
 # encoder writes, so the record's hash, tables and index would each fail on it later
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 # -- reading: one document per record ---------------------------------------------------------
@@ -129,7 +131,9 @@ def read_records(
                 yield replace(doc, doc_id=doc_id)
     for doc_id, doc in waiting.items():
         owner = owner_of[doc_id]
-        if owner in troubled:  # the line it may be cannot be read: the id's record is held
+        # the line it may be cannot be read: the id's record is held (unless the id was only a
+        # bad line's place name there, which names no record)
+        if owner in troubled and not _place_name(doc_id, names.get(owner, owner)):
             of = f"a record of {names.get(owner, owner)}, which has a line that cannot be read"
             placed.append(repeat(doc, doc_id, of))
         else:  # its owner's file holds it no more: the first read claims it
@@ -144,6 +148,12 @@ def read_records(
         yield doc if name == doc.doc_id else replace(doc, doc_id=name)
 
 
+def _place_name(doc_id: str, file_name: str) -> bool:
+    """Whether ``doc_id`` is a name :func:`read_records` gives by place in ``file_name``
+    (``<file>:<line>``, ``<id>@<file>:<line>``, with ``#k`` where it gave way)."""
+    return re.fullmatch(rf"(?:.*@)?{re.escape(file_name)}:\d+(?:#\d+)?", doc_id) is not None
+
+
 def _record_id(line: bytes) -> str | None:
     try:
         record = json.loads(line)
@@ -155,14 +165,27 @@ def _record_id(line: bytes) -> str | None:
 def id_of(record: Mapping[str, Any]) -> str | None:
     """A record's ``id`` as its document id: a string with more than blanks, or an integer
     (``7`` is ``"7"``); None for anything else (missing, blank, a list, a boolean, a number
-    with a fraction, text that is not UTF-8 encodable)."""
+    with a fraction, text that is not UTF-8 encodable, a control character such as NUL, or
+    the prefix of linked groups' ids, see :func:`id_problem`)."""
     rid = record.get("id")
     if isinstance(rid, bool) or not isinstance(rid, str | int):
         return None
     text = str(rid)
-    if not text.strip() or _SURROGATE.search(text):
+    if not text.strip() or _SURROGATE.search(text) or id_problem(text):
         return None
     return text
+
+
+def id_problem(text: str) -> str | None:
+    """Why ``text`` may not be a unit's id although it is a string: a control character (a NUL
+    cannot be a filter's value, so its rows could never be replaced or deleted), or the prefix
+    of the linked groups' ids, which share the collection's source ids (a unit of that id
+    would take a group's rows, and its deletion the group's); None when it may."""
+    if _CONTROL.search(text):
+        return "'id' holds a control character"
+    if text.startswith(GROUP_ID_PREFIX):
+        return f"'id' starts with {GROUP_ID_PREFIX!r}, which names linked groups"
+    return None
 
 
 # -- parsing a record -------------------------------------------------------------------------
@@ -186,12 +209,13 @@ def parse_record(
     record = _load(doc, collection, line)
     unit_id = id_of(record)
     if unit_id is None:
-        got = reprlib.repr(record.get("id"))
-        problem = (
-            "missing 'id'"
-            if "id" not in record
-            else f"'id' must be a non-blank string or an integer (got {got})"
-        )
+        rid = record.get("id")
+        if "id" not in record:
+            problem = "missing 'id'"
+        elif isinstance(rid, str) and rid.strip() and id_problem(rid):
+            problem = str(id_problem(rid))
+        else:
+            problem = f"'id' must be a non-blank string or an integer (got {reprlib.repr(rid)})"
         raise ParseError(doc.path, f"{problem}; every record has its own id", line=line)
     source = record.get("source")
     if not isinstance(source, str) or source not in profiles or source == message_irc.CHAT:
@@ -321,6 +345,8 @@ def _fields(
     body = record.get("text")
     if not isinstance(body, str):
         raise ParseError(path, "'text' must be a string", line=line)
+    if type(record.get("reply_to")) is int:  # an integer id, as a record's own may be
+        record = {**record, "reply_to": str(record["reply_to"])}
     fields: dict[str, Any] = {name: text(name, required=False) for name in _OPTIONAL_TEXT}
     fields.update(
         author=text("author", required=True),
@@ -451,6 +477,12 @@ class JsonlLayout:
         """None: records share files, so the collection is read whole."""
         return None
 
+    def refused(
+        self, collection: CollectionConfig, listing: Sequence[tuple[str, str]]
+    ) -> dict[str, str]:
+        """None: a record with another's id is refused as it is read (:func:`read_records`)."""
+        return {}
+
     def read_documents(
         self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
     ) -> Iterator[SourceDoc]:
@@ -525,6 +557,12 @@ class Messages(KindDefaults):
     def list_documents(self, collection: CollectionConfig) -> list[tuple[str, str]] | None:
         """irc: one document per log, listed without reading; jsonl: None (read whole)."""
         return layout_of(collection).list_documents(collection)
+
+    def refused(
+        self, collection: CollectionConfig, listing: Sequence[tuple[str, str]]
+    ) -> dict[str, str]:
+        """irc: a log with an earlier log's file name; jsonl: none (it lists no documents)."""
+        return layout_of(collection).refused(collection, listing)
 
     def read_documents(
         self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None

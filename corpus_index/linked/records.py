@@ -79,10 +79,15 @@ class Group:
         return tuple(map(_UNIT_ID, self.members))
 
 
+# every group id starts with it; a unit's id never does (kinds.messages.id_problem), since the
+# two share a collection's source ids
+GROUP_ID_PREFIX = "grp-"
+
+
 def group_id(tenant: str, collection: str, group_type: str, member_ids: Sequence[str]) -> str:
     """The group's id, from what it is: the same members make the same id in any order."""
     what = canonical_json([tenant, collection, group_type, sorted(member_ids)])
-    return "grp-" + sha256_hex(what)[:32]
+    return GROUP_ID_PREFIX + sha256_hex(what)[:32]
 
 
 _UNIT_ID = operator.attrgetter("unit_id")
