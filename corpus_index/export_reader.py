@@ -65,9 +65,10 @@ class BlobHit:
     section: str | None = None
 
 
-def fetch(location: str) -> bytes:
+def fetch(location: str, *, api_key: str | None = None) -> bytes:
     """The bytes at a local path, an http(s) URL or an object-store URI (``s3://``), in one
-    read.
+    read; ``api_key`` is sent to an http(s) server as ``Authorization: Bearer`` (a
+    ``corpus serve`` export needs one).
 
     Raises:
         ExportError: it cannot be read (the location and the reason named).
@@ -75,7 +76,9 @@ def fetch(location: str) -> bytes:
     scheme = urllib.parse.urlsplit(location).scheme
     try:
         if scheme in ("http", "https"):
-            with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 - scheme checked
+            headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+            request = urllib.request.Request(location, headers=headers)  # noqa: S310 - scheme checked
+            with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 - scheme checked
                 data: bytes = response.read()
                 return data
         if scheme in OBJECT_STORE_SCHEMES:
@@ -89,10 +92,13 @@ def fetch(location: str) -> bytes:
 
 
 def _beside(location: str, name: str) -> str:
-    """The location of ``name`` in the same folder as ``location`` (a path or a URL)."""
-    scheme = urllib.parse.urlsplit(location).scheme
+    """The location of ``name`` in the same folder as ``location`` (a path or a URL, whose
+    query, such as ``corpus serve``'s ``?profile=``, it keeps)."""
+    parts = urllib.parse.urlsplit(location)
+    scheme = parts.scheme
     if scheme in ("http", "https", "file"):
-        return urllib.parse.urljoin(location, urllib.parse.quote(name))
+        path = urllib.parse.urljoin(parts.path, urllib.parse.quote(name))
+        return urllib.parse.urlunsplit(parts._replace(path=path, fragment=""))
     if scheme in OBJECT_STORE_SCHEMES:
         return f"{location.rsplit('/', 1)[0]}/{name}"
     return str(Path(location).parent / name)
@@ -100,15 +106,19 @@ def _beside(location: str, name: str) -> str:
 
 def index_location(location: str) -> str:
     """``location`` itself when it names index.json, else index.json inside it (a folder)."""
+    parts = urllib.parse.urlsplit(location)
+    if parts.scheme:
+        if parts.path.rstrip("/").endswith(".json"):
+            return location
+        path = parts.path.rstrip("/") + "/" + INDEX_FILE
+        return urllib.parse.urlunsplit(parts._replace(path=path))
     if location.rstrip("/").endswith(".json"):
         return location
-    if urllib.parse.urlsplit(location).scheme:
-        return location.rstrip("/") + "/" + INDEX_FILE
     return str(Path(location) / INDEX_FILE)
 
 
-def load_export(location: str) -> LoadedExport:
-    """Fetch and check an export.
+def load_export(location: str, *, api_key: str | None = None) -> LoadedExport:
+    """Fetch and check an export (``api_key``: see :func:`fetch`).
 
     Raises:
         ExportError: index.json is malformed, the blob's size or sha256 is not what it says,
@@ -117,9 +127,9 @@ def load_export(location: str) -> LoadedExport:
             export without its probe or with a chunks file that does not match its rows).
     """
     where = index_location(location)
-    index = parse_index(fetch(where), where=where)
+    index = parse_index(fetch(where, api_key=api_key), where=where)
     blob_at = _beside(where, index["file"])
-    blob = fetch(blob_at)
+    blob = fetch(blob_at, api_key=api_key)
     problems = blob_problems(index, blob)
     if problems:
         raise ExportError(f"{blob_at}: " + "; ".join(problems))
@@ -128,7 +138,7 @@ def load_export(location: str) -> LoadedExport:
     if index["row_key"] == "chunk_index":
         where_rows = _beside(where, chunks_name(index["file"]))
         try:
-            chunks = json.loads(fetch(where_rows))
+            chunks = json.loads(fetch(where_rows, api_key=api_key))
         except ValueError as exc:
             raise ExportError(f"{where_rows}: not JSON: {exc}") from None
     vectors = decode_blob(index, blob)

@@ -290,6 +290,14 @@ def test_a_key_downloads_its_own_public_export_from_corpus_serve(
         centroids = "/v1/namespaces/people/exports/people/collection/index.json"
         assert get(centroids).status_code == 404
         assert get(f"{base}/..%2F..%2Fcorpus.yaml").status_code == 404
+        # a consumer verifies it from the server with its key (the query kept for each file)
+        served = f"{url}{base}/index.json?profile=h"
+        verify = ["export", "verify", served, "--query", "spectral", "--json"]
+        checked = CliRunner().invoke(main, verify, env={"CORPUS_API_KEY": lab})
+        assert checked.exit_code == 0, checked.output
+        assert json.loads(checked.output)["verdict"] == "verified"
+        keyless = CliRunner().invoke(main, verify, env={"CORPUS_API_KEY": ""})
+        assert keyless.exit_code == 1 and "401" in keyless.output
 
 
 def test_a_tampered_blob_is_refused_and_another_model_may_not_search(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict
 
@@ -27,9 +28,18 @@ def export_group() -> None:
 )
 @click.option("--query", default="", help="Also search the blob for this text.")
 @click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--api-key-env",
+    default="CORPUS_API_KEY",
+    show_default=True,
+    help="The environment variable holding an API key, sent to an http(s) server "
+    "(`corpus serve` serves exports only to a key); unset sends none.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
-def verify_command(location: str, model: str, query: str, k: int, as_json: bool) -> None:
+def verify_command(
+    location: str, model: str, query: str, k: int, api_key_env: str, as_json: bool
+) -> None:
     """Check the export at LOCATION (an embeddings/ folder, its index.json, or an http:// URL of
     either): fetch the blob in one read, check its size and sha256, embed the probe with the
     local model and give a verdict: verified (> 0.99), degraded (0.9-0.99), incompatible
@@ -37,7 +47,7 @@ def verify_command(location: str, model: str, query: str, k: int, as_json: bool)
     not the export's. Exit 0 verified or degraded, 1 incompatible or a broken export.
     """
     try:
-        export = load_export(location)
+        export = load_export(location, api_key=os.environ.get(api_key_env) or None)
     except ExportError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_FAILED)
