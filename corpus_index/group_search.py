@@ -56,6 +56,7 @@ from corpus_index.identity_store import IDENTITIES, MENTIONS
 from corpus_index.kinds import kind_of
 from corpus_index.query_analysis import Person, QueryAnalysis, analyze
 from corpus_index.search import Searcher, Stopwatch
+from corpus_index.visible_people import Directory, Shown, directory, shown
 
 MIN_GROUPS = 3  # fewer groups than this: units are searched too (seed §6.1 step 4)
 DATE_BOOST = 0.15  # a group's dates overlap a time hint of the query
@@ -164,29 +165,77 @@ def visible_analysis(
     as_of: dt.datetime | None,
 ) -> QueryAnalysis:
     """The analysis of ``query`` with only the people some unit the principal may see
-    mentions: a registry's names are read from units, so naming (or leaving out of the topics)
-    a person only hidden units mention would tell of them. A person it names that no visible
-    unit mentions is taken off the list and the query analysed again, until none is left."""
-    known = tenant_people(corpus, principal, namespace)
-    hidden: set[str] = set()
+    mentions, each by only the forms it may know (:mod:`corpus_index.visible_people`): a
+    registry's names are read from units, so naming (or leaving out of the topics) a person
+    only hidden units mention, or finding one by a name only hidden units use, would tell of
+    them. Each person the analysis names is checked once: taken off the list when no visible
+    unit mentions them, else given their shown forms, and the query analysed again, until the
+    analysis names no person unchecked."""
+    known = {p.identity_id: p for p in tenant_people(corpus, principal, namespace)}
+    listed = tenant_directory(corpus, principal, namespace)
+    checked: set[str] = set()
     while True:
-        people = [p for p in known if p.identity_id not in hidden]
-        analysis = analyze(query, as_of=as_of, people=people)
-        named = {h.identity_id for h in analysis.people}
-        unseen = {
-            p.identity_id
-            for p in people
-            if p.identity_id in named
-            and (
-                table is None
-                or not any(
-                    seen_units(corpus, table, where_eligible, principal, namespace, p).values()
-                )
-            )
-        }
-        if not unseen:
+        analysis = analyze(query, as_of=as_of, people=list(known.values()))
+        named = [h.identity_id for h in analysis.people if h.identity_id not in checked]
+        if not named:
             return analysis
-        hidden |= unseen
+        for pid in named:
+            checked.add(pid)
+            seen = (
+                seen_units(corpus, table, where_eligible, principal, namespace, known[pid])
+                if table is not None
+                else {}
+            )
+            if any(seen.values()):
+                view = shown_contacts(corpus, principal, namespace, known[pid], seen, listed)
+                known[pid] = view.person
+            else:
+                del known[pid]
+
+
+def tenant_directory(home: Home, principal: Principal, namespace: str) -> Directory:
+    """The forms the people files of the principal's tenant list (its collections of
+    ``namespace`` that name one)."""
+    files = [
+        (c.people, c.limits)
+        for c in home.config.collections_in(namespace)
+        if c.tenant == principal.tenant and c.people is not None
+    ]
+    return directory(files, principal.tenant)
+
+
+def shown_contacts(
+    corpus: Home,
+    principal: Principal,
+    namespace: str,
+    person: Person,
+    seen: dict[str, dict[str, list[dict[str, Any]]]],
+    listed: Directory,
+) -> Shown:
+    """``person`` as the principal may know them: the forms of its registry rows that the
+    tenant's people files list or its mentions in the units the principal sees show (``seen``:
+    :func:`seen_units` of the person)."""
+    emails: list[str] = []
+    phones: list[str] = []
+    for row in tenant_identities(corpus, principal, namespace, ["identity_id", "emails", "phones"]):
+        if row["identity_id"] == person.identity_id:
+            emails += row["emails"] or ()
+            phones += row["phones"] or ()
+    snippets: list[str] = []
+    for name, units in seen.items():
+        if not units:
+            continue
+        mentions = corpus.warehouse.read(
+            MENTIONS,
+            (name,),
+            where=(pc.field("tenant_id") == principal.tenant)
+            & (pc.field("identity_id") == person.identity_id)
+            & pc.field("unit_id").isin(sorted(units)),
+            columns=["context_snippet"],
+        )
+        if mentions is not None:
+            snippets += [str(s) for s in mentions["context_snippet"].to_pylist() if s]
+    return shown(person, emails, phones, snippets, listed)
 
 
 def grouped_namespace(home: Home, namespace: str) -> bool:

@@ -28,22 +28,18 @@ from corpus_index.context_records import (
     unit_record,
 )
 from corpus_index.eligibility import Principal
-from corpus_index.errors import ConfigError
 from corpus_index.group_records import GROUP_KIND
 from corpus_index.group_search import (
     seen_units,
+    shown_contacts,
+    tenant_directory,
     tenant_identities,
     tenant_people,
 )
-from corpus_index.identities import load_people
-from corpus_index.identity_forms import (
-    DEFAULT_COUNTRY_CODE,
-    normalize_email,
-    normalize_name,
-    normalize_phone,
-)
+from corpus_index.identity_forms import normalize_email, normalize_name, normalize_phone
 from corpus_index.query_analysis import Person, analyze
 from corpus_index.search import Searcher
+from corpus_index.visible_people import Shown
 
 TOP_PARTNERS = 5
 
@@ -123,26 +119,38 @@ def person_contexts(
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
     known = tenant_people(corpus, principal, ns)
-    person, candidates = find_person(known, name)
-    if person is None and not candidates:  # an e-mail address or a phone number
-        person, candidates = _by_contact(corpus, principal, ns, name, known)
+    listed = tenant_directory(corpus, principal, ns)
+    contact = _contact(name, listed.country_code)
+    person, candidates = (None, []) if contact else find_person(known, name)
+    if contact or (person is None and not candidates):  # an e-mail address or a phone number
+        person, candidates = _by_contact(corpus, principal, ns, contact, known)
     if not corpus.store.exists(gen):
         return PersonResult(name, None)
     table = corpus.store.table(gen)
 
     # only a person some unit the principal may see mentions is found (nor offered as a
-    # candidate): a registry's names are read from units, so a name alone could tell of a
-    # unit the principal may not see
+    # candidate), and only by the names, addresses and numbers the principal may know of them
+    # (visible_people): a registry's forms are read from units, so a name or an address alone
+    # could tell of a unit the principal may not see
+    found = [person] if person is not None else candidates
     seen = {
-        p.identity_id: seen_units(corpus, table, where_eligible, principal, ns, p)
-        for p in ([person] if person is not None else candidates)
+        p.identity_id: seen_units(corpus, table, where_eligible, principal, ns, p) for p in found
     }
-    candidates = [c for c in candidates if any(seen[c.identity_id].values())]
+    shown = {
+        p.identity_id: shown_contacts(corpus, principal, ns, p, seen[p.identity_id], listed)
+        for p in found
+        if any(seen[p.identity_id].values())
+    }
+    views = [v.person for v in shown.values()]
+    if contact:
+        person, candidates = _shown_by_contact(shown, contact)
+    else:
+        person, candidates = find_person(views, name)
     if person is None and len(candidates) == 1:
         person, candidates = candidates[0], []
-    visible_units = seen[person.identity_id] if person is not None else {}
-    if person is None or not any(visible_units.values()):
+    if person is None:
         return PersonResult(name, None, candidates=candidates)
+    visible_units = seen[person.identity_id]
     result = PersonResult(name, person)
     people = People(corpus, principal)
     records: list[ContextRecord] = []
@@ -170,41 +178,35 @@ def person_contexts(
     return result
 
 
+def _contact(text: str, country_code: str) -> str | None:
+    """The normalized e-mail address or phone number ``text`` is, else None (a name)."""
+    if "@" in text:
+        return normalize_email(text)
+    return normalize_phone(text, country_code=country_code)
+
+
 def _by_contact(
-    corpus: Any, principal: Principal, namespace: str, text: str, known: list[Person]
+    corpus: Any, principal: Principal, namespace: str, contact: str | None, known: list[Person]
 ) -> tuple[Person | None, list[Person]]:
-    """The person of the tenant whose e-mail address or phone number ``text`` is (a phone
-    number in any form the people file's numbers are read in: ``0412 555 301`` is
-    ``+61412555301`` where the country code is 61), else None with the candidates."""
-    email = normalize_email(text) if "@" in text else None
-    phone = (
-        None
-        if email
-        else normalize_phone(text, country_code=_country_code(corpus, principal, namespace))
-    )
-    if email is None and phone is None:
+    """The person of the tenant whose e-mail address or phone number ``contact`` is (see
+    :func:`_contact`; a phone number in any form the people file's numbers are read in:
+    ``0412 555 301`` is ``+61412555301`` where the country code is 61), else None with the
+    candidates (every person it is an address or number of, when several)."""
+    if contact is None:
         return None, []
     ids: set[str] = set()
     for row in tenant_identities(corpus, principal, namespace, ["identity_id", "emails", "phones"]):
         emails = {normalize_email(e) for e in row["emails"] or ()}
-        if (email is not None and email in emails) or (
-            phone is not None and phone in (row["phones"] or ())
-        ):
+        if contact in emails or contact in (row["phones"] or ()):
             ids.add(row["identity_id"])
     found = [p for p in known if p.identity_id in ids]
     return (found[0], []) if len(found) == 1 else (None, found)
 
 
-def _country_code(corpus: Any, principal: Principal, namespace: str) -> str:
-    """The country code national phone numbers of the tenant are read with: its people
-    file's (the default where no collection of the namespace names one)."""
-    for c in corpus.config.collections_in(namespace):
-        if c.tenant == principal.tenant and c.people is not None:
-            try:
-                return load_people(c.people, tenant_id=principal.tenant).country_code
-            except ConfigError:
-                continue  # the sync names a bad file; the lookup falls back to the default
-    return DEFAULT_COUNTRY_CODE
+def _shown_by_contact(shown: dict[str, Shown], contact: str) -> tuple[Person | None, list[Person]]:
+    """:func:`_by_contact` among what the principal may know of each person (``shown``)."""
+    found = [v.person for v in shown.values() if contact in v.emails or contact in v.phones]
+    return (found[0], []) if len(found) == 1 else (None, found)
 
 
 def _contexts(

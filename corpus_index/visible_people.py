@@ -1,0 +1,136 @@
+"""What a principal may know of a person: the names, aliases, e-mail addresses and phone numbers
+of an identity that its tenant's people files list, or that a unit the principal may see shows.
+
+An identity's registry row gathers forms from every unit of its tenant: a name or address that
+only a managers-only e-mail carries, or the names of an identity merged into it. Matching a
+query against such a form, or showing it among the aliases, would tell a key of a unit it may
+not see. A person query and the people a group search names are therefore resolved against the
+:class:`Shown` person: the row's forms kept only where the directory (the people files, which
+the operator keeps for the whole tenant) or the visible units' mentions of that person hold
+them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus_index.errors import ConfigError
+from corpus_index.identities import load_people
+from corpus_index.identity_forms import (
+    DEFAULT_COUNTRY_CODE,
+    normalize_email,
+    normalize_name,
+    normalize_phone,
+)
+from corpus_index.limits import Limits
+from corpus_index.query_analysis import Person
+
+# a run of digits and phone punctuation long enough to be a number (normalize_phone decides)
+_PHONE_LIKE = re.compile(r"\+?[\d(][\d\s().\-]{6,}\d")
+
+
+@dataclass(frozen=True, slots=True)
+class Directory:
+    """The forms a tenant's people files list (normalized), and its phones' country code."""
+
+    names: frozenset[str] = frozenset()
+    emails: frozenset[str] = frozenset()
+    phones: frozenset[str] = frozenset()
+    country_code: str = DEFAULT_COUNTRY_CODE
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A person as a principal may know them: ``person`` with its name and aliases limited to
+    the forms the directory or a visible unit holds (the name replaced by one of those when
+    it is not), and the e-mail addresses and numbers it may be found by."""
+
+    person: Person
+    emails: frozenset[str]
+    phones: frozenset[str]
+
+
+def directory(people_files: Iterable[tuple[Path, Limits]], tenant: str) -> Directory:
+    """The forms of ``tenant``'s people files (each with the collection's limits; a file that
+    cannot be read adds nothing: the sync names it)."""
+    names: set[str] = set()
+    emails: set[str] = set()
+    phones: set[str] = set()
+    country_code = DEFAULT_COUNTRY_CODE
+    for path, limits in people_files:
+        listed = _listed(path, tenant, limits)
+        if listed is None:
+            continue
+        names |= listed.names
+        emails |= listed.emails
+        phones |= listed.phones
+        country_code = listed.country_code
+    return Directory(frozenset(names), frozenset(emails), frozenset(phones), country_code)
+
+
+def _listed(path: Path, tenant: str, limits: Limits) -> Directory | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_listed(path, stat.st_mtime_ns, stat.st_size, tenant, limits)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_listed(
+    path: Path, _mtime_ns: int, _size: int, tenant: str, limits: Limits
+) -> Directory | None:
+    """One people file's forms, read once while its size and mtime stay as they are."""
+    try:
+        registry = load_people(path, tenant_id=tenant, limits=limits)
+    except ConfigError:
+        return None
+    names = {normalize_name(f) for p in registry for f in (p.name, *p.aliases)}
+    return Directory(
+        frozenset(n for n in names if n),
+        frozenset(e for p in registry for e in p.emails),
+        frozenset(n for p in registry for n in p.phones),
+        registry.country_code,
+    )
+
+
+def shown(
+    person: Person,
+    emails: Iterable[str],
+    phones: Iterable[str],
+    snippets: Sequence[str],
+    listed: Directory,
+) -> Shown:
+    """``person`` (with the e-mail addresses and numbers its registry rows hold) as a principal
+    knows them: each form kept where ``listed`` holds it or one of ``snippets`` shows it (the
+    visible units' mentions of the person, see the module docstring)."""
+    words = [f" {normalize_name(s)} " for s in snippets]
+    lowered = [s.casefold() for s in snippets]
+    numbers = {
+        n
+        for s in snippets
+        for m in _PHONE_LIKE.findall(s)
+        if (n := normalize_phone(m, country_code=listed.country_code)) is not None
+    }
+
+    def name_shown(form: str) -> bool:
+        key = normalize_name(form)
+        return bool(key) and (key in listed.names or any(f" {key} " in w for w in words))
+
+    forms = [f for f in dict.fromkeys((person.name, *person.aliases)) if name_shown(f)]
+    kept_emails = frozenset(
+        e
+        for e in (normalize_email(x) for x in emails)
+        if e is not None and (e in listed.emails or any(e in s for s in lowered))
+    )
+    kept_phones = frozenset(p for p in phones if p in listed.phones or p in numbers)
+    if forms:
+        name = person.name if person.name in forms else forms[0]
+    else:  # known to the principal by an address or a number only, or by the id
+        name = min(kept_emails) if kept_emails else person.identity_id
+    aliases = tuple(f for f in forms if f != name)
+    return Shown(Person(person.identity_id, name, aliases), kept_emails, kept_phones)

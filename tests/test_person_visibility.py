@@ -1,0 +1,99 @@
+"""A person is found, and shown, only by what the principal may know of them: the names,
+addresses and numbers the tenant's people file lists or a unit the principal may see shows.
+A managers-only e-mail gives an outside coordinator a private address and merges a stranger
+into Sarah Jones; staff learn neither from a person query or a group search."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+
+import pytest
+import yaml
+
+from corpus_index.config import Settings
+from corpus_index.group_search import search_contexts
+from corpus_index.person_search import person_contexts
+from corpus_index.search import Principal, Searcher
+from tests.searchkit import ROOT, build_home, messages_config
+
+AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
+MANAGER = Principal("wattle", ("wattle-staff", "wattle-managers"))
+STAFF = Principal("wattle", ("wattle-staff",))
+HIDDEN = [
+    {
+        "id": "wg-hid-001",
+        "source": "email_thread",
+        "thread": "private-kate",
+        "subject": "A private matter",
+        "author": "Kate Morrison <xq77@hidden.example>",
+        "recipients": ["sarah.jones@wattlegrove.org.au"],
+        "timestamp": "2026-01-08T10:00:00+11:00",
+        "location": "Head office",
+        "text": "Please use this address for the private matter we discussed.",
+        "acl": ["wattle-managers"],
+    },
+    {
+        "id": "wg-hid-002",
+        "source": "email_thread",
+        "thread": "private-zed",
+        "subject": "Roster",
+        "author": "Zed Quigley <zed@quig.example>",
+        "recipients": ["sarah.jones@wattlegrove.org.au"],
+        "timestamp": "2026-01-08T11:00:00+11:00",
+        "location": "Head office",
+        "text": "Writing from my other account about the roster.",
+        "acl": ["wattle-managers"],
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def searcher(tmp_path_factory: pytest.TempPathFactory) -> Searcher:
+    root = tmp_path_factory.mktemp("visibility")
+    config_path = messages_config(root)
+    config = yaml.safe_load(config_path.read_text())
+    wattle = root / "wattle"
+    shutil.copytree(ROOT / "sample_corpus" / "messages" / "wattle", wattle)
+    lines = "".join(json.dumps(r) + "\n" for r in HIDDEN)
+    (wattle / "private.jsonl").write_text(lines, encoding="utf-8")
+    (wattle / "merges.yaml").write_text(
+        "merges:\n  - {merge: 'discovered:zed@quig.example', into: sarah-jones}\n"
+    )
+    config["collections"] = {"wattle-messages": config["collections"]["wattle-messages"]}
+    config["collections"]["wattle-messages"].update(path=str(wattle), merges="merges.yaml")
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return Searcher(build_home(Settings(config_path=config_path, home=root / "home")))
+
+
+def test_an_address_only_a_hidden_unit_shows_finds_no_one(searcher: Searcher) -> None:
+    seen = person_contexts(searcher, "xq77@hidden.example", principal=MANAGER)
+    assert seen.person is not None and seen.person.name == "Kate Morrison"
+    hidden = person_contexts(searcher, "xq77@hidden.example", principal=STAFF)
+    assert (hidden.person, hidden.candidates, hidden.records) == (None, [], [])
+    # the address a unit staff see shows still finds her
+    known = person_contexts(
+        searcher, "kate.morrison@brightpath-coordination.example", principal=STAFF
+    )
+    assert known.person is not None and known.person.name == "Kate Morrison"
+
+
+def test_a_name_merged_in_from_a_hidden_unit_is_no_alias_to_staff(searcher: Searcher) -> None:
+    seen = person_contexts(searcher, "Zed Quigley", principal=MANAGER)
+    assert seen.person is not None and seen.person.name == "Sarah Jones"
+    assert "Zed Quigley" in seen.to_json()["person"]["aliases"]
+    for query in ("Zed Quigley", "zed@quig.example"):
+        hidden = person_contexts(searcher, query, principal=STAFF)
+        assert (hidden.person, hidden.candidates) == (None, []), query
+    sarah = person_contexts(searcher, "Sarah Jones", principal=STAFF).to_json()["person"]
+    assert sarah["name"] == "Sarah Jones" and "Zed Quigley" not in sarah["aliases"]
+    assert {"Sarah", "SJ"} <= set(sarah["aliases"])  # the people file's, for the tenant
+
+
+def test_a_group_search_names_no_one_by_a_hidden_name(searcher: Searcher) -> None:
+    query = "what did Zed Quigley say about the roster"
+    staff = search_contexts(searcher, query, principal=STAFF, as_of=AS_OF)
+    assert staff.analysis.people == ()
+    manager = search_contexts(searcher, query, principal=MANAGER, as_of=AS_OF)
+    assert [p.name for p in manager.analysis.people] == ["Sarah Jones"]
