@@ -23,6 +23,7 @@ corroborates.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field, fields, replace
 from pathlib import Path
@@ -365,12 +366,10 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
         ConfigError: the file is missing, invalid, of another tenant, or an entry is malformed;
             the message names the file and the entry.
     """
+    limits = limits or Limits()
+    text = read_small_file(path, limits, "people file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
-        raise ConfigError(f"{path}: people file not found") from None
-    try:
-        data = load(text, limits or Limits())
+        data = load(text, limits)
     except YamlLimitError as exc:
         raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -394,6 +393,32 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
             raise ConfigError(f"{path}: people[{i}]: duplicate id {person.key!r}")
         registry.put(person)
     return registry
+
+
+def read_small_file(path: Path, limits: Limits, what: str) -> str:
+    """The text of a configuration file a collection names (a people or merges file), bounded
+    by ``limits.max_document_bytes`` as a source file is.
+
+    Raises:
+        ConfigError: it is missing, not a file, unreadable, larger than the bound, or not UTF-8
+            text; the message names the file.
+    """
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise ConfigError(f"{path}: {what} is not a file")
+        if size > limits.max_document_bytes:
+            raise ConfigError(
+                f"{path}: {what} is {size:,} bytes; the limit is "
+                f"limits.max_document_bytes = {limits.max_document_bytes:,}"
+            )
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: {what} cannot be read: {exc.strerror or exc}") from None
 
 
 def _person(entry: Any, tenant_id: str, country: str, where: str) -> Identity:
@@ -420,7 +445,7 @@ def _person(entry: Any, tenant_id: str, country: str, where: str) -> Identity:
         if number is None:
             raise ConfigError(f"{where}.phones: {raw!r} is not a phone number")
         phones.append(number)
-    key = entry["id"].strip()
+    key = unicodedata.normalize("NFC", entry["id"].strip())  # one key however it is composed
     return Identity(
         id=identity_id(tenant_id, key),
         tenant_id=tenant_id,

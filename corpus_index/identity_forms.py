@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import email.utils
 import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -40,8 +41,10 @@ DEFAULT_COUNTRY_CODE = "61"
 
 def normalize_name(raw: str) -> str:
     """Casefolded name without titles, bracketed notes or punctuation: ``Grace F (RN)`` ->
-    ``grace f``, ``priya.r`` -> ``priya r``, ``Dr Anand Shah`` -> ``anand shah``."""
-    text = _PAREN.sub(" ", raw)
+    ``grace f``, ``priya.r`` -> ``priya r``, ``Dr Anand Shah`` -> ``anand shah``; composed
+    and decomposed accents (``Müller`` either way) and compatibility forms (full-width
+    letters, ligatures) read alike."""
+    text = _PAREN.sub(" ", unicodedata.normalize("NFKC", raw))
     text = _SEPARATORS.sub(" ", text)
     text = _NOT_NAME.sub("", text).casefold()
     words = [w for w in _SPACES.split(text) if w and w not in _TITLES]

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import yaml
 
 from corpus_index.errors import ConfigError, IdentityError
-from corpus_index.identities import Identity, IdentityRegistry
+from corpus_index.identities import Identity, IdentityRegistry, read_small_file
 from corpus_index.identity_mentions import IdentityMention, mention_id
 from corpus_index.kinds.bounded_yaml import YamlLimitError, load
 from corpus_index.limits import Limits
@@ -117,19 +117,19 @@ def _union(first: Sequence[str], more: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def load_merges(path: Path) -> list[tuple[str, str]]:
+def load_merges(path: Path, limits: Limits | None = None) -> list[tuple[str, str]]:
     """The ``(merged, survivor)`` pairs of a merges file, in file order.
 
     The file is YAML: ``merges:`` a list of ``{merge: <id or key>, into: <id or key>}``.
 
     Raises:
-        ConfigError: the file is missing, not YAML, or an entry lacks ``merge`` or ``into``;
-            the message names the file and the entry.
+        ConfigError: the file is missing, over ``limits.max_document_bytes``, not UTF-8 or
+            not YAML, or an entry lacks ``merge`` or ``into``; the message names the file and
+            the entry.
     """
+    limits = limits or Limits()
     try:
-        data = load(path.read_text(encoding="utf-8"), Limits())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: merges file not found") from None
+        data = load(read_small_file(path, limits, "merges file"), limits)
     except YamlLimitError as exc:
         raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
     except yaml.YAMLError as exc:

@@ -98,7 +98,9 @@ def unit_record(
     }
 
 
-def merges_of(path: Path | None, registry: IdentityRegistry) -> list[tuple[str, str]]:
+def merges_of(
+    path: Path | None, registry: IdentityRegistry, limits: Limits | None = None
+) -> list[tuple[str, str]]:
     """The pairs of a collection's merges file, checked against the registry its people file
     seeds: an entry naming a people-file id that is not on file is an error; one naming a
     discovered identity or an identity id is applied where that identity was seen.
@@ -109,7 +111,7 @@ def merges_of(path: Path | None, registry: IdentityRegistry) -> list[tuple[str, 
     """
     if path is None:
         return []
-    pairs = load_merges(path)
+    pairs = load_merges(path, limits)
     for i, pair in enumerate(pairs):
         for ref in pair:
             seen_only = ref.startswith(("discovered:", "idn_"))
@@ -183,7 +185,7 @@ def _grow_from(
     """:func:`_grow` from the units' header values (``raws``: each once, in the units' order),
     no unit given."""
     registry = _seed(tenant, people, limits)
-    pairs = [*merges_of(merges_file, registry), *recorded]
+    pairs = [*merges_of(merges_file, registry, limits), *recorded]
     discover(registry, raws)
     discovered = registry.digest()
     headers = resolve_headers(registry, raws)
@@ -215,7 +217,7 @@ def resume(
         ConfigError: the people or merges file is invalid.
     """
     registry = _seed(tenant, people, limits)
-    pairs = [*merges_of(merges_file, registry), *recorded]
+    pairs = [*merges_of(merges_file, registry, limits), *recorded]
     fresh = in_order(records)
     discover(registry, last.found.headers)
     if registry.digest() != last.discovered:

@@ -77,11 +77,16 @@ def recorded_merges(home: Home, tenant: str) -> list[tuple[str, str]]:
 
 
 def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
-    """Append a merge to ``tenant``'s merges file (written aside, then renamed into place)."""
+    """Append a merge to ``tenant``'s merges file (written aside, then renamed into place).
+
+    Raises:
+        ConfigError: the file holds something other than merges (named, left as it is).
+    """
     path = merges_file(home, tenant)
     data: dict[str, Any] = {"merges": []}
     if path.is_file():
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or data
+        load_merges(path)  # ConfigError naming the file when it is not a merges file
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data["merges"].append({"merge": merged, "into": survivor, "recorded_at": at})
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -261,6 +261,37 @@ def test_a_bad_people_or_merges_file_names_the_file_and_the_problem(
     assert str(path) in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.parametrize("loader", [_load_people, load_merges])
+def test_a_people_or_merges_file_is_bounded_and_utf8(tmp_path: Path, loader: Any) -> None:
+    path = tmp_path / "people.yaml"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="is not UTF-8 text") as err:
+        loader(path)
+    assert str(path) in str(err.value)
+    path.write_text("people: []\nmerges: []\n# " + "x" * 9 * 2**20 + "\n")
+    with pytest.raises(ConfigError, match="the limit is limits.max_document_bytes") as err:
+        loader(path)
+    assert str(path) in str(err.value)
+    (tmp_path / "folder.yaml").mkdir()
+    with pytest.raises(ConfigError, match="is not a file"):
+        loader(tmp_path / "folder.yaml")
+
+
+def test_names_composed_or_decomposed_are_one_person(tmp_path: Path) -> None:
+    composed, decomposed = "Ren\u00e9 M\u00fcller", "Rene\u0301 Mu\u0308ller"
+    path = tmp_path / "people.yaml"
+    path.write_text(f"people:\n  - {{id: rene, name: '{composed}'}}\n", encoding="utf-8")
+    reg = _load_people(path)
+    assert reg.resolve(decomposed).identity_id == reg.resolve(composed).identity_id is not None
+    zoe = ["zo\u00eb", "zoe\u0308"]
+    path.write_text(
+        "people:\n" + "".join(f"  - {{id: '{z}', name: Zoe {i}}}\n" for i, z in enumerate(zoe)),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="duplicate id"):
+        _load_people(path)
+
+
 def test_the_registry_is_stored_as_a_table() -> None:
     reg = registry("bluegum")
     table = identities_table(reg)

@@ -19,7 +19,7 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.identities import identity_id
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
-from corpus_index.identity_store import record_merge
+from corpus_index.identity_store import merges_file, record_merge
 from pipelines.sensors import scan_sources
 from tests.dagster.harness import Graph, metadata
 
@@ -312,6 +312,16 @@ def test_tenants_never_mix_and_merge_refuses_unknown_self_and_cross_tenant(
         out = _cli(settings, "identities", "merge", *args)
         assert out.exit_code == 2 and error in out.output, (args, out.output)
     assert not (settings.home / "identities").exists()  # nothing recorded
+    # a recorded merges file that holds no merges is named, and left as it was
+    recorded = merges_file(Home(settings), "acme")
+    recorded.parent.mkdir(parents=True)
+    recorded.write_text("merges: 5\n")
+    out = _cli(settings, "identities", "merge", "sarah-jones", "mike-brennan", "--tenant", "acme")
+    assert out.exit_code == 2 and f"{recorded}: a merges file needs a list" in out.output
+    assert recorded.read_text() == "merges: 5\n"
+    recorded.unlink()
+    recorded.parent.rmdir()
+    recorded.parent.parent.rmdir()
     listed = json.loads(_cli(settings, "identities", "list", "--json").output)
     by_tenant: dict[str, set[str]] = {}
     for p in listed:
