@@ -381,13 +381,14 @@ def _fingerprints(
     inputs: pa.Table | None,
     ids: set[str],
     where: str,
-    snippets: list[str],
+    snippets: tuple[list[str], list[str]],
     *,
     text_ids: set[str],
 ) -> dict[str, Any]:
     """Fingerprints of what is deleted: block contents and input texts of the removed sources
-    (``text_ids``) no other source of the collection shares, the context snippets of its
-    identity mentions, and the vectors the generation tables hold for the inputs of ``ids``
+    (``text_ids``) no other source of the collection shares, the windows of the context
+    snippets of its identity mentions that no other unit's snippets hold (``snippets``: theirs
+    and the others', :func:`~corpus_index.identity_store.unit_texts`), and the vectors the generation tables hold for the inputs of ``ids``
     (by input hash, so the audit can drop one that a live source uses again).
 
     The texts of the groups that go with a unit are not fingerprinted: they hold the words of
@@ -397,11 +398,13 @@ def _fingerprints(
     texts = _texts_only_of(blocks, text_ids, "content", "content_hash") + _texts_only_of(
         inputs, text_ids, "text", "input_hash"
     )
-    texts += snippets
+    theirs, others = snippets
+    shared = {f for text in others for f in byte_audit.fingerprints(text.encode("utf-8"))}
+    snippet_fps = {f for text in theirs for f in byte_audit.fingerprints(text.encode("utf-8"))}
     exclusive_inputs = {h for h in _hashes_of(inputs, ids, "input_hash") if h} - _hashes_of(
         inputs, _others(inputs, ids), "input_hash"
     )
-    text_fps: set[str] = set()
+    text_fps: set[str] = snippet_fps - shared
     unfingerprinted = 0
     for text in texts:
         fps = byte_audit.fingerprints(text.encode("utf-8"))

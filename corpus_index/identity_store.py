@@ -214,19 +214,23 @@ def remove_units(home: Home, collection: str, units: Iterable[str]) -> list[tupl
     return changed
 
 
-def unit_texts(home: Home, collection: str, units: Iterable[str]) -> list[str]:
+def unit_texts(home: Home, collection: str, units: Iterable[str]) -> tuple[list[str], list[str]]:
     """The context snippets the mentions and sightings of ``units`` hold (what a deletion
-    fingerprints, so the audit finds them wherever they were copied)."""
+    fingerprints, so the audit finds them wherever they were copied), and those of every other
+    unit of the collection (a header such as ``author: Sarah Jones <sarah@...>`` is in many
+    units' snippets: what the others hold proves nothing of the deleted ones)."""
     wanted = pa.array(sorted(set(units)), pa.string())
-    texts: list[str] = []
+    theirs: list[str] = []
+    others: list[str] = []
     for asset, column in UNIT_COLUMN.items():
         table = home.warehouse.read(asset, (collection,))
         if table is None:
             continue
-        rows = table.filter(pc.is_in(table[column], wanted))
+        mine = pc.is_in(table[column], wanted)
         snippet = "context_snippet" if asset == MENTIONS else "context"
-        texts.extend(t for t in rows[snippet].to_pylist() if t)
-    return texts
+        theirs.extend(t for t in table.filter(mine)[snippet].to_pylist() if t)
+        others.extend(t for t in table.filter(pc.invert(mine))[snippet].to_pylist() if t)
+    return theirs, others
 
 
 def sightings_of_unit(home: Home, collection: str, unit: str) -> int:
