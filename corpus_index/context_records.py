@@ -26,6 +26,7 @@ from corpus_index.group_records import GROUP_KIND
 from corpus_index.home import Home
 from corpus_index.identity_store import IDENTITIES, MENTIONS
 from corpus_index.kinds import excerpt_of
+from corpus_index.visible_people import shown_name
 
 # the §6.2 response groups results by category; a group's category comes from its type, a
 # unit's from its source
@@ -293,18 +294,22 @@ class People:
     def __init__(self, home: Home, principal: Principal) -> None:
         self.home = home
         self.tenant = principal.tenant
-        self._names: dict[str, dict[str, str]] = {}
+        self._names: dict[str, dict[str, tuple[str, bool]]] = {}
 
-    def names(self, collection: str) -> dict[str, str]:
+    def names(self, collection: str) -> dict[str, tuple[str, bool]]:
+        """Identity id -> its name in the registry, and whether the tenant's people file gives
+        it (else a unit did: :meth:`of` shows it only where the mentions it is given show it)."""
         if collection not in self._names:
             table = self.home.warehouse.read_cached(
                 IDENTITIES,
                 (collection,),
                 where=pc.field("tenant_id") == self.tenant,
-                columns=["tenant_id", "identity_id", "name"],
+                columns=["tenant_id", "identity_id", "name", "origin"],
             )
             rows = table.to_pylist() if table is not None else []
-            self._names[collection] = {r["identity_id"]: r["name"] for r in rows}
+            self._names[collection] = {
+                r["identity_id"]: (r["name"], r["origin"] == "people_file") for r in rows
+            }
         return self._names[collection]
 
     def mentions(self, collection: str, units: Iterable[str]) -> list[dict[str, Any]]:
@@ -317,25 +322,33 @@ class People:
             MENTIONS,
             (collection,),
             where=where,
-            columns=["tenant_id", "unit_id", "identity_id", "mention_type"],
+            columns=["tenant_id", "unit_id", "identity_id", "mention_type", "context_snippet"],
         )
         return table.to_pylist() if table is not None else []
 
     def of(self, collection: str, mentions: Sequence[Mapping[str, Any]]) -> tuple[Participant, ...]:
-        """Participants of ``mentions`` (in the order they are first seen), with their roles."""
+        """Participants of ``mentions`` (in the order they are first seen), with their roles.
+        A person the people file does not name goes by the registry's name only where these
+        mentions (of units the principal sees) show it, else by an address they show, else by
+        the id: the registry may have taken the name from a unit the principal may not see."""
         names = self.names(collection)
         roles: dict[str, Counter[str]] = {}
+        snippets: dict[str, list[str]] = {}
         for m in mentions:
             roles.setdefault(m["identity_id"], Counter())[m["mention_type"]] += 1
-        return tuple(
-            Participant(
-                identity_id=i,
-                name=names.get(i, i),
-                roles=tuple(sorted(r, key=lambda x: (-r[x], x))),
-                mentions=sum(r.values()),
+            snippets.setdefault(m["identity_id"], []).append(str(m.get("context_snippet") or ""))
+        out = []
+        for i, r in roles.items():
+            name, listed = names.get(i, (i, True))
+            out.append(
+                Participant(
+                    identity_id=i,
+                    name=name if listed else shown_name(name, snippets[i]) or i,
+                    roles=tuple(sorted(r, key=lambda x: (-r[x], x))),
+                    mentions=sum(r.values()),
+                )
             )
-            for i, r in roles.items()
-        )
+        return tuple(out)
 
 
 def provenance(row: Mapping[str, Any]) -> dict[str, Any]:

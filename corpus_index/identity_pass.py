@@ -331,8 +331,11 @@ def _settle(
 
 
 def display_names(registry: IdentityRegistry) -> Callable[[str], str]:
-    """A function from a written name to the registry's name for that person (as written when
-    the registry does not know them surely: no match, several, or only a fuzzy guess)."""
+    """A function from a written name to the people file's name for that person (as written
+    when the registry does not know them surely: no match, several, or only a fuzzy guess; and
+    for a person the people file does not list, whose registry name some unit gave it: a
+    group's text names them only as its own members write them, since that unit may be one a
+    reader of the group may not see)."""
     memo: dict[str, str] = {}
 
     def name(raw: str) -> str:
@@ -340,7 +343,8 @@ def display_names(registry: IdentityRegistry) -> Callable[[str], str]:
             match = registry.resolve(raw)
             person = registry.get(match.identity_id) if match.identity_id else None
             sure = person is not None and not match.reason.startswith("fuzzy")
-            memo[raw] = person.name if sure and person is not None else raw
+            listed = person is not None and person.origin == "people_file"
+            memo[raw] = person.name if sure and listed and person is not None else raw
         return memo[raw]
 
     return name

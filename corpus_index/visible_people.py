@@ -134,3 +134,20 @@ def shown(
         name = min(kept_emails) if kept_emails else person.identity_id
     aliases = tuple(f for f in forms if f != name)
     return Shown(Person(person.identity_id, name, aliases), kept_emails, kept_phones)
+
+
+# an e-mail address as a header shows it
+_ADDRESS = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
+
+
+def shown_name(name: str, snippets: Sequence[str]) -> str | None:
+    """``name`` where one of ``snippets`` shows it, else the first e-mail address they show,
+    else None."""
+    key = f" {normalize_name(name)} "
+    if key.strip() and any(key in f" {normalize_name(s)} " for s in snippets):
+        return name
+    for s in snippets:
+        found = _ADDRESS.search(s)
+        if found:
+            return found.group(0).lower()
+    return None

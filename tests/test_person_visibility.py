@@ -46,6 +46,41 @@ HIDDEN = [
         "text": "Writing from my other account about the roster.",
         "acl": ["wattle-managers"],
     },
+    {
+        "id": "wg-hid-003",
+        "source": "email_thread",
+        "thread": "private-pat",
+        "subject": "Introduction",
+        "author": "Pat Xu <pat@xu.example>",
+        "recipients": ["sarah.jones@wattlegrove.org.au"],
+        "timestamp": "2026-01-08T09:00:00+11:00",
+        "location": "Head office",
+        "text": "Introducing myself before the audit.",
+        "acl": ["wattle-managers"],
+    },
+    {  # staff see this one: its author goes by the address alone
+        "id": "wg-vis-004",
+        "source": "email_thread",
+        "thread": "audit-dates",
+        "subject": "Audit dates",
+        "author": "pat@xu.example",
+        "recipients": ["sarah.jones@wattlegrove.org.au"],
+        "timestamp": "2026-01-09T09:00:00+11:00",
+        "location": "Head office",
+        "text": "The audit is booked for the 20th of January.",
+    },
+    {
+        "id": "wg-vis-005",
+        "source": "email_thread",
+        "thread": "audit-dates",
+        "subject": "RE: Audit dates",
+        "author": "Sarah Jones <sarah.jones@wattlegrove.org.au>",
+        "recipients": ["pat@xu.example"],
+        "timestamp": "2026-01-09T11:00:00+11:00",
+        "location": "Head office",
+        "text": "Thanks, the 20th of January works for the audit.",
+        "reply_to": "wg-vis-004",
+    },
 ]
 
 
@@ -97,3 +132,26 @@ def test_a_group_search_names_no_one_by_a_hidden_name(searcher: Searcher) -> Non
     assert staff.analysis.people == ()
     manager = search_contexts(searcher, query, principal=MANAGER, as_of=AS_OF)
     assert [p.name for p in manager.analysis.people] == ["Sarah Jones"]
+
+
+def test_a_participant_goes_by_what_the_visible_units_show(searcher: Searcher) -> None:
+    def names(principal: Principal) -> set[str]:
+        found = person_contexts(searcher, "pat@xu.example", principal=principal)
+        assert found.person is not None
+        people = {p.name for r in found.records for p in r.participants}
+        return people | {found.person.name}
+
+    assert "Pat Xu" in names(MANAGER)
+    staff = names(STAFF)
+    assert "Pat Xu" not in staff and "pat@xu.example" in staff
+
+
+def test_a_visible_groups_text_names_no_one_by_a_hidden_name(searcher: Searcher) -> None:
+    """A group's text (embedded, searchable) names a person the people file does not list as
+    its own members write them, not by a name the registry took from a managers-only unit."""
+    groups = searcher.corpus.read("linked_groups", ("wattle-messages",)).to_pylist()
+    members = searcher.corpus.read("group_members", ("wattle-messages",)).to_pylist()
+    theirs = {m["group_id"] for m in members if m["unit_id"] == "wg-vis-004"}
+    texts = [g["input_text"] for g in groups if g["group_id"] in theirs]
+    assert texts and all("Pat Xu" not in t and "pat@xu.example" in t for t in texts)
+    assert any("Sarah Jones" in t for t in texts)  # the people file's name, as before
