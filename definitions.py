@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from assets import CorpusResource, build_assets
@@ -41,7 +43,14 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             "corpus": CorpusResource(
                 config_path=str(settings.config_path),
                 home=str(settings.home),
-                registry_url=settings.registry_url,
+                # read from the environment where it came from, so the UI's Resources page
+                # names the variable, never the URL and its password
+                registry_url=(
+                    dg.EnvVar("CORPUS_REGISTRY")
+                    if settings.registry_url
+                    and os.environ.get("CORPUS_REGISTRY") == settings.registry_url
+                    else settings.registry_url
+                ),
                 storage=settings.storage,
                 runs_share_home=multiprocess,
             ),

@@ -86,6 +86,11 @@ class RetryableError(CorpusError, RuntimeError):
     """A transient failure (I/O, rate limit, server error) that may succeed on retry."""
 
 
+class StoreUnreachableError(RetryableError):
+    """The object store that holds the home's tables cannot be listed (endpoint, bucket or
+    credentials); the message names the store's URI, never a secret."""
+
+
 class RegistryConflictError(RetryableError):
     """A registry transaction lost a race with another process's; running it again is safe."""
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import socket
@@ -44,6 +45,8 @@ from typing import Any, Protocol
 
 from corpus_index.errors import HomeBusyError, RetryableError
 from corpus_index.registry_sql import is_database_url, libpq_url, redact
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = "corpus.lock"
 GATE_NAME = "corpus.lock.gate"
@@ -265,9 +268,22 @@ def _advisory_lock(
             try:
                 yield
             finally:
-                cur.execute(f"SELECT {give}(%s)", (key,))
+                _release(cur, give, key)
     finally:
-        con.close()
+        with contextlib.suppress(psycopg2.Error):
+            con.close()
+
+
+def _release(cur: Any, give: str, key: int) -> None:
+    """Give an advisory lock back. A session whose connection is gone (the database restarted)
+    holds no lock any more: nothing to give back, and no error to put in place of what the
+    holder raised or returned (the next registry operation names a database that is gone)."""
+    import psycopg2
+
+    try:
+        cur.execute(f"SELECT {give}(%s)", (key,))
+    except psycopg2.Error as exc:
+        log.warning("the registry database's lock session ended before its release: %s", exc)
 
 
 def _busy_across(

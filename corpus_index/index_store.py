@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 
 from corpus_index import kinds, lance, predicates
+from corpus_index.errors import StoreUnreachableError
 from corpus_index.registry import Generation
+from corpus_index.storage import OBJECT_STORE_SCHEMES
 
 ANN_INDEX = "vector_idx"  # the name LanceDB gives the index on "vector"
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
@@ -129,18 +133,70 @@ def tail_bound(rows: int) -> int:
     return max(TAIL_MIN_ROWS, int(rows * TAIL_SHARE))
 
 
+def store_reason(exc: BaseException) -> str:
+    """What an object store's error says, in a line: the S3 error code and message where it
+    gives them (``NoSuchBucket: The specified bucket does not exist``), else the start of its
+    text (the client's own error is a debug dump of its retries)."""
+    text = str(exc)
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    if code:
+        message = re.search(r"<Message>([^<]+)</Message>", text)
+        return code.group(1) + (f": {message.group(1)}" if message else "")
+    if re.search(r"connection refused|error sending request|dns error|timed out", text, re.I):
+        return "its endpoint does not answer"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:200]
+
+
 class GenerationStore:
     """Reads and writes the generation tables under one LanceDB URI."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self.db = lance.connect(uri)
+        self.remote = urlsplit(uri).scheme in OBJECT_STORE_SCHEMES
+        try:
+            self.db = lance.connect(uri)
+        except (RuntimeError, OSError, ValueError) as exc:
+            if not self.remote:
+                raise
+            raise self._unreachable(exc) from None
+
+    def names(self) -> list[str]:
+        """The tables under the URI.
+
+        Raises:
+            StoreUnreachableError: an object store that cannot be listed (its endpoint is
+                down, the bucket is missing, the credentials are refused).
+        """
+        try:
+            return lance.table_names(self.db)
+        except (RuntimeError, OSError, ValueError) as exc:
+            if not self.remote:
+                raise
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: BaseException) -> StoreUnreachableError:
+        return StoreUnreachableError(
+            f"{self.uri}: the object store cannot be listed ({store_reason(exc)}); check its "
+            "endpoint, bucket and credentials"
+        )
 
     def exists(self, generation: Generation) -> bool:
-        return generation.table_name in lance.table_names(self.db)
+        return generation.table_name in self.names()
 
     def table(self, generation: Generation) -> Any:
-        return self.db.open_table(generation.table_name)
+        """The generation's table, opened.
+
+        Raises:
+            StoreUnreachableError: it failed to open because its object store cannot be
+                listed (any other failure is raised as it was: the table's own).
+        """
+        try:
+            return self.db.open_table(generation.table_name)
+        except (RuntimeError, OSError, ValueError):
+            if self.remote:
+                self.names()  # StoreUnreachableError when the store itself is what failed
+            raise
 
     def ensure(self, generation: Generation) -> Any:
         if self.exists(generation):

@@ -554,19 +554,22 @@ class Registry:
         Raises:
             PromotionRefusedError: the generation is not READY/ACTIVE, or a gate failed or never ran.
         """
-        gen = self.require(generation_id)
-        if gen.status not in ("READY", "ACTIVE"):
-            raise PromotionRefusedError(
-                f"generation {gen.id} is {gen.status}; only a READY generation can be promoted"
-                + _gate_summary(gen, required)
-            )
-        summary = _gate_summary(gen, required)
-        if summary:
-            raise PromotionRefusedError(f"generation {gen.id} cannot be promoted{summary}")
-        ns = gen.spec.namespace
         now = _now()
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
+            # its status and checks read in the transaction that moves the pointer: a check
+            # recorded failed by another process meanwhile refuses it (or, on PostgreSQL,
+            # makes one of the two transactions run again)
+            gen = self._require_on(con, generation_id)
+            if gen.status not in ("READY", "ACTIVE"):
+                raise PromotionRefusedError(
+                    f"generation {gen.id} is {gen.status}; only a READY generation can be "
+                    "promoted" + _gate_summary(gen, required)
+                )
+            summary = _gate_summary(gen, required)
+            if summary:
+                raise PromotionRefusedError(f"generation {gen.id} cannot be promoted{summary}")
+            ns = gen.spec.namespace
             row = con.execute(
                 "SELECT generation FROM active_pointers WHERE namespace = ?", [ns]
             ).fetchone()

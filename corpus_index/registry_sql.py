@@ -76,13 +76,17 @@ def libpq_url(url: str) -> str:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
+    """``url`` without its password, for messages and logs: the one after the user name and
+    a ``password=`` query parameter (libpq takes either)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        host = parts.hostname or ""
+        netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    if parts.query:
+        query = re.sub(r"(?i)((?:^|&)password=)[^&]*", r"\1***", parts.query)
+        parts = parts._replace(query=query)
+    return urlunsplit(parts)
 
 
 def in_list(values: Sequence[object]) -> str:

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from corpus_index import lance, predicates, steps
 from corpus_index.cli import main
 from corpus_index.config import Settings, settings_from_env
+from corpus_index.errors import StoreUnreachableError
 from corpus_index.export_reader import load_export
 from corpus_index.flat_blob import export_problems
 from corpus_index.flat_exports import ExportsOutcome
@@ -140,6 +141,27 @@ def test_promotion_and_search_read_the_tables_on_the_object_store(stored: Stored
     gen = home.registry.active("deals")
     assert gen is not None and home.store.count(gen) == 24  # 6 deals x 4 embedded blocks
     assert local_stores(stored.settings) == []
+
+
+def test_a_bucket_that_is_not_there_is_named_not_a_traceback(
+    stored: Stored, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CORPUS_STORAGE", "s3://no-such-bucket-here/p/")
+    missing = settings_from_env()
+    with pytest.raises(StoreUnreachableError, match="cannot be listed") as raised:
+        Home(missing).store.names()
+    assert "s3://no-such-bucket-here/p" in str(raised.value)
+    assert stored.s3.env()["AWS_SECRET_ACCESS_KEY"] not in str(raised.value)
+    gen = Home(stored.settings).registry.active("deals")
+    assert gen is not None
+    with pytest.raises(StoreUnreachableError):
+        Home(missing).store.table(gen)  # what a search opens
+    out = CliRunner().invoke(
+        main,
+        [*stored.cli, "search", "roofs", "--tenant", "alpha", "--group", "alpha-uw"],
+    )
+    assert out.exit_code == 1 and "s3://no-such-bucket-here/p" in out.output, out.output
+    assert "Traceback" not in out.output
 
 
 def test_a_deletion_writes_its_receipt_to_the_bucket_and_the_audit_covers_it(

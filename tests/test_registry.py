@@ -482,6 +482,10 @@ def test_corpus_registry_selects_postgres_and_anything_else_is_refused(tmp_path:
     assert default.path == tmp_path / ".corpus" / "registry.duckdb" and not default.on_postgres
     secret = settings_from_env({"CORPUS_REGISTRY": "postgresql://u:pw@db:5432/r"}, cwd=tmp_path)
     assert open_registry(secret).location == "postgresql://u:***@db:5432/r"
+    # libpq also takes the password as a query parameter
+    query = "postgresql://u@db:5432/r?sslmode=disable&PASSWORD=pw&password=pw2"
+    in_query = open_registry(settings_from_env({"CORPUS_REGISTRY": query}, cwd=tmp_path))
+    assert in_query.location == "postgresql://u@db:5432/r?sslmode=disable&PASSWORD=***&password=***"
     for bad, message in [
         ("mysql://db/registry", "'mysql://db/registry' is not a PostgreSQL URL"),
         ("/srv/registry.duckdb", "is not a PostgreSQL URL"),

@@ -182,10 +182,15 @@ def test_the_code_location_takes_the_registry_from_corpus_registry(
     monkeypatch.setenv("CORPUS_CONFIG", str(root / "corpus.yaml"))
     monkeypatch.setenv("CORPUS_HOME", str(root / "home"))
     monkeypatch.setenv("CORPUS_REGISTRY", url)
+    import dagster as dg
+
     defs = build_definitions()  # what `dagster dev` and the daemon load
-    resource = defs.resources["corpus"]
-    assert resource.registry_url == url  # every run's steps open this registry
-    choices = retire_choices(resource.settings())  # the retire job's launchpad, read from it
+    # the URL stays in the environment (the UI shows the variable's name), and a run reads it
+    assert defs.resources["corpus"].registry_url == "CORPUS_REGISTRY"
+    with dg.build_resources({"corpus": defs.resources["corpus"]}) as resources:
+        resource = resources.corpus
+        assert resource.registry_url == url  # every run's steps open this registry
+        choices = retire_choices(resource.settings())  # the retire job's launchpad, read from it
     assert [c.generation for c in choices] == ["g0001"] and "ACTIVE" in choices[0].description
 
 

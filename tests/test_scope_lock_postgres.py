@@ -164,3 +164,25 @@ def test_a_compaction_waiting_on_one_machine_keeps_new_steps_out_on_another(
         waiting.join(30)
     with home_lock(tmp_path / "machine-c", "run 5678abcd of embed_job", shared=True, across=url):
         pass
+
+
+def test_a_lock_whose_session_the_database_ended_is_let_go_without_an_error(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    """The database restarts under a held lock: its session, and the lock, are gone; leaving
+    the lock raises nothing in place of what its holder did."""
+    import psycopg2
+
+    url = postgres_server.create_database("ended_locks")
+    with scope_lock(tmp_path / "home", SCOPE, "step index_rows", across=url):
+        admin = psycopg2.connect(url)
+        admin.autocommit = True
+        with admin.cursor() as cur:  # what a restart does to every session but this one
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cur.rowcount >= 1
+        admin.close()
+    with scope_lock(tmp_path / "other", SCOPE, "step index_rows", wait_s=5, across=url):
+        pass  # free again

@@ -18,9 +18,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from corpus_index.config import Settings
-from corpus_index.errors import CorpusError
+from corpus_index.errors import CorpusError, StoreUnreachableError
 from corpus_index.http import contexts, exports, models, problems, routes
-from corpus_index.http.problems import FORBIDDEN, NO_ACTIVE, NOT_FOUND, VALIDATION, Problem
+from corpus_index.http.problems import (
+    FORBIDDEN,
+    NO_ACTIVE,
+    NOT_FOUND,
+    NOT_READY,
+    VALIDATION,
+    Problem,
+)
 from corpus_index.http.service import Service
 
 log = logging.getLogger("corpus_index.http")
@@ -85,13 +92,23 @@ def health() -> dict[str, str]:
 
 
 def ready(request: Request) -> dict[str, Any]:
-    """Every configured namespace has an ACTIVE generation its profile's runs write, so it
-    is searched (503 otherwise)."""
+    """Every configured namespace has an ACTIVE generation its profile's runs write, whose
+    table the store holds, so it is searched (503 otherwise, naming why: an object store that
+    cannot be listed among them)."""
     svc: Service = request.app.state.service
+    try:
+        tables = set(svc.corpus.store.names())
+    except StoreUnreachableError as exc:
+        raise Problem(NOT_READY, str(exc)) from None
     gens = {ns: svc.corpus.registry.active(ns, cached=True) for ns in svc.corpus.config.namespaces}
     active = {ns: g.id if g else None for ns, g in gens.items()}
     missing = sorted(ns for ns, g in gens.items() if g is None)
     unwritten = {ns: why for ns, g in gens.items() if g and (why := svc.corpus.unmaintained(g))}
+    unwritten |= {
+        ns: f"its ACTIVE generation {g.id}'s table {g.table_name} is not in {svc.corpus.store.uri}"
+        for ns, g in gens.items()
+        if g and ns not in unwritten and g.table_name not in tables
+    }
     problems = [f"namespace {ns}: {why}" for ns, why in sorted(unwritten.items())]
     if missing:
         problems.insert(

@@ -160,3 +160,21 @@ def test_the_jobs_that_work_on_the_whole_home_hold_it_alone(home: Settings) -> N
         "retire_generation_job",
         "reprocess_job",
     }
+
+
+def test_the_registry_url_is_never_a_configured_value_the_ui_shows(
+    home: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster._core.remote_representation.external_data import RepositorySnap
+
+    url = "postgresql://corpus:S3cretPW@127.0.0.1:1/registry"
+    monkeypatch.setenv("CORPUS_REGISTRY", url)
+    settings = Settings(config_path=home.config_path, home=home.home, registry_url=url)
+    defs = build_definitions(settings)
+    snap = RepositorySnap.from_def(defs.get_repository_def())  # what the Resources page reads
+    (corpus,) = snap.resources
+    assert "S3cretPW" not in str(corpus.configured_values)
+    assert "CORPUS_REGISTRY" in str(corpus.configured_values["registry_url"])
+    assert defs.resources is not None
+    with dg.build_resources({"corpus": defs.resources["corpus"]}) as resources:
+        assert resources.corpus.settings().registry_url == url  # a run reads it from its env
