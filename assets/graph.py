@@ -25,6 +25,10 @@ from corpus_index.steps.eval_gate import compare_for_promotion, eval_plot
 # With a daemon running, a profile added to corpus.yaml is built as soon as the code location
 # reloads (its partitions are new): run `corpus plan-migration` before adding a priced one.
 AUTOMATION = dg.AutomationCondition.eager()
+# a profile's generation reads the index rows of only the collections the profile covers; the
+# rest of its profile x collection partitions are never materialized, and "any dependency
+# missing" would keep the automation from ever building it again
+AUTOMATION_ACROSS_COLLECTIONS = AUTOMATION.without(~dg.AutomationCondition.any_deps_missing())
 
 # Writers of a profile's generation table (LanceDB commits to one table) take one slot of this
 # pool: the production instance (corpus_index.dagster_home) gives it one, so they run one at a
@@ -490,7 +494,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             )
         ],
         check_specs=_specs("index_generation", GENERATION_CHECKS, p.profiles),
-        automation_condition=AUTOMATION,
+        automation_condition=AUTOMATION_ACROSS_COLLECTIONS,
         kinds={"lancedb"},
         pool=GENERATION_POOL,
     )

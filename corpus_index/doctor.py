@@ -1,8 +1,9 @@
 """``corpus doctor``: find the damaged files of a home, and rebuild what can be rebuilt.
 
 What is checked: every warehouse partition reads whole with its asset's expected columns;
-every live generation's LanceDB table opens, every row of it reads and their count is the one
-the registry recorded; the registry opens, and holds the ACTIVE pointers and tombstones its
+every live generation's LanceDB table opens and every row its manifest lists reads (a count
+other than the registry's is no damage: the next ``index_generation`` records it); the registry
+opens, and holds the ACTIVE pointers and tombstones its
 journal recorded; every embedding-cache table reads.
 
 What repair does: a damaged warehouse partition is removed with the other partitions of its
@@ -156,19 +157,16 @@ def _unmaintained(settings: Settings) -> Callable[[Generation], str | None]:
 
 
 def generation_problem(store: GenerationStore, gen: Generation) -> str | None:
-    """Why a live generation's table cannot serve (missing, unreadable, rows lost), or None."""
+    """Why a live generation's table cannot serve (missing, or rows its manifest lists that
+    cannot be read), or None. A row count other than the registry's is no damage: the
+    registry's is written by ``index_generation`` after ``index_rows`` changed the table, and
+    a run that has not got there yet (the daemon's automation still to reach it) leaves it
+    behind; dropping a table that reads whole would only take the namespace out of search."""
     if not store.exists(gen):
         if gen.row_count == 0 and gen.status == "BUILDING":
             return None  # nothing written yet
         return f"its table {gen.table_name} is missing ({gen.row_count} rows recorded)"
-    problem = _table_problem(store, gen.table_name, "vector_id")
-    if problem:
-        return problem
-    if gen.status in ("READY", "ACTIVE"):
-        rows = int(store.table(gen).count_rows())
-        if rows != gen.row_count:
-            return f"its table holds {rows} rows, the registry recorded {gen.row_count}"
-    return None
+    return _table_problem(store, gen.table_name, "vector_id")
 
 
 def _table_problem(store: GenerationStore, name: str, column: str) -> str | None:

@@ -280,7 +280,7 @@ def search_contexts(
         raise InvalidQueryError("the query is empty: give some text")
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
-    table = corpus.store.table(gen) if corpus.store.exists(gen) else None
+    table = corpus.store.searched(gen)
     analysis = visible_analysis(corpus, table, where_eligible, principal, ns, query, as_of)
     people = People(corpus, principal)
     trace: dict[str, Any] = {"namespace": ns, "generation": gen.id, "mode": mode, "k": k}

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from corpus_index import kinds, lance, predicates
-from corpus_index.errors import StoreUnreachableError
+from corpus_index.errors import DamagedTableError, StoreUnreachableError
 from corpus_index.registry import Generation
 from corpus_index.storage import OBJECT_STORE_SCHEMES
 
@@ -183,6 +183,24 @@ class GenerationStore:
 
     def exists(self, generation: Generation) -> bool:
         return generation.table_name in self.names()
+
+    def searched(self, generation: Generation) -> Any | None:
+        """The table a search of ``generation`` reads: None for a generation that holds no
+        rows and so never made one.
+
+        Raises:
+            DamagedTableError: the registry records rows the store has no table for (it was
+                deleted or lost: a search would find nothing and say so as "no hits").
+        """
+        if self.exists(generation):
+            return self.table(generation)
+        if generation.row_count > 0:
+            raise DamagedTableError(
+                f"generation {generation.id}'s table",
+                f"{self.uri.rstrip('/')}/{generation.table_name}.lance",
+                f"missing; the registry records {generation.row_count} rows",
+            )
+        return None
 
     def table(self, generation: Generation) -> Any:
         """The generation's table, opened.

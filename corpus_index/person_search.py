@@ -124,9 +124,9 @@ def person_contexts(
     person, candidates = (None, []) if contact else find_person(known, name)
     if contact or (person is None and not candidates):  # an e-mail address or a phone number
         person, candidates = _by_contact(corpus, principal, ns, contact, known)
-    if not corpus.store.exists(gen):
+    table = corpus.store.searched(gen)
+    if table is None:
         return PersonResult(name, None)
-    table = corpus.store.table(gen)
 
     # only a person some unit the principal may see mentions is found (nor offered as a
     # candidate), and only by the names, addresses and numbers the principal may know of them

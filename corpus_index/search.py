@@ -264,7 +264,7 @@ class Searcher:
         plan = _plan(
             self.corpus.config.namespaces[ns].retrieval, fusion_method, rrf_k, weights, feedback
         )
-        table = self.corpus.store.table(gen) if self.corpus.store.exists(gen) else None
+        table = self.corpus.store.searched(gen)
         clock.lap("resolve")
 
         user_filter = as_filter(filters)

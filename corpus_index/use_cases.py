@@ -73,7 +73,7 @@ def deal_rows(
         InvalidQueryError: ``deal`` names documents in more than one collection.
     """
     ns, gen, where = searcher.scope(principal, namespace, generation)
-    if not searcher.corpus.store.exists(gen):
+    if searcher.corpus.store.searched(gen) is None:
         return ns, gen, []
     names = sorted({deal, deal.upper(), deal.lower()})
     match = predicates.any_of(

@@ -129,6 +129,31 @@ def test_a_missing_lancedb_data_file_is_named_found_and_rebuilt(home: Settings) 
     assert corpus(home, "generations").exit_code == 0
 
 
+def test_a_table_the_registrys_count_is_behind_is_no_damage(home: Settings) -> None:
+    """``index_rows`` changes a table before ``index_generation`` records its count: a table
+    that reads whole is never dropped for a count (the ACTIVE one least of all)."""
+    corpus_home = Home(home)
+    gen = corpus_home.registry.require("g0001")
+    corpus_home.store.delete_where(gen, "source_id = 'beta-deals/deal-beta-002'")
+    assert corpus_home.store.count(gen) != gen.row_count
+    healthy = corpus(home, "doctor", "--json")
+    assert healthy.exit_code == 0 and json.loads(healthy.stdout)["findings"] == []
+    assert corpus(home, "generations").exit_code == 0
+
+
+def test_a_deleted_active_table_is_an_error_not_no_hits(home: Settings) -> None:
+    shutil.rmtree(home.home / "lance" / "gen_g0001.lance")
+    searched = corpus(home, "search", *QUERY)
+    assert searched.exit_code == 3, searched.output
+    assert "gen_g0001.lance" in searched.output and "missing" in searched.output
+    assert "corpus doctor --repair" in searched.output
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "generation" and finding["name"] == "g0001"
+    rebuilt = corpus(home, "sync", "--repair")  # nothing left to set aside: the sync rebuilds
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert json.loads(corpus(home, "search", *QUERY).stdout)["hits"]
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
 def test_a_corrupt_registry_is_named_not_busy_and_restored(home: Settings, damage: str) -> None:
     if damage == "garbage":

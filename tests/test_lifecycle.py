@@ -286,7 +286,9 @@ def test_a_deletion_keeps_the_row_count_of_a_generation_no_profile_writes(tmp_pa
 
 def test_doctor_never_drops_a_damaged_generation_no_sync_can_rebuild(tmp_path: Path) -> None:
     home = edited(two_generations(tmp_path), lambda raw: raw["profiles"].pop("main"))
-    home.store.delete_where(home.registry.require("g0001"), "TRUE")  # behind the registry's back
+    table = Path(home.settings.lance_uri) / f"{home.registry.require('g0001').table_name}.lance"
+    for data in (table / "data").iterdir():  # its rows' files lost
+        data.unlink()
     found = doctor.check(home.settings)
     assert [(f.kind, f.name) for f in found] == [("unmaintained", "g0001")]
     assert "no sync rebuilds it" in found[0].repair and "corpus retire g0001" in found[0].repair
