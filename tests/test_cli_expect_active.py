@@ -41,6 +41,10 @@ def test_rollback_and_promote_with_expect_active(tmp_path: Path) -> None:
     assert "already done, nothing changed" in out and "ACTIVE generation is g0001" in out
     assert reg.active("deals").id == "g0001" and len(reg.history("deals")) == moves  # type: ignore[union-attr]
 
+    code, out = corpus("promote", "g0002", "--namespace", "messages")  # not g0002's namespace
+    assert code == 2 and "serves namespace 'deals', not 'messages'" in out, out
+    assert reg.active("deals").id == "g0001"  # type: ignore[union-attr]
+
     code, out = corpus("promote", "g0002", "--expect-active", "g0002")
     assert code == 1, out
     assert "serves g0001, not g0002 as expected" in out and "nothing changed" in out

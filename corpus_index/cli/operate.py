@@ -18,6 +18,7 @@ from corpus_index.cli.app import (
     settings_of,
 )
 from corpus_index.config import Settings
+from corpus_index.errors import ConfigError
 
 
 @main.command()
@@ -272,6 +273,11 @@ def promote(
     settings = settings_of(ctx)
     if generation:
         gen = open_registry(settings).require(generation)
+        if namespace and gen.spec.namespace != namespace:
+            raise ConfigError(
+                f"generation {gen.id} serves namespace {gen.spec.namespace!r}, not "
+                f"{namespace!r}; nothing was promoted"
+            )
         _run_promotion(ctx, gen.spec.namespace, generation, "promote", expect_active)
         return
     config = settings.load()

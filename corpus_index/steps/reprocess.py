@@ -8,6 +8,7 @@ queue, then link each collection they belong to again with the wider windows and
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.group_records import GROUP_SCHEMA
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
+from corpus_index.linked.messages import SUPPORTED_YEARS, supported_time
 from corpus_index.linked.reprocess import BATCH
 from corpus_index.reprocess_queue import take_due
 from corpus_index.steps import embedding_inputs, linked_groups
@@ -55,11 +57,15 @@ class ReprocessReport:
         }
 
 
-def parse_now(text: str) -> float:
-    """Seconds since the epoch of an ISO 8601 time (``Z`` or an offset; none reads as UTC).
+def parse_now(text: str, *, wall_clock: float | None = None) -> float:
+    """Seconds since the epoch of an ISO 8601 time (``Z`` or an offset; none reads as UTC), at
+    most a day after ``wall_clock`` (default: the present): the queue keeps the latest time
+    it was judged at, so a time ahead of the present would stay the clock of every later sync
+    (a question arriving then would be judged timed out at once).
 
     Raises:
-        ConfigError: ``text`` is not an ISO 8601 time.
+        ConfigError: ``text`` is not an ISO 8601 time, is outside the supported years, or is
+            more than a day ahead of the present.
     """
     try:
         stamp = dt.datetime.fromisoformat(text.strip())
@@ -69,7 +75,24 @@ def parse_now(text: str) -> float:
         ) from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.UTC)
-    return stamp.timestamp()
+    try:
+        seconds = stamp.timestamp()
+    except (OverflowError, ValueError):
+        seconds = float("nan")
+    if not supported_time(seconds):
+        raise ConfigError(f"now={text!r} is outside the supported years {SUPPORTED_YEARS}")
+    present = time.time() if wall_clock is None else wall_clock
+    if seconds > present + AHEAD_S:
+        raise ConfigError(
+            f"now={text!r} is after the present ({iso(present)}): the re-processing queue keeps "
+            "the time it was judged at, and every later sync would judge from it; give a time "
+            "up to now"
+        )
+    return seconds
+
+
+# how far a given --now may run ahead of the present (clocks of two machines disagree a little)
+AHEAD_S = 24 * 3600
 
 
 def iso(stamp: float) -> str:

@@ -285,6 +285,13 @@ def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "now='' is not an ISO 8601 time" in out.output
     out = invoke(settings, "reprocess", "--collection", "nope")
     assert out.exit_code == 2 and "no collection 'nope' is configured" in out.output
+    # outside the years a time may have: named, not a traceback
+    for far in ("9999-12-31T23:59:59-10:00", "0001-01-01T00:00:00+10:00"):
+        out = invoke(settings, "reprocess", "--now", far)
+        assert out.exit_code == 2 and "outside the supported years" in out.output, out.output
+    # ahead of the present: the queue would keep that clock for every later sync
+    out = invoke(settings, "reprocess", "--now", "2999-01-01T00:00:00Z")
+    assert out.exit_code == 2 and "is after the present" in out.output, out.output
 
 
 @pytest.mark.parametrize("args", [["reprocess", "--help"]])
