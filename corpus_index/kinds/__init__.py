@@ -201,14 +201,17 @@ def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -
 
 def fingerprint(collection: CollectionConfig, *, also: Sequence[Path] = ()) -> str:
     """A cheap digest of the collection's files (relative path, size, mtime in ns), read with
-    ``stat`` only: it changes when a document is added, changed or removed, and when one of
-    ``also`` (files outside the collection that its sync reads, such as merges recorded in the
-    home) appears, changes or goes. A missing root fingerprints as ``missing``."""
+    ``stat`` only, and of its configuration: it changes when a document is added, changed or
+    removed, when one of ``also`` (files outside the collection that its sync reads, such as
+    merges recorded in the home) appears, changes or goes, and when ``corpus.yaml`` changes
+    the collection (its ACL groups narrowed, its limits or processing). A missing root
+    fingerprints as ``missing``."""
     if not collection.path.is_dir():
         return "missing"
     files = kind_of(collection).fingerprint_files(collection)
     files = [*files, *((f"+{i}", str(p)) for i, p in enumerate(also))]
     digest = hashlib.sha256()
+    digest.update(f"config\0{collection!r}\n".encode())
     for rel, path in files:
         try:
             stat = os.stat(path)

@@ -129,3 +129,19 @@ def test_a_cursor_in_the_earlier_flat_format_still_reads(tmp_path: Path) -> None
     assert fingerprints == now.cursor["fingerprints"] and changes == {}
     quiet = scan_sources(settings.load(), fingerprints, ["alpha-deals", "beta-deals"], changes)
     assert quiet.ingest == {} and quiet.purge == {}
+
+
+def test_a_collection_whose_config_changed_is_ingested_again(tmp_path: Path) -> None:
+    """Narrowing a collection's ACL groups in corpus.yaml changes no file of it: the scan
+    still ingests it, so the narrowed scope reaches the index without a `corpus sync`."""
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    before = scan_sources(settings.load(), {}, [])
+    fingerprints = before.cursor["fingerprints"]
+    partitions = ["alpha-deals", "beta-deals"]
+    assert scan_sources(settings.load(), fingerprints, partitions).ingest == {}
+    config = yaml.safe_load(config_path.read_text())
+    config["collections"]["alpha-deals"]["acl_groups"] = ["alpha-uw"]  # narrowed
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    after = scan_sources(settings.load(), fingerprints, partitions)
+    assert list(after.ingest) == ["alpha-deals"]
