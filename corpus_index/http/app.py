@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from corpus_index.config import Settings
-from corpus_index.errors import CorpusError, StoreUnreachableError
+from corpus_index.errors import CorpusError, RetryableError, StoreUnreachableError
 from corpus_index.http import contexts, exports, models, problems, routes
 from corpus_index.http.problems import (
     FORBIDDEN,
@@ -96,16 +96,27 @@ def ready(request: Request) -> dict[str, Any]:
     table the store holds, so it is searched (503 otherwise, naming why: an object store that
     cannot be listed among them)."""
     svc: Service = request.app.state.service
+    # this answer needs no key: where the stores are (a bucket, a database's user and host) is
+    # for the server's log only
     try:
         tables = set(svc.corpus.store.names())
     except StoreUnreachableError as exc:
-        raise Problem(NOT_READY, str(exc)) from None
-    gens = {ns: svc.corpus.registry.active(ns, cached=True) for ns in svc.corpus.config.namespaces}
+        log.warning("not ready: %s", exc)
+        raise Problem(
+            NOT_READY, "the object store cannot be listed; see the server's log"
+        ) from None
+    try:
+        gens = {
+            ns: svc.corpus.registry.active(ns, cached=True) for ns in svc.corpus.config.namespaces
+        }
+    except RetryableError as exc:
+        log.warning("not ready: %s", exc)
+        raise Problem(NOT_READY, "the registry cannot be reached; see the server's log") from None
     active = {ns: g.id if g else None for ns, g in gens.items()}
     missing = sorted(ns for ns, g in gens.items() if g is None)
     unwritten = {ns: why for ns, g in gens.items() if g and (why := svc.corpus.unmaintained(g))}
     unwritten |= {
-        ns: f"its ACTIVE generation {g.id}'s table {g.table_name} is not in {svc.corpus.store.uri}"
+        ns: f"its ACTIVE generation {g.id}'s table {g.table_name} is not in the store"
         for ns, g in gens.items()
         if g and ns not in unwritten and g.table_name not in tables
     }
