@@ -388,7 +388,8 @@ def _fingerprints(
     """Fingerprints of what is deleted: block contents and input texts of the removed sources
     (``text_ids``) no other source of the collection shares, the windows of the context
     snippets of its identity mentions that no other unit's snippets hold (``snippets``: theirs
-    and the others', :func:`~corpus_index.identity_store.unit_texts`), and the vectors the generation tables hold for the inputs of ``ids``
+    and the others', :func:`~corpus_index.identity_store.unit_texts`), and the vectors the
+    generation tables hold for the inputs of ``ids``
     (by input hash, so the audit can drop one that a live source uses again).
 
     The texts of the groups that go with a unit are not fingerprinted: they hold the words of

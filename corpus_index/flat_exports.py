@@ -174,8 +174,7 @@ def rebuild(home: Home, collection: str) -> list[tuple[str, str]]:
     deletion out of them, and so are the trees of a rebuild whose checks fail (the last good
     exports may hold what was deleted). Returns ``(tree, "rebuilt" | "removed")`` pairs."""
     done: list[tuple[str, str]] = []
-    profiles = {p.name for tree in (PUBLIC, RESTRICTED) for p in _folders(home, tree)}
-    for profile in sorted(profiles | set(home.config.profiles)):
+    for profile in sorted(_profiles_on_disk(home) | set(home.config.profiles)):
         public_root, restricted_root = export_roots(home, profile, collection)
         if not (public_root.is_dir() or restricted_root.is_dir()):
             continue
@@ -184,12 +183,7 @@ def rebuild(home: Home, collection: str) -> list[tuple[str, str]]:
             if out.written or out.unchanged:
                 done.append((str(public_root), "rebuilt"))
                 continue
-        for root in (public_root, restricted_root):
-            if root.is_dir():
-                root.rmtree()
-                done.append((str(root), "removed"))
-        public_root.with_name(f".{collection}.built.json").unlink(missing_ok=True)
-        _sweep_stages(collection, public_root, restricted_root)
+        done += [(tree, "removed") for tree in _drop(home, profile, collection)]
     return done
 
 
@@ -242,13 +236,26 @@ def _index_digests(roots: list[Location]) -> dict[str, str]:
 
 def remove_collection(home: Home, collection: str) -> list[str]:
     """Remove every export tree of ``collection`` (a collection gone from the config)."""
+    return [t for p in sorted(_profiles_on_disk(home)) for t in _drop(home, p, collection)]
+
+
+def _drop(home: Home, profile: str, collection: str) -> list[str]:
+    """Remove ``profile``'s export trees of ``collection``, their stamp and what a killed
+    build left beside them; returns the trees removed."""
+    public_root, restricted_root = export_roots(home, profile, collection)
     removed = []
-    for tree in (PUBLIC, RESTRICTED):
-        for folder in (home.settings.exports / tree).glob(f"*/{collection}"):
-            folder.rmtree()
-            folder.with_name(f".{collection}.built.json").unlink(missing_ok=True)
-            removed.append(str(folder))
+    for root in (public_root, restricted_root):
+        if root.is_dir():
+            root.rmtree()
+            removed.append(str(root))
+    public_root.with_name(f".{collection}.built.json").unlink(missing_ok=True)
+    _sweep_stages(collection, public_root, restricted_root)
     return removed
+
+
+def _profiles_on_disk(home: Home) -> set[str]:
+    """The profiles with an export folder, configured or not."""
+    return {p.name for tree in (PUBLIC, RESTRICTED) for p in _folders(home, tree)}
 
 
 def _unchanged(

@@ -60,7 +60,7 @@ def directory(people_files: Iterable[tuple[Path, Limits]], tenant: str) -> Direc
     names: set[str] = set()
     emails: set[str] = set()
     phones: set[str] = set()
-    country_code = DEFAULT_COUNTRY_CODE
+    codes: list[str] = []  # the first readable file's country code reads the numbers
     for path, limits in people_files:
         listed = _listed(path, tenant, limits)
         if listed is None:
@@ -68,7 +68,8 @@ def directory(people_files: Iterable[tuple[Path, Limits]], tenant: str) -> Direc
         names |= listed.names
         emails |= listed.emails
         phones |= listed.phones
-        country_code = listed.country_code
+        codes.append(listed.country_code)
+    country_code = codes[0] if codes else DEFAULT_COUNTRY_CODE
     return Directory(frozenset(names), frozenset(emails), frozenset(phones), country_code)
 
 

@@ -212,8 +212,8 @@ def parse_record(
         rid = record.get("id")
         if "id" not in record:
             problem = "missing 'id'"
-        elif isinstance(rid, str) and rid.strip() and id_problem(rid):
-            problem = str(id_problem(rid))
+        elif isinstance(rid, str) and rid.strip() and (why := id_problem(rid)):
+            problem = why
         else:
             problem = f"'id' must be a non-blank string or an integer (got {reprlib.repr(rid)})"
         raise ParseError(doc.path, f"{problem}; every record has its own id", line=line)
