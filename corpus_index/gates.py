@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 NORM_TOLERANCE = 1e-3
+NOT_RUN = "NOT RUN"  # the status of a check that did not run (Gate.status)
 
 # The blocking checks of each gated asset: (name, description). The Dagster asset checks, the
 # registry's record of a generation and promotion's list of required gates all use these names.
@@ -83,7 +84,7 @@ class Gate:
     @property
     def status(self) -> str:
         """``PASSED``, ``FAILED`` or ``NOT RUN``."""
-        return "NOT RUN" if not self.ran else "PASSED" if self.passed else "FAILED"
+        return NOT_RUN if not self.ran else "PASSED" if self.passed else "FAILED"
 
     def to_json(self) -> dict[str, Any]:
         ran = {} if self.ran else {"ran": False}

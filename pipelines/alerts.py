@@ -14,7 +14,7 @@ import dagster as dg
 from assets import CorpusResource
 from corpus_index.alerts import Alert, record_alert
 from pipelines.sensors import sensor_interval
-from pipelines.sync import error_line
+from pipelines.sync import check_failed, error_line
 
 
 def alert_for_run(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Alert:
@@ -37,7 +37,7 @@ def alert_for_run(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Alert:
             continue
         if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
             check = event.event_specific_data
-            if not check.passed:  # type: ignore[union-attr]
+            if check_failed(check):  # type: ignore[arg-type]
                 partition = f"[{check.partition}]" if getattr(check, "partition", None) else ""  # type: ignore[union-attr]
                 checks.append(f"{check.asset_key.to_user_string()}:{check.check_name}{partition}")  # type: ignore[union-attr]
         elif event.event_type == dg.DagsterEventType.STEP_FAILURE:

@@ -11,6 +11,7 @@ import dagster as dg
 
 from corpus_index.config import CollectionConfig, CorpusConfig, Settings
 from corpus_index.deletion import drop_partition
+from corpus_index.gates import NOT_RUN
 from corpus_index.home import Home
 from corpus_index.kinds import fingerprint, one_listing
 from corpus_index.shards import split_key
@@ -81,12 +82,24 @@ def materializations(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, A
 
 
 def failed_checks(result: dg.ExecuteInProcessResult) -> list[str]:
-    """Names (``asset:check``) of the checks that failed in a run."""
+    """Names (``asset:check``) of the checks that failed in a run (not those that did not
+    run, see :func:`check_failed`)."""
     failed = []
     for ev in result.get_asset_check_evaluations():
-        if not ev.passed:
+        if check_failed(ev):
             failed.append(f"{ev.asset_key.to_user_string()}:{ev.check_name}")
     return failed
+
+
+def check_failed(evaluation: dg.AssetCheckEvaluation) -> bool:
+    """Whether a check's evaluation is a failure: not passed, and not a check that did not
+    run (a gate with nothing to judge, such as the eval gate of a namespace without a golden
+    set, is recorded not passed with the status ``NOT RUN``, as a warning that blocks
+    nothing)."""
+    if evaluation.passed:
+        return False
+    status = evaluation.metadata.get("status")
+    return getattr(status, "value", status) != NOT_RUN
 
 
 def first_error(result: dg.ExecuteInProcessResult) -> str:

@@ -12,12 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from assets import CorpusResource
+from assets.graph import _results
 from corpus_index.alerts import alerts
 from corpus_index.cache import EmbeddingCache
 from corpus_index.cli import main
 from corpus_index.config import Settings
+from corpus_index.gates import Gate
 from corpus_index.home import Home
-from pipelines.alerts import run_failure_alert_sensor
+from pipelines.alerts import alert_for_run, run_failure_alert_sensor
+from pipelines.sync import failed_checks
 from tests.corpusgen import write_home
 from tests.dagster.harness import QUIET, Graph
 
@@ -105,3 +108,35 @@ def test_a_sync_records_its_failed_runs_as_alerts(
     by_job = {(a.job, a.partition): a for a in alerts(settings.home)}
     alert = by_job[("embed_job", "alpha-deals|main")]
     assert [c.split("[")[0] for c in alert.failed_checks] == [CHECK]
+
+
+def test_a_check_that_did_not_run_is_not_named_failed() -> None:
+    """A gate with nothing to judge (the eval gate of a namespace without a golden set) is
+    recorded not passed, as a NOT RUN warning: the alert of a run that failed beside it names
+    only what failed, and so does a sync's report."""
+
+    @dg.asset(
+        check_specs=[
+            dg.AssetCheckSpec("judged", asset="gated", blocking=True),
+            dg.AssetCheckSpec("unjudged", asset="gated", blocking=True),
+        ]
+    )
+    def gated() -> dg.MaterializeResult:
+        return dg.MaterializeResult(
+            check_results=_results(
+                [
+                    Gate("judged", False, "a check that ran and failed"),
+                    Gate.not_run("unjudged", "a check with nothing to judge", "no golden set"),
+                ]
+            )
+        )
+
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([gated], instance=instance, raise_on_error=False)
+    assert not result.success  # the failed blocking check fails the run
+    assert failed_checks(result) == ["gated:judged"]
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    alert = alert_for_run(instance, run)
+    assert alert.failed_checks == ("gated:judged",)
+    assert "unjudged" not in alert.summary()
