@@ -12,6 +12,7 @@ from corpus_index.environment import configure_environment
 from corpus_index.lifecycle import retire_choices
 from pipelines.alerts import run_failure_alert_sensor
 from pipelines.jobs import build_jobs, compaction_schedule
+from pipelines.orphans import orphaned_run_sensor
 from pipelines.partitions import build_partitions
 from pipelines.reprocess import reprocess_job, reprocess_schedule
 from pipelines.runner import DagsterRunner
@@ -34,7 +35,12 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(partitions),
         jobs=[*build_jobs(partitions, retire_choices(settings)), reprocess_job],
-        sensors=[source_update_sensor, automation_sensor, run_failure_alert_sensor],
+        sensors=[
+            source_update_sensor,
+            automation_sensor,
+            run_failure_alert_sensor,
+            orphaned_run_sensor,
+        ],
         schedules=[compaction_schedule, reprocess_schedule],
         # by default every step of a run in one process: no per-step interpreter start (and
         # model load)

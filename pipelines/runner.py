@@ -25,6 +25,7 @@ from corpus_index.home import Home as CorpusHome
 from corpus_index.homelock import home_lock_of
 from corpus_index.lifecycle import newest_ready
 from pipelines.alerts import alert_for_run
+from pipelines.orphans import process_tags
 from pipelines.sync import (
     SILENT_RUN_CONFIG,
     SyncReport,
@@ -92,8 +93,9 @@ class DagsterRunner:
             )
             evals = eval_report(open_registry(settings))
             refresh_eval_report(home.defs, home.instance, evals.fingerprint, report)
-        for failure in report.failed_runs:  # where `corpus alerts` (and the daemon) look
-            run = home.instance.get_run_by_id(failure["run_id"])
+        failed = [f["run_id"] for f in report.failed_runs] + report.orphaned_runs
+        for run_id in failed:  # where `corpus alerts` (and the daemon) look
+            run = home.instance.get_run_by_id(run_id)
             if run is not None:
                 record_alert(settings.home, alert_for_run(home.instance, run))
         report.stale = [
@@ -133,6 +135,7 @@ class DagsterRunner:
         }
         with home_lock_of(settings, action):
             result = home.defs.resolve_job_def(job).execute_in_process(
+                tags=process_tags(),
                 partition_key=namespace,
                 instance=home.instance,
                 run_config=run_config,
@@ -149,7 +152,10 @@ class DagsterRunner:
         }
         with home_lock_of(settings, "retire"):
             result = home.defs.resolve_job_def("retire_generation_job").execute_in_process(
-                instance=home.instance, run_config=run_config, raise_on_error=False
+                tags=process_tags(),
+                instance=home.instance,
+                run_config=run_config,
+                raise_on_error=False,
             )
         return outcome(result)
 
@@ -164,7 +170,10 @@ class DagsterRunner:
         }
         with home_lock_of(settings, "compact"):
             result = home.defs.resolve_job_def("compaction_job").execute_in_process(
-                instance=home.instance, run_config=run_config, raise_on_error=False
+                tags=process_tags(),
+                instance=home.instance,
+                run_config=run_config,
+                raise_on_error=False,
             )
         report = result.output_for_node("compact_op") if result.success else {}
         return outcome(result), report
@@ -181,7 +190,10 @@ class DagsterRunner:
         }
         with home_lock_of(settings, "reprocess"):
             result = home.defs.resolve_job_def("reprocess_job").execute_in_process(
-                instance=home.instance, run_config=run_config, raise_on_error=False
+                tags=process_tags(),
+                instance=home.instance,
+                run_config=run_config,
+                raise_on_error=False,
             )
             if not result.success:
                 return outcome(result), {}, None
@@ -196,7 +208,10 @@ class DagsterRunner:
         """Materialize ``retrieval_evals`` so the UI shows the newest `corpus eval` figures."""
         home = self.open_home(settings)
         result = home.defs.resolve_job_def("eval_report_job").execute_in_process(
-            instance=home.instance, run_config=SILENT_RUN_CONFIG, raise_on_error=False
+            tags=process_tags(),
+            instance=home.instance,
+            run_config=SILENT_RUN_CONFIG,
+            raise_on_error=False,
         )
         return outcome(result)
 

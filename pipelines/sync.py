@@ -16,6 +16,7 @@ from corpus_index.home import Home
 from corpus_index.kinds import fingerprint, one_listing
 from corpus_index.shards import split_key
 from corpus_index.steps.source_manifest import withdrawals_pending
+from pipelines.orphans import fail_orphaned_runs, process_tags
 
 Progress = Callable[[str], None]
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -45,6 +46,8 @@ class SyncReport:
     stale: list[dict[str, Any]] = field(default_factory=list)
     # documents this sync quarantined: source_id, source_version, path, line, error
     newly_quarantined: list[dict[str, Any]] = field(default_factory=list)
+    # runs of this host left in flight by a process that ended (killed), failed by this sync
+    orphaned_runs: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -65,6 +68,7 @@ class SyncReport:
             "skipped_partitions": self.skipped_partitions,
             "stale": self.stale,
             "newly_quarantined": self.newly_quarantined,
+            "orphaned_runs": self.orphaned_runs,
         }
 
 
@@ -145,7 +149,7 @@ def refresh_eval_report(
         if getattr(shown, "value", None) == fingerprint:
             return
     result = defs.resolve_job_def("eval_report_job").execute_in_process(
-        instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+        tags=process_tags(), instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
     )
     record_run(report, "eval_report_job", "", result)
 
@@ -196,6 +200,7 @@ def purge_removed_collections(
     )
     for name in gone:
         result = defs.resolve_job_def("purge_collection_job").execute_in_process(
+            tags=process_tags(),
             instance=instance,
             raise_on_error=False,
             run_config={
@@ -305,6 +310,9 @@ def run_sync(
     home = Home(settings, config)
     names = [n for n in config.collections if only is None or n in only]
     report = SyncReport()
+    report.orphaned_runs = fail_orphaned_runs(instance)
+    for run_id in report.orphaned_runs:
+        say(f"run {run_id[:8]} failed: the process that executed it ended before it did")
     replaced = {n: keys for n, keys in replaced_partitions(instance, config).items() if n in names}
     for name, old in replaced.items():
         new = list(config.collections[name].partitions)
@@ -319,7 +327,11 @@ def run_sync(
     def execute(job: str, key: str | dg.MultiPartitionKey, label: str) -> dg.ExecuteInProcessResult:
         say(f"{job} {label}")
         result = defs.resolve_job_def(job).execute_in_process(
-            partition_key=key, instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+            tags=process_tags(),
+            partition_key=key,
+            instance=instance,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG,
         )
         record_run(report, job, label, result)
         return result

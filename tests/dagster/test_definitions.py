@@ -77,6 +77,7 @@ def test_definitions_declare_assets_checks_and_jobs(home: Settings) -> None:
         "source_update_sensor",
         "corpus_automation_sensor",
         "run_failure_alert_sensor",
+        "orphaned_run_sensor",
     }
     # every sensor runs as soon as `make ui` starts the daemon, the failure alerts included
     assert {s.default_status for s in defs.sensors or []} == {dg.DefaultSensorStatus.RUNNING}
