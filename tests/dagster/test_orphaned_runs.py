@@ -5,11 +5,7 @@ automation skipping what it planned meanwhile)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +16,6 @@ from corpus_index.alerts import alerts
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.dagster_home import prepare
-from pipelines.devserver import ROOT
 from pipelines.orphans import (
     PROCESS_TAG,
     Process,
@@ -30,27 +25,7 @@ from pipelines.orphans import (
     this_process,
 )
 from tests.corpusgen import write_home
-from tests.dagster.test_run_monitoring import SYNC, started_run
-
-
-def killed_sync(settings: Settings, dagster_home: Path) -> tuple[str, int]:
-    """A `corpus sync` in a process of its own, killed (SIGKILL) while one of its runs is
-    STARTED; that run's id and the process's pid."""
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(  # noqa: S603 - fixed arguments
-        [sys.executable, "-c", SYNC, str(settings.config_path), str(settings.home)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        try:
-            run_id = started_run(instance, proc)
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-    return run_id, proc.pid
+from tests.dagster.killed import killed_sync
 
 
 def test_a_killed_syncs_run_is_failed_by_the_next_sync(
