@@ -12,12 +12,14 @@ the same life of a home), so the file costs one sync, one deletion and one compa
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import httpx
 import pyarrow as pa
 import pytest
 import yaml
@@ -36,6 +38,7 @@ from corpus_index.search import Principal, Searcher
 from corpus_index.storage import Location
 from tests.corpusgen import write_home
 from tests.searchkit import build_home
+from tests.support.http_server import running_server, serve_config
 from tests.support.s3_server import LocalS3
 
 pytestmark = pytest.mark.prod
@@ -387,3 +390,22 @@ def test_index_builds_racing_on_one_table_are_retried_until_both_commit(stored: 
         "--json",
     )
     assert found["hits"]
+
+
+def test_readiness_names_an_unreachable_bucket_only_in_the_servers_log(
+    stored: Stored, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/v1/ready`` needs no key: its 503 says the object store cannot be listed, while the
+    bucket's name (and where it is) goes to the server's log for the operator."""
+    config = stored.settings.config_path
+    served = config.with_name("serve-missing-bucket.yaml")
+    shutil.copy(config, served)
+    serve_config(served, {"ck_alpha": ("alpha", ["alpha-uw"])})
+    monkeypatch.setenv("CORPUS_STORAGE", "s3://no-such-bucket-here/p/")
+    log = config.with_name("serve-missing-bucket.log")
+    with running_server(served, stored.settings.home, log=log) as url:
+        answer = httpx.get(f"{url}/v1/ready", timeout=60)
+    assert answer.status_code == 503, answer.text
+    assert "cannot be listed" in answer.json()["detail"]
+    assert "no-such-bucket-here" not in answer.text and stored.s3.endpoint not in answer.text
+    assert "s3://no-such-bucket-here/p" in log.read_text(encoding="utf-8")
