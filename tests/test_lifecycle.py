@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,3 +313,45 @@ def test_the_eval_gate_compares_with_the_active_rows_as_they_are_now(tmp_path: P
     assert gate.passed, gate.metadata
     assert gate.metadata["active_ndcg@10"] == 0.0
     assert home.registry.require("g0001").eval["golden"]["table_version"] > before["table_version"]
+
+
+def test_a_check_failed_just_before_the_pointer_moves_refuses_the_promotion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync that records a check failed while a promotion is under way (after the promotion
+    looked at the generation, before its transaction) refuses it: the status and checks that
+    decide are read inside the transaction that moves the pointer."""
+    home = built(tmp_path, eval_gate="off")
+    gen = home.registry.generations(namespace="deals")[-1]
+    failed = sorted(lifecycle.required_checks(home, "main"))[0]
+    backend = home.registry.backend
+    real_connect = backend.connect
+    raced: list[str] = []
+
+    class Racing:
+        """A registry connection whose transaction starts just after another writer
+        recorded the check failed (once)."""
+
+        def __init__(self, con: Any) -> None:
+            self._con = con
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql == "BEGIN TRANSACTION" and not raced:
+                raced.append(gen.id)
+                home.registry.record_checks(gen.id, {failed: {"passed": False, "why": "race"}})
+            return self._con.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._con, name)
+
+    @contextlib.contextmanager
+    def racing_connect(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        with real_connect(*args, **kwargs) as con:
+            yield Racing(con)
+
+    monkeypatch.setattr(backend, "connect", racing_connect)
+    with pytest.raises(PromotionRefusedError) as refused:
+        lifecycle.promote(home, "deals", gen.id)
+    assert raced == [gen.id] and failed in str(refused.value)
+    monkeypatch.undo()
+    assert home.registry.active("deals") is None
