@@ -19,7 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from corpus_index import steps
+from corpus_index import flat_exports, steps
 from corpus_index.cli import main
 from corpus_index.compaction import compact
 from corpus_index.config import Settings
@@ -27,7 +27,8 @@ from corpus_index.deletion import audit_deletion
 from corpus_index.embedders import make_embedder
 from corpus_index.errors import ExportError
 from corpus_index.export_reader import load_export, search_blob
-from corpus_index.flat_exports import check_exports
+from corpus_index.flat_exports import EXPORT_GATES, check_exports
+from corpus_index.gates import Gate
 from corpus_index.home import Home
 from tests.support.http_server import running_server, serve_config
 
@@ -484,3 +485,24 @@ def test_an_empty_export_is_served_only_to_a_key_that_sees_the_researcher(
         assert seen.status_code == 200 and seen.json()["count"] == 0
         hidden = client.get(path, headers={"Authorization": f"Bearer {outsider}"})
         assert hidden.status_code == 404
+
+
+def test_a_deletion_whose_rebuild_fails_its_checks_removes_the_exports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last good exports may hold what was deleted: when the rebuild after a deletion
+    fails its checks (here made to fail), the trees are removed, not left serving it."""
+    corpus = Home(_write(tmp_path, PEOPLE))
+    _sync(corpus, "people")
+    public = corpus.settings.exports / "flat" / "h" / "people"
+    assert (public / "cy-tanaka").is_dir()
+    failing = Gate(EXPORT_GATES[0][0], False, "made to fail by the test")
+    monkeypatch.setattr(flat_exports, "check_exports", lambda *_a, **_k: [failing])
+    shutil.rmtree(tmp_path / "people" / "cy-tanaka")  # the researcher leaves
+    steps.source_manifest.run(corpus, "people")  # the deletion rebuilds the exports
+    assert not public.exists()
+    assert not (corpus.settings.exports / "flat-restricted" / "h" / "people").exists()
+    monkeypatch.undo()
+    compact(corpus)  # the cache entries only the deleted source used
+    audit = audit_deletion(corpus, "people/cy-tanaka/soul.txt")
+    assert audit["clean"], audit["remaining"]
