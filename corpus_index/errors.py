@@ -135,6 +135,11 @@ class HomeBusyError(RetryableError):
     """Another process holds the home's lock (a sync or a promotion is in flight)."""
 
 
+class LockLostError(RetryableError):
+    """A lock held across machines (in the registry's PostgreSQL database) was lost while
+    held, its session ended; what was written under it was not published."""
+
+
 class ActiveMismatchError(PermanentError, RuntimeError):
     """The namespace's ACTIVE generation is not the one a promotion or rollback expected."""
 

@@ -25,7 +25,13 @@ holds the file.
 File locks keep out the processes of one machine. With the registry in PostgreSQL, the home's
 lock and each scope lock also take an advisory lock in that database (``across``), shared or
 not as the file lock, which keeps out the runs of every machine sharing the registry (pods of
-their own, a home on object storage).
+their own, a home on object storage). Such a lock lives as long as its database session: a
+restart of the database, or the session ended by an administrator, lets it go unseen by its
+holder while another machine may take it. So each is recorded as held by its thread
+(``corpus_index.held_locks``), and what publishes a step's writes (the warehouse putting a
+partition in place, ``index_rows`` committing a generation's rows, ``index_generation``
+recording its gates) first confirms on each lock's own session that it still holds it, in
+``pg_locks``: a lost lock fails the step with ``LockLostError`` (retryable), nothing published.
 """
 
 from __future__ import annotations
@@ -40,10 +46,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from corpus_index.errors import HomeBusyError, RetryableError
+from corpus_index import held_locks
+from corpus_index.errors import HomeBusyError, LockLostError, RetryableError
 from corpus_index.registry_sql import is_database_url, libpq_url, redact
 
 log = logging.getLogger(__name__)
@@ -131,7 +139,8 @@ def home_lock(
     ``across``: the registry's PostgreSQL URL. The home's advisory lock in that database is
     held too (shared or not, as the file lock), after the file lock, and so is its gate's, so
     a holder on another machine that shares the registry (a run's pod, a compaction elsewhere)
-    is waited for as one on this machine is.
+    is waited for as one on this machine is. It is recorded as held by this thread, which
+    :func:`~corpus_index.held_locks.confirm_held` confirms before a write is published.
 
     Raises:
         HomeBusyError: another process still holds the lock after ``wait_s`` (in all); the
@@ -197,7 +206,9 @@ def scope_lock(
     ``across``: the registry's PostgreSQL URL. The scope's advisory lock in that database is
     held too, after the file lock, so processes on other machines that share the registry
     (runs in pods of their own) wait as well. PostgreSQL releases it when the holder's
-    connection ends, so a crashed holder never leaves it taken.
+    connection ends, so a crashed holder never leaves it taken; a session that ends under a
+    live holder (the database restarted) is caught by
+    :func:`~corpus_index.held_locks.confirm_held` before the holder publishes.
 
     Raises:
         HomeBusyError: another process still holds that scope after ``wait_s`` (in all).
@@ -266,12 +277,64 @@ def _advisory_lock(
                     raise _busy_across(cur, key, url, scope, home, purpose, wait_s)
                 time.sleep(POLL_S)
             try:
-                yield
+                with held_locks.holding(_AdvisoryHold(con, key, url, scope, home)):
+                    yield
             finally:
                 _release(cur, give, key)
     finally:
         with contextlib.suppress(psycopg2.Error):
             con.close()
+
+
+# whether the session running it holds the advisory lock of a bigint key: PostgreSQL keeps
+# such a key as two 32-bit halves, classid the high one and objid the low one, objsubid 1
+_STILL_HELD = (
+    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    " AND granted AND objsubid = 1 AND classid = %s AND objid = %s"
+)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _AdvisoryHold:
+    """An advisory lock a thread holds, on the session (``con``) that took it."""
+
+    con: Any
+    key: int
+    url: str
+    scope: str
+    home: Path
+
+    def confirm(self) -> None:
+        """Return if the lock's session is alive and holds it still.
+
+        Raises:
+            LockLostError: it does not (or cannot be asked: its connection is gone).
+        """
+        import psycopg2
+
+        try:
+            with self.con.cursor() as cur:
+                cur.execute(_STILL_HELD, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF))
+                if cur.fetchone() is not None:
+                    return
+            why = "its session no longer holds it"
+        except psycopg2.Error as exc:  # the connection is gone, and its session with it
+            said = str(exc).strip().splitlines()
+            why = f"its session ended ({said[0]})" if said else "its session ended"
+        raise _lost(self.url, self.scope, self.home, why)
+
+
+def _lost(url: str, scope: str, home: Path, why: str) -> LockLostError:
+    subject = f"home {home}" if scope in (HOME_SCOPE, HOME_GATE) else f"{scope} of home {home}"
+    error = LockLostError(
+        f"lost the lock of {subject} in the registry database {redact(url)}: {why}, so another "
+        "process may hold it now; nothing was published: run the step again"
+    )
+    error.add_note(
+        "a registry database's advisory lock ends with the session that took it: the database "
+        "restarted, or the session was terminated (pg_terminate_backend)"
+    )
+    return error
 
 
 def _release(cur: Any, give: str, key: int) -> None:

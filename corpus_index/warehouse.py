@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from corpus_index.errors import DamagedWarehouseError
+from corpus_index.held_locks import confirm_held
 from corpus_index.storage import Location
 
 PACKED_DIM_KEY = b"corpus_index.packed_float32_dim"
@@ -336,7 +337,22 @@ class StagedPartition:
     def publish(self) -> Location:
         """Put the new file in the partition's place (atomically: readers see the old file
         or the new one); returns the partition's path. The new file is removed if it cannot
-        be put there."""
+        be put there.
+
+        Raises:
+            LockLostError: a lock this thread holds across machines was lost (see
+                :mod:`corpus_index.held_locks`); the partition is left as it was.
+        """
+        try:
+            confirm_held()
+        except BaseException:
+            self.discard()
+            raise
+        return self.put()
+
+    def put(self) -> Location:
+        """:meth:`publish` without confirming the thread's locks (its caller did, once for
+        several files)."""
         try:
             self.temp.replace(self.path)
         except BaseException:
@@ -483,10 +499,13 @@ class Background:
         raised; a file that cannot be put in place stops those after it (its error raised).
         A staged file removed before it is published (by a compaction clearing temporary
         files that ran beside the step without the home's lock, say: a compaction run holds
-        the home alone, see :mod:`corpus_index.homelock`) publishes none of them.
+        the home alone, see :mod:`corpus_index.homelock`) publishes none of them, nor does a
+        lock lost by the calling thread (it confirms its locks once, before the first).
 
         Raises:
             FileNotFoundError: a staged file is gone (nothing was published).
+            LockLostError: a lock this thread holds across machines was lost (nothing was
+                published; see :mod:`corpus_index.held_locks`).
         """
         staged = self._finished()
         order = [s for a, s in staged if a not in last]
@@ -499,9 +518,15 @@ class Background:
                 f"{lost[0].temp}: the staged file of {lost[0].path} was removed before it was "
                 "published; nothing was published"
             )
+        try:
+            confirm_held()
+        except BaseException:
+            for one in order:
+                one.discard()
+            raise
         for k, one in enumerate(order):
             try:
-                one.publish()
+                one.put()
             except BaseException:
                 for rest in order[k:]:
                     rest.discard()

@@ -5,15 +5,22 @@ writing one thing, and a compaction waits for every run."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
-from corpus_index.errors import HomeBusyError, RetryableError
+from corpus_index import steps
+from corpus_index.config import Settings
+from corpus_index.errors import HomeBusyError, LockLostError, RetryableError
+from corpus_index.held_locks import confirm_held, held
+from corpus_index.home import Home
 from corpus_index.homelock import home_lock, scope_lock
+from corpus_index.warehouse import Background, Warehouse
 from tests.support.lockholder import hold, hold_scope
 from tests.support.postgres import LocalPostgres
 
@@ -186,3 +193,143 @@ def test_a_lock_whose_session_the_database_ended_is_let_go_without_an_error(
         admin.close()
     with scope_lock(tmp_path / "other", SCOPE, "step index_rows", wait_s=5, across=url):
         pass  # free again
+
+
+def _end_sessions(url: str) -> int:
+    """End every other session of ``url``'s database, as a restart of the database (or an
+    administrator's ``pg_terminate_backend``) does; returns how many were ended."""
+    import psycopg2
+
+    admin = psycopg2.connect(url)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return int(cur.rowcount)
+    finally:
+        admin.close()
+
+
+def test_a_lock_held_still_is_confirmed_and_one_given_back_is_no_longer_confirmed(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    url = postgres_server.create_database("held_locks")
+    home = tmp_path / "home"
+    assert held() == ()
+    with (
+        home_lock(home, "run 1234abcd of ingest_job", shared=True, across=url),
+        scope_lock(home, SCOPE, "step index_rows", across=url),
+    ):
+        assert len(held()) == 2  # the home's and the scope's (the gate was given back)
+        confirm_held()
+        confirm_held()  # asking again changes nothing
+        other: list[tuple[object, ...]] = []
+        thread = threading.Thread(target=lambda: other.append(held()))
+        thread.start()
+        thread.join(30)
+        assert other == [()]  # held by the thread that took them
+    assert held() == ()
+    confirm_held()  # nothing held: nothing to confirm
+    with scope_lock(home, SCOPE, "step index_rows"):  # no registry database: nothing recorded
+        assert held() == ()
+
+
+def test_a_lock_whose_session_the_database_ended_is_named_as_lost_when_confirmed(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    url = postgres_server.create_database("lost_locks")
+    home = tmp_path / "home"
+    with scope_lock(home, SCOPE, "step index_rows", across=url):
+        locks = held()
+        assert _end_sessions(url) >= 1
+        with pytest.raises(LockLostError) as lost:
+            confirm_held()
+        # a thread that finishes the holder's write (LanceDB's, reading a stream) confirms
+        # the holder's locks
+        failed: list[BaseException] = []
+
+        def finish() -> None:
+            try:
+                confirm_held(locks)
+            except LockLostError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=finish)
+        thread.start()
+        thread.join(30)
+        assert len(failed) == 1
+    message = str(lost.value)
+    assert message.startswith(f"lost the lock of {SCOPE} of home {home} in the registry database")
+    assert "its session ended" in message and "lost_locks" in message
+    assert "nothing was published: run the step again" in message
+    assert "the database restarted" in "\n".join(lost.value.__notes__)
+    assert isinstance(lost.value, RetryableError)
+    # the home's lock too, once its session ended
+    with home_lock(home, "sync", across=url):
+        _end_sessions(url)
+        with pytest.raises(LockLostError, match=rf"lost the lock of home {re.escape(str(home))} "):
+            confirm_held()
+
+
+def test_a_step_that_lost_its_lock_publishes_no_partition(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    """The partitions on disk stay the last good ones: neither those staged beside the step's
+    work (``Background``) nor one written at once (``Warehouse.write``) are put in place."""
+    url = postgres_server.create_database("lost_publish")
+    wh = Warehouse(tmp_path / "wh")
+    good, new = pa.table({"x": [1]}), pa.table({"x": [2]})
+    wh.write("rows", ("alpha",), good)
+    wh.write("memo", ("alpha",), good)
+    with scope_lock(tmp_path / "home", "collection:alpha", "step linked_groups", across=url):
+        with Background() as io:
+            io.stage(wh, "rows", ("alpha",), new)
+            io.stage(wh, "memo", ("alpha",), new)
+            io.publish()  # while the lock is held, the step's writes are put in place
+        assert wh.read("rows", ("alpha",)) == new
+        wh.write("rows", ("alpha",), good)
+        _end_sessions(url)
+        with pytest.raises(LockLostError, match="collection:alpha"), Background() as io:
+            io.stage(wh, "rows", ("alpha",), new)
+            io.stage(wh, "memo", ("alpha",), new)
+            io.publish()
+        with pytest.raises(LockLostError, match="collection:alpha"):
+            wh.write("memo", ("alpha",), pa.table({"x": [3]}))
+    assert wh.read("rows", ("alpha",)) == good
+    assert wh.read("memo", ("alpha",)) == new  # the last one published while it was held
+    assert not list((tmp_path / "wh").rglob("*.tmp"))  # nor anything left beside them
+
+
+def test_index_rows_that_lost_its_lock_commits_no_row_to_the_generation(
+    postgres_server: LocalPostgres, home: Settings
+) -> None:
+    """LanceDB reads the step's stream of rows on threads of its own and commits once it has
+    read the end: the step's lock, lost while it built them, stops the commit there."""
+    url = postgres_server.create_database("lost_rows")
+    corpus = Home(home)
+    profile = next(iter(corpus.config.profiles))
+    collection = next(
+        c for c in corpus.config.collections if corpus.config.profile_covers(profile, c)
+    )
+    steps.source_manifest.run(corpus, collection)
+    steps.parsed_blocks.run(corpus, collection)
+    steps.embedding_inputs.run(corpus, collection)
+    steps.embeddings.run(corpus, profile, collection)
+    scope = f"generation:{profile}"
+    with scope_lock(home.home, scope, "step index_rows", across=url):
+        _end_sessions(url)
+        with pytest.raises(LockLostError, match=f"lost the lock of {scope} of home"):
+            steps.index_rows.run(corpus, profile, collection, run_id="lost")
+        with pytest.raises(LockLostError, match=f"lost the lock of {scope} of home"):
+            steps.index_generation.run(corpus, profile, run_id="lost")
+    generation = corpus.registry.open_generation(corpus.spec(profile), run_id="again")
+    assert corpus.store.count(generation) == 0
+    assert generation.status != "READY"
+    # run again under a lock held to the end, the step writes its rows
+    with scope_lock(home.home, scope, "step index_rows", across=url):
+        outcome = steps.index_rows.run(corpus, profile, collection, run_id="again")
+    assert outcome.passed and outcome.rows > 0
+    assert corpus.store.count(generation) == outcome.rows

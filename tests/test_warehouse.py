@@ -260,13 +260,13 @@ def test_background_publishes_in_the_order_staged_those_named_last_after(
 ) -> None:
     wh = Warehouse(tmp_path / "wh")
     placed: list[str] = []
-    publish = StagedPartition.publish
+    put = StagedPartition.put  # what puts each in place, once the thread's locks are confirmed
 
     def noted(self: StagedPartition) -> Location:
         placed.append(self.path.parent.name)
-        return publish(self)
+        return put(self)
 
-    monkeypatch.setattr(StagedPartition, "publish", noted)
+    monkeypatch.setattr(StagedPartition, "put", noted)
     with Background() as io:
         for asset in ("memo", "rows", "prints", "members"):
             io.stage(wh, asset, ("p",), pa.table({"x": [1]}))

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from corpus_index import gates, index_store, predicates
 from corpus_index.group_records import generation_formats
+from corpus_index.held_locks import confirm_held
 from corpus_index.home import Home
 from corpus_index.lifecycle import required_checks
 from corpus_index.registry import Generation
@@ -110,6 +111,9 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
         for name in required
         if name != gates.check_key("index_generation", gates.EVAL_GATE)
     )
+    # gates measured on a table that another machine's step may have written since this one
+    # lost its lock are not recorded (nor the generation made READY on them)
+    confirm_held()
     # the eval gate stays on record even where promotion does not require it
     home.registry.record_checks(generation.id, keyed, keep=required | set(keyed))
     generation = home.registry.record_build(

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from corpus_index import expectations, gates, memory, predicates
 from corpus_index.collection import CollectionConfig
+from corpus_index.errors import LockLostError
 from corpus_index.group_gates import group_rows_have_groups
 from corpus_index.group_records import (
     GROUP_KIND,
@@ -22,6 +23,7 @@ from corpus_index.group_records import (
     indexed,
     merged_by_doc,
 )
+from corpus_index.held_locks import LosableLock, confirm_held, held
 from corpus_index.home import Home
 from corpus_index.index_store import WriteResult, vector_entry_schema
 from corpus_index.ordered import DocCursor, whole_documents
@@ -201,12 +203,15 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         else:  # a few sources (or none left): small enough to build before writing
             rows = checked.table()
             if checked.passed:
+                confirm_held()  # a step that lost its locks meanwhile writes nothing
                 outcome.write = (
                     home.store.replace_collection(generation, name, rows, sources=shard_scope)
                     if whole
                     else home.store.replace_sources(generation, name, rows, touched)
                 )
     except Exception:
+        if checked.lost is not None:  # raised at the stream's end, which LanceDB wraps
+            raise checked.lost from None
         if checked.passed:
             raise
         outcome.write = None  # a batch failed its checks: the stream stopped, no commit
@@ -259,6 +264,7 @@ class _CheckedBatches:
         self.rows = 0
         self.tenant: list[gates.Gate] = []
         self.suite: list[gates.Gate] = []
+        self.lost: LockLostError | None = None  # what ended the stream of reader()
         self._vectors: KeyedReader | None = None
 
     @property
@@ -300,10 +306,20 @@ class _CheckedBatches:
         )
 
     def reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(
-            self.schema,
-            (b for rows in self.batches() for b in rows.to_batches()),
-        )
+        """The batches as one stream to write. LanceDB commits once it has read the stream's
+        end, so the locks this thread holds are confirmed there (LanceDB reads it on threads
+        of its own, which hold none): a step that lost one ends the stream with the error
+        (kept in :attr:`lost`), and the write is abandoned uncommitted."""
+        return pa.RecordBatchReader.from_batches(self.schema, self._confirmed(held()))
+
+    def _confirmed(self, locks: tuple[LosableLock, ...]) -> Iterator[pa.RecordBatch]:
+        for rows in self.batches():
+            yield from rows.to_batches()
+        try:
+            confirm_held(locks)
+        except LockLostError as exc:
+            self.lost = exc
+            raise
 
     def table(self) -> pa.Table:
         try:
