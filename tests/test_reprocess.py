@@ -189,3 +189,12 @@ def test_a_run_takes_at_most_50_by_priority_then_longest_waiting() -> None:
 def test_the_batch_size_is_a_parameter(limit: int) -> None:
     items = [QueueItem(f"k{n}", "qa_pair", f"u{n}", 10, since=T0) for n in range(5)]
     assert len(due(items, T0 + DAY, limit=limit)) == limit
+
+
+def test_a_run_at_the_epoch_counts_as_a_run() -> None:
+    """A ``last_reprocessed_at`` of 0.0 (a run judged at 1970-01-01T00:00Z; times before it
+    are supported) is a time like any other, not "never re-processed"."""
+    at_epoch = QueueItem("a", "incident_context", "ir", 10, since=-HOUR, last_reprocessed_at=0.0)
+    never = QueueItem("b", "incident_context", "ir2", 10, since=-HOUR)
+    assert next_due(at_epoch) == 6 * HOUR
+    assert [i.key for i in due([at_epoch, never], 7 * HOUR)] == ["b", "a"]

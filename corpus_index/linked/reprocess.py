@@ -129,7 +129,8 @@ def next_due(item: QueueItem) -> float | None:
     every = EVERY_S.get(item.priority)
     if every is None:
         return None
-    return (item.last_reprocessed_at or item.since) + every
+    last = item.last_reprocessed_at
+    return (item.since if last is None else last) + every
 
 
 def due(
@@ -153,7 +154,14 @@ def due(
         )
         if woken or (when is not None and when <= now):
             ready.append(item)
-    ready.sort(key=lambda i: (-i.priority, i.last_reprocessed_at or float("-inf"), i.key))
+    never = float("-inf")  # never re-processed: first (0.0, the epoch, is a time)
+    ready.sort(
+        key=lambda i: (
+            -i.priority,
+            never if i.last_reprocessed_at is None else i.last_reprocessed_at,
+            i.key,
+        )
+    )
     return ready[:limit]
 
 
