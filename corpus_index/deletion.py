@@ -42,12 +42,14 @@ from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import seconds_of
 from corpus_index.linked.memo import without_units
 from corpus_index.records import MANIFEST_SCHEMA
+from corpus_index.reprocess_queue import QUEUE, read_queue, write_queue
 from corpus_index.shards import split_key
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import SIDECAR_SUFFIX
 from corpus_index.sources import live_documents
 from corpus_index.storage import Location
 from corpus_index.store_copy import receipt_location
+from corpus_index.warehouse import damage
 
 # the tombstone reason of a source removed from the index while its file stays
 # (``CorpusIndex.remove``): the scan treats it as absent until it is added again
@@ -224,6 +226,15 @@ def propagate_deletion(
             wh.write("group_memo", (collection,), kept)
             n = memo.num_rows - kept.num_rows
             receipt.removed("warehouse", str(wh.path("group_memo", collection)), n, "rows")
+    # the re-processing queue's items anchored at a removed unit (a question, an incident):
+    # the next ``linked_groups`` run makes the queue anew, but until it does (a sync cut
+    # short, grouping checks that fail) the queue would name the unit
+    queue = read_queue(wh, part)
+    left = [q for q in queue.items if q.item.anchor not in units]
+    if len(left) < len(queue.items):
+        write_queue(wh, part, left, queue.linking, queue.arrived)
+        n = len(queue.items) - len(left)
+        receipt.removed("warehouse", str(wh.path(QUEUE, part)), n, "rows")
     for asset in (
         "parsed_blocks",
         "embedding_inputs",
@@ -620,7 +631,9 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     warehouse = corpus.settings.warehouse
     for path in warehouse.rglob("*.parquet"):
         if path.is_file():
-            table = pq.read_table(path.path, filesystem=path.fs)
+            # a file it cannot read is named, with what to do: the audit cannot say what it holds
+            with damage(path.relative_to(warehouse).parts[0], path):
+                table = pq.read_table(path.path, filesystem=path.fs)
             cols = table.column_names
             if "source_id" in cols:
                 n = int(pc.sum(pc.equal(table["source_id"], source_id)).as_py() or 0)
@@ -647,6 +660,9 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     if identity_store.sightings_of_unit(corpus, collection, unit):  # keyed by unit, not source
         where_held = str(corpus.warehouse.path(identity_store.SIGHTINGS, collection))
         remaining.append({"store": "warehouse", "path": where_held, "match": "unit"})
+    if any(q.item.anchor == unit for q in read_queue(corpus.warehouse, collection).items):
+        where_queued = str(corpus.warehouse.path(QUEUE, collection))
+        remaining.append({"store": "warehouse", "path": where_queued, "match": "unit"})
     byte_scan = _scan_bytes(corpus, source_id, tomb, live_inputs)
     remaining.extend(byte_scan.pop("findings"))
     return {

@@ -193,8 +193,11 @@ def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
 
 def _not_grouped(home: Home, collection: str, io: Background) -> LinkedGroupsOutcome:
     """:func:`run` of a collection whose kind is not grouped (or ``grouping: false``): every
-    partition of the step written empty (on ``io``'s worker)."""
+    partition of the step written empty (on ``io``'s worker), its re-processing queue too
+    (a collection grouped before would keep items of groups that are gone, naming their
+    units)."""
     wh = home.warehouse
+    io.stage(wh, QUEUE, (collection,), queue_table(collection, [], Linking()))
     io.stage(wh, GROUPS, (collection,), GROUP_SCHEMA.empty_table())
     io.stage(wh, MEMBERS, (collection,), MEMBER_SCHEMA.empty_table())
     io.stage(wh, LINKS, (collection,), LINK_SCHEMA.empty_table())

@@ -100,7 +100,8 @@ def iso(stamp: float) -> str:
 
 
 def grouped_collections(home: Home, only: str = "") -> list[str]:
-    """The configured collections whose kind is grouped (``only``: that one, which must be).
+    """The configured collections that are grouped: of a grouped kind, without
+    ``grouping: false`` (``only``: that one, which must be).
 
     Raises:
         ConfigError: ``only`` is not a configured collection, or not a grouped one.
@@ -108,13 +109,13 @@ def grouped_collections(home: Home, only: str = "") -> list[str]:
     names = [only] if only else sorted(home.config.collections)
     # home.collection names the file for an unknown ``only``; a sharded collection is never
     # grouped, and its name alone is no partition of it
-    out = [
-        n
-        for n in names
-        if kind_of(home.collection(n) if only else home.config.collections[n]).grouped
-    ]
+    configs = {n: home.collection(n) if only else home.config.collections[n] for n in names}
+    out = [n for n, c in configs.items() if kind_of(c).grouped and c.grouping]
     if only and not out:
-        raise ConfigError(f"collection {only!r} is not grouped: only messages are re-processed")
+        raise ConfigError(
+            f"collection {only!r} is not grouped: only messages collections without "
+            "grouping: false are re-processed"
+        )
     return out
 
 

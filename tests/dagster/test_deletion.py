@@ -151,6 +151,22 @@ def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_pa
         assert cov.rows == 20 and cov.fts_unindexed == 0
 
 
+@pytest.mark.parametrize("asset", ["parsed_blocks", "source_manifest"])
+def test_the_audit_names_a_damaged_warehouse_partition(
+    deleted: Deleted, tmp_path: Path, asset: str
+) -> None:
+    """A partition file the audit cannot read (truncated) is named with what to do, exit 3,
+    never a traceback: the audit cannot say what it holds."""
+    settings = copy_of(deleted.root, tmp_path)
+    path = Home(settings).warehouse.path(asset, "alpha-deals")
+    path.write_bytes(path.read_bytes()[:100])
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = CliRunner().invoke(main, [*args, "audit-deletion", GONE])
+    assert out.exit_code == 3, out.output
+    assert f"the warehouse partition of {asset} is damaged" in out.output
+    assert "corpus doctor" in out.output
+
+
 def test_a_source_that_comes_back_is_indexed_again(
     synced: Path, deleted: Deleted, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
+from corpus_index.deletion import audit_deletion
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.linked.reprocess import DAY, HOUR
@@ -292,6 +293,52 @@ def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
     # ahead of the present: the queue would keep that clock for every later sync
     out = invoke(settings, "reprocess", "--now", "2999-01-01T00:00:00Z")
     assert out.exit_code == 2 and "is after the present" in out.output, out.output
+
+
+def test_grouping_turned_off_empties_the_queue_and_leaves_nothing_to_reprocess(
+    tmp_path: Path,
+) -> None:
+    """``grouping: false`` on a collection that was grouped: its queue is emptied with its
+    groups (no unit is named there any more, and no item of a group that is gone is taken
+    again at every check), and the collection is no longer one that is re-processed."""
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    cli(settings, "sync", "--json")
+    assert queued(settings, "qa_pair:q1") is not None
+    config = yaml.safe_load(settings.config_path.read_text())
+    config["collections"]["wattle-messages"]["grouping"] = False
+    settings.config_path.write_text(yaml.safe_dump(config))
+    (tmp_path / "wattle" / "chat.jsonl").unlink()  # the question deleted as well
+    cli(settings, "sync", "--json")
+    assert read_queue(Home(settings).warehouse, "wattle-messages").items == []
+    report = cli(settings, "reprocess", "--now", at(6 * HOUR), "--json")
+    assert (report["items_taken"], report["collections"]) == (0, {})
+    out = invoke(settings, "reprocess", "--collection", "wattle-messages", "--now", at(DAY))
+    assert out.exit_code == 2 and "is not grouped" in out.output, out.output
+
+
+def test_a_deleted_question_leaves_the_queue_with_its_deletion(tmp_path: Path) -> None:
+    """The deletion itself (the ``source_manifest`` step, before any ``linked_groups`` run:
+    a sync cut short there, or whose grouping checks fail) takes the deleted question's item
+    out of the queue; a queue that names it still is found by the audit."""
+    other = record("c1", "discord_chat", "Mike B", ASKED, "Bins are out, all good tonight.")
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION, "other.jsonl": other})
+    cli(settings, "sync", "--json")
+    assert queued(settings, "qa_pair:q1") is not None
+    home = Home(settings)
+    before = home.warehouse.path("reprocess_queue", "wattle-messages").read_bytes()
+    (tmp_path / "wattle" / "chat.jsonl").unlink()
+    steps.source_manifest.run(home, "wattle-messages")
+    anchors = [q.item.anchor for q in read_queue(home.warehouse, "wattle-messages").items]
+    assert "c1" in anchors and "q1" not in anchors
+
+    def queue_findings() -> list[str]:
+        audit = audit_deletion(home, "wattle-messages/q1")
+        return [r["match"] for r in audit["remaining"] if "reprocess_queue" in r.get("path", "")]
+
+    assert queue_findings() == []
+    # a queue written before the deletion, put back: the audit names it
+    home.warehouse.path("reprocess_queue", "wattle-messages").write_bytes(before)
+    assert queue_findings() == ["unit"]
 
 
 @pytest.mark.parametrize("args", [["reprocess", "--help"]])
