@@ -286,12 +286,22 @@ def _advisory_lock(
             con.close()
 
 
-# whether the session running it holds the advisory lock of a bigint key: PostgreSQL keeps
-# such a key as two 32-bit halves, classid the high one and objid the low one, objsubid 1
+# whether the session running it holds the advisory lock of a bigint key (see _halves)
 _STILL_HELD = (
     "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
     " AND granted AND objsubid = 1 AND classid = %s AND objid = %s"
 )
+
+
+def _halves(key: int) -> tuple[int, int]:
+    """``pg_locks``' ``(classid, objid)`` of a bigint advisory key: PostgreSQL keeps it as two
+    32-bit halves, the high one first (``objsubid`` 1)."""
+    return (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+
+
+def _subject(scope: str, home: Path) -> str:
+    """What a lock of ``scope`` locks, as messages name it."""
+    return f"home {home}" if scope in (HOME_SCOPE, HOME_GATE) else f"{scope} of home {home}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -314,7 +324,7 @@ class _AdvisoryHold:
 
         try:
             with self.con.cursor() as cur:
-                cur.execute(_STILL_HELD, ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF))
+                cur.execute(_STILL_HELD, _halves(self.key))
                 if cur.fetchone() is not None:
                     return
             why = "its session no longer holds it"
@@ -325,9 +335,8 @@ class _AdvisoryHold:
 
 
 def _lost(url: str, scope: str, home: Path, why: str) -> LockLostError:
-    subject = f"home {home}" if scope in (HOME_SCOPE, HOME_GATE) else f"{scope} of home {home}"
     error = LockLostError(
-        f"lost the lock of {subject} in the registry database {redact(url)}: {why}, so another "
+        f"lost the lock of {_subject(scope, home)} in the registry database {redact(url)}: {why}, so another "
         "process may hold it now; nothing was published: run the step again"
     )
     error.add_note(
@@ -352,23 +361,24 @@ def _release(cur: Any, give: str, key: int) -> None:
 def _busy_across(
     cur: Any, key: int, url: str, scope: str, home: Path, purpose: str, wait_s: float
 ) -> HomeBusyError:
-    # a bigint key is kept as two 32-bit halves: classid the high one, objid the low one
     cur.execute(
         "SELECT a.application_name, a.client_addr FROM pg_locks l"
         " JOIN pg_stat_activity a ON a.pid = l.pid"
         " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
         " AND l.classid = %s AND l.objid = %s",
-        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+        _halves(key),
     )
     row = cur.fetchone()
     who = f"{row[0]}{f' from {row[1]}' if row[1] else ''}" if row else "another process"
     waited = f" after waiting {wait_s:g} s" if wait_s > 0 else ""
-    subject, what = (
-        (f"home {home}", "holds the home (a run, a sync, a compaction)")
+    what = (
+        "holds the home (a run, a sync, a compaction)"
         if scope in (HOME_SCOPE, HOME_GATE)
-        else (f"{scope} of home {home}", f"writes {scope}")
+        else f"writes {scope}"
     )
-    error = HomeBusyError(f"{subject} is busy{waited}: {who} holds its lock in {redact(url)}")
+    error = HomeBusyError(
+        f"{_subject(scope, home)} is busy{waited}: {who} holds its lock in {redact(url)}"
+    )
     error.add_note(
         f"a process sharing the registry (on this machine or another) {what} ("
         f"{purpose} was asked); wait for it to finish, then try again"
