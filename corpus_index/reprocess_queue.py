@@ -4,12 +4,14 @@ partition per collection, ``reprocess_queue/<collection>.parquet``, holding the 
 
 Its schema metadata records how the collection's units are linked (:class:`Linking`): the
 windows (the first pass's, or the wider ones of re-processing) and the time priorities and
-timeouts were last judged at. A re-processing run does not write groups itself: it marks the
-items it takes (one attempt more, ``last_reprocessed_at``), records the wider windows and its
-``now`` here, and the ``linked_groups`` step then links the collection with them, so the
-changed groups are embedded and indexed by the normal steps. Once widened, a collection stays
-widened: a narrower pass later would drop what the second pass found. The step refreshes the
-queue from the groups it wrote (:func:`refresh`). Time is always passed in.
+timeouts were last judged at. A re-processing run does not write groups itself: it takes the
+due items, records the wider windows and its ``now`` here, and the ``linked_groups`` step then
+links the collection with them, so the changed groups are embedded and indexed by the normal
+steps. Once widened, a collection stays widened: a narrower pass later would drop what the
+second pass found. The step refreshes the queue from the groups it wrote (:func:`refresh`),
+and only then, its checks passed, counts each item taken one attempt more
+(``last_reprocessed_at``): a run whose checks fail uses up no attempt. Time is always passed
+in.
 """
 
 from __future__ import annotations
@@ -222,33 +224,38 @@ def refresh(
     linker: Linker,
     tenants: Mapping[str, str],
     *,
-    processed: Iterable[str] = (),
-    now: float | None = None,
+    processed: Mapping[str, float] | None = None,
 ) -> list[Queued]:
     """The queue after a ``linked_groups`` run: an item per group still with a priority and a
     check to come, keeping the attempts of those whose priority is unchanged; the items of
-    ``processed`` whose reason is unchanged count one attempt more at ``now``.
+    ``processed`` (key -> when) whose reason is unchanged count one attempt more then.
 
     Args:
         tenants: unit id -> tenant (an item's tenant is its anchor's).
     """
     previous = [q.item for q in stored.items]
     prior = {i.key: i.priority for i in previous}
-    done = set(processed)
+    done = processed or {}
     fresh = queue_of([*linker.groups, *linker.carried], linker.messages, previous=previous)
     out = []
     for item in fresh:
-        if item.key in done and prior.get(item.key) == item.priority and now is not None:
-            item = replace(item, last_reprocessed_at=now, attempts=item.attempts + 1)
+        if item.key in done and prior.get(item.key) == item.priority:
+            item = replace(item, last_reprocessed_at=done[item.key], attempts=item.attempts + 1)
         if next_due(item) is not None:
             out.append(Queued(collection, tenants[item.anchor], item))
     return out
 
 
 class Taken(NamedTuple):
-    """What :func:`take_due` took: the items, by collection."""
+    """What :func:`take_due` took at ``now``: the items, by collection."""
 
     items: list[Queued]
+    now: float
+
+    def keys(self, collection: str) -> dict[str, float]:
+        """Queue key -> when taken, of ``collection``'s items (``linked_groups.run``'s
+        ``reprocessed``)."""
+        return {q.item.key: self.now for q in self.items if q.collection == collection}
 
     @property
     def collections(self) -> list[str]:
@@ -259,10 +266,13 @@ def take_due(
     warehouse: Warehouse, collections: Sequence[str], now: float, *, limit: int = BATCH
 ) -> Taken:
     """Take the items due at ``now`` in ``collections``: by priority, then the longest since
-    last re-processed (never first), at most ``limit`` in all. Each one taken counts one
-    attempt more at ``now``, and its collection is recorded as widened and judged at ``now``
-    (never earlier than it was), so the next ``linked_groups`` run re-detects with the wider
-    windows."""
+    last re-processed (never first), at most ``limit`` in all. Each collection with an item
+    taken is recorded as widened and judged at ``now`` (never earlier than it was), so the
+    next ``linked_groups`` run re-detects with the wider windows.
+
+    The items themselves are left as they were: the ``linked_groups`` run given them
+    (``reprocessed=``) counts each one attempt more at ``now`` in the queue it writes, and
+    only if its checks pass. A run that fails, or never comes, leaves them due."""
     stored = {c: read_queue(warehouse, c) for c in collections}
     ready = [q for c, s in stored.items() for q in s.items if q.item in due([q.item], now, limit=1)]
     ready.sort(
@@ -275,14 +285,7 @@ def take_due(
     )
     taken = ready[:limit]
     for c in sorted({q.collection for q in taken}):
-        keys = {q.item.key for q in taken if q.collection == c}
-        items = [
-            q._replace(item=replace(q.item, last_reprocessed_at=now, attempts=q.item.attempts + 1))
-            if q.item.key in keys
-            else q
-            for q in stored[c].items
-        ]
         judged = stored[c].linking.judged_at
         linking = Linking(REPROCESS_WINDOWS, now if judged is None else max(judged, now))
-        write_queue(warehouse, c, items, linking, stored[c].arrived)
-    return Taken(taken)
+        write_queue(warehouse, c, stored[c].items, linking, stored[c].arrived)
+    return Taken(taken, now)

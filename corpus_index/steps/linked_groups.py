@@ -134,12 +134,21 @@ class LinkedGroupsOutcome:
 
 
 def run(
-    home: Home, collection: str, *, progress: Callable[[str], None] | None = None
+    home: Home,
+    collection: str,
+    *,
+    progress: Callable[[str], None] | None = None,
+    reprocessed: Mapping[str, float] | None = None,
 ) -> LinkedGroupsOutcome:
     """Link the collection's units, check the groups, and write the group and identity
     partitions when every check passes (otherwise the last good ones stay). ``progress`` is
     told what is done as each part of the work ends (the units read, the identity pass, each
     grouping of each tenant, the checks), with the seconds since the start.
+
+    ``reprocessed`` (queue key -> when, as :func:`corpus_index.reprocess_queue.take_due` took
+    them) are the re-processing items this run re-detects: the queue it writes counts each
+    one attempt more then, if it is still queued for the same reason. A run whose checks fail
+    writes no queue, so they stay due.
 
     Returns:
         Counts of units, groups (by type), members, identities and mentions (by role), and
@@ -149,7 +158,7 @@ def run(
         ConfigError: the collection's people or merges file is invalid.
     """
     with _collector_paused():
-        return _run(home, collection, _Progress(progress))
+        return _run(home, collection, _Progress(progress), dict(reprocessed or {}))
 
 
 class _Progress:
@@ -183,12 +192,14 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _run(home: Home, collection: str, say: _Progress) -> LinkedGroupsOutcome:
+def _run(
+    home: Home, collection: str, say: _Progress, reprocessed: dict[str, float]
+) -> LinkedGroupsOutcome:
     cfg = home.collection(collection)
     with Background() as io:
         if not kind_of(cfg).grouped or not cfg.grouping:
             return _not_grouped(home, collection, io)
-        return _grouped(home, collection, say, io)
+        return _grouped(home, collection, say, io, reprocessed)
 
 
 def _not_grouped(home: Home, collection: str, io: Background) -> LinkedGroupsOutcome:
@@ -208,7 +219,9 @@ def _not_grouped(home: Home, collection: str, io: Background) -> LinkedGroupsOut
     return LinkedGroupsOutcome(grouped=False)
 
 
-def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> LinkedGroupsOutcome:
+def _grouped(
+    home: Home, collection: str, say: _Progress, io: Background, reprocessed: dict[str, float]
+) -> LinkedGroupsOutcome:
     """:func:`run` of a grouped collection: the partitions it reads later are read, and those
     it writes staged as each is made, on ``io``'s worker beside the decoding, the grouping
     and the checks; they are published when the checks pass."""
@@ -349,7 +362,8 @@ def _grouped(home: Home, collection: str, say: _Progress, io: Background) -> Lin
     )
     if outcome.passed:
         keys = [i.key for i in wake]
-        queue = refresh(collection, stored, linker, tenant_of, processed=keys, now=now)
+        done = {**({k: now for k in keys} if now is not None else {}), **reprocessed}
+        queue = refresh(collection, stored, linker, tenant_of, processed=done)
         io.stage(wh, QUEUE, at, queue_table(collection, queue, linking, arrived))
         outcome.queued, outcome.woken = len(queue), keys
         # the memo, which names the rows a later run carries, after the rows; the prints,

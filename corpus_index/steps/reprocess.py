@@ -161,7 +161,7 @@ def run(home: Home, now: float, *, collection: str = "", limit: int = BATCH) -> 
     ]
     for name in taken.collections:
         before = _groups(home, name)
-        outcome = linked_groups.run(home, name)
+        outcome = linked_groups.run(home, name, reprocessed=taken.keys(name))
         embedding_inputs.run(home, name)
         after = _groups(home, name)
         changed = {g for g in before.keys() | after.keys() if g not in before or g not in after}

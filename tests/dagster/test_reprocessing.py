@@ -19,6 +19,7 @@ from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.deletion import audit_deletion
+from corpus_index.gates import Gate
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.linked.reprocess import DAY, HOUR
@@ -149,6 +150,35 @@ def test_an_unanswered_question_is_reprocessed_at_6h_24h_48h_and_7d_then_times_o
     assert checks == [6 * HOUR, DAY, 2 * DAY, 7 * DAY]
     qa = group_of(settings, "qa_pair", "q1")
     assert (qa["resolution_status"], qa["reprocess_priority"]) == ("timeout", 0)
+
+
+def test_a_run_whose_grouping_checks_fail_uses_up_no_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 6 h check of a question whose re-linking fails its checks is taken again at the next
+    run, and counted only then: an attempt is recorded by the run that writes the groups."""
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    assert Graph(settings).ingest("wattle-messages").success
+    real = steps.linked_groups.check
+
+    def failing(*args: Any, **kwargs: Any) -> list[Any]:
+        return [*real(*args, **kwargs), Gate("members_live", False, "a member is not live")]
+
+    monkeypatch.setattr(steps.linked_groups, "check", failing)
+    report = reprocess.run(Home(settings), ASKED.timestamp() + 6 * HOUR)
+    assert [t["key"] for t in report.taken] == ["qa_pair:q1"] and not report.passed
+    item = queued(settings, "qa_pair:q1")
+    assert item is not None
+    assert (item.item.attempts, item.item.last_reprocessed_at) == (0, None)
+    monkeypatch.undo()
+    report = reprocess.run(Home(settings), ASKED.timestamp() + 7 * HOUR)
+    assert [(t["key"], t["attempt"]) for t in report.taken] == [("qa_pair:q1", 1)]
+    assert report.passed
+    item = queued(settings, "qa_pair:q1")
+    assert item is not None
+    assert (item.item.attempts, item.item.last_reprocessed_at) == (1, ASKED.timestamp() + 7 * HOUR)
+    # counted once: the next check is the 24 h one
+    assert reprocess.run(Home(settings), ASKED.timestamp() + 8 * HOUR).taken == []
 
 
 def test_corpus_reprocess_at_7_days_times_the_question_out_and_reindexes(tmp_path: Path) -> None:
