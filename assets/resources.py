@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
+from assets.processes import PROCESS_TAG, run_worker
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.homelock import EXCLUSIVE_TAGS, across_of, holder, home_lock_of, scope_lock
@@ -66,6 +67,11 @@ class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
         if run is None:  # a sensor tick, or a resource built outside a run
             yield self
             return
+        if PROCESS_TAG not in run.tags and context.instance is not None:
+            # launched by the daemon or the UI: the run names its run worker, so that
+            # orphaned_run_sensor fails it if that process is killed (a command tags its own)
+            worker = run_worker(step_processes=self.runs_share_home)
+            context.instance.add_run_tags(run.run_id, {PROCESS_TAG: worker.tag})
         settings = self.settings()
         busy = holder(settings.home)  # '' when nobody holds it
         mine = busy.startswith(f"pid {os.getpid()} ")  # the CLI command that runs this run

@@ -1,32 +1,31 @@
 """Runs whose process ended without ending them: failed, so that nothing waits on them.
 
-`corpus sync` and the other commands execute their runs in their own process. A process that
-is killed (``kill -9``, the OOM killer, a lost shell) leaves its run STARTED in the instance:
+`corpus sync` and the other commands execute their runs in their own process; the daemon and
+the UI launch theirs into a run worker. A process that is killed (``kill -9``, the OOM killer, a lost shell) leaves its run STARTED in the instance:
 the UI shows it running, the declarative automation skips every partition it planned (they
 are in progress), and Dagster's run monitoring fails it only after ``max_runtime_seconds``
 (four hours, see :mod:`corpus_index.dagster_home`), and only where the daemon runs.
 
-So each run a command executes is tagged with the process executing it (:data:`PROCESS_TAG`:
+So each run is tagged with the process executing it (:data:`~assets.processes.PROCESS_TAG`:
 host, pid and the process's start time, so that a pid the system has given to a later process
-is not taken for it), and :func:`fail_orphaned_runs` reports failed the in-flight runs of this
+is not taken for it; a command tags its runs as it starts them, a run worker's run is tagged by
+its first step, see :mod:`assets.processes`), and :func:`fail_orphaned_runs` reports failed the in-flight runs of this
 host whose process no longer exists, naming it; the run failure sensor then records each as an
 alert, and the pool slots the run held are freed. It runs at the start of every `corpus sync`
 and on each tick of ``orphaned_run_sensor`` in the daemon. A run of another host is left to
-that host's commands and sensor (or to run monitoring); runs launched by the daemon or the UI
-carry no such tag (their worker is the launcher's).
+that host's commands and sensor (or to run monitoring), and so is a run not yet tagged (queued,
+or its run worker still loading the code).
 """
 
 from __future__ import annotations
 
-import os
 import socket
-from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 
+from assets.processes import PROCESS_TAG, Process, this_process
+
 ORPHAN_INTERVAL_S = 60  # seconds between the sensor's ticks
-PROCESS_TAG = "corpus/process"  # "<host> <pid> <start>" of the process executing the run
 # a run in these states is in flight: some process is (or was) about to execute it
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -34,43 +33,6 @@ IN_FLIGHT = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Process:
-    """One process of one host: its pid and its start time (clock ticks after boot, as
-    ``/proc/<pid>/stat`` gives it; empty where there is no ``/proc``)."""
-
-    host: str
-    pid: int
-    start: str
-
-    @property
-    def tag(self) -> str:
-        return f"{self.host} {self.pid} {self.start}".rstrip()
-
-    @classmethod
-    def of_tag(cls, tag: str) -> Process | None:
-        """The process a :data:`PROCESS_TAG` value names; None when it is not one."""
-        parts = tag.split(" ")
-        if len(parts) not in (2, 3) or not parts[1].isdigit():
-            return None
-        return cls(parts[0], int(parts[1]), parts[2] if len(parts) == 3 else "")
-
-    def alive(self) -> bool:
-        """Whether this process (of this host) still runs: its pid exists and started when
-        this one did."""
-        if self.pid <= 0:
-            return False
-        start = _start_of(self.pid)
-        if start is None:
-            return _exists(self.pid)
-        return bool(start) and start == self.start
-
-
-def this_process() -> Process:
-    """The process calling."""
-    return Process(socket.gethostname(), os.getpid(), _start_of(os.getpid()) or "")
 
 
 def process_tags() -> dict[str, str]:
@@ -102,30 +64,6 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         failed.append(run.run_id)
     return failed
-
-
-def _start_of(pid: int) -> str | None:
-    """The start time of ``pid`` (field 22 of ``/proc/<pid>/stat``); '' when the process does
-    not exist, None when there is no ``/proc`` to ask."""
-    if not Path("/proc/self/stat").exists():
-        return None
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return ""
-    # the command name (field 2) is in parentheses and may hold spaces: count after it
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else ""
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dg.sensor(

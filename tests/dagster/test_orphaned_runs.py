@@ -1,21 +1,27 @@
-"""A run whose `corpus` process was killed is failed by the next sync and by the daemon's
-``orphaned_run_sensor``, not left STARTED for run monitoring's four hours (with the eager
-automation skipping what it planned meanwhile)."""
+"""A run whose `corpus` process, or whose run worker, was killed is failed by the next sync and
+by the daemon's ``orphaned_run_sensor``, not left STARTED for run monitoring's four hours (with
+the eager automation skipping what it planned meanwhile)."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
 import socket
+import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from click.testing import CliRunner
 
+from assets.processes import run_worker
 from corpus_index.alerts import alerts
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.dagster_home import prepare
+from pipelines.devserver import DevServer, dagster_dev
 from pipelines.orphans import (
     PROCESS_TAG,
     Process,
@@ -25,7 +31,7 @@ from pipelines.orphans import (
     this_process,
 )
 from tests.corpusgen import write_home
-from tests.dagster.killed import killed_sync
+from tests.dagster.killed import LIMIT_S, killed_sync
 
 
 def test_a_killed_syncs_run_is_failed_by_the_next_sync(
@@ -93,3 +99,79 @@ def test_the_sensor_fails_a_run_whose_process_is_gone(tmp_path: Path) -> None:
             untagged.run_id: dg.DagsterRunStatus.NOT_STARTED,
         }
         assert fail_orphaned_runs(instance) == []  # once
+
+
+def _worker_of_step() -> str:  # runs in a process multiprocessing started, as a step's is
+    return run_worker(step_processes=True).tag
+
+
+def test_a_step_process_names_the_process_that_started_it() -> None:
+    """With the multiprocess executor each step is a process the run worker started: the tag
+    names the run worker, which lives as long as the run, not the step."""
+    with multiprocessing.get_context("forkserver").Pool(1) as pool:
+        tag = pool.apply(_worker_of_step)
+    assert tag == this_process().tag
+    # in the run worker itself (or execute_in_process) it is the process calling
+    assert run_worker(step_processes=True).tag == run_worker(step_processes=False).tag
+
+
+def _tagged_run(instance: dg.DagsterInstance, server: DevServer) -> dg.DagsterRun:
+    """The first STARTED run seen carrying a process tag."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < LIMIT_S:
+        started = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+        tagged = next((r for r in started if PROCESS_TAG in r.tags), None)
+        if tagged is not None:
+            return tagged
+        time.sleep(0.2)
+    tail = server.log.read_text(errors="replace")[-3000:]
+    raise AssertionError(f"no tagged STARTED run within {LIMIT_S} s\n{tail}")
+
+
+def _failure(instance: dg.DagsterInstance, run_id: str, server: DevServer) -> str:
+    """The message the run was failed with, once it is."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < LIMIT_S:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        if run.status == dg.DagsterRunStatus.FAILURE:
+            print(f"failed {time.monotonic() - t0:.1f} s after its run worker was killed")
+            return "\n".join(
+                e.message
+                for e in instance.all_logs(run_id)
+                if e.dagster_event is not None
+                and e.dagster_event.event_type_value == "PIPELINE_FAILURE"
+            )
+        time.sleep(1.0)
+    tail = server.log.read_text(errors="replace")[-3000:]
+    raise AssertionError(f"run still {run.status} after {LIMIT_S} s\n{tail}")
+
+
+@pytest.mark.slow
+@pytest.mark.daemon
+def test_a_run_the_daemon_launched_is_failed_after_dagster_dev_was_killed(
+    tmp_path: Path,
+) -> None:
+    """A run the sensors launch is executed by a run worker the code server starts, and its
+    first step tags the run with that process. The code server fails a run whose worker dies
+    while it lives; killed with it (``dagster dev`` killed, the OOM killer), the run was left
+    STARTED for run monitoring's four hours. The next ``dagster dev`` fails it at the
+    sensor's first tick, naming the worker."""
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    dagster_home = prepare(settings.dagster_home)
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        with dagster_dev(settings, sensor_interval_s=5) as server:
+            run = _tagged_run(instance, server)
+            worker = Process.of_tag(run.tags[PROCESS_TAG])
+            assert worker is not None and worker.host == socket.gethostname()
+            assert worker.alive() and worker.pid not in (server.pid, os.getpid())
+            os.killpg(server.pid, signal.SIGKILL)  # webserver, daemon, code server, run worker
+            t0 = time.monotonic()
+            while worker.alive() and time.monotonic() - t0 < LIMIT_S:
+                time.sleep(0.2)
+            assert not worker.alive()
+        left = instance.get_run_by_id(run.run_id)
+        assert left is not None and left.status == dg.DagsterRunStatus.STARTED
+        with dagster_dev(settings, sensor_interval_s=600, log=tmp_path / "again.log") as server:
+            message = _failure(instance, run.run_id, server)
+    assert f"pid {worker.pid} on {worker.host}" in message

@@ -1,0 +1,91 @@
+"""Which process executes a run: the tag a run carries so that a run whose process is gone can
+be told apart from one still executing (see :mod:`pipelines.orphans`).
+
+A `corpus` command executes its runs in its own process and tags them as it starts them. A run
+launched by the daemon or the UI is executed by a run worker the code server starts; it is
+tagged by its first step (:class:`~assets.resources.CorpusResource` as it is set up), naming
+the run worker: the step's own process with the in-process executor, and the process that
+started the step's with the multiprocess executor (each step a process of its own).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+PROCESS_TAG = "corpus/process"  # "<host> <pid> <start>" of the process executing the run
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """One process of one host: its pid and its start time (clock ticks after boot, as
+    ``/proc/<pid>/stat`` gives it; empty where there is no ``/proc``)."""
+
+    host: str
+    pid: int
+    start: str
+
+    @property
+    def tag(self) -> str:
+        return f"{self.host} {self.pid} {self.start}".rstrip()
+
+    @classmethod
+    def of_tag(cls, tag: str) -> Process | None:
+        """The process a :data:`PROCESS_TAG` value names; None when it is not one."""
+        parts = tag.split(" ")
+        if len(parts) not in (2, 3) or not parts[1].isdigit():
+            return None
+        return cls(parts[0], int(parts[1]), parts[2] if len(parts) == 3 else "")
+
+    def alive(self) -> bool:
+        """Whether this process (of this host) still runs: its pid exists and started when
+        this one did."""
+        if self.pid <= 0:
+            return False
+        start = _start_of(self.pid)
+        if start is None:
+            return _exists(self.pid)
+        return bool(start) and start == self.start
+
+
+def this_process() -> Process:
+    """The process calling."""
+    return Process(socket.gethostname(), os.getpid(), _start_of(os.getpid()) or "")
+
+
+def run_worker(*, step_processes: bool) -> Process:
+    """The process executing the run this step belongs to: this one, or with
+    ``step_processes`` (the multiprocess executor) the one that started this step's process
+    (this one where no process started it, as in ``execute_in_process``)."""
+    parent = multiprocessing.parent_process() if step_processes else None
+    if parent is None or parent.pid is None:
+        return this_process()
+    host = socket.gethostname()
+    return Process(host, parent.pid, _start_of(parent.pid) or "")
+
+
+def _start_of(pid: int) -> str | None:
+    """The start time of ``pid`` (field 22 of ``/proc/<pid>/stat``); '' when the process does
+    not exist, None when there is no ``/proc`` to ask."""
+    if not Path("/proc/self/stat").exists():
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    # the command name (field 2) is in parentheses and may hold spaces: count after it
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
