@@ -37,6 +37,7 @@ from corpus_index import (
     purge,
 )
 from corpus_index.config import Settings
+from corpus_index.hashing import sha256_hex
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import seconds_of
@@ -181,6 +182,12 @@ def propagate_deletion(
         identity_store.unit_texts(corpus, collection, units),
         text_ids=tombstoned,
     )
+    # the addresses and numbers only these units showed: taken out of the registry below, and
+    # kept here hashed with the receipt's id (not a bare hash of an address), for the audit
+    only = identity_store.details_only_of(corpus, collection, units)
+    receipt.fingerprints["identity_details"] = sorted(
+        _detail_hash(receipt.receipt_id, d) for d in only
+    )
 
     # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
     for gen in corpus.registry.generations():
@@ -215,7 +222,7 @@ def propagate_deletion(
         n = members.num_rows - kept.num_rows
         receipt.removed("warehouse", str(wh.path("group_members", part)), n, "rows")
     # identity mentions and sightings of the deleted units (their snippets hold its words)
-    for location, n in identity_store.remove_units(corpus, collection, units):
+    for location, n in identity_store.remove_units(corpus, collection, units, details=only):
         receipt.removed("warehouse", location, n, "rows")
     # the groupings' kept results that read a removed unit (their titles and summaries quote
     # it); the next ``linked_groups`` run computes them again
@@ -451,6 +458,11 @@ def _fingerprints(
     }
 
 
+def _detail_hash(receipt_id: str, detail: str) -> str:
+    """An address or number a deletion took out of the registry, as its receipt keeps it."""
+    return sha256_hex(f"{receipt_id}:{detail}")
+
+
 def _others(table: pa.Table | None, ids: set[str]) -> set[str]:
     if table is None or table.num_rows == 0:
         return set()
@@ -663,6 +675,12 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     if any(q.item.anchor == unit for q in read_queue(corpus.warehouse, collection).items):
         where_queued = str(corpus.warehouse.path(QUEUE, collection))
         remaining.append({"store": "warehouse", "path": where_queued, "match": "unit"})
+    learned = _details_left(corpus, collection, _receipt(corpus.settings, tomb))
+    if learned:
+        where_known = str(corpus.warehouse.path(identity_store.IDENTITIES, collection))
+        remaining.append(
+            {"store": "warehouse", "path": where_known, "rows": learned, "match": "address"}
+        )
     byte_scan = _scan_bytes(corpus, source_id, tomb, live_inputs)
     remaining.extend(byte_scan.pop("findings"))
     return {
@@ -680,6 +698,24 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
         "shared": shared,
         "clean": not remaining,
     }
+
+
+def _details_left(corpus: Home, collection: str, receipt: dict[str, Any] | None) -> int:
+    """How many identities of ``collection``'s registry still hold an address or number that
+    only the deleted units showed (the receipt's ``identity_details``), and that neither a
+    live unit shows now nor the people file gives (then it is theirs)."""
+    if receipt is None:
+        return 0
+    kept = set(receipt.get("fingerprints", {}).get("identity_details", []))
+    if not kept:
+        return 0
+    live = identity_store.live_details(corpus, collection)
+    held = {
+        person
+        for person, detail in identity_store.identity_details(corpus, collection)
+        if detail not in live and _detail_hash(receipt["receipt_id"], detail) in kept
+    }
+    return len(held)
 
 
 def _receipt(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:

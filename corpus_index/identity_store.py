@@ -21,6 +21,7 @@ merges file.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import tempfile
 from collections.abc import Iterable
@@ -33,9 +34,9 @@ import yaml
 
 from corpus_index import identity_resume
 from corpus_index.collection import CollectionConfig
-from corpus_index.errors import IdentityError
+from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.home import Home
-from corpus_index.identities import IDENTITY_SCHEMA
+from corpus_index.identities import IDENTITY_SCHEMA, load_people
 from corpus_index.identity_mentions import MENTION_SCHEMA
 from corpus_index.identity_merges import load_merges
 from corpus_index.kinds import fingerprint, kind_of
@@ -171,47 +172,141 @@ def find_identity(
     return (hits[0] if hits else None), []
 
 
-def remove_units(home: Home, collection: str, units: Iterable[str]) -> list[tuple[str, int]]:
-    """Drop the mentions and sightings of ``units`` from ``collection``'s partitions, and the
-    discovered identities no unit left mentions (what they were known by came from the
-    deleted units); what the last identity pass read is dropped whole if it read any of them.
+def details_only_of(home: Home, collection: str, units: Iterable[str]) -> set[str]:
+    """The e-mail addresses and phone numbers (case-folded) the sightings of ``units`` saw that
+    no other unit's sightings see, nor the people file gives: what the registry may have
+    learned from those units alone (a discovered person's key, an address added to someone),
+    which their deletion takes out of it (:func:`remove_units`)."""
+    table = home.warehouse.read(SIGHTINGS, (collection,), columns=["source_id", "email", "phone"])
+    wanted = pa.array(sorted(set(units)), pa.string())
+    if table is None or not len(wanted):
+        return set()
+    mine = pc.is_in(table["source_id"], wanted)
+    theirs, others = table.filter(mine), table.filter(pc.invert(mine))
+    return _details(theirs) - _details(others) - on_file(home, collection)
+
+
+def _details(table: pa.Table) -> set[str]:
+    return {v.casefold() for c in ("email", "phone") for v in table[c].to_pylist() if v}
+
+
+def on_file(home: Home, collection: str) -> set[str]:
+    """The addresses and numbers (case-folded) the collection's people file gives its people:
+    theirs whatever a unit saw. Empty when there is no file, or it cannot be read (then what
+    a deletion takes out of a person's details the next identity pass puts back)."""
+    cfg = home.config.collections.get(collection)
+    if cfg is None or cfg.people is None:
+        return set()
+    try:
+        registry = load_people(cfg.people, tenant_id=cfg.tenant, limits=cfg.limits)
+    except (ConfigError, IdentityError, OSError):
+        return set()
+    return {v.casefold() for p in registry for v in (*p.emails, *p.phones)}
+
+
+def remove_units(
+    home: Home, collection: str, units: Iterable[str], *, details: Iterable[str] = ()
+) -> list[tuple[str, int]]:
+    """Drop the mentions and sightings of ``units`` from ``collection``'s partitions, and from
+    its registry what only they showed: the ``details`` (:func:`details_only_of`, taken before
+    the sightings go) in each person's addresses and numbers; a discovered identity keyed by one, with its mentions and sightings in other units
+    (the next identity pass finds that person again, by what is left); and the discovered
+    identities no unit left mentions. What the last identity pass read is dropped whole if it
+    read any of the units.
+
+    Until now only the next identity pass took these out of the registry, so a pass that
+    failed (an invalid people file in the sync of the deletion) left a deleted unit's
+    address in it.
 
     Returns:
-        ``(path, rows removed)`` of each partition that changed.
+        ``(path, rows removed or changed)`` of each partition that changed.
     """
     gone = pa.array(sorted(set(units)), pa.string())
+    if not len(gone):
+        return []
     changed = []
+    people = home.warehouse.read(IDENTITIES, (collection,))
+    scrubbed, dropped = _scrub(people, set(details))
     for asset, column in UNIT_COLUMN.items():
         table = home.warehouse.read(asset, (collection,))
-        if table is None or not len(gone):
+        if table is None:
             continue
-        kept = table.filter(pc.invert(pc.is_in(table[column], gone)))
+        drop = pc.or_(
+            pc.is_in(table[column], gone),
+            pc.is_in(table["identity_id"], pa.array(sorted(dropped), pa.string())),
+        )
+        kept = table.filter(pc.invert(drop))
         if kept.num_rows != table.num_rows:
             home.warehouse.write(asset, (collection,), kept)
             changed.append(
                 (str(home.warehouse.path(asset, collection)), table.num_rows - kept.num_rows)
             )
-    people = home.warehouse.read(IDENTITIES, (collection,))
     mentions = home.warehouse.read(MENTIONS, (collection,), columns=["identity_id"])
-    if changed and people is not None and mentions is not None:
-        seen = pa.array(sorted(set(mentions["identity_id"].to_pylist())), pa.string())
-        unseen = pc.invert(pc.is_in(people["identity_id"], seen))
-        drop = pc.and_(pc.equal(people["origin"], "discovered"), unseen)
-        kept = people.filter(pc.invert(drop))
-        if kept.num_rows != people.num_rows:
+    if people is not None and scrubbed is not None:
+        kept = scrubbed
+        if changed and mentions is not None:  # the discovered nobody is left mentioning
+            seen = pa.array(sorted(set(mentions["identity_id"].to_pylist())), pa.string())
+            unseen = pc.invert(pc.is_in(kept["identity_id"], seen))
+            kept = kept.filter(pc.invert(pc.and_(pc.equal(kept["origin"], "discovered"), unseen)))
+        touched = _rows_changed(people, kept)
+        if touched:
             home.warehouse.write(IDENTITIES, (collection,), kept)
-            path = str(home.warehouse.path(IDENTITIES, collection))
-            changed.append((path, people.num_rows - kept.num_rows))
+            changed.append((str(home.warehouse.path(IDENTITIES, collection)), touched))
     # what the last identity pass read holds the units' snippets too: their rows go, and the
     # header values it listed (the next pass re-reads from the units left)
     resume_from = home.warehouse.read(PASS, (collection,))
-    if resume_from is not None and len(gone):
+    if resume_from is not None:
         kept = identity_resume.without_units(resume_from, gone)
         if kept.num_rows != resume_from.num_rows:
             home.warehouse.write(PASS, (collection,), kept)
             path = str(home.warehouse.path(PASS, collection))
             changed.append((path, resume_from.num_rows - kept.num_rows))
     return changed
+
+
+def _scrub(people: pa.Table | None, details: set[str]) -> tuple[pa.Table | None, set[str]]:
+    """``people`` without ``details`` in anyone's addresses and numbers, and without the
+    discovered identities keyed by one; and those identities' ids."""
+    if people is None or not details:
+        return people, set()
+    rows, dropped = [], set()
+    for p in people.to_pylist():
+        if p["origin"] == "discovered" and p["key"].partition(":")[2].casefold() in details:
+            dropped.add(p["identity_id"])
+            continue
+        for column in ("emails", "phones"):
+            p[column] = [v for v in p[column] if v.casefold() not in details]
+        rows.append(p)
+    return pa.Table.from_pylist(rows, people.schema), dropped
+
+
+def _rows_changed(before: pa.Table, after: pa.Table) -> int:
+    """How many rows of ``before`` are gone or not as they were in ``after``."""
+    if before.num_rows == after.num_rows and before.equals(after):
+        return 0
+    kept = {json.dumps(r, sort_keys=True) for r in after.to_pylist()}
+    return sum(1 for r in before.to_pylist() if json.dumps(r, sort_keys=True) not in kept)
+
+
+def identity_details(home: Home, collection: str) -> list[tuple[str, str]]:
+    """``(identity id, detail)`` for each address, number and discovered key (case-folded)
+    of ``collection``'s registry: what :func:`corpus_index.deletion.audit_deletion` looks in
+    for the details a deleted unit alone showed."""
+    people = home.warehouse.read(IDENTITIES, (collection,))
+    out: list[tuple[str, str]] = []
+    for p in people.to_pylist() if people is not None else []:
+        values = [*p["emails"], *p["phones"]]
+        if p["origin"] == "discovered":
+            values.append(p["key"].partition(":")[2])
+        out.extend((p["identity_id"], v.casefold()) for v in values if v)
+    return out
+
+
+def live_details(home: Home, collection: str) -> set[str]:
+    """The addresses and numbers (case-folded) the collection's sightings see now, and those
+    its people file gives."""
+    table = home.warehouse.read(SIGHTINGS, (collection,), columns=["email", "phone"])
+    return (set() if table is None else _details(table)) | on_file(home, collection)
 
 
 def unit_texts(home: Home, collection: str, units: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 from click.testing import CliRunner
@@ -361,3 +362,97 @@ def test_deleting_a_unit_removes_its_mentions_and_the_audit_finds_nothing(
     audit = json.loads(out.output)
     assert audit["clean"], audit["remaining"]
     assert audit["byte_scan"]["status"] == "done"
+
+
+# Dana Cole's address and Sarah Jones's work address (on file) are seen in ac-6 alone
+KEYS = [
+    {
+        "id": "ac-6",
+        "source": "email_thread",
+        "thread": "keys",
+        "subject": "Keys",
+        "author": "Lee Park <lee.park@acme.org>",
+        "recipients": ["Dana Cole <dana@home.net>", "Sarah Jones <sarah.jones@acme.org>"],
+        "timestamp": "2025-12-05T19:00:00+11:00",
+        "location": "Picton",
+        "text": "The spare keys for the Picton house are in the office drawer.",
+    },
+    {
+        "id": "ac-7",
+        "source": "discord_chat",
+        "channel": "#picton",
+        "author": "Dana Cole",
+        "timestamp": "2025-12-06T08:00:00+11:00",
+        "location": "Picton",
+        "text": "Got the keys, thanks Lee.",
+    },
+]
+
+
+def _registry(home: Home) -> list[dict[str, Any]]:
+    table = home.warehouse.read("identities", ("acme-messages",))
+    assert table is not None
+    return table.to_pylist()
+
+
+def test_a_deletion_takes_an_address_only_it_showed_out_of_the_registry_though_the_pass_fails(
+    tmp_path: Path,
+) -> None:
+    """Deleting ac-6 in a sync whose identity pass fails (an invalid merges file): the last
+    good registry stays, but without what ac-6 alone showed. Dana Cole, discovered by her
+    address there and mentioned by name in ac-7, goes with her mentions until the next pass
+    finds her again; Sarah Jones keeps the address her people file gives her. The deletion
+    audit looks for such an address in the registry."""
+    settings = _settings(tmp_path)
+    config = yaml.safe_load(settings.config_path.read_text())
+    config["collections"]["acme-messages"]["merges"] = "merges.yaml"
+    settings.config_path.write_text(yaml.safe_dump(config))
+    merges = tmp_path / "acme" / "merges.yaml"
+    merges.write_text(yaml.safe_dump({"merges": []}))
+    _write(tmp_path, "acme", ACME + KEYS)
+    g = Graph(settings)
+    assert g.ingest("acme-messages").success
+    home = Home(settings)
+    before = home.warehouse.read("identities", ("acme-messages",))
+    (dana,) = [p for p in _registry(home) if p["name"] == "Dana Cole"]
+    assert (dana["key"], dana["emails"]) == ("discovered:dana@home.net", ["dana@home.net"])
+    ac7 = {m["identity_id"] for m in _mentions(home, "acme-messages") if m["unit_id"] == "ac-7"}
+    assert dana["identity_id"] in ac7
+
+    _write(tmp_path, "acme", ACME + KEYS[1:])
+    merges.write_text("merges: [\n")  # the pass of this sync fails: no registry is written
+    assert not g.ingest("acme-messages").success
+    registry = _registry(home)
+    assert "dana@home.net" not in json.dumps(registry)
+    assert [p for p in registry if p["name"] == "Dana Cole"] == []
+    assert dana["identity_id"] not in {m["identity_id"] for m in _mentions(home, "acme-messages")}
+    (sarah,) = [p for p in registry if p["key"] == "sarah-jones"]
+    assert sarah["emails"] == ["sarah.jones@acme.org"]  # on file: hers whatever ac-6 held
+    for asset in ("identity_mentions", "identity_sightings", "identity_pass"):
+        held = home.warehouse.read(asset, ("acme-messages",))
+        assert held is not None and "dana@home.net" not in json.dumps(held.to_pylist())
+    tomb = home.registry.tombstone("acme-messages/ac-6")
+    assert tomb is not None
+    receipt = json.loads(Path(tomb["receipt"]).read_text())
+    # Dana's, hashed (Sarah's work address is on file: not the unit's)
+    assert len(receipt["fingerprints"]["identity_details"]) == 1
+    assert "dana@home.net" not in json.dumps(receipt)
+
+    def addresses_left() -> list[dict[str, Any]]:
+        out = _cli(settings, "audit-deletion", "acme-messages/ac-6", "--json")
+        remaining = json.loads(out.output)["remaining"]
+        return [r for r in remaining if r.get("match") == "address"]
+
+    assert addresses_left() == []
+    # the registry as the pass before the deletion left it: the audit names it
+    home.warehouse.write("identities", ("acme-messages",), before)
+    assert [r["rows"] for r in addresses_left()] == [1]
+    home.warehouse.write("identities", ("acme-messages",), pa.Table.from_pylist(registry))
+
+    merges.write_text(yaml.safe_dump({"merges": []}))
+    assert g.ingest("acme-messages").success
+    (found,) = [p for p in _registry(home) if p["name"] == "Dana Cole"]
+    assert found["emails"] == [] and found["key"] == "discovered:dana cole"
+    ac7 = {m["identity_id"] for m in _mentions(home, "acme-messages") if m["unit_id"] == "ac-7"}
+    assert found["identity_id"] in ac7
+    assert addresses_left() == []
