@@ -221,14 +221,19 @@ class Warehouse:
             return dict(pq.read_schema(path.path, filesystem=path.fs).metadata or {})
 
     def delete(self, asset: str, partition: tuple[str, ...]) -> bool:
+        """Remove a partition file (once the locks this thread holds are confirmed, as for a
+        write); returns whether there was one."""
         path = self.path(asset, *partition)
         if path.is_file():
+            confirm_held()
             path.unlink()
             return True
         return False
 
     def delete_collection(self, collection: str) -> list[str]:
-        """Remove every partition file of ``collection`` across assets; returns what was removed."""
+        """Remove every partition file of ``collection`` across assets (once the locks this
+        thread holds are confirmed); returns what was removed."""
+        confirm_held()
         removed: list[str] = []
         for path in self.root.rglob(f"{collection}.parquet"):
             if path.is_file():

@@ -278,7 +278,8 @@ def test_a_step_that_lost_its_lock_publishes_no_partition(
     postgres_server: LocalPostgres, tmp_path: Path
 ) -> None:
     """The partitions on disk stay the last good ones: neither those staged beside the step's
-    work (``Background``) nor one written at once (``Warehouse.write``) are put in place."""
+    work (``Background``) nor one written at once (``Warehouse.write``) are put in place, and
+    none is removed (``Warehouse.delete``, ``delete_collection``)."""
     url = postgres_server.create_database("lost_publish")
     wh = Warehouse(tmp_path / "wh")
     good, new = pa.table({"x": [1]}), pa.table({"x": [2]})
@@ -298,6 +299,11 @@ def test_a_step_that_lost_its_lock_publishes_no_partition(
             io.publish()
         with pytest.raises(LockLostError, match="collection:alpha"):
             wh.write("memo", ("alpha",), pa.table({"x": [3]}))
+        # nor is one removed
+        with pytest.raises(LockLostError, match="collection:alpha"):
+            wh.delete("rows", ("alpha",))
+        with pytest.raises(LockLostError, match="collection:alpha"):
+            wh.delete_collection("alpha")
     assert wh.read("rows", ("alpha",)) == good
     assert wh.read("memo", ("alpha",)) == new  # the last one published while it was held
     assert not list((tmp_path / "wh").rglob("*.tmp"))  # nor anything left beside them
