@@ -53,7 +53,7 @@ class Process:
 
 def this_process() -> Process:
     """The process calling."""
-    return Process(socket.gethostname(), os.getpid(), _start_of(os.getpid()) or "")
+    return _local(os.getpid())
 
 
 def run_worker(*, step_processes: bool) -> Process:
@@ -61,10 +61,12 @@ def run_worker(*, step_processes: bool) -> Process:
     ``step_processes`` (the multiprocess executor) the one that started this step's process
     (this one where no process started it, as in ``execute_in_process``)."""
     parent = multiprocessing.parent_process() if step_processes else None
-    if parent is None or parent.pid is None:
-        return this_process()
-    host = socket.gethostname()
-    return Process(host, parent.pid, _start_of(parent.pid) or "")
+    return _local(parent.pid if parent is not None and parent.pid is not None else os.getpid())
+
+
+def _local(pid: int) -> Process:
+    """Process ``pid`` of this host."""
+    return Process(socket.gethostname(), pid, _start_of(pid) or "")
 
 
 def _start_of(pid: int) -> str | None:

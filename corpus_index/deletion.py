@@ -577,6 +577,7 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     purge. ``byte_scan`` says what the byte scan looked for and what it cost.
     """
     tomb = corpus.registry.tombstone(source_id)
+    receipt = _receipt(corpus.settings, tomb)
     content_hashes = sorted(tomb["content_hashes"]) if tomb else []
     input_hashes = sorted(tomb["input_hashes"]) if tomb else []
     live_inputs = live_input_hashes(corpus)
@@ -608,7 +609,7 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
                     }
                 )
     if tomb:
-        remaining.extend(_indexes_built_before(db, _receipt(corpus.settings, tomb), tomb))
+        remaining.extend(_indexes_built_before(db, receipt, tomb))
     shared_inputs = [h for h in input_hashes if h in live_inputs]
     if shared_inputs:
         shared.append(
@@ -675,13 +676,13 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     if any(q.item.anchor == unit for q in read_queue(corpus.warehouse, collection).items):
         where_queued = str(corpus.warehouse.path(QUEUE, collection))
         remaining.append({"store": "warehouse", "path": where_queued, "match": "unit"})
-    learned = _details_left(corpus, collection, _receipt(corpus.settings, tomb))
+    learned = _details_left(corpus, collection, receipt)
     if learned:
         where_known = str(corpus.warehouse.path(identity_store.IDENTITIES, collection))
         remaining.append(
             {"store": "warehouse", "path": where_known, "rows": learned, "match": "address"}
         )
-    byte_scan = _scan_bytes(corpus, source_id, tomb, live_inputs)
+    byte_scan = _scan_bytes(corpus, source_id, tomb, receipt, live_inputs)
     remaining.extend(byte_scan.pop("findings"))
     return {
         "source_id": source_id,
@@ -768,8 +769,7 @@ def _indexes_built_before(
     return out
 
 
-def _receipt_fingerprints(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:
-    receipt = _receipt(settings, tomb)
+def _receipt_fingerprints(receipt: dict[str, Any] | None) -> dict[str, Any] | None:
     if receipt is None:
         return None
     fps = receipt.get("fingerprints")
@@ -789,12 +789,16 @@ def _live_texts(corpus: Home, source_id: str) -> Iterator[bytes]:
 
 
 def _scan_bytes(
-    corpus: Home, source_id: str, tomb: dict[str, Any] | None, live_inputs: set[str]
+    corpus: Home,
+    source_id: str,
+    tomb: dict[str, Any] | None,
+    receipt: dict[str, Any] | None,
+    live_inputs: set[str],
 ) -> dict[str, Any]:
     """Every file of the home scanned for the fingerprints the receipt keeps; fingerprints of
     vectors whose input a live source uses, and of text windows live texts also hold, are
     dropped first (they are not the deleted source's content)."""
-    fps = _receipt_fingerprints(corpus.settings, tomb)
+    fps = _receipt_fingerprints(receipt)
     if fps is None:
         why = "no tombstone" if not tomb else "its receipt keeps no fingerprints (older receipt)"
         return {"status": f"not done: {why}", "findings": []}

@@ -209,14 +209,13 @@ def remove_units(
 ) -> list[tuple[str, int]]:
     """Drop the mentions and sightings of ``units`` from ``collection``'s partitions, and from
     its registry what only they showed: the ``details`` (:func:`details_only_of`, taken before
-    the sightings go) in each person's addresses and numbers; a discovered identity keyed by one, with its mentions and sightings in other units
-    (the next identity pass finds that person again, by what is left); and the discovered
-    identities no unit left mentions. What the last identity pass read is dropped whole if it
-    read any of the units.
+    the sightings go) in each person's addresses and numbers; a discovered identity keyed by
+    one, with its mentions and sightings in other units (the next identity pass finds that
+    person again, by what is left); and the discovered identities no unit left mentions. What
+    the last identity pass read is dropped whole if it read any of the units.
 
-    Until now only the next identity pass took these out of the registry, so a pass that
-    failed (an invalid people file in the sync of the deletion) left a deleted unit's
-    address in it.
+    The registry is not left for the next pass to rebuild: a pass that fails (an invalid
+    people or merges file in the sync of the deletion) keeps the last good one.
 
     Returns:
         ``(path, rows removed or changed)`` of each partition that changed.
