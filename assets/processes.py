@@ -5,7 +5,9 @@ A `corpus` command executes its runs in its own process and tags them as it star
 launched by the daemon or the UI is executed by a run worker the code server starts; it is
 tagged by its first step (:class:`~assets.resources.CorpusResource` as it is set up), naming
 the run worker: the step's own process with the in-process executor, and the process that
-started the step's with the multiprocess executor (each step a process of its own).
+started the step's with the multiprocess executor (each step a process of its own). Before its
+first step, a run worker is known by the pid Dagster records as it starts
+(:func:`recorded`, read with the time of the record, see :mod:`pipelines.orphans`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROCESS_TAG = "corpus/process"  # "<host> <pid> <start>" of the process executing the run
+# how much later than a record of it a process may seem to have started and still be the one
+# recorded: its start is known to the clock tick after boot, the boot time to the second, and
+# the wall clock may have been stepped since
+CLOCK_SLACK_S = 2.0
+_REUSED = "reused"  # the start of a pid's process that started after the record naming the pid
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,18 @@ def run_worker(*, step_processes: bool) -> Process:
     return _local(parent.pid if parent is not None and parent.pid is not None else os.getpid())
 
 
+def recorded(pid: int, at: float) -> Process:
+    """Process ``pid`` of this host as a record made at ``at`` (seconds since the epoch) names
+    it: the process holding that pid now if it had started by then, otherwise one that no
+    longer runs (the pid ended, or the system has given it to a later process)."""
+    start = _start_of(pid)
+    if start:
+        started = _started_at(start)
+        if started is not None and started > at + CLOCK_SLACK_S:
+            start = _REUSED
+    return Process(socket.gethostname(), pid, start or "")
+
+
 def _local(pid: int) -> Process:
     """Process ``pid`` of this host."""
     return Process(socket.gethostname(), pid, _start_of(pid) or "")
@@ -81,6 +100,17 @@ def _start_of(pid: int) -> str | None:
     # the command name (field 2) is in parentheses and may hold spaces: count after it
     fields = stat[stat.rfind(")") + 2 :].split()
     return fields[19] if len(fields) > 19 else ""
+
+
+def _started_at(start: str) -> float | None:
+    """A start time as :func:`_start_of` gives it (clock ticks after boot) in seconds since
+    the epoch; None when the boot time cannot be read."""
+    try:
+        stat = Path("/proc/stat").read_text(encoding="ascii", errors="replace")
+        boot = next(int(line.split()[1]) for line in stat.splitlines() if line.startswith("btime "))
+        return boot + int(start) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
 
 
 def _exists(pid: int) -> bool:

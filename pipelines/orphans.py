@@ -13,19 +13,30 @@ its first step, see :mod:`assets.processes`), and :func:`fail_orphaned_runs` rep
 host whose process no longer exists, naming it; the run failure sensor then records each as an
 alert, and the pool slots the run held are freed. It runs at the start of every `corpus sync`
 and on each tick of ``orphaned_run_sensor`` in the daemon. A run of another host is left to
-that host's commands and sensor (or to run monitoring), and so is a run not yet tagged (queued,
-or its run worker still loading the code).
+that host's commands and sensor (or to run monitoring).
+
+A run worker killed before its first step (loading the code, planning, starting the step's
+process) left its run untagged. Dagster records the worker's pid as it starts it (an engine
+event, "Started process for run"), without the host; on the embedded instance, whose SQLite
+files only this machine's processes write, that pid is this host's, and an untagged run is
+judged by it (the process holding the pid now must have started before the record, or the
+pid was given to another since: :func:`~assets.processes.recorded`). On the production
+instance an untagged run is left to run monitoring, as a run still queued is everywhere.
 """
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import dagster as dg
 
-from assets.processes import PROCESS_TAG, Process, this_process
+from assets.processes import PROCESS_TAG, Process, recorded, this_process
+from corpus_index.dagster_home import EMBEDDED
 
 ORPHAN_INTERVAL_S = 60  # seconds between the sensor's ticks
+# Dagster's engine event as a run worker starts, with the worker's pid in its metadata
+WORKER_STARTED = "Started process for run"
 # a run in these states is in flight: some process is (or was) about to execute it
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -43,12 +54,42 @@ def process_tags() -> dict[str, str]:
 def orphaned_runs(instance: dg.DagsterInstance) -> list[tuple[dg.DagsterRun, Process]]:
     """The in-flight runs of this host whose executing process is gone, each with it."""
     host = socket.gethostname()
+    one_machine = _embedded(instance)
     out = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
         process = Process.of_tag(run.tags.get(PROCESS_TAG, ""))
+        if process is None and one_machine:
+            process = started_worker(instance, run.run_id)
         if process is not None and process.host == host and not process.alive():
             out.append((run, process))
     return out
+
+
+def started_worker(instance: dg.DagsterInstance, run_id: str) -> Process | None:
+    """The run worker Dagster last recorded starting for the run (:data:`WORKER_STARTED`), as
+    a process of this host (:func:`~assets.processes.recorded`); None before one started."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, ascending=False
+    ).records
+    for record in records:
+        entry = record.event_log_entry
+        event = entry.dagster_event
+        data = event.event_specific_data if event is not None else None
+        pid = getattr(data, "metadata", {}).get("pid")
+        text = str(getattr(pid, "value", ""))
+        if entry.message.startswith(WORKER_STARTED) and text.isdigit():
+            return recorded(int(text), entry.timestamp)
+    return None
+
+
+def _embedded(instance: dg.DagsterInstance) -> bool:
+    """Whether ``instance`` is the embedded default (`corpus_index.dagster_home`): SQLite
+    files in its folder, which only this machine's processes write."""
+    try:
+        with Path(instance.root_directory, "dagster.yaml").open(encoding="utf-8") as f:
+            return f.readline().startswith(EMBEDDED)
+    except (OSError, UnicodeDecodeError, dg.DagsterInvariantViolationError):
+        return False
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:

@@ -5,16 +5,20 @@ the eager automation skipping what it planned meanwhile)."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from click.testing import CliRunner
+from dagster._core.events import EngineEventData
 
 from assets.processes import run_worker
 from corpus_index.alerts import alerts
@@ -24,10 +28,12 @@ from corpus_index.dagster_home import prepare
 from pipelines.devserver import DevServer, dagster_dev
 from pipelines.orphans import (
     PROCESS_TAG,
+    WORKER_STARTED,
     Process,
     fail_orphaned_runs,
     orphaned_run_sensor,
     orphaned_runs,
+    started_worker,
     this_process,
 )
 from tests.corpusgen import write_home
@@ -101,6 +107,75 @@ def test_the_sensor_fails_a_run_whose_process_is_gone(tmp_path: Path) -> None:
         assert fail_orphaned_runs(instance) == []  # once
 
 
+@dg.op
+def _noop() -> None:
+    pass
+
+
+@dg.job
+def _short() -> None:
+    _noop()
+
+
+def _worker_started(instance: dg.DagsterInstance, pid: int, at: float) -> dg.DagsterRun:
+    """A STARTED, untagged run whose worker Dagster recorded starting as ``pid`` at ``at``
+    (the engine event a run worker writes as it starts, before it loads the code)."""
+    run = instance.create_run_for_job(_short, status=dg.DagsterRunStatus.STARTED)
+    event = dg.DagsterEvent(
+        event_type_value=dg.DagsterEventType.ENGINE_EVENT.value,
+        job_name=run.job_name,
+        message=f"{WORKER_STARTED} (pid: {pid}).",
+        event_specific_data=EngineEventData.in_process(pid),
+    )
+    instance.store_event(
+        dg.EventLogEntry(None, logging.INFO, "", run.run_id, at, dagster_event=event)
+    )
+    return run
+
+
+def test_a_run_worker_killed_before_its_first_step_is_judged_by_its_recorded_pid(
+    tmp_path: Path,
+) -> None:
+    """A run worker killed before its first step left no tag: on the embedded instance the
+    pid Dagster recorded as it started it says whether it still runs (the process holding
+    that pid must have started before the record); elsewhere such a run is left alone."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        now = time.time()
+        with dg.DagsterInstance.from_config(str(prepare(tmp_path / "dagster"))) as instance:
+            killed = _worker_started(instance, gone.pid, now)
+            running = _worker_started(instance, live.pid, now)
+            # recorded an hour before the live process started: the pid was given to it later
+            reused = _worker_started(instance, live.pid, now - 3600)
+            queued = instance.create_run_for_job(_short)  # no worker started yet
+            worker = started_worker(instance, running.run_id)
+            assert worker is not None and worker.pid == live.pid and worker.alive()
+            assert started_worker(instance, queued.run_id) is None
+            found = {r.run_id: p.pid for r, p in orphaned_runs(instance)}
+            assert found == {killed.run_id: gone.pid, reused.run_id: live.pid}
+            assert sorted(fail_orphaned_runs(instance)) == sorted(found)
+            status = {
+                r.run_id: r.status
+                for r in instance.get_runs()
+                if r.run_id in (running.run_id, queued.run_id, killed.run_id)
+            }
+            assert status == {
+                killed.run_id: dg.DagsterRunStatus.FAILURE,
+                running.run_id: dg.DagsterRunStatus.STARTED,
+                queued.run_id: dg.DagsterRunStatus.NOT_STARTED,
+            }
+        # an instance other machines may share (not the embedded one): left to run monitoring
+        (tmp_path / "other").mkdir()
+        with dg.instance_for_test(temp_dir=str(tmp_path / "other")) as instance:
+            _worker_started(instance, gone.pid, now)
+            assert orphaned_runs(instance) == []
+    finally:
+        live.kill()
+        live.wait()
+
+
 def _worker_of_step() -> str:  # runs in a process multiprocessing started, as a step's is
     return run_worker(step_processes=True).tag
 
@@ -165,6 +240,8 @@ def test_a_run_the_daemon_launched_is_failed_after_dagster_dev_was_killed(
             worker = Process.of_tag(run.tags[PROCESS_TAG])
             assert worker is not None and worker.host == socket.gethostname()
             assert worker.alive() and worker.pid not in (server.pid, os.getpid())
+            # what an untagged run is judged by: Dagster's record of the worker it started
+            assert started_worker(instance, run.run_id) == worker
             os.killpg(server.pid, signal.SIGKILL)  # webserver, daemon, code server, run worker
             t0 = time.monotonic()
             while worker.alive() and time.monotonic() - t0 < LIMIT_S:
