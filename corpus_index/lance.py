@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from corpus_index.errors import CommitConflictError, DamagedTableError
+from corpus_index.held_locks import confirm_held
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,10 +71,17 @@ def retry_commits(
     the new version: ``table`` (the LanceDB table ``write`` commits to) is moved to the
     version that won before each retry, as a table object stays on the version it read.
 
+    Each try first confirms the locks this thread holds
+    (:func:`~corpus_index.held_locks.confirm_held`): a step that lost its lock commits
+    nothing (a delete, a merge, an ``optimize``; a stream of rows read on LanceDB's threads is
+    confirmed as it is read, see ``steps.index_rows``).
+
     Raises:
         CommitConflictError: still in conflict after ``attempts`` tries (the last error chained).
+        LockLostError: a lock this thread holds was lost; nothing was committed.
     """
     for attempt in range(1, attempts + 1):
+        confirm_held()
         try:
             return write()
         except (RuntimeError, OSError, ValueError) as exc:

@@ -14,7 +14,9 @@ databases is kept here, and only here:
 - PostgreSQL lets many processes write: every unit of work is ONE transaction at SERIALIZABLE
   isolation on a connection kept per thread, committed when the unit ends. A transaction that
   loses a race with another process fails with a serialization failure, raised here as
-  ``RegistryConflictError``; ``retry_conflicts`` runs the whole operation again. Placeholders
+  ``RegistryConflictError``; ``retry_conflicts`` runs the whole operation again. A transaction
+  that wrote confirms the locks its thread holds (``held_locks``: the advisory locks of this
+  database) before it commits, so a step that lost its lock changes nothing here either. Placeholders
   become ``%s``, ``JSON`` columns are read back as the text that was written, ``VARCHAR``
   columns compare bytewise (``COLLATE "C"``, as DuckDB does) and timestamps are in UTC.
 
@@ -43,6 +45,7 @@ from corpus_index.errors import (
     RegistryConflictError,
     RetryableError,
 )
+from corpus_index.held_locks import confirm_held
 
 # the layout of the registry's own tables; bump when a migration is needed
 REGISTRY_SCHEMA_VERSION = 1
@@ -282,7 +285,7 @@ class PostgresBackend:
                 raw.commit()
                 self._created.update(missing)
             yield con
-            raw.commit()
+            con.commit()
         except BaseException as exc:
             with suppress(psycopg2.InterfaceError, psycopg2.OperationalError):
                 raw.rollback()  # a lost connection has nothing to roll back
@@ -327,19 +330,34 @@ class _PostgresConnection:
     def __init__(self, raw: Any) -> None:
         self.raw = raw
         self.cursor = raw.cursor()
+        self.wrote = False  # whether the open transaction ran anything but a SELECT
 
     def execute(self, sql: str, params: Sequence[Any] = (), /) -> Any:
         verb = sql.strip().upper()
         if verb in ("BEGIN", "BEGIN TRANSACTION"):
             return self.cursor  # the unit of work is already one transaction
         if verb == "COMMIT":
-            self.raw.commit()
+            self.commit()
             return self.cursor
         if verb == "ROLLBACK":
             self.raw.rollback()
+            self.wrote = False
             return self.cursor
+        if not verb.startswith("SELECT"):
+            self.wrote = True
         self.cursor.execute(_postgres_sql(sql), list(params))
         return self.cursor
+
+    def commit(self) -> None:
+        """Commit the transaction; one that wrote confirms the thread's locks first.
+
+        Raises:
+            LockLostError: a lock the thread holds was lost (the caller rolls back).
+        """
+        if self.wrote:
+            confirm_held()
+        self.raw.commit()
+        self.wrote = False
 
 
 @functools.lru_cache(maxsize=512)

@@ -14,12 +14,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from corpus_index import steps
+from corpus_index import lance, steps
 from corpus_index.config import Settings
 from corpus_index.errors import HomeBusyError, LockLostError, RetryableError
 from corpus_index.held_locks import confirm_held, held
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock, scope_lock
+from corpus_index.registry import Registry
 from corpus_index.warehouse import Background, Warehouse
 from tests.support.lockholder import hold, hold_scope
 from tests.support.postgres import LocalPostgres
@@ -307,6 +308,36 @@ def test_a_step_that_lost_its_lock_publishes_no_partition(
     assert wh.read("rows", ("alpha",)) == good
     assert wh.read("memo", ("alpha",)) == new  # the last one published while it was held
     assert not list((tmp_path / "wh").rglob("*.tmp"))  # nor anything left beside them
+
+
+def test_a_step_that_lost_its_lock_commits_nothing_to_lancedb_or_the_registry(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    """A LanceDB commit (a deletion's or a purge's delete, a compaction's ``optimize``) and a
+    registry transaction that writes confirm the step's locks first: lost, they change
+    nothing; a transaction that only reads still answers."""
+    url = postgres_server.create_database("lost_commits")
+    table = lance.connect(str(tmp_path / "lance")).create_table("rows", pa.table({"x": [1, 2, 3]}))
+    stone = {"source_id": "alpha/a", "collection": "alpha", "namespace": "main"}
+    with scope_lock(tmp_path / "home", "collection:alpha", "step deletion", across=url):
+        # while the lock is held, both commit
+        lance.retry_commits(lambda: table.delete("x = 3"), table=table)
+        Registry(url, journal=tmp_path / "journal.jsonl").add_tombstones([stone])
+        _end_sessions(url)
+        with pytest.raises(LockLostError, match="collection:alpha"):
+            lance.retry_commits(lambda: table.delete("x = 1"), table=table)
+        with pytest.raises(LockLostError, match="collection:alpha"):
+            lance.retry_commits(table.optimize, table=table)
+        # a registry connection made after the lock was lost: its own session is alive
+        registry = Registry(url, journal=tmp_path / "journal.jsonl")
+        with pytest.raises(LockLostError, match="collection:alpha"):
+            registry.add_tombstones([{**stone, "source_id": "alpha/b"}])
+        assert [t["source_id"] for t in registry.tombstones()] == ["alpha/a"]
+    assert sorted(table.to_arrow()["x"].to_pylist()) == [1, 2]
+    assert table.version == 2  # created, one delete: no later commit
+    # the lock let go, the same registry writes again
+    registry.add_tombstones([{**stone, "source_id": "alpha/b"}])
+    assert sorted(t["source_id"] for t in registry.tombstones()) == ["alpha/a", "alpha/b"]
 
 
 def test_index_rows_that_lost_its_lock_commits_no_row_to_the_generation(
