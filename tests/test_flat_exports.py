@@ -287,10 +287,27 @@ def test_a_key_downloads_its_own_public_export_from_corpus_serve(
         assert get(f"{base}/index.json", None).status_code == 401
         assert get(f"{base}/index.json", outsider).status_code == 404
         assert get(f"{base}/index.json", stranger).status_code == 404
-        # centroids mix restricted chunks in; files that are not the export's; none served
-        centroids = "/v1/namespaces/people/exports/people/collection/index.json"
-        assert get(centroids).status_code == 404
+        # the restricted export, and the centroids (every chunk of everyone): the key sees
+        # every source they hold
+        restricted = _folder(home, "ada-okafor", "flat-restricted")
+        kept = get(f"{base}/{index['file']}?tree=restricted")
+        assert kept.status_code == 200
+        assert kept.content == (restricted / index["file"]).read_bytes()
+        assert get(f"{base}/index.json?tree=restricted", outsider).status_code == 404
+        centroids = "/v1/namespaces/people/exports/people/collection"
+        assert get(f"{centroids}/index.json").json()["rows"] == sorted(PEOPLE)
+        centroid_blob = get(f"{centroids}/{index['file']}")
+        assert centroid_blob.content == (_folder(home, "collection") / index["file"]).read_bytes()
+        assert get(f"{centroids}/index.json", outsider).status_code == 404
+        assert get(f"{centroids}/index.json?tree=restricted").status_code == 404
+        # restricted chunks exported nowhere: no restricted tree to serve
+        off = "/v1/namespaces/people/exports/people-public/ada-okafor/index.json?tree=restricted"
+        assert get(off).status_code == 404
+        # files that are not the export's: none served
         assert get(f"{base}/..%2F..%2Fcorpus.yaml").status_code == 404
+        assert (
+            get(f"{centroids}/{index['file'].removesuffix('.bin')}.chunks.json").status_code == 404
+        )
         # a consumer verifies it from the server with its key (the query kept for each file)
         served = f"{url}{base}/index.json?profile=h"
         verify = ["export", "verify", served, "--query", "spectral", "--json"]
@@ -485,6 +502,39 @@ def test_an_empty_export_is_served_only_to_a_key_that_sees_the_researcher(
         assert seen.status_code == 200 and seen.json()["count"] == 0
         hidden = client.get(path, headers={"Authorization": f"Bearer {outsider}"})
         assert hidden.status_code == 404
+
+
+def test_a_key_that_may_not_see_one_source_gets_no_export_or_centroid_holding_it(
+    tmp_path: Path,
+) -> None:
+    """Eve's CV is for the hr group alone: a key of the lab group gets neither her restricted
+    export nor the centroids (her row mixes the CV in), yet still Ada's restricted export;
+    a key of both groups gets all of them."""
+    eve = {"cv.md": "---\nacl: [hr]\n---\n# CV\n\nPayroll history.\n", "expertise.md": "Audits.\n"}
+    settings = _write(tmp_path, {**PEOPLE, "eve-stone": eve})
+    doc = yaml.safe_load(settings.config_path.read_text())
+    doc["collections"]["people"]["acl_groups"] = ["lab", "hr"]
+    settings.config_path.write_text(yaml.safe_dump(doc))
+    corpus = Home(settings)
+    _sync(corpus, "people")
+    lab, both = "ck_lab", "ck_both"
+    serve_config(settings.config_path, {lab: ("lab", ["lab"]), both: ("lab", ["lab", "hr"])})
+    base = "/v1/namespaces/people/exports/people"
+    with (
+        running_server(settings.config_path, settings.home, log=tmp_path / "server.log") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+
+        def status(path: str, key: str) -> int:
+            return client.get(path, headers={"Authorization": f"Bearer {key}"}).status_code
+
+        eve_cv = f"{base}/eve-stone/index.json?tree=restricted"
+        ada_cv = f"{base}/ada-okafor/index.json?tree=restricted"
+        centroids = f"{base}/collection/index.json"
+        assert [status(p, lab) for p in (eve_cv, ada_cv, centroids)] == [404, 200, 404]
+        assert [status(p, both) for p in (eve_cv, ada_cv, centroids)] == [200, 200, 200]
+        # her public export holds only what the lab may see
+        assert status(f"{base}/eve-stone/index.json", lab) == 200
 
 
 def test_a_deletion_whose_rebuild_fails_its_checks_removes_the_exports(
