@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 
 from corpus_index.config import CollectionConfig, Settings
 from corpus_index.deletion import WITHDRAWN
@@ -44,11 +45,13 @@ from corpus_index.errors import (
 from corpus_index.filters import FilterSpec
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
+from corpus_index.kinds.base import narrowed_scope
 from corpus_index.kinds.uw_deals import SUFFIX
 from corpus_index.records import SourceDoc
 from corpus_index.registry import open_registry
 from corpus_index.runner import PipelineRunner, load_runner
 from corpus_index.search import Principal, Searcher
+from corpus_index.shards import partition_key, shard_of
 from corpus_index.sidecar_import import PlacedSidecar, embedder_mismatch, place_given_sidecar
 from corpus_index.sidecars import read_sidecar, validate_sidecar
 from corpus_index.traces import TraceStore
@@ -148,7 +151,13 @@ class CorpusIndex:
             sidecar = self._check_sidecar(embeddings, deal_id)
         existing = self._files_of(deal_id, [collection])
         target = collection.path / name
-        for path in existing:
+        taken = ParseError(name, f"deal id {deal_id} is not free in collection {collection.name!r}")
+        # a file the principal may not see is neither named nor replaced, withdrawn or not
+        if target.exists() and not self._may_see_file(collection, target):
+            raise taken
+        for path, visible in existing:
+            if not visible:
+                raise taken
             if path != target:
                 raise ParseError(
                     str(target),
@@ -256,15 +265,18 @@ class CorpusIndex:
         where it is, and the scan passes over it until ``add`` brings it back.
 
         Returns:
-            False when no indexed file of that deal is in a collection the principal may
-            write to.
+            False when no indexed file of that deal that the principal may see (its tenant,
+            and an ACL group in common with the file's own, as search reads it) is in a
+            collection the principal may write to.
 
         Raises:
             IndexUpdateError: the sync run failed (the deal stays withdrawn; sync again).
         """
         stones = []
         for c in self._writable_collections():
-            for path in self._files_of(deal_id, [c]):
+            for path, visible in self._files_of(deal_id, [c]):
+                if not visible:
+                    continue  # as if it were not there: it is another principal's
                 doc_id = path.relative_to(c.path).as_posix()[: -len(SUFFIX)]
                 stones.append(
                     {
@@ -316,13 +328,14 @@ class CorpusIndex:
             f"({', '.join(c.name for c in writable)}); pass collection=..."
         )
 
-    def _files_of(self, deal_id: str, collections: list[CollectionConfig]) -> list[Path]:
+    def _files_of(
+        self, deal_id: str, collections: list[CollectionConfig]
+    ) -> list[tuple[Path, bool]]:
         """Indexed files (not withdrawn) whose front-matter deal_id (or file name) is
-        ``deal_id``."""
-        from corpus_index.kinds import uw_deals as uw
+        ``deal_id``, each with whether the principal may see it (:meth:`_may_see_file`)."""
 
         wanted = {deal_id, deal_id.lower(), deal_id.upper()}
-        found: list[Path] = []
+        found: list[tuple[Path, bool]] = []
         for c in collections:
             if not c.path.is_dir():
                 continue
@@ -331,16 +344,52 @@ class CorpusIndex:
                 rel = path.relative_to(c.path).as_posix()[: -len(SUFFIX)]
                 if f"{c.name}/{rel}" in withdrawn:
                     continue
-                if path.name[: -len(SUFFIX)] in wanted:
-                    found.append(path)
-                    continue
-                try:
-                    front, _ = uw.parse_text(str(path), path.read_text(encoding="utf-8"))
-                except (ParseError, UnicodeDecodeError):
-                    continue
-                if str(front.get("deal_id")) in wanted:
-                    found.append(path)
+                front = _front_matter(path)
+                named = path.name[: -len(SUFFIX)] in wanted
+                if named or (front is not None and str(front.get("deal_id")) in wanted):
+                    found.append((path, self._may_see_file(c, path, front)))
         return found
+
+    def _may_see_file(
+        self, collection: CollectionConfig, path: Path, front: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Whether the principal may see the deal file ``path`` of ``collection``: its tenant,
+        and an ACL group in common with the file's (the collection's, narrowed by its front
+        matter, as indexing reads it). A file whose scope cannot be read from it (unreadable,
+        or not a valid deal file) has the scope its last good blocks were indexed with, and
+        none (no one's to see) if it was never indexed."""
+        if collection.tenant != self.principal.tenant:
+            return False
+        front = front if front is not None else _front_matter(path)
+        groups: tuple[str, ...] = ()
+        try:
+            if front is not None:
+                groups, _ = narrowed_scope(str(path), collection, front, collection.tier, line=2)
+        except ParseError:
+            front = None
+        if front is None:
+            groups = self._indexed_groups(collection, path)
+        return bool(set(groups) & set(self.principal.groups))
+
+    def _indexed_groups(self, collection: CollectionConfig, path: Path) -> tuple[str, ...]:
+        """The ACL groups the deal file ``path`` was last indexed with (its parsed blocks in
+        the warehouse); none when it never was."""
+        doc_id = path.relative_to(collection.path).as_posix()[: -len(SUFFIX)]
+        source_id = f"{collection.name}/{doc_id}"
+        key = partition_key(
+            collection.name, shard_of(source_id, collection.shards), collection.shards
+        )
+        blocks = self.corpus.warehouse.read(
+            "parsed_blocks",
+            (key,),
+            where=pc.field("source_id") == source_id,
+            columns=["tenant_id", "acl_groups"],
+        )
+        if blocks is None or not blocks.num_rows:
+            return ()
+        if blocks["tenant_id"][0].as_py() != self.principal.tenant:
+            return ()
+        return tuple(blocks["acl_groups"][0].as_py() or ())
 
     def _check_sidecar(
         self, embeddings: Mapping[str, Any] | str | os.PathLike[str], deal_id: str
@@ -409,6 +458,17 @@ def _read_file(file: str | os.PathLike[str] | bytes) -> tuple[bytes, str]:
     if not path.name.endswith(SUFFIX):
         raise ParseError(str(path), f"an underwriting file must be named *{SUFFIX}")
     return path.read_bytes(), path.name
+
+
+def _front_matter(path: Path) -> dict[str, Any] | None:
+    """A deal file's front matter; None when the file cannot be read or parsed."""
+    from corpus_index.kinds import uw_deals as uw
+
+    try:
+        front, _ = uw.parse_text(str(path), path.read_text(encoding="utf-8"))
+    except (OSError, ParseError, UnicodeDecodeError):
+        return None
+    return front
 
 
 def _atomic_write(target: Path, raw: bytes) -> None:

@@ -207,6 +207,43 @@ def test_remove_only_within_the_principals_collections(built: Settings) -> None:
     assert alpha.remove("DEAL-ALPHA-001") is False
 
 
+CREDIT = Principal("alpha", ("alpha-credit",))  # writes alpha-deals, sees no alpha-uw deal
+SECRET = "Sponsor under investigation for fraud."
+
+
+def test_a_deal_the_principal_may_not_see_is_neither_removed_nor_replaced_nor_named(
+    home: Settings,
+) -> None:
+    """A deal whose file narrows its ACL to alpha-uw is another principal's to credit, who
+    may write the collection: remove() and add() act as if it were not there, name no path,
+    and replace nothing, not even once the file is broken (its last indexed scope holds)."""
+    sources = home.config_path.parent / "sources" / "alpha"
+    secret = sources / "deal-alpha-secret.uw.md"
+    secret.write_text(new_deal("DEAL-ALPHA-SECRET", acl=["alpha-uw"], risk=SECRET))
+    build_home(home)
+    underwriting = CorpusIndex(home, principal=Principal("alpha", ("alpha-uw",)))
+    credit = CorpusIndex(home, principal=CREDIT, runner=LibraryRunner())
+    assert "DEAL-ALPHA-SECRET" in {h.deal_id for h in underwriting.query(SECRET, k=50)}
+    assert "DEAL-ALPHA-SECRET" not in {h.deal_id for h in credit.query(SECRET, k=50)}
+    written = secret.read_text()
+    assert credit.remove("DEAL-ALPHA-SECRET") is False  # as for a deal that does not exist
+    # the same id under another name, or the same name: refused without the hidden path
+    for name in ("other-name.uw.md", "deal-alpha-secret.uw.md"):
+        mine = home.config_path.parent / name
+        mine.write_text(new_deal("DEAL-ALPHA-SECRET", acl=["alpha-credit"]))
+        with pytest.raises(ParseError, match="not free") as refused:
+            credit.add(mine)
+        assert str(secret) not in str(refused.value)
+    secret.write_text("not a deal file any more")  # broken: indexed as alpha-uw's still
+    with pytest.raises(ParseError, match="not free"):
+        credit.add(mine)
+    assert secret.read_text() == "not a deal file any more"
+    secret.write_text(written)
+    assert "DEAL-ALPHA-SECRET" in {h.deal_id for h in underwriting.query(SECRET, k=50)}
+    # a deal credit may see (of both groups) is removed as before
+    assert credit.remove("DEAL-ALPHA-002") is True
+
+
 def test_a_failed_sync_is_an_error(built: Settings) -> None:
     failing = Report(ok=False, failed_runs=[{"job": "embed_job", "partition": "main/alpha-deals"}])
     index = CorpusIndex(built, principal=ALPHA, runner=LibraryRunner(failing))
