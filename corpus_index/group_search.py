@@ -28,7 +28,7 @@ import datetime as dt
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow.compute as pc
 
@@ -54,7 +54,7 @@ from corpus_index.hits import Hit
 from corpus_index.home import Home
 from corpus_index.identity_store import IDENTITIES, MENTIONS
 from corpus_index.kinds import kind_of
-from corpus_index.query_analysis import Person, QueryAnalysis, analyze
+from corpus_index.query_analysis import Person, QueryAnalysis, analyze, named_candidates
 from corpus_index.search import Searcher, Stopwatch
 from corpus_index.visible_people import Directory, Shown, directory, shown
 
@@ -164,33 +164,50 @@ def visible_analysis(
     query: str,
     as_of: dt.datetime | None,
 ) -> QueryAnalysis:
-    """The analysis of ``query`` with only the people some unit the principal may see
-    mentions, each by only the forms it may know (:mod:`corpus_index.visible_people`): a
-    registry's names are read from units, so naming (or leaving out of the topics) a person
-    only hidden units mention, or finding one by a name only hidden units use, would tell of
-    them. Each person the analysis names is checked once: taken off the list when no visible
-    unit mentions them, else given their shown forms, and the query analysed again, until the
-    analysis names no person unchecked."""
-    known = {p.identity_id: p for p in tenant_people(corpus, principal, namespace)}
+    """The analysis of ``query`` among only the people some unit the principal may see
+    mentions, each by only the forms it may know (:func:`visible_named`): a registry's names
+    are read from units, so naming (or leaving out of the topics) a person only hidden units
+    mention, finding one by a name only hidden units use, or finding none because a hidden
+    person shares the name, would tell of them."""
+    people = visible_named(corpus, table, where_eligible, principal, namespace, query)
+    return analyze(query, as_of=as_of, people=[v.shown.person for v in people.values()])
+
+
+class Visible(NamedTuple):
+    """A person as the principal may know them, and the units it sees mention them."""
+
+    shown: Shown
+    seen: dict[str, dict[str, list[dict[str, Any]]]]  # :func:`seen_units`
+
+
+def visible_named(
+    corpus: Home,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    namespace: str,
+    text: str,
+    known: Sequence[Person] | None = None,
+) -> dict[str, Visible]:
+    """Identity id -> what the principal may know of each person of its tenant that ``text``
+    could name (:func:`~corpus_index.query_analysis.named_candidates` among ``known``, by
+    default :func:`tenant_people`) and that some unit the principal may see mentions
+    (:func:`shown_contacts`), with those units. Every candidate is checked before any is
+    chosen, so a person only hidden units mention never makes a name ambiguous."""
+    if known is None:
+        known = tenant_people(corpus, principal, namespace)
     listed = tenant_directory(corpus, principal, namespace)
-    checked: set[str] = set()
-    while True:
-        analysis = analyze(query, as_of=as_of, people=list(known.values()))
-        named = [h.identity_id for h in analysis.people if h.identity_id not in checked]
-        if not named:
-            return analysis
-        for pid in named:
-            checked.add(pid)
-            seen = (
-                seen_units(corpus, table, where_eligible, principal, namespace, known[pid])
-                if table is not None
-                else {}
-            )
-            if any(seen.values()):
-                view = shown_contacts(corpus, principal, namespace, known[pid], seen, listed)
-                known[pid] = view.person
-            else:
-                del known[pid]
+    out: dict[str, Visible] = {}
+    for person in named_candidates(text, known):
+        seen = (
+            seen_units(corpus, table, where_eligible, principal, namespace, person)
+            if table is not None
+            else {}
+        )
+        if any(seen.values()):
+            shown = shown_contacts(corpus, principal, namespace, person, seen, listed)
+            out[person.identity_id] = Visible(shown, seen)
+    return out
 
 
 def tenant_directory(home: Home, principal: Principal, namespace: str) -> Directory:

@@ -35,6 +35,7 @@ from corpus_index.group_search import (
     tenant_directory,
     tenant_identities,
     tenant_people,
+    visible_named,
 )
 from corpus_index.identity_forms import normalize_email, normalize_name, normalize_phone
 from corpus_index.query_analysis import Person, analyze
@@ -120,10 +121,6 @@ def person_contexts(
     corpus = searcher.corpus
     known = tenant_people(corpus, principal, ns)
     listed = tenant_directory(corpus, principal, ns)
-    contact = _contact(name, listed.country_code)
-    person, candidates = (None, []) if contact else find_person(known, name)
-    if contact or (person is None and not candidates):  # an e-mail address or a phone number
-        person, candidates = _by_contact(corpus, principal, ns, contact, known)
     table = corpus.store.searched(gen)
     if table is None:
         return PersonResult(name, None)
@@ -131,21 +128,26 @@ def person_contexts(
     # only a person some unit the principal may see mentions is found (nor offered as a
     # candidate), and only by the names, addresses and numbers the principal may know of them
     # (visible_people): a registry's forms are read from units, so a name or an address alone
-    # could tell of a unit the principal may not see
-    found = [person] if person is not None else candidates
-    seen = {
-        p.identity_id: seen_units(corpus, table, where_eligible, principal, ns, p) for p in found
-    }
-    shown = {
-        p.identity_id: shown_contacts(corpus, principal, ns, p, seen[p.identity_id], listed)
-        for p in found
-        if any(seen[p.identity_id].values())
-    }
-    views = [v.person for v in shown.values()]
-    if contact:
+    # could tell of a unit the principal may not see; every person the name could mean is
+    # checked before one is chosen, so one only hidden units mention never makes it ambiguous
+    contact = _contact(name, listed.country_code)
+    if contact:  # an e-mail address or a phone number
+        person, candidates = _by_contact(corpus, principal, ns, contact, known)
+        found = [person] if person is not None else candidates
+        seen = {
+            p.identity_id: seen_units(corpus, table, where_eligible, principal, ns, p)
+            for p in found
+        }
+        shown = {
+            p.identity_id: shown_contacts(corpus, principal, ns, p, seen[p.identity_id], listed)
+            for p in found
+            if any(seen[p.identity_id].values())
+        }
         person, candidates = _shown_by_contact(shown, contact)
     else:
-        person, candidates = find_person(views, name)
+        named = visible_named(corpus, table, where_eligible, principal, ns, name, known)
+        seen = {pid: v.seen for pid, v in named.items()}
+        person, candidates = find_person([v.shown.person for v in named.values()], name)
     if person is None and len(candidates) == 1:
         person, candidates = candidates[0], []
     if person is None:

@@ -273,6 +273,27 @@ def _range(value: dict[str, Any], today: dt.date) -> tuple[dt.date, dt.date, boo
     return None
 
 
+def named_candidates(text: str, people: Iterable[Person]) -> list[Person]:
+    """The people ``text`` could name: by id, or by a full name, alias or given name equal to
+    the whole text or to a span of one to four of its words. Who :func:`analyze` (or an exact
+    lookup) finds among a list depends only on these: the others' forms match nothing in the
+    text, so a list cut to them gives the same people, and whether one is named rather than
+    ambiguous is decided among them alone."""
+    words = [re.sub(r"['’]s$", "", m.group(0)) for m in _WORD.finditer(text)]
+    spans = {normalize_name(text)}
+    for size in (1, 2, 3, 4):
+        for i in range(len(words) - size + 1):
+            spans.add(normalize_name(" ".join(words[i : i + size])))
+    spans.discard("")
+    out = []
+    for p in people:
+        forms = {normalize_name(f) for f in (p.name, *p.aliases)}
+        forms.add(normalize_name(p.name).split(" ")[0])
+        if p.identity_id == text or forms & spans:
+            out.append(p)
+    return out
+
+
 def _people(query: str, people: list[Person], claimed: list[tuple[int, int]]) -> list[PersonHint]:
     """Identities named in ``query`` by full name, alias, or an unambiguous given name."""
     forms: dict[str, set[str]] = {}

@@ -1,7 +1,8 @@
 """A person is found, and shown, only by what the principal may know of them: the names,
 addresses and numbers the tenant's people file lists or a unit the principal may see shows.
 A managers-only e-mail gives an outside coordinator a private address and merges a stranger
-into Sarah Jones; staff learn neither from a person query or a group search."""
+into Sarah Jones, another brings a second Anand; staff learn none of it from a person query or
+a group search."""
 
 from __future__ import annotations
 
@@ -56,6 +57,18 @@ HIDDEN = [
         "timestamp": "2026-01-08T09:00:00+11:00",
         "location": "Head office",
         "text": "Introducing myself before the audit.",
+        "acl": ["wattle-managers"],
+    },
+    {  # shares a given name with Dr Anand Shah, whom staff may see
+        "id": "wg-hid-006",
+        "source": "email_thread",
+        "thread": "private-anand",
+        "subject": "Private",
+        "author": "Anand Patel <anand.patel@hidden.example>",
+        "recipients": ["sarah.jones@wattlegrove.org.au"],
+        "timestamp": "2026-01-08T12:00:00+11:00",
+        "location": "Head office",
+        "text": "A personnel matter, for managers only.",
         "acl": ["wattle-managers"],
     },
     {  # staff see this one: its author goes by the address alone
@@ -155,3 +168,20 @@ def test_a_visible_groups_text_names_no_one_by_a_hidden_name(searcher: Searcher)
     texts = [g["input_text"] for g in groups if g["group_id"] in theirs]
     assert texts and all("Pat Xu" not in t and "pat@xu.example" in t for t in texts)
     assert any("Sarah Jones" in t for t in texts)  # the people file's name, as before
+
+
+def test_a_name_a_hidden_person_shares_still_names_the_visible_one(searcher: Searcher) -> None:
+    """Anand Patel, whom only a managers-only e-mail mentions, would make "Anand" name no one
+    (two people by that given name): staff, who may not know of him, still find Dr Anand Shah
+    by it, in a person query and in a group search's analysis."""
+    staff = person_contexts(searcher, "Anand", principal=STAFF)
+    assert staff.person is not None and staff.person.name == "Anand Shah"
+    query = "what did Anand say about the Epilim dose"
+    analysis = search_contexts(searcher, query, principal=STAFF, as_of=AS_OF).analysis
+    assert [p.name for p in analysis.people] == ["Anand Shah"]
+    # managers know of both: the given name alone names neither
+    manager = person_contexts(searcher, "Anand", principal=MANAGER)
+    assert manager.person is None
+    assert person_contexts(searcher, "Anand Patel", principal=MANAGER).person is not None
+    analysis = search_contexts(searcher, query, principal=MANAGER, as_of=AS_OF).analysis
+    assert analysis.people == ()

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from corpus_index.query_analysis import Person, QueryAnalysis, analyze
+from corpus_index.query_analysis import Person, QueryAnalysis, analyze, named_candidates
 
 MON = dt.datetime(2026, 1, 12, 10, 0, tzinfo=dt.UTC)  # a Monday
 SAT = dt.datetime(2026, 1, 10, 9, 0, tzinfo=dt.UTC)  # the Saturday before
@@ -87,6 +87,34 @@ def test_a_full_name_wins_over_its_parts_and_a_shared_surname_names_nobody() -> 
     found = analyze("Helen Pereira visiting; the Pereira family", as_of=MON, people=WATTLE)
     assert [(p.text, p.identity_id) for p in found.people] == [("Helen Pereira", "idn_helen")]
     assert "pereira" in found.topics
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What did SJ say about Amelia's physio last week?",
+        "Helen Pereira visiting; the Pereira family",
+        "Sarah and Johnny on Friday",
+        "Amelia",
+        "idn_john",
+        "no one here",
+    ],
+)
+def test_the_people_a_text_could_name_decide_who_it_names(query: str) -> None:
+    """Cut to the candidates, the registry names the same people; without any one of them
+    it may name others (a shared given name is then no longer shared)."""
+    crowd = [*WATTLE, Person("idn_sarah2", "Sarah Lee", ()), Person("idn_x", "Xavier Ng", ())]
+    candidates = named_candidates(query, crowd)
+    assert analyze(query, as_of=MON, people=candidates) == analyze(query, as_of=MON, people=crowd)
+    assert all(p.identity_id != "idn_x" for p in candidates)
+
+
+def test_a_given_name_two_candidates_share_names_neither() -> None:
+    crowd = [*WATTLE, Person("idn_sarah2", "Sarah Lee", ())]
+    assert {p.identity_id for p in named_candidates("Sarah", crowd)} == {"idn_sarah", "idn_sarah2"}
+    assert analyze("Sarah", as_of=MON, people=crowd).people == ()
+    alone = analyze("Sarah", as_of=MON, people=WATTLE).people
+    assert [p.identity_id for p in alone] == ["idn_sarah"]
 
 
 def test_people_are_only_those_of_the_registry_given() -> None:
