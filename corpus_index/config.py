@@ -468,12 +468,14 @@ def _collection_file(
     spec: dict[str, Any], name: str, root: Path, key: str, path: Path
 ) -> Path | None:
     """The collection's ``name`` file (``people``, ``merges``), relative to its root, which
-    must hold it."""
+    must hold it by name. Whether it is there, a regular file and readable is asked as it is
+    read (:func:`~corpus_index.identities.read_small_file`): a file missing or broken fails
+    that collection's work then, never the configuration of every collection."""
     if name not in spec:
         return None
     rel = _string(spec[name], key, path)
-    found = (root / rel).resolve()
-    if not found.is_relative_to(root) or not found.is_file():
+    found = Path(os.path.normpath(root / rel))
+    if not found.is_relative_to(root) or found == root:
         raise ConfigError(
             f"{path}: {key}: {rel!r} is not a file inside the collection's path {root}; "
             f"name the {name} file relative to the collection's path"

@@ -23,6 +23,7 @@ corroborates.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field, fields, replace
@@ -384,8 +385,14 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
             f"{path}: people file is for tenant {file_tenant!r}, not {tenant_id!r}; "
             "each collection names its own tenant's people file"
         )
-    country = str(data.get("country_code", DEFAULT_COUNTRY_CODE))
-    lists = frozenset(a for a in (normalize_email(str(x)) for x in data.get("lists") or ()) if a)
+    country = data.get("country_code", DEFAULT_COUNTRY_CODE)
+    if isinstance(country, bool) or not re.fullmatch(r"\+?\d{1,4}", str(country)):
+        raise ConfigError(f"{path}: country_code must be a calling code such as 61 ({country!r})")
+    country = str(country).lstrip("+")
+    mailboxes = data.get("lists") or []
+    if not isinstance(mailboxes, list) or not all(isinstance(x, str) for x in mailboxes):
+        raise ConfigError(f"{path}: lists must be a list of e-mail addresses (shared mailboxes)")
+    lists = frozenset(a for a in map(normalize_email, mailboxes) if a)
     registry = IdentityRegistry(tenant_id, country_code=country, lists=lists)
     for i, entry in enumerate(data["people"]):
         person = _person(entry, tenant_id, country, f"{path}: people[{i}]")
@@ -400,13 +407,16 @@ def read_small_file(path: Path, limits: Limits, what: str) -> str:
     by ``limits.max_document_bytes`` as a source file is.
 
     Raises:
-        ConfigError: it is missing, not a file, unreadable, larger than the bound, or not UTF-8
-            text; the message names the file.
+        ConfigError: it is missing, not a regular file (a folder, a pipe, a symbolic link:
+            a link could lead out of the collection's path), unreadable, larger than the
+            bound, or not UTF-8 text; the message names the file.
     """
     try:
+        if path.is_symlink():
+            raise ConfigError(f"{path}: {what} is a symbolic link; name the file itself")
         size = path.stat().st_size
         if not path.is_file():
-            raise ConfigError(f"{path}: {what} is not a file")
+            raise ConfigError(f"{path}: {what} is not a regular file")
         if size > limits.max_document_bytes:
             raise ConfigError(
                 f"{path}: {what} is {size:,} bytes; the limit is "

@@ -55,7 +55,7 @@ def normalize_email(raw: str) -> str | None:
     """The lower-cased address of ``raw`` (``Name <a@b>`` or ``a@b``), or None if it has none."""
     if "@" not in raw:
         return None
-    _, addr = email.utils.parseaddr(raw)
+    _, addr = _parseaddr(raw)
     addr = addr.strip().lower()
     if "@" not in addr or addr.startswith("@") or addr.endswith("@"):
         return None
@@ -92,10 +92,31 @@ def display_name(raw: str) -> str:
     """The name part of a header value: ``Leanne Walsh <l@x>`` -> ``Leanne Walsh``."""
     if "@" not in raw:
         return raw.strip()
-    name, addr = email.utils.parseaddr(raw)
+    name, addr = _parseaddr(raw)
     if addr and "@" in addr:
         return name.strip()
     return raw.strip()
+
+
+# a header's comments nest no deeper than this in anything people write; the standard
+# library's parser reads each level by recursion, so a value of a few thousand "(" would
+# exhaust the stack
+MAX_COMMENT_DEPTH = 16
+
+
+def _parseaddr(raw: str) -> tuple[str, str]:
+    """``email.utils.parseaddr(raw)``; ``("", "")`` (no address) for a value whose comments
+    (parentheses) nest deeper than :data:`MAX_COMMENT_DEPTH`."""
+    depth = deepest = 0
+    for ch in raw:
+        if ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")" and depth:
+            depth -= 1
+    if deepest > MAX_COMMENT_DEPTH:
+        return "", ""
+    return email.utils.parseaddr(raw)
 
 
 # Exact name steps, strongest first; the first that names anyone decides.

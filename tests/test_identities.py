@@ -28,6 +28,8 @@ from corpus_index.identity_forms import (
     FUZZY_CUTOFF,
     FUZZY_MIN_CHARS,
     NameIndex,
+    display_name,
+    normalize_email,
     normalize_name,
     normalize_phone,
 )
@@ -246,6 +248,9 @@ def _load_people(path: Path) -> Any:
         ),
         (_load_people, "people:\n  - {id: a, name: A, phones: ['12']}\n", "'12' is not a phone"),
         (_load_people, "people: [\n", "invalid YAML"),
+        (_load_people, "people: []\nlists: 5\n", "lists must be a list of e-mail addresses"),
+        (_load_people, "people: []\nlists: abc\n", "lists must be a list of e-mail addresses"),
+        (_load_people, "people: []\ncountry_code: [1]\n", "country_code must be a calling code"),
         (load_merges, "merges: {}\n", "needs a list under 'merges'"),
         (load_merges, "merges:\n  - {merge: a}\n", "merges[0]: needs 'merge' and 'into'"),
         (load_merges, "merges: [\n", "invalid YAML"),
@@ -273,8 +278,28 @@ def test_a_people_or_merges_file_is_bounded_and_utf8(tmp_path: Path, loader: Any
         loader(path)
     assert str(path) in str(err.value)
     (tmp_path / "folder.yaml").mkdir()
-    with pytest.raises(ConfigError, match="is not a file"):
+    with pytest.raises(ConfigError, match="is not a regular file"):
         loader(tmp_path / "folder.yaml")
+    with pytest.raises(ConfigError, match="not found") as err:
+        loader(tmp_path / "absent.yaml")
+    assert str(tmp_path / "absent.yaml") in str(err.value)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.yaml"
+    outside.write_text("people: []\nmerges: []\n")
+    (tmp_path / "link.yaml").symlink_to(outside)  # it could lead anywhere: never followed
+    with pytest.raises(ConfigError, match="is a symbolic link"):
+        loader(tmp_path / "link.yaml")
+    outside.unlink()
+
+
+def test_an_address_of_deeply_nested_comments_is_no_address_not_a_crash(tmp_path: Path) -> None:
+    """The standard library reads each level of a header's comments by recursion: a value of
+    thousands of "(" (a record's author, a people file's list) exhausted the stack."""
+    deep = "a@b" + "(" * 5000
+    assert normalize_email(deep) is None and display_name(deep) == deep
+    assert normalize_email("Dana (home (old)) <dana@home.net>") == "dana@home.net"
+    path = tmp_path / "people.yaml"
+    path.write_text(f"people:\n  - {{id: a, name: A}}\nlists: ['{deep}']\n")
+    assert _load_people(path).get(identity_id("wattle", "a")) is not None
 
 
 def test_names_composed_or_decomposed_are_one_person(tmp_path: Path) -> None:

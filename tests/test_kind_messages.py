@@ -195,6 +195,26 @@ def test_a_bad_record_is_quarantined_with_file_and_line_the_rest_indexed(tmp_pat
     assert errors[5] == f"{path}:5: id repeats chat/staff.jsonl:1; ids are unique in a collection"
 
 
+def test_a_file_whose_name_is_not_utf8_is_quarantined_by_that_name_the_rest_indexed(
+    tmp_path: Path,
+) -> None:
+    """A name the file system holds as bytes that are not UTF-8 would fail every table and
+    digest it reached (the whole collection's scan): it is listed with those bytes shown as
+    \\xNN, and reading it refuses it, naming it so."""
+    coll = collection(tmp_path)
+    write(tmp_path, "good.jsonl", [record("m1")])
+    # "café" with its e-acute in Latin-1: one byte that is no UTF-8
+    with open(bytes(tmp_path) + b"/caf\xe9.jsonl", "wb") as fh:
+        fh.write((json.dumps(record("m2")) + "\n").encode())
+    scan = scan_manifest(coll, None)
+    result = parse_collection(coll, scan.table, None, None)
+    assert result.blocks.column("doc_id").to_pylist() == ["m1"]
+    (bad,) = result.quarantine.to_pylist()
+    shown = f"{tmp_path}/caf\\xe9.jsonl"
+    assert bad["error"].startswith(f"{shown}: the file name is not UTF-8 text")
+    assert "rename the file" in bad["error"]
+
+
 def test_records_of_a_file_that_went_bad_keep_serving_until_it_reads_whole(
     tmp_path: Path,
 ) -> None:

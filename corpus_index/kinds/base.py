@@ -419,7 +419,17 @@ class StatCheck:
 
     def __call__(self, path: str) -> os.stat_result:
         """``checked_stat(collection, path)``; raises what it raises."""
-        st = os.lstat(path)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            named = _unshown(path)
+            if named != path and os.path.lexists(named):
+                raise UnreadableDocumentError(
+                    path,
+                    "the file name is not UTF-8 text (its other bytes shown as \\xNN), never "
+                    "read; rename the file",
+                ) from None
+            raise
         link = stat.S_ISLNK(st.st_mode)
         if link:
             st = os.stat(path)  # follows symlinks; a loop raises ELOOP
@@ -507,6 +517,9 @@ def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
     order (the order of ``sorted(Path.rglob(...))``), without opening any; symlinked folders
     are not followed. Entries that are not readable documents (broken or outside symlinks,
     special files) are listed too: reading them refuses them, so they are quarantined by name.
+    A name that is not UTF-8 text is listed with its other bytes shown as ``\\xNN``
+    (:func:`_shown`): no file has that name, and reading it refuses it, naming it so (a name
+    that cannot be written as text would fail every table and digest it reaches).
 
     Raises:
         FileNotFoundError: the root is missing or not a folder.
@@ -524,7 +537,26 @@ def list_files(root: Path, suffix: str) -> list[tuple[str, str]]:
                 elif entry.name.endswith(suffix):
                     found.append(((*parts, entry.name), entry.path))
     found.sort()
-    return [("/".join(rel)[: -len(suffix)], path) for rel, path in found]
+    return [("/".join(map(_shown, rel))[: -len(suffix)], _shown(path)) for rel, path in found]
+
+
+# an undecodable byte as os.fsdecode keeps it (a lone surrogate), and as _shown writes it
+_SURROGATE = re.compile("[\udc80-\udcff]")
+_SHOWN_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def _shown(name: str) -> str:
+    """``name`` as text: itself when it is UTF-8, else with each byte that is not shown as
+    ``\\xNN``."""
+    if not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(lambda m: f"\\x{ord(m.group(0)) - 0xDC00:02x}", name)
+
+
+def _unshown(path: str) -> str:
+    """The name :func:`_shown` wrote as ``path`` (bytes ``\\x80`` to ``\\xff`` made the lone
+    surrogates the file system's name holds again)."""
+    return _SHOWN_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)
 
 
 NAMING_KEYS = frozenset({"id", "name", "title", "type"})  # a value that names its item

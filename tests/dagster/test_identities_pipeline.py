@@ -456,3 +456,23 @@ def test_a_deletion_takes_an_address_only_it_showed_out_of_the_registry_though_t
     ac7 = {m["identity_id"] for m in _mentions(home, "acme-messages") if m["unit_id"] == "ac-7"}
     assert found["identity_id"] in ac7
     assert addresses_left() == []
+
+
+def test_a_people_file_gone_fails_its_collection_alone_and_its_groups_keep_serving(
+    tmp_path: Path,
+) -> None:
+    """A collection's people file is asked for as it is read, not as corpus.yaml loads: once
+    it is gone, the configuration still loads, the other tenant's collection syncs, and this
+    collection's grouping fails naming the file, its last good groups kept."""
+    settings, g, home = _synced(tmp_path, "acme-messages", "birch-messages")
+    before = home.read("linked_groups", ("birch-messages",), GROUP_SCHEMA)
+    people = tmp_path / "birch" / "people.yaml"
+    people.unlink()
+    assert settings.load().collections["birch-messages"].people == people
+    g = Graph(settings)
+    assert g.ingest("acme-messages").success
+    failed = g.ingest("birch-messages")
+    assert not failed.success
+    failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
+    assert f"{people}: people file not found" in str(failure.event_specific_data)
+    assert Home(settings).read("linked_groups", ("birch-messages",), GROUP_SCHEMA) == before
