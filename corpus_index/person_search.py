@@ -97,6 +97,8 @@ def find_person(people: list[Person], name: str) -> tuple[Person | None, list[Pe
     by_id = {p.identity_id: p for p in people}
     if len(hints) == 1:
         return by_id[hints[0].identity_id], []
+    if not hints:  # a given name several people share names none: they are the candidates
+        return None, [p for p in people if normalize_name(p.name).split(" ")[0] == wanted]
     return None, [by_id[h.identity_id] for h in hints]
 
 

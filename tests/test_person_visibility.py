@@ -179,9 +179,10 @@ def test_a_name_a_hidden_person_shares_still_names_the_visible_one(searcher: Sea
     query = "what did Anand say about the Epilim dose"
     analysis = search_contexts(searcher, query, principal=STAFF, as_of=AS_OF).analysis
     assert [p.name for p in analysis.people] == ["Anand Shah"]
-    # managers know of both: the given name alone names neither
+    # managers know of both: the given name alone names neither, and offers both
     manager = person_contexts(searcher, "Anand", principal=MANAGER)
     assert manager.person is None
+    assert sorted(c.name for c in manager.candidates) == ["Anand Patel", "Anand Shah"]
     assert person_contexts(searcher, "Anand Patel", principal=MANAGER).person is not None
     analysis = search_contexts(searcher, query, principal=MANAGER, as_of=AS_OF).analysis
     assert analysis.people == ()
