@@ -117,9 +117,9 @@ class Searcher:
         self.corpus = corpus
         self.traces = traces
         self.concurrent = concurrent
-        # a generation's id, spec and table never change, so explicit lookups are cached; the
-        # ACTIVE pointer is read on every search so a promotion or rollback applies at once
-        self._generations: dict[str, Generation] = {}
+        # the ACTIVE pointer is read on every search (from the registry's cache, checked
+        # against its state) so a promotion or rollback applies at once; a generation named
+        # is read again each time too: its status changes (retired, failed)
 
     def default_namespace(self, principal: Principal) -> str:
         """The first namespace holding a collection of the principal's tenant, else the first one."""
@@ -132,11 +132,11 @@ class Searcher:
         if namespace not in self.corpus.config.namespaces:
             raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
         if generation:
-            gen = self._generations.get(generation) or self.corpus.registry.require(generation)
-            self._generations[generation] = gen
-            if gen.spec.namespace != namespace:
+            gen = self.corpus.registry.get(generation)
+            if gen is None or gen.spec.namespace != namespace:
+                # another namespace's generation is not named: it may be another tenant's
                 raise MissingGenerationError(
-                    f"generation {generation} serves namespace {gen.spec.namespace!r}, not {namespace!r}"
+                    f"no generation {generation} in namespace {namespace!r}"
                 )
             self._maintained(gen, "search a generation its profile's runs write")
             return gen

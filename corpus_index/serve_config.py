@@ -20,6 +20,7 @@ SERVE_KEYS = {
     "max_query_chars",
     "max_filter_conditions",
     "max_filter_bytes",
+    "max_body_bytes",
     "max_concurrent_embeddings",
     "embedding_wait_s",
 }
@@ -39,6 +40,9 @@ class ServeConfig:
     max_query_chars: int = 2000
     max_filter_conditions: int = 32
     max_filter_bytes: int = 8192
+    # a request body longer than this is refused (413) before any of it is parsed: a query
+    # vector of a few thousand dimensions is about 80 KB of JSON
+    max_body_bytes: int = 1 << 20
     max_concurrent_embeddings: int = 4
     embedding_wait_s: float = DEFAULT_EMBEDDING_WAIT_S
 
@@ -64,7 +68,13 @@ def parse_serve(raw: Any, *, path: Path) -> ServeConfig:
     if file is not None and (not isinstance(file, str) or not file):
         raise ConfigError(f"{path}: serve.api_keys_file: expected a file name")
     numbers: dict[str, Any] = {}
-    for key in ("max_k", "max_query_chars", "max_filter_conditions", "max_filter_bytes"):
+    for key in (
+        "max_k",
+        "max_query_chars",
+        "max_filter_conditions",
+        "max_filter_bytes",
+        "max_body_bytes",
+    ):
         numbers[key] = _positive_int(raw, key, path)
     numbers["max_concurrent_embeddings"] = _positive_int(raw, "max_concurrent_embeddings", path)
     wait = raw.get("embedding_wait_s", DEFAULT_EMBEDDING_WAIT_S)

@@ -31,10 +31,12 @@ from tests.searchkit import build_home
 from tests.support.http_server import running_server, serve_config, write_keys
 
 ALPHA, BETA, NARROW = "ck_alpha-key", "ck_beta-key", "ck_alpha-credit-only"
+GAMMA = "ck_gamma-key"
 KEYS = {
     ALPHA: ("alpha", ["alpha-uw", "alpha-credit"]),
     BETA: ("beta", ["beta-team"]),
     NARROW: ("alpha", ["alpha-credit"]),
+    GAMMA: ("gamma", ["beta-team"]),
 }
 PROBLEM = "urn:corpus-index:problem:"
 
@@ -213,9 +215,11 @@ def test_unknown_namespace_generation_and_cross_model(served: Served) -> None:
     doc = problem(stale, 409, "generation-not-maintained")
     assert "profile 'alt' now builds another generation" in doc["detail"]
     assert doc["retryable"] is False
-    later = served.post("/v1/namespaces/later/search", {"query": "x"})
+    later = served.post("/v1/namespaces/later/search", {"query": "x"}, key=GAMMA)
     assert problem(later, 503, "no-active-generation")["retryable"] is True
     assert later.headers["retry-after"]
+    # to a key of another tenant, gamma's namespace is not there at all
+    problem(served.post("/v1/namespaces/later/search", {"query": "x"}), 404, "unknown-namespace")
     problem(served.get("/v1/nothing/here"), 404, "not-found")
 
 

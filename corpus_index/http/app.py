@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corpus_index.config import Settings
 from corpus_index.errors import CorpusError, RetryableError, StoreUnreachableError
@@ -72,7 +73,44 @@ def create_app(settings: Settings, *, record_traces: bool = True) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_handler)  # type: ignore[arg-type]
     app.add_exception_handler(CorpusError, _error_handler)
     app.add_exception_handler(Exception, _error_handler)
+    app.add_middleware(BodyLimit, limit=settings.load().serve.max_body_bytes)
     return app
+
+
+class BodyLimit:
+    """A request body over ``limit`` bytes is refused (413 ``body-too-large``) before a route
+    reads it: by its ``Content-Length``, or, sent in chunks without one, once that many bytes
+    have come."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or ()).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            response = _respond(Request(scope), self._problem())
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise self._problem()  # answered by the problem handler
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _problem(self) -> Problem:
+        return Problem(
+            problems.TOO_LARGE, f"the body is over serve.max_body_bytes = {self.limit} bytes"
+        )
 
 
 async def request_ids(
@@ -186,6 +224,8 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
 async def _http_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if exc.status_code == 404:
         return _respond(request, Problem(NOT_FOUND, f"no route {request.url.path}"))
+    if exc.status_code == 400:  # a body that is not JSON (nested past the parser's depth)
+        return _respond(request, Problem(problems.VALIDATION, str(exc.detail)))
     kind = problems.ProblemType("http-" + str(exc.status_code), exc.status_code, str(exc.detail))
     return _respond(request, Problem(kind, str(exc.detail)))
 
@@ -194,4 +234,6 @@ async def _error_handler(request: Request, exc: Exception) -> JSONResponse:
     problem = problems.from_error(exc)
     if problem.kind is problems.INTERNAL:
         log.exception("request %s failed", request.url.path, exc_info=exc)
+    elif problems.logged_only(problem):
+        log.warning("request %s: %s: %s", request.url.path, problem.kind.slug, exc)
     return _respond(request, problem)

@@ -26,7 +26,7 @@ from corpus_index.http.problems import NOT_FOUND, Problem
 from corpus_index.http.routes import (
     bounded_filters,
     generation_problem,
-    known_namespace,
+    own_namespace,
     service,
     submit_audit,
     within_limits,
@@ -38,8 +38,8 @@ router = APIRouter(prefix="/v1/namespaces", tags=["contexts"])
 MAX_PERSON_RECORDS = 200
 
 
-def _grouped(svc: Service, namespace: str) -> str:
-    ns = known_namespace(svc, namespace)
+def _grouped(svc: Service, namespace: str, principal: Principal) -> str:
+    ns = own_namespace(svc, namespace, principal)
     if not grouped_namespace(svc.corpus, ns):
         raise Problem(NOT_FOUND, f"namespace {ns!r} holds no linked groups (no messages kind)")
     return ns
@@ -58,7 +58,7 @@ def search_groups(
 ) -> dict[str, Any]:
     started = time.perf_counter()
     svc = service(request)
-    ns = _grouped(svc, namespace)
+    ns = _grouped(svc, namespace, principal)
     who = narrowed(principal, body.groups)
     within_limits(svc, k=body.k, text=body.query)
     filt = bounded_filters(svc, body.filters)
@@ -109,7 +109,7 @@ def person(
 ) -> dict[str, Any]:
     started = time.perf_counter()
     svc = service(request)
-    ns = _grouped(svc, namespace)
+    ns = _grouped(svc, namespace, principal)
     who = narrowed(principal, groups)
     within_limits(svc, text=name, what="name")
     try:

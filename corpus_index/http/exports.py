@@ -28,7 +28,7 @@ from corpus_index.flat_blob import chunks_name
 from corpus_index.flat_exports import export_roots
 from corpus_index.http.auth import Caller, narrowed
 from corpus_index.http.problems import NOT_FOUND, Problem
-from corpus_index.http.routes import known_namespace, service, stored_file
+from corpus_index.http.routes import own_namespace, service, stored_file
 from corpus_index.http.service import Service
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.profiles import CENTROIDS_SLUG
@@ -80,7 +80,7 @@ def export_file(
     ] = "public",
 ) -> Response:
     svc = service(request)
-    ns = known_namespace(svc, namespace)
+    ns = own_namespace(svc, namespace, principal)
     who = narrowed(principal, groups)
     missing = Problem(NOT_FOUND, f"no export {collection}/{slug}/{file} is visible to this key")
     config = svc.corpus.config

@@ -23,6 +23,7 @@ import secrets
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -123,12 +124,28 @@ class KeyStore:
             state: tuple[int, ...] = (st.st_ino, st.st_size, st.st_mtime_ns)
         except FileNotFoundError:
             state = ()
+        except OSError as exc:
+            raise ConfigError(f"{self._file}: cannot be read: {exc.strerror or exc}") from None
         with self._lock:
             if state != self._state:
-                text = self._file.read_text(encoding="utf-8") if state else ""
+                text = _read(self._file) if state else ""
                 self._entries = parse_keys(_load(text, str(self._file)), source=str(self._file))
                 self._state = state
             return self._entries
+
+
+def _read(path: Path) -> str:
+    """The keys file's text.
+
+    Raises:
+        ConfigError: it cannot be read (a folder, no permission) or is not UTF-8.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def _load(text: str, source: str) -> Any:

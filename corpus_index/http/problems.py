@@ -46,6 +46,7 @@ UNMAINTAINED = ProblemType(
 GENERATION_GONE = ProblemType("generation-gone", 410, "The cursor's generation no longer serves")
 VALIDATION = ProblemType("validation", 422, "The request is not valid")
 LIMIT = ProblemType("limit-exceeded", 422, "The request exceeds a limit")
+TOO_LARGE = ProblemType("body-too-large", 413, "The request body is too large")
 INTERNAL = ProblemType("internal", 500, "The server failed")
 EMBEDDING_FAILED = ProblemType("embedding-failed", 502, "The embedding model failed")
 NO_ACTIVE = ProblemType("no-active-generation", 503, "No generation is ACTIVE", retryable=True)
@@ -68,6 +69,7 @@ ALL = (
     GENERATION_GONE,
     VALIDATION,
     LIMIT,
+    TOO_LARGE,
     INTERNAL,
     EMBEDDING_FAILED,
     NO_ACTIVE,
@@ -122,10 +124,26 @@ _MAPPING: tuple[tuple[type[BaseException], ProblemType], ...] = (
 )
 
 
+# the kinds whose messages are the server's own state (a file's path, a database's address, a
+# process id, an embedding server's address): the caller gets a fixed detail, the log the rest
+_LOGGED_ONLY = {
+    INTERNAL: "the server failed; see its log",
+    BUSY: "the server is busy (its registry or store is locked or unreachable); retry shortly",
+    NOT_READY: "the index is not ready; retry shortly",
+    EMBEDDING_FAILED: "the embedding model failed; see the server's log",
+}
+
+
 def from_error(exc: BaseException) -> Problem:
-    """The problem a library exception stands for (an unexpected one is ``internal``)."""
+    """The problem a library exception stands for (an unexpected one is ``internal``): the
+    exception's message is the detail where it speaks of the request, a fixed one where it
+    speaks of the server (:data:`_LOGGED_ONLY`; :func:`logged_only` says which)."""
     for cls, kind in _MAPPING:
         if isinstance(exc, cls):
-            detail = str(exc) if kind is not INTERNAL else "the server failed; see its log"
-            return Problem(kind, detail)
-    return Problem(INTERNAL, "the server failed; see its log")
+            return Problem(kind, _LOGGED_ONLY.get(kind, str(exc)))
+    return Problem(INTERNAL, _LOGGED_ONLY[INTERNAL])
+
+
+def logged_only(problem: Problem) -> bool:
+    """Whether ``problem``'s exception is only told in the server's log."""
+    return problem.kind in _LOGGED_ONLY

@@ -54,12 +54,6 @@ def service(request: Request) -> Service:
     return svc
 
 
-def known_namespace(svc: Service, ns: str) -> str:
-    if ns not in svc.corpus.config.namespaces:
-        raise Problem(UNKNOWN_NAMESPACE, f"no namespace {ns!r} is configured")
-    return ns
-
-
 def tenant_namespaces(svc: Service, principal: Principal) -> set[str]:
     """The namespaces holding a collection of the principal's tenant: the key's namespaces."""
     return {
@@ -118,7 +112,7 @@ def _scope(
     body: models.SearchRequest | models.SimilarRequest,
 ) -> tuple[str, Principal, CorpusFilter]:
     """The namespace, the (narrowed) principal and the filters of a request, within limits."""
-    ns = known_namespace(svc, namespace)
+    ns = own_namespace(svc, namespace, principal)
     who = narrowed(principal, body.groups)
     within_limits(svc, k=body.k)
     return ns, who, bounded_filters(svc, body.filters)
@@ -386,7 +380,7 @@ def sidecar(
     ] = None,
 ) -> Response:
     svc = service(request)
-    ns = known_namespace(svc, namespace)
+    ns = own_namespace(svc, namespace, principal)
     missing = Problem(NOT_FOUND, f"no sidecar of {collection}/{doc_id} is visible to this key")
     if collection not in {c.name for c in svc.corpus.config.collections_in(ns)}:
         raise missing

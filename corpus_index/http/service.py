@@ -85,12 +85,18 @@ class Background:
                 log.exception("background work failed")
 
 
+REGISTRY_WAIT_S = 5.0
+
+
 class Service:
     """Everything the routes share."""
 
     def __init__(self, settings: Settings, *, record_traces: bool = True) -> None:
         self.settings = settings
         self.corpus = Home(settings)
+        # a request waits this long at most for a registry another process holds (a sync's
+        # write): then it is answered 503 busy, its worker free again
+        self.corpus.registry = open_registry(settings, lock_timeout_s=REGISTRY_WAIT_S)
         self.serve = self.corpus.config.serve
         self.metrics = ServiceMetrics(self.corpus)
         self.searcher = BoundedSearcher(
@@ -104,7 +110,9 @@ class Service:
         self.cursors = CursorCodec(secret.encode() if secret else secrets.token_bytes(32))
         self.audit = ResultAudit(self.corpus)
         self.traces = (
-            TraceStore(open_registry(settings, lock_timeout_s=5.0)) if record_traces else None
+            TraceStore(open_registry(settings, lock_timeout_s=REGISTRY_WAIT_S))
+            if record_traces
+            else None
         )
         self.background = Background(self.metrics)
 
