@@ -138,6 +138,7 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
         n for n in names if n.startswith("cache__")
     )
     held = _held_fragments(corpus.settings, pending)
+    lance_root = Location.of(corpus.settings.lance_uri)
     for name in targets:
         table = db.open_table(name)
         entry: dict[str, Any] = {"table": name, "versions_before": len(table.list_versions())}
@@ -145,12 +146,19 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
             purged, rewrite = _purge_cache(table, live)
             entry["cache_entries_purged"] = purged
             report.cache_entries_purged += purged
-        elif "*" in held or name in held:
-            rewrite = purge.rewrite_fragments(table, held.get(name))
-            # the doc_id, full-text and ANN indexes keep deleted rows' ids, words and PQ codes
-            # through optimize: built again from the live rows, their old files join the old
-            # versions removed below
-            entry["indexes_rebuilt"] = index_store.rebuild_after_deletion(table)
+        elif pending:
+            # a deletion awaits purge: every fragment holding masked rows is rewritten, those
+            # the receipts name and any other (an edit's merge masks the rows it replaced, so
+            # an earlier version of a deleted source may lie in a fragment no receipt names)
+            masked = purge.fragments_with_deletions(lance_root / f"{name}.lance")
+            named = held.get(name, set())
+            fragments = None if "*" in held or named is None else named | masked
+            rewrite = purge.rewrite_fragments(table, fragments)
+            if rewrite.fragments or name in held or "*" in held:
+                # the doc_id, full-text and ANN indexes keep deleted rows' ids, words and PQ
+                # codes through optimize: built again from the live rows, their old files join
+                # the old versions removed below
+                entry["indexes_rebuilt"] = index_store.rebuild_after_deletion(table)
         else:
             rewrite = purge.Rewrite(0, 0)
         entry["fragments_rewritten"] = rewrite.fragments

@@ -13,6 +13,12 @@ so its data file and deletion file belong to old versions only, and ``optimize(c
 Fragment ids are the high 32 bits of ``_rowaddr``; Lance never reuses a fragment id, so a
 fragment recorded at deletion time that is gone from the table was rewritten since (by
 ``optimize``), without the deleted rows.
+
+A deletion's receipt names the fragments holding the source's live rows then; an earlier
+version of the source (its rows replaced by an edit's ``merge_insert``) may lie masked in
+another fragment, which no query can see. Lance names each deletion file after its fragment
+(``_deletions/<fragment>-<version>-<id>.arrow`` or ``.bin``): :func:`fragments_with_deletions`
+lists the fragments holding masked rows of any kind, so a purge can rewrite them all.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from corpus_index import predicates
+from corpus_index.storage import Location
 
 FRAGMENT_BITS = 32
 
@@ -73,3 +80,16 @@ def rewrite_fragments(table: Any, fragments: Iterable[int] | None) -> Rewrite:
     key = predicates.column(table.schema.names[0])
     table.update(where=where, values_sql={key: key})
     return Rewrite(fragments=len(targets), rows=rows)
+
+
+def fragments_with_deletions(table_folder: Location) -> set[int]:
+    """Ids of the fragments of the table at ``table_folder`` (``<name>.lance``, local or in an
+    object store) that have a deletion file: rows masked, their bytes still in the fragment's
+    data file. Files a kept older version refers to are among them; a fragment no longer in
+    the table is skipped by :func:`rewrite_fragments`."""
+    out: set[int] = set()
+    for entry in (table_folder / "_deletions").iterdir():
+        head = entry.name.split("-", 1)[0]
+        if head.isdigit():
+            out.add(int(head))
+    return out

@@ -158,6 +158,41 @@ def test_one_deleted_deal_of_many_leaves_no_byte_after_compaction(tmp_path: Path
         assert cov.rows == rows_before[g.id] - 4 and cov.fts_unindexed == 0
 
 
+def test_an_earlier_version_of_a_deleted_deal_leaves_no_byte_after_compaction(
+    tmp_path: Path,
+) -> None:
+    """An edit that rewrites every block of the deal masks its first rows where they lie and
+    writes the new ones to a fragment of their own; deleting the deal then empties that one
+    alone, so no receipt names the fragment where SECRET lies masked. The compaction that
+    purges a deletion rewrites every fragment holding masked rows."""
+    settings = home_with_secret(tmp_path, deals_per_tenant=8)
+    vectors = secret_vectors(Home(settings))
+    source = tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md"
+    source.write_text(
+        deal_text(
+            "DEAL-ALPHA-007",
+            tenant="alpha",
+            acl=["alpha-uw"],
+            risk="Rewritten risk text for the edit.",
+            market="Rewritten market text for the edit.",
+            metro="Mesa",
+            units=171,
+        ),
+        encoding="utf-8",
+    )
+    assert dagster_runner().sync(settings).ok
+    source.unlink()
+    assert dagster_runner().sync(settings).ok
+    assert files_holding(settings.home, SECRET.encode())  # masked, in a fragment kept whole
+
+    compact(settings)
+    assert files_holding(settings.home, SECRET.encode()) == []
+    assert files_holding(settings.home, PHRASE) == []
+    assert [files_holding(settings.home, v) for v in vectors] == [[] for _ in vectors]
+    code, report = audit(settings)
+    assert code == 0 and report["clean"], report["remaining"]
+
+
 def test_compaction_removes_orphaned_temp_files_holding_deleted_text(tmp_path: Path) -> None:
     settings = home_with_secret(tmp_path, deals_per_tenant=8)
     (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
