@@ -16,6 +16,8 @@ not only from what a query can see.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Iterable, Iterator
@@ -183,11 +185,14 @@ def propagate_deletion(
         text_ids=tombstoned,
     )
     # the addresses and numbers only these units showed: taken out of the registry below, and
-    # kept here hashed with the receipt's id (not a bare hash of an address), for the audit
+    # kept here for the audit as HMACs under a key of the home the receipt does not hold (an
+    # address or a number is few enough guesses that a plain hash would give it back)
     only = identity_store.details_only_of(corpus, collection, units)
+    key = corpus.registry.home_key(DETAILS_KEY)
     receipt.fingerprints["identity_details"] = sorted(
-        _detail_hash(receipt.receipt_id, d) for d in only
+        _detail_hash(receipt.receipt_id, d, key) for d in only
     )
+    receipt.fingerprints["identity_details_key"] = DETAILS_KEY
 
     # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
     for gen in corpus.registry.generations():
@@ -458,9 +463,17 @@ def _fingerprints(
     }
 
 
-def _detail_hash(receipt_id: str, detail: str) -> str:
-    """An address or number a deletion took out of the registry, as its receipt keeps it."""
-    return sha256_hex(f"{receipt_id}:{detail}")
+DETAILS_KEY = "deletion-details"  # the registry's key of the receipts' identity details
+
+
+def _detail_hash(receipt_id: str, detail: str, key: bytes | None) -> str:
+    """An address or number a deletion took out of the registry, as its receipt keeps it: an
+    HMAC under the home's key; a plain hash with the receipt's id in a receipt written before
+    receipts were keyed (``key`` None)."""
+    message = f"{receipt_id}:{detail}"
+    if key is None:
+        return sha256_hex(message)
+    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def _others(table: pa.Table | None, ids: set[str]) -> set[str]:
@@ -707,14 +720,17 @@ def _details_left(corpus: Home, collection: str, receipt: dict[str, Any] | None)
     live unit shows now nor the people file gives (then it is theirs)."""
     if receipt is None:
         return 0
-    kept = set(receipt.get("fingerprints", {}).get("identity_details", []))
+    fingerprints = receipt.get("fingerprints", {})
+    kept = set(fingerprints.get("identity_details", []))
     if not kept:
         return 0
+    named = fingerprints.get("identity_details_key")
+    key = corpus.registry.home_key(str(named)) if named else None
     live = identity_store.live_details(corpus, collection)
     held = {
         person
         for person, detail in identity_store.identity_details(corpus, collection)
-        if detail not in live and _detail_hash(receipt["receipt_id"], detail) in kept
+        if detail not in live and _detail_hash(receipt["receipt_id"], detail, key) in kept
     }
     return len(held)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -109,6 +110,11 @@ _DDL = [
         to_generation VARCHAR NOT NULL,
         changed_at TIMESTAMPTZ NOT NULL,
         run_id VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS home_keys (
+        name VARCHAR PRIMARY KEY,
+        secret VARCHAR NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL
     )""",
 ]
 
@@ -881,6 +887,26 @@ class Registry:
                 [now, *source_ids],
             )
         self.journal.append("purged", source_ids=sorted(source_ids), at=now)
+
+    @retry_conflicts
+    def home_key(self, name: str) -> bytes:
+        """The home's secret ``name`` (32 random bytes), made on first use and kept here, in
+        the registry every machine of the home reads, never in a file that travels with what
+        it keys (a deletion receipt keys with it the hashes of the addresses and numbers it
+        took out, which a bare hash would let anyone holding the receipt guess). Not in the
+        journal: a registry rebuilt from it makes a new one, and the hashes keyed with the old
+        one can no longer be matched."""
+        with self.connect() as con:
+            found = con.execute("SELECT secret FROM home_keys WHERE name = ?", [name]).fetchone()
+            if found is None:
+                con.execute(
+                    "INSERT INTO home_keys VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                    [name, secrets.token_hex(32), _now()],
+                )
+                found = con.execute(
+                    "SELECT secret FROM home_keys WHERE name = ?", [name]
+                ).fetchone()
+        return bytes.fromhex(str(found[0]))
 
     @retry_conflicts
     def history(self, namespace: str) -> list[dict[str, Any]]:

@@ -521,3 +521,13 @@ def test_an_unreachable_postgres_registry_is_named_without_its_password(tmp_path
     assert result.exit_code == 1, result.output
     assert f"postgresql://corpus:***@127.0.0.1:{port}/registry" in result.output
     assert "cannot reach the registry database" in result.output and "s3cret" not in result.output
+
+
+def test_a_home_key_is_made_once_and_kept(place: Place) -> None:
+    """The secret a home keys its receipts' hashes with: the same for every reader, made once,
+    another for another name."""
+    reg = place.open()
+    key = reg.home_key("deletion-details")
+    assert len(key) == 32
+    assert place.open().home_key("deletion-details") == key
+    assert reg.home_key("another") != key

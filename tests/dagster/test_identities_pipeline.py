@@ -5,6 +5,8 @@ tenants never mix."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any
@@ -434,9 +436,15 @@ def test_a_deletion_takes_an_address_only_it_showed_out_of_the_registry_though_t
     tomb = home.registry.tombstone("acme-messages/ac-6")
     assert tomb is not None
     receipt = json.loads(Path(tomb["receipt"]).read_text())
-    # Dana's, hashed (Sarah's work address is on file: not the unit's)
-    assert len(receipt["fingerprints"]["identity_details"]) == 1
+    # Dana's, hashed (Sarah's work address is on file: not the unit's), under a key of the
+    # home the receipt does not hold: what is in the receipt alone cannot be searched for it
+    (kept,) = receipt["fingerprints"]["identity_details"]
     assert "dana@home.net" not in json.dumps(receipt)
+    guessed = hashlib.sha256(f"{receipt['receipt_id']}:dana@home.net".encode()).hexdigest()
+    assert kept != guessed
+    key = home.registry.home_key(receipt["fingerprints"]["identity_details_key"])
+    keyed = hmac.new(key, f"{receipt['receipt_id']}:dana@home.net".encode(), hashlib.sha256)
+    assert kept == keyed.hexdigest() and key.hex() not in json.dumps(receipt)
 
     def addresses_left() -> list[dict[str, Any]]:
         out = _cli(settings, "audit-deletion", "acme-messages/ac-6", "--json")
