@@ -16,6 +16,7 @@ TABLES = (
     "tombstones",
     "stale_sources",
     "dataset_evals",
+    "home_keys",
     "query_traces",
 )
 

@@ -205,6 +205,8 @@ def test_registry_copy_moves_a_duckdb_registry_into_postgres(
     ok(corpus(tmp_path, None, "promote"))
     searched = json.loads(ok(corpus(tmp_path, None, "search", *QUERY)).stdout)
     before = json.loads(ok(corpus(tmp_path, None, "generations", "--json")).stdout)
+    home = tmp_path / "home"
+    key = Registry(home / "registry.duckdb", journal=home / "j.jsonl").home_key("deletion-details")
     url = new_database(request)
 
     copied = json.loads(
@@ -213,6 +215,8 @@ def test_registry_copy_moves_a_duckdb_registry_into_postgres(
     assert copied["to"] == url and copied["from"].endswith("registry.duckdb")
     assert copied["rows"]["generations"] == 1 and copied["rows"]["active_pointers"] == 1
     assert copied["rows"]["query_traces"] == 1
+    # the key its deletion receipts' details are hashed under comes along: they still match
+    assert Registry(url, journal=home / "j.jsonl").home_key("deletion-details") == key
 
     assert json.loads(ok(corpus(tmp_path, url, "generations", "--json")).stdout) == before
     again = json.loads(ok(corpus(tmp_path, url, "search", *QUERY)).stdout)
