@@ -8,6 +8,7 @@ user exactly what to fix.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -387,7 +388,9 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         namespaces[name] = NamespaceConfig(
             name=name,
             golden_set=(base / golden).resolve() if golden else None,
-            eval_tolerance=_float(spec.get("eval_tolerance", 0.02), f"{key}.eval_tolerance", path),
+            eval_tolerance=_float(
+                spec.get("eval_tolerance", 0.02), f"{key}.eval_tolerance", path, most=1.0
+            ),
             retire_after_hours=_float(
                 spec.get("retire_after_hours", 24.0), f"{key}.retire_after_hours", path
             ),
@@ -531,9 +534,18 @@ def _opt_int(value: Any, key: str, path: Path) -> int | None:
     return None if value is None else _int(value, key, path)
 
 
-def _float(value: Any, key: str, path: Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise _fail(path, key, f"must be a non-negative number (got {value!r})")
+def _float(value: Any, key: str, path: Path, *, most: float | None = None) -> float:
+    """A finite number of at least 0 (and at most ``most``): YAML's ``.nan`` and ``.inf``
+    are numbers no comparison can hold to."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise _fail(path, key, f"must be a finite non-negative number (got {value!r})")
+    if most is not None and value > most:
+        raise _fail(path, key, f"must be at most {most} (got {value!r})")
     return float(value)
 
 

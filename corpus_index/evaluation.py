@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,11 +160,14 @@ def regressions(
     candidate: dict[str, Any], baseline: dict[str, Any], tolerance: float
 ) -> dict[str, float]:
     """Gate metrics where ``candidate`` is worse than ``baseline`` by more than ``tolerance``
-    (absolute), with the drop for each."""
+    (absolute), with the drop for each; a figure that is no finite number (or a tolerance that
+    is none) counts as worse, never as within bounds."""
     out = {}
     for name in GATE_METRICS:
         if name in baseline and name in candidate:
             drop = float(baseline[name]) - float(candidate[name])
-            if drop > tolerance + 1e-9:
+            if not math.isfinite(drop) or not math.isfinite(tolerance):
+                out[name] = math.inf
+            elif drop > tolerance + 1e-9:
                 out[name] = round(drop, 6)
     return out

@@ -9,7 +9,9 @@ one already served.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from corpus_index import gates
@@ -203,7 +205,46 @@ def _promote(
             f"{namespace}.golden_set, or declare `eval_gate: off` on namespace {namespace!r} "
             f"in {home.config.path} to promote without a retrieval evaluation"
         )
+    stale = eval_not_current(home, target) if EVAL_CHECK in required else None
+    if stale is not None and action == "promote":
+        raise PromotionRefusedError(
+            f"generation {target.id}'s eval gate does not stand now: {stale}. Promote it with "
+            "`corpus promote` or the active_generation asset, which compare it first"
+        )
     return home.registry.promote(target.id, run_id=run_id, action=action, required=required)
+
+
+def eval_not_current(home: Home, target: Generation) -> str | None:
+    """Why the eval gate recorded on ``target`` (one that ran) does not stand for promoting it
+    now, or None when it does: it compared ``target`` with another generation than the one
+    ACTIVE now (with none, or with itself while it served), or under another
+    ``eval_tolerance`` or golden set than the namespace's now. A pass measured against what
+    served then says nothing of what serves now."""
+    recorded = target.checks.get(EVAL_CHECK, {})
+    if not recorded or gates.not_run(recorded):
+        return None
+    ns = home.config.namespaces[target.spec.namespace]
+    active = home.registry.active(ns.name)
+    current = active.id if active is not None else ""
+    if current == target.id:
+        return None  # it serves: nothing to compare it with
+    baseline = str(recorded.get("baseline_generation") or "")
+    if baseline != current:
+        was = "itself" if baseline == target.id else (baseline or "no ACTIVE generation")
+        return f"it was compared with {was}, and {current or 'none'} is ACTIVE now"
+    if recorded.get("tolerance") != ns.eval_tolerance:
+        return f"it ran under eval_tolerance {recorded.get('tolerance')}, not {ns.eval_tolerance}"
+    kept = recorded.get("golden_sha256")
+    if ns.golden_set is not None and kept != _file_sha256(ns.golden_set):
+        return f"it ran on another golden set than {ns.golden_set}"
+    return None
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def rollback(

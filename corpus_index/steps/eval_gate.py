@@ -8,6 +8,7 @@ from typing import Any
 from corpus_index import gates
 from corpus_index.evaluation import GATE_METRICS, evaluate_generation, load_golden, regressions
 from corpus_index.home import Home
+from corpus_index.lifecycle import eval_not_current
 from corpus_index.plots import bar_chart, save_png
 from corpus_index.registry import Generation
 
@@ -75,6 +76,7 @@ def run_eval_gate(
     detail: dict[str, Any] = {f"{m}": metrics.get(m) for m in GATE_METRICS} | {
         "baseline_generation": active.id if active is not None else "",
         "tolerance": ns.eval_tolerance,
+        "golden_sha256": golden.sha256,
         "regressed": ", ".join(f"{m} -{d:.3f}" for m, d in worse.items()),
         "queries": metrics.get("queries"),
     }
@@ -122,14 +124,19 @@ def eval_plot(home: Home, namespace: str, *, highlight: str | None = None) -> by
 
 def compare_for_promotion(home: Home, generation: Generation) -> gates.Gate | None:
     """Compare ``generation`` with the ACTIVE one now that it is asked to be promoted, if its
-    builds did not (see :func:`is_candidate`); the outcome is recorded on the generation.
+    builds did not (see :func:`is_candidate`), or compared it with another generation than
+    the one ACTIVE now, or under another tolerance or golden set
+    (:func:`~corpus_index.lifecycle.eval_not_current`); the outcome is recorded on the
+    generation.
 
     Returns:
-        The eval gate, or None when the recorded one stands (it was compared, or there is no
-        golden set).
+        The eval gate, or None when the recorded one stands (compared with what serves now,
+        or there is no golden set).
     """
     key = gates.check_key("index_generation", gates.EVAL_GATE)
-    if not generation.checks.get(key, {}).get(NOT_COMPARED):
+    if not generation.checks.get(key, {}).get(NOT_COMPARED) and (
+        eval_not_current(home, generation) is None
+    ):
         return None
     gate, _ = run_eval_gate(home, generation, candidate=True)
     home.registry.record_checks(generation.id, {key: gate.to_json()})
