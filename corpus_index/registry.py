@@ -26,6 +26,7 @@ from corpus_index.errors import (
     MissingGenerationError,
     PromotionRefusedError,
     RetireRefusedError,
+    RetryableError,
 )
 from corpus_index.journal import Journal
 from corpus_index.registry_sql import (
@@ -42,6 +43,9 @@ STATUSES = ("BUILDING", "READY", "ACTIVE", "RETIRED", "FAILED")
 # the statuses whose generation its profile's runs write (the newest of them matching its spec)
 LIVE = ("BUILDING", "READY", "ACTIVE")
 SCHEMA_VERSION = 1
+# how long a cached read waits for a registry another process holds before it keeps what it
+# read last (Registry.get)
+CACHED_READ_WAIT_S = 0.5
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS generations (
@@ -250,6 +254,8 @@ class Registry:
         self.journal = Journal(journal)
         # namespace -> (the backend's state when read, the ACTIVE generation or None)
         self._active_cache: dict[str, tuple[tuple[object, ...], Generation | None]] = {}
+        # generation id -> (the backend's state when read, its record)
+        self._generation_cache: dict[str, tuple[tuple[object, ...], Generation]] = {}
 
     @property
     def location(self) -> str:
@@ -337,9 +343,32 @@ class Registry:
         return self._select(where, params)
 
     @retry_conflicts
-    def get(self, generation_id: str) -> Generation | None:
-        found = self._select("WHERE id = ?", [generation_id])
-        return found[0] if found else None
+    def get(self, generation_id: str, *, cached: bool = False) -> Generation | None:
+        """The generation's record (None when there is none). With ``cached``, the record read
+        last is reused while the backend's state for it is unchanged (as :meth:`active` does):
+        a status changed elsewhere (retired, failed) is seen by the next call, and on DuckDB
+        the record is read without opening the database, so a search naming a generation goes
+        on while another process holds the registry; one that holds it past
+        :data:`CACHED_READ_WAIT_S` (a sync's write) leaves the record read last in use.
+        """
+        if not cached:
+            found = self._select("WHERE id = ?", [generation_id])
+            return found[0] if found else None
+        hit = self._generation_cache.get(generation_id)
+        try:
+            state = self.backend.generation_state(generation_id)
+            if hit is not None and hit[0] == state:
+                return hit[1]
+            with self.backend.connect(wait_s=CACHED_READ_WAIT_S) as con:
+                found = self._select_on(con, "WHERE id = ?", [generation_id])
+        except RetryableError:
+            if hit is None:
+                raise
+            return hit[1]  # the last good record: the registry is busy
+        gen = found[0] if found else None
+        if gen is not None:
+            self._generation_cache[generation_id] = (state, gen)
+        return gen
 
     @retry_conflicts
     def require(self, generation_id: str) -> Generation:

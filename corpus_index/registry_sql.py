@@ -163,10 +163,13 @@ class DuckDBBackend:
         self._created: set[str] = set()
 
     @contextmanager
-    def connect(self, extra: Sequence[str] = ()) -> Iterator[duckdb.DuckDBPyConnection]:
-        """One connection for one short unit of work; retried while another process holds the lock."""
+    def connect(
+        self, extra: Sequence[str] = (), *, wait_s: float | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One connection for one short unit of work; retried while another process holds the
+        lock, for ``wait_s`` at most (default: the backend's lock timeout)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
+        deadline = time.monotonic() + (self.lock_timeout_s if wait_s is None else wait_s)
         delay = 0.05
         while True:
             try:
@@ -213,6 +216,10 @@ class DuckDBBackend:
         return tuple(state)
 
     def tombstones_state(self) -> tuple[object, ...]:
+        return self.active_state("")
+
+    def generation_state(self, generation_id: str) -> tuple[object, ...]:
+        """As :meth:`active_state`: every commit changes the files. No database read."""
         return self.active_state("")
 
 
@@ -270,8 +277,11 @@ class PostgresBackend:
         return raw
 
     @contextmanager
-    def connect(self, extra: Sequence[str] = ()) -> Iterator[_PostgresConnection]:
-        """One transaction: committed when the block ends, rolled back when it raises."""
+    def connect(
+        self, extra: Sequence[str] = (), *, wait_s: float | None = None
+    ) -> Iterator[_PostgresConnection]:
+        """One transaction: committed when the block ends, rolled back when it raises
+        (``wait_s``: as DuckDB's; a reader here never waits on a writer)."""
         import psycopg2
         import psycopg2.errors
 
@@ -313,6 +323,15 @@ class PostgresBackend:
                 "SELECT p.generation, p.updated_at, g.updated_at FROM active_pointers p "
                 "LEFT JOIN generations g ON g.id = p.generation WHERE p.namespace = ?",
                 [namespace],
+            ).fetchone()
+        return tuple(row) if row else ()
+
+    def generation_state(self, generation_id: str) -> tuple[object, ...]:
+        """The generation record's ``updated_at``: every change of it sets it (one indexed
+        read)."""
+        with self.connect() as con:
+            row = con.execute(
+                "SELECT updated_at FROM generations WHERE id = ?", [generation_id]
             ).fetchone()
         return tuple(row) if row else ()
 

@@ -117,9 +117,9 @@ class Searcher:
         self.corpus = corpus
         self.traces = traces
         self.concurrent = concurrent
-        # the ACTIVE pointer is read on every search (from the registry's cache, checked
-        # against its state) so a promotion or rollback applies at once; a generation named
-        # is read again each time too: its status changes (retired, failed)
+        # the ACTIVE pointer and a generation named are read on every search from the
+        # registry's caches, checked against its state: a promotion, a rollback or a status
+        # changed (retired, failed) applies at once
 
     def default_namespace(self, principal: Principal) -> str:
         """The first namespace holding a collection of the principal's tenant, else the first one."""
@@ -132,7 +132,7 @@ class Searcher:
         if namespace not in self.corpus.config.namespaces:
             raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
         if generation:
-            gen = self.corpus.registry.get(generation)
+            gen = self.corpus.registry.get(generation, cached=True)
             if gen is None or gen.spec.namespace != namespace:
                 # another namespace's generation is not named: it may be another tenant's
                 raise MissingGenerationError(
