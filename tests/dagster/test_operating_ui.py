@@ -127,7 +127,10 @@ def test_a_generation_that_served_is_compared_only_when_promoted(tmp_path: Path)
     registry = Registry(settings.registry_path)
     old, new = registry.generations(namespace="deals")
     promote(Home(settings), "deals", old.id)
-    promote(Home(settings), "deals", new.id)  # the migration is done; old is the rollback target
+    # the migration is done; old is the rollback target (new, built with nothing serving, is
+    # compared with old as it is promoted)
+    assert _active_generation(g, {"generation": new.id}).success
+    assert registry.active("deals").id == new.id  # type: ignore[union-attr]
     # the new ACTIVE generation's recorded figures beat the old one's (this tiny corpus gives
     # both perfect scores, so the baseline is raised: the old generation is now "worse")
     golden = registry.require(new.id).eval["golden"]
