@@ -333,7 +333,6 @@ class CorpusIndex:
     ) -> list[tuple[Path, bool]]:
         """Indexed files (not withdrawn) whose front-matter deal_id (or file name) is
         ``deal_id``, each with whether the principal may see it (:meth:`_may_see_file`)."""
-
         wanted = {deal_id, deal_id.lower(), deal_id.upper()}
         found: list[tuple[Path, bool]] = []
         for c in collections:

@@ -151,8 +151,7 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
             # the receipts name and any other (an edit's merge masks the rows it replaced, so
             # an earlier version of a deleted source may lie in a fragment no receipt names)
             masked = purge.fragments_with_deletions(lance_root / f"{name}.lance")
-            named = held.get(name, set())
-            fragments = None if "*" in held or named is None else named | masked
+            fragments = None if "*" in held else (held.get(name) or set()) | masked
             rewrite = purge.rewrite_fragments(table, fragments)
             if rewrite.fragments or name in held or "*" in held:
                 # the doc_id, full-text and ANN indexes keep deleted rows' ids, words and PQ

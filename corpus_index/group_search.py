@@ -196,9 +196,23 @@ def visible_named(
     chosen, so a person only hidden units mention never makes a name ambiguous."""
     if known is None:
         known = tenant_people(corpus, principal, namespace)
+    people = named_candidates(text, known)
+    return visible_of(corpus, table, where_eligible, principal, namespace, people)
+
+
+def visible_of(
+    corpus: Home,
+    table: Any,
+    where_eligible: str,
+    principal: Principal,
+    namespace: str,
+    people: Sequence[Person],
+) -> dict[str, Visible]:
+    """Identity id -> each of ``people`` that some unit the principal may see mentions, as
+    the principal may know them (:func:`shown_contacts`), with those units."""
     listed = tenant_directory(corpus, principal, namespace)
     out: dict[str, Visible] = {}
-    for person in named_candidates(text, known):
+    for person in people:
         seen = (
             seen_units(corpus, table, where_eligible, principal, namespace, person)
             if table is not None

@@ -9,7 +9,6 @@ one already served.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict, Unpack
@@ -26,6 +25,7 @@ from corpus_index.errors import (
     UnknownNamespaceError,
 )
 from corpus_index.group_gates import LINKED_GROUP_GATES
+from corpus_index.hashing import sha256_hex
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock_of
 from corpus_index.registry import Generation, open_registry
@@ -242,7 +242,7 @@ def eval_not_current(home: Home, target: Generation) -> str | None:
 
 def _file_sha256(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_hex(path.read_bytes())
     except OSError:
         return None
 

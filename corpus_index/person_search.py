@@ -30,12 +30,11 @@ from corpus_index.context_records import (
 from corpus_index.eligibility import Principal
 from corpus_index.group_records import GROUP_KIND
 from corpus_index.group_search import (
-    seen_units,
-    shown_contacts,
     tenant_directory,
     tenant_identities,
     tenant_people,
     visible_named,
+    visible_of,
 )
 from corpus_index.identity_forms import normalize_email, normalize_name, normalize_phone
 from corpus_index.query_analysis import Person, analyze
@@ -136,20 +135,13 @@ def person_contexts(
     if contact:  # an e-mail address or a phone number
         person, candidates = _by_contact(corpus, principal, ns, contact, known)
         found = [person] if person is not None else candidates
-        seen = {
-            p.identity_id: seen_units(corpus, table, where_eligible, principal, ns, p)
-            for p in found
-        }
-        shown = {
-            p.identity_id: shown_contacts(corpus, principal, ns, p, seen[p.identity_id], listed)
-            for p in found
-            if any(seen[p.identity_id].values())
-        }
+        checked = visible_of(corpus, table, where_eligible, principal, ns, found)
+        shown = {pid: v.shown for pid, v in checked.items()}
         person, candidates = _shown_by_contact(shown, contact)
     else:
-        named = visible_named(corpus, table, where_eligible, principal, ns, name, known)
-        seen = {pid: v.seen for pid, v in named.items()}
-        person, candidates = find_person([v.shown.person for v in named.values()], name)
+        checked = visible_named(corpus, table, where_eligible, principal, ns, name, known)
+        person, candidates = find_person([v.shown.person for v in checked.values()], name)
+    seen = {pid: v.seen for pid, v in checked.items()}
     if person is None and len(candidates) == 1:
         person, candidates = candidates[0], []
     if person is None:

@@ -16,9 +16,10 @@ databases is kept here, and only here:
   loses a race with another process fails with a serialization failure, raised here as
   ``RegistryConflictError``; ``retry_conflicts`` runs the whole operation again. A transaction
   that wrote confirms the locks its thread holds (``held_locks``: the advisory locks of this
-  database) before it commits, so a step that lost its lock changes nothing here either. Placeholders
-  become ``%s``, ``JSON`` columns are read back as the text that was written, ``VARCHAR``
-  columns compare bytewise (``COLLATE "C"``, as DuckDB does) and timestamps are in UTC.
+  database) before it commits, so a step that lost its lock changes nothing here either.
+  Placeholders become ``%s``, ``JSON`` columns are read back as the text that was written,
+  ``VARCHAR`` columns compare bytewise (``COLLATE "C"``, as DuckDB does) and timestamps are in
+  UTC.
 
 Both record the schema version (``registry_schema``) when they create the tables, and refuse a
 database written by a newer version.

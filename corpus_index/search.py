@@ -117,9 +117,6 @@ class Searcher:
         self.corpus = corpus
         self.traces = traces
         self.concurrent = concurrent
-        # the ACTIVE pointer and a generation named are read on every search from the
-        # registry's caches, checked against its state: a promotion, a rollback or a status
-        # changed (retired, failed) applies at once
 
     def default_namespace(self, principal: Principal) -> str:
         """The first namespace holding a collection of the principal's tenant, else the first one."""
@@ -131,6 +128,9 @@ class Searcher:
     def resolve_generation(self, namespace: str, generation: str | None) -> Generation:
         if namespace not in self.corpus.config.namespaces:
             raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
+        # the ACTIVE pointer and a generation named are read on every search from the
+        # registry's caches, checked against its state: a promotion, a rollback or a status
+        # changed (retired, failed) applies at once
         if generation:
             gen = self.corpus.registry.get(generation, cached=True)
             if gen is None or gen.spec.namespace != namespace:

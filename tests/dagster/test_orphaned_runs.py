@@ -75,25 +75,26 @@ def test_a_killed_syncs_run_is_failed_by_the_next_sync(
     assert f"pid {pid} on {socket.gethostname()}" in alert.error
 
 
+@dg.op
+def _noop() -> None:
+    pass
+
+
+@dg.job
+def _short() -> None:
+    _noop()
+
+
 def test_the_sensor_fails_a_run_whose_process_is_gone(tmp_path: Path) -> None:
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
-
-        @dg.op
-        def noop() -> None:
-            pass
-
-        @dg.job
-        def short() -> None:
-            noop()
-
         alive = this_process()
         # the same pid started at another time is another process (the pid was used again)
         again = Process(alive.host, alive.pid, "1")
         assert alive.alive() and not again.alive()
-        orphan = instance.create_run_for_job(short, tags={PROCESS_TAG: again.tag})
-        own = instance.create_run_for_job(short, tags={PROCESS_TAG: alive.tag})
-        untagged = instance.create_run_for_job(short)
+        orphan = instance.create_run_for_job(_short, tags={PROCESS_TAG: again.tag})
+        own = instance.create_run_for_job(_short, tags={PROCESS_TAG: alive.tag})
+        untagged = instance.create_run_for_job(_short)
         with dg.build_sensor_context(instance=instance) as context:
             skipped = orphaned_run_sensor(context)
         assert isinstance(skipped, dg.SkipReason) and orphan.run_id in str(skipped.skip_message)
@@ -105,16 +106,6 @@ def test_the_sensor_fails_a_run_whose_process_is_gone(tmp_path: Path) -> None:
             untagged.run_id: dg.DagsterRunStatus.NOT_STARTED,
         }
         assert fail_orphaned_runs(instance) == []  # once
-
-
-@dg.op
-def _noop() -> None:
-    pass
-
-
-@dg.job
-def _short() -> None:
-    _noop()
 
 
 def _worker_started(instance: dg.DagsterInstance, pid: int, at: float) -> dg.DagsterRun:
