@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -22,6 +23,9 @@ from corpus_index.home import Home
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _ROWS_CHECK = gates.check_key("index_generation", "row_counts_reconcile")
+# the source folders are walked for freshness at most this often, however often (and by whom:
+# /metrics asks for no key) the endpoint is scraped; a scrape in between reads the last walk
+FRESHNESS_REFRESH_S = 30.0
 
 
 class ServiceMetrics:
@@ -96,8 +100,27 @@ class ServiceMetrics:
 class IndexCollector(Collector):
     """Index freshness and generation completeness, per namespace, read at scrape time."""
 
-    def __init__(self, corpus: Home) -> None:
+    def __init__(self, corpus: Home, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.corpus = corpus
+        self._clock = clock
+        self._walked: dict[tuple[str, float], tuple[float, float]] = {}  # -> (when, seconds)
+        self._walking = threading.Lock()
+
+    def _freshness(self, namespace: str, served_at: float) -> float:
+        """:func:`freshness_seconds` of ``namespace``'s folders since ``served_at``, walked
+        again only when the last walk for the same served time is FRESHNESS_REFRESH_S old
+        (one walk at a time: scrapes arriving together wait for it, then read it)."""
+        with self._walking:
+            now = self._clock()
+            key = (namespace, served_at)
+            last = self._walked.get(key)
+            if last is not None and now - last[0] < FRESHNESS_REFRESH_S:
+                return last[1] + (now - last[0]) if last[1] > 0 else 0.0
+            folders = [c.path for c in self.corpus.config.collections_in(namespace)]
+            seconds = freshness_seconds(folders, served_at)
+            self._walked = {k: v for k, v in self._walked.items() if k[0] != namespace}
+            self._walked[key] = (now, seconds)
+            return seconds
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         fresh = GaugeMetricFamily(
@@ -122,8 +145,7 @@ class IndexCollector(Collector):
             if gen is None:
                 continue
             served_at = gen.updated_at.replace(tzinfo=gen.updated_at.tzinfo or dt.UTC)
-            folders = [c.path for c in self.corpus.config.collections_in(ns)]
-            fresh.add_metric([ns], freshness_seconds(folders, served_at.timestamp()))
+            fresh.add_metric([ns], self._freshness(ns, served_at.timestamp()))
             rows = gen.checks.get(_ROWS_CHECK, {})
             expected, actual = rows.get("expected_rows"), rows.get("actual_rows")
             if isinstance(expected, int) and isinstance(actual, int):
