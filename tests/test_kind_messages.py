@@ -152,6 +152,10 @@ def test_a_record_may_narrow_its_scope_never_widen_or_move_it(tmp_path: Path) ->
         ({"id": "grp-a6e149dc0123456789abcdef01234567"}, "'id' starts with 'grp-'"),
         ({"reply_to": 7}, None),  # an integer id, as a record's own may be
         ({"reply_to": 7.5}, "'reply_to' must be a non-empty string"),
+        # a channel named blank would group its messages in a channel no one named
+        ({"channel": "   "}, "'channel' is blank"),
+        ({"channel": None, "thread": ""}, "'thread' is blank"),
+        ({"channel": 5}, "'channel' must be a non-empty string"),
     ],
 )
 def test_malformed_records_say_what_is_wrong(
@@ -168,6 +172,15 @@ def test_malformed_records_say_what_is_wrong(
     with pytest.raises(ParseError, match=problem) as info:
         one(coll, record("m1", **fields))
     assert str(info.value).startswith(f"{tmp_path / 'stream.jsonl'}:1: ")
+
+
+def test_the_last_moment_of_the_last_supported_year_is_accepted(tmp_path: Path) -> None:
+    # its float seconds round up to the first moment of the year after
+    coll = collection(tmp_path)
+    block = one(coll, record("m1", timestamp="9998-12-31T23:59:59.999999+00:00"))
+    assert block.metadata["timestamp"] == "9998-12-31T23:59:59.999999+00:00"
+    with pytest.raises(ParseError, match="outside the supported years"):
+        one(coll, record("m1", timestamp="9999-01-01T00:00:00+00:00"))
 
 
 def test_a_bad_record_is_quarantined_with_file_and_line_the_rest_indexed(tmp_path: Path) -> None:

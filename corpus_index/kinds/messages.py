@@ -10,7 +10,7 @@ Two layouts, chosen by the collection's ``format``:
   (``doc_id`` its ``id``: a non-blank string, or an integer read as its digits), so a bad record
   is quarantined with its file and line while the rest of the file is indexed. A record may
   narrow the collection's ACL groups, never widen them. Times fall in the years 1900 to 9998
-  UTC (:func:`~corpus_index.linked.messages.supported_time`), so every later step can turn
+  UTC (:func:`~corpus_index.linked.messages.supported_moment`), so every later step can turn
   them back into dates.
   Each source is cleaned and cut by its processing profile (:mod:`message_profiles`).
 - ``irc``: the irc-disentanglement logs (:mod:`message_irc`), one unit per line.
@@ -47,7 +47,7 @@ from corpus_index.kinds.message_profiles import PROFILES, ProcessingProfile, pro
 from corpus_index.linked.messages import (
     SUPPORTED_YEARS,
     Message,
-    supported_time,
+    supported_moment,
     thread_subject,
 )
 from corpus_index.linked.records import GROUP_ID_PREFIX
@@ -336,7 +336,7 @@ def _fields(
         raise ParseError(path, f"'timestamp' is not ISO 8601: {stamp!r}", line=line) from None
     if when.utcoffset() is None:
         raise ParseError(path, f"'timestamp' {stamp!r} lacks a UTC offset (+10:00, Z)", line=line)
-    if not supported_time(when.timestamp()):
+    if not supported_moment(when):
         raise ParseError(
             path,
             f"'timestamp' {stamp!r} is outside the supported years {SUPPORTED_YEARS}",
@@ -354,13 +354,28 @@ def _fields(
         cc=names("cc"),
         when=when,
         text=_cleaned(body, profile),
-        channel=text("channel", required=False) or text("thread", required=False),
+        channel=_channel(path, record, line),
     )
     if not fields["channel"]:
         fields["channel"] = _thread(fields, profile)
         if not fields["channel"]:
             raise ParseError(path, "record lacks 'channel' (or 'thread')", line=line)
     return fields
+
+
+def _channel(path: str, record: dict[str, Any], line: int) -> str:
+    """The record's ``channel`` (else its ``thread``), stripped; "" when it names neither. One
+    named blank is refused: its messages would be grouped in a channel no one named."""
+    for name in ("channel", "thread"):
+        value = record.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ParseError(path, f"'{name}' must be a non-empty string", line=line)
+        if not value.strip():
+            raise ParseError(path, f"'{name}' is blank", line=line)
+        return value.strip()
+    return ""
 
 
 def _cleaned(text: str, profile: ProcessingProfile) -> str:

@@ -49,6 +49,16 @@ def supported_time(seconds: float) -> bool:
     return _EARLIEST <= seconds < _LATEST
 
 
+def supported_moment(when: dt.datetime) -> bool:
+    """:func:`supported_time` of an aware datetime, judged by its UTC year itself (its
+    float seconds round the last microseconds of LAST_YEAR up to the year after)."""
+    try:
+        year = when.astimezone(dt.UTC).year
+    except OverflowError:  # before year 1 or after 9999 in UTC
+        return False
+    return FIRST_YEAR <= year <= LAST_YEAR
+
+
 def time_key(m: Message) -> tuple[float, str]:
     """The order the groupings read units in: by time, then by unit id."""
     return (m.timestamp, m.unit_id)
