@@ -193,6 +193,7 @@ def propagate_deletion(
         _detail_hash(receipt.receipt_id, d, key) for d in only
     )
     receipt.fingerprints["identity_details_key"] = DETAILS_KEY
+    receipt.fingerprints["identity_details_key_id"] = _key_id(key)
 
     # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
     for gen in corpus.registry.generations():
@@ -466,6 +467,13 @@ def _fingerprints(
 DETAILS_KEY = "deletion-details"  # the registry's key of the receipts' identity details
 
 
+def _key_id(key: bytes) -> str:
+    """Which key hashed a receipt's identity details, as the receipt names it: a digest that
+    gives nothing of the key, so an audit can tell the home's key is another (a registry
+    rebuilt from its journal makes a new one) instead of finding none of the hashes."""
+    return hmac.new(key, b"key id", hashlib.sha256).hexdigest()[:16]
+
+
 def _detail_hash(receipt_id: str, detail: str, key: bytes | None) -> str:
     """An address or number a deletion took out of the registry, as its receipt keeps it: an
     HMAC under the home's key; a plain hash with the receipt's id in a receipt written before
@@ -689,7 +697,7 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     if any(q.item.anchor == unit for q in read_queue(corpus.warehouse, collection).items):
         where_queued = str(corpus.warehouse.path(QUEUE, collection))
         remaining.append({"store": "warehouse", "path": where_queued, "match": "unit"})
-    learned = _details_left(corpus, collection, receipt)
+    learned, details_status = _details_left(corpus, collection, receipt)
     if learned:
         where_known = str(corpus.warehouse.path(identity_store.IDENTITIES, collection))
         remaining.append(
@@ -700,6 +708,7 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     return {
         "source_id": source_id,
         "byte_scan": byte_scan,
+        "identity_details": details_status,
         "tombstone": {
             k: (v.isoformat() if isinstance(v, dt.datetime) else v)
             for k, v in (tomb or {}).items()
@@ -714,25 +723,33 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     }
 
 
-def _details_left(corpus: Home, collection: str, receipt: dict[str, Any] | None) -> int:
+def _details_left(corpus: Home, collection: str, receipt: dict[str, Any] | None) -> tuple[int, str]:
     """How many identities of ``collection``'s registry still hold an address or number that
     only the deleted units showed (the receipt's ``identity_details``), and that neither a
-    live unit shows now nor the people file gives (then it is theirs)."""
+    live unit shows now nor the people file gives (then it is theirs); with what was done
+    ("not done: ..." when the receipt's hashes were keyed with a key the home no longer
+    holds: none of them could be found, whatever the registry holds)."""
     if receipt is None:
-        return 0
+        return 0, "not done: no receipt"
     fingerprints = receipt.get("fingerprints", {})
     kept = set(fingerprints.get("identity_details", []))
     if not kept:
-        return 0
+        return 0, "done: the deletion took no address or number out"
     named = fingerprints.get("identity_details_key")
     key = corpus.registry.home_key(str(named)) if named else None
+    wanted = fingerprints.get("identity_details_key_id")
+    if key is not None and wanted is not None and _key_id(key) != wanted:
+        return 0, (
+            f"not done: the {len(kept)} address(es) and number(s) were hashed with a key "
+            "this registry does not hold (rebuilt from its journal, or another home's)"
+        )
     live = identity_store.live_details(corpus, collection)
     held = {
         person
         for person, detail in identity_store.identity_details(corpus, collection)
         if detail not in live and _detail_hash(receipt["receipt_id"], detail, key) in kept
     }
-    return len(held)
+    return len(held), f"done: {len(kept)} address(es) and number(s) looked for"
 
 
 def _receipt(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] | None:

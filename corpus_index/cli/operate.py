@@ -453,6 +453,7 @@ def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
                 else ""
             )
         )
+        click.echo(f"  identity details: {report['identity_details']}")
         for s_ in report["shared"]:
             click.echo(f"  shared: {s_['input_hashes']} input hashes ({s_['why']})")
         click.echo("clean: nothing remains" if report["clean"] else "NOT clean")

@@ -455,6 +455,23 @@ def test_a_deletion_takes_an_address_only_it_showed_out_of_the_registry_though_t
     # the registry as the pass before the deletion left it: the audit names it
     home.warehouse.write("identities", ("acme-messages",), before)
     assert [r["rows"] for r in addresses_left()] == [1]
+    # a registry whose key is another (rebuilt from its journal) cannot look: it says so,
+    # where it would have found none of the hashes and said nothing
+    with home.registry.connect() as con:
+        con.execute("DELETE FROM home_keys")
+    report = json.loads(_cli(settings, "audit-deletion", "acme-messages/ac-6", "--json").output)
+    assert report["identity_details"].startswith("not done: the 1 address(es)")
+    assert (
+        "identity details: not done"
+        in _cli(settings, "audit-deletion", "acme-messages/ac-6").output
+    )
+    with home.registry.connect() as con:  # the home's own key back
+        con.execute("DELETE FROM home_keys")
+        con.execute(
+            "INSERT INTO home_keys VALUES (?, ?, now())",
+            [receipt["fingerprints"]["identity_details_key"], key.hex()],
+        )
+    assert [r["rows"] for r in addresses_left()] == [1]
     home.warehouse.write("identities", ("acme-messages",), pa.Table.from_pylist(registry))
 
     merges.write_text(yaml.safe_dump({"merges": []}))
