@@ -2,7 +2,9 @@
 of a home for them (DESIGN §8).
 
 What is kept of a deleted text or vector is never the content, only fingerprints: the first 64
-bits of the sha256 of 32-byte windows of it. Windows are chosen by their content (a fast rolling
+bits of the sha256 of 32-byte windows of it (with a key of the home: an HMAC, and the rolling
+hash that picks and tags the windows salted from the same key, so that someone holding a
+receipt without the key cannot confirm a guessed text from it). Windows are chosen by their content (a fast rolling
 hash, about one window in eight), so a scanner sliding over any file picks the same windows
 wherever the bytes reappear, and at most ``MAX_PER_BLOB`` are kept per text, so a receipt stays
 small. Windows of fewer than eight distinct bytes (runs of spaces, zeros) are never kept: they
@@ -24,6 +26,7 @@ fingerprint's.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -54,6 +57,10 @@ _TAG_MASK = np.uint64(0xFFFF)
 _BASE = 0x100000001B3
 _MOD = 1 << 64
 SCHEME = "sha256[:8] of 32-byte windows sampled by content (1 in 8), at most 16 per text"
+KEYED_SCHEME = (
+    "HMAC-SHA256[:8] under a key of the home of 32-byte windows sampled by a rolling hash "
+    "salted from it (1 in 8), at most 16 per text"
+)
 
 U64 = npt.NDArray[np.uint64]
 
@@ -70,9 +77,20 @@ def _powers() -> tuple[U64, U64]:
     return up, down
 
 
-def window_hashes(data: npt.NDArray[np.uint8]) -> U64:
+_UNSALTED = np.uint64(0)
+
+
+def salt_of(key: bytes | None) -> np.uint64:
+    """The rolling hash's salt from a key (0 without one: the windows of an unkeyed receipt)."""
+    if key is None:
+        return _UNSALTED
+    return np.uint64(int.from_bytes(hmac.digest(key, b"window salt", "sha256")[:8], "little"))
+
+
+def window_hashes(data: npt.NDArray[np.uint8], salt: np.uint64 = _UNSALTED) -> U64:
     """A mixed 64-bit hash of every ``WINDOW``-byte window of ``data`` (at most HASH_CHUNK +
-    WINDOW bytes), computed from prefix sums: window i's polynomial sum divided by base^i."""
+    WINDOW bytes), computed from prefix sums: window i's polynomial sum divided by base^i,
+    xor ``salt`` before the mixing (which window is picked, and its tag, then need the salt)."""
     n = len(data)
     if n < WINDOW:
         return np.empty(0, dtype=np.uint64)
@@ -82,6 +100,7 @@ def window_hashes(data: npt.NDArray[np.uint8]) -> U64:
         prefix = np.zeros(n + 1, dtype=np.uint64)
         np.cumsum(weighted, out=prefix[1:])
         h = (prefix[WINDOW:] - prefix[: n - WINDOW + 1]) * down[: n - WINDOW + 1]
+        h ^= salt
         h ^= h >> np.uint64(33)
         h *= np.uint64(0xFF51AFD7ED558CCD)
         h ^= h >> np.uint64(33)
@@ -94,36 +113,45 @@ def _sampled(h: U64) -> npt.NDArray[np.bool_]:
     return np.asarray((h >> _SELECT_SHIFT) == 0)
 
 
-def _digest(window: bytes | memoryview) -> str:
-    return hashlib.sha256(window).hexdigest()[:16]
+def _digest(window: bytes | memoryview, key: bytes | None) -> str:
+    if key is None:
+        return hashlib.sha256(window).hexdigest()[:16]
+    return hmac.digest(key, window, "sha256").hex()[:16]
 
 
-def fingerprints(blob: bytes, *, min_distinct: int = MIN_DISTINCT_BYTES) -> list[str]:
+def fingerprints(
+    blob: bytes, *, min_distinct: int = MIN_DISTINCT_BYTES, key: bytes | None = None
+) -> list[str]:
     """Fingerprints of one text or vector: ``tttt`` + ``ssss...`` (a 16-bit tag of the rolling
     hash, then 64 bits of sha256), for at most ``MAX_PER_BLOB`` sampled windows of at least
-    ``min_distinct`` distinct bytes (``VECTOR_MIN_DISTINCT_BYTES`` for vectors)."""
+    ``min_distinct`` distinct bytes (``VECTOR_MIN_DISTINCT_BYTES`` for vectors). With ``key``:
+    the rolling hash salted from it, and an HMAC under it for the sha256 (KEYED_SCHEME)."""
     out: list[str] = []
+    salt = salt_of(key)
     for start in range(0, max(len(blob) - WINDOW + 1, 0), HASH_CHUNK):
         piece = blob[start : start + HASH_CHUNK + WINDOW - 1]
-        h = window_hashes(np.frombuffer(piece, dtype=np.uint8))
+        h = window_hashes(np.frombuffer(piece, dtype=np.uint8), salt)
         idx = np.nonzero(_sampled(h))[0]
         for i in idx[np.argsort(h[idx], kind="stable")]:
             window = piece[int(i) : int(i) + WINDOW]
             if len(set(window)) < min_distinct:
                 continue
             tag = int((h[i] >> _TAG_SHIFT) & _TAG_MASK)
-            out.append(f"{tag:04x}{_digest(window)}")
+            out.append(f"{tag:04x}{_digest(window, key)}")
             if len(out) >= MAX_PER_BLOB:
                 return out
     return out
 
 
 class Needles:
-    """Fingerprints to look for, each with a label saying what it came from."""
+    """Fingerprints to look for, each with a label saying what it came from (made with
+    ``key``, as :func:`fingerprints` made them)."""
 
-    def __init__(self, labelled: Mapping[str, str]) -> None:
+    def __init__(self, labelled: Mapping[str, str], *, key: bytes | None = None) -> None:
         self.labels = {fp[4:]: label for fp, label in labelled.items()}
         self.tags = np.unique(np.array([int(fp[:4], 16) for fp in labelled], dtype=np.uint64))
+        self.key = key
+        self._salt = salt_of(key)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -136,10 +164,10 @@ class Needles:
         view = memoryview(data).cast("B")
         for start in range(0, max(len(view) - WINDOW + 1, 0), HASH_CHUNK):
             piece = view[start : start + HASH_CHUNK + WINDOW - 1]
-            h = window_hashes(np.frombuffer(piece, dtype=np.uint8))
+            h = window_hashes(np.frombuffer(piece, dtype=np.uint8), self._salt)
             cand = _sampled(h) & np.isin((h >> _TAG_SHIFT) & _TAG_MASK, self.tags)
             for i in np.nonzero(cand)[0]:
-                digest = _digest(piece[int(i) : int(i) + WINDOW])
+                digest = _digest(piece[int(i) : int(i) + WINDOW], self.key)
                 if digest in self.labels:
                     found.add(digest)
         return found
@@ -147,7 +175,7 @@ class Needles:
     def without(self, digests: Iterable[str]) -> Needles:
         drop = set(digests)
         kept = {t: lab for t, lab in self.labels.items() if t not in drop}
-        out = Needles({})
+        out = Needles({}, key=self.key)
         out.labels = kept
         out.tags = self.tags  # a stale tag only costs a sha256
         return out

@@ -424,15 +424,24 @@ def _fingerprints(
         inputs, text_ids, "text", "input_hash"
     )
     theirs, others = snippets
-    shared = {f for text in others for f in byte_audit.fingerprints(text.encode("utf-8"))}
-    snippet_fps = {f for text in theirs for f in byte_audit.fingerprints(text.encode("utf-8"))}
+    key = corpus.registry.home_key(FINGERPRINTS_KEY)
+
+    def of(blob: bytes, *, vector: bool = False) -> list[str]:
+        if vector:
+            return byte_audit.fingerprints(
+                blob, min_distinct=byte_audit.VECTOR_MIN_DISTINCT_BYTES, key=key
+            )
+        return byte_audit.fingerprints(blob, key=key)
+
+    shared = {f for text in others for f in of(text.encode("utf-8"))}
+    snippet_fps = {f for text in theirs for f in of(text.encode("utf-8"))}
     exclusive_inputs = {h for h in _hashes_of(inputs, ids, "input_hash") if h} - _hashes_of(
         inputs, _others(inputs, ids), "input_hash"
     )
     text_fps: set[str] = snippet_fps - shared
     unfingerprinted = 0
     for text in texts:
-        fps = byte_audit.fingerprints(text.encode("utf-8"))
+        fps = of(text.encode("utf-8"))
         text_fps.update(fps)
         unfingerprinted += not fps
     vector_fps: dict[str, set[str]] = {}
@@ -450,12 +459,12 @@ def _fingerprints(
         for i, h in enumerate(rows["input_hash"].to_pylist()):
             if h in exclusive_inputs:
                 blob = values[i * dim : (i + 1) * dim].tobytes()
-                fps = byte_audit.fingerprints(
-                    blob, min_distinct=byte_audit.VECTOR_MIN_DISTINCT_BYTES
-                )
+                fps = of(blob, vector=True)
                 vector_fps.setdefault(h, set()).update(fps)
     return {
-        "scheme": byte_audit.SCHEME,
+        "scheme": byte_audit.KEYED_SCHEME,
+        "key": FINGERPRINTS_KEY,
+        "key_id": _key_id(key),
         "texts": sorted(text_fps),
         "vectors": {h: sorted(f) for h, f in sorted(vector_fps.items())},
         "texts_too_short": unfingerprinted,
@@ -465,6 +474,7 @@ def _fingerprints(
 
 
 DETAILS_KEY = "deletion-details"  # the registry's key of the receipts' identity details
+FINGERPRINTS_KEY = "deletion-fingerprints"  # ... and of their texts' and vectors' fingerprints
 
 
 def _key_id(key: bytes) -> str:
@@ -835,6 +845,12 @@ def _scan_bytes(
     if fps is None:
         why = "no tombstone" if not tomb else "its receipt keeps no fingerprints (older receipt)"
         return {"status": f"not done: {why}", "findings": []}
+    key = None
+    if fps.get("key"):  # a receipt written before fingerprints were keyed has none
+        key = corpus.registry.home_key(str(fps["key"]))
+        if _key_id(key) != fps.get("key_id"):
+            why = "its fingerprints were keyed with a key this registry does not hold"
+            return {"status": f"not done: {why} (rebuilt from its journal?)", "findings": []}
     labelled = {fp: "text" for fp in fps["texts"]}
     shared_vectors = 0
     for input_hash, vector_fps in fps.get("vectors", {}).items():
@@ -842,7 +858,7 @@ def _scan_bytes(
             shared_vectors += 1
             continue
         labelled.update({fp: "vector" for fp in vector_fps})
-    needles = byte_audit.Needles(labelled)
+    needles = byte_audit.Needles(labelled, key=key)
     shared_windows: set[str] = set()
     for blob in _live_texts(corpus, source_id):
         shared_windows |= needles.find(blob)

@@ -74,3 +74,31 @@ def test_a_dense_vector_is_found_by_its_fingerprints_in_a_lancedb_data_file(
         fps = vector_fingerprints(v)
         assert len(fps) == byte_audit.MAX_PER_BLOB
         assert byte_audit.Needles(dict.fromkeys(fps, "vector")).find(data) == {fp[4:] for fp in fps}
+
+
+def test_keyed_fingerprints_are_found_only_with_their_key() -> None:
+    """A receipt's fingerprints under a key of the home: the key finds the text wherever its
+    bytes lie; without it (someone holding only the receipt, guessing the text) neither the
+    windows picked, nor their tags, nor their digests can be made again."""
+    text = "Sarah rang at 9:40 about the seizure; her mother is on 0412 555 019, call her first."
+    blob = text.encode("utf-8")
+    key, other = b"k" * 32, b"o" * 32
+    keyed = byte_audit.fingerprints(blob, key=key)
+    assert keyed
+    guessed = set(byte_audit.fingerprints(blob)) | set(byte_audit.fingerprints(blob, key=other))
+    assert not set(keyed) & guessed
+    assert not {fp[4:] for fp in keyed} & {fp[4:] for fp in guessed}
+    haystack = b"....header...." + blob + b"....trailer...."
+    found = byte_audit.Needles(dict.fromkeys(keyed, "text"), key=key).find(haystack)
+    assert found == {fp[4:] for fp in keyed}
+    assert byte_audit.Needles(dict.fromkeys(keyed, "text")).find(haystack) == set()
+    assert byte_audit.Needles(dict.fromkeys(keyed, "text"), key=other).find(haystack) == set()
+    # a vector's windows need their key too
+    vector = np.random.default_rng(3).standard_normal(384).astype("<f4").tobytes()
+    vec_keyed = byte_audit.fingerprints(
+        vector, min_distinct=byte_audit.VECTOR_MIN_DISTINCT_BYTES, key=key
+    )
+    assert len(vec_keyed) == byte_audit.MAX_PER_BLOB
+    assert not set(vec_keyed) & set(
+        byte_audit.fingerprints(vector, min_distinct=byte_audit.VECTOR_MIN_DISTINCT_BYTES)
+    )

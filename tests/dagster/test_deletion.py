@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from corpus_index import steps
+from corpus_index import byte_audit, steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.home import Home
@@ -136,6 +136,20 @@ def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_pa
     tables = [g.table_name for g in corpus.registry.generations()]
     assert indexes == {(t, i) for t in tables for i in ("doc_id_idx", "text_idx")}
     assert all(not r["current"] for r in audit["remaining"] if r["store"] == "lance")
+    # its fingerprints were keyed (the bytes found above were found with the key); a registry
+    # holding another key (rebuilt from its journal) says it cannot look, finding nothing
+    assert receipt["fingerprints"]["scheme"] == byte_audit.KEYED_SCHEME
+    registry = Registry(settings.registry_path)
+    with registry.connect() as con:
+        kept = con.execute("SELECT * FROM home_keys").fetchall()
+        con.execute("DELETE FROM home_keys")
+    out = cli.invoke(main, [*args, "audit-deletion", GONE, "--json"])
+    blind = json.loads(out.output)
+    assert blind["byte_scan"]["status"].startswith("not done: its fingerprints were keyed with")
+    assert "bytes" not in {r["store"] for r in blind["remaining"]}
+    with registry.connect() as con:
+        con.execute("DELETE FROM home_keys")
+        con.executemany("INSERT INTO home_keys VALUES (?, ?, ?)", [list(r) for r in kept])
     out = cli.invoke(main, [*args, "compact", "--json"])
     assert out.exit_code == 0, out.output
     compaction = json.loads(out.output)
