@@ -135,6 +135,12 @@ class HomeBusyError(RetryableError):
     """Another process holds the home's lock (a sync or a promotion is in flight)."""
 
 
+class HomeHeldSharedError(PermanentError, RuntimeError):
+    """Work that needs the home alone was asked for by a thread that holds its lock shared (a
+    step of a run beside others): the hold cannot be raised in place, and granting it would
+    let the work run beside the other runs."""
+
+
 class LockLostError(RetryableError):
     """A lock held across machines (in the registry's PostgreSQL database) was lost while
     held, its session ended; what was written under it was not published."""

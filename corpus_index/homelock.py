@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from corpus_index import held_locks
-from corpus_index.errors import HomeBusyError, LockLostError, RetryableError
+from corpus_index.errors import HomeBusyError, HomeHeldSharedError, LockLostError, RetryableError
 from corpus_index.registry_sql import is_database_url, libpq_url, redact
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ HOME_GATE = "home gate"  # and its gate's
 EXCLUSIVE_TAGS = {"corpus/home": "exclusive"}
 # (lock file, thread) -> how deep that thread's holds of it are nested
 _HELD: dict[tuple[str, int], int] = {}
+_SHARED: set[tuple[str, int]] = set()  # ... of those, the ones held shared
 
 
 def across_of(registry_url: str | None) -> str | None:
@@ -128,7 +129,7 @@ def home_lock(
 
     Waits up to ``wait_s`` seconds for another holder to finish (0: fail at once). A thread
     that holds the lock already holds it again at once (the holder named in the file stays
-    the outer one). ``shared``: beside other shared holders (runs whose steps lock what they
+    the outer one), except alone while it holds it shared (HomeHeldSharedError). ``shared``: beside other shared holders (runs whose steps lock what they
     write), never beside an exclusive one; a shared holder leaves the file's holder line alone.
 
     Waiting to hold it alone keeps new shared holders out meanwhile: the exclusive waiter
@@ -151,6 +152,12 @@ def home_lock(
     path = lock_path(home)
     key = (str(path.resolve()), threading.get_ident())
     if key in _HELD:
+        if key in _SHARED and not shared:
+            raise HomeHeldSharedError(
+                f"{purpose} needs {home} alone, and this thread holds it shared (a step of a "
+                "run beside other runs): run it as a job that holds the home alone (tagged "
+                f"{EXCLUSIVE_TAGS}), or from the command line"
+            )
         _HELD[key] += 1
         try:
             yield
@@ -176,10 +183,13 @@ def home_lock(
             take(gate, gate_path(home), HOME_GATE)
             take(held, path, HOME_SCOPE)
         _HELD[key] = 1
+        if shared:
+            _SHARED.add(key)
         try:
             yield
         finally:
             del _HELD[key]
+            _SHARED.discard(key)
 
 
 def gate_path(home: Path) -> Path:

@@ -183,6 +183,12 @@ def _promote(
     home: Home, namespace: str, generation_id: str | None, *, action: str, run_id: str | None
 ) -> Generation:
     target = _target(home, namespace, generation_id, action=action)
+    if target.status in ("RETIRED", "FAILED"):
+        raise PromotionRefusedError(
+            f"generation {target.id} is {target.status}"
+            + (": its table was dropped" if target.status == "RETIRED" else "")
+            + f", so it cannot serve again; build a new generation (`corpus sync`) to {action} to"
+        )
     unmaintained = home.unmaintained(target)
     if unmaintained is not None:
         # it would not be searched (Searcher.resolve_generation): the namespace would go dark
@@ -190,7 +196,25 @@ def _promote(
             f"{unmaintained}: its sources' edits and ACL changes no longer reach it, so it "
             f"cannot serve; restore its profile as it was to {action} to it"
         )
+    if target.row_count and not home.store.exists(target):
+        # every search of the namespace would fail on it (DamagedTableError)
+        raise PromotionRefusedError(
+            f"generation {target.id} records {target.row_count:,} rows, but its table "
+            f"{target.table_name} is not in the store, so it cannot serve; `corpus doctor` "
+            "says what is damaged"
+        )
     required = required_checks(home, target.spec.profile, for_rollback=action == "rollback")
+    failed = sorted(
+        name
+        for name, check in target.checks.items()
+        if name != EVAL_CHECK and not gates.not_run(check) and not check.get("passed")
+    )
+    if failed:
+        # a check a rollback need not have run (its target may predate it) but that ran and
+        # failed: what it guards is wrong in the table (group rows without their group)
+        raise PromotionRefusedError(
+            f"generation {target.id} failed check(s) {', '.join(failed)}, so it cannot serve"
+        )
     eval_check = target.checks.get(EVAL_CHECK, {})
     if EVAL_CHECK in required and eval_check.get("not_compared"):
         raise PromotionRefusedError(
@@ -278,6 +302,13 @@ def _target(home: Home, namespace: str, generation_id: str | None, *, action: st
             raise MissingGenerationError(
                 f"namespace {namespace!r} has no previous generation to roll back to"
             )
+        if generation_id and generation_id != previous.id:
+            # a rollback goes back one step; a named generation that is not that step would
+            # be ignored, and the pointer moved somewhere the operator did not ask for
+            raise PromotionRefusedError(
+                f"a rollback of namespace {namespace!r} goes back to {previous.id}, not "
+                f"{generation_id}; to serve {generation_id}, promote it"
+            )
         return previous
     if generation_id:
         target = reg.require(generation_id)
@@ -291,18 +322,22 @@ def _target(home: Home, namespace: str, generation_id: str | None, *, action: st
 
 
 def newest_ready(home: Home, namespace: str) -> Generation:
-    """The newest READY (or ACTIVE) generation of ``namespace``: what an operator who asks to
-    promote without naming a generation gets (never chosen by materializing the graph).
+    """The newest READY (or ACTIVE) generation of ``namespace`` that its profile still builds
+    (one left by a migration abandoned cannot serve): what an operator who asks to promote
+    without naming a generation gets (never chosen by materializing the graph).
 
     Raises:
         MissingGenerationError: the namespace has no READY generation.
     """
     candidates = [
-        g for g in home.registry.generations(namespace=namespace) if g.status in ("READY", "ACTIVE")
+        g
+        for g in home.registry.generations(namespace=namespace)
+        if g.status in ("READY", "ACTIVE") and home.unmaintained(g) is None
     ]
     if not candidates:
         raise MissingGenerationError(
-            f"namespace {namespace!r} has no READY generation (run `corpus sync` first)"
+            f"namespace {namespace!r} has no READY generation its profiles still build "
+            "(run `corpus sync` first)"
         )
     return candidates[-1]
 

@@ -713,6 +713,9 @@ class Registry:
                 [now, now, gen.id],
             )
             con.execute("COMMIT")
+            # journaled as every other change of a generation: a registry restored from the
+            # journal would otherwise bring it back READY, promotable, its table dropped
+            self._journal_generation(con, gen.id)
             return self._require_on(con, gen.id)
 
     # -- evaluations on BEIR-format datasets (corpus eval) ----------------------------------

@@ -180,6 +180,7 @@ def build_jobs(p: CorpusPartitions, retire_choices: list[RetireChoice]) -> list[
     promote_generation_job = dg.define_asset_job(
         "promote_generation_job",
         selection=dg.AssetSelection.assets("active_generation"),
+        tags=EXCLUSIVE_TAGS,  # the pointer moves with no run beside it (lifecycle)
         description=(
             "Point a namespace at the READY generation named in the config (`generation`), "
             "whose gates all passed; with none named, record which one serves and move nothing."
@@ -188,6 +189,7 @@ def build_jobs(p: CorpusPartitions, retire_choices: list[RetireChoice]) -> list[
     rollback_generation_job = dg.define_asset_job(
         "rollback_generation_job",
         selection=dg.AssetSelection.assets("active_generation"),
+        tags=EXCLUSIVE_TAGS,
         config={"ops": {"active_generation": {"config": {"action": "rollback", "generation": ""}}}},
         description="Point a namespace back at its previous ACTIVE generation, in one step.",
     )

@@ -19,7 +19,7 @@ import dagster as dg
 from corpus_index.alerts import record_alert
 from corpus_index.config import CorpusConfig, Settings
 from corpus_index.dagster_home import prepare
-from corpus_index.errors import MissingGenerationError
+from corpus_index.errors import MissingGenerationError, UnknownNamespaceError
 from corpus_index.eval_report import eval_report
 from corpus_index.home import Home as CorpusHome
 from corpus_index.homelock import home_lock_of
@@ -119,6 +119,9 @@ class DagsterRunner:
     def _promotion(
         self, settings: Settings, namespace: str, generation: str, action: str, expect_active: str
     ) -> JobOutcome:
+        if namespace not in settings.load().namespaces:
+            # said here, before the run: the job's partitions would refuse it as a key unknown
+            raise UnknownNamespaceError(f"no namespace {namespace!r} is configured")
         home = self.open_home(settings)
         if action == "promote" and not generation:
             # the operator asked to promote without naming one: the newest READY generation,

@@ -151,7 +151,8 @@ def test_the_executor_and_the_run_lock_follow_corpus_executor(
 
 def test_the_jobs_that_work_on_the_whole_home_hold_it_alone(home: Settings) -> None:
     """Where runs share the home, only the jobs that work on every table or every collection
-    (not on what one step's scope lock guards) hold it exclusively."""
+    (not on what one step's scope lock guards), and those that move the ACTIVE pointer (which
+    must not move beside a run writing a generation), hold it exclusively."""
     defs = build_definitions(home)
     jobs = defs.get_repository_def().get_all_jobs()
     alone = {j.name for j in jobs if holds_home_alone(j.run_tags)}
@@ -160,6 +161,8 @@ def test_the_jobs_that_work_on_the_whole_home_hold_it_alone(home: Settings) -> N
         "purge_collection_job",
         "retire_generation_job",
         "reprocess_job",
+        "promote_generation_job",
+        "rollback_generation_job",
     }
 
 
