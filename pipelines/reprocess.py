@@ -4,7 +4,7 @@ with the wider windows; ``linked_groups`` and ``embedding_inputs`` of each colle
 are rewritten and reported as materializations, so the automation sensor embeds and indexes
 the changed groups like any ingest.
 
-``now`` comes from the run config (ISO 8601), else the run's ``dagster/scheduled_execution_time``
+``now`` comes from the run config (ISO 8601), else the run's ``.dagster/scheduled_execution_time``
 tag (a scheduled run is judged at its tick), else the clock.
 """
 
@@ -13,12 +13,14 @@ tag (a scheduled run is judged at its tick), else the clock.
 import time
 
 import dagster as dg
+from dagster._core.storage.tags import SCHEDULED_EXECUTION_TIME_TAG
 
 from assets import CorpusResource
 from corpus_index.homelock import EXCLUSIVE_TAGS
 from corpus_index.steps import reprocess
 
-SCHEDULED_AT = "dagster/scheduled_execution_time"
+# the tag Dagster's scheduler writes on the run of a tick (hidden: its name starts with a dot)
+SCHEDULED_AT = SCHEDULED_EXECUTION_TIME_TAG
 
 
 class ReprocessConfig(dg.Config):  # type: ignore[misc]

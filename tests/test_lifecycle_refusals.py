@@ -184,4 +184,3 @@ def test_a_rollback_run_where_runs_share_the_home_waits_for_the_others(tmp_path:
         other_run.wait()
     assert rollback(EXCLUSIVE_TAGS).success
     assert active_id(home) == "g0001"
-

@@ -39,6 +39,10 @@ BATCH = 50  # items per run at most
 QUESTION_CHECKS_S = (6 * HOUR, DAY, 2 * DAY, 7 * DAY)
 EVERY_S = {10: 6 * HOUR, 5: DAY, 1: 7 * DAY}  # priorities re-processed at a fixed interval
 VALIDATION_AFTER_S = 2 * DAY
+# the incidents a shift note at their place wakes: those still waiting for notes (without
+# context, or with some); a complete one waits for its validation pass alone, which a wake
+# would use up (its one attempt) before its time
+AWAITING_NOTES = frozenset({10, 5})
 # a re-run looks a week after a question and two days either side of an incident
 REPROCESS_WINDOWS = Windows(answer_s=7 * DAY, notes_s=2 * DAY)
 
@@ -140,8 +144,9 @@ def due(
     arrived: Sequence[Message] = (),
     limit: int = BATCH,
 ) -> list[QueueItem]:
-    """The items to re-process at ``now``: those whose time has come, and the incidents at the
-    place of a shift note in ``arrived`` (within a week of their report); by priority, then
+    """The items to re-process at ``now``: those whose time has come, and the incidents still
+    waiting for notes at the place of a shift note in ``arrived`` (within a week of their
+    report); by priority, then
     the longest since last re-processed (never first), at most ``limit``."""
     places = {place_of(m) for m in arrived if m.source == SHIFT_NOTE}
     ready = []
@@ -149,6 +154,7 @@ def due(
         when = next_due(item)
         woken = (
             item.group_type == "incident_context"
+            and item.priority in AWAITING_NOTES
             and item.location in places
             and now - item.since < GIVE_UP_S
         )
