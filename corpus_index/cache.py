@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from corpus_index import lance, predicates
+from corpus_index.errors import DimensionMismatchError
 
 LOOKUP_CHUNK = 2000
 # tries of a put whose table another writer's creation overwrote meanwhile (see put)
@@ -50,10 +51,40 @@ class EmbeddingCache:
             return None
         return self._db.create_table(self.table_name, schema=cache_schema(self.dim), exist_ok=True)
 
+    def _vectors_table(self, *, create: bool) -> Any:
+        """The table, refused when its vectors are not ``dim`` wide: the name says only which
+        model and revision, so a table written under another ``dim`` (a profile truncating
+        the model's vectors, a copied home) would be read as vectors cut at the wrong place.
+
+        Raises:
+            DimensionMismatchError: naming the table, its width and the width wanted.
+        """
+        table = self._table(create=create)
+        if table is None:
+            return None
+        kind = table.schema.field("vector").type
+        if not (pa.types.is_fixed_size_list(kind) and kind.list_size == self.dim):
+            width = kind.list_size if pa.types.is_fixed_size_list(kind) else "variable"
+            exc = DimensionMismatchError(
+                f"the embedding cache table {self.table_name} holds vectors of dimension "
+                f"{width}, but {self.backend_spec} at revision {self.revision} is configured "
+                f"for dimension {self.dim}"
+            )
+            exc.add_note(
+                f"the table is only a cache: drop {self.table_name} from {self.uri} and the "
+                "vectors are embedded again"
+            )
+            raise exc
+        return table
+
     @lance.reads_tables
     def lookup(self, hashes: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
-        """Cached vectors for the given input hashes (missing ones are absent from the result)."""
-        table = self._table(create=False)
+        """Cached vectors for the given input hashes (missing ones are absent from the result).
+
+        Raises:
+            DimensionMismatchError: the table holds vectors of another width than ``dim``.
+        """
+        table = self._vectors_table(create=False)
         found: dict[str, npt.NDArray[np.float32]] = {}
         if table is None or not hashes:
             return found
@@ -82,7 +113,7 @@ class EmbeddingCache:
         """
         if len(hashes) == 0:
             return 0
-        table = self._table(create=True)
+        table = self._vectors_table(create=True)
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(hashes), self.dim)
         for attempt in range(1, RECREATED_ATTEMPTS + 1):
             try:

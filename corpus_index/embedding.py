@@ -206,6 +206,9 @@ class EmbedResult:
     # how many of the vectors each (backend_spec, revision) produced: the embedder as it
     # reported itself after each call for fresh vectors, the cache table's identity for hits
     producers: dict[tuple[str, str], int] = field(default_factory=dict)
+    # how many vectors came at each width, before they were put into ``vectors`` (whose width
+    # is the one they share, or the embedder's when they came at several)
+    widths: dict[int, int] = field(default_factory=dict)
 
     def to_table(self, dim: int, *, identity: bytes | None = None) -> pa.Table:
         """The ``embeddings`` partition; ``identity`` (see :func:`vectors_identity`) tags it."""
@@ -311,8 +314,10 @@ def embed_with_cache(
             fresh[h] = vec
         if progress is not None:
             progress(min(start + batch_size, len(misses)), len(misses))
-    dims = {v.shape[0] for v in [*found.values(), *fresh.values()]}
-    dim = dims.pop() if len(dims) == 1 else embedder.dim
+    widths: dict[int, int] = {}
+    for v in [*found.values(), *fresh.values()]:
+        widths[v.shape[0]] = widths.get(v.shape[0], 0) + 1
+    dim = next(iter(widths)) if len(widths) == 1 else embedder.dim
     matrix = np.zeros((len(hashes), dim), dtype=np.float32)
     for i, h in enumerate(hashes):
         vec = found.get(h)
@@ -332,4 +337,5 @@ def embed_with_cache(
         cost_usd=embedder.stats.cost_usd - cost_before,
         fresh_hashes=misses,
         producers=producers,
+        widths=widths,
     )

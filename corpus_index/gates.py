@@ -111,15 +111,29 @@ def check_summary(checks: Mapping[str, dict[str, Any]]) -> str:
 
 
 def vectors_have_profile_dim(
-    vectors: npt.NDArray[np.float32], dim: int, *, reported_dim: int | None = None
+    vectors: npt.NDArray[np.float32], dim: int, *, widths: Mapping[int, int] | None = None
 ) -> Gate:
-    actual = int(vectors.shape[1]) if vectors.ndim == 2 else -1
-    bad = actual != dim or (reported_dim is not None and reported_dim != dim)
+    """The width of the vectors themselves against the profile's ``dim``.
+
+    Only the vectors are measured: what the embedder declares is where the profile's ``dim``
+    comes from, so comparing the two could never fail. ``actual_dim`` is the width found (-1
+    when ``vectors`` is not a matrix).
+
+    Args:
+        widths: vectors counted by their width as they came, when they were put into one
+            matrix afterwards (vectors of several widths are, with the odd ones made NaN:
+            the matrix's width alone would hide them).
+    """
+    found = dict(widths) if widths else {int(vectors.shape[1]) if vectors.ndim == 2 else -1: 1}
+    odd = sorted(w for w in found if w != dim)
+    metadata: dict[str, Any] = {"expected_dim": dim, "actual_dim": odd[0] if odd else dim}
+    if len(found) > 1:
+        metadata["widths"] = ", ".join(f"{w}: {n}" for w, n in sorted(found.items()))
     return Gate(
         "vectors_have_profile_dim",
-        not bad,
+        not odd,
         f"every vector has the profile's dimension {dim}",
-        {"expected_dim": dim, "actual_dim": reported_dim if reported_dim is not None else actual},
+        metadata,
     )
 
 

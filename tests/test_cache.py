@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache, cache_schema
+from corpus_index.errors import DimensionMismatchError
 from corpus_index.hashing import input_hash
 
 
@@ -270,3 +271,16 @@ def test_a_put_racing_another_writers_creation_of_the_table_still_stores(
     hashes = [input_hash("default-v1", t) for t in ("a", "b")]
     assert racing.put(hashes, vectors(2)) == 2
     assert set(cache(tmp_path).lookup(hashes)) == set(hashes)
+
+
+def test_a_table_of_another_width_under_the_same_name_is_refused_by_name(
+    tmp_path: Path,
+) -> None:
+    narrow = cache(tmp_path, dim=3)
+    narrow.put(["a", "b"], vectors(2, 3))
+    wide = cache(tmp_path, dim=4)
+    with pytest.raises(DimensionMismatchError, match=f"{wide.table_name} holds .* dimension 3"):
+        wide.lookup(["a", "b"])
+    with pytest.raises(DimensionMismatchError):
+        wide.put(["c"], vectors(1))
+    assert narrow.count() == 2

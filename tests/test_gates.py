@@ -69,3 +69,13 @@ def test_norm_check_on_no_vectors_does_not_call_a_normalized_profile_unnormalize
     assert "normalized" in g.description
     g = gates.vector_norms_match_profile(np.ones((2, 8), np.float32), normalized=False)
     assert g.passed and "unnormalized" in g.description
+
+
+def test_the_dim_check_records_the_widths_the_vectors_came_at() -> None:
+    g = gates.vectors_have_profile_dim(np.zeros((3, 48), np.float32), 64)
+    assert not g.passed and g.metadata == {"expected_dim": 64, "actual_dim": 48}
+    assert gates.vectors_have_profile_dim(np.zeros((0, 64), np.float32), 64).passed
+    # vectors of two widths, put into one matrix of the profile's width
+    mixed = gates.vectors_have_profile_dim(np.zeros((5, 64), np.float32), 64, widths={64: 3, 48: 2})
+    assert not mixed.passed
+    assert mixed.metadata == {"expected_dim": 64, "actual_dim": 48, "widths": "48: 2, 64: 3"}

@@ -161,10 +161,13 @@ def run(
     checked = canonical_json({"dim": spec.dim, "normalized": spec.normalized}).encode()
     lent_checked = previous is not None and previous.metadata.get(CHECKED_KEY) == checked
 
-    def check(vectors: Any, window_hashes: pa.Array, window_producers: Producers) -> bool:
-        per_vector["dim"].append(
-            gates.vectors_have_profile_dim(vectors, spec.dim, reported_dim=embedder.dim)
-        )
+    def check(
+        vectors: Any,
+        window_hashes: pa.Array,
+        window_producers: Producers,
+        widths: dict[int, int] | None = None,
+    ) -> bool:
+        per_vector["dim"].append(gates.vectors_have_profile_dim(vectors, spec.dim, widths=widths))
         per_vector["finite"].append(gates.vectors_are_finite(vectors))
         per_vector["norm"].append(
             gates.vector_norms_match_profile(vectors, normalized=spec.normalized)
@@ -227,7 +230,12 @@ def run(
             outcome.cache_hits += result.cache_hits
             outcome.tokens += result.tokens
             outcome.cost_usd += result.cost_usd
-            ok = check(result.vectors, pa.array(result.hashes, pa.string()), result.producers)
+            ok = check(
+                result.vectors,
+                pa.array(result.hashes, pa.string()),
+                result.producers,
+                result.widths,
+            )
             if not ok:
                 outcome.dim = int(result.vectors.shape[1]) if result.vectors.ndim == 2 else 0
                 break

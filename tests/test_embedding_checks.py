@@ -1,0 +1,70 @@
+"""The embeddings step's per-vector checks look at the vectors themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from corpus_index import steps
+from corpus_index.cache import EmbeddingCache
+from corpus_index.config import Settings
+from corpus_index.embedders.hashing import HashEmbedder
+from corpus_index.home import Home
+
+COLLECTION = "alpha-deals"
+
+
+class AnswersNarrower(HashEmbedder):
+    """A model whose table entry says 64 wide (so the profile's dim is 64) but whose weights
+    answer 48-wide vectors."""
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return HashEmbedder(48).embed(texts)
+
+
+def ingested(settings: Settings) -> Home:
+    home = Home(settings)
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(home, COLLECTION)
+    return home
+
+
+def gate(outcome: steps.embeddings.EmbeddingsOutcome, name: str) -> dict[str, object]:
+    (found,) = (g for g in outcome.gates if g.name == name)
+    return {"passed": found.passed, **found.metadata}
+
+
+def test_the_dim_check_records_the_width_the_vectors_came_at(
+    home: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = ingested(home)
+    narrower = AnswersNarrower(64)
+    monkeypatch.setattr(h, "embedder", lambda _profile: narrower)
+    assert h.spec("main").dim == 64
+    out = steps.embeddings.run(h, "main", COLLECTION)
+    assert not out.passed
+    assert gate(out, "vectors_have_profile_dim") == {
+        "passed": False,
+        "expected_dim": 64,
+        "actual_dim": 48,
+    }
+    assert h.warehouse.read("embeddings", ("main", COLLECTION)) is None
+
+
+def test_a_cache_table_of_another_width_fails_the_dim_check_naming_it(home: Settings) -> None:
+    h = ingested(home)
+    spec = h.spec("main")
+    hashes = sorted(set(h.read("embedding_inputs", (COLLECTION,))["input_hash"].to_pylist()))
+    # a table under the profile's model and revision, written when it was configured 48 wide
+    narrow = EmbeddingCache(
+        h.settings.lance_uri, backend_spec=spec.backend_spec, revision=spec.model_revision, dim=48
+    )
+    narrow.put(hashes, HashEmbedder(48).embed(hashes))
+    out = steps.embeddings.run(h, "main", COLLECTION)
+    dim = gate(out, "vectors_have_profile_dim")
+    assert not out.passed and dim["passed"] is False
+    assert narrow.table_name in str(dim["error"]) and "dimension 48" in str(dim["error"])
+    assert h.warehouse.read("embeddings", ("main", COLLECTION)) is None
