@@ -70,7 +70,9 @@ def write_export(
     given, and ``index.json`` last. Returns the index.
 
     Raises:
-        ExportError: rows, chunks and vectors disagree in number.
+        ExportError: rows, chunks and vectors disagree in number, or ``chunks`` (with the rows
+            and vectors beside them) are not in ascending ``(source_id, chunk_index)`` order,
+            the order a reader requires.
     """
     folder = Location.of(folder)
     matrix = np.ascontiguousarray(vectors, dtype=LITTLE_F32)
@@ -78,6 +80,8 @@ def write_export(
         raise ExportError(f"{folder}: {len(rows)} rows for a {matrix.shape} vector matrix")
     if chunks is not None and len(chunks) != len(rows):
         raise ExportError(f"{folder}: {len(chunks)} chunk entries for {len(rows)} rows")
+    if chunks is not None and (order := unordered_chunk(chunks)) is not None:
+        raise ExportError(f"{folder}: chunk {order}")
     folder.mkdir()
     blob = matrix.tobytes(order="C")
     file = blob_name(backend_spec)
@@ -179,8 +183,9 @@ def rows_problems(
     """What is wrong with an export's decoded rows for its ``index`` (empty when none): every
     value finite, unit length when it says ``normalized``; a per-profile export (row key
     ``chunk_index``) has its probe (§3.1: it MUST) and a chunks file of one entry a row, each
-    with the fields of §5, in the index's row order. ``chunks`` is the chunks file as parsed
-    (None for an export without one)."""
+    with the fields of §5, in the index's row order, unique and ascending by ``(source_id,
+    chunk_index)``. ``chunks`` is the chunks file as parsed (None for an export without
+    one)."""
     problems = []
     if not np.all(np.isfinite(vectors)):
         problems.append("the blob holds values that are not finite (NaN or infinite)")
@@ -217,7 +222,34 @@ def rows_problems(
         )
     elif [c["chunk_index"] for c in chunks] != index["rows"]:
         problems.append("the chunks file's chunk indexes differ from index.json's rows")
+    else:
+        # index.json's rows name only a chunk index: the source of each row is the chunks
+        # file's alone, so entries swapped between sources would show their hits under the
+        # wrong source. The writer sorts them; any other order is a broken file.
+        order = unordered_chunk(chunks)
+        if order is not None:
+            problems.append(f"the chunks file {chunks_name(index['file'])}: {order}")
     return problems
+
+
+def chunk_key(chunk: dict[str, Any]) -> tuple[str, int]:
+    """Where a chunk entry sorts in its chunks file: by ``(source_id, chunk_index)``."""
+    return str(chunk["source_id"]), int(chunk["chunk_index"])
+
+
+def unordered_chunk(chunks: Sequence[dict[str, Any]]) -> str | None:
+    """The first chunk entry not strictly after the one before it in ``(source_id,
+    chunk_index)`` order (a repeat or one out of order), said in words; None when none is."""
+    for i in range(1, len(chunks)):
+        before, entry = chunk_key(chunks[i - 1]), chunk_key(chunks[i])
+        if entry <= before:
+            what = "repeats" if entry == before else "comes before"
+            return (
+                f"entry {i} ({entry[0]}#{entry[1]}) {what} entry {i - 1} "
+                f"({before[0]}#{before[1]}); entries must be unique and in ascending "
+                "(source_id, chunk_index) order"
+            )
+    return None
 
 
 def export_problems(folder: Path | Location) -> list[str]:

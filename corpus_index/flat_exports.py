@@ -45,7 +45,8 @@ EXPORT_GATES = [
     (
         "exports_match_their_index",
         "Every blob is count*dim*4 bytes with the sha256 its index.json records, and its rows "
-        "and chunks file have count entries.",
+        "and chunks file have count entries, the chunks unique and in (source_id, chunk_index) "
+        "order.",
     ),
     ("no_restricted_chunk_in_public_blob", "No public export holds a restricted chunk."),
     (

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -27,6 +28,7 @@ from corpus_index.deletion import audit_deletion
 from corpus_index.embedders import make_embedder
 from corpus_index.errors import ExportError
 from corpus_index.export_reader import load_export, search_blob
+from corpus_index.flat_blob import write_export
 from corpus_index.flat_exports import EXPORT_GATES, check_exports
 from corpus_index.gates import Gate
 from corpus_index.home import Home
@@ -428,6 +430,40 @@ def test_a_consumer_refuses_rows_the_format_does_not_allow(home: Home, tmp_path:
     reversed_chunks = str(tmp_path / "reversed-chunks" / "embeddings")
     result = CliRunner().invoke(main, ["export", "verify", reversed_chunks])
     assert result.exit_code == 1 and "chunk indexes differ" in result.output
+
+
+def test_a_consumer_refuses_a_chunks_file_whose_sources_are_swapped(tmp_path: Path) -> None:
+    e = make_embedder("hash:v1-16")
+    texts = {"a.md": "graph kernels for molecules", "b.md": "tidal mixing drives upwelling"}
+    chunks = [
+        {"source_type": "expertise", "source_id": s, "chunk_index": 0, "section": None,
+         "char_count": len(t)}
+        for s, t in texts.items()
+    ]  # fmt: skip
+    folder = tmp_path / "embeddings"
+    options: dict[str, Any] = {
+        "backend_spec": e.backend_spec,
+        "vectors": e.embed(list(texts.values())),
+        "rows": [0, 0],
+        "row_key": "chunk_index",
+        "normalized": False,
+        "probe": {"text": "p", "vector": [float(x) for x in e.embed(["p"])[0]]},
+    }
+    write_export(folder, **options, chunks=chunks)
+    hits = search_blob(load_export(str(folder)), "tidal upwelling", embedder=e)
+    assert hits[0].source_id == "b.md"
+    # index.json's rows (0, 0) cannot tell the two apart: only the order of the chunks file
+    # ties a row to its source, so any other order than the writer's is refused
+    chunks_file = folder / "hash-v1-16.chunks.json"
+    chunks_file.write_text(json.dumps(chunks[::-1]))
+    with pytest.raises(ExportError, match=r"hash-v1-16.chunks.json: entry 1 \(a.md#0\) comes"):
+        load_export(str(folder))
+    chunks_file.write_text(json.dumps([chunks[0], chunks[0]]))
+    with pytest.raises(ExportError, match=r"entry 1 \(a.md#0\) repeats entry 0"):
+        load_export(str(folder))
+    # nor is such an export written
+    with pytest.raises(ExportError, match="comes before entry 0"):
+        write_export(tmp_path / "unordered", **options, chunks=chunks[::-1])
 
 
 def test_a_killed_build_leaves_nothing_the_next_one_keeps(tmp_path: Path) -> None:
