@@ -237,18 +237,32 @@ def rows_have_tenant_and_acl(rows: pa.Table) -> Gate:
     )
 
 
-def no_rows_from_removed_documents(rows: pa.Table, live_source_ids: Iterable[str]) -> Gate:
+def no_rows_from_removed_documents(
+    rows: pa.Table,
+    live_source_ids: Iterable[str],
+    *,
+    removed_source_ids: Iterable[str] = (),
+    found_in: str = "the generation",
+) -> Gate:
+    """No row of ``rows`` (their ``source_id``) belongs to a document that is not live, or is
+    removed (tombstoned) though a stale source still names it.
+
+    ``removed_document_rows`` counts the rows that do, ``examples`` names up to five of their
+    documents and ``found_in`` where the rows were read.
+    """
     live = set(live_source_ids)
-    dead = (
-        sorted({s for s in rows.column("source_id").to_pylist() if s not in live})
-        if rows.num_rows
-        else []
-    )
+    removed = set(removed_source_ids)
+    sources = rows.column("source_id").to_pylist() if rows.num_rows else []
+    bad = [s for s in sources if s not in live or s in removed]
     return Gate(
         "no_rows_from_removed_documents",
-        not dead,
+        not bad,
         "no row belongs to a document that was removed",
-        {"removed_document_rows": len(dead), "examples": ", ".join(dead[:5])},
+        {
+            "removed_document_rows": len(bad),
+            "examples": ", ".join(sorted(set(bad))[:5]),
+            "found_in": found_in,
+        },
     )
 
 

@@ -184,8 +184,9 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         rows=n_wanted,
         touched_sources=len(touched),
     )
+    # inputs of a document no longer live (stale inputs) are not written at all
     removed_gate = gates.no_rows_from_removed_documents(
-        pa.table({"source_id": wanted_sources.sort()}), live
+        pa.table({"source_id": wanted_sources.sort()}), live, found_in="embedding_inputs"
     )
     # rows are built, checked and written ROWS_PER_BATCH at a time, and every batch goes
     # to LanceDB in one commit: a batch that fails a check stops the stream and nothing is
@@ -223,11 +224,40 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     groups_gate = group_rows_have_groups(
         held, [] if groups is None else groups["group_id"].to_pylist()
     )
+    if removed_gate.passed:  # once written: the rows the generation holds, whoever wrote them
+        removed_gate = _no_removed_rows(home, generation, config, live, dead)
     outcome.gates = [checked.tenant_gate(), removed_gate, checked.suite_gate(), groups_gate]
     record_partition_checks(home, generation, "index_rows", collection, outcome.gates)
     if not outcome.passed:
         outcome.write = None
     return outcome
+
+
+def _no_removed_rows(
+    home: Home,
+    generation: Generation,
+    config: CollectionConfig,
+    live: set[str],
+    dead: pa.Array,
+) -> gates.Gate:
+    """``no_rows_from_removed_documents`` on the generation's table: its rows of the collection
+    (the shard's, for a shard) whose source is not live in the manifest or is tombstoned.
+
+    The inputs the rows were built from never hold such a source (tombstones are filtered out
+    of them, and a source the manifest lost has no blocks), so only the table can show a row
+    the step did not remove: one written by a writer that lost its lock, or left by a write
+    that failed halfway. The predicate is evaluated in LanceDB's scan; only the offending
+    rows' refs are read out.
+    """
+    stale = predicates.any_of(
+        [
+            predicates.not_in("source_id", sorted(live)),
+            predicates.is_in("source_id", dead.to_pylist()) if len(dead) else "",
+        ]
+    )
+    where = predicates.all_of([_owned(config) or "", stale])
+    found = home.store.collection_refs(generation, config.name, where=where)
+    return gates.no_rows_from_removed_documents(found, live, removed_source_ids=dead.to_pylist())
 
 
 def _owned(config: CollectionConfig) -> str | None:
