@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow.compute as pc
 
-from corpus_index.embedding import vector_matrix
+from corpus_index.embedding import VECTORS_KEY, vector_matrix
 from corpus_index.export_reader import VERIFIED, cosine
 from corpus_index.flat_blob import (
     CHUNK_FIELDS,
@@ -53,7 +53,11 @@ EXPORT_GATES = [
         "probe_verifies_against_own_model",
         "Every probe embedded again with the profile's own model has cosine >= 0.99.",
     ),
-    ("exports_share_generation_backend_spec", "Every export's backend_spec is the generation's."),
+    (
+        "exports_share_generation_backend_spec",
+        "Every export's backend_spec is the generation's, and the embeddings partition its "
+        "vectors come from records the generation's backend_spec, revision and dim.",
+    ),
 ]
 
 
@@ -104,7 +108,9 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
     ]
     digest = sha256_hex(canonical_json([identity, sorted(chunks), pins]))
     stamp = public_root.with_name(f".{collection}.built.json")
-    unchanged = _unchanged(home, profile, stamp, digest, tiers, [public_root, restricted_root])
+    unchanged = _unchanged(
+        home, profile, collection, stamp, digest, tiers, [public_root, restricted_root]
+    )
     if unchanged is not None:  # nothing to rebuild: the files were checked as they are
         out = ExportsOutcome(covered=True, unchanged=True, folder=str(public_root))
         out.researchers = len(chunks)
@@ -141,7 +147,7 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
         )
         out.researchers = len(slugs)
         out.gates = check_exports(
-            [stage, stage_restricted], tiers, home, profile, public_root=stage
+            [stage, stage_restricted], tiers, home, profile, collection, public_root=stage
         )
         if all(g.passed for g in out.gates):
             old = _slugs(public_root) | _slugs(restricted_root)
@@ -262,6 +268,7 @@ def _profiles_on_disk(home: Home) -> set[str]:
 def _unchanged(
     home: Home,
     profile: str,
+    collection: str,
     stamp: Location,
     digest: str,
     tiers: dict[tuple[str, int], str],
@@ -281,7 +288,9 @@ def _unchanged(
         return None
     if recorded.get("indexes") != _index_digests(roots):  # an index.json (its probe) changed
         return None
-    gates = check_exports(roots, tiers, home, profile, public_root=roots[0], probe=False)
+    gates = check_exports(
+        roots, tiers, home, profile, collection, public_root=roots[0], probe=False
+    )
     if not all(g.passed for g in gates):
         return None
     probe = _gate(2, True, **recorded.get("probe", {}), recorded_at_last_build=True)
@@ -368,14 +377,24 @@ def check_exports(
     tiers: dict[tuple[str, int], str],
     home: Home,
     profile: str,
+    collection: str,
     *,
     public_root: Location,
     probe: bool = True,
 ) -> list[Gate]:
-    """The blocking checks of EXPORT_GATES over the exports under ``roots``; ``tiers`` maps
-    ``(source_id, chunk_index)`` to the chunk's tier. Without ``probe`` the probes are not
-    embedded again (their check passes vacuously; the caller replaces it)."""
+    """The blocking checks of EXPORT_GATES over the exports under ``roots`` of ``profile`` ×
+    ``collection``; ``tiers`` maps ``(source_id, chunk_index)`` to the chunk's tier. Without
+    ``probe`` the probes are not embedded again (their check passes vacuously; the caller
+    replaces it).
+
+    index.json's backend_spec is written from the generation's spec, so the backend check
+    also compares the spec with what the exported vectors' ``embeddings`` partition records
+    of the model that produced them (after a switch of model, that partition holds the old
+    model's vectors until the embeddings step runs again)."""
     spec = home.spec(profile)
+    recorded = (home.warehouse.metadata("embeddings", (profile, collection)) or {}).get(VECTORS_KEY)
+    vectors_from = json.loads(recorded) if recorded else None
+    model = [spec.backend_spec, spec.model_revision, spec.dim]
     embedder = home.embedder(profile)
     folders = list(index_files(roots))
     problems: list[str] = []
@@ -405,7 +424,15 @@ def check_exports(
         _gate(0, not problems, exports=len(folders), problems=problems[:5] or None),
         _gate(1, not leaked, restricted_in_public=leaked[:5] or None, count=len(leaked)),
         _gate(2, not weak, below_threshold=weak or None, threshold=VERIFIED),
-        _gate(3, specs <= {spec.backend_spec}, backend_spec=spec.backend_spec, found=sorted(specs)),
+        _gate(
+            3,
+            specs <= {spec.backend_spec} and vectors_from == model,
+            backend_spec=spec.backend_spec,
+            found=sorted(specs),
+            revision=spec.model_revision,
+            dim=spec.dim,
+            vectors_from=" ".join(map(str, vectors_from)) if vectors_from else "not recorded",
+        ),
     ]
 
 

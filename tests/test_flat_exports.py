@@ -10,12 +10,13 @@ import shutil
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -26,6 +27,7 @@ from corpus_index.compaction import compact
 from corpus_index.config import Settings
 from corpus_index.deletion import audit_deletion
 from corpus_index.embedders import make_embedder
+from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import ExportError
 from corpus_index.export_reader import load_export, search_blob
 from corpus_index.flat_blob import write_export
@@ -185,7 +187,7 @@ def test_the_checks_catch_a_broken_blob_a_leak_and_a_wrong_probe(
         shutil.rmtree(path)
 
     def failed() -> set[str]:
-        gates = check_exports([tree], tiers, home, "h", public_root=tree)
+        gates = check_exports([tree], tiers, home, "h", "people", public_root=tree)
         return {g.name for g in gates if not g.passed}
 
     assert failed() == set()
@@ -430,6 +432,37 @@ def test_a_consumer_refuses_rows_the_format_does_not_allow(home: Home, tmp_path:
     reversed_chunks = str(tmp_path / "reversed-chunks" / "embeddings")
     result = CliRunner().invoke(main, ["export", "verify", reversed_chunks])
     assert result.exit_code == 1 and "chunk indexes differ" in result.output
+
+
+class OtherModel(HashEmbedder):
+    """The profile's model after a switch to another model of the same dimension."""
+
+    revision = "v2"
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim)
+        self.backend_spec = f"other:model-{dim}"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return super().embed([t[::-1] for t in texts])
+
+
+def test_exports_of_vectors_from_another_model_fail_the_backend_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = Home(_write(tmp_path, PEOPLE))
+    _sync(corpus, "people")  # hash:v1-32 vectors, exported
+    other = OtherModel(32)
+    monkeypatch.setattr(corpus, "embedder", lambda _profile: other)
+    # the profile now names other:model-32; its embeddings partition still holds (and
+    # records) the old model's vectors, which the exports would take
+    out = steps.flat_exports.run(corpus, "h", "people")
+    (gate,) = (g for g in out.gates if g.name == "exports_share_generation_backend_spec")
+    assert not gate.passed and not out.written
+    assert gate.metadata["found"] == ["other:model-32"]  # index.json says the new model
+    assert (gate.metadata["revision"], gate.metadata["vectors_from"]) == ("v2", "hash:v1-32 v1 32")
+    index = json.loads((_folder(corpus, "ada-okafor") / "index.json").read_text())
+    assert index["backend_spec"] == SPEC  # the last good exports stay
 
 
 def test_a_consumer_refuses_a_chunks_file_whose_sources_are_swapped(tmp_path: Path) -> None:
