@@ -224,9 +224,6 @@ class EmbedResult:
 
 
 VECTORS_KEY = b"corpus_index.vectors"
-# the per-vector checks every vector of an ``embeddings`` partition passed (a partition is
-# committed only when all passed): the profile's dimension and whether norms must be 1
-CHECKED_KEY = b"corpus_index.vectors_checked"
 
 
 def vectors_identity(backend_spec: str, revision: str, dim: int) -> bytes:

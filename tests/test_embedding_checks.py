@@ -6,12 +6,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 import pytest
 
 from corpus_index import steps
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
+from corpus_index.embedding import vector_matrix
 from corpus_index.home import Home
 
 COLLECTION = "alpha-deals"
@@ -68,3 +70,27 @@ def test_a_cache_table_of_another_width_fails_the_dim_check_naming_it(home: Sett
     assert not out.passed and dim["passed"] is False
     assert narrow.table_name in str(dim["error"]) and "dimension 48" in str(dim["error"])
     assert h.warehouse.read("embeddings", ("main", COLLECTION)) is None
+
+
+@pytest.mark.parametrize("damage", ["off-norm", "nan"])
+def test_a_damaged_partition_the_step_lends_from_fails_the_per_vector_checks(
+    home: Settings, damage: str
+) -> None:
+    h = ingested(home)
+    assert steps.embeddings.run(h, "main", COLLECTION, run_id="r1").passed
+    key = ("embeddings", ("main", COLLECTION))
+    part = h.warehouse.read(*key)
+    assert part is not None
+    m = vector_matrix(part, 64).copy()
+    m[0] = m[0] * 2.0 if damage == "off-norm" else np.nan  # the file's metadata kept
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(m.ravel(), pa.float32()), 64)
+    h.warehouse.write(
+        *key, pa.table({"input_hash": part["input_hash"], "vector": vectors}, schema=part.schema)
+    )
+    out = steps.embeddings.run(h, "main", COLLECTION, run_id="r2")
+    assert out.cache_hits == out.inputs and out.embedded == 0  # every vector lent
+    failed = {g.name: g.metadata for g in out.gates if not g.passed}
+    if damage == "off-norm":
+        assert failed == {"vector_norms_match_profile": {"vectors_off_norm": 1}}
+    else:
+        assert failed["vectors_are_finite"]["non_finite_vectors"] == 1

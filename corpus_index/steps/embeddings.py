@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 from corpus_index import gates, memory
 from corpus_index.cache import EmbeddingCache
 from corpus_index.embedding import (
-    CHECKED_KEY,
     VECTORS_KEY,
     embed_with_cache,
     identity_producer,
@@ -28,7 +27,6 @@ from corpus_index.embedding import (
 )
 from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
 from corpus_index.group_records import generation_formats
-from corpus_index.hashing import canonical_json
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.records import INPUT_SCHEMA, embedding_schema
@@ -156,11 +154,6 @@ def run(
     producers: Producers = {}  # every vector's producer, as recorded for its window
     written: list[pa.Array] = []  # the hashes given vectors, as Arrow (not Python strings)
 
-    # a partition is committed only when every vector passed the per-vector checks, and it
-    # records which: vectors it lends under the same checks are not checked again
-    checked = canonical_json({"dim": spec.dim, "normalized": spec.normalized}).encode()
-    lent_checked = previous is not None and previous.metadata.get(CHECKED_KEY) == checked
-
     def check(
         vectors: Any,
         window_hashes: pa.Array,
@@ -178,12 +171,15 @@ def run(
             expected
         }
 
-    schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity, CHECKED_KEY: checked})
+    schema = embedding_schema(spec.dim).with_metadata({VECTORS_KEY: identity})
     with home.warehouse.writer(*key, schema) as out, previous or contextlib.nullcontext():
         ok = True
         # the previous partition's rows that are lent, read from the same open file by
         # their row numbers (a filter per batch would rebuild the set of wanted hashes
-        # once per batch); their producer is the one the partition records
+        # once per batch); their producer is the one the partition records. They are
+        # checked again like new ones: the partition passed its checks when it was written,
+        # but a file changed since (a bad copy, a restore, a hand edit) would otherwise be
+        # lent on unseen, and the checks are a pass of numpy over vectors read anyway
         lent: Iterable[pa.Table] = ()
         lender = expected
         if previous is not None and reused is not None and n_reused:
@@ -194,14 +190,7 @@ def run(
         for packed in lent:
             part = unpack_vectors(packed)
             part_hashes = part["input_hash"].combine_chunks()
-            if lent_checked:
-                written.append(part_hashes)
-                _count(producers, {lender: part.num_rows})
-                ok = ok and lender == expected
-            else:
-                ok = ok and check(
-                    vector_matrix(part, spec.dim), part_hashes, {lender: part.num_rows}
-                )
+            ok = ok and check(vector_matrix(part, spec.dim), part_hashes, {lender: part.num_rows})
             out.write(part)
         if carried is not None and carried.hashes and ok:
             outcome.from_sidecars = len(carried.hashes)

@@ -205,10 +205,9 @@ def test_sidecars_in_ranges_remove_gone_documents_and_strays(
     assert json.loads(torn.read_text(encoding="utf-8"))["blocks"]
 
 
-def test_lent_vectors_are_checked_again_unless_the_partition_records_the_same_checks(
+def test_lent_vectors_are_checked_again_whatever_the_partition_records(
     home: Settings,
 ) -> None:
-    from corpus_index.embedding import CHECKED_KEY
     from tests.dagster.harness import Graph
 
     assert Graph(home).ingest("alpha-deals").success
@@ -217,10 +216,8 @@ def test_lent_vectors_are_checked_again_unless_the_partition_records_the_same_ch
     key = ("embeddings", ("main", "alpha-deals"))
     table = corpus.warehouse.read(*key)
     assert table is not None
-    meta = dict(table.schema.metadata)
     spec = corpus.spec("main")
-    assert json.loads(meta[CHECKED_KEY]) == {"dim": spec.dim, "normalized": spec.normalized}
-    # one stored vector goes off the unit norm behind the step's back
+    # one stored vector goes off the unit norm behind the step's back, its metadata kept
     vectors = np.asarray(table["vector"].to_pylist(), dtype=np.float32)
     vectors[0] = 3.0
     flat = pa.array(vectors.ravel(), pa.float32())
@@ -229,22 +226,9 @@ def test_lent_vectors_are_checked_again_unless_the_partition_records_the_same_ch
         "vector",
         pa.FixedSizeListArray.from_arrays(flat, spec.dim),
     )
-
-    def stored(metadata: dict[bytes, bytes]) -> None:
-        corpus.warehouse.write(*key, bad.replace_schema_metadata(metadata))
-
-    # recorded as checked under the profile's checks: lent as they are, not checked again
-    stored(meta)
+    corpus.warehouse.write(*key, bad)
+    # every vector is lent, and every lent vector is checked again: the bad one fails the step
     out = steps.embeddings.run(corpus, "main", "alpha-deals")
-    assert out.passed and (out.embedded, out.cache_hits) == (0, table.num_rows)
-    # recorded under other checks, or not at all (a partition from before the record): every
-    # lent vector is checked again, and the bad one fails the step
-    other = json.dumps({"dim": spec.dim, "normalized": not spec.normalized}).encode()
-    for metadata in (
-        {**meta, CHECKED_KEY: other},
-        {k: v for k, v in meta.items() if k != CHECKED_KEY},
-    ):
-        stored(metadata)
-        out = steps.embeddings.run(corpus, "main", "alpha-deals")
-        norm = next(g for g in out.gates if g.name == "vector_norms_match_profile")
-        assert not out.passed and not norm.passed and norm.metadata["vectors_off_norm"] == 1
+    assert (out.embedded, out.cache_hits) == (0, table.num_rows)
+    norm = next(g for g in out.gates if g.name == "vector_norms_match_profile")
+    assert not out.passed and not norm.passed and norm.metadata["vectors_off_norm"] == 1
