@@ -15,20 +15,23 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_index.embedders import Embedder
 from corpus_index.embedding import VECTORS_KEY, vector_matrix
 from corpus_index.export_reader import VERIFIED, cosine
 from corpus_index.flat_blob import (
     CHUNK_FIELDS,
     INDEX_FILE,
     chunks_name,
+    decode_blob,
     export_problems,
     write_export,
 )
@@ -41,6 +44,9 @@ from corpus_index.storage import Location
 
 PROBE_TEXT = "A researcher who studies how machine learning models represent language."
 PUBLIC, RESTRICTED = "flat", "flat-restricted"
+# exported chunk rows embedded again from their inputs' text at each build: evenly spread over
+# every row of the build, the first and the last always among them
+SAMPLED_ROWS = 8
 EXPORT_GATES = [
     (
         "exports_match_their_index",
@@ -51,7 +57,9 @@ EXPORT_GATES = [
     ("no_restricted_chunk_in_public_blob", "No public export holds a restricted chunk."),
     (
         "probe_verifies_against_own_model",
-        "Every probe embedded again with the profile's own model has cosine >= 0.99.",
+        "Every probe, and a sample of the exported rows (up to 8, the first and last among "
+        "them) embedded again from their inputs' text, have cosine >= 0.99 with the profile's "
+        "own model.",
     ),
     (
         "exports_share_generation_backend_spec",
@@ -147,7 +155,17 @@ def build(home: Home, profile: str, collection: str) -> ExportsOutcome:
         )
         out.researchers = len(slugs)
         out.gates = check_exports(
-            [stage, stage_restricted], tiers, home, profile, collection, public_root=stage
+            [stage, stage_restricted],
+            tiers,
+            home,
+            profile,
+            collection,
+            public_root=stage,
+            input_hashes={
+                (r["source_id"], r["chunk_index"]): r["input_hash"]
+                for v in chunks.values()
+                for r in v
+            },
         )
         if all(g.passed for g in out.gates):
             old = _slugs(public_root) | _slugs(restricted_root)
@@ -381,11 +399,19 @@ def check_exports(
     *,
     public_root: Location,
     probe: bool = True,
+    input_hashes: Mapping[tuple[str, int], str] | None = None,
 ) -> list[Gate]:
     """The blocking checks of EXPORT_GATES over the exports under ``roots`` of ``profile`` ×
-    ``collection``; ``tiers`` maps ``(source_id, chunk_index)`` to the chunk's tier. Without
-    ``probe`` the probes are not embedded again (their check passes vacuously; the caller
-    replaces it).
+    ``collection``; ``tiers`` maps ``(source_id, chunk_index)`` to the chunk's tier, and
+    ``input_hashes`` to the input its vector was embedded from. Without ``probe`` neither the
+    probes nor any row is embedded again (their check passes vacuously; the caller replaces
+    it).
+
+    The probe is embedded by the same model that embeds it again here, so at a build it
+    only guards the probe consumers check against. The rows are what a consumer searches:
+    a sample of them (see :func:`_sample`) is embedded again from the text of the input each
+    was exported for, so vectors that are not the model's (a stale cache, another model's
+    partition) fail the check; a sampled row whose input is unknown fails it too.
 
     index.json's backend_spec is written from the generation's spec, so the backend check
     also compares the spec with what the exported vectors' ``embeddings`` partition records
@@ -402,9 +428,16 @@ def check_exports(
     weak: dict[str, float] = {}
     specs: set[str] = set()
     probes: dict[str, npt.NDArray[np.float32]] = {}
+    exported: list[tuple[Location, int, tuple[str, int]]] = []  # every chunk row, in order
     for folder in folders:
-        problems.extend(export_problems(folder))
+        broken = export_problems(folder)
+        problems.extend(broken)
         index = json.loads((folder / INDEX_FILE).read_text())
+        if not broken and index["row_key"] == "chunk_index":
+            chunks = json.loads((folder / chunks_name(index["file"])).read_text())
+            exported.extend(
+                (folder, i, (c["source_id"], c["chunk_index"])) for i, c in enumerate(chunks)
+            )
         specs.add(index["backend_spec"])
         recorded = index.get("probe")
         if recorded and probe:
@@ -423,7 +456,7 @@ def check_exports(
     return [
         _gate(0, not problems, exports=len(folders), problems=problems[:5] or None),
         _gate(1, not leaked, restricted_in_public=leaked[:5] or None, count=len(leaked)),
-        _gate(2, not weak, below_threshold=weak or None, threshold=VERIFIED),
+        _rows_gate(home, embedder, collection, exported, input_hashes or {}, weak, probe=probe),
         _gate(
             3,
             specs <= {spec.backend_spec} and vectors_from == model,
@@ -434,6 +467,63 @@ def check_exports(
             vectors_from=" ".join(map(str, vectors_from)) if vectors_from else "not recorded",
         ),
     ]
+
+
+def _sample(n: int) -> list[int]:
+    """Up to SAMPLED_ROWS of ``n`` row positions, evenly spread, the first and the last always
+    among them: the same rows for the same exports."""
+    if n <= SAMPLED_ROWS:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (SAMPLED_ROWS - 1)) for i in range(SAMPLED_ROWS)})
+
+
+def _rows_gate(
+    home: Home,
+    embedder: Embedder,
+    collection: str,
+    exported: list[tuple[Location, int, tuple[str, int]]],
+    input_hashes: Mapping[tuple[str, int], str],
+    weak_probes: dict[str, float],
+    *,
+    probe: bool,
+) -> Gate:
+    """``probe_verifies_against_own_model``: the probes found weak (``weak_probes``), and a
+    sample of the ``exported`` rows (folder, row, key) embedded again from their inputs'
+    text and compared with the rows the blobs hold."""
+    if not probe:
+        return _gate(2, True, threshold=VERIFIED)
+    sampled = [exported[i] for i in _sample(len(exported))]
+    known = [(f, i, key) for f, i, key in sampled if key in input_hashes]
+    unknown = [f"{s}#{c}" for _f, _i, (s, c) in sampled if (s, c) not in input_hashes]
+    weak_rows: dict[str, float] = {}
+    lowest: float | None = None
+    if known:
+        with home.keyed("embedding_inputs", (collection,), columns=["input_hash", "text"]) as r:
+            found = r.lookup(pa.array([input_hashes[key] for _f, _i, key in known], pa.string()))
+        texts = dict(zip(found["input_hash"].to_pylist(), found["text"].to_pylist(), strict=True))
+        unknown += [f"{s}#{c}" for _f, _i, (s, c) in known if input_hashes[(s, c)] not in texts]
+        known = [(f, i, key) for f, i, key in known if input_hashes[key] in texts]
+    if known:
+        again = embedder.embed([texts[input_hashes[key]] for _f, _i, key in known])
+        blobs: dict[str, npt.NDArray[np.float32]] = {}
+        for (folder, i, (source, chunk)), vector in zip(known, again, strict=True):
+            if str(folder) not in blobs:
+                index = json.loads((folder / INDEX_FILE).read_text())
+                blobs[str(folder)] = decode_blob(index, (folder / index["file"]).read_bytes())
+            cos = cosine(vector, blobs[str(folder)][i])
+            lowest = cos if lowest is None else min(lowest, cos)
+            if cos < VERIFIED:
+                weak_rows[f"{source}#{chunk}"] = round(cos, 4)
+    return _gate(
+        2,
+        not weak_probes and not weak_rows and not unknown,
+        below_threshold=weak_probes or None,
+        threshold=VERIFIED,
+        rows_sampled=len(sampled),
+        min_row_cosine=round(lowest, 4) if lowest is not None else None,
+        rows_below_threshold=dict(list(weak_rows.items())[:5]) or None,
+        rows_without_input=unknown[:5] or None,
+    )
 
 
 def _gate(n: int, passed: bool, **metadata: Any) -> Gate:

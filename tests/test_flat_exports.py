@@ -22,6 +22,7 @@ import yaml
 from click.testing import CliRunner
 
 from corpus_index import flat_exports, steps
+from corpus_index.cache import EmbeddingCache
 from corpus_index.cli import main
 from corpus_index.compaction import compact
 from corpus_index.config import Settings
@@ -186,8 +187,16 @@ def test_the_checks_catch_a_broken_blob_a_leak_and_a_wrong_probe(
     for path in (tree / "bo-lindqvist", tree / "cy-tanaka", tree / "collection"):
         shutil.rmtree(path)
 
+    inputs = {
+        (r["source_id"], r["chunk_index"]): r["input_hash"]
+        for rows in flat_exports._chunks(home, "h", "people", "heading-context-v1", 32).values()
+        for r in rows
+    }
+
     def failed() -> set[str]:
-        gates = check_exports([tree], tiers, home, "h", "people", public_root=tree)
+        gates = check_exports(
+            [tree], tiers, home, "h", "people", public_root=tree, input_hashes=inputs
+        )
         return {g.name for g in gates if not g.passed}
 
     assert failed() == set()
@@ -432,6 +441,47 @@ def test_a_consumer_refuses_rows_the_format_does_not_allow(home: Home, tmp_path:
     reversed_chunks = str(tmp_path / "reversed-chunks" / "embeddings")
     result = CliRunner().invoke(main, ["export", "verify", reversed_chunks])
     assert result.exit_code == 1 and "chunk indexes differ" in result.output
+
+
+def test_the_probe_check_fails_when_the_rows_are_not_the_models_vectors(tmp_path: Path) -> None:
+    corpus = Home(_write(tmp_path, PEOPLE))
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(corpus, "people")
+    spec = corpus.spec("h")
+    # a stale or foreign cache under the profile's identity: unit vectors of no model
+    hashes = sorted(set(corpus.read("embedding_inputs", ("people",))["input_hash"].to_pylist()))
+    foreign = np.random.default_rng(7).normal(size=(len(hashes), spec.dim)).astype(np.float32)
+    foreign /= np.linalg.norm(foreign, axis=1, keepdims=True)
+    cache = EmbeddingCache(
+        corpus.settings.lance_uri,
+        backend_spec=spec.backend_spec,
+        revision=spec.model_revision,
+        dim=spec.dim,
+    )
+    cache.put(hashes, foreign)
+    steps.embeddings.run(corpus, "h", "people", run_id="test")
+    out = steps.flat_exports.run(corpus, "h", "people")
+    (gate,) = (g for g in out.gates if g.name == "probe_verifies_against_own_model")
+    # the probe itself verifies (the model embeds it both times); the rows do not
+    assert not gate.passed and not out.written
+    assert "below_threshold" not in gate.metadata
+    exported = out.public_rows + out.restricted_rows
+    assert gate.metadata["rows_sampled"] == min(exported, flat_exports.SAMPLED_ROWS) > 1
+    assert gate.metadata["min_row_cosine"] < 0.9 and gate.metadata["rows_below_threshold"]
+    # from the model's own vectors, the same rows verify
+    cache.delete(hashes)
+    corpus.warehouse.path("embeddings", "h", "people").unlink()
+    assert steps.embeddings.run(corpus, "h", "people", run_id="test").passed
+    again = steps.flat_exports.run(corpus, "h", "people")
+    (gate,) = (g for g in again.gates if g.name == "probe_verifies_against_own_model")
+    assert again.written and gate.passed and gate.metadata["min_row_cosine"] >= 0.99
+
+
+def test_a_sample_of_rows_holds_the_first_and_the_last() -> None:
+    assert flat_exports._sample(3) == [0, 1, 2]
+    picked = flat_exports._sample(100)
+    assert len(picked) == flat_exports.SAMPLED_ROWS and (picked[0], picked[-1]) == (0, 99)
+    assert flat_exports._sample(100) == picked and flat_exports._sample(0) == []
 
 
 class OtherModel(HashEmbedder):
