@@ -15,6 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 NORM_TOLERANCE = 1e-3
+# the least cosine between a cached vector and the same input embedded again that counts as
+# the same model's vector (a consumer's probe is "verified" above it too)
+REPRODUCED = 0.99
 NOT_RUN = "NOT RUN"  # the status of a check that did not run (Gate.status)
 
 # The blocking checks of each gated asset: (name, description). The Dagster asset checks, the
@@ -26,7 +29,8 @@ EMBEDDING_GATES = [
     (
         "vectors_share_one_backend_spec",
         "Every vector was produced by the generation's backend_spec and revision, as recorded "
-        "per window.",
+        "per window, and up to 4 cache hits a run embedded again have cosine >= 0.99 with "
+        "what the cache gave.",
     ),
     ("vectors_match_their_inputs", "Every vector's input_hash is in embedding_inputs, and back."),
 ]
@@ -166,25 +170,44 @@ def vector_norms_match_profile(vectors: npt.NDArray[np.float32], *, normalized: 
 
 
 def vectors_share_one_backend_spec(
-    producers: Mapping[tuple[str, str], int], *, backend_spec: str, revision: str
+    producers: Mapping[tuple[str, str], int],
+    *,
+    backend_spec: str,
+    revision: str,
+    cache_hits_again: Sequence[float] | None = None,
 ) -> Gate:
     """Every vector was produced by ``backend_spec`` at ``revision`` (the generation's spec).
+
+    A cache hit's recorded producer is the cache table's name, which is made from the same
+    spec, so only embedding some of them again can show that the table holds another
+    model's vectors.
 
     Args:
         producers: vectors counted by the ``(backend_spec, revision)`` recorded for the window
             that produced them: the embedder after its call for fresh vectors, the cache
             table's identity for cache hits, the previous partition's identity for lent ones.
+        cache_hits_again: the cosine of each cache hit embedded again by the generation's
+            embedder with the vector the cache gave (None: none was embedded again); one
+            below REPRODUCED fails the check.
     """
     expected = (backend_spec, revision)
     others = sum(n for producer, n in producers.items() if producer != expected)
+    metadata: dict[str, Any] = {
+        "produced_by": ", ".join(f"{s} {r}: {n}" for (s, r), n in sorted(producers.items())),
+        "vectors_from_other_embedders": others,
+    }
+    unlike = 0
+    if cache_hits_again is not None:
+        unlike = sum(1 for c in cache_hits_again if not c >= REPRODUCED)
+        metadata["cache_hits_embedded_again"] = len(cache_hits_again)
+        metadata["cache_hits_not_reproduced"] = unlike
+        if cache_hits_again:
+            metadata["min_cache_hit_cosine"] = round(float(min(cache_hits_again)), 4)
     return Gate(
         "vectors_share_one_backend_spec",
-        others == 0,
+        others == 0 and unlike == 0,
         f"every vector was produced by {backend_spec} at revision {revision}",
-        {
-            "produced_by": ", ".join(f"{s} {r}: {n}" for (s, r), n in sorted(producers.items())),
-            "vectors_from_other_embedders": others,
-        },
+        metadata,
     )
 
 

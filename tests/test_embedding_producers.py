@@ -81,3 +81,41 @@ def test_fresh_cached_and_lent_vectors_each_name_their_producer(home: Settings) 
     cached = steps.embeddings.run(h, "main", COLLECTION)
     assert cached.passed and (cached.embedded, cached.cache_hits) == (0, n)
     assert gate_of(cached)["produced_by"] == f"hash:v1-64 v1: {n}"
+
+
+def test_cache_hits_of_another_model_fail_the_gate_when_embedded_again(home: Settings) -> None:
+    h = ingested(home)
+    spec = h.spec("main")
+    # a stale or foreign cache under the profile's model and revision: unit vectors of no model
+    hashes = sorted(set(h.read("embedding_inputs", (COLLECTION,))["input_hash"].to_pylist()))
+    foreign = np.random.default_rng(7).normal(size=(len(hashes), spec.dim)).astype(np.float32)
+    foreign /= np.linalg.norm(foreign, axis=1, keepdims=True)
+    cache = EmbeddingCache(
+        h.settings.lance_uri,
+        backend_spec=spec.backend_spec,
+        revision=spec.model_revision,
+        dim=spec.dim,
+    )
+    cache.put(hashes, foreign)
+    out = steps.embeddings.run(h, "main", COLLECTION)
+    assert (out.embedded, out.cache_hits) == (0, out.inputs)
+    gate = gate_of(out)
+    # recorded as the cache table's producer, which is the generation's: only the vectors
+    # embedded again show what they are
+    assert gate["vectors_from_other_embedders"] == 0
+    assert gate["passed"] is False and not out.passed
+    assert gate["cache_hits_embedded_again"] == steps.embeddings.CACHE_HITS_AGAIN
+    assert gate["cache_hits_not_reproduced"] == steps.embeddings.CACHE_HITS_AGAIN
+    assert h.warehouse.read("embeddings", ("main", COLLECTION)) is None
+    # the model's own vectors in the cache: the same hits are reproduced
+    cache.delete(hashes)
+    cache.put(hashes, h.embedder("main").embed([texts_of(h)[x] for x in hashes]))
+    again = steps.embeddings.run(h, "main", COLLECTION)
+    assert again.passed and again.cache_hits == again.inputs
+    assert gate_of(again)["cache_hits_not_reproduced"] == 0
+    assert gate_of(again)["min_cache_hit_cosine"] >= 0.99  # type: ignore[operator]
+
+
+def texts_of(h: Home) -> dict[str, str]:
+    inputs = h.read("embedding_inputs", (COLLECTION,))
+    return dict(zip(inputs["input_hash"].to_pylist(), inputs["text"].to_pylist(), strict=True))

@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from corpus_index import flat_exports, steps
-from corpus_index.cache import EmbeddingCache
 from corpus_index.cli import main
 from corpus_index.compaction import compact
 from corpus_index.config import Settings
@@ -447,19 +447,19 @@ def test_the_probe_check_fails_when_the_rows_are_not_the_models_vectors(tmp_path
     corpus = Home(_write(tmp_path, PEOPLE))
     for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
         step.run(corpus, "people")
-    spec = corpus.spec("h")
-    # a stale or foreign cache under the profile's identity: unit vectors of no model
-    hashes = sorted(set(corpus.read("embedding_inputs", ("people",))["input_hash"].to_pylist()))
-    foreign = np.random.default_rng(7).normal(size=(len(hashes), spec.dim)).astype(np.float32)
+    assert steps.embeddings.run(corpus, "h", "people", run_id="test").passed
+    # the partition's vectors replaced by unit vectors of no model, its record of the model
+    # kept (what a stale cache or a bad copy leaves)
+    key = ("embeddings", ("h", "people"))
+    own = corpus.warehouse.read(*key)
+    assert own is not None
+    foreign = np.random.default_rng(7).normal(size=(own.num_rows, 32)).astype(np.float32)
     foreign /= np.linalg.norm(foreign, axis=1, keepdims=True)
-    cache = EmbeddingCache(
-        corpus.settings.lance_uri,
-        backend_spec=spec.backend_spec,
-        revision=spec.model_revision,
-        dim=spec.dim,
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(foreign.ravel(), pa.float32()), 32)
+    corpus.warehouse.write(
+        *key,
+        own.set_column(own.schema.get_field_index("vector"), own.schema.field("vector"), vectors),
     )
-    cache.put(hashes, foreign)
-    steps.embeddings.run(corpus, "h", "people", run_id="test")
     out = steps.flat_exports.run(corpus, "h", "people")
     (gate,) = (g for g in out.gates if g.name == "probe_verifies_against_own_model")
     # the probe itself verifies (the model embeds it both times); the rows do not
@@ -468,10 +468,8 @@ def test_the_probe_check_fails_when_the_rows_are_not_the_models_vectors(tmp_path
     exported = out.public_rows + out.restricted_rows
     assert gate.metadata["rows_sampled"] == min(exported, flat_exports.SAMPLED_ROWS) > 1
     assert gate.metadata["min_row_cosine"] < 0.9 and gate.metadata["rows_below_threshold"]
-    # from the model's own vectors, the same rows verify
-    cache.delete(hashes)
-    corpus.warehouse.path("embeddings", "h", "people").unlink()
-    assert steps.embeddings.run(corpus, "h", "people", run_id="test").passed
+    # the model's own vectors: the same rows verify
+    corpus.warehouse.write(*key, own)
     again = steps.flat_exports.run(corpus, "h", "people")
     (gate,) = (g for g in again.gates if g.name == "probe_verifies_against_own_model")
     assert again.written and gate.passed and gate.metadata["min_row_cosine"] >= 0.99

@@ -17,8 +17,10 @@ import pyarrow.compute as pc
 
 from corpus_index import gates, memory
 from corpus_index.cache import EmbeddingCache
+from corpus_index.embedders import Embedder
 from corpus_index.embedding import (
     VECTORS_KEY,
+    EmbedResult,
     embed_with_cache,
     identity_producer,
     reuse_split,
@@ -38,6 +40,8 @@ from corpus_index.warehouse import KeyedReader, unpack_vectors
 
 # embeds, checks and writes this many vectors at a time
 EMBED_WINDOW = 8192
+# cache hits embedded again per run, spread over the first window that has any
+CACHE_HITS_AGAIN = 4
 
 # what the step reads of embedding_inputs: the hashes of one format
 INPUT_HASH_SCHEMA = pa.schema(
@@ -153,6 +157,7 @@ def run(
     per_vector: dict[str, list[gates.Gate]] = {"dim": [], "finite": [], "norm": []}
     producers: Producers = {}  # every vector's producer, as recorded for its window
     written: list[pa.Array] = []  # the hashes given vectors, as Arrow (not Python strings)
+    hits_again: list[float] | None = None  # cosines of the cache hits embedded again
 
     def check(
         vectors: Any,
@@ -204,15 +209,18 @@ def run(
         for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
             window = todo.slice(start, EMBED_WINDOW)
             assert texts is not None
+            window_texts = _texts(texts, window)
             try:
                 result = embed_with_cache(
-                    _texts(texts, window),
+                    window_texts,
                     embedder,
                     cache,
                     batch_size=max(p.batch_size, 32),
                     progress=_offset_progress(progress, start, len(todo)),
                     count_tokens=count_tokens,
                 )
+                if hits_again is None and result.cache_hits:
+                    hits_again = _embed_hits_again(embedder, result, window_texts, outcome)
             except (DimensionMismatchError, NonFiniteVectorError) as exc:
                 return _rejected(home, generation, collection, outcome, exc)
             outcome.embedded += result.embedded
@@ -224,7 +232,7 @@ def run(
                 pa.array(result.hashes, pa.string()),
                 result.producers,
                 result.widths,
-            )
+            ) and all(c >= gates.REPRODUCED for c in hits_again or ())
             if not ok:
                 outcome.dim = int(result.vectors.shape[1]) if result.vectors.ndim == 2 else 0
                 break
@@ -242,7 +250,10 @@ def run(
             gates.combine(per_vector["finite"], summed=("non_finite_vectors",)),
             gates.combine(per_vector["norm"], summed=("vectors_off_norm",)),
             gates.vectors_share_one_backend_spec(
-                producers, backend_spec=expected[0], revision=expected[1]
+                producers,
+                backend_spec=expected[0],
+                revision=expected[1],
+                cache_hits_again=hits_again,
             ),
             gates.vectors_match_their_inputs(pa.chunked_array(written, pa.string()), hashes),
         ]
@@ -250,6 +261,31 @@ def run(
         if outcome.passed and not unchanged:
             out.commit()
     return outcome
+
+
+def _embed_hits_again(
+    embedder: Embedder, result: EmbedResult, texts: dict[str, str], outcome: EmbeddingsOutcome
+) -> list[float]:
+    """Up to CACHE_HITS_AGAIN of ``result``'s cache hits (evenly spread over them, in hash
+    order: the same ones for the same window) embedded again, and the cosine of each with
+    the vector the cache gave. Their tokens and cost count in ``outcome``."""
+    fresh = set(result.fresh_hashes)
+    hits = [i for i, h in enumerate(result.hashes) if h not in fresh]
+    spread = np.linspace(0, len(hits) - 1, min(CACHE_HITS_AGAIN, len(hits)))
+    picked = sorted({hits[int(round(k))] for k in spread})
+    tokens, cost = embedder.stats.tokens, embedder.stats.cost_usd
+    again = np.asarray(embedder.embed([texts[result.hashes[i]] for i in picked]), np.float32)
+    outcome.tokens += embedder.stats.tokens - tokens
+    outcome.cost_usd += embedder.stats.cost_usd - cost
+    if again.ndim != 2 or len(again) != len(picked):  # an answer of another shape: none alike
+        return [0.0] * len(picked)
+    cosines = []
+    for i, vector in zip(picked, again, strict=True):
+        cached = result.vectors[i]
+        norms = float(np.linalg.norm(vector) * np.linalg.norm(cached))
+        same = vector.shape == cached.shape and norms > 0
+        cosines.append(float(np.dot(vector, cached)) / norms if same else 0.0)
+    return cosines
 
 
 def _count(into: Producers, more: Producers) -> None:
