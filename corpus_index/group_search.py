@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import pyarrow.compute as pc
 
-from corpus_index import predicates
+from corpus_index import predicates, retrieval
 from corpus_index.context_records import (
     ContextRecord,
     People,
@@ -309,6 +309,7 @@ def search_contexts(
     clock = Stopwatch()
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError("the query is empty: give some text")
+    retrieval.check_query_text(query)
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
     table = corpus.store.searched(gen)

@@ -82,6 +82,25 @@ def dedupe_key(row: dict[str, Any]) -> str:
     return f"{row['content_hash']}#{suffix}"
 
 
+def check_query_text(text: str) -> None:
+    """Refuse query text that is not Unicode: a lone surrogate (what Python makes of a
+    non-UTF-8 byte in a command-line argument, or of a JSON ``\\udcff`` escape) cannot be
+    encoded for the embedder or the full-text engine, which would fail deep inside with a
+    ``UnicodeEncodeError``.
+
+    Raises:
+        InvalidQueryError: naming the first such character and its position.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidQueryError(
+            f"the query holds {text[exc.start]!r} at position {exc.start}, which is not a "
+            "Unicode character (a lone surrogate, e.g. from a byte that is not UTF-8); "
+            "give the query as UTF-8 text"
+        ) from None
+
+
 def check_options(
     mode: str,
     fusion_method: str,

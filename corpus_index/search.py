@@ -239,7 +239,8 @@ class Searcher:
             window: chunks either side for ``expand="neighbours"``.
 
         Raises:
-            InvalidQueryError: an unknown mode/fusion/expansion, an empty query, bad numbers.
+            InvalidQueryError: an unknown mode/fusion/expansion, an empty query or one that is
+                not Unicode text, bad numbers.
             InvalidFilterError: a filter names an unknown column or has a value of the wrong type.
             MissingGenerationError / UnknownNamespaceError: nothing to search.
             IncompatibleEmbedderError / DimensionMismatchError: the query cannot be compared.
@@ -445,8 +446,10 @@ def _feedback_vectors(
 def _checked_text(
     query: str, vector: Sequence[float] | npt.NDArray[np.float32] | None, mode: str, rerank: Any
 ) -> str:
-    """The query text, refused where a stage needs text and there is none."""
+    """The query text, refused where it is not Unicode text or a stage needs text and there
+    is none."""
     text = query if isinstance(query, str) else ""
+    retrieval.check_query_text(text)
     if vector is None and not text.strip():
         raise InvalidQueryError("the query is empty: give some text (or a query vector)")
     if mode == "lexical" and not text.strip():

@@ -26,6 +26,7 @@ from corpus_index.context_records import (
     unit_of,
 )
 from corpus_index.eligibility import eligibility
+from corpus_index.errors import InvalidQueryError
 from corpus_index.filters import Condition
 from corpus_index.group_search import ContextRecord, asks_decision, collapse, search_contexts
 from corpus_index.home import Home
@@ -318,6 +319,11 @@ def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
     assert person.exit_code == 0 and person.output.startswith("Kevin Lam")
     nobody = CliRunner().invoke(main, [*paths, "person", "Peter Nash", *who[:-1]])
     assert nobody.exit_code == 1 and "no one in tenant wattle" in nobody.output
+
+
+def test_a_lone_surrogate_in_a_group_first_query_is_refused(searcher: Searcher) -> None:
+    with pytest.raises(InvalidQueryError, match="at position 7"):
+        search_contexts(searcher, "shower \udcff", principal=STAFF, as_of=AS_OF)
 
 
 def test_the_python_api_returns_the_same_records(corpus: Home, searcher: Searcher) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -642,6 +643,17 @@ def test_empty_query_is_refused(searcher: Searcher, mode: str, query: str) -> No
         searcher.search(query, principal=MERIDIAN, mode=mode)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("query", ["roof \udcff", "\ud800"])
+def test_a_lone_surrogate_in_the_query_is_refused_with_its_position(
+    searcher: Searcher, mode: str, query: str
+) -> None:
+    # what Python makes of a non-UTF-8 byte in argv: the embedder and the FTS engine could
+    # not encode it and failed with a raw UnicodeEncodeError
+    with pytest.raises(InvalidQueryError, match=f"at position {len(query) - 1}"):
+        searcher.search(query, principal=MERIDIAN, mode=mode)
+
+
 def test_trace_times_every_stage(searcher: Searcher) -> None:
     result = searcher.search("roof replacement", principal=MERIDIAN, k=3, expand="section")
     t = result.trace
@@ -799,6 +811,13 @@ def test_cli_bad_filters_exit_2_with_a_message(
     out = cli(sample, "search", "roof", "--tenant", "meridian", "--group", "uw-team", *args)
     assert out.exit_code == 2, out.output
     assert fragment in out.output and "Traceback" not in out.output
+
+
+def test_cli_query_with_a_byte_that_is_not_utf8_exits_2_with_a_message(sample: Home) -> None:
+    query = os.fsdecode(b"roof \xff")  # how such an argument reaches the command
+    out = cli(sample, "search", query, "--tenant", "meridian", "--group", "uw-team", "--no-trace")
+    assert out.exit_code == 2, out.output
+    assert "at position 5" in out.output and "Traceback" not in out.output
 
 
 def test_cli_human_output_shows_mode_and_context(sample: Home) -> None:
