@@ -23,6 +23,11 @@ from corpus_index.index_store import FTS_COLUMN, ann_parameters
 from corpus_index.retrieval_settings import FUSIONS as RETRIEVAL_FUSIONS
 
 MODES = ("dense", "lexical", "hybrid")
+# the most hits (k) and rows per retriever (candidate depth) one search may ask for: LanceDB
+# takes its limit as a u32 (2**31 and up were a raw OverflowError), and a search of more rows
+# than this is an export, not a search
+MAX_K = 10_000
+MAX_CANDIDATES = 10_000
 FUSIONS = RETRIEVAL_FUSIONS
 EXPANSIONS = ("section", "neighbours")
 # exact re-ranking of depth * ANN_REFINE_FACTOR ANN candidates (bench/latency.py, 1,000,000
@@ -117,10 +122,14 @@ def check_options(
         raise InvalidQueryError(f"unknown fusion {fusion_method!r} (use {', '.join(FUSIONS)})")
     if expand is not None and expand not in EXPANSIONS:
         raise InvalidQueryError(f"unknown expansion {expand!r} (use {', '.join(EXPANSIONS)})")
-    if k < 1:
-        raise InvalidQueryError(f"k must be >= 1 (got {k})")
+    if not 1 <= k <= MAX_K:
+        raise InvalidQueryError(f"k must be between 1 and {MAX_K:,} (got {k})")
     if candidates is not None and candidates < k:
         raise InvalidQueryError(f"candidates ({candidates}) must be >= k ({k})")
+    if candidates is not None and candidates > MAX_CANDIDATES:
+        raise InvalidQueryError(
+            f"candidates must be at most {MAX_CANDIDATES:,} rows per retriever (got {candidates})"
+        )
     if window < 0:
         raise InvalidQueryError(f"window must be >= 0 (got {window})")
     if rerank_depth is not None and rerank_depth < 1:

@@ -72,8 +72,9 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 
 def candidate_depth(k: int) -> int:
-    """How many rows each retriever returns for a top-``k`` search: ``max(5k, 50)``."""
-    return max(k * 5, MIN_CANDIDATES)
+    """How many rows each retriever returns for a top-``k`` search: ``max(5k, 50)``, at most
+    ``retrieval.MAX_CANDIDATES`` (which is no less than the largest ``k``)."""
+    return min(max(k * 5, MIN_CANDIDATES), retrieval.MAX_CANDIDATES)
 
 
 class Stopwatch:
@@ -216,14 +217,15 @@ class Searcher:
         Args:
             query: the query text (used by the lexical retriever, the embedder and the reranker).
             principal: who asks; only rows of their tenant sharing one of their groups qualify.
-            k: number of hits.
+            k: number of hits (at most ``retrieval.MAX_K``).
             namespace: namespace to search (default: the principal's tenant's).
             generation: a generation id to search instead of the namespace's ACTIVE one.
             mode: ``dense``, ``lexical`` or ``hybrid`` (both, fused).
             filters: a ``CorpusFilter``, its JSON shape, or a list of ``Condition``.
             vector: a query vector to use instead of embedding ``query`` (dense/hybrid); its
                 dimension must be the generation's.
-            candidates: rows each retriever returns (default ``max(5k, 50)``).
+            candidates: rows each retriever returns (default ``max(5k, 50)``; at most
+                ``retrieval.MAX_CANDIDATES``).
             fusion_method: ``zscore`` (standardized scores), ``rrf`` (reciprocal rank fusion)
                 or ``weighted`` (min-max scores); default: the namespace's retrieval settings.
             rrf_k: the RRF constant (default: the namespace's).

@@ -624,6 +624,10 @@ def test_query_by_vector_equals_query_by_its_text(searcher: Searcher, sample: Ho
         ({"expand": "document"}, "unknown expansion"),
         ({"k": 0}, "k must be"),
         ({"k": 10, "candidates": 5}, "candidates"),
+        # past LanceDB's u32 limit these were a raw OverflowError
+        ({"k": 2**31}, "k must be between 1 and 10,000"),
+        ({"k": 10**12, "mode": "dense"}, "k must be between 1 and 10,000"),
+        ({"k": 10, "candidates": 10**10}, "at most 10,000 rows"),
         ({"per_doc_cap": 0}, "per-document cap"),
         ({"weights": (0.0, 0.0)}, "fusion weights"),
         ({"weights": (-1.0, 1.0)}, "fusion weights"),
@@ -803,6 +807,7 @@ def test_cli_search_modes_filters_and_trace(sample: Home, rows: list[dict[str, A
         (["--filter", "units>=lots"], "units expects an integer"),
         (["--filter", "nonsense"], "cannot read filter"),
         (["--mode", "lexical", "--rerank-model", "/no/such/model"], "not a local model folder"),
+        (["--candidates", str(10**10)], "10000000000 is not in the range 1<=x<=10000"),
     ],
 )
 def test_cli_bad_filters_exit_2_with_a_message(

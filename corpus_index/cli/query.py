@@ -20,6 +20,7 @@ from corpus_index.cli.app import (
     settings_of,
 )
 from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show_contexts
+from corpus_index.retrieval import MAX_CANDIDATES
 
 
 @main.command()
@@ -69,7 +70,7 @@ from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show
 )
 @click.option(
     "--candidates",
-    type=click.IntRange(1),
+    type=click.IntRange(1, MAX_CANDIDATES),
     help="Rows each retriever returns before fusion (default: max(5k, 50)).",
 )
 @click.option(
