@@ -235,7 +235,9 @@ class Searcher:
             dedupe: drop later hits whose content (content_hash) was already returned.
             per_doc_cap: at most this many hits per document (``None``: no cap).
             rerank: a reranker to reorder the top ``rerank_depth`` candidates.
-            rerank_depth: candidates the reranker sees (default ``max(3k, 30)``).
+            rerank_depth: candidates the reranker sees (default ``max(3k, 30)``); below ``k``,
+                the hits after them follow in fused order, with their fused score and no
+                rerank rank.
             expand: ``section`` (every chunk of the hit's section) or ``neighbours`` (``window``
                 chunks either side) returned as each hit's ``context``.
             window: chunks either side for ``expand="neighbours"``.
@@ -331,7 +333,10 @@ class Searcher:
 
         pool = narrowed.candidates
         if rerank is not None and pool:
-            pool = _rerank(pool[: rerank_depth or max(k * 3, 30)], text, rerank)
+            head = rerank_depth or max(k * 3, 30)
+            # the reranker orders only the head; the rest follow it in fused order, so a
+            # depth below k still returns k hits
+            pool = _rerank(pool[:head], text, rerank) + pool[head:]
         ordered = pool[:k]
         clock.lap("rerank")
 

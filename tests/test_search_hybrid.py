@@ -584,6 +584,19 @@ def test_rerank_reorders_the_candidates(searcher: Searcher, rows: list[dict[str,
     assert set(refs(result.hits)) <= allowed
 
 
+def test_rerank_depth_below_k_keeps_the_rest_in_fused_order(searcher: Searcher) -> None:
+    plain = searcher.search("property insurance premiums", principal=MERIDIAN, k=10).hits
+    reranker = WordCountReranker("insurance")
+    result = searcher.search(
+        "property insurance premiums", principal=MERIDIAN, k=10, rerank=reranker, rerank_depth=4
+    ).hits
+    assert reranker.calls == [4] and len(plain) == 10
+    # the reranked head is the fused top 4 in another order; the 6 after it were dropped
+    assert sorted(refs(result[:4])) == sorted(refs(plain[:4]))
+    assert refs(result[4:]) == refs(plain[4:])
+    assert all("rerank" not in h.ranks for h in result[4:])
+
+
 def test_rerank_needs_text(searcher: Searcher, sample: Home) -> None:
     vec = np.ones(active(sample).spec.dim, dtype=np.float32)
     with pytest.raises(InvalidQueryError, match="reranking needs query text"):
