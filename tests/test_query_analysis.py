@@ -7,7 +7,13 @@ import datetime as dt
 
 import pytest
 
-from corpus_index.query_analysis import Person, QueryAnalysis, analyze, named_candidates
+from corpus_index.query_analysis import (
+    MAX_TIME_CHARS,
+    Person,
+    QueryAnalysis,
+    analyze,
+    named_candidates,
+)
 
 MON = dt.datetime(2026, 1, 12, 10, 0, tzinfo=dt.UTC)  # a Monday
 SAT = dt.datetime(2026, 1, 10, 9, 0, tzinfo=dt.UTC)  # the Saturday before
@@ -135,3 +141,24 @@ def test_the_analysis_is_json_serialisable_with_its_reference_time() -> None:
         {"text": "Amelia", "identity_id": "idn_amelia", "name": "Amelia Carter"}
     ]
     assert isinstance(found, QueryAnalysis)
+
+
+def test_time_hints_are_read_from_the_first_max_time_chars_of_a_long_query() -> None:
+    # the recognizer's cost grows with the date-like words it reads: a 2,000-character list of
+    # dates took 36 s, so only a bounded start of the query is read for time hints
+    filler = "roof leak " * (MAX_TIME_CHARS // 10 + 5)
+    early = analyze("meeting on 10 December 2025 " + filler, as_of=MON)
+    assert [(t.start, t.end) for t in early.times] == [(D(2025, 12, 10), D(2025, 12, 10))]
+    late = analyze(filler + "meeting on 10 December 2025", as_of=MON)
+    assert late.times == () and "meeting" in late.topics
+    assert late.times_read is not None and late.times_read <= MAX_TIME_CHARS
+    assert late.to_json()["times_read"] == late.times_read
+    assert "times_read" not in analyze("meeting on 10 December 2025", as_of=MON).to_json()
+
+
+def test_a_date_across_the_bound_is_not_read_in_part() -> None:
+    # "2025-12-10" cut at the bound would be read as "2025-1" (all of January)
+    at = "x " * ((MAX_TIME_CHARS - 5) // 2)
+    found = analyze(at + "2025-12-10 incident", as_of=MON)
+    assert len(at) < MAX_TIME_CHARS < len(at) + len("2025-12-10")
+    assert found.times == () and found.times_read == len(at) - 1
