@@ -30,6 +30,9 @@ MAX_K = 10_000
 MAX_CANDIDATES = 10_000
 FUSIONS = RETRIEVAL_FUSIONS
 EXPANSIONS = ("section", "neighbours")
+# chunks either side of a hit that expand="section" returns: a section of thousands of chunks
+# (a long contract's body) is not one hit's context, and each chunk returned is read whole
+SECTION_CONTEXT = 50
 # exact re-ranking of depth * ANN_REFINE_FACTOR ANN candidates (bench/latency.py, 1,000,000
 # rows, 1,000 partitions: recall@10 0.84 with 5, 0.94 with 10, 0.97 with 20)
 ANN_REFINE_FACTOR = 20
@@ -336,39 +339,65 @@ def vectors_by_id(table: Any, vector_ids: list[str], where: str) -> dict[str, li
 def expand(
     table: Any, rows: list[dict[str, Any]], where_eligible: str, how: str, window: int
 ) -> dict[str, tuple[ContextChunk, ...]]:
-    """Each hit's section (or its neighbouring chunks), read inside the same eligibility prefilter."""
+    """Each hit's context, read inside the same eligibility prefilter: the chunks of its
+    section around it in document order, ``window`` either side (``neighbours``) or up to
+    ``SECTION_CONTEXT`` either side (``section``).
+
+    The chunk keys of the hits' sections are read whole (two short columns, no row limit), so
+    a hit deep in a section of thousands of chunks is placed by its own position; only the
+    chosen chunks' text is read after that. A hit missing from its section's keys (a write
+    between the reads) has itself alone as its context.
+    """
     wanted = sorted({(r["source_id"], r["section"]) for r in rows})
     scope = predicates.any_of(
         predicates.all_of([predicates.eq("source_id", s), predicates.eq("section", sec)])
         for s, sec in wanted
     )
-    siblings = (
+    keys = (
         table.search()
         .where(predicates.all_of([where_eligible, scope]), prefilter=True)
-        .select(["vector_id", "source_id", "section", "block_key", "chunk_ref", "text"])
-        .limit(max(1000, 200 * len(wanted)))
+        .select(["vector_id", "source_id", "section", "block_key"])
+        .limit(None)
         .to_list()
     )
-    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for s in siblings:
-        grouped.setdefault((s["source_id"], s["section"]), []).append(s)
-    for chunks in grouped.values():
-        chunks.sort(key=lambda s: block_order(str(s["block_key"])))
-    out: dict[str, tuple[ContextChunk, ...]] = {}
-    for r in rows:
-        chunks = grouped.get((r["source_id"], r["section"]), [])
+    sections: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for key in keys:
+        sections.setdefault((key["source_id"], key["section"]), []).append(key)
+    positions: dict[str, tuple[list[str], int]] = {}
+    for chunks in sections.values():
+        chunks.sort(key=lambda c: block_order(str(c["block_key"])))
         ids = [c["vector_id"] for c in chunks]
-        if how == "neighbours" and r["vector_id"] in ids:
-            i = ids.index(r["vector_id"])
-            chunks = chunks[max(0, i - window) : i + window + 1]
-        out[r["vector_id"]] = tuple(
-            ContextChunk(
-                chunk_ref=c["chunk_ref"],
-                block_key=c["block_key"],
-                section=c["section"],
-                text=c["text"],
-                is_hit=c["vector_id"] == r["vector_id"],
-            )
-            for c in chunks
+        for i, vid in enumerate(ids):
+            positions[vid] = (ids, i)
+    reach = window if how == "neighbours" else SECTION_CONTEXT
+    chosen: dict[str, list[str]] = {}
+    for r in rows:
+        ids, i = positions.get(r["vector_id"], ([r["vector_id"]], 0))
+        chosen[r["vector_id"]] = ids[max(0, i - reach) : i + reach + 1]
+    needed = sorted({vid for ids in chosen.values() for vid in ids})
+    texts = {
+        c["vector_id"]: c
+        for c in table.search()
+        .where(
+            predicates.all_of([where_eligible, predicates.is_in("vector_id", needed)]),
+            prefilter=True,
         )
-    return out
+        .select(["vector_id", "section", "block_key", "chunk_ref", "text"])
+        .limit(len(needed))
+        .to_list()
+    }
+    texts.update({r["vector_id"]: r for r in rows if r["vector_id"] not in texts})
+    return {
+        r["vector_id"]: tuple(
+            ContextChunk(
+                chunk_ref=texts[vid]["chunk_ref"],
+                block_key=texts[vid]["block_key"],
+                section=texts[vid]["section"],
+                text=texts[vid]["text"],
+                is_hit=vid == r["vector_id"],
+            )
+            for vid in chosen[r["vector_id"]]
+            if vid in texts
+        )
+        for r in rows
+    }

@@ -238,8 +238,9 @@ class Searcher:
             rerank_depth: candidates the reranker sees (default ``max(3k, 30)``); below ``k``,
                 the hits after them follow in fused order, with their fused score and no
                 rerank rank.
-            expand: ``section`` (every chunk of the hit's section) or ``neighbours`` (``window``
-                chunks either side) returned as each hit's ``context``.
+            expand: ``section`` (the hit's section: the hit and up to
+                ``retrieval.SECTION_CONTEXT`` chunks either side) or ``neighbours`` (``window``
+                chunks either side) returned as each hit's ``context``, in document order.
             window: chunks either side for ``expand="neighbours"``.
 
         Raises:

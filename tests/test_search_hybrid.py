@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import yaml
 from click.testing import CliRunner
+from lancedb.index import FTS
 
 from corpus_index import fusion
 from corpus_index.cli import main
@@ -32,10 +34,20 @@ from corpus_index.errors import (
 )
 from corpus_index.filters import Condition, CorpusFilter, Geo
 from corpus_index.home import Home
+from corpus_index.index_store import vector_entry_schema
+from corpus_index.retrieval import SECTION_CONTEXT
 from corpus_index.retrieval_settings import DEFAULT_RETRIEVAL
 from corpus_index.search import Hit, Principal, Searcher, block_order
 from tests.corpusgen import deal_text, write_home
-from tests.searchkit import active, all_rows, build_home, sample_config
+from tests.searchkit import (
+    Doc,
+    active,
+    all_rows,
+    build_home,
+    sample_config,
+    scratch_home,
+    write_generation,
+)
 
 MERIDIAN = Principal("meridian", ("uw-team", "credit-committee"))
 MERIDIAN_UW = Principal("meridian", ("uw-team",))
@@ -485,6 +497,66 @@ def test_expand_neighbours(generated: Home, query: str, window: int, expected: l
         .hits
     )
     assert [c.block_key for c in hit.context if c.section == hit.section] == expected
+
+
+LONG_SECTION = 1200  # longer than the 1,000 rows expansion used to read in scan order
+
+
+@pytest.fixture(scope="module")
+def long_section(tmp_path_factory: pytest.TempPathFactory) -> tuple[Home, str]:
+    """One document whose ``body`` section has LONG_SECTION chunks, the marker five from the
+    end; returns the home and the generation id."""
+    corpus = scratch_home(tmp_path_factory.mktemp("long"), {"alpha": ["a1"]})
+    gen = corpus.registry.open_generation(corpus.spec("main"))
+    [base] = write_generation(
+        corpus, gen, [Doc("alpha-deals", "alpha", ("a1",), "long", (("body", "x"),))]
+    )
+    rows = []
+    for i in range(LONG_SECTION):
+        text = "zebra unicorn marker" if i == LONG_SECTION - 5 else f"ordinary paragraph {i}"
+        rows.append({**base, "vector_id": f"v{i:06d}", "block_key": f"body/{i}", "text": text,
+                     "chunk_ref": f"chunk://alpha-deals/long/v0/body/{i}",
+                     "content_hash": f"sha256:{i:064d}"})  # fmt: skip
+    vectors = corpus.embedder(gen.spec.profile).embed([r["text"] for r in rows])
+    table = pa.Table.from_pylist(
+        [{**r, "vector": v.tolist()} for r, v in zip(rows, vectors, strict=True)],
+        schema=vector_entry_schema(gen),
+    )
+    lance_table = corpus.store.db.create_table(gen.table_name, table, mode="overwrite")
+    lance_table.create_index("text", config=FTS(with_position=False), replace=True)
+    return corpus, gen.id
+
+
+@pytest.mark.parametrize(
+    ("how", "first", "last"),
+    [
+        ("neighbours", LONG_SECTION - 6, LONG_SECTION - 4),
+        ("section", LONG_SECTION - 5 - SECTION_CONTEXT, LONG_SECTION - 1),
+    ],
+)
+def test_expansion_of_a_hit_deep_in_a_long_section_is_around_the_hit(
+    long_section: tuple[Home, str], how: str, first: int, last: int
+) -> None:
+    corpus, gen = long_section
+    [hit] = (
+        Searcher(corpus)
+        .search(
+            "zebra unicorn marker",
+            principal=Principal("alpha", ("a1",)),
+            k=1,
+            mode="lexical",
+            generation=gen,
+            expand=how,
+            window=1,
+        )  # fmt: skip
+        .hits
+    )
+    assert hit.block_key == f"body/{LONG_SECTION - 5}"
+    # the section's chunks are read by their place, not the first 1,000 in scan order (which
+    # held neither the hit nor its neighbours); a section returns at most SECTION_CONTEXT
+    # either side of the hit
+    assert [c.block_key for c in hit.context] == [f"body/{i}" for i in range(first, last + 1)]
+    assert [c.block_key for c in hit.context if c.is_hit] == [hit.block_key]
 
 
 def test_block_order() -> None:

@@ -20,7 +20,7 @@ from corpus_index.cli.app import (
     settings_of,
 )
 from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show_contexts
-from corpus_index.retrieval import MAX_CANDIDATES
+from corpus_index.retrieval import MAX_CANDIDATES, SECTION_CONTEXT
 
 
 @main.command()
@@ -84,7 +84,8 @@ from corpus_index.retrieval import MAX_CANDIDATES
 @click.option(
     "--expand",
     type=click.Choice(["section", "neighbours"]),
-    help="Return each hit's whole section, or its neighbouring chunks, as context.",
+    help=f"Return each hit's section (up to {SECTION_CONTEXT} chunks either side of it), or its "
+    "neighbouring chunks, as context.",
 )
 @click.option(
     "--window", default=1, show_default=True, type=click.IntRange(0), help="Neighbours either side."
