@@ -8,7 +8,9 @@ Stages (DESIGN §9), each timed in the trace: query embedding with the generatio
 prefilter -> dense top-N (cosine) and lexical top-N (LanceDB native FTS, BM25), issued at the
 same time in hybrid mode -> fusion (the namespace's retrieval settings: z-score by default, RRF
 or min-max) -> a Rocchio feedback round (a second dense query, after the first fusion, fused
-again) -> dedupe by content_hash and a per-document cap -> optional rerank -> optional parent
+again) -> dedupe by content_hash and a per-document cap (when these leave fewer than k hits
+while a retriever stopped at its depth, retrieval to here runs again, deeper) -> optional
+rerank -> optional parent
 expansion -> hits with scores, excerpts and provenance. The fusion is done here, from two
 LanceDB queries, so every stage can be timed and tested on its own.
 """
@@ -48,6 +50,11 @@ from corpus_index.traces import TraceStore
 EXCERPT_CHARS = 280
 DEFAULT_PER_DOC_CAP = 3
 MIN_CANDIDATES = 50
+# a search whose dedupe and per-document cap leave fewer than k hits while a retriever stopped
+# at its depth (one long document matching everywhere, a block repeated in many) searches
+# again this many times deeper, up to this many times its first depth (2 more rounds at most)
+DEPTH_GROWTH = 4
+MAX_DEPTH_FACTOR = 16
 
 # re-exported: callers take these from the search module
 __all__ = [
@@ -71,6 +78,13 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def deepest_depth(depth: int) -> int:
+    """The deepest a search that starts at ``depth`` rows per retriever goes while dedupe and
+    the per-document cap leave fewer than k hits: ``DEPTH_GROWTH`` times deeper a round, to
+    ``MAX_DEPTH_FACTOR`` times the first depth, and never past ``retrieval.MAX_CANDIDATES``."""
+    return max(depth, min(depth * MAX_DEPTH_FACTOR, retrieval.MAX_CANDIDATES))
+
+
 def candidate_depth(k: int) -> int:
     """How many rows each retriever returns for a top-``k`` search: ``max(5k, 50)``, at most
     ``retrieval.MAX_CANDIDATES`` (which is no less than the largest ``k``)."""
@@ -78,7 +92,8 @@ def candidate_depth(k: int) -> int:
 
 
 class Stopwatch:
-    """Each stage's time in milliseconds, in the order the stages ran, and the total."""
+    """Each stage's time in milliseconds, in the order the stages first ran, and the total; a
+    stage run again (a deeper round of retrieval) adds to its time."""
 
     def __init__(self) -> None:
         self.start = self.last = time.perf_counter()
@@ -86,11 +101,24 @@ class Stopwatch:
 
     def lap(self, stage: str) -> None:
         now = time.perf_counter()
-        self.laps[f"{stage}_ms"] = _ms(self.last, now)
+        self.add(stage, _ms(self.last, now))
         self.last = now
+
+    def add(self, stage: str, ms: float) -> None:
+        """Count ``ms`` to ``stage`` (timed elsewhere, e.g. on another thread)."""
+        key = f"{stage}_ms"
+        self.laps[key] = round(self.laps.get(key, 0.0) + ms, 2)
 
     def times(self) -> dict[str, float]:
         return {**self.laps, "total_ms": _ms(self.start, self.last)}
+
+
+class Retrieved(NamedTuple):
+    """Each retriever's rows (dense after the feedback round) and the candidates fused from them."""
+
+    dense_rows: list[dict[str, Any]]
+    lexical_rows: list[dict[str, Any]]
+    fused: list[Candidate]
 
 
 class Narrowed(NamedTuple):
@@ -224,8 +252,12 @@ class Searcher:
             filters: a ``CorpusFilter``, its JSON shape, or a list of ``Condition``.
             vector: a query vector to use instead of embedding ``query`` (dense/hybrid); its
                 dimension must be the generation's.
-            candidates: rows each retriever returns (default ``max(5k, 50)``; at most
-                ``retrieval.MAX_CANDIDATES``).
+            candidates: rows each retriever returns (at most ``retrieval.MAX_CANDIDATES``).
+                Default ``max(5k, 50)``, searched again ``DEPTH_GROWTH`` times deeper (to
+                ``MAX_DEPTH_FACTOR`` times) while dedupe and the per-document cap leave fewer
+                than ``k`` hits and a retriever stopped at its depth; a depth given is kept. The
+                trace's ``candidates`` is the depth used (``deepened``: from what, in how many
+                rounds).
             fusion_method: ``zscore`` (standardized scores), ``rrf`` (reciprocal rank fusion)
                 or ``weighted`` (min-max scores); default: the namespace's retrieval settings.
             rrf_k: the RRF constant (default: the namespace's).
@@ -291,6 +323,68 @@ class Searcher:
         qvec = self.query_vector(text, vector, gen, mode)
         clock.lap("embedding")
 
+        first_depth, rounds = depth, 0
+        # a depth the caller gave is kept; the default one goes deeper while dedupe and the
+        # per-document cap leave fewer than k hits and a retriever stopped at its depth
+        deepest = depth if candidates else deepest_depth(depth)
+        while True:
+            found = self._retrieve(table, text, qvec, where, depth, mode, gen, plan, clock, trace)
+            narrowed = _dedupe_and_cap(found.fused, dedupe=dedupe, per_doc_cap=per_doc_cap)
+            clock.lap("dedupe")
+            cut = depth in (len(found.dense_rows), len(found.lexical_rows))
+            if len(narrowed.candidates) >= k or not cut or depth >= deepest:
+                break
+            depth, rounds = min(depth * DEPTH_GROWTH, deepest), rounds + 1
+        trace["candidates"] = depth
+        if rounds:
+            trace["deepened"] = {"from": first_depth, "rounds": rounds}
+        trace["retrievers"] = "concurrent" if mode == "hybrid" and self.concurrent else "sequential"
+
+        pool = narrowed.candidates
+        if rerank is not None and pool:
+            head = rerank_depth or max(k * 3, 30)
+            # the reranker orders only the head; the rest follow it in fused order, so a
+            # depth below k still returns k hits
+            pool = _rerank(pool[:head], text, rerank) + pool[head:]
+        ordered = pool[:k]
+        clock.lap("rerank")
+
+        contexts: dict[str, tuple[ContextChunk, ...]] = {}
+        if expand and table is not None and ordered:
+            rows = [c.row for c in ordered]
+            contexts = retrieval.expand(table, rows, where_eligible, expand, window)
+        clock.lap("expand")
+
+        hits = [_hit(c, contexts.get(c.row["vector_id"], ())) for c in ordered]
+        trace["counts"] = {
+            "dense": len(found.dense_rows),
+            "lexical": len(found.lexical_rows),
+            "fused": narrowed.fused,
+            "after_dedupe": narrowed.after_dedupe,
+            "after_cap": narrowed.after_cap,
+            "returned": len(hits),
+        }
+        trace.update(clock.times())
+        result = SearchResult(hits=hits, trace=trace)
+        self._record(text, principal, result)
+        return result
+
+    def _retrieve(
+        self,
+        table: Any,
+        text: str,
+        qvec: npt.NDArray[np.float32] | None,
+        where: str,
+        depth: int,
+        mode: str,
+        gen: Generation,
+        plan: RetrievalSettings,
+        clock: Stopwatch,
+        trace: dict[str, Any],
+    ) -> Retrieved:
+        """Each retriever's top ``depth`` rows inside ``where``, fused, and fused again after
+        the plan's Rocchio round (hybrid only)."""
+
         def dense_stage() -> list[dict[str, Any]]:
             return retrieval.dense(table, qvec, where, depth)
 
@@ -304,8 +398,8 @@ class Searcher:
             dense_run, lexical_run = retrieval.timed(dense_stage), retrieval.timed(lexical_stage)
         dense_rows, lexical_rows = dense_run.rows, lexical_run.rows
         clock.lap("retrieval")
-        clock.laps.update(dense_ms=dense_run.ms, lexical_ms=lexical_run.ms)
-        trace["retrievers"] = "concurrent" if mode == "hybrid" and self.concurrent else "sequential"
+        clock.add("dense", dense_run.ms)
+        clock.add("lexical", lexical_run.ms)
 
         fuse_opts: dict[str, Any] = {
             "mode": mode,
@@ -328,38 +422,7 @@ class Searcher:
                 "from": plan.feedback_from,
             }
         clock.lap("feedback")
-
-        narrowed = _dedupe_and_cap(fused, dedupe=dedupe, per_doc_cap=per_doc_cap)
-        clock.lap("dedupe")
-
-        pool = narrowed.candidates
-        if rerank is not None and pool:
-            head = rerank_depth or max(k * 3, 30)
-            # the reranker orders only the head; the rest follow it in fused order, so a
-            # depth below k still returns k hits
-            pool = _rerank(pool[:head], text, rerank) + pool[head:]
-        ordered = pool[:k]
-        clock.lap("rerank")
-
-        contexts: dict[str, tuple[ContextChunk, ...]] = {}
-        if expand and table is not None and ordered:
-            rows = [c.row for c in ordered]
-            contexts = retrieval.expand(table, rows, where_eligible, expand, window)
-        clock.lap("expand")
-
-        hits = [_hit(c, contexts.get(c.row["vector_id"], ())) for c in ordered]
-        trace["counts"] = {
-            "dense": len(dense_rows),
-            "lexical": len(lexical_rows),
-            "fused": narrowed.fused,
-            "after_dedupe": narrowed.after_dedupe,
-            "after_cap": narrowed.after_cap,
-            "returned": len(hits),
-        }
-        trace.update(clock.times())
-        result = SearchResult(hits=hits, trace=trace)
-        self._record(text, principal, result)
-        return result
+        return Retrieved(dense_rows, lexical_rows, fused)
 
     def query_vector(
         self,

@@ -1,9 +1,10 @@
 """Opaque paging cursors, pinned to the generation that answered the first page.
 
 A cursor carries the namespace, the generation, the offset of the next page, the candidate
-depth of the first page and a fingerprint of the request (principal, query, mode, filters, k).
-The next page re-runs the same search on that generation with the same depth and takes the
-next slice: the ranking is the same list, so pages neither mix generations after a promotion
+depth the first page's search used (deeper than ``max(5k, 50)`` where dedupe and the
+per-document cap left it short of k) and a fingerprint of the request (principal, query, mode,
+filters, k). The next page re-runs the same search on that generation at that depth, never
+deeper, and takes the next slice: the ranking is the same list, so pages neither mix generations after a promotion
 nor repeat or skip hits. Cursors are signed (HMAC-SHA256), so a client can neither forge one
 nor reuse one for another query or key.
 """

@@ -41,7 +41,6 @@ from corpus_index.http.problems import (
 )
 from corpus_index.http.service import Service
 from corpus_index.registry import Generation
-from corpus_index.search import candidate_depth
 from corpus_index.storage import Location
 from corpus_index.use_cases import similar_deals
 
@@ -233,10 +232,13 @@ def search(
         cur = svc.cursors.decode(body.cursor, expect=fp)
         if cur.namespace != ns:
             raise Problem(BAD_CURSOR, "the cursor belongs to another namespace")
-        gen_id, offset, depth = cur.generation, cur.offset, cur.candidates
+        gen_id, offset = cur.generation, cur.offset
+        # a later page is searched at the depth page 1 ended at, never deeper: a deeper
+        # search ranks another list, whose pages could repeat or skip page 1's hits
+        fixed: int | None = max(cur.candidates, offset + body.k)
         _still_serving(svc, ns, gen_id)
     else:
-        gen_id, offset, depth = body.generation, 0, candidate_depth(body.k)
+        gen_id, offset, fixed = body.generation, 0, None
     try:
         result = svc.searcher.search(
             body.query,
@@ -246,11 +248,12 @@ def search(
             generation=gen_id,
             mode=body.mode,
             filters=filt,
-            candidates=max(depth, offset + body.k),
+            candidates=fixed,
         )
     except MissingGenerationError as exc:
         raise generation_problem(exc, named=gen_id, cursor=bool(body.cursor)) from None
     gen = svc.searcher.resolve_generation(ns, str(result.trace["generation"]))
+    depth = int(result.trace["candidates"])  # page 1's may be deeper than max(5k, 50)
     result.hits = result.hits[offset:]
     full = len(result.hits) == body.k
     next_cursor = None
