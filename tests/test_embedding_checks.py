@@ -14,9 +14,7 @@ from corpus_index.cache import EmbeddingCache
 from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.embedding import vector_matrix
-from corpus_index.home import Home
-
-COLLECTION = "alpha-deals"
+from tests.test_embedding_producers import COLLECTION, ingested
 
 
 class AnswersNarrower(HashEmbedder):
@@ -25,13 +23,6 @@ class AnswersNarrower(HashEmbedder):
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return HashEmbedder(48).embed(texts)
-
-
-def ingested(settings: Settings) -> Home:
-    home = Home(settings)
-    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
-        step.run(home, COLLECTION)
-    return home
 
 
 def gate(outcome: steps.embeddings.EmbeddingsOutcome, name: str) -> dict[str, object]:
