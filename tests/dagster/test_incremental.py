@@ -106,10 +106,17 @@ def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
         table = corpus.warehouse.read("embedding_inputs", (collection,))
         assert table is not None
         distinct |= set(table["input_hash"].to_pylist())
-    # every distinct input embedded once across collections (identical text is shared)
-    assert synced.inputs_sent == len(distinct) < 24
     gen = corpus.registry.live_generation("remote")
     assert gen is not None
+    # every distinct input embedded once across collections (identical text is shared), and
+    # the few cache hits vectors_share_one_backend_spec embeds again to check the cache
+    again = sum(
+        int(check.get("cache_hits_embedded_again", 0))
+        for name, check in gen.checks.items()
+        if "vectors_share_one_backend_spec" in name
+    )
+    assert 0 < again <= 4 * 2  # CACHE_HITS_AGAIN per collection at most
+    assert synced.inputs_sent == len(distinct) + again and len(distinct) < 24
     table = corpus.store.table(gen)
     version_before = table.version
 
