@@ -429,10 +429,11 @@ def check_exports(
     specs: set[str] = set()
     probes: dict[str, npt.NDArray[np.float32]] = {}
     exported: list[tuple[Location, int, tuple[str, int]]] = []  # every chunk row, in order
+    indexes: dict[str, dict[str, Any]] = {}  # folder -> its index.json, read once
     for folder in folders:
         broken = export_problems(folder)
         problems.extend(broken)
-        index = json.loads((folder / INDEX_FILE).read_text())
+        index = indexes[str(folder)] = json.loads((folder / INDEX_FILE).read_text())
         if not broken and index["row_key"] == "chunk_index":
             chunks = json.loads((folder / chunks_name(index["file"])).read_text())
             exported.extend(
@@ -456,7 +457,9 @@ def check_exports(
     return [
         _gate(0, not problems, exports=len(folders), problems=problems[:5] or None),
         _gate(1, not leaked, restricted_in_public=leaked[:5] or None, count=len(leaked)),
-        _rows_gate(home, embedder, collection, exported, input_hashes or {}, weak, probe=probe),
+        _rows_gate(
+            home, embedder, collection, exported, indexes, input_hashes or {}, weak, probe=probe
+        ),
         _gate(
             3,
             specs <= {spec.backend_spec} and vectors_from == model,
@@ -482,6 +485,7 @@ def _rows_gate(
     embedder: Embedder,
     collection: str,
     exported: list[tuple[Location, int, tuple[str, int]]],
+    indexes: Mapping[str, dict[str, Any]],
     input_hashes: Mapping[tuple[str, int], str],
     weak_probes: dict[str, float],
     *,
@@ -489,7 +493,7 @@ def _rows_gate(
 ) -> Gate:
     """``probe_verifies_against_own_model``: the probes found weak (``weak_probes``), and a
     sample of the ``exported`` rows (folder, row, key) embedded again from their inputs'
-    text and compared with the rows the blobs hold."""
+    text and compared with the rows the blobs hold (``indexes``: each folder's index.json)."""
     if not probe:
         return _gate(2, True, threshold=VERIFIED)
     sampled = [exported[i] for i in _sample(len(exported))]
@@ -508,7 +512,7 @@ def _rows_gate(
         blobs: dict[str, npt.NDArray[np.float32]] = {}
         for (folder, i, (source, chunk)), vector in zip(known, again, strict=True):
             if str(folder) not in blobs:
-                index = json.loads((folder / INDEX_FILE).read_text())
+                index = indexes[str(folder)]
                 blobs[str(folder)] = decode_blob(index, (folder / index["file"]).read_bytes())
             cos = cosine(vector, blobs[str(folder)][i])
             lowest = cos if lowest is None else min(lowest, cos)

@@ -28,6 +28,7 @@ from corpus_index.embedding import (
     vectors_identity,
 )
 from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
+from corpus_index.export_reader import cosine
 from corpus_index.group_records import generation_formats
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
@@ -279,13 +280,10 @@ def _embed_hits_again(
     outcome.cost_usd += embedder.stats.cost_usd - cost
     if again.ndim != 2 or len(again) != len(picked):  # an answer of another shape: none alike
         return [0.0] * len(picked)
-    cosines = []
-    for i, vector in zip(picked, again, strict=True):
-        cached = result.vectors[i]
-        norms = float(np.linalg.norm(vector) * np.linalg.norm(cached))
-        same = vector.shape == cached.shape and norms > 0
-        cosines.append(float(np.dot(vector, cached)) / norms if same else 0.0)
-    return cosines
+    return [
+        cosine(vector, result.vectors[i]) if vector.shape == result.vectors[i].shape else 0.0
+        for i, vector in zip(picked, again, strict=True)
+    ]
 
 
 def _count(into: Producers, more: Producers) -> None:
