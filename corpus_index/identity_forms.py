@@ -35,6 +35,8 @@ _NOT_NAME = re.compile(r"[^\w\s]")
 _SPACES = re.compile(r"\s+")
 # international call prefixes where they are not the ITU's "00"
 _EXIT_PREFIXES = {"61": "0011", "1": "011"}
+# the national trunk prefix some write after the country code: "+61 (0)412 555 301"
+_TRUNK_ZERO = re.compile(r"\(\s*0\s*\)")
 # the country a national phone number is of where a people file names none
 DEFAULT_COUNTRY_CODE = "61"
 
@@ -66,20 +68,24 @@ def normalize_phone(raw: str, *, country_code: str = DEFAULT_COUNTRY_CODE) -> st
     """E.164 form of a phone number (``0412 555 301`` -> ``+61412555301``), or None.
 
     A national number (leading 0) takes ``country_code``; a number dialled with that
-    country's international prefix (``0011`` from Australia) is international; fewer than 8
-    digits is not a phone.
+    country's international prefix (``0011`` from Australia) or the ITU's ``00`` is
+    international, and a national trunk ``(0)`` after its country code is dropped
+    (``+61 (0)412 555 301`` is ``0412 555 301``); fewer than 8 digits is not a phone.
     """
     text = raw.strip()
     if not re.fullmatch(r"\+?[\d\s().\-]+", text):
         return None
     digits = re.sub(r"\D", "", text)
-    exit_prefix = _EXIT_PREFIXES.get(country_code, "00")
-    international = text.startswith("+") or digits.startswith(exit_prefix)
-    if digits.startswith(exit_prefix) and not text.startswith("+"):
-        digits = digits[len(exit_prefix) :]
+    # the country's call prefix, or the ITU's "00" (a national number starts with one 0 at most)
+    prefixes = (_EXIT_PREFIXES.get(country_code, "00"), "00")
+    exit_prefix = (
+        "" if text.startswith("+") else next((p for p in prefixes if digits.startswith(p)), None)
+    )
+    if exit_prefix is not None:  # international: a trunk "(0)" after the country code goes
+        digits = re.sub(r"\D", "", _TRUNK_ZERO.sub("", text))[len(exit_prefix) :]
     if len(digits) < 8 or len(digits) > 15:
         return None
-    if international:
+    if exit_prefix is not None:
         return "+" + digits
     if digits.startswith("0"):
         return f"+{country_code}{digits[1:]}"
