@@ -362,10 +362,11 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
     The file holds ``people:`` (each with ``id`` and ``name``, optional ``aliases``, ``emails``,
     ``phones``, ``role``), optional ``lists:`` (shared mailboxes), ``country_code`` (for
     national phone numbers, default 61) and ``tenant`` (which must be ``tenant_id`` if given).
+    Phone numbers are strings: an unquoted one YAML may read as another number.
 
     Raises:
-        ConfigError: the file is missing, invalid, of another tenant, or an entry is malformed;
-            the message names the file and the entry.
+        ConfigError: the file is missing, invalid, of another tenant, or an entry is malformed
+            (an unquoted phone number too); the message names the file and the entry.
     """
     limits = limits or Limits()
     text = read_small_file(path, limits, "people file")
@@ -442,6 +443,14 @@ def _person(entry: Any, tenant_id: str, country: str, where: str) -> Identity:
         value = entry.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
             raise ConfigError(f"{where}.{key}: must be a list of strings")
+        if key == "phones" and not all(isinstance(v, str) for v in value):
+            # YAML reads an unquoted 0412555301 as the octal 69917377, a number nobody has
+            number = next(v for v in value if not isinstance(v, str))
+            raise ConfigError(
+                f"{where} ({entry['id']}).phones: {number!r} is not a string; quote phone "
+                'numbers (phones: ["0412 555 301"]): unquoted, YAML may read them as '
+                "another number"
+            )
         lists[key] = tuple(str(v) for v in value)
     emails = []
     for raw in lists["emails"]:

@@ -251,6 +251,11 @@ def _load_people(path: Path) -> Any:
             "'nope' is not an e-mail",
         ),
         (_load_people, "people:\n  - {id: a, name: A, phones: ['12']}\n", "'12' is not a phone"),
+        (
+            _load_people,  # YAML reads it as the octal 69917377: refused, never another number
+            "people:\n  - {id: sarah, name: Sarah, phones: [0412555301]}\n",
+            "people[0] (sarah).phones: 69917377 is not a string; quote phone numbers",
+        ),
         (_load_people, "people: [\n", "invalid YAML"),
         (_load_people, "people: []\nlists: 5\n", "lists must be a list of e-mail addresses"),
         (_load_people, "people: []\nlists: abc\n", "lists must be a list of e-mail addresses"),
