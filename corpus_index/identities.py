@@ -68,6 +68,22 @@ def identity_id(tenant_id: str, key: str) -> str:
     return "idn_" + sha256_hex(canonical_json(["identity", tenant_id, key]))[:20]
 
 
+def discovered_key(ref: str, *, country_code: str = DEFAULT_COUNTRY_CODE) -> str:
+    """``ref`` as discovery keys it when it is ``discovered:<address|phone|name>``: the detail
+    normalised as a message's is (``discovered:Zed@Q.example`` -> ``discovered:zed@q.example``,
+    ``discovered:0412 555 301`` -> ``discovered:+61412555301``, a name as
+    :func:`~corpus_index.identity_forms.normalize_name` writes it); any other ref as it is."""
+    prefix, _, detail = ref.partition(":")
+    if prefix != "discovered" or not detail.strip():
+        return ref
+    form = (
+        (normalize_email(detail) if "@" in detail else None)
+        or normalize_phone(detail, country_code=country_code)
+        or normalize_name(display_name(detail))
+    )
+    return f"discovered:{form}" if form else ref
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """One person of one tenant, as the registry knows them."""

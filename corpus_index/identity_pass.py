@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,7 +19,12 @@ import pyarrow as pa
 
 from corpus_index.carried import Carried
 from corpus_index.errors import ConfigError
-from corpus_index.identities import IdentityRegistry, load_people, table_records
+from corpus_index.identities import (
+    IdentityRegistry,
+    discovered_key,
+    load_people,
+    table_records,
+)
 from corpus_index.identity_mentions import (
     Extraction,
     IdentityMention,
@@ -103,7 +109,9 @@ def merges_of(
 ) -> list[tuple[str, str]]:
     """The pairs of a collection's merges file, checked against the registry its people file
     seeds: an entry naming a people-file id that is not on file is an error; one naming a
-    discovered identity or an identity id is applied where that identity was seen.
+    discovered identity or an identity id is applied where that identity was seen. A
+    discovered key's address, number or name is normalised as discovery normalises it (with
+    the people file's country code), so it names the key however the message wrote it.
 
     Raises:
         ConfigError: the file is invalid, or an entry names a person not on file (the message
@@ -111,7 +119,8 @@ def merges_of(
     """
     if path is None:
         return []
-    pairs = load_merges(path, limits)
+    key = partial(discovered_key, country_code=registry.country_code)
+    pairs = [(key(merged), key(survivor)) for merged, survivor in load_merges(path, limits)]
     for i, pair in enumerate(pairs):
         for ref in pair:
             seen_only = ref.startswith(("discovered:", "idn_"))

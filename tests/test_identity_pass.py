@@ -65,6 +65,20 @@ def test_the_merges_file_moves_mentions_and_renames_the_person(tmp_path: Path) -
     assert display_names(after.registry)("0412 555 301") == "Sarah Jones"
 
 
+@pytest.mark.parametrize(
+    "ref",
+    ["discovered:0412 555 301", "discovered:+61 (0)412 555 301", "discovered:Zed@Q.example"],
+)
+def test_a_merges_file_key_is_normalised_as_discovery_normalises(tmp_path: Path, ref: str) -> None:
+    """A number or address written as a message wrote it names the discovered key (a
+    normalised one), never a key nobody has, set aside as not seen here at every sync."""
+    zed = {**RECORDS[0], "id": "u3", "author": "Zed Q <zed@q.example>", "recipients": ["Mike"]}
+    people, merges = _files(tmp_path, [{"merge": ref, "into": "sarah-jones"}])
+    out = identify("care", [*RECORDS, zed], people=people, merges_file=merges)
+    merged = "discovered:zed@q.example" if "@" in ref else PHONE
+    assert [r.merged for r in out.merges] == [identity_id("care", merged)] and not out.not_here
+
+
 def test_a_merge_of_an_identity_never_seen_here_waits(tmp_path: Path) -> None:
     people, merges = _files(
         tmp_path, [{"merge": "discovered:x@example.org", "into": "mike-brennan"}]
