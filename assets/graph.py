@@ -235,6 +235,11 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         paced = PacedProgress(context.log.info)
         r = steps.linked_groups.run(corpus.open_home(), context.partition_key, progress=paced)
         paced.flush()
+        for refused in r.merges_refused:
+            context.log.warning(
+                f"merge refused ({refused}): its merged identity was merged into another "
+                "person before; applied, it would merge that person too"
+            )
         if not r.grouped:
             return dg.MaterializeResult(
                 metadata={"groups": 0, "skipped": "the collection's kind is not grouped"},
@@ -257,6 +262,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "sightings_path": dg.MetadataValue.path(r.sightings_path),
                 "merges_applied": r.merges,
                 "merges_not_seen_here": r.merges_not_here,
+                "merges_refused": dg.MetadataValue.json(r.merges_refused),
                 "groups_reanchored": r.reanchored,
                 "messages_relinked": r.relinked,
                 "results_reused": r.reused,

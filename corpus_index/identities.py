@@ -149,6 +149,15 @@ class IdentityRegistry:
         """The identity whose people-file id (or discovered key) is ``key``, or None."""
         return self.get(identity_id(self.tenant_id, key))
 
+    def id_of(self, ref: str) -> str | None:
+        """The id ``ref`` (an identity id, a people-file id or a discovered key) names, not
+        following merges: an identity merged into another keeps its own; None when ``ref``
+        names no identity of this registry, live or merged."""
+        for candidate in (ref, identity_id(self.tenant_id, ref)):
+            if candidate in self._people or candidate in self._merged_into:
+                return candidate
+        return None
+
     def digest(self) -> str:
         """A digest of everything a lookup reads: the people in the order they were added,
         the shared mailboxes, the country code and the merges (two registries with the same

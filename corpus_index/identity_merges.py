@@ -16,7 +16,7 @@ from typing import NamedTuple
 import yaml
 
 from corpus_index.errors import ConfigError, IdentityError
-from corpus_index.identities import Identity, IdentityRegistry, read_small_file
+from corpus_index.identities import Identity, IdentityRegistry, identity_id, read_small_file
 from corpus_index.identity_mentions import IdentityMention, mention_id
 from corpus_index.kinds.bounded_yaml import YamlLimitError, load
 from corpus_index.limits import Limits
@@ -52,11 +52,18 @@ def merge_identities(
 
     Raises:
         IdentityError: either is not an identity of this registry's tenant, they are the same,
-            or a mention is of another tenant. Nothing is changed then.
+            ``merged`` was merged into someone else before (merging it again would merge that
+            survivor, a person nobody named), or a mention is of another tenant. Nothing is
+            changed then.
     """
     a, b = _identity(registry, merged), _identity(registry, survivor)
     if a.id == b.id:
         raise IdentityError(f"cannot merge identity {a.id!r} into itself")
+    if registry.id_of(merged) != a.id:
+        raise IdentityError(
+            f"identity {merged!r} was merged into {a.id!r} ({a.name}) already; "
+            f"merging it into {b.id!r} would merge {a.name} too"
+        )
     mentions = list(mentions)
     for m in mentions:
         if m.tenant_id != registry.tenant_id:
@@ -148,26 +155,67 @@ def load_merges(path: Path, limits: Limits | None = None) -> list[tuple[str, str
     return pairs
 
 
+class Applied(NamedTuple):
+    """What :func:`apply_merges` did."""
+
+    mentions: list[IdentityMention]
+    reports: list[MergeReport]
+    # pairs not applied: their merged side was merged into another person before
+    refused: list[tuple[str, str]]
+
+
 def apply_merges(
     registry: IdentityRegistry,
     mentions: Iterable[IdentityMention],
     pairs: Iterable[tuple[str, str]],
     *,
     group_members: Mapping[str, Iterable[str]] | None = None,
-) -> tuple[list[IdentityMention], list[MergeReport]]:
-    """Apply merges in order; a pair whose two sides are already one person is skipped.
+) -> Applied:
+    """Apply merges in order; a pair whose two sides are already one person is skipped, and
+    one whose merged side an earlier pair merged into another person is refused (returned,
+    not applied): following it to that survivor would merge a person nobody named (``zed``
+    into ``sarah``, then ``zed`` into ``mike``, would merge Sarah into Mike).
 
     Raises:
         IdentityError: as :func:`merge_identities`.
     """
     current = list(mentions)
     reports = []
+    refused = []
     for merged, survivor in pairs:
         a, b = _identity(registry, merged), _identity(registry, survivor)
         if a.id == b.id:  # merged before (a merges file is applied at every sync)
+            continue
+        if registry.id_of(merged) != a.id:
+            refused.append((merged, survivor))
             continue
         current, report = merge_identities(
             registry, current, a.id, b.id, group_members=group_members
         )
         reports.append(report)
-    return current, reports
+    return Applied(current, reports, refused)
+
+
+def conflicts(pairs: Sequence[tuple[str, str]], *, tenant: str) -> list[tuple[int, int]]:
+    """The pairs :func:`apply_merges` refuses where both sides of every pair are seen: the
+    index of each pair whose merged side an earlier pair merged into another person, with
+    that earlier pair's index. Sides are identity ids or keys (people-file ids, discovered
+    keys as discovery writes them) of ``tenant``."""
+    into: dict[str, str] = {}  # merged id -> the survivor's id then
+    by: dict[str, int] = {}  # merged id -> the pair that merged it
+
+    def canonical(ref: str) -> str:
+        while ref in into:
+            ref = into[ref]
+        return ref
+
+    out = []
+    for i, pair in enumerate(pairs):
+        a, b = (r if r.startswith("idn_") else identity_id(tenant, r) for r in pair)
+        if canonical(a) == canonical(b):
+            continue
+        if a in into:
+            out.append((i, by[a]))
+            continue
+        into[a], by[a] = canonical(b), i
+    return out

@@ -35,7 +35,7 @@ from corpus_index.identity_mentions import (
     mentions_table,
     resolve_headers,
 )
-from corpus_index.identity_merges import MergeReport, apply_merges, load_merges
+from corpus_index.identity_merges import MergeReport, apply_merges, conflicts, load_merges
 from corpus_index.identity_sightings import Sighting, corroborate_seen, sightings_table
 from corpus_index.limits import Limits
 
@@ -58,6 +58,8 @@ class TenantIdentities(NamedTuple):
     sightings: Carried[Sighting]
     merges: list[MergeReport]  # the merges that changed something
     not_here: list[tuple[str, str]]  # merges naming an identity this collection never saw
+    # merges not applied: their merged side was merged into another person before
+    refused: list[tuple[str, str]]
     reading: Reading  # what a later pass resumes from (``identity_resume``)
     read: int  # units whose mentions this pass read (the others were carried over)
 
@@ -114,8 +116,9 @@ def merges_of(
     the people file's country code), so it names the key however the message wrote it.
 
     Raises:
-        ConfigError: the file is invalid, or an entry names a person not on file (the message
-            names the file and the entry).
+        ConfigError: the file is invalid, an entry names a person not on file, or it merges
+            an identity an earlier entry merged into another person (the message names the
+            file and the entry).
     """
     if path is None:
         return []
@@ -130,6 +133,13 @@ def merges_of(
                     f"{registry.tenant_id!r}; name a people-file id, a discovered key "
                     "(discovered:<address|phone|name>) or an identity id"
                 )
+    for i, j in conflicts(pairs, tenant=registry.tenant_id):
+        (merged, survivor), earlier = pairs[i], pairs[j][1]
+        raise ConfigError(
+            f"{path}: merges[{i}]: {merged!r} is merged into {earlier!r} by merges[{j}]; "
+            f"merging it into {survivor!r} too would merge {earlier!r} as well: keep one "
+            "of the two entries"
+        )
     return pairs
 
 
@@ -324,8 +334,9 @@ def _settle(
     not_here = [p for p in pairs if p not in known]
     mentions = carried_mentions(reading.found.mentions)
     reports: list[MergeReport] = []
+    refused: list[tuple[str, str]] = []
     if known:  # otherwise the mentions stay as they are (carried rows undecoded)
-        merged, reports = apply_merges(registry, mentions, known)
+        merged, reports, refused = apply_merges(registry, mentions, known)
         mentions = carried_mentions(merged)
     sightings = carried_sightings(reading.found.sightings)
     if any(registry.canonical(i) != i for i in set(sightings.column("identity_id"))):
@@ -336,7 +347,7 @@ def _settle(
         registry, zip(sightings.column("identity_id"), sightings.column("unit_source"), strict=True)
     )
     moved = [r for r in reports if r.moved or r.units]
-    return TenantIdentities(registry, mentions, sightings, moved, not_here, reading, read)
+    return TenantIdentities(registry, mentions, sightings, moved, not_here, refused, reading, read)
 
 
 def display_names(registry: IdentityRegistry) -> Callable[[str], str]:

@@ -38,7 +38,7 @@ from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA, load_people
 from corpus_index.identity_mentions import MENTION_SCHEMA
-from corpus_index.identity_merges import load_merges
+from corpus_index.identity_merges import conflicts, load_merges
 from corpus_index.kinds import fingerprint, kind_of
 
 IDENTITIES = "identities"
@@ -82,11 +82,21 @@ def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
 
     Raises:
         ConfigError: the file holds something other than merges (named, left as it is).
+        IdentityError: ``merged`` is recorded as merged into another person already: a sync
+            would refuse this merge (applied, it would merge that person too).
     """
     path = merges_file(home, tenant)
     data: dict[str, Any] = {"merges": []}
     if path.is_file():
-        load_merges(path)  # ConfigError naming the file when it is not a merges file
+        pairs = load_merges(path)  # ConfigError naming the file when it is not a merges file
+        new = len(pairs)
+        clash = [j for i, j in conflicts([*pairs, (merged, survivor)], tenant=tenant) if i == new]
+        if clash:
+            raise IdentityError(
+                f"{merged!r} is recorded as merged into {pairs[clash[0]][1]!r} already "
+                f"(in {path}); merging it into {survivor!r} would merge that person too: "
+                "to correct the first merge, edit that file before the next sync"
+            )
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data["merges"].append({"merge": merged, "into": survivor, "recorded_at": at})

@@ -40,7 +40,12 @@ from corpus_index.identity_mentions import (
     extract_mentions,
     mentions_table,
 )
-from corpus_index.identity_merges import apply_merges, load_merges, merge_identities
+from corpus_index.identity_merges import (
+    apply_merges,
+    conflicts,
+    load_merges,
+    merge_identities,
+)
 from corpus_index.identity_sightings import SIGHTING_SCHEMA, corroborate, write_sightings
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_corpus" / "messages"
@@ -529,13 +534,33 @@ def test_a_merges_file_is_applied_by_keys_once(tmp_path: Path) -> None:
     path.write_text(f"merges:\n  - {{merge: '{kate.key}', into: kate-morrison}}\n")
     pairs = load_merges(path)
     assert pairs == [(kate.key, "kate-morrison")]
-    after, reports = apply_merges(reg, found.mentions, pairs)
+    after, reports, _ = apply_merges(reg, found.mentions, pairs)
     survivor = person_id(reg, "kate-morrison")
     assert [r.survivor for r in reports] == [survivor] and reports[0].moved == 3
     assert reg.resolve("kate.morrison@brightpath-coordination.example").identity_id == survivor
     assert reg.resolve("Kate Morrison").identity_id == survivor  # the old name is an alias now
-    again, more = apply_merges(reg, after, pairs)
-    assert more == [] and again == after
+    again, more, refused = apply_merges(reg, after, pairs)
+    assert more == [] and again == after and refused == []
+
+
+def test_an_identity_merged_before_is_never_followed_to_its_survivor_by_a_second_merge() -> None:
+    """Merging Kate (merged into Sarah already) into Tom would merge Sarah, whom nobody named:
+    refused, and Sarah stays herself."""
+    reg = registry("wattle")
+    found = extract_mentions(reg, records("wattle"))
+    kate = next(p for p in reg if p.origin == "discovered")
+    sarah, tom = person_id(reg, "sarah-jones"), person_id(reg, "tom-hadley")
+    pairs = [(kate.key, "sarah-jones"), (kate.key, "tom-hadley"), (kate.id, "sarah-jones")]
+    after, reports, refused = apply_merges(reg, found.mentions, pairs)
+    assert [r.survivor for r in reports] == [sarah] and refused == [pairs[1]]
+    assert reg.canonical(sarah) == sarah and reg.canonical(kate.id) == sarah
+    assert not {m.identity_id for m in after} & {kate.id} and tom in {m.identity_id for m in after}
+    with pytest.raises(IdentityError, match="merged into .* already"):
+        merge_identities(reg, after, kate.id, tom)
+    assert conflicts(pairs, tenant="wattle") == [(1, 0)]
+    # a chain is one person: merged into Sarah, who is merged into Tom, then into Tom again
+    chain = [(kate.key, "sarah-jones"), ("sarah-jones", "tom-hadley"), (kate.key, "tom-hadley")]
+    assert conflicts(chain, tenant="wattle") == []
 
 
 def test_mentions_are_stored_as_a_table(extracted: dict[str, Any]) -> None:

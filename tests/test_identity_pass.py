@@ -89,6 +89,28 @@ def test_a_merge_of_an_identity_never_seen_here_waits(tmp_path: Path) -> None:
     assert not out.merges
 
 
+def test_a_second_merge_of_a_merged_identity_is_refused_never_merging_its_survivor(
+    tmp_path: Path,
+) -> None:
+    """The number merged into Sarah, then into Mike: followed to Sarah, the second merge
+    would merge Sarah herself into Mike. A merges file saying so is refused; recorded merges
+    saying so (the CLI refuses them now, older ones stay) are applied up to the second,
+    which is reported refused."""
+    people, merges = _files(
+        tmp_path,
+        [{"merge": PHONE, "into": "sarah-jones"}, {"merge": PHONE, "into": "mike-brennan"}],
+    )
+    with pytest.raises(ConfigError, match=r"merges.yaml: merges\[1\]: .* by merges\[0\]"):
+        identify("care", RECORDS, people=people, merges_file=merges)
+    phone, sarah = identity_id("care", PHONE), identity_id("care", "sarah-jones")
+    recorded = [(phone, sarah), (phone, identity_id("care", "mike-brennan"))]
+    out = identify("care", RECORDS, people=people, recorded=recorded)
+    assert out.registry.get(sarah).key == "sarah-jones"  # type: ignore[union-attr]
+    assert [r.merged for r in out.merges] == [phone] and out.refused == recorded[1:]
+    authored = {m.unit_id: m.identity_id for m in out.mentions if m.mention_type == "author"}
+    assert authored["u1"] == sarah
+
+
 @pytest.mark.parametrize("ref", ["sarah-jonse", "bob"])
 def test_a_merges_file_naming_no_one_on_file_is_refused(tmp_path: Path, ref: str) -> None:
     people, merges = _files(

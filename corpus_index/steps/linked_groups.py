@@ -110,6 +110,9 @@ class LinkedGroupsOutcome:
     identity_read: int = 0  # units whose mentions the identity pass read (the rest carried over)
     merges: int = 0  # merges that moved mentions
     merges_not_here: int = 0  # merges naming an identity this collection never saw
+    # merges not applied, as "tenant: merged -> survivor": their merged side was merged into
+    # another person before, so applying them would merge that person
+    merges_refused: list[str] = field(default_factory=list)
     reanchored: int = 0  # groups holding a unit whose mentions a merge moved
     sightings_path: str = ""  # the Parquet file an external identity system reads
     relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
@@ -348,6 +351,7 @@ def _grouped(
         identity_read=sum(f.read for f in found.values()),
         merges=sum(len(f.merges) for f in found.values()),
         merges_not_here=sum(len(f.not_here) for f in found.values()),
+        merges_refused=[f"{t}: {a} -> {b}" for t, f in found.items() for a, b in f.refused],
         reanchored=len(set(held["group_id"].to_pylist())),
         sightings_path=str(home.warehouse.path(identity_store.SIGHTINGS, collection)),
         relinked=sum(r.relinked for r in relinkers),

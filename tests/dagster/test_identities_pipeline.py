@@ -338,6 +338,14 @@ def test_tenants_never_mix_and_merge_refuses_unknown_self_and_cross_tenant(
         assert identity_id(tenant, "sarah-jones") in {m["identity_id"] for m in mentions}
     only = json.loads(_cli(settings, "identities", "list", "--tenant", "birch", "--json").output)
     assert {p["tenant_id"] for p in only} == {"birch"}
+    # a second merge of one identity (still listed before the sync) would merge the first
+    # survivor too: refused, the first left as recorded
+    out = _cli(settings, "identities", "merge", f"discovered:{PERSONAL}", "sarah-jones")
+    assert out.exit_code == 0, out.output
+    kept = recorded.read_text()
+    out = _cli(settings, "identities", "merge", f"discovered:{PERSONAL}", "mike-brennan")
+    assert out.exit_code == 2 and "is recorded as merged into" in out.output, out.output
+    assert recorded.read_text() == kept
 
 
 def test_deleting_a_unit_removes_its_mentions_and_the_audit_finds_nothing(
