@@ -78,7 +78,8 @@ def merge(
 
     The merge is recorded in the home; the next `corpus sync` moves MERGED's mentions to
     SURVIVOR, re-anchors the groups they are in and re-embeds those whose text changes.
-    Both must be identities of one tenant.
+    Both must be identities of one tenant, and one of its collections must hold both (a merge
+    is applied within a collection).
     """
     home = Home(settings_of(ctx))
     a, a_elsewhere = find_identity(home, merged, tenant=tenant)
@@ -103,6 +104,15 @@ def merge(
         )
     if a.identity_id == b.identity_id:
         raise IdentityError(f"cannot merge identity {a.identity_id!r} ({a.name}) into itself")
+    if not set(a.collections) & set(b.collections):
+        # each collection's identity pass applies the tenant's merges to its own registry:
+        # one holding only one side sets the merge aside, so no sync would ever apply it
+        raise IdentityError(
+            f"no collection of tenant {a.tenant_id!r} holds both {merged!r} (in "
+            f"{', '.join(a.collections)}) and {survivor!r} (in {', '.join(b.collections)}): "
+            "a merge is applied within a collection that holds both, so this one would never "
+            "take effect; identities of different collections are not merged"
+        )
     path = record_merge(home, a.tenant_id, a.identity_id, b.identity_id)
     out = {
         "tenant": a.tenant_id,

@@ -348,6 +348,33 @@ def test_tenants_never_mix_and_merge_refuses_unknown_self_and_cross_tenant(
     assert recorded.read_text() == kept
 
 
+def test_merge_refuses_two_identities_no_one_collection_of_the_tenant_holds(
+    tmp_path: Path,
+) -> None:
+    """One tenant, two messages collections: an address discovered in one, a number in the
+    other. Each collection's pass holds one side only and would set the merge aside at every
+    sync, so it is refused (naming where each is), and nothing is recorded."""
+    settings = _settings(tmp_path)
+    sms = {**ACME[0], "id": "sm-1", "source": "sms_message", "author": "0499 000 111"}
+    _write(tmp_path / "sms", "acme", [sms])
+    config = yaml.safe_load(settings.config_path.read_text())
+    config["collections"]["acme-sms"] = {**config["collections"]["acme-messages"]}
+    config["collections"]["acme-sms"]["path"] = "sms/acme"
+    settings.config_path.write_text(yaml.safe_dump(config))
+    g = Graph(settings)
+    for collection in ("acme-messages", "acme-sms"):
+        assert g.ingest(collection).success
+    out = _cli(settings, "identities", "merge", f"discovered:{PERSONAL}", "discovered:+61499000111")
+    assert out.exit_code == 2, out.output
+    assert "no collection of tenant 'acme' holds both" in out.output
+    assert "(in acme-messages)" in out.output and "(in acme-sms)" in out.output
+    assert not (settings.home / "identities").exists()  # nothing recorded
+    # a person on file is in both: merging either into them is applied where it was seen
+    for merged in (f"discovered:{PERSONAL}", "discovered:+61499000111"):
+        out = _cli(settings, "identities", "merge", merged, "sarah-jones", "--tenant", "acme")
+        assert out.exit_code == 0, out.output
+
+
 def test_deleting_a_unit_removes_its_mentions_and_the_audit_finds_nothing(
     tmp_path: Path,
 ) -> None:
