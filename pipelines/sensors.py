@@ -12,6 +12,7 @@ n}}``, ``n`` counting the changes seen in that collection. A run key is
 ``ingest:<collection>:<n>:<fingerprint>``: the same cursor and the same files give the same key
 (so a repeated tick never runs twice), while a folder that returns to an earlier state (a file
 added, then deleted) is a new change with a new key; the daemon skips a run key it has seen.
+A cursor that is not of this form (set by hand in the UI) is read as none, with a warning.
 """
 
 import json
@@ -48,11 +49,30 @@ class SourceScan:
 
 def read_cursor(raw: str | None) -> tuple[dict[str, str], dict[str, int]]:
     """Fingerprints and change counts from a cursor (a flat ``{collection: fingerprint}``, the
-    earlier format, reads as counts of zero)."""
-    data = json.loads(raw) if raw else {}
+    earlier format, reads as counts of zero).
+
+    Raises:
+        ValueError: the cursor is not one this sensor writes (set by hand in the UI's "Set
+            cursor value", or damaged), saying what is wrong with it.
+    """
+    try:
+        data = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the cursor is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"the cursor is a JSON {type(data).__name__}, not an object")
+    fingerprints, changes = (data, {})
     if "fingerprints" in data:
-        return dict(data["fingerprints"]), {k: int(v) for k, v in data.get("changes", {}).items()}
-    return dict(data), {}
+        fingerprints, changes = data["fingerprints"], data.get("changes", {})
+    if not isinstance(fingerprints, dict) or not all(
+        isinstance(v, str) for v in fingerprints.values()
+    ):
+        raise ValueError("the cursor's fingerprints are not an object of collection -> text")
+    if not isinstance(changes, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in changes.values()
+    ):
+        raise ValueError("the cursor's changes are not an object of collection -> count")
+    return dict(fingerprints), dict(changes)
 
 
 def scan_sources(
@@ -134,7 +154,13 @@ def source_update_sensor(
 ) -> dg.SensorResult:
     settings = corpus.settings()
     config = settings.load()
-    fingerprints, changes = read_cursor(context.cursor)
+    try:
+        fingerprints, changes = read_cursor(context.cursor)
+    except ValueError as e:
+        # a tick that fails on its cursor fails forever: read it as none instead (the last
+        # ingests' fingerprints keep an unchanged collection from being ingested again)
+        context.log.warning(f"{e}: read as no cursor")
+        fingerprints, changes = {}, {}
     partitions = list(context.instance.get_dynamic_partitions("collections"))
     scan = scan_sources(
         config,

@@ -145,3 +145,29 @@ def test_a_collection_whose_config_changed_is_ingested_again(tmp_path: Path) -> 
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     after = scan_sources(settings.load(), fingerprints, partitions)
     assert list(after.ingest) == ["alpha-deals"]
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "not json",  # a hand edit in the UI's "Set cursor value"
+        '{"fingerprints": {"alpha-deals": "x"}, "changes": {"alpha-deals": null}}',
+        '{"fingerprints": "lost"}',
+        "[1, 2]",
+    ],
+)
+def test_a_damaged_cursor_is_read_as_no_cursor(
+    tmp_path: Path, instance: dg.DagsterInstance, cursor: str
+) -> None:
+    """A cursor the sensor cannot read (the UI lets an operator set one by hand) would fail
+    every tick until someone cleared it: it reads as no cursor instead, naming what is wrong."""
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    with pytest.raises(ValueError, match="cursor"):
+        read_cursor(cursor)
+    result = tick(settings, instance, cursor)
+    assert [(j, p) for j, p, _ in keys(result)] == [
+        ("ingest_job", "alpha-deals"),
+        ("ingest_job", "beta-deals"),
+    ]
+    assert set(json.loads(result.cursor or "")["fingerprints"]) == {"alpha-deals", "beta-deals"}
