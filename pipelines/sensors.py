@@ -2,7 +2,8 @@
 index true to its sources.
 
 Each tick fingerprints every configured collection (file names, sizes and mtimes: ``stat`` only)
-and compares with the cursor. A changed collection gets an ``ingest_job`` run for its partition;
+and compares with the cursor. A changed collection gets an ``ingest_job`` run for its partition
+(one whose root cannot be listed is left out, with a warning naming it);
 declarative automation carries the change downstream to every profile (the ACTIVE generation's
 and any BUILDING one's). A collection new in the config gets its dynamic partition; one that
 left the config is purged from every store and its partition removed.
@@ -26,7 +27,7 @@ import dagster as dg
 from assets import CorpusResource
 from corpus_index.config import CorpusConfig
 from corpus_index.identity_store import source_fingerprint
-from corpus_index.kinds import fingerprint
+from corpus_index.kinds import UNREADABLE, fingerprint
 from corpus_index.shards import split_key
 
 DEFAULT_INTERVAL_S = 30
@@ -44,6 +45,7 @@ class SourceScan:
     ingest: dict[str, str] = field(default_factory=dict)  # collection -> run key
     add_partitions: list[str] = field(default_factory=list)
     purge: dict[str, str] = field(default_factory=dict)  # collection -> run key
+    unreadable: dict[str, str] = field(default_factory=dict)  # collection -> why, naming it
     cursor: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
@@ -105,6 +107,16 @@ def scan_sources(
         seen[name] = fp
         if name not in existing:
             scan.add_partitions.append(name)
+        if fp.startswith(UNREADABLE):
+            # its ingest could only fail; the others go on, and it is compared as usual once
+            # it can be listed again
+            errno = fp.removeprefix(UNREADABLE)
+            why = os.strerror(int(errno)) if errno.isdigit() else "unknown error"
+            scan.unreadable[name] = (
+                f"{collection.path} (or a folder in it) cannot be listed ({why}): "
+                f"collection {name} is not ingested until it can be"
+            )
+            continue
         # a new partition is always ingested: a collection purged and configured again has a
         # last ingest on record, of data that is gone
         seen_before = fingerprints.get(name) == fp or bool(ingested and ingested(name) == fp)
@@ -170,6 +182,8 @@ def source_update_sensor(
         ingested=last_ingested(context.instance),
         home=settings.home,
     )
+    for why in scan.unreadable.values():
+        context.log.warning(why)
     requests = [
         dg.RunRequest(
             run_key=key,

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KINDS",
     "PROMOTED_COLUMNS",
+    "UNREADABLE",
     "CollectionKind",
     "FileKind",
     "KindDefaults",
@@ -199,16 +200,24 @@ def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -
     return kind_of(collection).parse(collection, doc, version)
 
 
+# the fingerprint of a collection whose root, or a folder in it, cannot be listed: then its errno
+UNREADABLE = "unreadable:"
+
+
 def fingerprint(collection: CollectionConfig, *, also: Sequence[Path] = ()) -> str:
     """A cheap digest of the collection's files (relative path, size, mtime in ns), read with
     ``stat`` only, and of its configuration: it changes when a document is added, changed or
     removed, when one of ``also`` (files outside the collection that its sync reads, such as
     merges recorded in the home) appears, changes or goes, and when ``corpus.yaml`` changes
     the collection (its ACL groups narrowed, its limits or processing). A missing root
-    fingerprints as ``missing``."""
+    fingerprints as ``missing``; one that cannot be listed (a folder of it unreadable: EACCES
+    on an NFS export with root squash, a permission change) as ``unreadable:<errno>``."""
     if not collection.path.is_dir():
         return "missing"
-    files = kind_of(collection).fingerprint_files(collection)
+    try:
+        files = kind_of(collection).fingerprint_files(collection)
+    except OSError as e:
+        return f"{UNREADABLE}{e.errno}" if collection.path.is_dir() else "missing"
     files = [*files, *((f"+{i}", str(p)) for i, p in enumerate(also))]
     digest = hashlib.sha256()
     digest.update(f"config\0{collection!r}\n".encode())

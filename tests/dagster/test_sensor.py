@@ -171,3 +171,37 @@ def test_a_damaged_cursor_is_read_as_no_cursor(
         ("ingest_job", "beta-deals"),
     ]
     assert set(json.loads(result.cursor or "")["fingerprints"]) == {"alpha-deals", "beta-deals"}
+
+
+def test_an_unreadable_collection_root_does_not_stop_the_other_collections(
+    tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root that exists but cannot be listed (EACCES: an NFS export with root squash, a
+    permission change; root bypasses mode bits, so the listing is made to fail as the kernel
+    would) is marked unreadable and left out, named in the tick's log; the others are
+    ingested as usual, and it is again once it can be listed."""
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    first = tick(settings, instance, None)
+    beta = str(tmp_path / "sources" / "beta")
+    real = os.scandir
+
+    def scandir(path: str) -> object:
+        if os.fspath(path).startswith(beta):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    scan = scan_sources(settings.load(), {}, ["alpha-deals", "beta-deals"])
+    assert scan.cursor["fingerprints"]["beta-deals"] == "unreadable:13"
+    assert "beta-deals" not in scan.ingest
+    assert scan.unreadable["beta-deals"].startswith(f"{beta} (or a folder in it) cannot be listed")
+    deal = tmp_path / "sources" / "alpha" / "deal-alpha-000.uw.md"
+    deal.write_text(deal.read_text().replace("Rents grew", "Rents fell"))
+    changed = tick(settings, instance, first.cursor)
+    assert [(j, p) for j, p, _ in keys(changed)] == [("ingest_job", "alpha-deals")]
+    # readable again, and changed meanwhile: ingested
+    monkeypatch.setattr(os, "scandir", real)
+    (tmp_path / "sources" / "beta" / "new.uw.md").write_text(deal.read_text())
+    again = tick(settings, instance, changed.cursor)
+    assert [(j, p) for j, p, _ in keys(again)] == [("ingest_job", "beta-deals")]
