@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,9 @@ from corpus_index.kinds import unit_granularity
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, embedding_schema
 
+if TYPE_CHECKING:
+    from corpus_index.config import CorpusConfig
+
 INPUT_RULE_KEY = b"corpus_index.input_rule"
 
 
@@ -28,6 +32,12 @@ def input_rule(sections: Mapping[str, str], input_formats: Iterable[str]) -> byt
     return canonical_json(
         {"sections": dict(sorted(sections.items())), "formats": sorted(set(input_formats))}
     ).encode()
+
+
+def config_input_rule(config: CorpusConfig) -> bytes:
+    """The :func:`input_rule` of ``config``: its section registry and the input format of every
+    profile (what the ``embedding_inputs`` step builds every collection's inputs under)."""
+    return input_rule(config.sections, {p.input_format for p in config.profiles.values()})
 
 
 def build_inputs(

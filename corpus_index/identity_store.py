@@ -62,13 +62,14 @@ def recorded_merges_path(home_dir: Path, tenant: str) -> Path:
     return home_dir / "identities" / tenant / "merges.yaml"
 
 
-def source_fingerprint(home_dir: Path, collection: CollectionConfig) -> str:
-    """The collection's :func:`~corpus_index.kinds.fingerprint`, with the merges recorded in
-    the home for its tenant when its kind is grouped (``corpus identities merge`` changes
-    what its next sync writes, so the source sensor must see it)."""
+def source_fingerprint(home_dir: Path, collection: CollectionConfig, *, rule: bytes) -> str:
+    """The collection's :func:`~corpus_index.kinds.fingerprint` under the input ``rule``
+    (``embedding.config_input_rule``), with the merges recorded in the home for its tenant
+    when its kind is grouped (``corpus identities merge`` changes what its next sync writes,
+    so the source sensor must see it)."""
     grouped = kind_of(collection).grouped
     also = [recorded_merges_path(home_dir, collection.tenant)] if grouped else []
-    return fingerprint(collection, also=also)
+    return fingerprint(collection, also=also, rule=rule)
 
 
 def recorded_merges(home: Home, tenant: str) -> list[tuple[str, str]]:

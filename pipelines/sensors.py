@@ -26,6 +26,7 @@ import dagster as dg
 
 from assets import CorpusResource
 from corpus_index.config import CorpusConfig
+from corpus_index.embedding import config_input_rule
 from corpus_index.identity_store import source_fingerprint
 from corpus_index.kinds import UNREADABLE, fingerprint
 from corpus_index.shards import split_key
@@ -101,9 +102,16 @@ def scan_sources(
     # every partition on its own: a sharded collection's shards are fingerprinted and
     # ingested apart, so a change to one document ingests its shard
     parts = [part for c in config.collections.values() for part in c.parts]
+    # editing the section registry or a profile's input format changes every collection's
+    # inputs: it is part of each one's fingerprint, as of the one its ingest records
+    rule = config_input_rule(config)
     for collection in parts:
         name = collection.partition
-        fp = fingerprint(collection) if home is None else source_fingerprint(home, collection)
+        fp = (
+            fingerprint(collection, rule=rule)
+            if home is None
+            else source_fingerprint(home, collection, rule=rule)
+        )
         seen[name] = fp
         if name not in existing:
             scan.add_partitions.append(name)

@@ -11,6 +11,7 @@ import dagster as dg
 
 from corpus_index.config import CollectionConfig, CorpusConfig, Settings
 from corpus_index.deletion import drop_partition
+from corpus_index.embedding import config_input_rule
 from corpus_index.gates import NOT_RUN
 from corpus_index.home import Home
 from corpus_index.kinds import fingerprint, one_listing
@@ -260,7 +261,7 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
     if ingest is None or ingest.asset_materialization is None:
         return False
     seen = ingest.asset_materialization.metadata.get("fingerprint")
-    if str(getattr(seen, "value", "")) != fingerprint(part):
+    if str(getattr(seen, "value", "")) != fingerprint(part, rule=config_input_rule(config)):
         return False
     if config.path.is_file() and config.path.stat().st_mtime >= ingest.timestamp:
         return False

@@ -204,12 +204,17 @@ def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -
 UNREADABLE = "unreadable:"
 
 
-def fingerprint(collection: CollectionConfig, *, also: Sequence[Path] = ()) -> str:
+def fingerprint(
+    collection: CollectionConfig, *, also: Sequence[Path] = (), rule: bytes = b""
+) -> str:
     """A cheap digest of the collection's files (relative path, size, mtime in ns), read with
     ``stat`` only, and of its configuration: it changes when a document is added, changed or
     removed, when one of ``also`` (files outside the collection that its sync reads, such as
-    merges recorded in the home) appears, changes or goes, and when ``corpus.yaml`` changes
-    the collection (its ACL groups narrowed, its limits or processing). A missing root
+    merges recorded in the home) appears, changes or goes, when ``corpus.yaml`` changes
+    the collection (its ACL groups narrowed, its limits or processing), and when ``rule``
+    changes: what its ingest reads from the rest of the configuration
+    (``embedding.config_input_rule``: the section registry, the profiles' input formats),
+    which a fingerprint compared with the one its last ingest recorded passes. A missing root
     fingerprints as ``missing``; one that cannot be listed (a folder of it unreadable: EACCES
     on an NFS export with root squash, a permission change) as ``unreadable:<errno>``."""
     if not collection.path.is_dir():
@@ -221,6 +226,7 @@ def fingerprint(collection: CollectionConfig, *, also: Sequence[Path] = ()) -> s
     files = [*files, *((f"+{i}", str(p)) for i, p in enumerate(also))]
     digest = hashlib.sha256()
     digest.update(f"config\0{collection!r}\n".encode())
+    digest.update(b"rule\0" + rule + b"\n")
     for rel, path in files:
         try:
             stat = os.stat(path)

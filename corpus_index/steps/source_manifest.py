@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from corpus_index.deletion import WITHDRAWN, propagate_deletion
+from corpus_index.embedding import config_input_rule
 from corpus_index.home import Home
 from corpus_index.identity_store import source_fingerprint
 from corpus_index.sources import ManifestResult, scan_manifest
@@ -29,7 +30,7 @@ def run(home: Home, collection: str) -> ManifestOutcome:
         The manifest's counts, and the path of the deletion receipt when documents went.
     """
     config = home.collection(collection)
-    before = source_fingerprint(home.settings.home, config)
+    before = source_fingerprint(home.settings.home, config, rule=config_input_rule(home.config))
     previous = home.warehouse.read("source_manifest", (collection,))
     withdrawn = home.registry.tombstoned(config.name, WITHDRAWN)
     prefix = f"{config.name}/"

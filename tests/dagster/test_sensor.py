@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -131,9 +133,39 @@ def test_a_cursor_in_the_earlier_flat_format_still_reads(tmp_path: Path) -> None
     assert quiet.ingest == {} and quiet.purge == {}
 
 
-def test_a_collection_whose_config_changed_is_ingested_again(tmp_path: Path) -> None:
-    """Narrowing a collection's ACL groups in corpus.yaml changes no file of it: the scan
-    still ingests it, so the narrowed scope reaches the index without a `corpus sync`."""
+def narrow_alpha(config: dict[str, Any]) -> None:
+    config["collections"]["alpha-deals"]["acl_groups"] = ["alpha-uw"]
+
+
+def drop_risk_assessment(config: dict[str, Any]) -> None:
+    config["sections"] = {
+        "market_analysis": {"granularity": "block"},
+        "borrower_sponsor": {"granularity": "block"},
+        "property": {"granularity": "block"},
+        "risk_assessment": False,
+    }
+
+
+def change_input_format(config: dict[str, Any]) -> None:
+    config["profiles"]["main"]["input_format"] = "heading-context-v1"
+
+
+@pytest.mark.parametrize(
+    ("edit", "ingested"),
+    [
+        (narrow_alpha, ["alpha-deals"]),
+        (drop_risk_assessment, ["alpha-deals", "beta-deals"]),
+        (change_input_format, ["alpha-deals", "beta-deals"]),
+    ],
+)
+def test_a_collection_whose_config_changed_is_ingested_again(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], None], ingested: list[str]
+) -> None:
+    """An edit of corpus.yaml that changes no file still ingests the collections whose
+    inputs it changes: narrowing a collection's ACL groups (so the narrowed scope reaches the
+    index without a `corpus sync`), and for every collection, the ``sections:`` registry
+    (taking ``risk_assessment`` out must stop it being searchable) or a profile's input
+    format, which each collection's inputs are built under."""
     config_path = write_home(tmp_path)
     settings = Settings(config_path=config_path, home=tmp_path / "home")
     before = scan_sources(settings.load(), {}, [])
@@ -141,10 +173,10 @@ def test_a_collection_whose_config_changed_is_ingested_again(tmp_path: Path) -> 
     partitions = ["alpha-deals", "beta-deals"]
     assert scan_sources(settings.load(), fingerprints, partitions).ingest == {}
     config = yaml.safe_load(config_path.read_text())
-    config["collections"]["alpha-deals"]["acl_groups"] = ["alpha-uw"]  # narrowed
+    edit(config)
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     after = scan_sources(settings.load(), fingerprints, partitions)
-    assert list(after.ingest) == ["alpha-deals"]
+    assert sorted(after.ingest) == ingested
 
 
 @pytest.mark.parametrize(
