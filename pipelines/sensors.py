@@ -14,6 +14,11 @@ n}}``, ``n`` counting the changes seen in that collection. A run key is
 (so a repeated tick never runs twice), while a folder that returns to an earlier state (a file
 added, then deleted) is a new change with a new key; the daemon skips a run key it has seen.
 A cursor that is not of this form (set by hand in the UI) is read as none, with a warning.
+
+The cursor takes a fingerprint when its run is asked for, not when the run succeeds: a run
+that failed (its worker killed, a transient error) is asked again under a new run key, while
+the collection's last ingest has not recorded it and no run of it is in flight, up to
+``MAX_TRIES`` failures of one state of the files.
 """
 
 import json
@@ -32,6 +37,14 @@ from corpus_index.kinds import UNREADABLE, fingerprint
 from corpus_index.shards import split_key
 
 DEFAULT_INTERVAL_S = 30
+# runs asked for one state of a collection's files whose runs all fail: then the sensor stops
+# asking (a run failing for good would otherwise run again every tick); a change of its files
+# starts over, and `corpus sync` still ingests it
+MAX_TRIES = 3
+# the tag naming the fingerprint an ingest run was asked for, so a failed one is asked again
+FINGERPRINT_TAG = "corpus/fingerprint"
+# what a run of those asked for came to (see :func:`recent_runs`)
+IN_FLIGHT, SUCCEEDED, FAILED = "in flight", "succeeded", "failed"
 
 
 def sensor_interval() -> int:
@@ -44,6 +57,7 @@ class SourceScan:
     """What one tick decided (kept apart from Dagster's types so it can be tested directly)."""
 
     ingest: dict[str, str] = field(default_factory=dict)  # collection -> run key
+    fingerprints: dict[str, str] = field(default_factory=dict)  # collection -> fingerprint
     add_partitions: list[str] = field(default_factory=list)
     purge: dict[str, str] = field(default_factory=dict)  # collection -> run key
     unreadable: dict[str, str] = field(default_factory=dict)  # collection -> why, naming it
@@ -85,6 +99,7 @@ def scan_sources(
     changes: dict[str, int] | None = None,
     ingested: Callable[[str], str] | None = None,
     home: Path | None = None,
+    runs: Callable[[str, dict[str, str]], list[str]] | None = None,
 ) -> SourceScan:
     """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
     collection ``partitions``.
@@ -94,6 +109,11 @@ def scan_sources(
     whatever the cursor says (a `corpus sync` ran while no daemon watched; the first tick
     of a new daemon), unless its partition is new. With ``home`` (the home folder), what a
     sync reads there for a collection counts too (merges recorded for its tenant).
+
+    ``runs(job, tags)`` tells what the latest runs of ``job`` with ``tags`` came to, newest
+    first (:func:`recent_runs`): a collection the cursor has seen as it is, but whose last
+    ingest did not record it, is asked again, under a new run key, when the run asked for
+    it failed (fewer than ``MAX_TRIES`` times in a row) and none is in flight.
     """
     scan = SourceScan()
     counts = dict(changes or {})
@@ -128,7 +148,15 @@ def scan_sources(
         # a new partition is always ingested: a collection purged and configured again has a
         # last ingest on record, of data that is gone
         seen_before = fingerprints.get(name) == fp or bool(ingested and ingested(name) == fp)
-        if name not in existing or not seen_before:
+        # the cursor took the fingerprint when the run was asked for, not when it succeeded
+        failed = (
+            seen_before
+            and runs is not None
+            and failed_to_try_again(runs("ingest_job", ingest_tags(name, fp)))
+            and ingested is not None
+            and ingested(name) != fp
+        )
+        if name not in existing or not seen_before or failed:
             counts[name] = counts.get(name, 0) + 1
             scan.ingest[name] = f"ingest:{name}:{counts[name]}:{fp}"
     # a partition of a collection still configured under another shard count is left to
@@ -139,8 +167,40 @@ def scan_sources(
             continue
         counts[name] = counts.get(name, 0) + 1
         scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
+    scan.fingerprints = seen
     scan.cursor = {"fingerprints": seen, "changes": dict(sorted(counts.items()))}
     return scan
+
+
+def ingest_tags(partition: str, fp: str) -> dict[str, str]:
+    """The tags that find the ``ingest_job`` runs asked for ``partition`` as ``fp``."""
+    return {"dagster/partition": partition, FINGERPRINT_TAG: fp}
+
+
+def failed_to_try_again(outcomes: list[str]) -> bool:
+    """Whether runs that came to ``outcomes`` (newest first) are to be asked again: the
+    latest failed, and fewer than ``MAX_TRIES`` of them did in a row."""
+    tried = outcomes[:MAX_TRIES]
+    return bool(tried) and tried[0] == FAILED and tried.count(FAILED) < MAX_TRIES
+
+
+def recent_runs(instance: dg.DagsterInstance) -> Callable[[str, dict[str, str]], list[str]]:
+    """What the latest ``MAX_TRIES`` runs of a job with some tags came to in ``instance``,
+    newest first: ``IN_FLIGHT`` (queued, starting, running), ``SUCCEEDED`` or ``FAILED``
+    (canceled too)."""
+
+    def runs(job: str, tags: dict[str, str]) -> list[str]:
+        records = instance.get_run_records(dg.RunsFilter(job_name=job, tags=tags), limit=MAX_TRIES)
+        return [
+            IN_FLIGHT
+            if not r.dagster_run.is_finished
+            else SUCCEEDED
+            if r.dagster_run.is_success
+            else FAILED
+            for r in records
+        ]
+
+    return runs
 
 
 def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
@@ -189,6 +249,7 @@ def source_update_sensor(
         changes,
         ingested=last_ingested(context.instance),
         home=settings.home,
+        runs=recent_runs(context.instance),
     )
     for why in scan.unreadable.values():
         context.log.warning(why)
@@ -197,7 +258,10 @@ def source_update_sensor(
             run_key=key,
             job_name="ingest_job",
             partition_key=name,
-            tags={"corpus/trigger": "source_update_sensor"},
+            tags={
+                "corpus/trigger": "source_update_sensor",
+                FINGERPRINT_TAG: scan.fingerprints[name],
+            },
         )
         for name, key in scan.ingest.items()
     ]

@@ -14,7 +14,10 @@ import yaml
 
 from assets import CorpusResource
 from corpus_index.config import Settings
-from pipelines.sensors import read_cursor, scan_sources, source_update_sensor
+from definitions import dagster_runner
+from pipelines.runner import DagsterRunner
+from pipelines.runner import Home as RunnerHome
+from pipelines.sensors import MAX_TRIES, read_cursor, scan_sources, source_update_sensor
 from tests.corpusgen import write_home
 
 
@@ -47,6 +50,21 @@ def keys(result: dg.SensorResult) -> list[tuple[str, str | None, str]]:
     return sorted(
         (r.job_name or "", r.partition_key, r.run_key or "") for r in result.run_requests or []
     )
+
+
+def synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Settings, DagsterRunner, RunnerHome, dg.SensorResult]:
+    """A home `corpus sync` built, its Dagster home, and the sensor's first tick on it (which
+    asks for nothing: every collection is as the sync left it)."""
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))  # restored after the test
+    runner = dagster_runner()
+    assert runner.sync(settings).ok
+    home = runner.open_home(settings)
+    first = tick(settings, home.instance, None)
+    assert keys(first) == []
+    return settings, runner, home, first
 
 
 def test_sensor_follows_the_sources(tmp_path: Path, instance: dg.DagsterInstance) -> None:
@@ -237,3 +255,32 @@ def test_an_unreadable_collection_root_does_not_stop_the_other_collections(
     (tmp_path / "sources" / "beta" / "new.uw.md").write_text(deal.read_text())
     again = tick(settings, instance, changed.cursor)
     assert [(j, p) for j, p, _ in keys(again)] == [("ingest_job", "beta-deals")]
+
+
+@pytest.mark.slow
+def test_a_change_whose_ingest_run_failed_is_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cursor takes the new fingerprint as the run is asked for, not as it succeeds: when
+    the run fails (its worker killed and failed by orphaned_run_sensor, a transient error),
+    the change is asked again under a new run key, while no run of it is in flight, until
+    ``MAX_TRIES`` runs of it failed."""
+    settings, _, home, first = synced(tmp_path, monkeypatch)
+    instance = home.instance
+    deal = tmp_path / "sources" / "beta" / "deal-beta-000.uw.md"
+    deal.write_text(deal.read_text().replace("Rents grew", "Rents fell"))
+    cursor, asked = first.cursor, []
+    for _ in range(MAX_TRIES):
+        result = tick(settings, instance, cursor)
+        (request,) = result.run_requests or []
+        assert request.partition_key == "beta-deals" and request.run_key not in asked
+        asked.append(request.run_key)
+        # the daemon launches it: while it is in flight, it is not asked again
+        run = instance.create_run_for_job(
+            home.defs.resolve_job_def("ingest_job"),
+            tags={**request.tags, "dagster/partition": "beta-deals"},
+        )
+        assert keys(tick(settings, instance, result.cursor)) == []
+        instance.report_run_failed(run, message="the run worker was killed")
+        cursor = result.cursor
+    assert keys(tick(settings, instance, cursor)) == []  # given up on; `corpus sync` ingests it
