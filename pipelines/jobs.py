@@ -86,6 +86,8 @@ class PurgeConfig(dg.Config):  # type: ignore[misc]
 def purge_collection_op(
     context: dg.OpExecutionContext, config: PurgeConfig, corpus: CorpusResource
 ) -> dg.Output[dict[str, object]]:
+    """The collection's partition is removed once its data is gone, not before: a purge that
+    fails leaves it, so the source sensor (or `corpus sync`) asks for the purge again."""
     c = corpus.open_home()
     if split_key(config.collection).collection in c.config.collections:
         raise ValueError(
@@ -94,6 +96,7 @@ def purge_collection_op(
         )
     name = split_key(config.collection).collection
     receipt = purge_collection(c, config.collection, namespace_of(c, name))
+    context.instance.delete_dynamic_partition("collections", config.collection)
     sources = len(receipt.source_ids) if receipt else 0
     context.log.info(f"purged collection {config.collection}: {sources} sources")
     return dg.Output(

@@ -6,7 +6,8 @@ and compares with the cursor. A changed collection gets an ``ingest_job`` run fo
 (one whose root cannot be listed is left out, with a warning naming it);
 declarative automation carries the change downstream to every profile (the ACTIVE generation's
 and any BUILDING one's). A collection new in the config gets its dynamic partition; one that
-left the config is purged from every store and its partition removed.
+left the config is purged from every store, and the purge run removes its partition once it
+succeeded (a failed purge is asked again, as a failed ingest is).
 
 The cursor is plain JSON: ``{"fingerprints": {collection: fingerprint}, "changes": {collection:
 n}}``, ``n`` counting the changes seen in that collection. A run key is
@@ -43,6 +44,8 @@ DEFAULT_INTERVAL_S = 30
 MAX_TRIES = 3
 # the tag naming the fingerprint an ingest run was asked for, so a failed one is asked again
 FINGERPRINT_TAG = "corpus/fingerprint"
+# the tag naming the partition a purge run was asked for
+PURGE_TAG = "corpus/purge"
 # what a run of those asked for came to (see :func:`recent_runs`)
 IN_FLIGHT, SUCCEEDED, FAILED = "in flight", "succeeded", "failed"
 
@@ -113,7 +116,10 @@ def scan_sources(
     ``runs(job, tags)`` tells what the latest runs of ``job`` with ``tags`` came to, newest
     first (:func:`recent_runs`): a collection the cursor has seen as it is, but whose last
     ingest did not record it, is asked again, under a new run key, when the run asked for
-    it failed (fewer than ``MAX_TRIES`` times in a row) and none is in flight.
+    it failed (fewer than ``MAX_TRIES`` times in a row) and none is in flight. The partition
+    of a collection that left the config is purged while it is there (the purge run removes
+    it once the data is gone), unless a purge of it is in flight or ``MAX_TRIES`` failed in
+    a row.
     """
     scan = SourceScan()
     counts = dict(changes or {})
@@ -164,6 +170,9 @@ def scan_sources(
     wanted = {part.partition for part in parts}
     for name in sorted(existing - wanted):
         if split_key(name).collection in config.collections:
+            continue
+        tried = runs("purge_collection_job", {PURGE_TAG: name})[:MAX_TRIES] if runs else []
+        if tried[:1] == [IN_FLIGHT] or tried.count(FAILED) == MAX_TRIES:
             continue
         counts[name] = counts.get(name, 0) + 1
         scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
@@ -270,18 +279,14 @@ def source_update_sensor(
             run_key=key,
             job_name="purge_collection_job",
             run_config={"ops": {"purge_collection_op": {"config": {"collection": name}}}},
-            tags={"corpus/trigger": "source_update_sensor"},
+            tags={"corpus/trigger": "source_update_sensor", PURGE_TAG: name},
         )
         for name, key in scan.purge.items()
     ]
-    dynamic: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    dynamic = []
     if scan.add_partitions:
         dynamic.append(
             dg.AddDynamicPartitionsRequest("collections", partition_keys=scan.add_partitions)
-        )
-    if scan.purge:
-        dynamic.append(
-            dg.DeleteDynamicPartitionsRequest("collections", partition_keys=sorted(scan.purge))
         )
     return dg.SensorResult(
         run_requests=requests,

@@ -191,7 +191,8 @@ def purge_removed_collections(
     defs: dg.Definitions, config: CorpusConfig, instance: dg.DagsterInstance, report: SyncReport
 ) -> None:
     """Collections whose partition exists but that left the config: purged through
-    ``purge_collection_job`` (so the UI shows it), then their partition removed. Partitions of
+    ``purge_collection_job`` (so the UI shows it), which removes the partition once the purge
+    succeeded (a failed one leaves it, to be purged again). Partitions of
     a collection still configured under another shard count are a re-shard's, not purged
     (see :func:`replaced_partitions`)."""
     gone = sorted(
@@ -221,7 +222,6 @@ def purge_removed_collections(
                 }
             )
             continue
-        instance.delete_dynamic_partition("collections", name)
         report.purged_collections.append(name)
 
 

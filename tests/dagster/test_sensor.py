@@ -14,6 +14,7 @@ import yaml
 
 from assets import CorpusResource
 from corpus_index.config import Settings
+from corpus_index.home import Home
 from definitions import dagster_runner
 from pipelines.runner import DagsterRunner
 from pipelines.runner import Home as RunnerHome
@@ -128,7 +129,12 @@ def test_sensor_follows_the_sources(tmp_path: Path, instance: dg.DagsterInstance
     assert purge.run_config == {
         "ops": {"purge_collection_op": {"config": {"collection": "beta-deals"}}}
     }
-    assert sorted(instance.get_dynamic_partitions("collections")) == ["alpha-deals", "gamma-deals"]
+    # the purge run removes the partition once it succeeded, not the sensor
+    assert sorted(instance.get_dynamic_partitions("collections")) == [
+        "alpha-deals",
+        "beta-deals",
+        "gamma-deals",
+    ]
 
 
 def test_scan_marks_a_missing_root(tmp_path: Path) -> None:
@@ -284,3 +290,47 @@ def test_a_change_whose_ingest_run_failed_is_asked_again(
         instance.report_run_failed(run, message="the run worker was killed")
         cursor = result.cursor
     assert keys(tick(settings, instance, cursor)) == []  # given up on; `corpus sync` ingests it
+
+
+@pytest.mark.slow
+def test_a_removed_collection_is_purged_even_if_the_first_purge_run_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection removed from the config keeps its partition until a purge of it succeeds
+    (the purge run removes it): a purge run that failed (killed worker, canceled, a transient
+    error) is asked again, and `corpus sync` purges it too. The sensor used to remove the
+    partition as it asked for the purge, so after a failed one nothing ever purged it: its
+    rows stayed in every generation and failed every later generation's checks."""
+    settings, runner, home, first = synced(tmp_path, monkeypatch)
+    config_path, instance = settings.config_path, home.instance
+    config = yaml.safe_load(config_path.read_text())
+    del config["collections"]["beta-deals"]
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    removal = tick(settings, instance, first.cursor)
+    (request,) = removal.run_requests or []
+    assert request.job_name == "purge_collection_job"
+    assert "beta-deals" in instance.get_dynamic_partitions("collections")
+    # the daemon launches it: while it is in flight, it is not asked again; then it fails
+    run = instance.create_run_for_job(
+        home.defs.resolve_job_def("purge_collection_job"),
+        run_config=request.run_config,
+        tags=request.tags,
+    )
+    assert keys(tick(settings, instance, removal.cursor)) == []
+    instance.report_run_failed(run, message="the run worker was killed")
+    again = tick(settings, instance, removal.cursor)
+    (retry,) = again.run_requests or []
+    assert retry.run_config == request.run_config and retry.run_key != request.run_key
+
+    report = runner.sync(settings)
+    assert report.ok and report.purged_collections == ["beta-deals"], report.failed_runs
+    corpus = Home(settings)
+    left = {
+        g.id: corpus.store.count(g, "collection = 'beta-deals'")
+        for g in corpus.registry.generations()
+    }
+    assert set(left.values()) == {0}, left
+    # the purge run removed the partition: nothing left to ask for
+    assert sorted(instance.get_dynamic_partitions("collections")) == ["alpha-deals"]
+    assert keys(tick(settings, instance, again.cursor)) == []
