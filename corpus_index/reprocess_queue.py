@@ -274,7 +274,7 @@ def take_due(
     (``reprocessed=``) counts each one attempt more at ``now`` in the queue it writes, and
     only if its checks pass. A run that fails, or never comes, leaves them due."""
     stored = {c: read_queue(warehouse, c) for c in collections}
-    ready = [q for c, s in stored.items() for q in s.items if q.item in due([q.item], now, limit=1)]
+    ready = _ready(stored.values(), now)
     ready.sort(
         key=lambda q: (
             -q.item.priority,
@@ -289,3 +289,13 @@ def take_due(
         linking = Linking(REPROCESS_WINDOWS, now if judged is None else max(judged, now))
         write_queue(warehouse, c, stored[c].items, linking, stored[c].arrived)
     return Taken(taken, now)
+
+
+def count_due(warehouse: Warehouse, collections: Sequence[str], now: float) -> int:
+    """How many items of ``collections`` are due at ``now`` (:func:`take_due` takes at most
+    ``BATCH`` of them), read only: what tells a schedule whether a run has anything to do."""
+    return len(_ready((read_queue(warehouse, c) for c in collections), now))
+
+
+def _ready(stored: Iterable[Stored], now: float) -> list[Queued]:
+    return [q for s in stored for q in s.items if q.item in due([q.item], now, limit=1)]

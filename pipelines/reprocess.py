@@ -5,7 +5,8 @@ are rewritten and reported as materializations, so the automation sensor embeds 
 the changed groups like any ingest.
 
 ``now`` comes from the run config (ISO 8601), else the run's ``.dagster/scheduled_execution_time``
-tag (a scheduled run is judged at its tick), else the clock.
+tag (a scheduled run is judged at its tick), else the clock. A tick with no item due starts no
+run (the job holds the home alone while it runs).
 """
 
 # no `from __future__ import annotations`: Dagster reads the op annotations at definition time
@@ -89,10 +90,22 @@ def reprocess_job() -> None:
     reprocess_op()
 
 
-reprocess_schedule = dg.ScheduleDefinition(
+@dg.schedule(
     name="reprocess_schedule",
     job=reprocess_job,
     cron_schedule="0 * * * *",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Hourly: questions, incidents and conversations still waiting for their context.",
+    description="Hourly: questions, incidents and conversations still waiting for their context "
+    "(no run when none is due).",
 )
+def reprocess_schedule(
+    context: dg.ScheduleEvaluationContext, corpus: CorpusResource
+) -> dg.RunRequest | dg.SkipReason:
+    # the run takes the home alone (EXCLUSIVE_TAGS): it starts only when it has work, judged
+    # at the tick, as the run is (read only: the queue files, no registry)
+    at = context.scheduled_execution_time
+    now = at.timestamp() if at is not None else time.time()
+    due = reprocess.due_count(corpus.settings(), now)
+    if not due:
+        return dg.SkipReason(f"no linked group is due for re-processing at {reprocess.iso(now)}")
+    return dg.RunRequest()

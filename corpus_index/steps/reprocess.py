@@ -13,14 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from corpus_index.config import CorpusConfig, Settings
 from corpus_index.errors import ConfigError
 from corpus_index.group_records import GROUP_SCHEMA
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.linked.messages import SUPPORTED_YEARS, supported_time
 from corpus_index.linked.reprocess import BATCH
-from corpus_index.reprocess_queue import take_due
+from corpus_index.reprocess_queue import count_due, take_due
 from corpus_index.steps import embedding_inputs, linked_groups
+from corpus_index.warehouse import Warehouse
 
 GIVEN_UP = ("timeout",)  # a question nobody answered within a week
 
@@ -106,17 +108,29 @@ def grouped_collections(home: Home, only: str = "") -> list[str]:
     Raises:
         ConfigError: ``only`` is not a configured collection, or not a grouped one.
     """
-    names = [only] if only else sorted(home.config.collections)
+    if not only:
+        return grouped_names(home.config)
     # home.collection names the file for an unknown ``only``; a sharded collection is never
     # grouped, and its name alone is no partition of it
-    configs = {n: home.collection(n) if only else home.config.collections[n] for n in names}
-    out = [n for n, c in configs.items() if kind_of(c).grouped and c.grouping]
-    if only and not out:
+    config = home.collection(only)
+    if not (kind_of(config).grouped and config.grouping):
         raise ConfigError(
             f"collection {only!r} is not grouped: only messages collections without "
             "grouping: false are re-processed"
         )
-    return out
+    return [only]
+
+
+def grouped_names(config: CorpusConfig) -> list[str]:
+    """The collections of ``config`` that are grouped, by name."""
+    return [n for n, c in sorted(config.collections.items()) if kind_of(c).grouped and c.grouping]
+
+
+def due_count(settings: Settings, now: float) -> int:
+    """How many queued items of the home's grouped collections are due at ``now``, read from
+    the queue files alone (no registry opened, nothing written), for a schedule to tell
+    whether a run would do anything."""
+    return count_due(Warehouse(settings.warehouse), grouped_names(settings.load()), now)
 
 
 def _groups(home: Home, collection: str) -> dict[str, dict[str, Any]]:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from assets import CorpusResource
 from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
@@ -26,6 +27,7 @@ from corpus_index.linked.reprocess import DAY, HOUR
 from corpus_index.reprocess_queue import Queued, read_queue
 from corpus_index.steps import reprocess
 from pipelines.reprocess import SCHEDULED_AT, reprocess_schedule
+from tests.corpusgen import write_home
 from tests.dagster.harness import QUIET, Graph
 
 ASKED = dt.datetime(2025, 12, 8, 9, 0, tzinfo=dt.UTC)
@@ -304,6 +306,32 @@ def test_the_schedule_is_hourly_and_running_by_default() -> None:
     assert reprocess_schedule.cron_schedule == "0 * * * *"
     assert reprocess_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert reprocess_schedule.job_name == "reprocess_job"
+
+
+def tick(settings: Settings, when: dt.datetime) -> dg.ScheduleExecutionData:
+    """``reprocess_schedule``'s tick at ``when``."""
+    resource = CorpusResource(config_path=str(settings.config_path), home=str(settings.home))
+    with dg.build_schedule_context(
+        resources={"corpus": resource}, scheduled_execution_time=when
+    ) as context:
+        return reprocess_schedule.evaluate_tick(context)
+
+
+def test_the_schedule_starts_a_run_only_when_an_item_is_due(tmp_path: Path) -> None:
+    """``reprocess_job`` takes the home alone (under the multiprocess executor, every other
+    run's next step waits for it): an hourly tick with nothing due starts no run."""
+    deals = write_home(tmp_path / "deals")  # uw_deals collections only: nothing is ever queued
+    nothing = tick(Settings(config_path=deals, home=tmp_path / "deals" / "home"), ASKED)
+    assert not nothing.run_requests and "no linked group is due" in str(nothing.skip_message)
+    settings = home_with(tmp_path, {"chat.jsonl": QUESTION})
+    assert Graph(settings).ingest("wattle-messages").success
+    assert queued(settings, "qa_pair:q1") is not None  # first due 6 h after it was asked
+    early = tick(settings, ASKED + dt.timedelta(hours=1))
+    assert not early.run_requests and early.skip_message
+    due = tick(settings, ASKED + dt.timedelta(hours=6))
+    assert len(due.run_requests or []) == 1
+    item = queued(settings, "qa_pair:q1")  # asking took nothing from the queue
+    assert item is not None and item.item.attempts == 0
 
 
 def test_a_bad_now_is_refused_naming_it(tmp_path: Path) -> None:
