@@ -153,6 +153,14 @@ def test_irc_clock_runs_past_midnight() -> None:
     assert [x.minute for x in lines] == [1439, None, 1441]
 
 
+def test_a_stamp_that_is_no_time_of_day_is_no_clock() -> None:
+    """``[25:99]`` taken as 25 h 99 min would make the next ``[10:01]`` 'more than an hour
+    back', dating every later line the next day: it is a line in no layout instead."""
+    lines = parse_log("[10:00] <a> x\n[25:99] <b> y\n[10:01] <c> z\n[09:60]  * d waves\n")
+    assert [x.minute for x in lines] == [600, None, 601, None]
+    assert (lines[1].system, lines[1].text) == (True, "[25:99] <b> y")
+
+
 def test_grouping_untangles_two_interleaved_conversations(tmp_path: Path) -> None:
     (tmp_path / f"{STEM}.ascii.txt").write_text(LOG, encoding="utf-8")
     messages = read_folder(tmp_path)[STEM]

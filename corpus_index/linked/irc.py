@@ -54,19 +54,26 @@ def log_date(stem: str) -> dt.datetime | None:
 
 
 def parse_line(index: int, line: str) -> IrcLine:
-    """One log line; a line in no known layout is kept as a system line (it has no author)."""
+    """One log line; a line in no known layout is kept as a system line (it has no author).
+    A stamp that is no time of day (``[25:99]``) is no layout's: taken as one, it would date
+    every later line of the log a day on (the clock going back more than an hour after it)."""
     line = line.rstrip("\r\n")
     if line.startswith("==="):
         who = _SYSTEM_WHO.match(line)
         return IrcLine(index, who[1] if who else "", line, None, True)
-    for pattern in (_CHAT, _ACTION):
-        m = pattern.match(line)
-        if m is not None:
-            return IrcLine(index, m[3], m[4], int(m[1]) * 60 + int(m[2]), False)
-    m = _STAMP.match(line)
-    if m is not None:
-        return IrcLine(index, "", m[3], int(m[1]) * 60 + int(m[2]), True)
+    chat = _CHAT.match(line) or _ACTION.match(line)
+    if chat is not None and (minute := _clock(chat)) is not None:
+        return IrcLine(index, chat[3], chat[4], minute, False)
+    stamp = _STAMP.match(line)
+    if stamp is not None and (minute := _clock(stamp)) is not None:
+        return IrcLine(index, "", stamp[3], minute, True)
     return IrcLine(index, "", line, None, True)
+
+
+def _clock(stamp: re.Match[str]) -> int | None:
+    """Minutes since midnight of a ``[HH:MM]`` stamp, or None when it is no time of day."""
+    hour, minute = int(stamp[1]), int(stamp[2])
+    return hour * 60 + minute if hour < 24 and minute < 60 else None
 
 
 def parse_log(text: str) -> list[IrcLine]:
