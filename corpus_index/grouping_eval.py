@@ -61,6 +61,20 @@ def default_gold(folder: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+def read_gold(path: Path) -> list[list[str]]:
+    """The gold conversations of ``path`` (:func:`read_clusters`), read before any grouping so
+    bad gold is refused before the work.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ParseError: it is malformed, or holds no conversation to score against.
+    """
+    clusters = read_clusters(path)
+    if not clusters:
+        raise ParseError(str(path), "no conversations to score against; a gold file has one a line")
+    return clusters
+
+
 def read_messages(folder: Path) -> tuple[list[Message], int, list[str]]:
     """The messages of every log in ``folder`` (and below), the number of logs, and the
     problems of those that could not be read or parsed.
@@ -182,11 +196,11 @@ def evaluate_grouping(
 
     Raises:
         FileNotFoundError: the folder, or a gold or weights file named, does not exist.
-        ParseError: the gold file is malformed.
+        ParseError: the gold file is malformed or holds no conversation.
         ConfigError: the pipeline failed.
     """
     gold_path = (gold or default_gold(folder)) if score_it else None
-    clusters = read_clusters(gold_path) if gold_path is not None else None  # bad gold: first
+    clusters = read_gold(gold_path) if gold_path is not None else None  # bad gold: first
     if settings is None or weights is not None:
         messages, logs, problems = read_messages(folder)
         conversations = group_conversations(messages, model=LinkModel.load(weights))

@@ -116,9 +116,15 @@ def test_clusters_round_trip(tmp_path: Path) -> None:
     assert parse_clusters(text)[0] == ids("2004-11-15_03", 1018, 1021)
 
 
-def test_malformed_clusters_name_their_line() -> None:
+def test_malformed_clusters_name_their_line(tmp_path: Path) -> None:
     with pytest.raises(ParseError, match=r"c\.txt:2: expected"):
         parse_clusters("a:1 2\nno-index 3\n", path="c.txt")
+    # a message in two conversations is refused where it is read, not when it is scored
+    with pytest.raises(ParseError, match=r"c\.txt:3: a:2 is in the conversation of line 1"):
+        parse_clusters("a:1 2\nb:2\na:2 3\n", path="c.txt")
+    (tmp_path / "c.txt").write_bytes(b"a:1 2\nb:1\xe9\n")
+    with pytest.raises(ParseError, match=r"c\.txt:2: not UTF-8"):
+        read_clusters(tmp_path / "c.txt")
     with pytest.raises(ValueError, match="spans logs a, b"):
         format_clusters([["a:1", "b:2"]])
 

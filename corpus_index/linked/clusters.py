@@ -28,9 +28,11 @@ def parse_clusters(text: str, *, path: str = "<clusters>") -> list[list[str]]:
     """The conversations of a clusters file, each a list of unit ids in file order.
 
     Raises:
-        ParseError: a line is not ``<stem>:<index> <index> ...``; the message names the line.
+        ParseError: a line is not ``<stem>:<index> <index> ...``, or names a message an earlier
+            line holds (a message is in one conversation); the message names the line.
     """
     clusters: list[list[str]] = []
+    line_of: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
         if not parts:
@@ -39,13 +41,32 @@ def parse_clusters(text: str, *, path: str = "<clusters>") -> list[list[str]]:
         indices = [first, *parts[1:]]
         if not sep or not stem or not all(i.isdigit() for i in indices):
             raise ParseError(path, "expected '<stem>:<index> <index> ...'", line=n)
-        clusters.append([f"{stem}:{int(i)}" for i in indices])
+        cluster = [f"{stem}:{int(i)}" for i in indices]
+        for unit in cluster:
+            if (earlier := line_of.setdefault(unit, n)) != n:
+                raise ParseError(
+                    path,
+                    f"{unit} is in the conversation of line {earlier} already; a message is "
+                    "in one conversation",
+                    line=n,
+                )
+        clusters.append(cluster)
     return clusters
 
 
 def read_clusters(path: Path | str) -> list[list[str]]:
-    """:func:`parse_clusters` of a file."""
-    return parse_clusters(Path(path).read_text(encoding="utf-8"), path=str(path))
+    """:func:`parse_clusters` of a file.
+
+    Raises:
+        ParseError: the file is not UTF-8 text, or :func:`parse_clusters` refuses it.
+    """
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ParseError(str(path), f"not UTF-8 text (byte {exc.start})", line=line) from None
+    return parse_clusters(text, path=str(path))
 
 
 def format_clusters(clusters: Iterable[Iterable[str]]) -> str:

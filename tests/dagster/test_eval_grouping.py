@@ -49,6 +49,12 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     bad_gold.write_text(f"{STEM}:0 1\nnot a cluster line\n", encoding="utf-8")
     malformed = corpus(home, str(split), "--gold", str(bad_gold))
     assert malformed[0] == 2 and f"{bad_gold}:2" in malformed[2], malformed[2]
+    bad_gold.write_text(f"{STEM}:0 1\n{STEM}:1 2\n", encoding="utf-8")  # 1 in two
+    twice = corpus(home, str(split), "--gold", str(bad_gold))
+    assert twice[0] == 2 and f"{bad_gold}:2: {STEM}:1 is in" in twice[2], twice[2]
+    bad_gold.write_text("\n", encoding="utf-8")
+    nothing = corpus(home, str(split), "--gold", str(bad_gold))
+    assert nothing[0] == 2 and f"{bad_gold}: no conversations" in nothing[2], nothing[2]
     assert not (home / "evals").exists()  # refused before any sync
 
     out = tmp_path / "clusters.txt"
