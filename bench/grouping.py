@@ -29,14 +29,13 @@ import itertools  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
 from linked_contexts import SAMPLE, TENANTS, sample  # noqa: E402
 
-from corpus_index.linked.clusters import read_clusters, split_id  # noqa: E402
+from corpus_index.linked.clusters import gold_named, read_clusters  # noqa: E402
 from corpus_index.linked.conversations import five_minute_rule, group_conversations  # noqa: E402
 from corpus_index.linked.groups import NOT_CONVERSATIONAL  # noqa: E402
 from corpus_index.linked.irc import read_folder  # noqa: E402
@@ -83,13 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     rule = five_minute_rule(messages)
     rule_chat = five_minute_rule(messages, system_alone=True)
     gold = read_clusters(args.data / f"gold.{args.split}.clusters.txt")  # scoring only
-    named = gold_named(gold)
     results = {
-        "linked": score(gold, named(ours))._asdict(),
-        "linked_model_alone": score(gold, named(alone))._asdict(),
-        "linked_then_merged": score(gold, named(merged))._asdict(),
-        "five_minute_rule": score(gold, named(rule))._asdict(),
-        "five_minute_chat_only": score(gold, named(rule_chat))._asdict(),
+        "linked": score(gold, gold_named(ours, gold=gold))._asdict(),
+        "linked_model_alone": score(gold, gold_named(alone, gold=gold))._asdict(),
+        "linked_then_merged": score(gold, gold_named(merged, gold=gold))._asdict(),
+        "five_minute_rule": score(gold, gold_named(rule, gold=gold))._asdict(),
+        "five_minute_chat_only": score(gold, gold_named(rule_chat, gold=gold))._asdict(),
     }
     out = {
         "split": args.split,
@@ -130,19 +128,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['whole']:>4}/{r['conversations']}"
             )
     return 0
-
-
-def gold_named(gold: list[list[str]]) -> Callable[[list[list[str]]], list[list[str]]]:
-    """Unit ids as the gold clusters name them: the train split's logs are
-    ``<date>.train-c.ascii.txt`` and its clusters name ``<date>:<index>`` (dev's name the
-    stem), so a stem the clusters do not know is cut at its first dot."""
-    stems = {split_id(u)[0] for conversation in gold for u in conversation}
-
-    def rename(unit_id: str) -> str:
-        stem, index = split_id(unit_id)
-        return unit_id if stem in stems else f"{stem.split('.')[0]}:{index}"
-
-    return lambda conversations: [[rename(u) for u in c] for c in conversations]
 
 
 def sample_scores(model: LinkModel, responses: bool) -> dict[str, dict[str, float]]:

@@ -27,7 +27,7 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.kinds import parse_document, read_documents
 from corpus_index.kinds.messages import message_of
-from corpus_index.linked.clusters import read_clusters
+from corpus_index.linked.clusters import gold_named, read_clusters
 from corpus_index.linked.conversations import five_minute_rule, group_conversations
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
@@ -47,7 +47,7 @@ class GroupingReport:
 
     logs: int
     messages: int
-    conversations: list[list[str]]
+    conversations: list[list[str]]  # unit ids as the gold files name them (gold_named)
     problems: list[str]  # a log that could not be read or parsed: its file, line and reason
     gold: Path | None
     scores: GroupingScores | None
@@ -188,7 +188,10 @@ def evaluate_grouping(
     progress: Progress | None = None,
 ) -> GroupingReport:
     """Group every log of ``folder``; score the grouping against ``gold`` (default: the
-    corpus's gold file beside the folder) unless ``score_it`` is off or there is none.
+    corpus's gold file beside the folder) unless ``score_it`` is off or there is none. The
+    conversations are scored and returned under the ids the gold files use
+    (:func:`~corpus_index.linked.clusters.gold_named`: a train log ``<date>.train-<x>``'s
+    messages are ``<date>:<index>``).
 
     With ``settings`` (the user's home) the folder goes through the pipeline in a home of its
     own (:func:`synced_grouping`, run by ``runner``); without, or with ``weights`` other than
@@ -208,8 +211,9 @@ def evaluate_grouping(
         messages, conversations, logs, problems = synced_grouping(
             settings, folder, runner=runner, progress=progress
         )
+    named = gold_named(conversations, gold=clusters or ())
     ours = rule = None
     if clusters is not None:
-        ours = score(clusters, conversations)
-        rule = score(clusters, five_minute_rule(messages))
-    return GroupingReport(logs, len(messages), conversations, problems, gold_path, ours, rule)
+        ours = score(clusters, named)
+        rule = score(clusters, gold_named(five_minute_rule(messages), gold=clusters))
+    return GroupingReport(logs, len(messages), named, problems, gold_path, ours, rule)

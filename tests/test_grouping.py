@@ -12,9 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corpus_index.errors import ConfigError, ParseError
+from corpus_index.grouping_eval import evaluate_grouping
 from corpus_index.linked import conversations
 from corpus_index.linked.clusters import (
+    ANNOTATED_FROM,
     format_clusters,
+    from_index,
+    gold_named,
     parse_clusters,
     read_clusters,
     write_clusters,
@@ -31,6 +35,8 @@ from corpus_index.linked.messages import Message
 from corpus_index.linked.model import Example, LinkModel, fit
 from corpus_index.linked.scoring import score
 from corpus_index.linked.topic import band_similarity
+
+EVALDATA = Path("/work/shared/evaldata/irc-disentanglement")
 
 # -- scoring ------------------------------------------------------------------------------------
 
@@ -129,6 +135,25 @@ def test_malformed_clusters_name_their_line(tmp_path: Path) -> None:
         format_clusters([["a:1", "b:2"]])
 
 
+@pytest.mark.parametrize(
+    ("stems", "gold", "named"),
+    [
+        # the train split's files are <date>.train-<x>, its gold names <date>; dev's the stem
+        (["2004-12-25.train-c", "2004-11-15_03"], [], ["2004-12-25", "2004-11-15_03"]),
+        # a stem the gold names whole keeps it
+        (["a.b"], [["a.b:0"]], ["a.b"]),
+        # two logs of one date each keep their own stem: their ids never merge
+        (["d.train-a", "d.train-b", "e.train-c"], [], ["d.train-a", "d.train-b", "e"]),
+        (["d", "d.train-c"], [], ["d", "d.train-c"]),
+    ],
+)
+def test_clusters_are_named_as_the_gold_files_name_them(
+    stems: list[str], gold: list[list[str]], named: list[str]
+) -> None:
+    clusters = [ids(stem, 3, 1) for stem in stems]
+    assert gold_named(clusters, gold=gold) == [ids(n, 3, 1) for n in named]
+
+
 # -- the irc layout ----------------------------------------------------------------------------
 
 LOG = """\
@@ -186,6 +211,33 @@ def test_grouping_a_folder_of_logs_only_writes_every_line(tmp_path: Path) -> Non
     assert sorted(u for c in written for u in c) == sorted(
         [*ids(STEM, *range(8)), "2020-01-03_11:0"]
     )
+
+
+def test_a_train_log_is_scored_and_written_under_its_gold_files_ids(tmp_path: Path) -> None:
+    """The train split's logs are ``<date>.train-<x>.ascii.txt``, its gold clusters name
+    ``<date>:<index>``: scored under the log's own ids, no gold message is found among ours
+    and a perfect grouping scores F 0."""
+    folder = tmp_path / "train"
+    folder.mkdir()
+    (folder / "2020-01-02.train-c.ascii.txt").write_text(LOG, encoding="utf-8")
+    gold = tmp_path / "gold.train.clusters.txt"
+    write_clusters(gold, [ids("2020-01-02", 0, 2, 5, 7), ids("2020-01-02", 1, 3, 6)])
+    report = evaluate_grouping(folder)  # in-process: the pipeline's reader and grouper
+    assert report.scores is not None and report.scores.f == 100.0, report.scores
+    assert sorted(map(sorted, report.conversations))[0] == ids("2020-01-02", 0, 2, 5, 7)
+
+
+@pytest.mark.skipif(not EVALDATA.is_dir(), reason="no irc-disentanglement data")
+def test_the_clusters_of_a_real_train_log_name_its_gold_files_messages(tmp_path: Path) -> None:
+    folder = tmp_path / "train"
+    folder.mkdir()
+    name = "2004-12-25.train-c.ascii.txt"
+    (folder / name).write_bytes((EVALDATA / "train" / name).read_bytes())
+    report = evaluate_grouping(folder, score_it=False)
+    written = parse_clusters(format_clusters(from_index(report.conversations, ANNOTATED_FROM)))
+    gold = {u for c in read_clusters(EVALDATA / "gold.train.clusters.txt") for u in c}
+    ours = {u for c in written for u in c}
+    assert ours and ours <= gold, sorted(ours - gold)[:3]
 
 
 def test_an_explicit_reply_wins_however_far_back() -> None:

@@ -35,7 +35,8 @@ from corpus_index.plots import save_png
     "--write-clusters",
     "clusters_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the conversations here, one a line: <stem>:<index> <index> ...",
+    help="Write the conversations here, one a line: <stem>:<index> <index> ... (a train log "
+    "<date>.train-<x> named <date>, as the gold files name it).",
 )
 @click.option(
     "--from-index",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,6 +23,30 @@ def split_id(unit_id: str) -> tuple[str, int]:
     if not sep or not stem or not index.isdigit():
         raise ValueError(f"unit id {unit_id!r} is not <file stem>:<line index>")
     return stem, int(index)
+
+
+def gold_named(
+    clusters: Iterable[Iterable[str]], *, gold: Iterable[Iterable[str]] = ()
+) -> list[list[str]]:
+    """The conversations with their unit ids as the corpus's gold files name them.
+
+    The train split's logs are ``<date>.train-<x>.ascii.txt`` and gold.train.clusters.txt
+    names their messages ``<date>:<index>`` (the dev split's logs and clusters both name the
+    whole stem), so a log's stem is cut at its first dot, unless the ``gold`` clusters name
+    the whole stem, or the cut would give two logs of ``clusters`` one name (each then keeps
+    its own: ids of two logs never merge). Ids inside the pipeline stay the whole stem's,
+    unique per file name.
+
+    Raises:
+        ValueError: a unit id is not ``<stem>:<index>``.
+    """
+    named = [[split_id(u) for u in c] for c in clusters]
+    known = {split_id(u)[0] for c in gold for u in c}
+    stems = {stem for c in named for stem, _ in c}
+    cut = {stem: stem if stem in known else stem.split(".", 1)[0] for stem in stems}
+    shared = Counter(cut.values())
+    name = {stem: to if shared[to] == 1 else stem for stem, to in cut.items()}
+    return [[f"{name[stem]}:{index}" for stem, index in c] for c in named]
 
 
 def parse_clusters(text: str, *, path: str = "<clusters>") -> list[list[str]]:
