@@ -27,7 +27,7 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.kinds import parse_document, read_documents
 from corpus_index.kinds.messages import message_of
-from corpus_index.linked.clusters import gold_named, read_clusters
+from corpus_index.linked.clusters import gold_named, read_clusters, split_id
 from corpus_index.linked.conversations import five_minute_rule, group_conversations
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
@@ -50,6 +50,7 @@ class GroupingReport:
     conversations: list[list[str]]  # unit ids as the gold files name them (gold_named)
     problems: list[str]  # a log that could not be read or parsed: its file, line and reason
     gold: Path | None
+    gold_logs_skipped: list[str]  # gold logs not grouped here, left out of the scores
     scores: GroupingScores | None
     five_minute_scores: GroupingScores | None
 
@@ -191,7 +192,8 @@ def evaluate_grouping(
     corpus's gold file beside the folder) unless ``score_it`` is off or there is none. The
     conversations are scored and returned under the ids the gold files use
     (:func:`~corpus_index.linked.clusters.gold_named`: a train log ``<date>.train-<x>``'s
-    messages are ``<date>:<index>``).
+    messages are ``<date>:<index>``). Only the gold conversations of logs grouped here are
+    scored (:func:`gold_of_logs`); the report names the gold logs left out.
 
     With ``settings`` (the user's home) the folder goes through the pipeline in a home of its
     own (:func:`synced_grouping`, run by ``runner``); without, or with ``weights`` other than
@@ -200,7 +202,7 @@ def evaluate_grouping(
     Raises:
         FileNotFoundError: the folder, or a gold or weights file named, does not exist.
         ParseError: the gold file is malformed or holds no conversation.
-        ConfigError: the pipeline failed.
+        ConfigError: the pipeline failed, or the gold holds no conversation of a log grouped.
     """
     gold_path = (gold or default_gold(folder)) if score_it else None
     clusters = read_gold(gold_path) if gold_path is not None else None  # bad gold: first
@@ -213,7 +215,26 @@ def evaluate_grouping(
         )
     named = gold_named(conversations, gold=clusters or ())
     ours = rule = None
-    if clusters is not None:
+    skipped: list[str] = []
+    if clusters is not None and gold_path is not None:
+        clusters, skipped = gold_of_logs(clusters, named)
+        if not clusters:
+            raise ConfigError(
+                f"{gold_path}: no conversation of a log grouped in {folder} (it names "
+                f"{len(skipped)} other logs, {', '.join(skipped[:3])}...); give the gold "
+                "clusters of this folder's logs"
+            )
         ours = score(clusters, named)
         rule = score(clusters, gold_named(five_minute_rule(messages), gold=clusters))
-    return GroupingReport(logs, len(messages), named, problems, gold_path, ours, rule)
+    return GroupingReport(logs, len(messages), named, problems, gold_path, skipped, ours, rule)
+
+
+def gold_of_logs(
+    gold: list[list[str]], conversations: list[list[str]]
+) -> tuple[list[list[str]], list[str]]:
+    """The gold conversations of the logs ``conversations`` hold, and the logs of the rest
+    (sorted): scored, a gold log that is not in the folder (or could not be read) would count
+    every message of it as one of ours left alone."""
+    grouped = {split_id(c[0])[0] for c in conversations if c}
+    kept = [c for c in gold if split_id(c[0])[0] in grouped]
+    return kept, sorted({split_id(c[0])[0] for c in gold} - grouped)

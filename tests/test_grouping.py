@@ -227,6 +227,23 @@ def test_a_train_log_is_scored_and_written_under_its_gold_files_ids(tmp_path: Pa
     assert sorted(map(sorted, report.conversations))[0] == ids("2020-01-02", 0, 2, 5, 7)
 
 
+def test_only_the_gold_of_logs_grouped_is_scored(tmp_path: Path) -> None:
+    """Gold conversations of a log the folder does not hold would each count as messages of
+    ours left alone: a perfect grouping of the folder's log scores far below 100."""
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    (folder / f"{STEM}.ascii.txt").write_text(LOG, encoding="utf-8")
+    gold = [ids(STEM, 0, 2, 5, 7), ids(STEM, 1, 3, 6), ids(STEM, 4)]
+    write_clusters(tmp_path / "gold.dev.clusters.txt", [*gold, ids("2020-01-09_10", 0, 1, 2)])
+    report = evaluate_grouping(folder)
+    assert report.scores is not None and report.gold_logs_skipped == ["2020-01-09_10"]
+    assert report.scores.messages == 8, report.scores  # the folder's log's
+    assert (report.scores.vi, report.scores.one_to_one, report.scores.f) == (100.0,) * 3
+    write_clusters(tmp_path / "gold.dev.clusters.txt", [ids("2020-01-09_10", 0, 1, 2)])
+    with pytest.raises(ConfigError, match=r"no conversation of a log grouped in .*2020-01-09_10"):
+        evaluate_grouping(folder)
+
+
 @pytest.mark.skipif(not EVALDATA.is_dir(), reason="no irc-disentanglement data")
 def test_the_clusters_of_a_real_train_log_name_its_gold_files_messages(tmp_path: Path) -> None:
     folder = tmp_path / "train"

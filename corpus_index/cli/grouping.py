@@ -27,6 +27,8 @@ from corpus_index.linked.irc import SUFFIX as IRC_SUFFIX
 from corpus_index.linked.scoring import GroupingScores
 from corpus_index.plots import save_png
 
+SKIPPED_NAMED = 5  # gold logs left out of the scores named in the text output (--json: all)
+
 
 @main.command("eval-grouping")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -75,9 +77,10 @@ def eval_grouping(
     under the home, a messages collection in the irc layout) and the conversations are those
     its linked_groups step wrote. Grouping reads the logs alone; gold clusters are read only to
     score: 1 - scaled VI, one-to-one overlap and conversation precision, recall and F, beside
-    the channel-wide five-minute rule. With --write-clusters and no gold the conversations are
-    written and scoring is skipped. --weights groups in this process instead (for trying
-    weights other than the shipped ones).
+    the channel-wide five-minute rule, over the gold conversations of the logs grouped (the
+    gold's other logs are named as left out). With --write-clusters and no gold the
+    conversations are written and scoring is skipped. --weights groups in this process
+    instead (for trying weights other than the shipped ones).
     """
     if not any(folder.rglob(f"*{IRC_SUFFIX}")):
         click.echo(f"error: no irc logs (*{IRC_SUFFIX}) in {folder}", err=True)
@@ -117,6 +120,7 @@ def eval_grouping(
                 "clusters_from_index": first_index if clusters_path else None,
                 "clusters_written": None if written is None else len(written),
                 "gold": str(report.gold) if report.gold else None,
+                "gold_logs_skipped": report.gold_logs_skipped,
                 "scores": _row(report.scores),
                 "five_minute_rule": _row(report.five_minute_scores),
                 "problems": report.problems,
@@ -143,6 +147,14 @@ def eval_grouping(
     if report.scores is None or report.five_minute_scores is None:
         click.echo("no gold clusters: scoring skipped")
         return
+    if skipped := report.gold_logs_skipped:
+        more = f" and {len(skipped) - SKIPPED_NAMED} more" if len(skipped) > SKIPPED_NAMED else ""
+        click.echo(
+            f"warning: {len(skipped)} logs of the gold clusters are not grouped here (not in "
+            f"{folder}, or unreadable), left out of the scores: "
+            f"{', '.join(skipped[:SKIPPED_NAMED])}{more}",
+            err=True,
+        )
     click.echo(f"scored on {report.scores.messages} annotated messages against {report.gold}")
     click.echo(f"{'grouping':<18} {'1-VI':>6} {'1-1':>6} {'P':>6} {'R':>6} {'F':>6}")
     for name, s in (("linked", report.scores), ("five-minute rule", report.five_minute_scores)):

@@ -86,11 +86,17 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     assert "conversation" in groups["group_type"].to_pylist()
 
     gold = tmp_path / "gold.txt"
-    write_clusters(gold, [ids(STEM, 0, 2, 5), ids(STEM, 1, 3, 6)])
+    # gold of the unreadable log and of one not in the folder is left out of the scores
+    others = [ids("2020-01-03_10", 0), ids("2020-01-09_10", 0, 1)]
+    write_clusters(gold, [ids(STEM, 0, 2, 5), ids(STEM, 1, 3, 6), *others])
     code, stdout, output = corpus(home, str(split), "--gold", str(gold), "--json")
     assert code == 0, output
     report = json.loads(stdout)
     assert (report["logs"], report["messages"], report["conversations"]) == (2, 8, 3)
     assert report["scores"]["one_to_one"] == 100.0 and report["scores"]["f"] == 100.0
+    assert report["scores"]["messages"] == 6
+    assert report["gold_logs_skipped"] == ["2020-01-03_10", "2020-01-09_10"]
+    code, _, output = corpus(home, str(split), "--gold", str(gold))
+    assert code == 0 and "warning: 2 logs of the gold clusters are not grouped here" in output
     assert report["five_minute_rule"]["one_to_one"] == 50.0
     assert len(report["problems"]) == 1
