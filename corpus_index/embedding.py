@@ -112,7 +112,7 @@ def _inputs_of(
 ) -> pa.Table:
     """Input rows of ``blocks`` in block order, taken from ``previous`` where it has them."""
     reused: pa.Table | None = None
-    todo = blocks.filter(_embeddable(blocks, sections))
+    todo = blocks.filter(embeddable(blocks, sections))
     if previous is not None and previous.num_rows:
         bases = _base_refs(previous["chunk_ref"])
         lent = pc.is_in(bases, value_set=todo["chunk_ref"])
@@ -145,9 +145,9 @@ def _inputs_of(
     return table
 
 
-def _embeddable(blocks: pa.Table, sections: Mapping[str, str]) -> pa.ChunkedArray:
-    """Which blocks their kind embeds: decided once per distinct (kind, section), then matched
-    by column."""
+def embeddable(blocks: pa.Table, sections: Mapping[str, str]) -> pa.ChunkedArray:
+    """Which blocks (a table with ``kind`` and ``section``) their kind embeds: decided once per
+    distinct (kind, section), then matched by column."""
     keys = pc.binary_join_element_wise(blocks["kind"], blocks["section"], "\x00")
     kept = []
     for key in pc.unique(keys).to_pylist():

@@ -54,6 +54,11 @@ class GroupingReport:
     scores: GroupingScores | None
     five_minute_scores: GroupingScores | None
 
+    @property
+    def nothing_read(self) -> bool:
+        """Every log of the folder could not be read or parsed (nothing grouped or scored)."""
+        return _none_read(self.logs, self.problems)
+
 
 def default_gold(folder: Path) -> Path | None:
     """The gold clusters the corpus keeps beside a split's folder (``gold.<split>.clusters.txt``
@@ -173,7 +178,7 @@ def synced_grouping(
     seen = {u for c in conversations for u in c}
     conversations.extend([m.unit_id] for m in messages if m.unit_id not in seen)
     quarantined = home.read("quarantine", part, QUARANTINE_SCHEMA).to_pylist()
-    problems = [f"{q['path']}: {q['error']}" for q in quarantined]
+    problems = [str(q["error"]) for q in quarantined]  # each names its file (and line)
     logs = len({b["doc_id"] for b in blocks.select(["doc_id"]).to_pylist()}) + len(quarantined)
     return messages, conversations, logs, problems
 
@@ -193,7 +198,8 @@ def evaluate_grouping(
     conversations are scored and returned under the ids the gold files use
     (:func:`~corpus_index.linked.clusters.gold_named`: a train log ``<date>.train-<x>``'s
     messages are ``<date>:<index>``). Only the gold conversations of logs grouped here are
-    scored (:func:`gold_of_logs`); the report names the gold logs left out.
+    scored (:func:`gold_of_logs`); the report names the gold logs left out. When no log could
+    be read (:attr:`GroupingReport.nothing_read`) nothing is scored.
 
     With ``settings`` (the user's home) the folder goes through the pipeline in a home of its
     own (:func:`synced_grouping`, run by ``runner``); without, or with ``weights`` other than
@@ -216,7 +222,7 @@ def evaluate_grouping(
     named = gold_named(conversations, gold=clusters or ())
     ours = rule = None
     skipped: list[str] = []
-    if clusters is not None and gold_path is not None:
+    if clusters is not None and gold_path is not None and not _none_read(logs, problems):
         clusters, skipped = gold_of_logs(clusters, named)
         if not clusters:
             raise ConfigError(
@@ -227,6 +233,10 @@ def evaluate_grouping(
         ours = score(clusters, named)
         rule = score(clusters, gold_named(five_minute_rule(messages), gold=clusters))
     return GroupingReport(logs, len(messages), named, problems, gold_path, skipped, ours, rule)
+
+
+def _none_read(logs: int, problems: list[str]) -> bool:
+    return bool(problems) and len(problems) == logs
 
 
 def gold_of_logs(

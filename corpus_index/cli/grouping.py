@@ -105,6 +105,11 @@ def eval_grouping(
     except ParseError as exc:  # the gold clusters (read first): bad input, as a bad option
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_USAGE) from None
+    if report.nothing_read:
+        for problem in report.problems:
+            click.echo(f"error: {problem}", err=True)
+        click.echo(f"error: no log of {folder} could be read; fix or remove them", err=True)
+        raise SystemExit(EXIT_USAGE)
     written = None
     if clusters_path is not None:
         written = from_index(report.conversations, first_index)

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import gates, index_store, predicates
+from corpus_index.embedding import embeddable
 from corpus_index.group_records import generation_formats
 from corpus_index.held_locks import confirm_held
 from corpus_index.home import Home
@@ -50,10 +51,14 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
         name: home.store.count(generation, predicates.eq("collection", name))
         for name in collections
     }
-    # 0 = 0 is no reconciliation when the collection has live documents: its inputs in this
-    # format were never built (embedding_inputs not run since the profile was added)
+    # 0 = 0 is no reconciliation when the collection has blocks to embed: its inputs in this
+    # format were never built (embedding_inputs not run since the profile was added). Live
+    # documents none of whose blocks is embedded (irc logs of system lines only, empty or
+    # unreadable files) have none to build
     live = {name: _live_documents(home, name) for name in collections}
-    empty = sorted(n for n in collections if live[n] and not expected[n])
+    empty = sorted(
+        n for n in collections if live[n] and not expected[n] and _has_blocks_to_embed(home, n)
+    )
     mismatched = sorted({n for n in collections if expected[n] != actual[n]} | set(empty))
     orphan_rows = coverage.rows - sum(actual.values())
     checks = [
@@ -61,7 +66,8 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
             "row_counts_reconcile",
             not mismatched,
             "rows per collection equal the embeddable inputs of that collection, and a "
-            "collection with live documents has inputs in the generation's format",
+            "collection with live documents and blocks to embed has inputs in the "
+            "generation's format",
             {
                 "expected_rows": sum(expected.values()),
                 "actual_rows": sum(actual.values()),
@@ -139,3 +145,15 @@ def _live_documents(home: Home, collection: str) -> int:
         if manifest is not None:
             live += int(pc.sum(pc.not_equal(manifest["change"], "removed")).as_py() or 0)
     return live
+
+
+def _has_blocks_to_embed(home: Home, collection: str) -> bool:
+    """Whether the collection's parsed blocks (of any of its shards) hold one its kind embeds;
+    a shard never parsed may hold some."""
+    for key in home.config.collections[collection].partitions:
+        blocks = home.warehouse.read("parsed_blocks", (key,), columns=["kind", "section"])
+        if blocks is None:
+            return True
+        if blocks.num_rows and pc.any(embeddable(blocks, home.config.sections)).as_py():
+            return True
+    return False

@@ -100,3 +100,30 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     assert code == 0 and "warning: 2 logs of the gold clusters are not grouped here" in output
     assert report["five_minute_rule"]["one_to_one"] == 50.0
     assert len(report["problems"]) == 1
+
+
+def test_a_folder_with_nothing_to_embed_is_grouped_or_its_problems_named(tmp_path: Path) -> None:
+    """Logs of ``===`` system lines only (never embedded) or empty leave live documents and no
+    embedding inputs: the generation's row counts reconcile all the same and the lines are
+    grouped (each alone). A folder none of whose logs can be read names each and why."""
+    system = tmp_path / "system"
+    system.mkdir()
+    (system / f"{STEM}.ascii.txt").write_text(
+        "=== eve [~eve@example.org] has joined #ubuntu\n=== bob has quit\n", encoding="utf-8"
+    )
+    (system / "2020-01-03_11.ascii.txt").write_text("", encoding="utf-8")
+    out = tmp_path / "c.txt"
+    code, _, output = corpus(
+        tmp_path / "home", str(system), "--write-clusters", str(out), "--from-index", "0"
+    )
+    assert code == 0, output
+    assert sorted(read_clusters(out)) == [ids(STEM, 0), ids(STEM, 1)]
+
+    unreadable = tmp_path / "unreadable"
+    unreadable.mkdir()
+    (unreadable / "nodate.ascii.txt").write_text(LOG, encoding="utf-8")
+    code, _, output = corpus(tmp_path / "home", str(unreadable), "--write-clusters", str(out))
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert code == 2 and "row_counts_reconcile" not in output, output
+    assert f"error: {unreadable / 'nodate.ascii.txt'}: an irc log's file name" in errors[0]
+    assert errors[1] == f"error: no log of {unreadable} could be read; fix or remove them"
