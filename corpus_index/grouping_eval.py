@@ -151,6 +151,10 @@ def synced_grouping(
     its conversations (as the ``linked_groups`` step wrote them, members in order; every
     other message alone), the number of logs and the problems of those quarantined.
 
+    A log that could be read once and no longer can keeps its last good version serving in
+    that home, as in any (a broken source never takes its document away), but it is a
+    problem here and the grouping is of what the logs say now: its messages are left out.
+
     Raises:
         ConfigError: the pipeline failed.
     """
@@ -161,10 +165,15 @@ def synced_grouping(
     home = Home(es)
     (collection,) = home.config.collections
     part = (collection,)
+    quarantined = home.read("quarantine", part, QUARANTINE_SCHEMA)
+    problems = [str(e) for e in quarantined["error"].to_pylist()]  # each names its file
+    unread = pc.unique(quarantined["doc_id"])
     blocks = home.read("parsed_blocks", part, BLOCK_SCHEMA)
+    blocks = blocks.filter(pc.invert(pc.is_in(blocks["doc_id"], value_set=unread)))
     messages = sorted(
         (u.message for u in read_units(blocks)), key=lambda m: (m.timestamp, m.unit_id)
     )
+    units = {m.unit_id for m in messages}
     groups = home.read("linked_groups", part, GROUP_SCHEMA)
     conversation_ids = set(
         groups.filter(pc.equal(groups["group_type"], "conversation"))["group_id"].to_pylist()
@@ -172,14 +181,15 @@ def synced_grouping(
     members = home.read("group_members", part, MEMBER_SCHEMA).to_pylist()
     grouped: dict[str, list[tuple[int, str]]] = {}
     for m in members:
-        if m["group_id"] in conversation_ids:
+        if m["group_id"] in conversation_ids and m["unit_id"] in units:
             grouped.setdefault(m["group_id"], []).append((m["order"], m["unit_id"]))
     conversations = [[u for _, u in sorted(v)] for _, v in sorted(grouped.items())]
     seen = {u for c in conversations for u in c}
     conversations.extend([m.unit_id] for m in messages if m.unit_id not in seen)
-    quarantined = home.read("quarantine", part, QUARANTINE_SCHEMA).to_pylist()
-    problems = [str(q["error"]) for q in quarantined]  # each names its file (and line)
-    logs = len({b["doc_id"] for b in blocks.select(["doc_id"]).to_pylist()}) + len(quarantined)
+    # every log once: read, unreadable, or empty (no block, no problem: the manifest lists it)
+    manifest = home.read("source_manifest", part, columns=["doc_id", "change"])
+    live = manifest.filter(pc.not_equal(manifest["change"], "removed"))["doc_id"]
+    logs = len({*pc.unique(blocks["doc_id"]).to_pylist(), *unread.to_pylist(), *live.to_pylist()})
     return messages, conversations, logs, problems
 
 

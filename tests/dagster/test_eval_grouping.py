@@ -118,6 +118,7 @@ def test_a_folder_with_nothing_to_embed_is_grouped_or_its_problems_named(tmp_pat
     )
     assert code == 0, output
     assert sorted(read_clusters(out)) == [ids(STEM, 0), ids(STEM, 1)]
+    assert "2 logs, 2 messages, 2 conversations" in output  # the empty log counts
 
     unreadable = tmp_path / "unreadable"
     unreadable.mkdir()
@@ -127,3 +128,33 @@ def test_a_folder_with_nothing_to_embed_is_grouped_or_its_problems_named(tmp_pat
     assert code == 2 and "row_counts_reconcile" not in output, output
     assert f"error: {unreadable / 'nodate.ascii.txt'}: an irc log's file name" in errors[0]
     assert errors[1] == f"error: no log of {unreadable} could be read; fix or remove them"
+
+
+def test_a_log_that_became_unreadable_is_named_not_grouped_from_its_old_version(
+    tmp_path: Path,
+) -> None:
+    """The eval home, as any, keeps a log's last good version serving while it cannot be read;
+    eval-grouping names the log as a problem and groups what the files say now, counting
+    each log once."""
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    log = folder / f"{STEM}.ascii.txt"
+    log.write_text(LOG, encoding="utf-8")
+    (folder / "2020-01-03_11.ascii.txt").write_text(
+        "[11:00] <zed> hello\n[11:01] <amy> zed: hi\n", encoding="utf-8"
+    )
+    home, out = tmp_path / "home", tmp_path / "c.txt"
+    args = [str(folder), "--write-clusters", str(out), "--from-index", "0", "--json"]
+    assert corpus(home, *args)[0] == 0
+    log.write_bytes(LOG.encode() + b"[10:03] <x> caf\xe9\n")  # now not UTF-8
+    code, stdout, output = corpus(home, *args)
+    assert code == 0, output
+    report = json.loads(stdout)
+    assert report["problems"] == [f"{log}:9: not UTF-8 text (byte 401)"]
+    assert (report["logs"], report["messages"]) == (2, 2), report
+    assert read_clusters(out) == [ids("2020-01-03_11", 0, 1)]
+    eval_home = Home(
+        grouping_settings(Settings(config_path=home / "corpus.yaml", home=home), folder)
+    )
+    served = eval_home.warehouse.read("parsed_blocks", ("dev",), columns=["doc_id"])
+    assert any(STEM in d for d in served["doc_id"].to_pylist())  # the last good version
