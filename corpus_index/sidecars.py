@@ -27,6 +27,7 @@ from jsonschema import Draft202012Validator
 
 from corpus_index.errors import ParseError, SidecarError
 from corpus_index.hashing import content_hash
+from corpus_index.kinds.base import json_depth
 from corpus_index.kinds.uw_deals import SUFFIX, parse_text
 from corpus_index.storage import Location
 
@@ -35,6 +36,13 @@ SIDECAR_SUFFIX = ".embeddings.json"
 
 _PIN = re.compile(r"sha256:[0-9a-f]{64}")
 _NORM_TOLERANCE = 1e-3  # float32 vectors written as JSON keep about 7 significant digits
+# a sidecar file larger than this is refused before it is read: parsed, its numbers take a few
+# times their text in memory. A 3072-dim vector is about 64 KiB of JSON, so this holds a
+# thousand of them, well past the blocks of one deal
+MAX_SIDECAR_BYTES = 64 * 2**20
+# a conformant sidecar nests 4 deep (document, blocks, entry, vector); one nested past this is
+# refused before the schema's checks, which recurse into it
+_MAX_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +290,11 @@ def validate_sidecar(doc: Any, *, source: str | os.PathLike[str] | None = None) 
         SidecarError: naming the JSON path of the first problem (``$.blocks[2].vector[5]: ...``);
             further problems are attached as notes.
     """
-    problems = _schema_problems(doc)
+    depth = json_depth(_skeleton(doc))
+    if depth > _MAX_DEPTH:
+        problems = [("$", f"nested {depth} deep; a sidecar nests 4 deep")]
+    else:
+        problems = _schema_problems(doc)
     if not problems:
         problems = _entry_problems(doc)
     if not problems:
@@ -397,17 +409,34 @@ def write_sidecar(
     path.write_text(_dumps(sidecar))
 
 
-def read_sidecar(path: Path | Location, *, validate: bool = True) -> dict[str, Any]:
+def read_sidecar(
+    path: Path | Location, *, validate: bool = True, max_bytes: int = MAX_SIDECAR_BYTES
+) -> dict[str, Any]:
     """Read a sidecar file, validating it unless ``validate`` is false.
 
+    The file is refused unread past ``max_bytes``, and so is JSON that Python cannot take in
+    (arrays or objects nested past the interpreter's recursion limit, an integer of more
+    digits than ``int`` converts), as any other broken sidecar.
+
     Raises:
-        SidecarError: the file is not JSON, not an object, or (when validating) non-conformant.
+        SidecarError: the file is too large, not JSON, not an object, or (when validating)
+            non-conformant.
         OSError: the file cannot be read.
     """
     path = Location.of(path)
+    with path.open_input() as fh:
+        raw = bytes(fh.read(max_bytes + 1))  # the file may grow between a stat and the read
+    if len(raw) > max_bytes:
+        raise SidecarError(
+            "$", f"the file is over {max_bytes:,} bytes; it is not read", source=str(path)
+        )
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise SidecarError(
+            "$", "not a JSON document that can be read (nested too deeply)", source=str(path)
+        ) from None
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer past int's digit limit
         raise SidecarError("$", f"not a JSON document ({exc})", source=str(path)) from None
     if not isinstance(doc, dict):
         raise SidecarError(

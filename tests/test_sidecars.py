@@ -18,6 +18,7 @@ from corpus_index.hashing import content_hash
 from corpus_index.inputs import input_units
 from corpus_index.kinds.uw_deals import parse_text
 from corpus_index.sidecars import (
+    MAX_SIDECAR_BYTES,
     SidecarEntry,
     build_sidecar,
     current_block_hashes,
@@ -147,6 +148,26 @@ def test_read_rejects_non_json(tmp_path: Path) -> None:
     path.write_text("[]", encoding="utf-8")
     with pytest.raises(SidecarError, match=r"expected a JSON object, got list"):
         read_sidecar(path)
+
+
+@pytest.mark.parametrize(
+    ("body", "limit", "message"),
+    [
+        ("[" * 100_000, None, r"not a JSON document that can be read \(nested too deeply\)"),
+        ('{"uw_version": ' + "[" * 900 + "]" * 900 + "}", None, r"nested 901 deep"),
+        ('{"uw_version": ' + "9" * 5000 + "}", None, r"not a JSON document \(Exceeds the limit"),
+        (b"\xff{}", None, r"not a JSON document \('utf-8' codec"),
+        ("{}" + " " * 100, 64, r"the file is over 64 bytes; it is not read"),
+    ],
+    ids=["too-deep-to-parse", "too-deep-to-check", "integer-too-long", "not-utf8", "too-large"],
+)
+def test_read_refuses_what_json_cannot_take_in(
+    tmp_path: Path, body: str | bytes, limit: int | None, message: str
+) -> None:
+    path = tmp_path / "x.embeddings.json"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    with pytest.raises(SidecarError, match=r"x\.embeddings\.json: \$: " + message):
+        read_sidecar(path, max_bytes=limit or MAX_SIDECAR_BYTES)
 
 
 def test_read_reports_nan_written_by_another_producer(

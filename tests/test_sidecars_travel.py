@@ -253,6 +253,41 @@ def test_remove_withdraws_a_deal_from_every_generation_and_keeps_its_file(
     }
 
 
+@pytest.mark.parametrize(
+    ("when", "body"),
+    [
+        ("with-a-new-deal", "[" * 100_000),  # nested past Python's recursion limit
+        ("beside-an-indexed-deal", '{"uw_version": ' + "9" * 5000 + "}"),  # past int's digits
+    ],
+    ids=["with-a-new-deal", "beside-an-indexed-deal"],
+)
+def test_a_malformed_carried_sidecar_is_refused_not_a_crash(
+    travel: Travel, when: str, body: str
+) -> None:
+    """One broken file dropped beside a deal is refused (the deal's blocks embedded, the
+    file written anew), never a crash of the collection's sync."""
+    folder = travel.root / "sources" / "carried"
+    name = f"deal-bad-{when}"
+    source = write_deal(folder, name, "Asbestos tiles in the lobby floor.")
+    sidecar = folder / f"{name}.embeddings.json"
+    try:
+        if when == "beside-an-indexed-deal":
+            LibrarySync().sync(travel.settings)
+        sidecar.write_text(body)
+
+        LibrarySync().sync(travel.settings)
+
+        assert {p: len(v) for p, v in travel.vectors(name.upper()).items()} == {
+            "main": 4,
+            "second": 4,
+        }
+        assert read_sidecar(sidecar)["deal_id"] == name.upper()
+    finally:
+        sidecar.unlink(missing_ok=True)
+        source.unlink()
+        LibrarySync().sync(travel.settings)
+
+
 def run_verify(*args: str | Path) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(main, ["sidecar", "verify", *map(str, args), "--json"])
     return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
