@@ -343,6 +343,20 @@ def mark_stale(sidecar: Mapping[str, Any], current_hashes: Mapping[str, str]) ->
     return StaleResult(marked, stale)
 
 
+def uw_text(path: Path) -> str:
+    """The text of a ``.uw.md`` file.
+
+    Raises:
+        ParseError: the file is not UTF-8.
+        OSError: the file cannot be read.
+    """
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(str(path), f"not UTF-8 text (byte {exc.start})") from None
+
+
 def current_block_hashes(path: Path, sections: Iterable[str]) -> dict[str, str]:
     """``block_key -> content_hash`` for the blocks of ``sections`` in a ``.uw.md`` file.
 
@@ -353,12 +367,7 @@ def current_block_hashes(path: Path, sections: Iterable[str]) -> dict[str, str]:
         ParseError: the file is not UTF-8 or not a well-formed ``.uw.md`` file.
         OSError: the file cannot be read.
     """
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError(str(path), f"not UTF-8 text (byte {exc.start})") from None
-    _, blocks = parse_text(str(path), text)
+    _, blocks = parse_text(str(path), uw_text(path))
     wanted = set(sections)
     counters: dict[str, int] = {}
     hashes: dict[str, str] = {}

@@ -332,6 +332,23 @@ def test_sidecar_verify_marks_the_stale_entry_of_fixture_02(tmp_path: Path) -> N
     assert result.exit_code == 2 and "is for deal 'DEAL-OTHER'" in result.stderr
 
 
+@pytest.mark.parametrize("broken", ["deal-not-utf8", "sidecar-nested-too-deep"])
+def test_sidecar_verify_says_invalid_for_an_unreadable_file(tmp_path: Path, broken: str) -> None:
+    """Exit 2 (invalid) with a message, not a traceback and exit 1 (which reads as stale)."""
+    uw, sidecar = tmp_path / "deal.uw.md", tmp_path / "deal.embeddings.json"
+    shutil.copy(STALE / "deal.uw.md", uw)
+    shutil.copy(STALE / "deal.embeddings.json", sidecar)
+    if broken == "deal-not-utf8":
+        uw.write_bytes(uw.read_bytes().replace(b"\n## ", b"\n\xe9\n## ", 1))
+    else:
+        sidecar.write_text("[" * 100_000)
+    result = CliRunner().invoke(main, ["sidecar", "verify", str(uw)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    named = uw if broken == "deal-not-utf8" else sidecar
+    assert result.stderr.startswith(f"error: {named}: "), result.stderr
+
+
 def test_sidecar_placement_is_checked_in_the_config(tmp_path: Path) -> None:
     from corpus_index.config import parse_config
 

@@ -7,15 +7,23 @@ from pathlib import Path
 
 import click
 
-from corpus_index.cli.app import EXIT_FAILED, emit_json, handle_errors, main, settings_of
+from corpus_index.cli.app import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    emit_json,
+    handle_errors,
+    main,
+    settings_of,
+)
 from corpus_index.config import DEFAULT_SECTIONS
-from corpus_index.errors import SidecarError
+from corpus_index.errors import ParseError, SidecarError
 from corpus_index.kinds.uw_deals import SUFFIX, parse_text
 from corpus_index.sidecars import (
     current_block_hashes,
     mark_stale,
     read_sidecar,
     sidecar_path,
+    uw_text,
     write_sidecar,
 )
 
@@ -46,7 +54,7 @@ def verify(
     its pin (content_hash) still matches its block, stale otherwise. Embeddable sections come
     from the configuration when there is one (else RFC 0013's registry); a block of them with
     no entry is listed as missing. Exit 0 when every entry is current, 1 when any is stale,
-    2 when the sidecar is invalid or not FILE's.
+    2 when the sidecar or FILE is invalid, or the sidecar is not FILE's.
     """
     if not file.name.endswith(SUFFIX):
         raise click.BadParameter(f"{file}: an underwriting file is named *{SUFFIX}")
@@ -54,16 +62,20 @@ def verify(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no sidecar beside {file.name}; pass --sidecar PATH")
     sidecar = read_sidecar(path)
-    front, _ = parse_text(str(file), file.read_text(encoding="utf-8"))
+    config_path = settings_of(ctx).config_path
+    sections = settings_of(ctx).load().sections if config_path.is_file() else DEFAULT_SECTIONS
+    try:
+        front, _ = parse_text(str(file), uw_text(file))
+        current = current_block_hashes(file, sections)
+    except ParseError as exc:  # nothing to check the sidecar against: invalid, not stale
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     if str(sidecar["deal_id"]) != str(front.get("deal_id")):
         raise SidecarError(
             "$.deal_id",
             f"the sidecar is for deal {sidecar['deal_id']!r}, {file} is {front.get('deal_id')!r}",
             source=str(path),
         )
-    config_path = settings_of(ctx).config_path
-    sections = settings_of(ctx).load().sections if config_path.is_file() else DEFAULT_SECTIONS
-    current = current_block_hashes(file, sections)
     marked, stale = mark_stale(sidecar, current)
     keys = {b.get("block_key") for b in marked["blocks"]}
     pins = {(b["section"], b["content_hash"]) for b in marked["blocks"]}
