@@ -1,7 +1,7 @@
 """Sidecars that travel (RFC 0013): a deal folder that carries its sidecars is indexed without
 embedding, a sidecar given to ``CorpusIndex.add`` lends its current entries, ``remove`` takes
-a deal out of every generation and keeps its file, ``sidecars: beside`` placement, and
-``corpus sidecar verify`` on fixture 02.
+a deal out of every generation and keeps its file, ``sidecars: beside`` placement (served
+over HTTP from there too), and ``corpus sidecar verify`` on fixture 02.
 
 One home for the module (hash embedders; two profiles, so two generations), synced in-process
 with the library steps. The profiles' real embedders are wrapped to record what they embed.
@@ -21,6 +21,7 @@ import numpy.typing as npt
 import pytest
 import yaml
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 
 from corpus_index import home as home_module
 from corpus_index import steps
@@ -31,12 +32,14 @@ from corpus_index.deletion import WITHDRAWN, audit_deletion
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import ConfigError
 from corpus_index.home import Home
+from corpus_index.http import create_app
 from corpus_index.registry import GenerationSpec
 from corpus_index.search import Principal
 from corpus_index.sidecar_import import embedder_mismatch, matching_vectors
 from corpus_index.sidecars import read_sidecar, write_sidecar
 from tests.corpusgen import deal_text, write_home
 from tests.searchkit import build_home
+from tests.support.http_server import serve_config
 from tests.test_sidecars import STALE, rfc_example, sidecar_for
 
 ALPHA = Principal("alpha", ("alpha-uw", "alpha-credit"))
@@ -286,6 +289,23 @@ def test_a_malformed_carried_sidecar_is_refused_not_a_crash(
         sidecar.unlink(missing_ok=True)
         source.unlink()
         LibrarySync().sync(travel.settings)
+
+
+def test_http_serves_the_sidecars_written_beside_the_sources(travel: Travel) -> None:
+    folder = travel.root / "sources" / "carried"
+    write_deal(folder, "deal-served", "Roof membrane at end of life.")
+    LibrarySync().sync(travel.settings)
+    key = "ck_alpha-travel"
+    serve_config(travel.settings.config_path, {key: ("alpha", list(ALPHA.groups))})
+    url = "/v1/namespaces/deals/sidecars/carried/deal-served"
+    headers = {"Authorization": f"Bearer {key}"}
+    with TestClient(create_app(travel.settings, record_traces=False)) as client:
+        main_profile = client.get(url, headers=headers, params={"profile": "main"})  # beside
+        second = client.get(url, headers=headers, params={"profile": "second"})  # the home's
+    assert main_profile.status_code == 200, main_profile.text
+    assert main_profile.json() == read_sidecar(folder / "deal-served.embeddings.json")
+    assert second.status_code == 200, second.text
+    assert second.json()["embedder"]["model"] == SECOND
 
 
 def run_verify(*args: str | Path) -> tuple[int, dict[str, Any]]:

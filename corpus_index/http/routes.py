@@ -41,6 +41,7 @@ from corpus_index.http.problems import (
 )
 from corpus_index.http.service import Service
 from corpus_index.registry import Generation
+from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.storage import Location
 from corpus_index.use_cases import similar_deals
 
@@ -398,7 +399,10 @@ def sidecar(
     mine = predicates.all_of([where, predicates.eq("source_id", f"{collection}/{doc_id}")])
     if not svc.corpus.store.exists(gen) or svc.corpus.store.table(gen).count_rows(mine) == 0:
         raise missing
-    folder = (svc.settings.exports / "sidecars" / profile / collection).resolve()
+    # under the home, or beside the source files for a ``sidecars: beside`` collection
+    config = svc.corpus.config
+    folder = sidecar_folder(svc.settings, config, profile, config.collections[collection])
+    folder = folder.resolve()
     path = (folder / f"{doc_id}{SIDECAR_SUFFIX}").resolve()
     if not path.is_relative_to(folder) or not path.is_file():
         raise missing
