@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -291,6 +292,29 @@ def test_a_malformed_carried_sidecar_is_refused_not_a_crash(
         LibrarySync().sync(travel.settings)
 
 
+def test_a_touched_sidecar_with_intact_pins_but_broken_vectors_is_rewritten(
+    travel: Travel,
+) -> None:
+    folder = travel.root / "sources" / "carried"
+    write_deal(folder, "deal-torn", "Foundation cracks along the east wall.")
+    LibrarySync().sync(travel.settings)
+    path = folder / "deal-torn.embeddings.json"
+    written = read_sidecar(path)
+    broken = json.loads(json.dumps(written))
+    broken["blocks"][0]["vector"] = broken["blocks"][0]["vector"][:10]  # torn: 10 of 64 values
+    broken["blocks"][1]["vector"] = [-x for x in broken["blocks"][1]["vector"]]  # hand-edited
+    path.write_text(json.dumps(broken))
+
+    LibrarySync().sync(travel.settings)
+
+    assert read_sidecar(path)["blocks"] == written["blocks"]
+    # touched without a change (a copy, a checkout): read, found to hold the same, and kept
+    before = path.read_bytes()
+    os.utime(path, ns=(10**18, 10**18))
+    LibrarySync().sync(travel.settings)
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == 10**18
+
+
 def test_http_serves_the_sidecars_written_beside_the_sources(travel: Travel) -> None:
     folder = travel.root / "sources" / "carried"
     write_deal(folder, "deal-served", "Roof membrane at end of life.")
@@ -449,3 +473,23 @@ def test_entries_match_by_key_or_by_section_and_pin() -> None:
         "a",
         "c",
     ]
+
+
+def test_a_new_model_revision_rewrites_the_sidecars(
+    travel: Travel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New weights behind the same backend_spec leave every pin as it was; the sidecars are
+    written again, naming the revision whose vectors the index holds. (Last of the module's
+    tests of its home: the revision changes for every generation.)"""
+    folder = travel.root / "sources" / "carried"
+    write_deal(folder, "deal-revised", "Elevator modernisation overdue.")
+    LibrarySync().sync(travel.settings)
+    beside = folder / "deal-revised.embeddings.json"
+    home = travel.settings.exports / "sidecars" / "second" / "carried" / beside.name
+    assert {read_sidecar(p)["embedder"]["revision"] for p in (beside, home)} == {"v1"}
+    monkeypatch.setattr(HashEmbedder, "revision", "v2")
+    assert Home(travel.settings).spec("main").model_revision == "v2"
+
+    LibrarySync().sync(travel.settings)
+
+    assert {read_sidecar(p)["embedder"]["revision"] for p in (beside, home)} == {"v2"}

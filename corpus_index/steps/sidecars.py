@@ -184,39 +184,21 @@ class _SidecarWork:
             )
         )
         self.remove_gone(previous.filter(pc.invert(pc.is_in(previous["doc_id"], inputs["doc_id"]))))
-        # which sidecars are due: missing, touched, or written from other pins
+        # which sidecars are due: missing, touched, or written from other pins; a file touched
+        # or never recorded is built again and kept only when it holds the same
         stats: dict[str, FileStat | None] = {}
         due: list[str] = []
         order = sorted(spans)
         for doc_id in order:
             st = stats[doc_id] = self.path(doc_id).file_stat()
-            fresh = st is not None and known.get(doc_id) == (
-                digests[doc_id],
-                st.st_size,
-                st.st_mtime_ns,
-            )
-            if not fresh and st is not None:  # touched or never recorded: compare its pins
-                try:
-                    old = read_sidecar(self.path(doc_id), validate=False)
-                except SidecarError:  # not JSON (a torn or foreign file): written again
-                    old = {}
-                old_pins = [
-                    (b.get("block_key"), b.get("content_hash"), b.get("input_hash"))
-                    for b in old.get("blocks", [])
-                ]
-                start, end = spans[doc_id]
-                fresh = (
-                    bool(old_pins)
-                    and old_pins == [tuple(p.split(PIN_SEP)) for p in pin_text[start:end]]
-                    and old.get("embedder", {}).get("model") == self.spec.backend_spec
-                )
-            if not fresh:
+            if st is None or known.get(doc_id) != (digests[doc_id], st.st_size, st.st_mtime_ns):
                 due.append(doc_id)
+        written = 0
         if due:
-            self._build(due, inputs)
+            written = self._build(due, inputs, existing={d for d in due if stats[d] is not None})
             stats.update((doc_id, self.path(doc_id).file_stat()) for doc_id in due)
-        self.written += len(due)
-        self.unchanged += len(spans) - len(due)
+        self.written += written
+        self.unchanged += len(spans) - written
         sizes, mtimes = [], []
         for doc_id in order:
             st = stats[doc_id]
@@ -234,9 +216,11 @@ class _SidecarWork:
             schema=SIDECAR_PINS_SCHEMA,
         )
 
-    def _build(self, due: list[str], inputs: pa.Table) -> None:
+    def _build(self, due: list[str], inputs: pa.Table, *, existing: set[str]) -> int:
         """Write the due sidecars: one filtered read of the vectors for all of them, and the
-        documents' metadata read forward from parsed_blocks."""
+        documents' metadata read forward from parsed_blocks. Of ``existing`` (documents with
+        a file already), a file that holds the sidecar as built is left as it is. Returns how
+        many were written."""
         spec = self.spec
         rows_by_doc: dict[str, list[dict[str, Any]]] = {}
         for row in inputs.filter(
@@ -268,6 +252,7 @@ class _SidecarWork:
         meta_by_doc: dict[str, dict[str, Any]] = {}
         for row in blocks.to_pylist():
             meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+        written = 0
         for doc_id in due:
             meta = meta_by_doc.get(doc_id, {})
             sidecar = build_sidecar(
@@ -289,7 +274,22 @@ class _SidecarWork:
                 revision=spec.model_revision,
                 normalized=spec.normalized,
             )
+            if doc_id in existing and self._holds(doc_id, sidecar):
+                continue
             write_sidecar(self.path(doc_id), sidecar, validate=False)  # build_sidecar validated it
+            written += 1
+        return written
+
+    def _holds(self, doc_id: str, sidecar: dict[str, Any]) -> bool:
+        """Whether the document's file is conformant and holds ``sidecar`` but for when it was
+        written: the same embedder (model, revision, dim, input format, normalized), entries,
+        pins and vectors. Pins alone do not tell: a vector torn or edited by hand, or a new
+        revision of the model, leaves every pin as it was."""
+        try:
+            old = read_sidecar(self.path(doc_id))
+        except (SidecarError, OSError):  # torn, foreign or gone meanwhile: written again
+            return False
+        return {**old, "generated_at": None} == {**sidecar, "generated_at": None}
 
     def remove_gone(self, pins: pa.Table) -> None:
         """Remove the sidecars of documents whose pins were recorded but that have no inputs."""
