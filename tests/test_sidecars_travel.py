@@ -315,6 +315,25 @@ def test_a_touched_sidecar_with_intact_pins_but_broken_vectors_is_rewritten(
     assert path.read_bytes() == before and path.stat().st_mtime_ns == 10**18
 
 
+def test_sidecar_entries_are_in_document_order(travel: Travel) -> None:
+    """As a consumer of the RFC's shape (no block_key) pairs them with the file's blocks: by
+    line, not by block_key as a string (``risk_assessment/10`` before ``risk_assessment/2``)."""
+    folder = travel.root / "sources" / "carried"
+    source = write_deal(folder, "deal-ordered", "Flood zone AE.")
+    more = "".join(
+        f"## risk_assessment\n```yaml\nflags:\n- id: r{n}\n  description: Risk {n} of many.\n```\n"
+        for n in range(1, 12)
+    )
+    source.write_text(source.read_text() + "\n" + more)
+
+    LibrarySync().sync(travel.settings)
+
+    doc = read_sidecar(folder / "deal-ordered.embeddings.json")
+    expected = ["property/0", "market_analysis/0", "risk_assessment/0", "borrower_sponsor/0"]
+    expected += [f"risk_assessment/{n}" for n in range(1, 12)]
+    assert [b["block_key"] for b in doc["blocks"]] == expected
+
+
 def test_http_serves_the_sidecars_written_beside_the_sources(travel: Travel) -> None:
     folder = travel.root / "sources" / "carried"
     write_deal(folder, "deal-served", "Roof membrane at end of life.")

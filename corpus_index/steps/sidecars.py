@@ -44,8 +44,10 @@ SIDECAR_INPUT_COLUMNS = [
     "input_hash",
 ]
 SIDECAR_INPUT_SCHEMA = pa.schema([INPUT_SCHEMA.field(c) for c in SIDECAR_INPUT_COLUMNS])
-# what ``sidecars`` reads of parsed_blocks: each document's metadata
-BLOCK_META_SCHEMA = pa.schema([BLOCK_SCHEMA.field("doc_id"), BLOCK_SCHEMA.field("metadata")])
+# what ``sidecars`` reads of parsed_blocks: each document's metadata, and where each block is
+BLOCK_META_SCHEMA = pa.schema(
+    [BLOCK_SCHEMA.field(c) for c in ("doc_id", "block_key", "line", "metadata")]
+)
 
 
 @dataclass(slots=True)
@@ -124,6 +126,9 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
 
 
 PIN_SEP = "\x1f"  # between the block_key, content_hash and input_hash of a sidecar entry's pin
+# how the entries are laid out, part of what a sidecar is written from: a sidecar written in
+# another order (block_key order, before) is due once, and rewritten where its order differs
+ENTRY_ORDER = "document"
 
 
 class _SidecarWork:
@@ -136,7 +141,13 @@ class _SidecarWork:
         self.home, self.spec, self.profile, self.collection = home, spec, profile, collection
         self.name = home.collection(collection).name  # the collection a shard's key names
         self.folder = folder
-        identity = [spec.backend_spec, spec.model_revision, spec.input_format, spec.normalized]
+        identity = [
+            spec.backend_spec,
+            spec.model_revision,
+            spec.input_format,
+            spec.normalized,
+            ENTRY_ORDER,
+        ]
         self._identity = canonical_json(identity) + "\n"
         self.written = self.unchanged = self.removed = 0
         self._metadata: DocCursor | None = None  # parsed_blocks' metadata, opened when first due
@@ -147,8 +158,8 @@ class _SidecarWork:
         return self.folder / f"{doc_id}{SIDECAR_SUFFIX}"
 
     def digest(self, pins: list[str]) -> str:
-        """What a sidecar is written from: the embedder's identity and its entries' pins
-        (each ``block_key``, ``content_hash`` and ``input_hash`` joined by PIN_SEP)."""
+        """What a sidecar is written from: the embedder's identity, the entries' order and
+        their pins (each ``block_key``, ``content_hash`` and ``input_hash`` joined by PIN_SEP)."""
         return sha256_hex(self._identity + "\x1e".join(pins))
 
     def range(self, inputs: pa.Table, previous: pa.Table) -> pa.Table:
@@ -250,8 +261,10 @@ class _SidecarWork:
         blocks = self._metadata.through(due[-1])
         blocks = blocks.filter(pc.is_in(blocks["doc_id"], pa.array(due, pa.string())))
         meta_by_doc: dict[str, dict[str, Any]] = {}
+        lines: dict[tuple[str, str], int] = {}  # (doc_id, block_key) -> the block's first line
         for row in blocks.to_pylist():
             meta_by_doc.setdefault(row["doc_id"], json.loads(row["metadata"] or "{}"))
+            lines[(row["doc_id"], row["block_key"])] = row["line"] or 0
         written = 0
         for doc_id in due:
             meta = meta_by_doc.get(doc_id, {})
@@ -269,7 +282,7 @@ class _SidecarWork:
                         vector=matrix[vec_index[r["input_hash"]]].tolist(),
                         input_hash=r["input_hash"],
                     )
-                    for r in rows_by_doc[doc_id]
+                    for r in sorted(rows_by_doc[doc_id], key=lambda r: _position(r, lines))
                 ],
                 revision=spec.model_revision,
                 normalized=spec.normalized,
@@ -298,3 +311,16 @@ class _SidecarWork:
             if path.is_file():
                 path.unlink()
                 self.removed += 1
+
+
+def _position(row: dict[str, Any], lines: dict[tuple[str, str], int]) -> tuple[int, int, int]:
+    """Where an input's block sits in its document (its line, then its number in its section,
+    then the paragraph's number), for the sidecar's entries in document order: the inputs come
+    in ``block_key`` order, where ``risk_assessment/10`` is before ``risk_assessment/2``."""
+    key, _, paragraph = row["block_key"].partition("#p")
+    n = key.rpartition("/")[2]
+    return (
+        lines.get((row["doc_id"], key), 0),
+        int(n) if n.isdigit() else 0,
+        int(paragraph) if paragraph.isdigit() else -1,
+    )
