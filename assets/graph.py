@@ -376,6 +376,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 metadata={"skipped": f"profile {profile} does not cover collection {collection}"},
                 check_results=_skipped(EMBEDDING_CHECKS, "profile does not cover this collection"),
             )
+        for path, why in r.sidecars_refused.items():
+            context.log.warning(f"sidecar {path} lent no vectors: {why}")
         hit_rate = r.cache_hits / r.inputs if r.inputs else 1.0
         return dg.MaterializeResult(
             metadata={
@@ -384,6 +386,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "cache_hits": r.cache_hits,
                 "cache_misses": r.embedded,
                 "from_sidecars": r.from_sidecars,
+                "sidecars_refused": len(r.sidecars_refused),
                 "cache_hit_rate": round(hit_rate, 4),
                 "tokens": r.tokens,
                 "cost_usd": round(r.cost_usd, 6),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from corpus_index.cache import EmbeddingCache
 from corpus_index.embedders import Embedder
+from corpus_index.export_reader import cosine
 from corpus_index.hashing import canonical_json
 from corpus_index.inputs import input_units
 from corpus_index.kinds import unit_granularity
@@ -346,3 +347,42 @@ def embed_with_cache(
         producers=producers,
         widths=widths,
     )
+
+
+class EmbeddedAgain(NamedTuple):
+    """What :func:`embed_again` returns: each vector's cosine with its input embedded again,
+    and what embedding them again cost."""
+
+    cosines: list[float]
+    tokens: int
+    cost_usd: float
+
+
+def spread(n: int, at_most: int) -> list[int]:
+    """Up to ``at_most`` of the positions ``0..n-1``, evenly spread over them (the first and the
+    last among them), in order: the same ones for the same ``n``."""
+    return sorted({int(round(k)) for k in np.linspace(0, n - 1, min(at_most, n))})
+
+
+def embed_again(
+    embedder: Embedder, texts: Sequence[str], vectors: Sequence[npt.NDArray[np.float32]]
+) -> EmbeddedAgain:
+    """``texts`` embedded again, and the cosine of each with the vector given for it: how a
+    vector that was not embedded here (a cache hit, a sidecar's) is shown to be the
+    embedder's own (see ``gates.REPRODUCED``). An answer of another shape is like none (0).
+
+    Raises:
+        EmbedderError: as ``embedder.embed`` (a dimension mismatch, a refused request, ...).
+    """
+    if not texts:
+        return EmbeddedAgain([], 0, 0.0)
+    tokens, cost = embedder.stats.tokens, embedder.stats.cost_usd
+    again = np.asarray(embedder.embed(list(texts)), np.float32)
+    spent = (embedder.stats.tokens - tokens, embedder.stats.cost_usd - cost)
+    if again.ndim != 2 or len(again) != len(texts):  # an answer of another shape: none alike
+        return EmbeddedAgain([0.0] * len(texts), *spent)
+    cosines = [
+        cosine(answer, given) if answer.shape == given.shape else 0.0
+        for answer, given in zip(again, vectors, strict=True)
+    ]
+    return EmbeddedAgain(cosines, *spent)

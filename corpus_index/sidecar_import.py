@@ -4,9 +4,12 @@ A sidecar's vectors stand in for the embedder's only when the sidecar names the 
 embedder (``embedder.model`` is its backend_spec, with the same ``input_format`` and ``dim``,
 and the same ``revision`` and ``normalized`` when it states them) and an entry's pin
 (``content_hash``, and its ``block_key`` or ``input_hash`` when given) matches a current
-block. Every other entry is stale and its block is embedded as usual. Vectors taken from a
-sidecar go into the collection's own ``embeddings`` partition only, never into the shared
-embedding cache: a file's vectors never reach another collection or tenant.
+block. Every other entry is stale and its block is embedded as usual. A sidecar's model name is
+only its word, so a few of the vectors each sidecar lends (SIDECAR_VECTORS_AGAIN) are compared
+with the model's own for their inputs (from its cache, or embedded again); a sidecar one of
+whose vectors the model does not give again (``gates.REPRODUCED``) lends none. Vectors taken from a sidecar go into the collection's own ``embeddings`` partition
+only, never into the shared embedding cache: a file's vectors never reach another collection
+or tenant.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index.embedding import EmbedResult
-from corpus_index.errors import SidecarError
+from corpus_index.cache import EmbeddingCache
+from corpus_index.embedders import Embedder
+from corpus_index.embedding import EmbedResult, embed_again, spread
+from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError, SidecarError
+from corpus_index.export_reader import cosine
+from corpus_index.gates import REPRODUCED
 from corpus_index.home import Home
 from corpus_index.registry import GenerationSpec
 from corpus_index.sidecar_places import beside_source, sidecar_folder
@@ -32,6 +39,9 @@ from corpus_index.storage import Location
 _NORM_TOLERANCE = 1e-3
 # what is read of embedding_inputs to match sidecar entries to the inputs still to embed
 _MATCH_COLUMNS = ["doc_id", "section", "block_key", "content_hash", "input_hash"]
+# how many of the vectors each sidecar lends are compared with the model's own (evenly spread
+# over them in hash order), to show they are the profile's model's: cache hits are checked so
+SIDECAR_VECTORS_AGAIN = 2
 
 
 def embedder_mismatch(sidecar: Mapping[str, Any], spec: GenerationSpec) -> str | None:
@@ -96,7 +106,13 @@ class SidecarVectors:
 
     result: EmbedResult
     files: list[str] = field(default_factory=list)  # the sidecars whose vectors were used
-    refused: dict[str, str] = field(default_factory=dict)  # sidecar path -> why not used
+    # sidecar path -> why none of its vectors was used: not readable, not conformant, or not
+    # reproduced by the model
+    refused: dict[str, str] = field(default_factory=dict)
+    # sidecar path -> the embedder it names instead of the profile's (another profile's, say)
+    other_embedder: dict[str, str] = field(default_factory=dict)
+    tokens: int = 0  # of the vectors embedded again
+    cost_usd: float = 0.0
 
 
 def candidates(home: Home, profile: str, collection: str, doc_id: str) -> list[Location]:
@@ -109,10 +125,18 @@ def candidates(home: Home, profile: str, collection: str, doc_id: str) -> list[L
 
 
 def sidecar_vectors(
-    home: Home, spec: GenerationSpec, profile: str, collection: str, todo: pa.Array
+    home: Home,
+    spec: GenerationSpec,
+    profile: str,
+    collection: str,
+    todo: pa.Array,
+    *,
+    embedder: Embedder,
+    cache: EmbeddingCache | None = None,
 ) -> SidecarVectors:
     """Vectors for those of ``todo`` (input hashes with no vector yet) that the sidecars of
-    their documents hold, current and from the profile's embedder."""
+    their documents hold, current and from the profile's embedder, which gives a few of each
+    sidecar's again (SIDECAR_VECTORS_AGAIN; ``cache``, the model's, holds some of them)."""
     producer = (spec.backend_spec, spec.model_revision)
     out = SidecarVectors(EmbedResult([], np.zeros((0, spec.dim), np.float32), 0, 0))
     wanted = pc.field("input_hash").isin(todo) & (pc.field("input_format") == spec.input_format)
@@ -135,8 +159,9 @@ def sidecar_vectors(
     by_doc: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_doc.setdefault(row["doc_id"], []).append(row)
-    found: dict[str, list[float]] = {}
+    lent: list[tuple[str, dict[str, list[float]]]] = []  # each sidecar used and what it lends
     for doc_id, doc_rows in sorted(by_doc.items()):
+        covered: set[str] = set()
         for path in files[doc_id]:
             try:
                 sidecar = read_sidecar(path)
@@ -145,20 +170,84 @@ def sidecar_vectors(
                 continue
             why = embedder_mismatch(sidecar, spec)
             if why is not None:
-                out.refused[str(path)] = why
+                out.other_embedder[str(path)] = why
                 continue
             vectors = matching_vectors(sidecar, doc_rows, spec)
             if vectors:
-                out.files.append(str(path))
-            for h, v in vectors.items():
-                found.setdefault(h, v)
-            if all(r["input_hash"] in found for r in doc_rows):
+                lent.append((str(path), vectors))
+                covered.update(vectors)
+            if all(r["input_hash"] in covered for r in doc_rows):
                 break
+    out.refused.update(_not_reproduced(home, collection, embedder, cache, lent, out))
+    found: dict[str, list[float]] = {}
+    for file, vectors in lent:
+        if file in out.refused:
+            continue
+        out.files.append(file)
+        for h, v in vectors.items():
+            found.setdefault(h, v)
     if found:
         hashes = sorted(found)
         matrix = np.asarray([found[h] for h in hashes], dtype=np.float32)
         out.result = EmbedResult(hashes, matrix, 0, 0, producers={producer: len(hashes)})
     return out
+
+
+def _not_reproduced(
+    home: Home,
+    collection: str,
+    embedder: Embedder,
+    cache: EmbeddingCache | None,
+    lent: list[tuple[str, dict[str, list[float]]]],
+    out: SidecarVectors,
+) -> dict[str, str]:
+    """The sidecars of ``lent`` a sample of whose vectors the model does not give again (path
+    -> why). A sampled vector is compared with the one the model's cache holds for its input,
+    where it holds one (a re-shard reads the home's own sidecars, all of whose vectors the
+    model embedded here), else with its input embedded again, all in one call; the tokens
+    and cost count in ``out``."""
+    samples: list[tuple[str, str]] = []  # (sidecar path, input hash)
+    for path, vectors in lent:
+        hashes = sorted(vectors)
+        samples += [(path, hashes[k]) for k in spread(len(hashes), SIDECAR_VECTORS_AGAIN)]
+    if not samples:
+        return {}
+    given = dict(lent)
+    cached = cache.lookup([h for _, h in samples]) if cache is not None else {}
+    least: dict[str, float] = {}
+    for path, h in samples:
+        if h in cached:
+            c = cosine(cached[h], np.asarray(given[path][h], np.float32))
+            least[path] = min(least.get(path, 1.0), c)
+    todo = [(path, h) for path, h in samples if h not in cached]
+    if todo:
+        inputs = home.read(
+            "embedding_inputs",
+            (collection,),
+            where=pc.field("input_hash").isin(pa.array(sorted({h for _, h in todo}), pa.string())),
+            columns=["input_hash", "text"],
+        )
+        texts = dict(zip(inputs["input_hash"].to_pylist(), inputs["text"].to_pylist(), strict=True))
+        try:
+            again = embed_again(
+                embedder,
+                [texts[h] for _, h in todo],
+                [np.asarray(given[path][h], np.float32) for path, h in todo],
+            )
+        except (DimensionMismatchError, NonFiniteVectorError) as exc:  # a bad answer
+            return {path: f"its vectors could not be embedded again: {exc}" for path, _ in lent}
+        out.tokens += again.tokens
+        out.cost_usd += again.cost_usd
+        for (path, _), c in zip(todo, again.cosines, strict=True):
+            least[path] = min(least.get(path, 1.0), c)
+    return {
+        path: (
+            f"its vectors are not the model's: one has cosine {c:.3f} with the model's vector "
+            f"for its input (the same model's: {REPRODUCED} or more)"
+        )
+        for path, c in least.items()
+        if not c >= REPRODUCED
+    }
 
 
 @dataclass(frozen=True, slots=True)

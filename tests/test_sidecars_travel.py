@@ -32,11 +32,16 @@ from corpus_index.config import Settings
 from corpus_index.deletion import WITHDRAWN, audit_deletion
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import ConfigError
+from corpus_index.gates import REPRODUCED
 from corpus_index.home import Home
 from corpus_index.http import create_app
 from corpus_index.registry import GenerationSpec
 from corpus_index.search import Principal
-from corpus_index.sidecar_import import embedder_mismatch, matching_vectors
+from corpus_index.sidecar_import import (
+    SIDECAR_VECTORS_AGAIN,
+    embedder_mismatch,
+    matching_vectors,
+)
 from corpus_index.sidecars import read_sidecar, write_sidecar
 from tests.corpusgen import deal_text, write_home
 from tests.searchkit import build_home
@@ -132,10 +137,11 @@ def travel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Travel]:
 
 def nudged(sidecar: dict[str, Any]) -> dict[str, Any]:
     """The sidecar with every vector moved a little (still unit length), so that a vector
-    found in the index can only have come from it."""
+    found in the index can only have come from it; little enough that the model gives each
+    again (cosine above gates.REPRODUCED)."""
     for block in sidecar["blocks"]:
         v = np.asarray(block["vector"], dtype=np.float64)
-        v[0] += 0.25
+        v[0] += 0.02
         block["vector"] = (v / np.linalg.norm(v)).tolist()
     return sidecar
 
@@ -146,7 +152,7 @@ def write_deal(folder: Path, name: str, risk: str, **kwargs: Any) -> Path:
     return path
 
 
-def test_a_deal_folder_that_carries_its_sidecars_embeds_nothing(
+def test_a_deal_folder_that_carries_its_sidecars_embeds_only_a_sample_of_them_again(
     travel: Travel, tmp_path: Path
 ) -> None:
     # a sponsor's export: two deals, each with its sidecar from the same model (one in our
@@ -166,7 +172,10 @@ def test_a_deal_folder_that_carries_its_sidecars_embeds_nothing(
     travel.embedded.clear()
     LibrarySync().sync(travel.settings)
 
-    assert travel.embedded.get(MAIN, []) == [], "the sidecars' model embedded nothing"
+    # the sidecars' model embeds again only a few of each sidecar's blocks, to check them (a
+    # block whose vector its cache holds, one the home's deals share, is compared with that)
+    again = travel.embedded.get(MAIN, [])
+    assert 0 < len(again) <= 2 * SIDECAR_VECTORS_AGAIN < 2 * 4, again
     assert travel.embedded[SECOND], "the other profile has no sidecar: it embeds the deals"
     for deal_id, sidecar in sidecars.items():
         indexed = travel.vectors(deal_id)
@@ -184,6 +193,39 @@ def test_a_deal_folder_that_carries_its_sidecars_embeds_nothing(
     exports = travel.settings.exports / "sidecars"
     assert not (exports / "main" / "carried").exists()
     assert (exports / "second" / "carried" / "deal-carried-b.embeddings.json").is_file()
+
+
+def test_carried_sidecar_vectors_are_checked_against_the_model(travel: Travel) -> None:
+    """A sidecar naming the profile's model whose vectors that model does not give again
+    (random unit vectors here) lends none: a warning names it, and its blocks are embedded."""
+    folder = travel.root / "sources" / "carried"
+    source = write_deal(folder, "deal-forged", "Radon levels exceed limits in unit 4B.")
+    honest = sidecar_for(source, HashEmbedder(64))
+    forged = json.loads(json.dumps(honest))
+    rng = np.random.default_rng(7)
+    for block in forged["blocks"]:
+        v = rng.normal(size=64)
+        block["vector"] = (v / np.linalg.norm(v)).tolist()
+    path = folder / "deal-forged.embeddings.json"
+    write_sidecar(path, forged)
+    corpus = Home(travel.settings)
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(corpus, "carried")
+
+    outcome = steps.embeddings.run(corpus, "main", "carried")
+
+    assert outcome.passed and outcome.from_sidecars == 0
+    assert list(outcome.sidecars_refused) == [str(path)]
+    assert "its vectors are not the model's" in outcome.sidecars_refused[str(path)]
+    LibrarySync().sync(travel.settings)
+    # the model's vectors (or, for a block other deals share, the one the partition holds
+    # for it: a nudged sidecar's, above), in the index and in the sidecar written over it
+    want = {b["content_hash"]: np.asarray(b["vector"]) for b in honest["blocks"]}
+    indexed = travel.vectors("DEAL-FORGED")["main"]
+    written = {b["content_hash"]: b["vector"] for b in read_sidecar(path)["blocks"]}
+    assert set(indexed) == set(written) == set(want)
+    for pin, vector in want.items():
+        assert min(vector @ indexed[pin], vector @ np.asarray(written[pin])) > REPRODUCED
 
 
 def test_add_takes_a_sidecars_current_entries_and_embeds_the_stale_ones(
@@ -207,8 +249,11 @@ def test_add_takes_a_sidecars_current_entries_and_embeds_the_stale_ones(
     )
     assert placed.stale == ["market_analysis/0", "risk_assessment/0"]
     # only the stale blocks reach the model: the changed risk block (the stale market entry's
-    # block now has the summary the home's other deals share, so its vector was cached)
-    [text] = travel.embedded[MAIN]
+    # block now has the summary the home's other deals share, so its vector was cached); and
+    # the one block the sidecar lends (the property's; the borrower's vector was in the
+    # partition already) is embedded again, to show the sidecar's vectors are the model's
+    check, text = travel.embedded[MAIN]
+    assert check.startswith("property\nname: DEAL-GIVEN property\n")
     assert text.startswith("risk_assessment\n") and "Termites and dry rot" in text
     hits = index.query("termites dry rot joists", k=3)
     assert hits and hits[0].deal_id == "DEAL-GIVEN"

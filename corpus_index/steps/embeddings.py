@@ -21,14 +21,15 @@ from corpus_index.embedders import Embedder
 from corpus_index.embedding import (
     VECTORS_KEY,
     EmbedResult,
+    embed_again,
     embed_with_cache,
     identity_producer,
     reuse_split,
+    spread,
     vector_matrix,
     vectors_identity,
 )
 from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
-from corpus_index.export_reader import cosine
 from corpus_index.group_records import generation_formats
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
@@ -61,6 +62,9 @@ class EmbeddingsOutcome:
     embedded: int = 0
     cache_hits: int = 0
     from_sidecars: int = 0  # vectors taken from the documents' sidecars
+    # sidecar path -> why it lent nothing: not readable, not conformant, or vectors the
+    # embedder does not give again (one naming another embedder is not among them)
+    sidecars_refused: dict[str, str] = field(default_factory=dict)
     tokens: int = 0
     cost_usd: float = 0.0
     dim: int = 0
@@ -132,10 +136,15 @@ def run(
         hashes,
     )
     # a document's sidecar (carried beside its file, or given to ``CorpusIndex.add``) lends
-    # the vectors it holds for current blocks from this very embedder; the rest is embedded
+    # the vectors it holds for current blocks from this very embedder (a few of each compared
+    # with the model's own to show it); the rest is embedded
     carried = None
+    lent_by_sidecars = None
     if len(todo) and kind_of(home.collection(collection)).sidecars:
-        carried = sidecar_vectors(home, spec, profile, collection, todo).result
+        lent_by_sidecars = sidecar_vectors(
+            home, spec, profile, collection, todo, embedder=embedder, cache=cache
+        )
+        carried = lent_by_sidecars.result
         if carried.hashes:
             todo = pc.filter(todo, pc.invert(pc.is_in(todo, pa.array(carried.hashes))))
     n_reused = reused.num_rows if reused is not None else 0
@@ -152,6 +161,10 @@ def run(
         dim=spec.dim,
         backend_spec=embedder.backend_spec,
     )
+    if lent_by_sidecars is not None:
+        outcome.tokens += lent_by_sidecars.tokens
+        outcome.cost_usd += lent_by_sidecars.cost_usd
+        outcome.sidecars_refused = lent_by_sidecars.refused
     # checked and written EMBED_WINDOW vectors at a time; the new partition replaces the old
     # only once every window passed, and a window's new vectors reach the cache only after
     # they passed the per-vector checks (dimension, finiteness, norm) and the producer check
@@ -272,18 +285,13 @@ def _embed_hits_again(
     the vector the cache gave. Their tokens and cost count in ``outcome``."""
     fresh = set(result.fresh_hashes)
     hits = [i for i, h in enumerate(result.hashes) if h not in fresh]
-    spread = np.linspace(0, len(hits) - 1, min(CACHE_HITS_AGAIN, len(hits)))
-    picked = sorted({hits[int(round(k))] for k in spread})
-    tokens, cost = embedder.stats.tokens, embedder.stats.cost_usd
-    again = np.asarray(embedder.embed([texts[result.hashes[i]] for i in picked]), np.float32)
-    outcome.tokens += embedder.stats.tokens - tokens
-    outcome.cost_usd += embedder.stats.cost_usd - cost
-    if again.ndim != 2 or len(again) != len(picked):  # an answer of another shape: none alike
-        return [0.0] * len(picked)
-    return [
-        cosine(vector, result.vectors[i]) if vector.shape == result.vectors[i].shape else 0.0
-        for i, vector in zip(picked, again, strict=True)
-    ]
+    picked = [hits[k] for k in spread(len(hits), CACHE_HITS_AGAIN)]
+    again = embed_again(
+        embedder, [texts[result.hashes[i]] for i in picked], [result.vectors[i] for i in picked]
+    )
+    outcome.tokens += again.tokens
+    outcome.cost_usd += again.cost_usd
+    return again.cosines
 
 
 def _count(into: Producers, more: Producers) -> None:
