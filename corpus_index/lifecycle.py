@@ -1,10 +1,10 @@
 """The lifecycle of generations: which checks a promotion needs, promote, roll back, retire.
 
 Promotion moves a namespace's ACTIVE pointer atomically, only to a generation that ran and
-passed every required gate; the registry enforces it in the same transaction. It holds the
-home's lock (``homelock``) while it does, so it never runs beside a sync in flight: a sync
-still changing the generations would otherwise let it serve one that lacks a change the old
-one already served.
+passed every required gate, and holds the rows its sources call for now; the registry
+enforces the gates in the same transaction. It holds the home's lock (``homelock``) while it
+does, so it never runs beside a sync in flight: a sync still changing the generations would
+otherwise let it serve one that lacks a change the old one already served.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict, Unpack
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index import gates
 from corpus_index.config import Settings
@@ -29,6 +32,7 @@ from corpus_index.hashing import sha256_hex
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock_of
 from corpus_index.registry import Generation, open_registry
+from corpus_index.rows import generation_inputs, tombstoned_sources
 
 EVAL_CHECK = gates.check_key("index_generation", gates.EVAL_GATE)
 GROUP_ROWS_GATE = next(g for g in LINKED_GROUP_GATES if g[0] == "group_rows_have_groups")
@@ -127,7 +131,8 @@ def move_pointer(
     Raises:
         UnknownNamespaceError, MissingGenerationError, PromotionRefusedError (among others:
         the eval gate did not run, for want of a golden set, and the namespace does not
-        declare ``eval_gate: off``), HomeBusyError (a sync or another promotion of the home
+        declare ``eval_gate: off``; the target lags its sources, see
+        ``lagging_collections``), HomeBusyError (a sync or another promotion of the home
         is in flight), ActiveMismatchError (``expect_active`` does not serve and this very
         move was not its last one).
     """
@@ -194,7 +199,8 @@ def _promote(
         # it would not be searched (Searcher.resolve_generation): the namespace would go dark
         raise PromotionRefusedError(
             f"{unmaintained}: its sources' edits and ACL changes no longer reach it, so it "
-            f"cannot serve; restore its profile as it was to {action} to it"
+            f"cannot serve; restore its profile as it was and run `corpus sync` to {action} "
+            "to it"
         )
     if target.row_count and not home.store.exists(target):
         # every search of the namespace would fail on it (DamagedTableError)
@@ -214,6 +220,17 @@ def _promote(
         # failed: what it guards is wrong in the table (group rows without their group)
         raise PromotionRefusedError(
             f"generation {target.id} failed check(s) {', '.join(failed)}, so it cannot serve"
+        )
+    lagging = lagging_collections(home, target)
+    if lagging:
+        # what reached the sources since its last index_rows run reached only the generations
+        # whose runs came: serving it would drop a document, or widen a narrowed ACL again
+        raise PromotionRefusedError(
+            f"generation {target.id} does not hold the rows the current embedding_inputs of "
+            f"{', '.join(lagging)} call for (a source added, edited or removed since its last "
+            f"index_rows run there), so it cannot serve yet; run `corpus sync` (in the UI: "
+            f"embeddings and index_rows of profile {target.spec.profile} for those "
+            f"collections, then its index_generation), then {action} again"
         )
     eval_check = target.checks.get(EVAL_CHECK, {})
     if EVAL_CHECK in required and eval_check.get("not_compared"):
@@ -236,6 +253,36 @@ def _promote(
             "`corpus promote` or the active_generation asset, which compare it first"
         )
     return home.registry.promote(target.id, run_id=run_id, action=action, required=required)
+
+
+def lagging_collections(home: Home, target: Generation) -> list[str]:
+    """The collections of ``target``'s namespace (those its profile covers) whose rows in it
+    are not the ones their current ``embedding_inputs`` call for, sorted.
+
+    Compared by ``chunk_ref`` (a chunk at one source version, which the configured scope is
+    part of), as ``index_rows`` decides what to rewrite: a source added, edited (an ACL
+    narrowed) or removed since its last run for ``target`` differs. Inputs of a tombstoned
+    source, or in another generation's format, are left out as that step leaves them out.
+    """
+    spec, config = target.spec, home.config
+    lagging = []
+    for c in config.collections_in(spec.namespace):
+        if not config.profile_covers(spec.profile, c.name):
+            continue
+        dead = tombstoned_sources(home.registry, spec.namespace, c.name)
+        wanted: list[pa.Array] = []
+        for key in c.partitions:  # a sharded collection's inputs: its shards'
+            refs = home.warehouse.read(
+                "embedding_inputs", (key,), columns=["chunk_ref", "source_id", "input_format"]
+            )
+            if refs is not None:
+                wanted.extend(generation_inputs(refs, target, dead)["chunk_ref"].chunks)
+        want = pc.unique(pa.chunked_array(wanted, pa.string()))
+        held = pc.unique(home.store.collection_refs(target, c.name)["chunk_ref"])
+        found = int(pc.sum(pc.is_in(held, value_set=want)).as_py() or 0)
+        if not (len(held) == len(want) == found):
+            lagging.append(c.name)
+    return sorted(lagging)
 
 
 def eval_not_current(home: Home, target: Generation) -> str | None:

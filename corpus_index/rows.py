@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +13,35 @@ from corpus_index.group_records import GROUP_KIND, generation_formats
 from corpus_index.hashing import vector_id
 from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
 from corpus_index.kinds import kind_named
-from corpus_index.registry import Generation
+from corpus_index.registry import Generation, Registry
+
+# a table of inputs or one of its batches: what ``generation_inputs`` filters alike
+InputRows = TypeVar("InputRows", pa.Table, pa.RecordBatch)
+
+
+def generation_inputs(data: InputRows, generation: Generation, dead: pa.Array) -> InputRows:
+    """The inputs of ``data`` that ``generation``'s rows are built from: those in its input
+    formats (its units' and the groups'), of no source in ``dead`` (the tombstoned ones, see
+    :func:`tombstoned_sources`)."""
+    formats = pa.array(generation_formats(generation.spec.input_format))
+    mask = pc.is_in(data["input_format"], formats)
+    if len(dead):
+        mask = pc.and_(mask, pc.invert(pc.is_in(data["source_id"], dead)))
+    return data.filter(mask)
+
+
+def tombstoned_sources(registry: Registry, namespace: str, collection: str) -> pa.Array:
+    """The sources of ``collection`` tombstoned in ``namespace``, sorted: a source deleted
+    before a generation existed never enters it, even from stale inputs (a source that really
+    comes back lifts its tombstone at scan)."""
+    return pa.array(
+        sorted(
+            t["source_id"]
+            for t in registry.tombstones(namespace=namespace)
+            if t["collection"] == collection
+        ),
+        pa.string(),
+    )
 
 
 def build_rows(

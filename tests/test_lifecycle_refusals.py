@@ -1,5 +1,6 @@
 """What a promotion or rollback refuses, leaving the generation that serves in place: a target
-whose table is gone, one that failed a check (a rollback's too), a rollback naming another
+whose table is gone, one that failed a check (a rollback's too), one that lags its sources (a
+source added or an ACL narrowed since its last index_rows run), a rollback naming another
 generation than the one it goes back to, a RETIRED generation (after a restore from the
 journal too), an unknown namespace; and a move asked for by a run that shares the home."""
 
@@ -15,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from assets import CorpusResource, build_assets
-from corpus_index import gates, lifecycle
+from corpus_index import gates, lifecycle, steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import (
@@ -23,10 +24,12 @@ from corpus_index.errors import (
     HomeHeldSharedError,
     PromotionRefusedError,
 )
+from corpus_index.home import Home
 from corpus_index.homelock import EXCLUSIVE_TAGS, home_lock_of
 from corpus_index.registry import Registry, restore_from_journal
+from corpus_index.search import Principal, Searcher
 from pipelines.partitions import build_partitions
-from tests.corpusgen import write_home
+from tests.corpusgen import RISKS, deal_text, write_home
 from tests.searchkit import build_home
 from tests.support.lockholder import hold
 from tests.test_lifecycle import active_id, built, edited, two_generations
@@ -59,6 +62,108 @@ def test_a_generation_that_failed_a_check_cannot_serve(tmp_path: Path, action: s
         else:
             lifecycle.promote(home, "deals", "g0001")
     assert active_id(home) == "g0002"
+
+
+ALT = {"alt": {"embedder": "hash:v1-32", "namespace": "deals"}}
+CREDIT = Principal("alpha", ("alpha-credit",))
+
+
+def _changed_source(home: Home, change: str) -> str:
+    """The source that ``change`` (``added``: a new deal; ``narrowed``: deal-alpha-000 taken
+    from alpha-credit) touched, ingested; no profile has embedded or indexed it yet."""
+    folder = home.settings.config_path.parent / "sources" / "alpha"
+    deal = "deal-alpha-new" if change == "added" else "deal-alpha-000"
+    (folder / f"{deal}.uw.md").write_text(
+        deal_text(deal.upper(), tenant="alpha", acl=["alpha-uw"], units=20, risk=RISKS[0]),
+        encoding="utf-8",
+    )
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(home, "alpha-deals")
+    return f"alpha-deals/{deal}"
+
+
+def _indexed(home: Home, profile: str) -> None:
+    """A run of ``profile`` for alpha-deals: its generation catches up with the sources."""
+    steps.embeddings.run(home, profile, "alpha-deals")
+    steps.index_rows.run(home, profile, "alpha-deals", run_id="later")
+    steps.index_generation.run(home, profile, run_id="later")
+
+
+def _credit_sees(home: Home) -> set[str]:
+    hits = Searcher(home).search(RISKS[0].lower(), principal=CREDIT, k=10, namespace="deals").hits
+    return {h.source_id for h in hits}
+
+
+@pytest.mark.parametrize("change", ["added", "narrowed"])
+def test_a_candidate_lagging_its_sources_is_refused_until_a_run_catches_it_up(
+    tmp_path: Path, change: str
+) -> None:
+    """A source changed while the migration builds reaches the ACTIVE generation; the
+    candidate's run for it has not come (or failed). Serving the candidate then would drop the
+    new deal, or show deal-alpha-000 to alpha-credit again."""
+    home = built(tmp_path, eval_gate="off", extra_profiles=ALT)
+    lifecycle.promote(home, "deals", "g0001")  # g0002 (alt) READY beside it
+    source = _changed_source(home, change)
+    _indexed(home, "main")
+    assert home.registry.require("g0002").status == "READY"
+    with pytest.raises(PromotionRefusedError) as refused:
+        lifecycle.promote(home, "deals", "g0002")
+    message = str(refused.value)
+    assert "g0002 does not hold the rows the current embedding_inputs of alpha-deals" in message
+    assert "run `corpus sync`" in message
+    assert lifecycle.lagging_collections(home, home.registry.require("g0001")) == []
+    assert active_id(home) == "g0001"
+    _indexed(home, "alt")
+    assert lifecycle.promote(home, "deals", "g0002").id == "g0002"
+    if change == "added":
+        assert source in {
+            h.source_id
+            for h in Searcher(home)
+            .search(
+                RISKS[0].lower(),
+                principal=Principal("alpha", ("alpha-uw",)),
+                k=10,
+                namespace="deals",
+            )
+            .hits
+        }
+    else:
+        assert source not in _credit_sees(home)
+
+
+def test_a_rollback_target_lagging_its_sources_is_refused(tmp_path: Path) -> None:
+    """The rollback target's profile still runs: a sync that failed for it left it without an
+    ACL narrowed since, which rolling back would widen again."""
+    home = two_generations(tmp_path)  # g0002 (alt) ACTIVE, g0001 (main) the rollback target
+    source = _changed_source(home, "narrowed")
+    _indexed(home, "alt")
+    with pytest.raises(PromotionRefusedError, match="g0001 does not hold the rows"):
+        lifecycle.rollback(home, "deals")
+    assert active_id(home) == "g0002"
+    _indexed(home, "main")
+    assert lifecycle.rollback(home, "deals").id == "g0001"
+    assert source not in _credit_sees(home)
+
+
+def test_a_migration_abandoned_then_restored_is_refused_until_a_sync(tmp_path: Path) -> None:
+    """The candidate's profile is removed (the migration abandoned) while deal-alpha-000 is
+    taken from alpha-credit; restored as the refusal says, the candidate still lacks the
+    change until a run writes it."""
+    home = built(tmp_path, eval_gate="off", extra_profiles=ALT)
+    lifecycle.promote(home, "deals", "g0001")
+    home = edited(home, lambda raw: raw["profiles"].pop("alt"))
+    source = _changed_source(home, "narrowed")
+    _indexed(home, "main")
+    with pytest.raises(PromotionRefusedError) as refused:
+        lifecycle.promote(home, "deals", "g0002")
+    assert "restore its profile as it was and run `corpus sync`" in str(refused.value)
+    home = edited(home, lambda raw: raw["profiles"].update(ALT))
+    with pytest.raises(PromotionRefusedError, match="g0002 does not hold the rows"):
+        lifecycle.promote(home, "deals", "g0002")
+    assert active_id(home) == "g0001"
+    _indexed(home, "alt")
+    assert lifecycle.promote(home, "deals", "g0002").id == "g0002"
+    assert source not in _credit_sees(home)
 
 
 def test_a_rollback_naming_another_generation_than_its_step_back_is_refused(

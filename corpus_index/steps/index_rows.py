@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +17,6 @@ from corpus_index.group_gates import group_rows_have_groups
 from corpus_index.group_records import (
     GROUP_KIND,
     GROUP_SCHEMA,
-    generation_formats,
     group_blocks,
     indexed,
     merged_by_doc,
@@ -29,7 +27,7 @@ from corpus_index.index_store import WriteResult, vector_entry_schema
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, MANIFEST_SCHEMA
 from corpus_index.registry import Generation
-from corpus_index.rows import build_rows
+from corpus_index.rows import InputRows, build_rows, generation_inputs, tombstoned_sources
 from corpus_index.sources import live_documents
 from corpus_index.steps.checks import record_partition_checks
 from corpus_index.warehouse import KeyedReader
@@ -63,9 +61,6 @@ ROW_BLOCK_COLUMNS = [
     "metadata",
 ]
 ROW_BLOCK_SCHEMA = pa.schema([BLOCK_SCHEMA.field(c) for c in ROW_BLOCK_COLUMNS])
-
-# a table or one of its batches: what ``index_rows`` filters alike
-_Rows = TypeVar("_Rows", pa.Table, pa.RecordBatch)
 
 
 @dataclass(slots=True)
@@ -109,24 +104,11 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         groups = None
     if groups is not None:
         live |= set(groups["source_id"].to_pylist())
-    # tombstones replay: a source deleted before this generation existed never enters it,
-    # even from stale inputs (a source that really comes back lifts its tombstone at scan)
-    dead = pa.array(
-        sorted(
-            t["source_id"]
-            for t in home.registry.tombstones(namespace=spec.namespace)
-            if t["collection"] == name
-        ),
-        pa.string(),
-    )
+    # tombstones replay (``tombstoned_sources``)
+    dead = tombstoned_sources(home.registry, spec.namespace, name)
 
-    formats = pa.array(generation_formats(spec.input_format))
-
-    def wanted(data: _Rows) -> _Rows:
-        mask = pc.is_in(data["input_format"], formats)
-        if len(dead):
-            mask = pc.and_(mask, pc.invert(pc.is_in(data["source_id"], dead)))
-        return data.filter(mask)
+    def wanted(data: InputRows) -> InputRows:
+        return generation_inputs(data, generation, dead)
 
     # what the collection must hold, against what it holds: only the sources whose rows
     # differ are rebuilt and rewritten. Every row of a generation has its input format and
