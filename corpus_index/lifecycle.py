@@ -288,9 +288,11 @@ def lagging_collections(home: Home, target: Generation) -> list[str]:
 def eval_not_current(home: Home, target: Generation) -> str | None:
     """Why the eval gate recorded on ``target`` (one that ran) does not stand for promoting it
     now, or None when it does: it compared ``target`` with another generation than the one
-    ACTIVE now (with none, or with itself while it served), or under another
-    ``eval_tolerance`` or golden set than the namespace's now. A pass measured against what
-    served then says nothing of what serves now."""
+    ACTIVE now (with none, or with itself while it served), measured ``target``'s rows as
+    they were at another table version (a sync wrote it since, and its index_generation has
+    not run again), or ran under another ``eval_tolerance`` or golden set than the
+    namespace's now. A pass measured against what served then, or over other rows, says
+    nothing of promoting what is there now."""
     recorded = target.checks.get(EVAL_CHECK, {})
     if not recorded or gates.not_run(recorded):
         return None
@@ -303,6 +305,10 @@ def eval_not_current(home: Home, target: Generation) -> str | None:
     if baseline != current:
         was = "itself" if baseline == target.id else (baseline or "no ACTIVE generation")
         return f"it was compared with {was}, and {current or 'none'} is ACTIVE now"
+    measured = target.eval.get("golden", {}).get("table_version")
+    now = home.store.version(target)
+    if measured != now:
+        return f"it measured its rows at table version {measured}, and they are at {now} now"
     if recorded.get("tolerance") != ns.eval_tolerance:
         return f"it ran under eval_tolerance {recorded.get('tolerance')}, not {ns.eval_tolerance}"
     kept = recorded.get("golden_sha256")

@@ -1,6 +1,6 @@
-"""A promotion's eval gate compares the generation with the one serving now, under the
-namespace's golden set and tolerance now: a pass recorded against another generation (none,
-itself while it served) does not stand. Namespace ``deals`` has a golden set and dense-only
+"""A promotion's eval gate compares the generation with the one serving now, over its rows
+now, under the namespace's golden set and tolerance now: a pass recorded against another
+generation (none, itself while it served), or before a sync wrote its rows, does not stand. Namespace ``deals`` has a golden set and dense-only
 retrieval; profile ``main`` (hash:v1-64) finds every judged section, ``alt`` (hash:v1-2) does
 far worse."""
 
@@ -20,7 +20,7 @@ from corpus_index.config import Settings, load_config
 from corpus_index.errors import ConfigError, PromotionRefusedError
 from corpus_index.evaluation import regressions
 from corpus_index.home import Home
-from tests.corpusgen import RISKS, write_home
+from tests.corpusgen import RISKS, deal_text, write_home
 from tests.searchkit import build_home
 
 EVAL = "index_generation:retrieval_not_worse_than_active"
@@ -113,6 +113,39 @@ def test_a_pass_against_itself_while_it_served_does_not_stand(tmp_path: Path) ->
         lifecycle.promote(home, "deals", gens["alt"])
     assert _promote_cli(home, gens["alt"]).exit_code != 0
     assert home.registry.active("deals").id == gens["main"]
+
+
+def test_a_pass_over_rows_written_since_does_not_stand(tmp_path: Path) -> None:
+    """A sync wrote the candidate's rows (a new deal) after its eval gate ran, and its
+    index_generation has not run since: the recorded pass measured other rows."""
+    home = _home(tmp_path)
+    gens = _gens(home)
+    lifecycle.promote(home, "deals", gens["alt"])
+    steps.index_generation.run(home, "main")  # compared with alt: passes
+    candidate = home.registry.require(gens["main"])
+    assert candidate.checks[EVAL]["passed"]
+    assert lifecycle.eval_not_current(home, candidate) is None
+    (tmp_path / "sources" / "alpha" / "deal-alpha-new.uw.md").write_text(
+        deal_text("DEAL-ALPHA-NEW", tenant="alpha", acl=["alpha-uw"], risk=RISKS[3]),
+        encoding="utf-8",
+    )
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(home, "alpha-deals")
+    for profile in ("main", "alt"):
+        steps.embeddings.run(home, profile, "alpha-deals")
+        steps.index_rows.run(home, profile, "alpha-deals", run_id="later")
+    steps.index_generation.run(home, "alt", run_id="later")
+    reason = lifecycle.eval_not_current(home, home.registry.require(gens["main"]))
+    assert reason is not None and "table version" in reason
+    with pytest.raises(PromotionRefusedError, match="table version"):
+        lifecycle.promote(home, "deals", gens["main"])
+    assert home.registry.active("deals").id == gens["alt"]
+    # asked through the CLI, it is compared again over its rows now
+    promoted = _promote_cli(home, gens["main"])
+    assert promoted.exit_code == 0, promoted.output
+    promoted_gen = home.registry.active("deals")
+    assert promoted_gen.id == gens["main"]
+    assert promoted_gen.eval["golden"]["table_version"] == home.store.version(promoted_gen)
 
 
 def test_a_tolerance_changed_since_the_gate_ran_calls_for_it_again(tmp_path: Path) -> None:

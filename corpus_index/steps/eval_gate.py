@@ -125,9 +125,9 @@ def eval_plot(home: Home, namespace: str, *, highlight: str | None = None) -> by
 def compare_for_promotion(home: Home, generation: Generation) -> gates.Gate | None:
     """Compare ``generation`` with the ACTIVE one now that it is asked to be promoted, if its
     builds did not (see :func:`is_candidate`), or compared it with another generation than
-    the one ACTIVE now, or under another tolerance or golden set
-    (:func:`~corpus_index.lifecycle.eval_not_current`); the outcome is recorded on the
-    generation.
+    the one ACTIVE now, over its rows as they were before a sync wrote them, or under another
+    tolerance or golden set (:func:`~corpus_index.lifecycle.eval_not_current`); the outcome
+    is recorded on the generation.
 
     Returns:
         The eval gate, or None when the recorded one stands (compared with what serves now,
