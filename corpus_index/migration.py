@@ -8,7 +8,7 @@ for OpenAI models, the local model's ``tokenizer.json``), else estimated at 4 ch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +24,11 @@ from corpus_index.records import BLOCK_SCHEMA
 
 @dataclass(slots=True)
 class CollectionPlan:
+    """One collection's inputs in the profile's format, counted as if it were the only one:
+    an input it shares with another collection (a boilerplate section) is in both one's
+    ``to_embed`` and ``tokens_to_embed``, though the backfill embeds it once (the cache is
+    shared); the plan's totals count it once."""
+
     collection: str
     inputs: int = 0
     distinct_inputs: int = 0
@@ -35,7 +40,8 @@ class CollectionPlan:
 
 @dataclass(slots=True)
 class MigrationPlan:
-    """The estimate for one profile, summed over the collections it covers."""
+    """The estimate for one profile: each collection's, and the totals over the distinct
+    inputs of all of them (what the backfill embeds, and what it costs)."""
 
     profile: str
     namespace: str
@@ -48,22 +54,17 @@ class MigrationPlan:
     token_counter: str
     price_per_million_tokens: float | None
     collections: list[CollectionPlan] = field(default_factory=list)
+    # the totals, each distinct input counted once however many collections hold it
+    inputs: int = 0
+    cache_hits: int = 0
+    to_embed: int = 0
+    tokens_to_embed: int = 0
 
     @property
-    def inputs(self) -> int:
-        return sum(c.distinct_inputs for c in self.collections)
-
-    @property
-    def cache_hits(self) -> int:
-        return sum(c.cache_hits for c in self.collections)
-
-    @property
-    def to_embed(self) -> int:
-        return sum(c.to_embed for c in self.collections)
-
-    @property
-    def tokens_to_embed(self) -> int:
-        return sum(c.tokens_to_embed for c in self.collections)
+    def shared_inputs(self) -> int:
+        """How many more inputs the collections' rows count than the totals: those in more
+        than one collection, counted in each one's row."""
+        return sum(c.distinct_inputs for c in self.collections) - self.inputs
 
     @property
     def cost_usd(self) -> float | None:
@@ -85,6 +86,7 @@ class MigrationPlan:
             "cache_hits": self.cache_hits,
             "to_embed": self.to_embed,
             "tokens_to_embed": self.tokens_to_embed,
+            "shared_inputs": self.shared_inputs,
             "token_counter": self.token_counter,
             "price_per_million_tokens": self.price_per_million_tokens,
             "cost_usd": self.cost_usd,
@@ -124,6 +126,10 @@ def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
         revision=spec.model_revision,
         dim=spec.dim,
     )
+    # every collection's distinct inputs, and the tokens of those the cache lacks: the
+    # backfill embeds an input once, whichever collections hold it
+    seen: set[str] = set()
+    missing: dict[str, int] = {}
     for c in corpus.config.collections_in(p.namespace):
         if not corpus.config.profile_covers(profile, c.name):
             continue
@@ -145,7 +151,14 @@ def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
         entry.distinct_inputs = len(texts)
         cached = set(cache.lookup(list(texts)))
         entry.cache_hits = len(cached)
-        missing: Sequence[str] = [h for h in texts if h not in cached]
-        entry.to_embed = len(missing)
-        entry.tokens_to_embed = sum(count(texts[h]) for h in missing)
+        for h in texts.keys() - cached:
+            if h not in missing:
+                missing[h] = count(texts[h])
+            entry.to_embed += 1
+            entry.tokens_to_embed += missing[h]
+        seen.update(texts)
+    plan.inputs = len(seen)
+    plan.to_embed = len(missing)
+    plan.cache_hits = plan.inputs - plan.to_embed
+    plan.tokens_to_embed = sum(missing.values())
     return plan

@@ -1,4 +1,5 @@
-"""What ``corpus plan-migration`` counts for a grouped collection: its groups' inputs too."""
+"""What ``corpus plan-migration`` counts: a grouped collection's groups' inputs too, and in
+its totals what the backfill embeds (an input several collections hold, once)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,30 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import yaml
+from click.testing import CliRunner
 
+from corpus_index import steps
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.home import Home
-from corpus_index.migration import plan_migration
+from corpus_index.migration import MigrationPlan, plan_migration
+from tests.corpusgen import write_home
 from tests.searchkit import build_home, messages_config
 
 
-def test_a_messages_collection_is_planned_with_its_group_rows(tmp_path: Path) -> None:
-    config = messages_config(tmp_path)
-    home = build_home(Settings(config_path=config, home=tmp_path / "home"))
+def _planned(config: Path, namespace: str) -> tuple[Home, MigrationPlan]:
+    """The home of ``config`` built, then given profile ``wider`` (hash:v1-128, nothing in
+    its cache) for ``namespace``; and the plan of its backfill."""
+    home = build_home(Settings(config_path=config, home=config.parent / "home"))
     raw = yaml.safe_load(config.read_text())
-    raw["profiles"]["wider"] = {"embedder": "hash:v1-128", "namespace": "messages"}
+    raw["profiles"]["wider"] = {"embedder": "hash:v1-128", "namespace": namespace}
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     home = Home(home.settings)
-    plan = plan_migration(home, "wider")
+    return home, plan_migration(home, "wider")
+
+
+def test_a_messages_collection_is_planned_with_its_group_rows(tmp_path: Path) -> None:
+    home, plan = _planned(messages_config(tmp_path), "messages")
     assert plan.collections
     for entry in plan.collections:
         inputs = home.warehouse.read("embedding_inputs", (entry.collection,))
@@ -32,3 +42,23 @@ def test_a_messages_collection_is_planned_with_its_group_rows(tmp_path: Path) ->
     generation = home.registry.active("messages")
     assert generation is not None
     assert sum(e.inputs for e in plan.collections) == home.store.count(generation)
+
+
+def test_the_totals_are_what_the_backfill_embeds(tmp_path: Path) -> None:
+    """The embedding cache is shared by the collections: a text two of them hold (the same
+    market summary in every deal) is embedded once, so the totals, the tokens a paid model
+    bills included, count it once; each collection's row counts it as its own."""
+    home, plan = _planned(write_home(tmp_path), "deals")
+    assert plan.shared_inputs > 0
+    assert sum(c.to_embed for c in plan.collections) == plan.to_embed + plan.shared_inputs
+    base = ["--config", str(home.settings.config_path), "--home", str(home.settings.home)]
+    shown = CliRunner().invoke(main, [*base, "plan-migration", "wider"])
+    assert shown.exit_code == 0, shown.output
+    assert f"the rows count {plan.shared_inputs} inputs more than the total" in shown.output
+    embedded = tokens = 0
+    for collection in home.config.collections:
+        outcome = steps.embeddings.run(home, "wider", collection)
+        embedded += outcome.embedded
+        tokens += outcome.tokens
+    assert (plan.to_embed, plan.tokens_to_embed) == (embedded, tokens)
+    assert plan.inputs == plan.cache_hits + plan.to_embed

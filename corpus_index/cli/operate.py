@@ -370,6 +370,11 @@ def plan_migration(ctx: click.Context, profile: str, as_json: bool) -> None:
         f"  {'total':<24}{result.inputs:>8}{result.cache_hits:>8}{result.to_embed:>10}"
         f"{result.tokens_to_embed:>10}"
     )
+    if result.shared_inputs:
+        click.echo(
+            f"  the rows count {result.shared_inputs} inputs more than the total: an input "
+            "in several collections is in each one's row, and the backfill embeds it once"
+        )
     cost = "not priced" if result.cost_usd is None else f"${result.cost_usd:.4f}"
     click.echo(f"  tokens counted by: {result.token_counter}; cost: {cost}")
 
