@@ -2,7 +2,8 @@
 
 Two kinds: ``corpus eval`` runs on BEIR-format datasets (the latest per dataset, mode and
 generation), and the golden-set metrics each live generation's build recorded (dataset
-``golden:<namespace>``). The fingerprint changes whenever either does, so a sync refreshes the
+``golden:<namespace>``; a retired or failed generation cannot serve, so its figures are left
+out). The fingerprint changes whenever either does, so a sync refreshes the
 asset only when there is something new to show.
 """
 
@@ -13,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from corpus_index.registry import Registry
+from corpus_index.registry import LIVE, Generation, Registry
 
 GOLDEN_METRICS = ("recall@5", "mrr@10", "ndcg@10")
 
@@ -32,9 +33,20 @@ class EvalReport:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def golden_generations(registry: Registry, *, namespace: str | None = None) -> list[Generation]:
+    """The live generations (of ``namespace``, or all) whose builds recorded golden-set
+    metrics, oldest first: not a retired or failed one, which cannot serve."""
+    return [
+        g
+        for g in registry.generations(namespace=namespace)
+        if g.status in LIVE and all(m in g.eval.get("golden", {}) for m in GOLDEN_METRICS)
+    ]
+
+
 def eval_report(registry: Registry) -> EvalReport:
     """The latest ``corpus eval`` result per (dataset, mode, generation), then the golden-set
-    metrics of every generation that is not retired; empty rows when there are none."""
+    metrics of every live generation (:func:`golden_generations`); empty rows when there are
+    none."""
     runs = registry.dataset_evals()
     latest: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in runs:
@@ -43,10 +55,8 @@ def eval_report(registry: Registry) -> EvalReport:
         {"dataset": ds, "mode": mode, "generation": gen, **r}
         for (ds, mode, gen), r in sorted(latest.items())
     ]
-    for g in registry.generations():
-        golden = g.eval.get("golden", {})
-        if g.status == "RETIRED" or not all(m in golden for m in GOLDEN_METRICS):
-            continue
+    for g in golden_generations(registry):
+        golden = g.eval["golden"]
         rows.append(
             {
                 "dataset": f"golden:{g.spec.namespace}",

@@ -1,4 +1,5 @@
-"""Golden sets: loading with clear errors, scoring a generation, the regression rule."""
+"""Golden sets: loading with clear errors, scoring a generation, the regression rule, and
+which generations' figures are shown."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from corpus_index.errors import ConfigError
+from corpus_index.eval_report import eval_report
 from corpus_index.evaluation import judged_id, load_golden, regressions
+from corpus_index.registry import Registry
+from tests.test_registry import OTHER_MODEL, SPEC, ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,3 +65,14 @@ def test_regressions_beyond_tolerance_only() -> None:
         "ndcg@10": 0.03,
     }
     assert regressions({"recall@5": 0.78}, baseline, 0.02) == {}  # exactly at the tolerance
+
+
+def test_only_live_generations_figures_are_shown(tmp_path: Path) -> None:
+    """The report (and the comparison chart, which picks its generations alike) shows the
+    generations that can serve: a failed one's figures are left out like a retired one's."""
+    reg = Registry(tmp_path / "registry.duckdb")
+    served, failed = ready(reg, SPEC), ready(reg, OTHER_MODEL)
+    for g in (served, failed):
+        reg.record_eval(g, {"golden": {"recall@5": 1.0, "mrr@10": 1.0, "ndcg@10": 1.0}})
+    reg.set_status(failed, "FAILED")
+    assert [r["generation"] for r in eval_report(reg).rows] == [served]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from corpus_index import gates
+from corpus_index.eval_report import golden_generations
 from corpus_index.evaluation import GATE_METRICS, evaluate_generation, load_golden, regressions
 from corpus_index.home import Home
 from corpus_index.lifecycle import eval_not_current
@@ -102,12 +103,12 @@ def run_eval_gate(
 
 
 def eval_plot(home: Home, namespace: str, *, highlight: str | None = None) -> bytes | None:
-    """A bar chart of the golden-set metrics of every non-retired generation of
-    ``namespace``, saved as ``<home>/reports/eval-<namespace>.png``; the PNG bytes."""
+    """A bar chart of the golden-set metrics of every live generation of ``namespace`` (not a
+    retired or failed one, see :func:`~corpus_index.eval_report.golden_generations`), saved as
+    ``<home>/reports/eval-<namespace>.png``; the PNG bytes (None when none has metrics)."""
     series = {
         f"{g.id} {g.spec.profile} ({g.status})": g.eval["golden"]
-        for g in home.registry.generations(namespace=namespace)
-        if g.status != "RETIRED" and g.eval.get("golden")
+        for g in golden_generations(home.registry, namespace=namespace)
     }
     if not series:
         return None
