@@ -204,3 +204,21 @@ def deployed_names() -> list[str]:
 @pytest.mark.parametrize("name", deployed_names())
 def test_every_deployed_variable_is_one_the_project_or_its_tests_use(name: str) -> None:
     assert f'"{name}"' in known_names(), f"deploy/ sets {name}, which nothing here reads"
+
+
+def test_the_home_is_a_folder_the_images_user_may_write() -> None:
+    # the image runs as `USER corpus` in a WORKDIR root created and filled: a home left at its
+    # default (WORKDIR/.corpus) fails the first step that takes the home's lock with EACCES
+    text = dockerfile().replace("\\\n", " ")
+    deployment = values()["dagster-user-deployments"]["deployments"][0]
+    env = {**image_env(), **{e["name"]: e.get("value") for e in deployment["env"]}}
+    workdir = re.findall(r"^WORKDIR\s+(\S+)", text, flags=re.MULTILINE)[-1]
+    home = env.get("CORPUS_HOME") or ".corpus"
+    home = home if home.startswith("/") else f"{workdir}/{home}"
+    chowned = [
+        path.strip('"').replace("$CORPUS_HOME", env["CORPUS_HOME"] or "")
+        for path in re.findall(r"chown\s+(?:-R\s+)?corpus\s+([^\s&]+)", text)
+    ]
+    assert home in chowned, f"deploy/Dockerfile: the home {home} is not chowned to corpus"
+    mounts = {m["mountPath"] for m in deployment["volumeMounts"] if not m.get("readOnly")}
+    assert home in mounts, f"deploy/helm/values.yaml: the home {home} is not a volume"
