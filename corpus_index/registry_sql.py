@@ -22,7 +22,9 @@ databases is kept here, and only here:
   UTC.
 
 Both record the schema version (``registry_schema``) when they create the tables, and refuse a
-database written by a newer version.
+database written by a newer version. On PostgreSQL, tables that exist already are not created
+again (``CREATE ... IF NOT EXISTS`` needs CREATE on the schema even then), so a user who may
+only read and write them uses tables another user created.
 """
 
 from __future__ import annotations
@@ -288,11 +290,19 @@ class PostgresBackend:
 
         raw = self._raw()
         con = _PostgresConnection(raw)
+        creating = False
         try:
             missing = [d for d in (*self.ddl, *extra) if d not in self._created]
             if missing:
-                con.execute("SELECT pg_advisory_xact_lock(?)", [_SCHEMA_LOCK])
-                _create(con, [_postgres_ddl(d) for d in missing], self.location)
+                # tables another user created are used as they are: CREATE ... IF NOT EXISTS
+                # needs CREATE on the schema even where the table exists
+                if _exist(con, [_SCHEMA_DDL, *missing]):
+                    _check_version(con, self.location)
+                else:
+                    creating = True
+                    con.execute("SELECT pg_advisory_xact_lock(?)", [_SCHEMA_LOCK])
+                    _create(con, [_postgres_ddl(d) for d in missing], self.location)
+                    creating = False
                 raw.commit()
                 self._created.update(missing)
             yield con
@@ -300,6 +310,8 @@ class PostgresBackend:
         except BaseException as exc:
             with suppress(psycopg2.InterfaceError, psycopg2.OperationalError):
                 raw.rollback()  # a lost connection has nothing to roll back
+            if isinstance(exc, psycopg2.errors.InsufficientPrivilege):
+                raise self._refused(exc, creating=creating) from None
             if isinstance(
                 exc, psycopg2.errors.SerializationFailure | psycopg2.errors.DeadlockDetected
             ):
@@ -314,6 +326,23 @@ class PostgresBackend:
                     f"{self.location}: lost the registry database: {str(exc).strip()}"
                 ) from exc
             raise
+
+    def _refused(self, exc: BaseException, *, creating: bool) -> PermanentError:
+        """The PermanentError for a privilege the database's user lacks, naming the grant."""
+        user = urlsplit(self.url).username or "the user"
+        reason = str(exc).strip().splitlines()[0]
+        if creating:
+            need = (
+                f"{user} may not create the registry's tables ({reason}): grant it "
+                f"CREATE on the schema (GRANT CREATE ON SCHEMA public TO {user}), or create "
+                "them once as a user who may"
+            )
+        else:
+            need = (
+                f"{user} may not use the registry's tables ({reason}): grant it SELECT, "
+                f"INSERT, UPDATE and DELETE on them and USAGE on query_trace_seq"
+            )
+        return PermanentError(f"{self.location}: {need}")
 
     def active_state(self, namespace: str) -> tuple[object, ...]:
         """The pointer row's and the ACTIVE generation's ``updated_at``: every pointer move
@@ -394,11 +423,32 @@ def _text(value: str) -> str:
     return value
 
 
+# the table or sequence a DDL statement creates
+_CREATED_NAME = re.compile(r"CREATE\s+(?:TABLE|SEQUENCE)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.I)
+
+
+def _exist(con: Any, ddl: Sequence[str]) -> bool:
+    """Whether every table and sequence ``ddl`` creates exists already (PostgreSQL)."""
+    names = [_CREATED_NAME.match(d.strip()) for d in ddl]
+    if not all(names):
+        return False
+    (found,) = con.execute(
+        "SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest(?::text[]) AS n",
+        [[m.group(1) for m in names if m]],
+    ).fetchone()
+    return bool(found)
+
+
 def _create(con: Any, ddl: Sequence[str], location: str) -> None:
     """Create the tables and record (or check) the schema version."""
     con.execute(_SCHEMA_DDL)
     for statement in ddl:
         con.execute(statement)
+    _check_version(con, location)
+
+
+def _check_version(con: Any, location: str) -> None:
+    """Record the schema version in a new registry; refuse one a newer version wrote."""
     (found,) = con.execute("SELECT max(version) FROM registry_schema").fetchone()
     if found is None:
         con.execute("INSERT INTO registry_schema VALUES (?)", [REGISTRY_SCHEMA_VERSION])

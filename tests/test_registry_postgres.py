@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 from click.testing import CliRunner, Result
 
@@ -239,3 +240,37 @@ def test_the_sqlalchemy_spelling_of_a_url_names_the_same_registry(
     spelled = url.replace("postgresql://", "postgresql+psycopg2://", 1)
     active = Registry(spelled, journal=journal).active(SPEC.namespace)
     assert spelled != url and active is not None and active.id == gen
+
+
+# -- the database's user ---------------------------------------------------------------------
+
+
+def test_a_user_that_may_not_create_tables_is_told_the_grant_and_uses_tables_made_for_it(
+    request: pytest.FixtureRequest, postgres_server: Any, tmp_path: Path
+) -> None:
+    """PostgreSQL 15 gives a database's non-owner no CREATE on schema public: the registry
+    names the database and the grant it needs (exit 2, no traceback); once the owner made the
+    tables and granted their use, it works without creating anything."""
+    url = new_database(request)
+    owner = psycopg2.connect(url)
+    owner.autocommit = True
+    with owner.cursor() as cur:
+        cur.execute(
+            "DO $$BEGIN CREATE ROLE registry_user LOGIN; "
+            "EXCEPTION WHEN duplicate_object THEN NULL; END$$"
+        )
+    limited = url.replace(f"//{postgres_server.user}@", "//registry_user@", 1)
+    write_home(tmp_path)
+    refused = corpus(tmp_path, limited, "generations")
+    assert refused.exit_code == 2, refused.output
+    assert url.rsplit("/", 1)[1] in refused.output
+    assert "GRANT CREATE ON SCHEMA public TO registry_user" in refused.output
+
+    Registry(url, journal=tmp_path / JOURNAL_NAME).generations()  # the owner creates them
+    with owner.cursor() as cur:
+        cur.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO registry_user"
+        )
+    owner.close()
+    listed = ok(corpus(tmp_path, limited, "generations", "--json"))
+    assert json.loads(listed.stdout)["generations"] == []
