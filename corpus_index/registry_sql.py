@@ -14,7 +14,9 @@ databases is kept here, and only here:
 - PostgreSQL lets many processes write: every unit of work is ONE transaction at SERIALIZABLE
   isolation on a connection kept per thread, committed when the unit ends. A transaction that
   loses a race with another process fails with a serialization failure, raised here as
-  ``RegistryConflictError``; ``retry_conflicts`` runs the whole operation again. A transaction
+  ``RegistryConflictError``; ``retry_conflicts`` runs the whole operation again. So it does,
+  once, on a new connection, when the connection kept from an earlier unit of work is found
+  lost (the database restarted) before the unit committed anything. A transaction
   that wrote confirms the locks its thread holds (``held_locks``: the advisory locks of this
   database) before it commits, so a step that lost its lock changes nothing here either.
   Placeholders become ``%s``, ``JSON`` columns are read back as the text that was written,
@@ -155,6 +157,13 @@ def retry_conflicts(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class KeptConnectionLostError(RegistryConflictError):
+    """The connection a thread kept from an earlier unit of work was found lost (the database
+    restarted, or ended the session) before the unit committed anything: the transaction was
+    rolled back by the server, and :func:`retry_conflicts` runs the operation again on a new
+    connection."""
+
+
 class DuckDBBackend:
     """``registry.duckdb``: one short connection per unit of work."""
 
@@ -249,7 +258,8 @@ class PostgresBackend:
         self._created: set[str] = set()
         self._local = threading.local()
 
-    def _raw(self) -> Any:
+    def _raw(self) -> tuple[Any, bool]:
+        """This thread's connection, and whether it was kept from an earlier unit of work."""
         import psycopg2
         import psycopg2.extras
 
@@ -257,7 +267,8 @@ class PostgresBackend:
         if raw is not None and self._local.pid != os.getpid():
             _INHERITED.append(raw)
             raw = None
-        if raw is None or raw.closed:
+        kept = raw is not None and not raw.closed
+        if not kept:
             timeout_ms = max(1, int(self.lock_timeout_s * 1000))
             try:
                 raw = psycopg2.connect(
@@ -277,7 +288,7 @@ class PostgresBackend:
             psycopg2.extras.register_default_jsonb(raw, loads=_text)
             self._local.raw = raw
             self._local.pid = os.getpid()
-        return raw
+        return raw, kept
 
     @contextmanager
     def connect(
@@ -288,7 +299,7 @@ class PostgresBackend:
         import psycopg2
         import psycopg2.errors
 
-        raw = self._raw()
+        raw, kept = self._raw()
         con = _PostgresConnection(raw)
         creating = False
         try:
@@ -321,7 +332,14 @@ class PostgresBackend:
             if isinstance(exc, psycopg2.errors.LockNotAvailable):
                 raise RetryableError(f"{self.location}: registry is busy: {exc}") from exc
             if isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError):
+                lost = bool(raw.closed)  # not a statement's own failure (a timeout, say)
                 self._local.raw = None
+                with suppress(psycopg2.Error):
+                    raw.close()
+                if lost and kept and not con.committed:
+                    raise KeptConnectionLostError(
+                        f"{self.location}: the registry connection was lost: {str(exc).strip()}"
+                    ) from exc
                 raise RetryableError(
                     f"{self.location}: lost the registry database: {str(exc).strip()}"
                 ) from exc
@@ -380,6 +398,8 @@ class _PostgresConnection:
         self.raw = raw
         self.cursor = raw.cursor()
         self.wrote = False  # whether the open transaction ran anything but a SELECT
+        # whether a commit was sent (one lost on its way may have committed: not run again)
+        self.committed = False
 
     def execute(self, sql: str, params: Sequence[Any] = (), /) -> Any:
         verb = sql.strip().upper()
@@ -405,6 +425,7 @@ class _PostgresConnection:
         """
         if self.wrote:
             confirm_held()
+        self.committed = True
         self.raw.commit()
         self.wrote = False
 

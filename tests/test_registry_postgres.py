@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +244,19 @@ def test_the_sqlalchemy_spelling_of_a_url_names_the_same_registry(
     assert spelled != url and active is not None and active.id == gen
 
 
-# -- the database's user ---------------------------------------------------------------------
+# -- the database's user and its sessions ----------------------------------------------------
+
+
+@contextmanager
+def owner(url: str) -> Iterator[Any]:
+    """A cursor on ``url``'s database as the server's superuser (its owner), autocommitting."""
+    con = psycopg2.connect(url)
+    con.autocommit = True
+    try:
+        with con.cursor() as cur:
+            yield cur
+    finally:
+        con.close()
 
 
 def test_a_user_that_may_not_create_tables_is_told_the_grant_and_uses_tables_made_for_it(
@@ -252,9 +266,7 @@ def test_a_user_that_may_not_create_tables_is_told_the_grant_and_uses_tables_mad
     names the database and the grant it needs (exit 2, no traceback); once the owner made the
     tables and granted their use, it works without creating anything."""
     url = new_database(request)
-    owner = psycopg2.connect(url)
-    owner.autocommit = True
-    with owner.cursor() as cur:
+    with owner(url) as cur:
         cur.execute(
             "DO $$BEGIN CREATE ROLE registry_user LOGIN; "
             "EXCEPTION WHEN duplicate_object THEN NULL; END$$"
@@ -267,10 +279,44 @@ def test_a_user_that_may_not_create_tables_is_told_the_grant_and_uses_tables_mad
     assert "GRANT CREATE ON SCHEMA public TO registry_user" in refused.output
 
     Registry(url, journal=tmp_path / JOURNAL_NAME).generations()  # the owner creates them
-    with owner.cursor() as cur:
+    with owner(url) as cur:
         cur.execute(
             "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO registry_user"
         )
-    owner.close()
     listed = ok(corpus(tmp_path, limited, "generations", "--json"))
     assert json.loads(listed.stdout)["generations"] == []
+
+
+def end_sessions(url: str) -> None:
+    """End the registry's sessions on ``url``'s database, as a restart or a failover does."""
+    with owner(url) as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = 'corpus-index registry'"
+        )
+        for _ in range(100):  # the sessions end shortly after they are told to
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = 'corpus-index registry'"
+            )
+            if cur.fetchone() == (0,):
+                break
+            time.sleep(0.05)
+
+
+def test_a_kept_connection_lost_to_a_database_restart_is_opened_again(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A long-lived process (`corpus serve`, the code location's sensors) keeps one connection
+    per thread: after the database restarted, its next read and its next write run on a new
+    connection instead of failing once."""
+    url = new_database(request)
+    reg = Registry(url, journal=tmp_path / JOURNAL_NAME)
+    gen = ready(reg, SPEC)
+    reg.promote(gen)
+    assert reg.active(SPEC.namespace).id == gen  # type: ignore[union-attr]
+    end_sessions(url)
+    assert reg.active(SPEC.namespace).id == gen  # type: ignore[union-attr]
+    end_sessions(url)
+    other = ready(reg, dataclasses.replace(SPEC, profile="other", backend_spec="hash:v2-8", dim=8))
+    assert [g.id for g in reg.generations()] == [gen, other]
