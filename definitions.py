@@ -74,4 +74,9 @@ def dagster_runner() -> DagsterRunner:
     """The pipeline runner of the ``corpus`` CLI and ``CorpusIndex`` (entry point
     ``corpus_index.runners: dagster``): jobs run in-process on the home's Dagster instance
     (the PostgreSQL one when ``CORPUS_DAGSTER_POSTGRES_URL`` is set)."""
-    return DagsterRunner(build_definitions, postgres=configure_environment().dagster_postgres)
+    env = configure_environment()
+    return DagsterRunner(
+        build_definitions,
+        postgres=env.dagster_postgres,
+        postgres_location=env.dagster_postgres_location,
+    )

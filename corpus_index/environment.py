@@ -15,6 +15,7 @@ from corpus_index import memory
 from corpus_index.config import Settings, settings_from_env
 from corpus_index.dagster_home import POSTGRES_URL_ENV
 from corpus_index.errors import ConfigError
+from corpus_index.registry_sql import redact
 
 EXECUTORS = ("in_process", "multiprocess")
 # SQLAlchemy 2.1 reads a plain postgresql:// URL as psycopg 3; dagster-postgres brings psycopg2
@@ -44,6 +45,8 @@ class Environment:
     runner: str | None = None  # CORPUS_RUNNER: ``module:attribute`` of a PipelineRunner
     # CORPUS_DAGSTER_POSTGRES_URL is set: the Dagster instance written is the PostgreSQL one
     dagster_postgres: bool = False
+    # that URL without its password, for messages (empty when it is not set)
+    dagster_postgres_location: str = ""
     # CORPUS_EXECUTOR: ``in_process`` (every step of a run in one process, runs one at a time
     # per home) or ``multiprocess`` (a process per step; runs share the home, see homelock)
     executor: str = "in_process"
@@ -58,7 +61,8 @@ def configure_environment(
 ) -> Environment:
     """Set the process defaults corpus-index relies on, configure the allocators once, and read
     ``CORPUS_CONFIG``, ``CORPUS_HOME``, ``CORPUS_REGISTRY``, ``CORPUS_RUNNER``,
-    ``CORPUS_DAGSTER_POSTGRES_URL`` (only whether it is set) and ``CORPUS_EXECUTOR``.
+    ``CORPUS_DAGSTER_POSTGRES_URL`` (whether it is set, and its value without the password) and
+    ``CORPUS_EXECUTOR``.
 
     Args:
         environ: the environment to read and complete (default: the process's).
@@ -99,5 +103,6 @@ def configure_environment(
         settings=settings_from_env(view),
         runner=env.get("CORPUS_RUNNER") or None,
         dagster_postgres=bool(postgres_url),
+        dagster_postgres_location=redact(postgres_url) if postgres_url else "",
         executor=executor,
     )

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+import sqlalchemy.exc
+from dagster_postgres.utils import DagsterPostgresException
 
 from corpus_index.alerts import record_alert
 from corpus_index.config import CorpusConfig, Settings
-from corpus_index.dagster_home import prepare
-from corpus_index.errors import MissingGenerationError, UnknownNamespaceError
+from corpus_index.dagster_home import POSTGRES_URL_ENV, prepare
+from corpus_index.errors import MissingGenerationError, RetryableError, UnknownNamespaceError
 from corpus_index.eval_report import eval_report
 from corpus_index.home import Home as CorpusHome
 from corpus_index.homelock import home_lock_of
@@ -68,15 +70,32 @@ class DagsterRunner:
     so this layer never imports the one above it.
     """
 
-    def __init__(self, build: Build, *, postgres: bool = False) -> None:
+    def __init__(
+        self, build: Build, *, postgres: bool = False, postgres_location: str = ""
+    ) -> None:
         self.build = build
         self.postgres = postgres  # the instance in <home>/dagster keeps its runs in PostgreSQL
+        self.postgres_location = postgres_location  # its URL without the password, for messages
 
     def open_home(self, settings: Settings) -> Home:
-        """Point Dagster at ``<home>/dagster`` and build the Definitions for ``settings``."""
+        """Point Dagster at ``<home>/dagster`` and build the Definitions for ``settings``.
+
+        Raises:
+            RetryableError: the instance's PostgreSQL database cannot be reached (named by
+                ``CORPUS_DAGSTER_POSTGRES_URL``, without its password).
+        """
         os.environ["DAGSTER_HOME"] = str(prepare(settings.dagster_home, postgres=self.postgres))
         defs = self.build(settings)
-        instance = dg.DagsterInstance.get()
+        try:
+            instance = dg.DagsterInstance.get()
+        except (DagsterPostgresException, sqlalchemy.exc.OperationalError) as exc:
+            if not self.postgres:
+                raise
+            raise RetryableError(
+                f"{POSTGRES_URL_ENV}: cannot reach Dagster's database "
+                f"{self.postgres_location or '(unnamed)'}: {driver_reason(exc)}; check the "
+                "URL's host, port, database, user and password, and that the server is up"
+            ) from None
         if self.postgres:
             initialize_pools(instance, defs)
         return Home(defs, settings.load(), instance)
@@ -217,6 +236,22 @@ class DagsterRunner:
             raise_on_error=False,
         )
         return outcome(result)
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The first line of the database driver's own error under ``exc`` (dagster-postgres wraps
+    SQLAlchemy's, which wraps psycopg2's; libpq's messages hold no password)."""
+    found: BaseException | None = exc
+    while found is not None:
+        orig = getattr(found, "orig", None)
+        if isinstance(orig, BaseException):
+            found = orig
+            break
+        if found.__cause__ is None:
+            break
+        found = found.__cause__
+    text = str(found).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def outcome(result: dg.ExecuteInProcessResult) -> JobOutcome:

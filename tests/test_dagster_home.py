@@ -113,6 +113,7 @@ def test_the_environment_chooses_the_instance_and_the_executor() -> None:
     assert configure_environment({}).dagster_postgres is False
     assert configure_environment({}).executor == "in_process"
     env = configure_environment(
-        {POSTGRES_URL_ENV: "postgresql+psycopg2://d@db/d", "CORPUS_EXECUTOR": "multiprocess"}
+        {POSTGRES_URL_ENV: "postgresql+psycopg2://d:pw@db/d", "CORPUS_EXECUTOR": "multiprocess"}
     )
     assert env.dagster_postgres and env.executor == "multiprocess"
+    assert env.dagster_postgres_location == "postgresql+psycopg2://d:***@db/d"  # for messages

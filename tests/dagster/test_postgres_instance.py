@@ -18,8 +18,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from assets.resources import HOLDING, RELEASING
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.dagster_home import (
     MAX_CONCURRENT_RUNS,
@@ -273,3 +275,17 @@ def test_the_ui_shows_the_generation_writers_pool(prod: ProdHome) -> None:
     pools = {"/".join(n["assetKey"]["path"]): n["pools"] for n in result.data["assetNodes"]}
     assert pools["index_rows"] == pools["index_generation"] == ["generation_writes"]
     assert pools["embeddings"] == [] and pools["source_manifest"] == []
+
+
+def test_a_database_that_cannot_be_reached_is_named_without_its_password(tmp_path: Path) -> None:
+    """A CORPUS_DAGSTER_POSTGRES_URL whose server does not answer (or refuses the password)
+    fails `corpus sync` naming the variable and the URL without its password (exit 1: to run
+    again), not with dagster-postgres's traceback after its retries."""
+    config = write_home(tmp_path)
+    url = f"{POSTGRES_SCHEME}dagster:{PASSWORD}@127.0.0.1:9/dagster"  # nothing listens on 9
+    result = CliRunner(env={POSTGRES_URL_ENV: url}).invoke(
+        main, ["--config", str(config), "--home", str(tmp_path / "home"), "sync"]
+    )
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
+    assert f"{POSTGRES_URL_ENV}: cannot reach Dagster's database" in result.output
+    assert "dagster:***@127.0.0.1:9/dagster" in result.output and PASSWORD not in result.output
