@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from corpus_index import lance
 from corpus_index.config import Settings
-from corpus_index.errors import ConfigError, DamagedStateError
+from corpus_index.errors import ConfigError, DamagedStateError, StoreUnreachableError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA
@@ -170,7 +170,13 @@ def generation_problem(store: GenerationStore, gen: Generation) -> str | None:
 
 
 def _table_problem(store: GenerationStore, name: str, column: str) -> str | None:
-    """Why table ``name`` cannot be read whole (one column of every row), or None."""
+    """Why table ``name`` cannot be read whole (one column of every row), or None.
+
+    Raises:
+        StoreUnreachableError: its object store failed or refused a request (throttled, a
+            server error, the credentials): what the table holds is unknown, and a table
+            that may be whole is never named damaged (repair would drop it).
+    """
     try:
         with lance.damage(store.uri):
             table = store.db.open_table(name)
@@ -178,6 +184,8 @@ def _table_problem(store: GenerationStore, name: str, column: str) -> str | None
             counted = int(table.count_rows())
     except DamagedStateError as exc:
         return exc.reason
+    except StoreUnreachableError:
+        raise
     except (RuntimeError, OSError, ValueError) as exc:  # unreadable in a way not named above
         return str(exc).splitlines()[0]
     if read != counted:

@@ -87,8 +87,9 @@ class RetryableError(CorpusError, RuntimeError):
 
 
 class StoreUnreachableError(RetryableError):
-    """The object store that holds the home's tables cannot be listed (endpoint, bucket or
-    credentials); the message names the store's URI, never a secret."""
+    """The object store that holds the home's stores cannot be listed, or failed or refused a
+    request (endpoint, bucket, credentials, throttling, a server error): no damage of what it
+    holds; the message names the store's URI, never a secret."""
 
 
 class RegistryConflictError(RetryableError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -14,7 +13,7 @@ import pyarrow as pa
 from corpus_index import kinds, lance, predicates
 from corpus_index.errors import DamagedTableError, StoreUnreachableError
 from corpus_index.registry import Generation
-from corpus_index.storage import OBJECT_STORE_SCHEMES
+from corpus_index.storage import OBJECT_STORE_SCHEMES, store_reason
 
 ANN_INDEX = "vector_idx"  # the name LanceDB gives the index on "vector"
 ANN_MIN_ROWS = 5000  # below this, exact search is fast and an IVF index cannot train well
@@ -131,21 +130,6 @@ def tail_bound(rows: int) -> int:
     if rows < TAIL_ALWAYS_BELOW:
         return 0
     return max(TAIL_MIN_ROWS, int(rows * TAIL_SHARE))
-
-
-def store_reason(exc: BaseException) -> str:
-    """What an object store's error says, in a line: the S3 error code and message where it
-    gives them (``NoSuchBucket: The specified bucket does not exist``), else the start of its
-    text (the client's own error is a debug dump of its retries)."""
-    text = str(exc)
-    code = re.search(r"<Code>([^<]+)</Code>", text)
-    if code:
-        message = re.search(r"<Message>([^<]+)</Message>", text)
-        return code.group(1) + (f": {message.group(1)}" if message else "")
-    if re.search(r"connection refused|error sending request|dns error|timed out", text, re.I):
-        return "its endpoint does not answer"
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first[:200]
 
 
 class GenerationStore:

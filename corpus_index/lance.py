@@ -11,14 +11,27 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-from corpus_index.errors import CommitConflictError, DamagedTableError
+from corpus_index.errors import CommitConflictError, DamagedTableError, StoreUnreachableError
 from corpus_index.held_locks import confirm_held
+from corpus_index.storage import store_reason
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# a LanceDB file named in an error: ``<table>.lance/data/<file>.lance`` or similar
-_LANCE_PATH = re.compile(r"[\w./-]+\.lance(?:/[\w./-]+)?")
+# a LanceDB file named in an error: ``<table>.lance/data/<file>.lance`` or similar, not from
+# inside another name; in an object store's request URL (``http://host:port/bucket/key``) the
+# path after the host and port
+_LANCE_PATH = re.compile(r"(?<![\w.:/-])(?:https?://[^/\s]+/)?([\w./-]+\.lance(?:/[\w./-]+)?)")
+# what an object store's client says when a request failed on the way or was refused (a 5xx,
+# throttling, a 403, its retries spent, no answer): about the store, not a file of a table
+_TRANSPORT = re.compile(
+    r"Generic (?:S3|GCS|MicrosoftAzure|HTTP) error|Server returned non-2xx|RetryError"
+    r"|retries exhausted|after \d+ retries|error sending request|connection refused"
+    r"|dns error|timed out",
+    re.I,
+)
+# ... unless it says the object is not there (the store answered: a file of the table is gone)
+_MISSING_OBJECT = re.compile(r"Not found:|\b404 Not Found|status: 404|NoSuchKey", re.I)
 
 
 def connect(uri: str) -> Any:
@@ -120,35 +133,80 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def is_damage(exc: BaseException) -> bool:
-    """Whether LanceDB failed because a file of a table is missing or unreadable."""
+def is_transport(exc: BaseException) -> bool:
+    """Whether LanceDB failed because its object store failed or refused a request (a 5xx,
+    throttling, credentials, no answer): the table's files may be whole; a missing bucket is
+    one too, an object the store says is not there is not."""
     text = str(exc)
-    return isinstance(exc, RuntimeError | OSError | ValueError) and (
-        "Not found:" in text or "LanceError(IO)" in text or "corrupt" in text.lower()
+    if not isinstance(exc, RuntimeError | OSError | ValueError) or not _TRANSPORT.search(text):
+        return False
+    return "NoSuchBucket" in text or not _MISSING_OBJECT.search(text)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether LanceDB failed because a file of a table is missing or unreadable (an object
+    store's failed request is not: see :func:`is_transport`)."""
+    text = str(exc)
+    return (
+        isinstance(exc, RuntimeError | OSError | ValueError)
+        and not is_transport(exc)
+        and ("Not found:" in text or "LanceError(IO)" in text or "corrupt" in text.lower())
     )
 
 
 @contextlib.contextmanager
 def damage(where: str) -> Iterator[None]:
     """Turns LanceDB's error for a missing or unreadable data file into a DamagedTableError
-    naming the file (or ``where`` when the error names none)."""
+    naming the file (or ``where`` when the error names none), and its error for an object
+    store's failed request into a StoreUnreachableError naming the store (``where`` when it
+    is the store's URI, else the request's URL): that one is retried, never repaired.
+
+    Raises:
+        DamagedTableError: a file of a table is missing or unreadable.
+        StoreUnreachableError: the object store failed or refused a request.
+    """
     try:
         yield
-    except DamagedTableError:
+    except (DamagedTableError, StoreUnreachableError):
         raise
     except (RuntimeError, OSError, ValueError) as exc:
+        if is_transport(exc):
+            raise StoreUnreachableError(
+                f"{_store_named(where, exc)}: the object store failed a request "
+                f"({store_reason(exc)}); run it again, and if it keeps failing check the "
+                "store's endpoint, bucket and credentials"
+            ) from None
         if not is_damage(exc):
             raise
-        found = _LANCE_PATH.search(str(exc))
-        path = found.group(0) if found else where
-        if (
-            found
-            and not path.startswith("/")
-            and os.path.isdir("/" + path.split(".lance")[0] + ".lance")
-        ):
-            path = "/" + path  # LanceDB names local files without their leading slash
         first = str(exc).splitlines()[0]
-        raise DamagedTableError("a LanceDB table file", path, first) from None
+        raise DamagedTableError("a LanceDB table file", _file_named(where, exc), first) from None
+
+
+def _file_named(where: str, exc: BaseException) -> str:
+    """The table file ``exc`` names (LanceDB names a local one without its leading slash and
+    an object's by its key), else ``where``."""
+    found = _LANCE_PATH.search(str(exc))
+    if not found:
+        return where
+    path = found.group(1)
+    scheme, sep, rest = where.partition("://")
+    if sep:  # an object store's URI: s3://bucket/prefix
+        bucket = rest.split("/", 1)[0]
+        return (
+            f"{scheme}://{path}" if path.startswith(f"{bucket}/") else f"{scheme}://{bucket}/{path}"
+        )
+    if not path.startswith("/") and os.path.isdir("/" + path.split(".lance")[0] + ".lance"):
+        return "/" + path
+    return path
+
+
+def _store_named(where: str, exc: BaseException) -> str:
+    """The store of a failed request: ``where`` when it is a URI, else the request's URL
+    (without its query), else ``where``."""
+    if "://" in where:
+        return where
+    url = re.search(r"https?://[^\s,?)]+", str(exc))
+    return url.group(0) if url else where
 
 
 def reads_tables(fn: Callable[P, R]) -> Callable[P, R]:

@@ -20,6 +20,7 @@ import fnmatch
 import functools
 import os
 import posixpath
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path, PurePath, PurePosixPath
@@ -33,6 +34,21 @@ from corpus_index.errors import ConfigError
 OBJECT_STORE_SCHEMES = ("s3",)
 
 _LOCAL = pafs.LocalFileSystem()
+
+
+def store_reason(exc: BaseException) -> str:
+    """What an object store's error says, in a line: the S3 error code and message where it
+    gives them (``NoSuchBucket: The specified bucket does not exist``), else the start of its
+    text (the client's own error is a debug dump of its retries)."""
+    text = str(exc)
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    if code:
+        message = re.search(r"<Message>([^<]+)</Message>", text)
+        return code.group(1) + (f": {message.group(1)}" if message else "")
+    if re.search(r"connection refused|error sending request|dns error|timed out", text, re.I):
+        return "its endpoint does not answer"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:200]
 
 
 def parse_storage_uri(uri: str, *, key: str = "CORPUS_STORAGE") -> str:

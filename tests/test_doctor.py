@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from corpus_index import lance
 from corpus_index.cache import EmbeddingCache
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from corpus_index.errors import DamagedRegistryError, DamagedTableError, DamagedWarehouseError
+from corpus_index.errors import (
+    DamagedRegistryError,
+    DamagedTableError,
+    DamagedWarehouseError,
+    StoreUnreachableError,
+)
 from corpus_index.home import Home
 from corpus_index.registry import Registry
 from tests.corpusgen import write_home
@@ -209,3 +215,60 @@ def test_a_damaged_cache_table_is_named_found_and_dropped(home: Settings) -> Non
     (finding,) = doctor_findings(home)
     assert finding["kind"] == "cache" and finding["name"] == table.name.removesuffix(".lance")
     assert_repaired(home)
+
+
+# what LanceDB 0.30 says on S3 (moto's server behind a proxy that fails requests), shortened
+S3_GET = "http://127.0.0.1:50165/corpus/home/lance/gen_g0001.lance/data/1100.lance"
+SLOW_DOWN = (
+    "lance error: LanceError(IO): Generic N/A error: LanceError(IO): Generic S3 error: Error "
+    f"performing GET {S3_GET} in 396ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - "
+    'Server returned non-2xx status code: 503 Service Unavailable: <?xml version="1.0" '
+    'encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Reduce your request rate</Message>'
+    "</Error>, /rustc/2d81/library/core/src/result.rs:1896:29"
+)
+REFUSED = (
+    "lance error: LanceError(IO): Generic S3 error: Error performing list request: Error "
+    "performing GET http://127.0.0.1:50165/corpus?list-type=2&prefix=home%2Flance%2F in 556µs - "
+    'Server returned non-2xx status code: 403 Forbidden: <?xml version="1.0"?><Error><Code>'
+    "InvalidAccessKeyId</Code><Message>no such key id</Message></Error>, object_store.rs:1506:92"
+)
+NO_BUCKET = (
+    'Invalid input, Failed to connect to namespace: IO { source: Generic { store: "S3", source: '
+    "ListRequest { source: RetryError(RetryErrorImpl { method: GET, retries: 0, inner: Status { "
+    'status: 404, body: Some("<Error><Code>NoSuchBucket</Code></Error>") } }) } }'
+)
+GONE_ON_S3 = (
+    "lance error: LanceError(IO): Generic N/A error: Wrapped error: Not found: Wrapped error: "
+    "Not found: home/lance/gen_g0001.lance/data/1101.lance, /rustc/2d81/result.rs:1896:29"
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "raised", "named"),
+    [
+        (RuntimeError(SLOW_DOWN), StoreUnreachableError, "s3://corpus/home/lance: "),
+        (RuntimeError(REFUSED), StoreUnreachableError, "s3://corpus/home/lance: "),
+        (ValueError(NO_BUCKET), StoreUnreachableError, "s3://corpus/home/lance: "),
+        (
+            RuntimeError(GONE_ON_S3),
+            DamagedTableError,
+            "s3://corpus/home/lance/gen_g0001.lance/data/1101.lance: ",
+        ),
+    ],
+)
+def test_a_failed_request_to_the_object_store_is_no_damage(
+    error: Exception, raised: type[Exception], named: str
+) -> None:
+    """Throttling, a server error or refused credentials say nothing of a table's files: a
+    StoreUnreachableError (retried; `corpus doctor --repair` drops nothing), where a file the
+    store says is not there is damage, named by its place in the bucket."""
+    with pytest.raises(raised) as info, lance.damage("s3://corpus/home/lance"):
+        raise error
+    assert str(info.value).startswith(named), info.value
+
+
+def test_a_store_error_met_without_the_stores_uri_names_the_request() -> None:
+    # LanceDB's error names the object by its URL: the endpoint's port is not part of its path
+    with pytest.raises(StoreUnreachableError) as info, lance.damage("LanceDB"):
+        raise RuntimeError(SLOW_DOWN)
+    assert str(info.value).startswith(f"{S3_GET}: the object store failed a request (SlowDown")

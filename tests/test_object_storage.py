@@ -3,10 +3,13 @@ search, promotion, a deletion with its receipt and audit, compaction and the doc
 ``CORPUS_STORAGE`` and the standard AWS environment variables, with nothing of the warehouse,
 the LanceDB tables, the exports or the receipts in the local home; flat-blob exports; two
 writers racing on one generation table's rows, and two on its index (a real commit conflict,
-retried); and `corpus storage copy` of a local home to the bucket.
+retried); and `corpus storage copy` of a local home to the bucket. A second home reaches the
+server through a proxy that answers chosen requests with an S3 error (tests/support/faulty_s3.py):
+a throttled read or write is a store error to retry, never a damaged table.
 
 One home is synced for the module; the tests run in order on it (each step is the next one of
-the same life of a home), so the file costs one sync, one deletion and one compaction.
+the same life of a home), so the file costs one sync, one deletion and one compaction (and one
+sync of the home behind the proxy).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from corpus_index.search import Principal, Searcher
 from corpus_index.storage import Location
 from tests.corpusgen import write_home
 from tests.searchkit import build_home
+from tests.support.faulty_s3 import Proxy, faulty_proxy
 from tests.support.http_server import running_server, serve_config
 from tests.support.s3_server import LocalS3
 
@@ -409,3 +413,75 @@ def test_readiness_names_an_unreachable_bucket_only_in_the_servers_log(
     assert "cannot be listed" in answer.json()["detail"]
     assert "no-such-bucket-here" not in answer.text and stored.s3.endpoint not in answer.text
     assert "s3://no-such-bucket-here/p" in log.read_text(encoding="utf-8")
+
+
+# -- a store that throttles or refuses requests -------------------------------------------
+
+FAULTY = "corpus-faulty"
+SEARCH = ["search", "rents grew", "--tenant", "alpha", "--group", "alpha-uw"]
+
+
+class Faulty(NamedTuple):
+    root: Path
+    proxy: Proxy
+    cli: list[str]
+
+
+@pytest.fixture(scope="module")
+def faulty(s3_server: LocalS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faulty]:
+    """A synced and promoted hash-embedder home whose stores are on the S3 server, reached
+    through a proxy that can fail requests."""
+    s3_server.create_bucket(FAULTY)
+    root = tmp_path_factory.mktemp("faulty")
+    config = write_home(root)
+    with faulty_proxy(s3_server.endpoint) as proxy, pytest.MonkeyPatch.context() as mp:
+        for name, value in s3_server.env().items():
+            mp.setenv(name, value)
+        for name in ("AWS_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+            mp.setenv(name, proxy.endpoint)
+        mp.setenv("CORPUS_STORAGE", f"s3://{FAULTY}/home")
+        home = Faulty(root, proxy, ["--config", str(config), "--home", str(root / "home")])
+        for command in ("sync", "promote"):
+            done = CliRunner().invoke(main, [*home.cli, command])
+            assert done.exit_code == 0, done.output
+        yield home
+
+
+def through(faulty: Faulty, *args: str) -> Any:
+    return CliRunner().invoke(main, [*faulty.cli, *args])
+
+
+def test_a_throttled_write_is_a_store_error_the_step_retries_not_damage(faulty: Faulty) -> None:
+    """PUTs refused with 503 SlowDown while a sync writes the embedding cache, until LanceDB
+    gave up, are a store error: the step runs again once the store answers and the sync lands,
+    where they were a damaged table file to repair, which no step retries."""
+    deal = faulty.root / "sources" / "alpha" / "deal-alpha-000.uw.md"
+    deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew nine"))
+    faulty.proxy.fail("PUT", rf"/{FAULTY}/home/lance/", status=503, code="SlowDown")
+    faulty.proxy.heal_once_given_up()
+    try:
+        synced = through(faulty, "sync")
+    finally:
+        faulty.proxy.heal()
+    assert faulty.proxy.failed  # the write did fail
+    assert synced.exit_code == 0, synced.output
+    served = through(faulty, *SEARCH)
+    assert served.exit_code == 0 and "Rents grew nine" in served.output, served.output
+
+
+def test_a_throttled_read_is_not_damage_and_repair_keeps_the_active_table(faulty: Faulty) -> None:
+    """S3 answering 503 SlowDown to the ACTIVE table's data files is a transient store error:
+    the search and the doctor name the store (exit 1: run it again), and `--repair` drops
+    nothing, so serving is back once the store is."""
+    faulty.proxy.fail("GET", rf"/{FAULTY}/home/lance/gen_.*/data/", status=503, code="SlowDown")
+    try:
+        searched = through(faulty, *SEARCH)
+        repaired = through(faulty, "doctor", "--repair")
+    finally:
+        faulty.proxy.heal()
+    for result in (searched, repaired):
+        assert result.exit_code == 1, result.output
+        assert "the object store failed a request (SlowDown" in result.output
+        assert "damaged" not in result.output.lower() and "dropped" not in result.output
+    after = through(faulty, *SEARCH)
+    assert after.exit_code == 0 and "Rents grew" in after.output, after.output
