@@ -13,7 +13,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from corpus_index.errors import CommitConflictError, DamagedTableError, StoreUnreachableError
 from corpus_index.held_locks import confirm_held
-from corpus_index.storage import store_reason
+from corpus_index.storage import unreachable
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -171,11 +171,7 @@ def damage(where: str) -> Iterator[None]:
         raise
     except (RuntimeError, OSError, ValueError) as exc:
         if is_transport(exc):
-            raise StoreUnreachableError(
-                f"{_store_named(where, exc)}: the object store failed a request "
-                f"({store_reason(exc)}); run it again, and if it keeps failing check the "
-                "store's endpoint, bucket and credentials"
-            ) from None
+            raise unreachable(_store_named(where, exc), exc) from None
         if not is_damage(exc):
             raise
         first = str(exc).splitlines()[0]

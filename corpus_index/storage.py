@@ -16,6 +16,7 @@ bytes or the new ones on both. Folders are another matter: an object store has n
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
@@ -29,7 +30,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from corpus_index.errors import ConfigError
+from corpus_index.errors import ConfigError, StoreUnreachableError
 
 OBJECT_STORE_SCHEMES = ("s3",)
 
@@ -45,10 +46,39 @@ def store_reason(exc: BaseException) -> str:
     if code:
         message = re.search(r"<Message>([^<]+)</Message>", text)
         return code.group(1) + (f": {message.group(1)}" if message else "")
+    aws = _AWS_ERROR.search(text)
+    if aws:  # pyarrow's: what it was doing comes before, what the store said after
+        return text[aws.start() :].splitlines()[0][:200]
     if re.search(r"connection refused|error sending request|dns error|timed out", text, re.I):
         return "its endpoint does not answer"
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return first[:200]
+
+
+# what pyarrow's S3 filesystem says when the store failed or refused a request (a 403, a 5xx,
+# throttling, no answer): ``AWS Error ACCESS_DENIED during HeadObject operation: ...``
+_AWS_ERROR = re.compile(r"AWS Error (\w+)")
+# ... where it says the key is not there (the store answered: a file is missing)
+_AWS_MISSING = frozenset({"NO_SUCH_KEY", "RESOURCE_NOT_FOUND"})
+
+
+def is_store_failure(exc: BaseException) -> bool:
+    """Whether pyarrow's object-store filesystem failed because the store failed or refused a
+    request, not because a file is missing or unreadable."""
+    if not isinstance(exc, OSError) or isinstance(
+        exc, FileNotFoundError | NotADirectoryError | IsADirectoryError
+    ):
+        return False
+    found = _AWS_ERROR.search(str(exc))
+    return found is not None and found.group(1) not in _AWS_MISSING
+
+
+def unreachable(where: object, exc: BaseException) -> StoreUnreachableError:
+    """The error for a request the object store at ``where`` failed or refused."""
+    return StoreUnreachableError(
+        f"{where}: the object store failed a request ({store_reason(exc)}); run it again, and "
+        "if it keeps failing check the store's endpoint, bucket and credentials"
+    )
 
 
 def parse_storage_uri(uri: str, *, key: str = "CORPUS_STORAGE") -> str:
@@ -174,10 +204,22 @@ class Location:
     def __lt__(self, other: Location) -> bool:
         return (self.scheme, self.path) < (other.scheme, other.path)
 
+    @contextlib.contextmanager
+    def _requests(self) -> Iterator[None]:
+        """A request an object store failed or refused, as a StoreUnreachableError naming
+        this location (a missing file stays FileNotFoundError)."""
+        try:
+            yield
+        except OSError as exc:
+            if self.is_local or not is_store_failure(exc):
+                raise
+            raise unreachable(self, exc) from None
+
     # -- what is there -----------------------------------------------------------------------
 
     def info(self) -> pafs.FileInfo:
-        return self.fs.get_file_info(self.path)
+        with self._requests():
+            return self.fs.get_file_info(self.path)
 
     def exists(self) -> bool:
         return bool(self.info().type != pafs.FileType.NotFound)
@@ -257,7 +299,8 @@ class Location:
         # it (pyarrow's empty "folder/" markers, left where it removed a last file, are not)
         selector = pafs.FileSelector(self.path, allow_not_found=True, recursive=True)
         try:
-            infos = self.fs.get_file_info(selector)
+            with self._requests():
+                infos = self.fs.get_file_info(selector)
         except NotADirectoryError:
             return
         seen: set[str] = set()
@@ -276,10 +319,11 @@ class Location:
     # -- reading and writing -----------------------------------------------------------------
 
     def open_input(self) -> pa.NativeFile:
-        return self.fs.open_input_file(self.path)
+        with self._requests():
+            return self.fs.open_input_file(self.path)
 
     def read_bytes(self) -> bytes:
-        with self.open_input() as fh:
+        with self._requests(), self.open_input() as fh:
             return bytes(fh.read())
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
@@ -296,7 +340,7 @@ class Location:
                     fh.flush()
                     os.fsync(fh.fileno())
             else:
-                with tmp.fs.open_output_stream(tmp.path) as out:
+                with tmp._requests(), tmp.fs.open_output_stream(tmp.path) as out:
                     out.write(data)
             tmp.replace(self)
         finally:
@@ -318,7 +362,8 @@ class Location:
 
     def unlink(self, missing_ok: bool = False) -> None:
         try:
-            self.fs.delete_file(self.path)
+            with self._requests():
+                self.fs.delete_file(self.path)
         except FileNotFoundError:
             if not missing_ok:
                 raise
@@ -326,12 +371,14 @@ class Location:
     def rmtree(self) -> None:
         """Remove the folder and everything under it (nothing if it is missing)."""
         if self.is_dir():
-            self.fs.delete_dir(self.path)
+            with self._requests():
+                self.fs.delete_dir(self.path)
 
     def replace(self, target: Location) -> Location:
         """Move this file over ``target`` (same filesystem): a rename here, a copy on an object
         store, where readers see the old object or the new one."""
-        self.fs.move(self.path, target.path)
+        with self._requests():
+            self.fs.move(self.path, target.path)
         return target
 
     def replace_tree(self, target: Location) -> None:

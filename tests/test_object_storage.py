@@ -485,3 +485,18 @@ def test_a_throttled_read_is_not_damage_and_repair_keeps_the_active_table(faulty
         assert "damaged" not in result.output.lower() and "dropped" not in result.output
     after = through(faulty, *SEARCH)
     assert after.exit_code == 0 and "Rents grew" in after.output, after.output
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["audit-deletion", GONE]])
+def test_refused_credentials_are_named_not_a_traceback(faulty: Faulty, command: list[str]) -> None:
+    """Credentials the store refuses (403 on every request) end the command through the CLI's
+    error boundary naming the store (exit 1); `corpus doctor` and `corpus audit-deletion` let
+    pyarrow's OSError out."""
+    faulty.proxy.fail("*", ".*", status=403, code="InvalidAccessKeyId")
+    try:
+        result = through(faulty, *command)
+    finally:
+        faulty.proxy.heal()
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
+    assert f"s3://{FAULTY}/home/" in result.output and "failed a request" in result.output
+    assert "damaged" not in result.output  # (a HEAD's 403 has no body to name the code)

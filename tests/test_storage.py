@@ -15,7 +15,7 @@ from corpus_index import lance
 from corpus_index.cli import main
 from corpus_index.config import Settings, settings_from_env
 from corpus_index.errors import CommitConflictError, ConfigError, RetryableError
-from corpus_index.storage import Location, copy_tree, parse_storage_uri
+from corpus_index.storage import Location, copy_tree, is_store_failure, parse_storage_uri
 from corpus_index.store_copy import receipt_location
 from tests.test_cli_basics import missing_help
 
@@ -97,6 +97,35 @@ def test_a_tree_replaces_another_whole_and_copies_across_roots(tmp_path: Path) -
     assert remote.is_relative_to(Location.of("s3://bucket")) and not remote.is_relative_to(root)
     with pytest.raises(TypeError, match="on an object store"):
         os.fspath(remote)
+
+
+@pytest.mark.parametrize(
+    ("error", "failure"),
+    [
+        # what pyarrow 21 says on S3 (moto's server behind a proxy that fails requests)
+        (
+            OSError(
+                "When listing objects under key 'p/' in bucket 'corpus': AWS Error "
+                "INVALID_ACCESS_KEY_ID during ListObjectsV2 operation: no such key id"
+            ),
+            True,
+        ),
+        (
+            OSError(
+                "Could not open Parquet input source 'corpus/p/w/x.parquet': AWS Error "
+                "SLOW_DOWN during GetObject operation: Reduce your request rate"
+            ),
+            True,
+        ),
+        (OSError("AWS Error NO_SUCH_KEY during GetObject operation: gone"), False),
+        (FileNotFoundError("[Errno 2] Path does not exist 'corpus/p/w/x.parquet'"), False),
+        (OSError("Parquet file size is 7 bytes, smaller than the minimum file footer"), False),
+    ],
+)
+def test_a_request_the_store_failed_is_told_from_a_missing_or_unreadable_file(
+    error: OSError, failure: bool
+) -> None:
+    assert is_store_failure(error) is failure
 
 
 def test_a_commit_conflict_is_retried_with_backoff_then_succeeds() -> None:
