@@ -34,7 +34,6 @@ from corpus_index import (
     flat_exports,
     identity_store,
     index_store,
-    lance,
     predicates,
     purge,
 )
@@ -606,6 +605,10 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     home whose bytes hold a fingerprint of its deleted texts or vectors); ``shared`` lists hashes
     that a live source also has (identical text elsewhere), which are not the deleted source's to
     purge. ``byte_scan`` says what the byte scan looked for and what it cost.
+
+    Raises:
+        StoreUnreachableError: the home's object store cannot be listed (a missing bucket, its
+            endpoint down) or failed a request: what it holds is unknown.
     """
     tomb = corpus.registry.tombstone(source_id)
     receipt = _receipt(corpus.settings, tomb)
@@ -615,9 +618,11 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     exclusive_inputs = [h for h in input_hashes if h not in live_inputs]
     remaining: list[dict[str, Any]] = []
     shared: list[dict[str, Any]] = []
-    db = lance.connect(corpus.settings.lance_uri)
+    # the home's store names an object store it cannot reach (StoreUnreachableError)
+    names = set(corpus.store.names())
+    db = corpus.store.db
     by_source = predicates.eq("source_id", source_id)
-    for name in sorted(lance.table_names(db)):
+    for name in sorted(names):
         if name.startswith("gen_"):
             store, where, match = "lance", by_source, "source_id"
         elif name.startswith("cache__") and exclusive_inputs:
@@ -640,7 +645,7 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
                     }
                 )
     if tomb:
-        remaining.extend(_indexes_built_before(db, receipt, tomb))
+        remaining.extend(_indexes_built_before(db, names, receipt, tomb))
     shared_inputs = [h for h in input_hashes if h in live_inputs]
     if shared_inputs:
         shared.append(
@@ -775,7 +780,7 @@ def _receipt(settings: Settings, tomb: dict[str, Any] | None) -> dict[str, Any] 
 
 
 def _indexes_built_before(
-    db: Any, receipt: dict[str, Any] | None, tomb: dict[str, Any]
+    db: Any, names: set[str], receipt: dict[str, Any] | None, tomb: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The ``doc_id``, full-text and ANN indexes of the generation tables that held the deleted
     rows (the receipt names them; every generation table when it cannot) built before the
@@ -787,7 +792,6 @@ def _indexes_built_before(
         removed = dt.datetime.fromisoformat(removed)
     if removed.tzinfo is None:
         removed = removed.replace(tzinfo=dt.UTC)
-    names = set(lance.table_names(db))
     held = (receipt or {}).get("fragments_to_rewrite")
     tables = (
         sorted(names & set(held))

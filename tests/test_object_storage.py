@@ -500,3 +500,14 @@ def test_refused_credentials_are_named_not_a_traceback(faulty: Faulty, command: 
     assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
     assert f"s3://{FAULTY}/home/" in result.output and "failed a request" in result.output
     assert "damaged" not in result.output  # (a HEAD's 403 has no body to name the code)
+
+
+def test_audit_deletion_names_a_missing_bucket_not_a_traceback(
+    faulty: Faulty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `corpus search` and `corpus doctor` do; it let LanceDB's ValueError ("Failed to
+    connect to namespace") out."""
+    monkeypatch.setenv("CORPUS_STORAGE", "s3://no-such-bucket-here/p")
+    result = through(faulty, "audit-deletion", GONE)
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
+    assert "s3://no-such-bucket-here/p" in result.output and "cannot be listed" in result.output
