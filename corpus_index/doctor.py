@@ -62,7 +62,7 @@ from corpus_index.registry import (
 )
 from corpus_index.reprocess_queue import QUEUE_SCHEMA
 from corpus_index.sidecars import SIDECAR_PINS_SCHEMA
-from corpus_index.storage import Location, is_store_failure, unreachable
+from corpus_index.storage import Location
 from corpus_index.unit_prints import MESSAGE_COLUMNS, PRINTS, PRINTS_SCHEMA
 from corpus_index.warehouse import Warehouse
 
@@ -284,13 +284,11 @@ def _partition_problem(path: Location, expected: set[str]) -> str | None:
             repair would remove partitions that may be whole).
     """
     try:
-        with pq.ParquetFile(path.path, filesystem=path.fs) as pf:
+        with path.store_failures(), pq.ParquetFile(path.path, filesystem=path.fs) as pf:
             names = set(pf.schema_arrow.names)
             for _ in pf.iter_batches():
                 pass
     except (pa.ArrowException, OSError) as exc:
-        if not path.is_local and is_store_failure(exc):
-            raise unreachable(path, exc) from None
         return str(exc).splitlines()[0]
     missing = sorted(expected - names)
     if missing:

@@ -7,9 +7,9 @@ and the same ``revision`` and ``normalized`` when it states them) and an entry's
 block. Every other entry is stale and its block is embedded as usual. A sidecar's model name is
 only its word, so a few of the vectors each sidecar lends (SIDECAR_VECTORS_AGAIN) are compared
 with the model's own for their inputs (from its cache, or embedded again); a sidecar one of
-whose vectors the model does not give again (``gates.REPRODUCED``) lends none. Vectors taken from a sidecar go into the collection's own ``embeddings`` partition
-only, never into the shared embedding cache: a file's vectors never reach another collection
-or tenant.
+whose vectors the model does not give again (``gates.REPRODUCED``) lends none. Vectors taken
+from a sidecar go into the collection's own ``embeddings`` partition only, never into the
+shared embedding cache: a file's vectors never reach another collection or tenant.
 """
 
 from __future__ import annotations

@@ -205,9 +205,10 @@ class Location:
         return (self.scheme, self.path) < (other.scheme, other.path)
 
     @contextlib.contextmanager
-    def _requests(self) -> Iterator[None]:
+    def store_failures(self) -> Iterator[None]:
         """A request an object store failed or refused, as a StoreUnreachableError naming
-        this location (a missing file stays FileNotFoundError)."""
+        this location (a missing file stays FileNotFoundError, a local file's error as it
+        is)."""
         try:
             yield
         except OSError as exc:
@@ -218,7 +219,7 @@ class Location:
     # -- what is there -----------------------------------------------------------------------
 
     def info(self) -> pafs.FileInfo:
-        with self._requests():
+        with self.store_failures():
             return self.fs.get_file_info(self.path)
 
     def exists(self) -> bool:
@@ -299,7 +300,7 @@ class Location:
         # it (pyarrow's empty "folder/" markers, left where it removed a last file, are not)
         selector = pafs.FileSelector(self.path, allow_not_found=True, recursive=True)
         try:
-            with self._requests():
+            with self.store_failures():
                 infos = self.fs.get_file_info(selector)
         except NotADirectoryError:
             return
@@ -319,11 +320,11 @@ class Location:
     # -- reading and writing -----------------------------------------------------------------
 
     def open_input(self) -> pa.NativeFile:
-        with self._requests():
+        with self.store_failures():
             return self.fs.open_input_file(self.path)
 
     def read_bytes(self) -> bytes:
-        with self._requests(), self.open_input() as fh:
+        with self.store_failures(), self.open_input() as fh:
             return bytes(fh.read())
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
@@ -340,7 +341,7 @@ class Location:
                     fh.flush()
                     os.fsync(fh.fileno())
             else:
-                with tmp._requests(), tmp.fs.open_output_stream(tmp.path) as out:
+                with tmp.store_failures(), tmp.fs.open_output_stream(tmp.path) as out:
                     out.write(data)
             tmp.replace(self)
         finally:
@@ -362,7 +363,7 @@ class Location:
 
     def unlink(self, missing_ok: bool = False) -> None:
         try:
-            with self._requests():
+            with self.store_failures():
                 self.fs.delete_file(self.path)
         except FileNotFoundError:
             if not missing_ok:
@@ -371,13 +372,13 @@ class Location:
     def rmtree(self) -> None:
         """Remove the folder and everything under it (nothing if it is missing)."""
         if self.is_dir():
-            with self._requests():
+            with self.store_failures():
                 self.fs.delete_dir(self.path)
 
     def replace(self, target: Location) -> Location:
         """Move this file over ``target`` (same filesystem): a rename here, a copy on an object
         store, where readers see the old object or the new one."""
-        with self._requests():
+        with self.store_failures():
             self.fs.move(self.path, target.path)
         return target
 

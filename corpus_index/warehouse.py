@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from corpus_index.errors import DamagedWarehouseError
 from corpus_index.held_locks import confirm_held
-from corpus_index.storage import Location, is_store_failure, unreachable
+from corpus_index.storage import Location
 
 PACKED_DIM_KEY = b"corpus_index.packed_float32_dim"
 # rows per Parquet row group: a filtered read holds one group at a time, not the partition
@@ -252,12 +252,11 @@ def damage(asset: str, path: Location) -> Iterator[None]:
     DamagedWarehouseError naming it; a file removed meanwhile stays FileNotFoundError, and a
     request its object store failed or refused is a StoreUnreachableError (no damage)."""
     try:
-        yield
+        with path.store_failures():
+            yield
     except FileNotFoundError:
         raise
     except (pa.ArrowException, OSError) as exc:
-        if not path.is_local and is_store_failure(exc):
-            raise unreachable(path, exc) from None
         raise DamagedWarehouseError(
             f"the warehouse partition of {asset}", path, str(exc).splitlines()[0]
         ) from None  # the message carries the cause; run reports show the innermost error

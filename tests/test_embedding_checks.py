@@ -15,6 +15,7 @@ from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.embedding import vector_matrix
 from tests.test_embedding_producers import COLLECTION, ingested
+from tests.test_embedding_producers import gate_of as gate
 
 
 class AnswersNarrower(HashEmbedder):
@@ -23,11 +24,6 @@ class AnswersNarrower(HashEmbedder):
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return HashEmbedder(48).embed(texts)
-
-
-def gate(outcome: steps.embeddings.EmbeddingsOutcome, name: str) -> dict[str, object]:
-    (found,) = (g for g in outcome.gates if g.name == name)
-    return {"passed": found.passed, **found.metadata}
 
 
 def test_the_dim_check_records_the_width_the_vectors_came_at(

@@ -35,8 +35,11 @@ def ingested(settings: Settings) -> Home:
     return home
 
 
-def gate_of(outcome: steps.embeddings.EmbeddingsOutcome) -> dict[str, object]:
-    (gate,) = (g for g in outcome.gates if g.name == "vectors_share_one_backend_spec")
+def gate_of(
+    outcome: steps.embeddings.EmbeddingsOutcome, name: str = "vectors_share_one_backend_spec"
+) -> dict[str, object]:
+    """The outcome of the step's check ``name`` (the producer check by default), as a dict."""
+    (gate,) = (g for g in outcome.gates if g.name == name)
     return {"passed": gate.passed, **gate.metadata}
 
 
