@@ -87,6 +87,13 @@ class CorpusFilter:
 
     def __post_init__(self) -> None:
         if self.asset_class is not None and not isinstance(self.asset_class, str):
+            # a mapping would become its keys ({"!=": "office"} as "asset_class IN ('!=')")
+            if isinstance(self.asset_class, bytes | Mapping) or not isinstance(
+                self.asset_class, Iterable
+            ):
+                raise InvalidFilterError(
+                    f"asset_class must be a string or a list of strings (got {self.asset_class!r})"
+                )
             object.__setattr__(self, "asset_class", tuple(self.asset_class))
         if self.size_units_range is not None:
             lo, hi = _pair(self.size_units_range, "size_units_range")
@@ -103,7 +110,7 @@ class CorpusFilter:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CorpusFilter:
         """A filter from its JSON shape: RFC keys, plus ``column: value`` (a list means ``in``)
-        or ``column: {op: value}`` for any other filterable column.
+        or ``column: {op: value}`` for any other filterable column (and ``asset_class``).
 
         Raises:
             InvalidFilterError: a key or value has the wrong shape.
@@ -117,21 +124,23 @@ class CorpusFilter:
             geo = Geo(state=geo.get("state"), metro=geo.get("metro"))
         where: list[Condition] = []
         for key, value in doc.items():
-            if key in ("asset_class", "geo", "size_units_range", "date_range"):
+            if key in ("geo", "size_units_range", "date_range"):
                 continue
-            if isinstance(value, Mapping):
+            if key == "asset_class" and not isinstance(value, Mapping):
+                continue  # a class or a list of them: the RFC field
+            if isinstance(value, Mapping):  # ``column: {op: value}``, asset_class's too
                 where.extend(Condition(str(key), str(op), v) for op, v in value.items())
             elif isinstance(value, list | tuple):
                 where.append(Condition(str(key), "in", tuple(value)))
             else:
                 where.append(Condition(str(key), "=", value))
-        size = doc.get("size_units_range")
-        dates = doc.get("date_range")
+        asset_class = doc.get("asset_class")
         return cls(
-            asset_class=doc.get("asset_class"),
+            asset_class=None if isinstance(asset_class, Mapping) else asset_class,
             geo=geo,
-            size_units_range=tuple(size) if size is not None else None,
-            date_range=tuple(dates) if dates is not None else None,
+            # checked as pairs by the constructor (a number or a mapping is no range)
+            size_units_range=doc.get("size_units_range"),
+            date_range=doc.get("date_range"),
             where=tuple(where),
         )
 

@@ -228,6 +228,24 @@ def test_from_json_rejects_a_bad_geo() -> None:
         as_filter({"geo": {"country": "US"}})
 
 
+@pytest.mark.parametrize(
+    ("doc", "fragment"),
+    [
+        ({"asset_class": 5}, "asset_class must be a string or a list of strings"),
+        ({"asset_class": True}, "asset_class must be a string or a list of strings"),
+        ({"asset_class": {"like": "office"}}, "unsupported filter operator 'like'"),
+        ({"size_units_range": 5}, "size_units_range must be a pair"),
+        ({"size_units_range": {"low": 1, "high": 5}}, "size_units_range must be a pair"),
+        ({"date_range": 2025}, "date_range must be a pair"),
+    ],
+)
+def test_from_json_names_a_field_of_the_wrong_shape(doc: dict[str, Any], fragment: str) -> None:
+    # each was a TypeError ('int' object is not iterable) or, for a mapping, its keys taken
+    # as the values
+    with pytest.raises(InvalidFilterError, match=fragment):
+        as_filter(doc)
+
+
 EXPRESSIONS: list[tuple[str, list[Condition]]] = [
     ("state=AZ", [Condition("state", "=", "AZ")]),
     ("units>=100", [Condition("units", ">=", "100")]),
@@ -316,6 +334,9 @@ ENGINE: list[tuple[str, Any, list[int]]] = [
     ("cli bool", parse_expressions(["normalized=false"]), [1, 3]),
     ("cli date", parse_expressions(["date_range=2025-01-01,2025-12-31"]), [0, 1]),
     ("several filters AND", parse_expressions(["state=TX", "units<100"]), [1]),
+    # ``column: {op: value}`` holds for asset_class as for any column (it was its keys: '!=')
+    ("asset class with an operator", {"asset_class": {"!=": "multifamily"}}, [1, 3]),
+    ("asset classes with in", {"asset_class": {"in": ["retail", "industrial"]}}, [1, 3]),
 ]
 
 
