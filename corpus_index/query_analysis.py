@@ -14,7 +14,8 @@ offline, and returns every candidate of an ambiguous expression. On top of it:
   the latest weekend that starts on or before the reference time;
 - named public holidays the recognizer does not know (Boxing Day, Australia Day, Anzac Day,
   Good Friday, ...) come from the ``holidays`` package for ``country``/``subdivision``
-  (default Australia, New South Wales), with a year when one follows ("Boxing Day 2024");
+  (default Australia, New South Wales), with a year when one follows ("Boxing Day 2024",
+  any year the package knows the holiday in; none it does not know it in);
 - a holiday names one day but the talk about it is in the weeks before (the seed's
   "Christmas -> December 2025"): its range is its calendar month up to and including the day,
   and the day itself is kept as ``day``.
@@ -222,8 +223,13 @@ def _holiday_hints(
             year = _YEAR_AFTER.match(folded, m.end())
             days = names[name]
             if year:
+                # that year's own table: the one around today holds only eleven years, and
+                # a year outside it must not become one of them
+                wanted = int(year.group(1))
+                days = _holiday_names(country, subdivision, wanted, wanted).get(name, [])
+                if not days:
+                    continue  # not held that year (or before the package's records)
                 span = (m.start(), year.end())
-                days = [d for d in days if d.year == int(year.group(1))] or days
             else:
                 days = [d for d in days if d <= today] or days[:1]
             day = days[-1]

@@ -28,6 +28,10 @@ TIMES = [
     ("Christmas Day menu", MON, (D(2025, 12, 1), D(2025, 12, 25))),
     ("who worked on Boxing Day", MON, (D(2025, 12, 1), D(2025, 12, 26))),
     ("Boxing Day 2024 BBQ", MON, (D(2024, 12, 1), D(2024, 12, 26))),
+    # a year outside the eleven around the reference time is that year (it was December 2027)
+    ("the Boxing Day 2010 flood", MON, (D(2010, 12, 1), D(2010, 12, 26))),
+    ("Australia Day 2015 outing", MON, (D(2015, 1, 1), D(2015, 1, 26))),
+    ("Anzac Day 2031 march", MON, (D(2031, 4, 1), D(2031, 4, 25))),
     ("anything on Australia Day", MON, (D(2025, 1, 1), D(2025, 1, 27))),
     ("new year fireworks", MON, (D(2026, 1, 1), D(2026, 1, 1))),
     ("what happened last week", MON, (D(2026, 1, 5), D(2026, 1, 11))),
