@@ -191,17 +191,26 @@ def _free(span: tuple[int, int], claimed: Sequence[tuple[int, int]]) -> bool:
 def _holiday_names(
     country: str, subdivision: str | None, first: int, last: int
 ) -> dict[str, list[dt.date]]:
-    """Holiday name -> its days in ``first``..``last`` (kept: building it costs ~0.1 s)."""
+    """Holiday name -> its days in ``first``..``last`` (kept: building it costs ~0.1 s a
+    language), each name as the package gives it and in every English the country has: its
+    default names may be US English ("Labor Day") where the country writes "Labour Day"."""
     import holidays
 
-    table = holidays.country_holidays(country, subdiv=subdivision, years=range(first, last + 1))
-    names: dict[str, list[dt.date]] = {}
-    for day, name in sorted(table.items()):
+    years = range(first, last + 1)
+    table = holidays.country_holidays(country, subdiv=subdivision, years=years)
+    english = [lang for lang in table.supported_languages if lang.startswith("en")]
+    tables = [table]
+    tables += [
+        holidays.country_holidays(country, subdiv=subdivision, years=years, language=lang)
+        for lang in english
+    ]
+    names: dict[str, set[dt.date]] = {}
+    for day, name in (item for t in tables for item in t.items()):
         for part in str(name).split(";"):  # two holidays on one day come joined by "; "
             key = part.strip().casefold().replace("’", "'")
             if key:
-                names.setdefault(key, []).append(day)
-    return names
+                names.setdefault(key, set()).add(day)
+    return {key: sorted(days) for key, days in names.items()}
 
 
 def _holiday_hints(

@@ -33,6 +33,9 @@ TIMES = [
     ("Australia Day 2015 outing", MON, (D(2015, 1, 1), D(2015, 1, 26))),
     ("Anzac Day 2031 march", MON, (D(2031, 4, 1), D(2031, 4, 25))),
     ("anything on Australia Day", MON, (D(2025, 1, 1), D(2025, 1, 27))),
+    # NSW's own spelling is its Labour Day in October (it was the US Labor Day in September)
+    ("the Labour Day barbecue", MON, (D(2025, 10, 1), D(2025, 10, 6))),
+    ("the Labor Day barbecue", MON, (D(2025, 10, 1), D(2025, 10, 6))),
     ("new year fireworks", MON, (D(2026, 1, 1), D(2026, 1, 1))),
     ("what happened last week", MON, (D(2026, 1, 5), D(2026, 1, 11))),
     ("van issues this week", MON, (D(2026, 1, 12), D(2026, 1, 18))),
