@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ CHUNK_FIELDS = ("source_type", "source_id", "chunk_index", "section", "char_coun
 LITTLE_F32 = np.dtype("<f4")
 # how far from 1 a row's length may be in an export that says ``normalized`` (float32 rounding)
 NORM_TOLERANCE = 1e-3
+# the widest rows an index.json may declare: wider than any embedding model's vectors
+MAX_DIM = 1 << 16
 
 
 def blob_name(backend_spec: str) -> str:
@@ -113,7 +116,9 @@ def parse_index(data: bytes, *, where: str) -> dict[str, Any]:
     """``index.json`` read and checked for the fields and types of §3.
 
     Raises:
-        ExportError: not JSON, or a field missing or of the wrong type (named, with ``where``).
+        ExportError: not JSON, or a field missing, of the wrong type or out of range (``dim``
+            from 1 to ``MAX_DIM``, ``count`` not negative, the probe's vector ``dim`` finite
+            numbers), named, with ``where``.
     """
     try:
         index = json.loads(data)
@@ -142,15 +147,30 @@ def parse_index(data: bytes, *, where: str) -> dict[str, Any]:
             )
     if "/" in index["file"].replace("\\", "/") or index["file"] in ("", ".", ".."):
         raise ExportError(f"{where}: index.json 'file' must name a file beside it")
+    for name, low, high in (("dim", 1, MAX_DIM), ("count", 0, None)):
+        value = index[name]
+        if isinstance(value, bool) or value < low or (high is not None and value > high):
+            bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+            raise ExportError(f"{where}: index.json {name!r} is {value!r}; it must be {bounds}")
     probe = index.get("probe")
     if probe is not None and not (
         isinstance(probe, dict)
         and isinstance(probe.get("text"), str)
         and isinstance(probe.get("vector"), list)
         and len(probe["vector"]) == index["dim"]
+        and _finite_numbers(probe["vector"])
     ):
-        raise ExportError(f"{where}: index.json 'probe' must be {{text, vector}} of dim floats")
+        raise ExportError(
+            f"{where}: index.json 'probe' must be {{text, vector}} of dim finite numbers"
+        )
     return index
+
+
+def _finite_numbers(values: list[Any]) -> bool:
+    try:
+        return all(type(x) in (int, float) and math.isfinite(x) for x in values)
+    except OverflowError:  # an integer past any float
+        return False
 
 
 def blob_problems(index: dict[str, Any], blob: bytes) -> list[str]:
@@ -194,9 +214,7 @@ def rows_problems(
         off = int(np.sum(np.abs(norms - 1.0) > NORM_TOLERANCE))
         if off:
             problems.append(f"normalized is true but {off} row(s) are not of unit length")
-    probe = index.get("probe")
-    if probe is not None and not np.all(np.isfinite(np.asarray(probe["vector"], np.float64))):
-        problems.append("the probe vector holds values that are not finite")
+    probe = index.get("probe")  # its vector is checked with index.json (parse_index)
     if index["row_key"] != "chunk_index":
         return problems
     if probe is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -441,6 +442,46 @@ def test_a_consumer_refuses_rows_the_format_does_not_allow(home: Home, tmp_path:
     reversed_chunks = str(tmp_path / "reversed-chunks" / "embeddings")
     result = CliRunner().invoke(main, ["export", "verify", reversed_chunks])
     assert result.exit_code == 1 and "chunk indexes differ" in result.output
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"probe": {"text": "p", "vector": ["0.1"] * 16}}, "'probe' must be {text, vector} of"),
+        ({"probe": {"text": "p", "vector": [[0.1]] * 16}}, "'probe' must be {text, vector} of"),
+        ({"probe": {"text": "p", "vector": [10**400] * 16}}, "'probe' must be {text, vector} of"),
+        ({"probe": {"text": "p", "vector": [None] * 16}}, "'probe' must be {text, vector} of"),
+        ({"dim": -3, "count": 0, "rows": []}, "'dim' is -3; it must be from 1 to 65536"),
+        ({"dim": 10**30, "count": 0, "rows": []}, "'dim' is 1000000000000000000000000000000"),
+        ({"dim": True}, "'dim' is True"),
+        ({"count": -1}, "'count' is -1; it must be of at least 0"),
+    ],
+)
+def test_a_consumer_names_an_index_json_of_the_wrong_shape(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    # each was a ValueError or a TypeError out of numpy (a traceback from `corpus export
+    # verify`), or, for a probe of nulls, named as a fault of the chunks file
+    e = make_embedder("hash:v1-16")
+    folder = tmp_path / "embeddings"
+    write_export(
+        folder,
+        backend_spec=e.backend_spec,
+        vectors=e.embed(["a", "b"]),
+        rows=["a", "b"],
+        row_key="slug",
+        normalized=False,
+        probe={"text": "p", "vector": [float(x) for x in e.embed(["p"])[0]]},
+    )
+    index = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps({**index, **change}))
+    with pytest.raises(ExportError, match=re.escape(f"{folder / 'index.json'}: index.json")):
+        load_export(str(folder))
+    with pytest.raises(ExportError, match=re.escape(message)):
+        load_export(str(folder))
+    result = CliRunner().invoke(main, ["export", "verify", str(folder)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert message in result.output
 
 
 def test_the_probe_check_fails_when_the_rows_are_not_the_models_vectors(tmp_path: Path) -> None:
