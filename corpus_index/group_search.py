@@ -294,7 +294,7 @@ def search_contexts(
         searcher: the searcher of the home.
         query: the query text.
         principal: who asks; nothing outside their tenant and ACL groups is read or shown.
-        k: how many records.
+        k: how many records (1 to ``retrieval.MAX_K``).
         namespace: the namespace (default: the principal's tenant's).
         generation: a generation id instead of the namespace's ACTIVE one.
         as_of: the reference time of the query's time hints (default now).
@@ -304,12 +304,15 @@ def search_contexts(
         min_groups: fewer groups than this and units are appended below them.
 
     Raises:
+        InvalidQueryError: an empty query, or ``k`` out of range.
         The errors of :meth:`Searcher.search` (bad options, unknown namespace, no generation).
     """
     clock = Stopwatch()
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError("the query is empty: give some text")
     retrieval.check_query_text(query)
+    if not 1 <= k <= retrieval.MAX_K:
+        raise InvalidQueryError(f"k must be between 1 and {retrieval.MAX_K:,} (got {k})")
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
     table = corpus.store.searched(gen)
@@ -330,9 +333,8 @@ def search_contexts(
     records: list[ContextRecord] = []
     if not units and table is not None:
         group_filter = as_filter(filters).with_conditions(Condition("kind", "=", GROUP_KIND))
-        found = searcher.search(
-            query, k=max(2 * k, 10), filters=group_filter, per_doc_cap=None, **options
-        )
+        depth = min(max(2 * k, 10), retrieval.MAX_K)
+        found = searcher.search(query, k=depth, filters=group_filter, per_doc_cap=None, **options)
         clock.lap("groups")
         # the group rows (with their §3.1 metadata) and their members' rows, in one read
         wanted = [(h.collection, h.doc_id) for h in found.hits]
@@ -475,9 +477,12 @@ def _units(
 ) -> list[ContextRecord]:
     """Units found directly, as records of their own, below the groups (none already shown)."""
     seen = {m.source_id for r in shown for m in r.members}
-    need = k - len(shown) if shown else k
+    need = k - len(shown)
+    if need < 1:
+        return []
     unit_filter = as_filter(filters).with_conditions(Condition("kind", "!=", GROUP_KIND))
-    found = searcher.search(query, k=need + len(seen), filters=unit_filter, **options)
+    depth = min(need + len(seen), retrieval.MAX_K)
+    found = searcher.search(query, k=depth, filters=unit_filter, **options)
     sources = [h.source_id for h in found.hits if h.source_id not in seen]
     sources = list(dict.fromkeys(sources))[:need]
     if not sources:

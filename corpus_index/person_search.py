@@ -28,6 +28,7 @@ from corpus_index.context_records import (
     unit_record,
 )
 from corpus_index.eligibility import Principal
+from corpus_index.errors import InvalidQueryError
 from corpus_index.group_records import GROUP_KIND
 from corpus_index.group_search import (
     tenant_directory,
@@ -113,11 +114,14 @@ def person_contexts(
     """All content about the person ``name`` of the principal's tenant (module docstring).
 
     Args:
-        limit: at most this many records (groups first, by date).
+        limit: at most this many records (groups first, by date; at least 1).
 
     Raises:
+        InvalidQueryError: ``limit`` is below 1.
         The errors of :meth:`Searcher.scope` (unknown namespace, no generation).
     """
+    if limit < 1:
+        raise InvalidQueryError(f"limit must be at least 1 (got {limit})")
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
     corpus = searcher.corpus
     known = tenant_people(corpus, principal, ns)

@@ -32,6 +32,7 @@ from corpus_index.group_search import ContextRecord, asks_decision, collapse, se
 from corpus_index.home import Home
 from corpus_index.person_search import person_contexts
 from corpus_index.query_analysis import analyze
+from corpus_index.retrieval import MAX_K
 from corpus_index.search import Principal, Searcher
 from tests.searchkit import active, build_home, messages_config
 
@@ -319,6 +320,24 @@ def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
     assert person.exit_code == 0 and person.output.startswith("Kevin Lam")
     nobody = CliRunner().invoke(main, [*paths, "person", "Peter Nash", *who[:-1]])
     assert nobody.exit_code == 1 and "no one in tenant wattle" in nobody.output
+
+
+def test_k_and_limit_out_of_range_are_refused_and_a_large_k_is_searched(
+    searcher: Searcher,
+) -> None:
+    # k = -2 returned the records but the last two; above MAX_K / 2 the search of groups
+    # (2k of them) was refused naming a k no one gave ("got 12000")
+    for k in (0, -2, MAX_K + 1):
+        with pytest.raises(InvalidQueryError, match=rf"k must be between 1 and 10,000 \(got {k}\)"):
+            search_contexts(searcher, "roster", principal=MANAGER, k=k, as_of=AS_OF)
+    every = search_contexts(searcher, "roster", principal=MANAGER, k=6000, as_of=AS_OF)
+    assert sum(r.is_group for r in every.records) > 5
+    units = search_contexts(searcher, "roster", principal=MANAGER, k=6000, units=True, as_of=AS_OF)
+    assert len(units.records) > 5 and not any(r.is_group for r in units.records)
+    # limit = -1 returned every context but the last
+    for limit in (0, -1):
+        with pytest.raises(InvalidQueryError, match=f"limit must be at least 1 \\(got {limit}\\)"):
+            person_contexts(searcher, "Sarah Jones", principal=MANAGER, limit=limit)
 
 
 def test_a_lone_surrogate_in_a_group_first_query_is_refused(searcher: Searcher) -> None:
