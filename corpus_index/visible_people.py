@@ -31,6 +31,10 @@ from corpus_index.query_analysis import Person
 
 # a run of digits and phone punctuation long enough to be a number (normalize_phone decides)
 _PHONE_LIKE = re.compile(r"\+?[\d(][\d\s().\-]{6,}\d")
+# what may stand before an address's first character and still be part of it (RFC 5322 atext and
+# the dot), and after its last (a domain's letters, digits and hyphens, or a dot that one follows)
+_BEFORE_ADDRESS = r"(?<![\w.!#$%&'*+/=?^`{|}~\-])"
+_AFTER_ADDRESS = r"(?![\w\-]|\.[\w\-])"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +130,7 @@ def shown(
     kept_emails = frozenset(
         e
         for e in (normalize_email(x) for x in emails)
-        if e is not None and (e in listed.emails or any(e in s for s in lowered))
+        if e is not None and (e in listed.emails or any(_holds_address(s, e) for s in lowered))
     )
     kept_phones = frozenset(p for p in phones if p in listed.phones or p in numbers)
     if forms:
@@ -135,6 +139,12 @@ def shown(
         name = min(kept_emails) if kept_emails else person.identity_id
     aliases = tuple(f for f in forms if f != name)
     return Shown(Person(person.identity_id, name, aliases), kept_emails, kept_phones)
+
+
+def _holds_address(text: str, address: str) -> bool:
+    """Whether ``text`` shows ``address`` whole: not as the end of a longer local part
+    (``ann@wattle.org`` in ``joann@wattle.org``) nor the start of a longer domain."""
+    return re.search(_BEFORE_ADDRESS + re.escape(address) + _AFTER_ADDRESS, text) is not None
 
 
 # an e-mail address as a header shows it

@@ -16,7 +16,9 @@ import yaml
 from corpus_index.config import Settings
 from corpus_index.group_search import search_contexts
 from corpus_index.person_search import person_contexts
+from corpus_index.query_analysis import Person
 from corpus_index.search import Principal, Searcher
+from corpus_index.visible_people import Directory, shown
 from tests.searchkit import ROOT, build_home, messages_config
 
 AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
@@ -186,3 +188,22 @@ def test_a_name_a_hidden_person_shares_still_names_the_visible_one(searcher: Sea
     assert person_contexts(searcher, "Anand Patel", principal=MANAGER).person is not None
     analysis = search_contexts(searcher, query, principal=MANAGER, as_of=AS_OF).analysis
     assert analysis.people == ()
+
+
+@pytest.mark.parametrize(
+    ("snippet", "is_shown"),
+    [
+        ("From: joann@wattle.org", False),  # a longer local part
+        ("From: jo.ann@wattle.org", False),
+        ("From: ann@wattle.org.au", False),  # a longer domain
+        ("From: ann@wattle.organics.example", False),
+        ("From: A. Lee <ann@wattle.org>", True),
+        ("Write to ANN@Wattle.org.", True),  # a sentence's full stop ends it
+        ("ann@wattle.org, pat@xu.example", True),
+    ],
+)
+def test_an_address_is_shown_only_whole(snippet: str, is_shown: bool) -> None:
+    """An address a visible unit shows only inside a longer one (a hidden unit's address
+    ann@wattle.org in a visible joann@wattle.org) does not find or name its person."""
+    got = shown(Person("idn_1", "Ann Lee"), ["ann@wattle.org"], [], [snippet], Directory())
+    assert ("ann@wattle.org" in got.emails) is is_shown
