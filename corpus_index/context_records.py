@@ -64,6 +64,7 @@ ROW_COLUMNS = [
     "acl_groups",
     "event_date",
     "metadata",
+    "source_version",
     "content_hash",
     "input_format",
     "backend_spec",
@@ -355,6 +356,7 @@ def provenance(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "chunk_ref": row["chunk_ref"],
         "source_id": row["source_id"],
+        "source_version": row["source_version"],
         "content_hash": row["content_hash"],
         "input_format": row["input_format"],
         "backend_spec": row["backend_spec"],

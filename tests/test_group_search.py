@@ -34,7 +34,7 @@ from corpus_index.person_search import person_contexts
 from corpus_index.query_analysis import analyze
 from corpus_index.retrieval import MAX_K
 from corpus_index.search import Principal, Searcher
-from tests.searchkit import active, build_home, messages_config
+from tests.searchkit import active, all_rows, build_home, messages_config
 
 AS_OF = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
 MANAGER = Principal("wattle", ("wattle-staff", "wattle-managers"))
@@ -77,6 +77,19 @@ def test_an_incident_comes_back_whole_with_its_shift_notes_people_and_provenance
     assert data["total_hits"] == len(found.records)
     assert data["results"]["incidents"][0]["members"][0]["unit_id"] == "wg-ir-001"
     assert data["analysis"]["people"][0]["name"] == "John Pereira"
+
+
+def test_every_record_carries_its_rows_source_version(corpus: Home, searcher: Searcher) -> None:
+    """A group's record and a unit's carry the source version of the row they stand for (as a
+    unit search's hit does), beside its chunk_ref and content_hash."""
+    version = {r["chunk_ref"]: r["source_version"] for r in all_rows(corpus, "messages")}
+    for units in (False, True):
+        found = search_contexts(searcher, "roster", principal=MANAGER, units=units, as_of=AS_OF)
+        assert found.records and any(r.is_group for r in found.records) is not units
+        for r in found.to_json()["results"].values():
+            for rec in r:
+                prov = rec["provenance"]
+                assert prov["source_version"] == version[prov["chunk_ref"]], prov
 
 
 def test_staff_never_see_a_group_holding_a_managers_only_report(searcher: Searcher) -> None:
