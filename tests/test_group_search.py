@@ -335,6 +335,42 @@ def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
     assert nobody.exit_code == 1 and "no one in tenant wattle" in nobody.output
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--fusion", "rrf", "--no-feedback"], "--fusion, --feedback/--no-feedback"),
+        (["--rrf-k", "10", "--dense-weight", "2"], "--rrf-k, --dense-weight"),
+        (["--lexical-weight", "2", "--candidates", "80"], "--lexical-weight, --candidates"),
+        (["--per-doc", "3", "--no-dedupe"], "--per-doc, --no-dedupe"),  # 3 as given
+        (["--expand", "section", "--window", "2"], "--expand, --window"),
+        (["--rerank-model", "/nowhere"], "--rerank-model"),
+    ],
+)
+def test_the_cli_refuses_unit_search_options_on_a_group_first_search(
+    corpus: Home, options: list[str], named: str
+) -> None:
+    """Ranking options a group-first search would drop are refused (exit 2, one line naming
+    them and --units); with --units they apply to the unit search."""
+    paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    ask = [*paths, "search", "roster", "--tenant", "wattle", "--group", "wattle-staff"]
+    ask += ["--no-trace", "--as-of", "2026-01-10", "--json"]
+    refused = CliRunner().invoke(main, [*ask, *options])
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.strip().splitlines() == [
+        f"error: {named} apply to a unit search only: namespace 'messages' holds messages and "
+        "is searched group-first; add --units to search its units with them"
+    ]
+
+
+def test_the_cli_takes_unit_search_options_with_units(corpus: Home) -> None:
+    paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    ask = [*paths, "search", "roster", "--tenant", "wattle", "--group", "wattle-staff"]
+    ask += ["--no-trace", "--json", "--units", "--fusion", "rrf", "--no-feedback"]
+    out = CliRunner().invoke(main, ask)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["trace"]["fusion"] == "rrf"
+
+
 def test_k_and_limit_out_of_range_are_refused_and_a_large_k_is_searched(
     searcher: Searcher,
 ) -> None:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from corpus_index.cli.app import (
     EXIT_USAGE,
@@ -21,6 +22,22 @@ from corpus_index.cli.app import (
 )
 from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show_contexts
 from corpus_index.retrieval import MAX_CANDIDATES, SECTION_CONTEXT
+
+# the options of a unit search; a group-first search ranks, caps and expands its records its own
+# way, so on a messages namespace they are refused without --units rather than dropped
+UNIT_SEARCH_OPTIONS = {
+    "fusion": "--fusion",
+    "rrf_k": "--rrf-k",
+    "feedback": "--feedback/--no-feedback",
+    "dense_weight": "--dense-weight",
+    "lexical_weight": "--lexical-weight",
+    "candidates": "--candidates",
+    "per_doc": "--per-doc",
+    "no_dedupe": "--no-dedupe",
+    "expand": "--expand",
+    "window": "--window",
+    "rerank_model": "--rerank-model",
+}
 
 
 @main.command()
@@ -143,7 +160,8 @@ def search(
     """Search the ACTIVE generation as a principal (tenant + groups): dense, lexical or hybrid.
 
     On a messages namespace the search is group-first: whole conversations, incidents with
-    their shift notes and questions with their answers, then units (``--units``: units only).
+    their shift notes and questions with their answers, then units (``--units``: units only,
+    the one way there to use the fusion, candidate, dedupe, expand and rerank options).
     """
     from corpus_index.filters import parse_expressions
     from corpus_index.rerank import make_reranker
@@ -153,6 +171,19 @@ def search(
     principal = Principal(tenant, tuple(groups))
     finder = searcher(ctx, record=not no_trace)
     if not units and grouped(finder, principal, namespace):
+        given = [
+            flag
+            for name, flag in UNIT_SEARCH_OPTIONS.items()
+            if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+        ]
+        if given:
+            ns = namespace or finder.default_namespace(principal)
+            click.echo(
+                f"error: {', '.join(given)} apply to a unit search only: namespace {ns!r} holds "
+                "messages and is searched group-first; add --units to search its units with them",
+                err=True,
+            )
+            sys.exit(EXIT_USAGE)
         when = as_of.replace(tzinfo=dt.UTC) if as_of else None
         show_contexts(
             finder, query, principal, k, namespace, generation, mode, filters, when, as_json
