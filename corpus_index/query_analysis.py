@@ -16,6 +16,9 @@ offline, and returns every candidate of an ambiguous expression. On top of it:
   Good Friday, ...) come from the ``holidays`` package for ``country``/``subdivision``
   (default Australia, New South Wales), with a year when one follows ("Boxing Day 2024",
   any year the package knows the holiday in; none it does not know it in);
+- a holiday of a fixed date that the recognizer knows, with a year ("Christmas 2020", "New
+  Year 2025", "New Year's Eve of 2024"), is that day of that year (the recognizer leaves it
+  unresolved);
 - a holiday names one day but the talk about it is in the weeks before (the seed's
   "Christmas -> December 2025"): its range is its calendar month up to and including the day,
   and the day itself is kept as ``day``.
@@ -55,6 +58,8 @@ DEFAULT_SUBDIVISION = "NSW"
 MAX_TIME_CHARS = 200
 _WORD = re.compile(r"[\w'’]+")
 _YEAR_AFTER = re.compile(r"\s*(\d{4})\b")
+# a recognizer's expression ending in a year: "christmas 2020", "new year of 2025"
+_NAMED_YEAR = re.compile(r"(\w.*?)(?:\s+of)?\s+(\d{4})", re.IGNORECASE)
 # the topic model's stop words and the question words a search query adds
 # fmt: off
 STOPWORDS = topic.STOPWORDS | frozenset({
@@ -258,11 +263,36 @@ def _recognized(query: str, ref: dt.datetime, claimed: list[tuple[int, int]]) ->
         if not _free(span, claimed):
             continue
         values = (result.resolution or {}).get("values") or []
-        hint = _pick(query[span[0] : span[1]], values, naive.date())
+        text = query[span[0] : span[1]]
+        hint = _pick(text, values, naive.date()) or _named_day_of(text, naive)
         if hint is not None:
             claimed.append(span)
             out.append(hint)
     return out
+
+
+def _named_day_of(text: str, ref: dt.datetime) -> TimeHint | None:
+    """A named day of a fixed date with its year ("Christmas 2020", "New Year of 2025"), which
+    the recognizer leaves unresolved (``XXXX-XX-2020``) though it knows the day alone: that
+    day of that year, or None."""
+    from recognizers_date_time import Culture, recognize_datetime
+
+    named = _NAMED_YEAR.fullmatch(text)
+    if named is None:
+        return None
+    name, year = named.group(1), int(named.group(2))
+    for result in recognize_datetime(name, Culture.English, reference=ref):
+        if (int(result.start), int(result.end) + 1) != (0, len(name)):
+            continue
+        for value in (result.resolution or {}).get("values") or []:
+            timex = str(value.get("timex") or "")
+            if value.get("type") == "date" and re.fullmatch(r"XXXX-\d\d-\d\d", timex):
+                try:
+                    day = dt.date(year, int(timex[5:7]), int(timex[8:]))
+                except ValueError:  # year 0, or 29 February of a year without it
+                    return None
+                return TimeHint(text, day.replace(day=1), day, "recognizer", day)
+    return None
 
 
 def _pick(text: str, values: Sequence[dict[str, Any]], today: dt.date) -> TimeHint | None:

@@ -37,6 +37,11 @@ TIMES = [
     ("the Labour Day barbecue", MON, (D(2025, 10, 1), D(2025, 10, 6))),
     ("the Labor Day barbecue", MON, (D(2025, 10, 1), D(2025, 10, 6))),
     ("new year fireworks", MON, (D(2026, 1, 1), D(2026, 1, 1))),
+    # a fixed day the recognizer knows, with a year (it left "Christmas 2020" unresolved: no hint)
+    ("Christmas 2020 roster", MON, (D(2020, 12, 1), D(2020, 12, 25))),
+    ("New Year 2025 party", MON, (D(2025, 1, 1), D(2025, 1, 1))),
+    ("the Christmas Eve 2030 shifts", MON, (D(2030, 12, 1), D(2030, 12, 24))),
+    ("New Year's Eve of 2024 party", MON, (D(2024, 12, 1), D(2024, 12, 31))),
     ("what happened last week", MON, (D(2026, 1, 5), D(2026, 1, 11))),
     ("van issues this week", MON, (D(2026, 1, 12), D(2026, 1, 18))),
     ("what happened yesterday", MON, (D(2026, 1, 11), D(2026, 1, 11))),
@@ -73,6 +78,12 @@ def test_a_holiday_keeps_its_day_and_its_month_leading_up_to_it() -> None:
     assert (hint.day, hint.how) == (D(2025, 12, 26), "holiday")
     assert hint.overlaps(D(2025, 12, 10), None) and not hint.overlaps(D(2025, 11, 30), None)
     assert not hint.overlaps(None, None)
+
+
+def test_a_named_day_with_a_year_keeps_its_day_and_leaves_the_topics() -> None:
+    (hint,) = analyze("Christmas 2020 roster", as_of=MON).times
+    assert (hint.text, hint.day) == ("Christmas 2020", D(2020, 12, 25))
+    assert analyze("Christmas 2020 roster", as_of=MON).topics == ("roster",)
 
 
 def test_a_query_without_time_has_no_hint_and_keeps_its_words_as_topics() -> None:
