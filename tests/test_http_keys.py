@@ -118,3 +118,40 @@ def test_api_key_command_appends_only_the_hash(tmp_path: Path) -> None:
     assert store.principal(key) == ("analyst", Principal("alpha", ("g1",)))
     again = CliRunner().invoke(main, [*args, str(keys)])
     assert again.exit_code == 2 and "already has a key named 'analyst'" in again.output
+
+
+def test_api_key_command_never_writes_a_keys_file_the_server_refuses(tmp_path: Path) -> None:
+    """An entry of an empty tenant or group would make the server refuse the whole file (every
+    key in it); a file the command cannot extend is named, not a traceback."""
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    args = ["api-key", "--file", str(keys)]
+    first = CliRunner().invoke(main, [*args, "--tenant", "alpha", "--group", "g1", "--name", "a"])
+    assert first.exit_code == 0, first.output
+    key = first.stdout.strip().splitlines()[-1]
+    before = keys.read_text()
+    for bad in (
+        ["--tenant", "", "--group", "g1", "--name", "b"],
+        ["--tenant", "alpha", "--group", "g1", "--group", " ", "--name", "b"],
+        ["--tenant", "alpha", "--group", "g1", "--name", ""],
+    ):
+        refused = CliRunner().invoke(main, [*args, *bad])
+        assert refused.exit_code == 2 and "must not be empty" in refused.output, bad
+        assert keys.read_text() == before
+    store = KeyStore(ServeConfig(api_keys_file=keys))
+    assert store.principal(key) == ("a", Principal("alpha", ("g1",)))
+
+    keys.write_text("keys: [\n")
+    broken = CliRunner().invoke(main, [*args, "--tenant", "alpha", "--name", "b"])
+    assert broken.exit_code == 2 and isinstance(broken.exception, SystemExit), broken.output
+    assert f"{keys}: not valid YAML" in broken.output and keys.read_text() == "keys: [\n"
+    keys.write_text("# no keys yet\nowner: ops\n")  # a mapping the server reads as no keys
+    added = CliRunner().invoke(main, [*args, "--tenant", "alpha", "--name", "b"])
+    assert added.exit_code == 0, added.output
+    assert store.principal(added.stdout.strip().splitlines()[-1]) == (
+        "b",
+        Principal("alpha", ()),
+    )

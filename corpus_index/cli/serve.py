@@ -49,10 +49,31 @@ def serve(ctx: click.Context, host: str, port: int, no_trace: bool, log_level: s
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
 
 
+def _not_blank(
+    ctx: click.Context, param: click.Parameter, value: str | tuple[str, ...]
+) -> str | tuple[str, ...]:
+    """A tenant, group or key name that is not blank: the server refuses a keys file with an
+    entry of an empty tenant or group whole (every key in it), and a key is revoked by name."""
+    if any(not v.strip() for v in ((value,) if isinstance(value, str) else value)):
+        raise click.BadParameter("must not be empty")
+    return value
+
+
 @main.command("api-key")
-@click.option("--tenant", required=True, help="The tenant the key acts for.")
-@click.option("--group", "groups", multiple=True, help="A group of the key (repeatable).")
-@click.option("--name", required=True, help="A name for the key (for revocation and logs).")
+@click.option("--tenant", required=True, callback=_not_blank, help="The tenant the key acts for.")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    callback=_not_blank,
+    help="A group of the key (repeatable).",
+)
+@click.option(
+    "--name",
+    required=True,
+    callback=_not_blank,
+    help="A name for the key (for revocation and logs).",
+)
 @click.option(
     "--file",
     "keys_file",
@@ -64,17 +85,17 @@ def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | N
     """Make a new API key: prints the key once (keep it) and the keys-file entry of its hash."""
     import yaml
 
-    from corpus_index.http.keys import key_hash, new_key, parse_keys
+    from corpus_index.http.keys import key_hash, new_key, parse_keys, read_keys
 
     key = new_key()
     entry = {"name": name, "sha256": key_hash(key), "tenant": tenant, "groups": list(groups)}
     if keys_file is not None:
-        doc = yaml.safe_load(keys_file.read_text(encoding="utf-8")) if keys_file.exists() else None
-        doc = doc or {"keys": []}
+        doc = (read_keys(keys_file) if keys_file.exists() else None) or {"keys": []}
         parse_keys(doc, source=str(keys_file))  # refuse to extend a broken file
-        if any(k.get("name") == name for k in doc["keys"]):
+        keys = doc.setdefault("keys", [])
+        if any(k.get("name") == name for k in keys):
             raise click.UsageError(f"{keys_file} already has a key named {name!r}")
-        doc["keys"].append(entry)
+        keys.append(entry)
         keys_file.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
         click.echo(f"added key {name!r} for tenant {tenant} to {keys_file}", err=True)
     else:

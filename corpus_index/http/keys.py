@@ -128,10 +128,20 @@ class KeyStore:
             raise ConfigError(f"{self._file}: cannot be read: {exc.strerror or exc}") from None
         with self._lock:
             if state != self._state:
-                text = _read(self._file) if state else ""
-                self._entries = parse_keys(_load(text, str(self._file)), source=str(self._file))
+                doc = read_keys(self._file) if state else None
+                self._entries = parse_keys(doc, source=str(self._file))
                 self._state = state
             return self._entries
+
+
+def read_keys(path: Path) -> Any:
+    """The keys document of the file ``path`` (None when it holds nothing), not yet checked:
+    :func:`parse_keys` checks it.
+
+    Raises:
+        ConfigError: it cannot be read, or is not UTF-8 or not YAML (or JSON).
+    """
+    return _load(_read(path), str(path))
 
 
 def _read(path: Path) -> str:
