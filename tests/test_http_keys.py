@@ -91,6 +91,39 @@ def test_serve_configuration(tmp_path: Path) -> None:
     assert parse_config({**config, "serve": None}, path=path).serve == ServeConfig()
 
 
+def test_serve_that_cannot_start_says_why_with_its_exit_code(tmp_path: Path) -> None:
+    """Keys in the environment that are not valid, or a registry that cannot be reached, end
+    ``corpus serve`` with the error and its exit code (2 configuration, 1 failed), before a
+    port opens; not uvicorn's traceback and exit 3, which says the home is damaged."""
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    (tmp_path / "src").mkdir()
+    config = tmp_path / "corpus.yaml"
+    doc = {
+        "collections": {
+            "c": {"kind": "uw_deals", "path": "src", "tenant": "t", "acl_groups": ["g"]}
+        },
+        "profiles": {"p": {"embedder": "hash:v1-8"}},
+        "serve": {"api_keys_env": "CORPUS_API_KEYS"},
+    }
+    config.write_text(yaml.safe_dump(doc))
+    args = ["--config", str(config), "--home", str(tmp_path / "home")]
+    serve = ["serve", "--port", "1", "--no-trace"]
+    bad_keys = CliRunner().invoke(main, [*args, *serve], env={"CORPUS_API_KEYS": "keys: ["})
+    assert bad_keys.exit_code == 2, bad_keys.output
+    assert "error: environment variable CORPUS_API_KEYS: not valid YAML" in bad_keys.output
+    unreachable = "postgresql://nobody@127.0.0.1:1/corpus"
+    no_registry = CliRunner().invoke(
+        main,
+        [*args, "--registry", unreachable, *serve],
+        env={"CORPUS_API_KEYS": "keys: []"},
+    )
+    assert no_registry.exit_code == 1, no_registry.output
+    assert "error: postgresql://nobody@127.0.0.1:1/corpus: cannot reach" in no_registry.output
+
+
 def test_cursors_are_signed_and_bound_to_their_request() -> None:
     codec = CursorCodec(os.urandom(32))
     token = codec.encode(Cursor("deals", "g0001", 10, 50, "fp-1"))

@@ -35,6 +35,7 @@ def serve(ctx: click.Context, host: str, port: int, no_trace: bool, log_level: s
     import uvicorn
 
     from corpus_index.http import create_app
+    from corpus_index.http.service import Service
 
     settings = settings_of(ctx)
     serve_config = settings.load().serve  # a bad configuration fails here, before the port opens
@@ -45,7 +46,10 @@ def serve(ctx: click.Context, host: str, port: int, no_trace: bool, log_level: s
             err=True,
         )
     announce_model_loading()
-    app = create_app(settings, record_traces=not no_trace)
+    # opened here, not as the app starts: a registry it cannot reach or keys it cannot read
+    # end the command with its message and exit code, not uvicorn's traceback and exit 3
+    service = Service(settings, record_traces=not no_trace)
+    app = create_app(settings, service=service)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
 
 

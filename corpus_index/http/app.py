@@ -40,12 +40,15 @@ _PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def create_app(settings: Settings, *, record_traces: bool = True) -> FastAPI:
-    """The app over ``settings``' home; the home is opened when the app starts."""
+def create_app(
+    settings: Settings, *, record_traces: bool = True, service: Service | None = None
+) -> FastAPI:
+    """The app over ``settings``' home: ``service`` (opened by the caller, so a home, registry
+    or keys it cannot open fails there), else one opened when the app starts."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.service = Service(settings, record_traces=record_traces)
+        app.state.service = service or Service(settings, record_traces=record_traces)
         try:
             yield
         finally:
