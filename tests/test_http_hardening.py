@@ -128,6 +128,26 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(client: TestClient) 
     assert resp.status_code in (400, 422) and resp.json()["type"] == PROBLEM + "validation"
 
 
+def test_a_chunked_body_over_the_limit_is_refused_as_too_large(client: TestClient) -> None:
+    """A body sent in chunks, with no Content-Length, is cut off once the limit has come: the
+    same 413 as a declared one, not a body the server says it could not parse."""
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"query": "roof", "groups": ['
+        for _ in range(MAX_BODY // 8):
+            yield b'"alpha-uw",'
+        yield b'"alpha-uw"]}'
+
+    resp = client.post(
+        "/v1/namespaces/deals/search",
+        content=chunks(),
+        headers={**HEADERS, "content-type": "application/json"},
+    )
+    assert "content-length" not in resp.request.headers
+    doc = problem(resp, 413, "body-too-large")
+    assert f"serve.max_body_bytes = {MAX_BODY} bytes" in str(doc["detail"])
+
+
 def test_a_registry_held_by_another_process_is_busy_and_told_without_its_path(
     client: TestClient, built: Built
 ) -> None:

@@ -227,7 +227,15 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
 async def _http_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if exc.status_code == 404:
         return _respond(request, Problem(NOT_FOUND, f"no route {request.url.path}"))
-    if exc.status_code == 400:  # a body that is not JSON (nested past the parser's depth)
+    if exc.status_code == 400:
+        # FastAPI's answer to any error while the route read the body: BodyLimit's problem
+        # (through the middleware's task group), or a body that is not JSON (nested past the
+        # parser's depth)
+        cause = exc.__cause__
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        if isinstance(cause, Problem):
+            return _respond(request, cause)
         return _respond(request, Problem(problems.VALIDATION, str(exc.detail)))
     kind = problems.ProblemType("http-" + str(exc.status_code), exc.status_code, str(exc.detail))
     return _respond(request, Problem(kind, str(exc.detail)))
