@@ -116,9 +116,11 @@ def test_a_keys_file_that_is_not_utf8_fails_closed(client: TestClient, built: Bu
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(client: TestClient) -> None:
     body = {"query": "roof", "groups": ["alpha-uw"] * (MAX_BODY // 8)}
-    resp = client.post("/v1/namespaces/deals/search", json=body, headers=HEADERS)
+    given = {**HEADERS, "X-Request-ID": "caller-req-0001"}
+    resp = client.post("/v1/namespaces/deals/search", json=body, headers=given)
     doc = problem(resp, 413, "body-too-large")
     assert f"serve.max_body_bytes = {MAX_BODY} bytes" in str(doc["detail"])
+    assert resp.headers["x-request-id"] == doc["request_id"] == "caller-req-0001"
     deep = "[" * 5000 + "]" * 5000  # past the JSON parser's depth: a validation problem
     resp = client.post(
         "/v1/namespaces/deals/search",

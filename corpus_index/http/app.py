@@ -120,11 +120,16 @@ async def request_ids(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     """Each request gets an id (the caller's ``X-Request-ID`` when sane), echoed in the response."""
-    given = request.headers.get("x-request-id", "")
-    request.state.request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    request.state.request_id = _given_id(request)
     response = await call_next(request)
     response.headers["X-Request-ID"] = request.state.request_id
     return response
+
+
+def _given_id(request: Request) -> str:
+    """The caller's ``X-Request-ID`` when sane, else a new id."""
+    given = request.headers.get("x-request-id", "")
+    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
 def health() -> dict[str, str]:
@@ -192,7 +197,8 @@ def script() -> Response:
 
 
 def _respond(request: Request, problem: Problem) -> JSONResponse:
-    rid = getattr(request.state, "request_id", "") or uuid.uuid4().hex
+    # a body refused by its length is answered before the request id middleware runs
+    rid = getattr(request.state, "request_id", "") or _given_id(request)
     svc = getattr(request.app.state, "service", None)
     if svc is not None:
         svc.metrics.problems.labels(problem.kind.slug, str(problem.kind.status)).inc()
