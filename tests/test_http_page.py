@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
 from corpus_index.config import Settings
-from corpus_index.http import create_app
+from corpus_index.http import create_app, problems
 from tests.corpusgen import write_home
 from tests.searchkit import build_home
 from tests.support.browser import browser_page, chromium
@@ -45,6 +45,12 @@ def test_openapi_is_checked_in_current_and_valid(server: tuple[str, Settings]) -
     assert checked_in == create_app(home).openapi(), "run `corpus openapi docs/openapi.json`"
     served = httpx.get(f"{url}/openapi.json", timeout=30).json()
     assert served == checked_in
+    # every problem the README lists is declared, the body limit's 413 and 500 included
+    statuses = {str(kind.status) for kind in problems.ALL}
+    assert {"413", "500", "502"} <= statuses
+    for path, operations in checked_in["paths"].items():
+        for method, op in operations.items():
+            assert statuses <= set(op["responses"]), (method, path)
     schema = schemathesis.openapi.from_dict(served)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {

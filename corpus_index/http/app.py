@@ -34,9 +34,10 @@ from corpus_index.http.service import Service
 log = logging.getLogger("corpus_index.http")
 API_VERSION = "1.0.0"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+# every status a problem document is answered with (413 and 500 are any route's too)
 _PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     str(status): {"model": models.Problem, "content": {problems.MEDIA_TYPE: {}}}
-    for status in (400, 401, 403, 404, 409, 410, 422, 503)
+    for status in sorted({kind.status for kind in problems.ALL})
 }
 
 
