@@ -172,3 +172,15 @@ def test_a_registry_held_by_another_process_is_busy_and_told_without_its_path(
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_method_not_allowed_names_the_allowed_ones(client: TestClient) -> None:
+    """RFC 9110 15.5.6: a 405 carries ``Allow``; the problem document keeps the framework's
+    headers beside its own."""
+    resp = client.delete("/v1/namespaces/deals/generations", headers=HEADERS)
+    doc = problem(resp, 405, "http-405")
+    assert resp.headers.get("allow") == "GET"
+    assert resp.headers["x-request-id"] == doc["request_id"]
+    resp = client.get("/v1/namespaces/deals/search", headers=HEADERS)
+    problem(resp, 405, "http-405")
+    assert resp.headers.get("allow") == "POST"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -197,7 +197,10 @@ def script() -> Response:
     return Response(_asset("search.js"), media_type="text/javascript")
 
 
-def _respond(request: Request, problem: Problem) -> JSONResponse:
+def _respond(
+    request: Request, problem: Problem, *, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """``problem``'s document, with ``headers`` (the framework's: ``Allow`` of a 405, ...)."""
     # a body refused by its length is answered before the request id middleware runs
     rid = getattr(request.state, "request_id", "") or _given_id(request)
     svc = getattr(request.app.state, "service", None)
@@ -206,7 +209,7 @@ def _respond(request: Request, problem: Problem) -> JSONResponse:
     return JSONResponse(
         problem.document(instance=request.url.path, request_id=rid),
         status_code=problem.kind.status,
-        headers={**problem.headers(), "X-Request-ID": rid},
+        headers={**(headers or {}), **problem.headers(), "X-Request-ID": rid},
         media_type=problems.MEDIA_TYPE,
     )
 
@@ -232,8 +235,12 @@ async def _validation_handler(request: Request, exc: RequestValidationError) -> 
 
 
 async def _http_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    # the exception's headers are part of its answer (RFC 9110: a 405 names the methods allowed)
+    headers = exc.headers
     if exc.status_code == 404:
-        return _respond(request, Problem(NOT_FOUND, f"no route {request.url.path}"))
+        return _respond(
+            request, Problem(NOT_FOUND, f"no route {request.url.path}"), headers=headers
+        )
     if exc.status_code == 400:
         # FastAPI's answer to any error while the route read the body: BodyLimit's problem
         # (through the middleware's task group), or a body that is not JSON (nested past the
@@ -243,9 +250,9 @@ async def _http_handler(request: Request, exc: StarletteHTTPException) -> JSONRe
             cause = cause.exceptions[0]
         if isinstance(cause, Problem):
             return _respond(request, cause)
-        return _respond(request, Problem(problems.VALIDATION, str(exc.detail)))
+        return _respond(request, Problem(problems.VALIDATION, str(exc.detail)), headers=headers)
     kind = problems.ProblemType("http-" + str(exc.status_code), exc.status_code, str(exc.detail))
-    return _respond(request, Problem(kind, str(exc.detail)))
+    return _respond(request, Problem(kind, str(exc.detail)), headers=headers)
 
 
 async def _error_handler(request: Request, exc: Exception) -> JSONResponse:
