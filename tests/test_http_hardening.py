@@ -184,3 +184,24 @@ def test_a_method_not_allowed_names_the_allowed_ones(client: TestClient) -> None
     resp = client.get("/v1/namespaces/deals/search", headers=HEADERS)
     problem(resp, 405, "http-405")
     assert resp.headers.get("allow") == "POST"
+
+
+def test_an_empty_group_name_is_refused_as_invalid(client: TestClient) -> None:
+    """``?groups=`` (or a list holding an empty name) is a validation problem naming the
+    parameter on every route that narrows, not a 403 that the key 'does not grant group(s) '."""
+    for method, path, params, body in [
+        ("get", "/v1/namespaces/deals/exports/alpha-deals/x/index.json", {"groups": ""}, None),
+        (
+            "get",
+            "/v1/namespaces/deals/exports/alpha-deals/x/index.json",
+            {"groups": ["alpha-uw", ""]},
+            None,
+        ),
+        ("post", "/v1/namespaces/deals/search", None, {"query": "roof", "groups": [""]}),
+        ("post", "/v1/namespaces/deals/deals/DEAL-ALPHA-000/similar", None, {"groups": [""]}),
+    ]:
+        resp = client.request(method, path, params=params, json=body, headers=HEADERS)
+        doc = problem(resp, 422, "validation")
+        assert str(doc["detail"]).startswith("groups: a group name is empty"), path
+    body = {"query": "roof", "groups": ["alpha-uw"]}
+    assert client.post("/v1/namespaces/deals/search", json=body, headers=HEADERS).status_code == 200

@@ -15,7 +15,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from corpus_index.eligibility import Principal
 from corpus_index.errors import ConfigError
-from corpus_index.http.problems import FORBIDDEN, KEYS_UNAVAILABLE, UNAUTHORIZED, Problem
+from corpus_index.http.problems import (
+    FORBIDDEN,
+    KEYS_UNAVAILABLE,
+    UNAUTHORIZED,
+    VALIDATION,
+    Problem,
+)
 
 log = logging.getLogger("corpus_index.http")
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`.")
@@ -45,9 +51,16 @@ def caller(
 
 
 def narrowed(principal: Principal, groups: Sequence[str] | None) -> Principal:
-    """``principal`` with only ``groups`` (None: all of its groups)."""
+    """``principal`` with only ``groups`` (None: all of its groups; an empty name, as
+    ``?groups=`` sends, is refused 422 rather than looked up as a group)."""
     if groups is None:
         return principal
+    if not all(groups):
+        raise Problem(
+            VALIDATION,
+            "groups: a group name is empty (as `?groups=` with no value sends); name some of "
+            "the key's groups, or leave groups out to act as all of them",
+        )
     extra = sorted(set(groups) - set(principal.groups))
     if extra:
         raise Problem(
