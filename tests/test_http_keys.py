@@ -4,6 +4,9 @@ errors that name the file (or variable) and the entry at fault."""
 from __future__ import annotations
 
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,4 +190,49 @@ def test_api_key_command_never_writes_a_keys_file_the_server_refuses(tmp_path: P
     assert store.principal(added.stdout.strip().splitlines()[-1]) == (
         "b",
         Principal("alpha", ()),
+    )
+
+
+def test_api_key_command_replaces_the_keys_file_whole(tmp_path: Path) -> None:
+    """A running server may read the keys file at any moment: the command writes the new file
+    beside it and renames it over, so a write that fails part way (here: the process may write
+    no file longer than the old one) leaves the old file, every key in it still accepted,
+    and one that succeeds is a new file with the old one's permissions."""
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    args = ["api-key", "--tenant", "alpha", "--group", "g1", "--file", str(keys)]
+    first = CliRunner().invoke(main, [*args, "--name", "a"])
+    assert first.exit_code == 0, first.output
+    key = first.stdout.strip().splitlines()[-1]
+    keys.chmod(0o640)
+    before, inode = keys.read_bytes(), keys.stat().st_ino
+    limited = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]),) * 2); "
+        "from corpus_index.cli import main; main(sys.argv[2:])"
+    )
+    failed = subprocess.run(
+        [sys.executable, "-c", limited, str(len(before) + 16), *args, "--name", "b"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout=120,
+    )
+    assert keys.read_bytes() == before and list(tmp_path.iterdir()) == [keys]
+    assert failed.returncode == 2, failed.stderr
+    assert f"{keys}: cannot be written: File too large (it is unchanged)" in failed.stderr
+    store = KeyStore(ServeConfig(api_keys_file=keys))
+    assert store.principal(key) == ("a", Principal("alpha", ("g1",)))
+
+    added = CliRunner().invoke(main, [*args, "--name", "b"])
+    assert added.exit_code == 0, added.output
+    assert keys.stat().st_ino != inode and stat.S_IMODE(keys.stat().st_mode) == 0o640
+    assert list(tmp_path.iterdir()) == [keys]
+    assert store.principal(key) == ("a", Principal("alpha", ("g1",)))
+    assert store.principal(added.stdout.strip().splitlines()[-1]) == (
+        "b",
+        Principal("alpha", ("g1",)),
     )

@@ -89,7 +89,7 @@ def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | N
     """Make a new API key: prints the key once (keep it) and the keys-file entry of its hash."""
     import yaml
 
-    from corpus_index.http.keys import key_hash, new_key, parse_keys, read_keys
+    from corpus_index.http.keys import key_hash, new_key, parse_keys, read_keys, write_keys
 
     key = new_key()
     entry = {"name": name, "sha256": key_hash(key), "tenant": tenant, "groups": list(groups)}
@@ -100,7 +100,7 @@ def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | N
         if any(k.get("name") == name for k in keys):
             raise click.UsageError(f"{keys_file} already has a key named {name!r}")
         keys.append(entry)
-        keys_file.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        write_keys(keys_file, doc)
         click.echo(f"added key {name!r} for tenant {tenant} to {keys_file}", err=True)
     else:
         click.echo(yaml.safe_dump({"keys": [entry]}, sort_keys=False), err=True)

@@ -20,6 +20,7 @@ import hmac
 import os
 import re
 import secrets
+import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -142,6 +143,34 @@ def read_keys(path: Path) -> Any:
         ConfigError: it cannot be read, or is not UTF-8 or not YAML (or JSON).
     """
     return _load(_read(path), str(path))
+
+
+def write_keys(path: Path, doc: Any) -> None:
+    """Replace the keys file ``path`` with ``doc``: written to a file beside it, synced and
+    renamed over it, so a server reading it meanwhile sees the old keys or the new ones, never
+    an empty or partial file; the file keeps its permissions (a new one gets the umask's).
+
+    Raises:
+        ConfigError: it cannot be written (the file is then unchanged).
+    """
+    target = path.resolve()  # a link to the keys file stays a link
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            yaml.safe_dump(doc, out, sort_keys=False)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot be written: {exc.strerror or exc} (it is unchanged)"
+        ) from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _read(path: Path) -> str:
