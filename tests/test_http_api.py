@@ -206,6 +206,23 @@ def test_filters_modes_and_limits(served: Served) -> None:
     )
 
 
+def test_similar_bounds_its_deal_id_and_sections(served: Served) -> None:
+    """The deal id and each section name are held to max_query_chars, and the sections to
+    max_filter_conditions, like a search's query and filters, naming the field at fault."""
+    similar = "/v1/namespaces/deals/deals/DEAL-ALPHA-000/similar"
+    assert served.post(similar, {"sections": ["risk_assessment"] * 4}).status_code == 200
+    many = {"sections": ["risk_assessment"] * 5}
+    doc = problem(served.post(similar, many), 422, "limit-exceeded")
+    assert doc["detail"] == "sections names 5 sections; the limit is 4"
+    long = {"sections": ["risk_assessment", "s" * 2001]}
+    doc = problem(served.post(similar, long), 422, "limit-exceeded")
+    assert doc["detail"] == "the sections[1] is 2001 characters; the limit is 2000"
+    doc = problem(
+        served.post(f"/v1/namespaces/deals/deals/{'D' * 2001}/similar", {}), 422, "limit-exceeded"
+    )
+    assert doc["detail"] == "the deal id is 2001 characters; the limit is 2000"
+
+
 def test_unknown_namespace_generation_and_cross_model(served: Served) -> None:
     problem(served.post("/v1/namespaces/nowhere/search", {"query": "x"}), 404, "unknown-namespace")
     problem(served.search({"query": "x", "generation": "g9999"}), 404, "unknown-generation")

@@ -297,6 +297,17 @@ def similar(
     started = time.perf_counter()
     svc = service(request)
     ns, who, filt = _scope(svc, namespace, principal, body)
+    within_limits(svc, text=deal_id, what="deal id")
+    if body.sections is not None:
+        # each named section is a condition of the deal's searches
+        if len(body.sections) > svc.serve.max_filter_conditions:
+            raise Problem(
+                LIMIT,
+                f"sections names {len(body.sections)} sections; the limit is "
+                f"{svc.serve.max_filter_conditions}",
+            )
+        for i, name in enumerate(body.sections):
+            within_limits(svc, text=name, what=f"sections[{i}]")
     try:
         found = similar_deals(
             svc.searcher,
