@@ -401,7 +401,9 @@ def test_non_utf8_file_is_a_parse_error() -> None:
     with pytest.raises(ParseError) as info:
         uw.parse(collection(Path("/src")), doc, "0" * 16)
     assert info.value.line == 3
-    assert str(info.value) == f"/src/d.uw.md:3: not UTF-8 text (byte {offset})"
+    assert (
+        str(info.value) == f"/src/d.uw.md:3: not UTF-8 text (byte {offset}); save the file as UTF-8"
+    )
 
 
 # -- reading a uw collection -----------------------------------------------------------------
@@ -513,3 +515,10 @@ def test_beir_bad_records_name_the_file_and_line(
 def test_beir_reader_needs_corpus_jsonl(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="needs corpus.jsonl"):
         list(read_documents(collection(tmp_path, kind="beir")))
+
+
+def test_a_byte_order_mark_before_the_front_matter_is_not_its_first_line() -> None:
+    bom = parse_text("\ufeff" + HANDWRITTEN.replace("\n", "\r\n"))
+    assert [(b.block_key, b.line, b.content) for b in bom] == [
+        (b.block_key, b.line, b.content) for b in parse_text(HANDWRITTEN)
+    ]

@@ -180,3 +180,31 @@ def test_bad_profile_files_are_named_with_what_is_wrong(tmp_path: Path) -> None:
         kind.check_options(
             _collection(tmp_path, "profiles", exports={"restricted": "public"}), key="k"
         )
+
+
+def test_front_matter_after_a_byte_order_mark_still_narrows_the_scope(tmp_path: Path) -> None:
+    # an editor on Windows saves UTF-8 with a byte order mark (and CRLF): the front matter is
+    # still front matter, so its narrower acl and tier hold and it is not indexed as text
+    memo = "---\r\nacl: [legal]\r\ntier: restricted\r\n---\r\n# Memo\r\n\r\nSettlement.\r\n"
+    (tmp_path / "memo.md").write_bytes(b"\xef\xbb\xbf" + memo.encode())
+    wide = CollectionConfig(
+        name="c", kind="documents", path=tmp_path, tenant="t", acl_groups=("g", "legal"),
+        tier="public",
+    )  # fmt: skip
+    (block,) = _parse(wide)
+    assert (block.acl_groups, block.tier) == (("legal",), "restricted")
+    assert (block.content, block.section, block.line) == ({"text": "Settlement."}, "Memo", 7)
+    profiles = tmp_path / "profiles"
+    (profiles / "ada").mkdir(parents=True)
+    (profiles / "ada" / "web.md").write_bytes(b"\xef\xbb\xbf---\nsource_type: soul\n---\nWhy.\n")
+    (soul,) = _parse(_collection(profiles, "profiles"))
+    assert (soul.source_type, soul.tier, soul.content) == ("soul", "public", {"text": "Why."})
+
+
+def test_a_byte_that_is_not_utf8_is_named_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "cafe.md").write_bytes(b"# Menu\n\nTea.\n\nCaf\xe9 au lait.\n")
+    with pytest.raises(ParseError) as exc:
+        _parse(_collection(tmp_path, "documents"))
+    assert str(exc.value) == (
+        f"{tmp_path / 'cafe.md'}:5: not UTF-8 text (byte 17); save the file as UTF-8"
+    )

@@ -6,6 +6,7 @@ documents. The steps never ask which kind they hold; they ask the kind (DESIGN Â
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import contextvars
 import os
@@ -370,6 +371,24 @@ def json_depth(value: object) -> int:
             deepest = max(deepest, depth)
             stack.extend((v, depth + 1) for v in item)
     return deepest
+
+
+def utf8_text(doc: SourceDoc) -> str:
+    """The document's bytes as text, less a leading byte order mark (which some editors write
+    before UTF-8 text: it is no part of the first line, such as the ``---`` of front matter).
+
+    Raises:
+        ParseError: the bytes are not UTF-8, naming the line and byte of the first that is not.
+    """
+    raw = doc.raw.removeprefix(codecs.BOM_UTF8)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        at = exc.start + len(doc.raw) - len(raw)
+        raise ParseError(
+            doc.path, f"not UTF-8 text (byte {at}); save the file as UTF-8", line=line
+        ) from None
 
 
 def unreadable(doc_id: str, path: str, exc: OSError | ParseError) -> SourceDoc:

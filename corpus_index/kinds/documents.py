@@ -8,11 +8,11 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ConfigError
+from corpus_index.kinds.base import utf8_text
 from corpus_index.kinds.text_files import (
     CHUNKING,
     TextFileKind,
     check_chunking,
-    decoded,
     split_front_matter,
 )
 from corpus_index.records import Block, SourceDoc
@@ -36,7 +36,7 @@ class Documents(TextFileKind):
         Raises:
             ParseError: bad front matter or not UTF-8, naming the file and line.
         """
-        front, body, first = split_front_matter(doc.path, decoded(doc), collection)
+        front, body, first = split_front_matter(doc.path, utf8_text(doc), collection)
         title = str(front.get("title") or PurePosixPath(doc.doc_id).stem.replace("-", " "))
         return self.chunk_blocks(
             collection,

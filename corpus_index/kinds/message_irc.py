@@ -11,13 +11,12 @@ nick of someone who has spoken earlier in the log mentions them.
 
 from __future__ import annotations
 
-import codecs
 import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ParseError
-from corpus_index.kinds.base import CollectionKind, FileKind, new_block, unreadable
+from corpus_index.kinds.base import CollectionKind, FileKind, new_block, unreadable, utf8_text
 from corpus_index.linked import irc
 from corpus_index.linked.messages import (
     LAST_YEAR,
@@ -49,14 +48,7 @@ def parse_log_blocks(
     problem = _date_problem(stem)
     if problem is not None:
         raise ParseError(doc.path, problem)
-    raw = doc.raw.removeprefix(codecs.BOM_UTF8)  # a byte order mark is not the first line's
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        at = exc.start + len(doc.raw) - len(raw)
-        raise ParseError(doc.path, f"not UTF-8 text (byte {at})", line=line) from None
-    messages = irc.to_messages(stem, irc.parse_log(text))
+    messages = irc.to_messages(stem, irc.parse_log(utf8_text(doc)))
     for index, m in enumerate(messages):
         if not supported_time(m.timestamp):  # the date is supported: the clock ran past it
             raise ParseError(

@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from corpus_index.errors import ConfigError, ParseError
+from corpus_index.kinds.base import utf8_text
 from corpus_index.kinds.text_files import (
     CHUNKING,
     TextFileKind,
     check_chunking,
-    decoded,
     split_front_matter,
 )
 from corpus_index.records import Block, SourceDoc
@@ -95,7 +95,7 @@ class Profiles(TextFileKind):
             raise ParseError(
                 doc.path, f"{CENTROIDS_SLUG!r} is reserved for the collection's centroids", line=1
             )
-        front, body, first = split_front_matter(doc.path, decoded(doc), collection)
+        front, body, first = split_front_matter(doc.path, utf8_text(doc), collection)
         source_type = source_type_of(doc.doc_id, front)
         if source_type not in SOURCE_TYPES:
             raise ParseError(

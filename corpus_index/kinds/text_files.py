@@ -161,17 +161,3 @@ class TextFileKind(FileKind):
                 )
             )
         return blocks
-
-
-def decoded(doc: SourceDoc) -> str:
-    """The document's text.
-
-    Raises:
-        ParseError: the bytes are not UTF-8.
-    """
-    try:
-        return doc.raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError(
-            doc.path, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8", line=1
-        ) from None

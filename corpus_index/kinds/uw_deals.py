@@ -12,7 +12,7 @@ import yaml
 
 from corpus_index.errors import LimitExceededError, ParseError
 from corpus_index.kinds import bounded_yaml
-from corpus_index.kinds.base import FileKind, narrowed_scope, new_block
+from corpus_index.kinds.base import FileKind, narrowed_scope, new_block, utf8_text
 from corpus_index.limits import Limits
 from corpus_index.records import Block, SourceDoc
 
@@ -147,12 +147,7 @@ def _front_matter_fields(path: str, front: dict[str, Any]) -> dict[str, Any]:
 
 def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
     """Blocks of one underwriting file, each inheriting the document's scope and metadata."""
-    try:
-        text = doc.raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = doc.raw.count(b"\n", 0, exc.start) + 1
-        raise ParseError(doc.path, f"not UTF-8 text (byte {exc.start})", line=line) from None
-    front, raw_blocks = parse_text(doc.path, text, limits=collection.limits)
+    front, raw_blocks = parse_text(doc.path, utf8_text(doc), limits=collection.limits)
     meta = _front_matter_fields(doc.path, front)
     groups, tier = narrowed_scope(
         doc.path, collection, front, UW_DEALS.default_tier(collection, SOURCE_TYPE), line=2

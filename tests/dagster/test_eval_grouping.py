@@ -150,7 +150,7 @@ def test_a_log_that_became_unreadable_is_named_not_grouped_from_its_old_version(
     code, stdout, output = corpus(home, *args)
     assert code == 0, output
     report = json.loads(stdout)
-    assert report["problems"] == [f"{log}:9: not UTF-8 text (byte 401)"]
+    assert report["problems"] == [f"{log}:9: not UTF-8 text (byte 401); save the file as UTF-8"]
     assert (report["logs"], report["messages"]) == (2, 2), report
     assert read_clusters(out) == [ids("2020-01-03_11", 0, 1)]
     eval_home = Home(
