@@ -57,22 +57,23 @@ def chunk_text(
         raise ValueError(f"max_chars must be at least 40 (got {max_chars})")
     chunks: list[Chunk] = []
     current: list[_Paragraph] = []
+    size = 0  # of the current chunk's paragraphs, each with its separator: kept, not summed again
 
     def flush() -> None:
+        nonlocal size
         if current:
             chunks.append(
                 Chunk(current[0].path, current[0].line, "\n\n".join(p.text for p in current))
             )
             current.clear()
+        size = 0
 
     for para in _paragraphs(text, markdown=markdown):
-        if current and (
-            para.path != current[0].path
-            or sum(len(p.text) + 2 for p in current) + len(para.text) > max_chars
-        ):
+        if current and (para.path != current[0].path or size + len(para.text) > max_chars):
             flush()
         if len(para.text) <= max_chars:
             current.append(para)
+            size += len(para.text) + 2
             continue
         for piece in _split_long(para.text, max_chars):
             chunks.append(Chunk(para.path, para.line, piece))

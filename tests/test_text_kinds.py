@@ -4,7 +4,9 @@ derivation rule of the profiles seed (§6) with its config overrides."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -61,6 +63,25 @@ def test_paragraphs_pack_up_to_the_cap_and_long_ones_cut_between_sentences() -> 
     assert chunk_text("no headings\n# here", markdown=False)[0].section is None
     with pytest.raises(ValueError, match="max_chars"):
         chunk_text("x", max_chars=10)
+
+
+def test_chunking_work_grows_with_the_paragraphs_not_with_their_square() -> None:
+    # one-word paragraphs under a wide cap: each paragraph once summed the sizes of all those
+    # already in its chunk (an 8 MB file of them took a minute to parse; more with a wider cap)
+    calls = 0
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    paragraphs = 4000
+    sys.setprofile(count)
+    try:
+        chunks = chunk_text("a\n\n" * paragraphs, max_chars=12_000)
+    finally:
+        sys.setprofile(None)
+    assert [len(c.text) for c in chunks] == [3 * paragraphs - 2]
+    assert calls < 20 * paragraphs
 
 
 def _collection(root: Path, kind: str, **processing: dict[str, object]) -> CollectionConfig:
