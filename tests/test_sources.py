@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -415,3 +416,36 @@ def test_beir_bad_line_is_quarantined_with_its_line(tmp_path: Path) -> None:
     (q,) = result.quarantine.to_pylist()
     assert (q["doc_id"], q["path"], q["line"]) == ("line-3", str(root / "corpus.jsonl"), 3)
     assert "not valid JSON" in q["error"]
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "shown"),
+    [
+        ('"\\ud800"', "'\\\\ud800'"),  # a lone UTF-16 surrogate: no table can hold it
+        ('"a\\u0000b"', "'a\\\\x00b'"),  # a NUL: no filter can name its rows
+        ("null", "None"),
+        ('"  "', "'  '"),
+        ("true", "True"),
+        ("[1]", r"\[1\]"),
+    ],
+)
+def test_a_beir_id_that_names_no_record_is_quarantined_with_its_line(
+    tmp_path: Path, bad_id: str, shown: str
+) -> None:
+    root = tmp_path / "beir"
+    root.mkdir()
+    coll = CollectionConfig(name="eval", kind="beir", path=root, tenant="lab", acl_groups=("lab",))
+    lines = [
+        json.dumps({"_id": "d0", "text": "first"}),
+        f'{{"_id": {bad_id}, "text": "odd"}}',
+        json.dumps({"_id": 7, "text": "an integer id"}),
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, result = run(coll, State())
+    assert sorted(refs_by_doc(result.blocks)) == ["7", "d0"]
+    (q,) = result.quarantine.to_pylist()
+    assert (q["doc_id"], q["line"]) == ("line-2", 2)
+    assert re.search(
+        rf"corpus\.jsonl:2: '_id' must be a non-blank string or an integer.*\(got {shown}\)",
+        q["error"],
+    ), q["error"]

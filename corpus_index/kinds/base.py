@@ -358,6 +358,26 @@ def narrowed_scope(
     return groups, str(tier)
 
 
+# half of a UTF-16 pair on its own (JSON's "\ud800"): Python reads it into a string that no
+# encoder writes, so a record's hash, tables and index would each fail on it later
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# a control character such as NUL cannot be a filter's value: rows of that id could never be
+# replaced or deleted
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def record_id(value: object) -> str | None:
+    """A record's id field as its document id: a string with more than blanks, or an integer
+    (``7`` is ``"7"``); None for anything else (missing, null, a list, a boolean, a number with
+    a fraction, text holding a lone UTF-16 surrogate or a control character)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value)
+    if not text.strip() or LONE_SURROGATE.search(text) or CONTROL.search(text):
+        return None
+    return text
+
+
 def json_depth(value: object) -> int:
     """How deep lists and objects nest in a JSON value (iteratively: no recursion limit)."""
     deepest = 0

@@ -4,12 +4,13 @@ one passage per record (evaluation collections)."""
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
-from corpus_index.kinds.base import KindDefaults, json_depth, new_block
+from corpus_index.kinds.base import KindDefaults, json_depth, new_block, record_id
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ CORPUS_FILE = "corpus.jsonl"
 
 
 def read_documents(root: Path) -> Iterator[SourceDoc]:
-    """One document per line of ``corpus.jsonl``; ``doc_id`` is its ``_id``."""
+    """One document per line of ``corpus.jsonl``; ``doc_id`` is its ``_id`` (a record without
+    a valid one, see :func:`~corpus_index.kinds.base.record_id`, is ``line-<n>``)."""
     for doc, _ in _records(root):
         yield doc
 
@@ -71,9 +73,13 @@ def _records(root: Path, *, keep_raw: bool = True) -> Iterator[tuple[SourceDoc, 
             if not raw.strip():
                 continue
             try:
-                doc_id = str(json.loads(raw)["_id"])
-            except (ValueError, KeyError, TypeError, RecursionError):
-                doc_id = f"line-{n}"  # parse() reports the problem with the line number
+                record = json.loads(raw)
+            except (ValueError, RecursionError):
+                record = None
+            # parse() reports a record without a valid id with its line number
+            doc_id = (record_id(record.get("_id")) if isinstance(record, dict) else None) or (
+                f"line-{n}"
+            )
             yield (
                 SourceDoc(
                     doc_id=doc_id,
@@ -113,6 +119,13 @@ def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Bl
         )
     if not isinstance(record, dict) or "_id" not in record:
         raise ParseError(doc.path, "record lacks '_id'", line=line)
+    if record_id(record["_id"]) is None:
+        raise ParseError(
+            doc.path,
+            "'_id' must be a non-blank string or an integer, with no control character or lone "
+            f"UTF-16 surrogate (got {reprlib.repr(record['_id'])})",
+            line=line,
+        )
     content = {"title": str(record.get("title") or ""), "text": str(record.get("text") or "")}
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):

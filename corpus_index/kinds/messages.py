@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
 from corpus_index.kinds import message_irc, message_profiles
 from corpus_index.kinds.base import (
+    CONTROL,
+    LONE_SURROGATE,
     CollectionKind,
     KindDefaults,
     json_depth,
@@ -41,6 +43,7 @@ from corpus_index.kinds.base import (
     new_block,
     prose,
     read_file,
+    record_id,
     unreadable,
 )
 from corpus_index.kinds.message_profiles import PROFILES, ProcessingProfile, profiles_with
@@ -58,10 +61,6 @@ if TYPE_CHECKING:
 
 SUFFIX = ".jsonl"
 _OPTIONAL_TEXT = ("location", "reply_to", "subject", "title", "version")
-# half of a UTF-16 pair on its own (JSON's "\ud800"): Python reads it into a string that no
-# encoder writes, so the record's hash, tables and index would each fail on it later
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 # -- reading: one document per record ---------------------------------------------------------
@@ -167,13 +166,8 @@ def id_of(record: Mapping[str, Any]) -> str | None:
     (``7`` is ``"7"``); None for anything else (missing, blank, a list, a boolean, a number
     with a fraction, text that is not UTF-8 encodable, a control character such as NUL, or
     the prefix of linked groups' ids, see :func:`id_problem`)."""
-    rid = record.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, str | int):
-        return None
-    text = str(rid)
-    if not text.strip() or _SURROGATE.search(text) or id_problem(text):
-        return None
-    return text
+    text = record_id(record.get("id"))
+    return None if text is None or id_problem(text) else text
 
 
 def id_problem(text: str) -> str | None:
@@ -181,7 +175,7 @@ def id_problem(text: str) -> str | None:
     cannot be a filter's value, so its rows could never be replaced or deleted), or the prefix
     of the linked groups' ids, which share the collection's source ids (a unit of that id
     would take a group's rows, and its deletion the group's); None when it may."""
-    if _CONTROL.search(text):
+    if CONTROL.search(text):
         return "'id' holds a control character"
     if text.startswith(GROUP_ID_PREFIX):
         return f"'id' starts with {GROUP_ID_PREFIX!r}, which names linked groups"
@@ -293,11 +287,11 @@ def _surrogate_in(value: object, path: str) -> str | None:
     """Where in ``value`` (``'text'``, ``'acl'[1]``, ``a key of 'meta'``) a string holds a
     lone surrogate, or None; names are shown escaped, so the message itself is text."""
     if isinstance(value, str):
-        return path if _SURROGATE.search(value) else None
+        return path if LONE_SURROGATE.search(value) else None
     items: list[tuple[str, object]] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            if _SURROGATE.search(key):
+            if LONE_SURROGATE.search(key):
                 return f"a key of {path}" if path else "a key of the record"
             items.append((f"{path}[{ascii(key)}]" if path else ascii(key), item))
     elif isinstance(value, list):
