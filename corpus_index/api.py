@@ -45,8 +45,8 @@ from corpus_index.errors import (
 from corpus_index.filters import FilterSpec
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
-from corpus_index.kinds.base import narrowed_scope
-from corpus_index.kinds.uw_deals import SUFFIX
+from corpus_index.kinds.base import narrowed_scope, utf8_text
+from corpus_index.kinds.uw_deals import SUFFIX, UW_DEALS, parse_text
 from corpus_index.records import SourceDoc
 from corpus_index.registry import open_registry
 from corpus_index.runner import PipelineRunner, load_runner
@@ -343,7 +343,7 @@ class CorpusIndex:
                 rel = path.relative_to(c.path).as_posix()[: -len(SUFFIX)]
                 if f"{c.name}/{rel}" in withdrawn:
                     continue
-                front = _front_matter(path)
+                front = _front_matter(c, path)
                 named = path.name[: -len(SUFFIX)] in wanted
                 if named or (front is not None and str(front.get("deal_id")) in wanted):
                     found.append((path, self._may_see_file(c, path, front)))
@@ -359,7 +359,7 @@ class CorpusIndex:
         none (no one's to see) if it was never indexed."""
         if collection.tenant != self.principal.tenant:
             return False
-        front = front if front is not None else _front_matter(path)
+        front = front if front is not None else _front_matter(collection, path)
         groups: tuple[str, ...] = ()
         try:
             if front is not None:
@@ -459,13 +459,14 @@ def _read_file(file: str | os.PathLike[str] | bytes) -> tuple[bytes, str]:
     return path.read_bytes(), path.name
 
 
-def _front_matter(path: Path) -> dict[str, Any] | None:
-    """A deal file's front matter; None when the file cannot be read or parsed."""
-    from corpus_index.kinds import uw_deals as uw
-
+def _front_matter(collection: CollectionConfig, path: Path) -> dict[str, Any] | None:
+    """A deal file's front matter, read as a scan reads the file (a FIFO never opened, a
+    symlink out of the root not followed, the collection's limits, a byte order mark
+    dropped); None when the file may not or cannot be read, or parsed."""
     try:
-        front, _ = uw.parse_text(str(path), path.read_text(encoding="utf-8"))
-    except (OSError, ParseError, UnicodeDecodeError):
+        doc = UW_DEALS.load_document(collection, path.name, str(path))
+        front, _ = parse_text(doc.path, utf8_text(doc), limits=collection.limits)
+    except (OSError, ParseError):
         return None
     return front
 

@@ -7,7 +7,10 @@ in-process, which is faster.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +245,34 @@ def test_a_deal_the_principal_may_not_see_is_neither_removed_nor_replaced_nor_na
     assert "DEAL-ALPHA-SECRET" in {h.deal_id for h in underwriting.query(SECRET, k=50)}
     # a deal credit may see (of both groups) is removed as before
     assert credit.remove("DEAL-ALPHA-002") is True
+
+
+def test_finding_a_deals_files_reads_them_as_the_scan_does(home: Settings, tmp_path: Path) -> None:
+    """remove() and add() look for a deal's files by their front matter: a FIFO among them is
+    never opened (it hung them), a symlink out of the root is not followed, and a file saved
+    with a byte order mark is read as indexed."""
+    sources = home.config_path.parent / "sources" / "alpha"
+    os.mkfifo(sources / "pipe.uw.md")
+    outside = tmp_path / "elsewhere.uw.md"
+    outside.write_text(new_deal("DEAL-OUTSIDE"))
+    (sources / "link.uw.md").symlink_to(outside)
+    bom = sources / "with-bom.uw.md"
+    bom.write_bytes(b"\xef\xbb\xbf" + new_deal("DEAL-BOM").encode())
+    build_home(home)
+    index = CorpusIndex(home, principal=ALPHA, runner=LibraryRunner())
+    removed: list[bool] = []
+    worker = threading.Thread(
+        target=lambda: removed.extend(index.remove(d) for d in ("DEAL-OUTSIDE", "DEAL-BOM"))
+    )
+    worker.start()
+    worker.join(30)
+    hung = worker.is_alive()
+    while worker.is_alive():  # a writer lets each blocked open return, so the test ends
+        with contextlib.suppress(OSError):  # ENXIO: no reader waits just now
+            os.close(os.open(sources / "pipe.uw.md", os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(0.1)
+    assert not hung, "remove() opened the FIFO and waited for a writer"
+    assert removed == [False, True]  # the outside file is no deal of this collection's
 
 
 def test_a_failed_sync_is_an_error(built: Settings) -> None:
