@@ -24,6 +24,9 @@ class SourceDoc:
     # a record of a many-records file named by its place, its own id unreadable (it is
     # quarantined by parsing): the record it was may be one the file no longer shows
     unnamed: bool = False
+    # not read for its size alone (over limits.max_document_bytes): the same regular file in
+    # the root, larger, so its last good version may keep serving, stale
+    too_large: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -446,10 +446,11 @@ def parse_into(
                 }
                 quarantine_rows.append(row)
                 fresh.append(row)
-                # the last good version of a document that no longer parses keeps serving, stale;
-                # one that cannot or may not be read (now a symlink out of the root, a FIFO)
-                # does not: what it is now is unknown
-                if doc.doc_id in parsed_version and doc.error is None:
+                # the last good version of a document that no longer parses keeps serving, stale,
+                # as does one grown past limits.max_document_bytes (the same file, larger); one
+                # that cannot or may not be read (now a symlink out of the root, a FIFO) does
+                # not: what it is now is unknown
+                if doc.doc_id in parsed_version and (doc.error is None or doc.too_large):
                     carry.add(doc.doc_id)
                     newly_stale.append(doc.doc_id)
                     stale += 1

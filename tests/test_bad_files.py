@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -246,6 +248,29 @@ def test_an_oversize_document_is_refused_unread(tmp_path: Path) -> None:
     errors = quarantined(result)
     assert list(errors) == ["big"]
     assert "big.uw.md" in errors["big"] and "max_document_bytes" in errors["big"]
+
+
+def test_a_document_grown_past_the_size_limit_keeps_its_last_good_version(tmp_path: Path) -> None:
+    # the same regular file, only larger: it is quarantined naming the limit, and what the last
+    # sync indexed of it keeps serving, stale, as for a record of a stream file over the limit
+    root = tmp_path / "src"
+    coll = collection(root, limits=Limits(max_document_bytes=20_000))
+    ids = good_deals(root)
+    first = ingest(coll)
+    assert parsed_ids(first) == set(ids)
+    grown = root / f"{ids[0]}.uw.md"
+    grown.write_text(grown.read_text() + "\n" + "More prose. " * 2_000, encoding="utf-8")
+    again = parse_collection(coll, scan_manifest(coll, None).table, first.blocks, None)
+    assert "max_document_bytes = 20000" in quarantined(again)[ids[0]]
+    assert again.stale_documents == 1 and [s["source_id"] for s in again.stale] == [
+        f"{coll.name}/{ids[0]}"
+    ]
+    assert parsed_ids(again) == set(ids)
+
+    def refs(blocks: pa.Table) -> list[str]:
+        return blocks.filter(pc.equal(blocks["doc_id"], ids[0]))["chunk_ref"].to_pylist()
+
+    assert refs(again.blocks) == refs(first.blocks)
 
 
 def test_limits_are_configurable_and_name_the_limit(tmp_path: Path) -> None:

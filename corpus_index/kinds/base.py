@@ -417,7 +417,15 @@ def unreadable(doc_id: str, path: str, exc: OSError | ParseError) -> SourceDoc:
         reason = str(exc)
     else:
         reason = f"{path}: cannot be read: {exc.strerror or exc}; fix or remove the file"
-    return SourceDoc(doc_id=doc_id, path=path, raw=b"", size=0, mtime=0.0, error=reason)
+    return SourceDoc(
+        doc_id=doc_id,
+        path=path,
+        raw=b"",
+        size=0,
+        mtime=0.0,
+        error=reason,
+        too_large=isinstance(exc, LimitExceededError),
+    )
 
 
 _SPECIAL = {
