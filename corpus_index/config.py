@@ -24,8 +24,10 @@ from corpus_index.backend_specs import validate_backend_spec
 # re-exported: callers name CollectionConfig with the rest of the configuration
 from corpus_index.collection import CollectionConfig as CollectionConfig
 from corpus_index.errors import ConfigError
+from corpus_index.identities import read_small_file
 from corpus_index.inputs import INPUT_FORMATS
-from corpus_index.kinds import KINDS
+from corpus_index.kinds import KINDS, bounded_yaml
+from corpus_index.kinds.bounded_yaml import YamlLimitError
 from corpus_index.limits import LIMIT_KEYS, Limits
 from corpus_index.registry_sql import POSTGRES_SCHEMES, redact
 from corpus_index.retrieval_settings import (
@@ -235,16 +237,23 @@ def registry_url(value: str, *, setting: str = "CORPUS_REGISTRY") -> str:
 def load_config(path: Path | str) -> CorpusConfig:
     """Load ``corpus.yaml`` and validate it.
 
+    The file is read within the default :class:`~corpus_index.limits.Limits` (its size, YAML
+    aliases, nodes and nesting depth), whatever its own ``limits`` section says.
+
     Raises:
-        ConfigError: the file is missing, is not YAML, or a key is invalid (named in the message).
+        ConfigError: the file is missing, unreadable, over a limit, not UTF-8, not YAML, or a
+            key is invalid (named in the message).
     """
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: configuration file not found (set CORPUS_CONFIG)")
+    # the file's own `limits` bound what it names; the file itself is read within the defaults
+    limits = Limits()
+    text = read_small_file(path, limits, "configuration file", follow_links=True)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: configuration file not found (set CORPUS_CONFIG)") from None
-    try:
-        raw = yaml.safe_load(text) or {}
+        raw = bounded_yaml.load(text, limits) or {}
+    except YamlLimitError as exc:
+        raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

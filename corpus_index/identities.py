@@ -428,17 +428,21 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
     return registry
 
 
-def read_small_file(path: Path, limits: Limits, what: str) -> str:
+def read_small_file(path: Path, limits: Limits, what: str, *, follow_links: bool = False) -> str:
     """The text of a configuration file a collection names (a people or merges file), bounded
     by ``limits.max_document_bytes`` as a source file is.
 
+    Args:
+        follow_links: read a symbolic link's target (``corpus.yaml`` itself, which no
+            collection's path bounds), instead of refusing the link.
+
     Raises:
-        ConfigError: it is missing, not a regular file (a folder, a pipe, a symbolic link:
-            a link could lead out of the collection's path), unreadable, larger than the
-            bound, or not UTF-8 text; the message names the file.
+        ConfigError: it is missing, not a regular file (a folder, a pipe, a symbolic link
+            unless ``follow_links``: a link could lead out of the collection's path),
+            unreadable, larger than the bound, or not UTF-8 text; the message names the file.
     """
     try:
-        if path.is_symlink():
+        if path.is_symlink() and not follow_links:
             raise ConfigError(f"{path}: {what} is a symbolic link; name the file itself")
         size = path.stat().st_size
         if not path.is_file():

@@ -269,6 +269,52 @@ def test_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
         load_config(tmp_path / "absent.yaml")
 
 
+def _alias_bomb() -> str:
+    """Nine levels of nine aliases each: 387 million strings once expanded."""
+    lines = ["l0: &l0 [" + ", ".join(["lol"] * 9) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    return "\n".join(lines) + "\n"
+
+
+UNREADABLE: list[tuple[str, bytes | None, str]] = [
+    # (case, file content, or None for a folder in its place; the message after the path)
+    ("a folder", None, ": configuration file is not a regular file"),
+    (
+        "not UTF-8",
+        "collections:\n  café: {}\n".encode("latin-1"),
+        ": configuration file is not UTF-8",
+    ),
+    (
+        "over the size limit",
+        b"#" * (8 * 1024 * 1024 + 1),
+        ": configuration file is 8,388,609 bytes",
+    ),
+    ("nested too deeply", b"collections: " + b"[" * 5000 + b"]" * 5000, ":1: nested deeper than"),
+    ("an alias bomb", _alias_bomb().encode(), ":6: expands (aliases included) to more than"),
+]
+
+
+@pytest.mark.parametrize(("case", "content", "problem"), UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_a_config_that_cannot_be_read_is_named(
+    tmp_path: Path, case: str, content: bytes | None, problem: str
+) -> None:
+    path = tmp_path / "corpus.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}{problem}"), str(info.value)
+
+
+def test_a_linked_config_is_read_through_its_link(tmp_path: Path) -> None:
+    # a Kubernetes ConfigMap mounts corpus.yaml as a symbolic link
+    link = tmp_path / "corpus.yaml"
+    link.symlink_to(write(tmp_path, VALID))
+    assert sorted(load_config(link).collections) == ["alpha-deals", "eval_set"]
+
+
 # -- settings from the environment ----------------------------------------------------------
 
 ENV_CASES: list[tuple[str, dict[str, str], str, str]] = [
