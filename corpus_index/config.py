@@ -27,7 +27,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.identities import read_small_file
 from corpus_index.inputs import INPUT_FORMATS
 from corpus_index.kinds import KINDS, bounded_yaml
-from corpus_index.kinds.bounded_yaml import YamlLimitError
+from corpus_index.kinds.bounded_yaml import YamlDuplicateKeyError, YamlLimitError
 from corpus_index.limits import LIMIT_KEYS, Limits
 from corpus_index.registry_sql import POSTGRES_SCHEMES, redact
 from corpus_index.retrieval_settings import (
@@ -241,8 +241,8 @@ def load_config(path: Path | str) -> CorpusConfig:
     aliases, nodes and nesting depth), whatever its own ``limits`` section says.
 
     Raises:
-        ConfigError: the file is missing, unreadable, over a limit, not UTF-8, not YAML, or a
-            key is invalid (named in the message).
+        ConfigError: the file is missing, unreadable, over a limit, not UTF-8, not YAML, gives
+            a key twice in one mapping, or a key is invalid (named in the message).
     """
     path = Path(path)
     if not path.exists():
@@ -251,8 +251,8 @@ def load_config(path: Path | str) -> CorpusConfig:
     limits = Limits()
     text = read_small_file(path, limits, "configuration file", follow_links=True)
     try:
-        raw = bounded_yaml.load(text, limits) or {}
-    except YamlLimitError as exc:
+        raw = bounded_yaml.load(text, limits, unique_keys=True) or {}
+    except (YamlLimitError, YamlDuplicateKeyError) as exc:
         raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

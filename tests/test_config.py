@@ -308,6 +308,49 @@ def test_a_config_that_cannot_be_read_is_named(
     assert str(info.value).startswith(f"{path}{problem}"), str(info.value)
 
 
+DUPLICATED: list[tuple[str, str, str]] = [
+    # (case, the text after a valid first collection, the message after the path)
+    (
+        "a collection",
+        "  alpha:\n    kind: beir\n    path: b\n    tenant: u\n    acl_groups: [h]\n",
+        ":7: collections.alpha: given twice in one mapping (also on line 2)",
+    ),
+    ("a collection's key", "    tenant: u\n", ":7: collections.alpha.tenant: given twice"),
+    (
+        "in a flow mapping",
+        "  beta: {kind: beir, kind: documents}\n",
+        ":7: collections.beta.kind: given twice in one mapping (also on line 7)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "more", "problem"), DUPLICATED, ids=[c[0] for c in DUPLICATED])
+def test_a_key_given_twice_is_refused(tmp_path: Path, case: str, more: str, problem: str) -> None:
+    # YAML keeps the last of two equal keys: the first collection (its tenant, its ACL)
+    # would be replaced without a word
+    first = "  alpha:\n    kind: beir\n    path: a\n    tenant: t\n    acl_groups: [g]\n"
+    text = f"collections:\n{first}{more}profiles:\n  p: {{embedder: 'hash:v1-8'}}\n"
+    path = tmp_path / "corpus.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}{problem}"), str(info.value)
+
+
+def test_a_merged_key_may_be_given_again(tmp_path: Path) -> None:
+    # YAML's merge key: a key given beside `<<` overrides the merged one, as it should
+    text = (
+        "collections:\n"
+        "  alpha: &base {kind: beir, path: a, tenant: t, acl_groups: [g]}\n"
+        "  beta: {<<: *base, path: b, tenant: u}\n"
+        "profiles:\n  p: {embedder: 'hash:v1-8'}\n"
+    )
+    path = tmp_path / "corpus.yaml"
+    path.write_text(text, encoding="utf-8")
+    beta = load_config(path).collections["beta"]
+    assert (beta.tenant, beta.path.name, beta.acl_groups) == ("u", "b", ("g",))
+
+
 def test_a_linked_config_is_read_through_its_link(tmp_path: Path) -> None:
     # a Kubernetes ConfigMap mounts corpus.yaml as a symbolic link
     link = tmp_path / "corpus.yaml"

@@ -5,7 +5,10 @@ or thousands of nested brackets are refused in a few kilobytes of memory.
 Scanning and parsing (most of the cost) run in libyaml's C parser where PyYAML was built with
 it; composition stays in Python, where the limits are counted, so a C composer's recursion never
 meets a hostile nesting depth. Without libyaml the pure-Python parser does the same work, about
-eight times slower."""
+eight times slower.
+
+Where the caller asks (``corpus.yaml``), a mapping that gives one key twice is refused too:
+YAML keeps the last, so a second collection of one name would replace the first unseen."""
 
 from __future__ import annotations
 
@@ -18,9 +21,20 @@ from yaml.resolver import Resolver
 
 from corpus_index.limits import Limits
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<`: its keys may be given again beside it
+
 
 class YamlLimitError(ValueError):
     """A YAML document exceeds a limit; ``line`` is the 0-based line within the text."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class YamlDuplicateKeyError(ValueError):
+    """A mapping of a YAML document gives one key twice; ``line`` is the 0-based line of the
+    second."""
 
     def __init__(self, message: str, line: int) -> None:
         super().__init__(message)
@@ -135,11 +149,42 @@ def _expanded_size(root: yaml.Node, limits: Limits) -> None:
     visit(root, 1)
 
 
-def load(text: str, limits: Limits) -> Any:
+def _refuse_duplicate_keys(root: yaml.Node) -> None:
+    """Refuse a mapping that gives one key twice, where YAML keeps the last without a word
+    (a key given beside a merge key ``<<`` overrides the merged one, as it should)."""
+    seen: set[int] = set()
+    todo: list[tuple[yaml.Node, str]] = [(root, "")]
+    while todo:
+        node, where = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo += [(item, f"{where}[{i}]") for i, item in enumerate(node.value)]
+        elif isinstance(node, yaml.MappingNode):
+            lines: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                named = f"{where}.{key.value}" if where else str(key.value)
+                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:
+                    if (key.tag, key.value) in lines:
+                        raise YamlDuplicateKeyError(
+                            f"{named}: given twice in one mapping (also on line "
+                            f"{lines[key.tag, key.value] + 1}); the second would replace the first",
+                            key.start_mark.line,
+                        )
+                    lines[key.tag, key.value] = key.start_mark.line
+                todo.append((value, named))
+
+
+def load(text: str, limits: Limits, *, unique_keys: bool = False) -> Any:
     """The value of one YAML document (``yaml.safe_load`` semantics), within ``limits``.
+
+    Args:
+        unique_keys: refuse a mapping that gives one key twice (YAML keeps the last).
 
     Raises:
         YamlLimitError: a limit is exceeded (the message names it and its value).
+        YamlDuplicateKeyError: ``unique_keys``, and a mapping gives a key twice.
         yaml.YAMLError: the text is not valid YAML.
     """
     loader = _Loader(text, limits)
@@ -160,6 +205,8 @@ def load(text: str, limits: Limits) -> Any:
         if node is None:
             return None
         _expanded_size(node, limits)
+        if unique_keys:
+            _refuse_duplicate_keys(node)
         return loader.construct_document(node)
     finally:
         loader.dispose()
