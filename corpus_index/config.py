@@ -407,7 +407,15 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             retrieval=_retrieval(spec.get("retrieval"), f"{key}.retrieval", path),
             retrieval_declared=spec.get("retrieval") is not None,
         )
-    used = {c.namespace for c in collections.values()} | {p.namespace for p in profiles.values()}
+    served = {c.namespace for c in collections.values()}
+    for ns in sorted(namespaces.keys() - served):  # misspelt: its settings would never apply
+        raise _fail(
+            path,
+            f"namespaces.{ns}",
+            f"no collection is in namespace {ns!r} (collections' namespaces: "
+            f"{', '.join(sorted(served))})",
+        )
+    used = served | {p.namespace for p in profiles.values()}
     for ns in sorted(used - namespaces.keys()):
         namespaces[ns] = NamespaceConfig(name=ns)
     for p in profiles.values():

@@ -214,6 +214,13 @@ INVALID: list[tuple[str, str, Any, str]] = [
     ("negative eval_tolerance", "namespaces.deals.eval_tolerance", -0.1, "non-negative"),
     ("bad namespace name", "namespaces.Bad", {}, "not a valid name"),
     (
+        # a misspelt namespace: its settings (here its safety window) would never apply
+        "namespace without collections",
+        "namespaces.deal",
+        {"retire_after_hours": 720},
+        "no collection is in namespace 'deal' (collections' namespaces: deals, eval)",
+    ),
+    (
         "bad granularity",
         "sections.debt_terms.granularity",
         "sentence",
