@@ -62,6 +62,50 @@ def test_bad_config_names_the_key(tmp_path: Path) -> None:
     assert "collections.x.tier" in result.output
 
 
+ENV_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
+    # (case, options, environment, the error line)
+    (
+        "executor",
+        [],
+        {"CORPUS_EXECUTOR": "threads"},
+        "Error: CORPUS_EXECUTOR='threads' is not an executor",
+    ),
+    (
+        "storage",
+        [],
+        {"CORPUS_STORAGE": "ftp://host/x"},
+        "Error: CORPUS_STORAGE='ftp://host/x': not an object-store URI",
+    ),
+    (
+        "registry variable",
+        [],
+        {"CORPUS_REGISTRY": "mysql://h/db"},
+        "Error: CORPUS_REGISTRY: 'mysql://h/db' is not a PostgreSQL URL",
+    ),
+    (
+        "registry option",
+        ["--registry", "mysql://h/db"],
+        {},
+        "Error: --registry: 'mysql://h/db' is not a PostgreSQL URL",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "options", "env", "line"), ENV_ERRORS, ids=[c[0] for c in ENV_ERRORS]
+)
+def test_a_bad_setting_is_named_as_given(
+    tmp_path: Path, case: str, options: list[str], env: dict[str, str], line: str
+) -> None:
+    result = CliRunner().invoke(
+        main, ["--home", str(tmp_path / "h"), *options, "generations"], env=env
+    )
+    assert result.exit_code == 2, result.output
+    assert line in result.output and "Traceback" not in result.output
+    if case != "registry option":  # each names the variable that is wrong, no other
+        assert "--registry" not in result.output
+
+
 def test_search_without_a_generation_is_a_clean_error(home: Settings) -> None:
     result = CliRunner().invoke(
         main,

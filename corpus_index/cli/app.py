@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from corpus_index.config import Settings
+from corpus_index.config import Settings, registry_url
 from corpus_index.environment import configure_environment
 from corpus_index.errors import (
     ConfigError,
@@ -172,9 +172,11 @@ def main(
 ) -> None:
     """corpus-index: a governed, searchable embedding index of a document corpus."""
     try:
+        if registry:  # named as the user gave it, not as the variable it stands in for
+            registry_url(registry, setting="--registry")
         env = configure_environment(config_path=config_path, home=home, registry=registry)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--registry / CORPUS_REGISTRY") from None
+    except ConfigError as exc:  # each message names the setting that is wrong
+        raise click.UsageError(str(exc)) from None
     # a PipelineRunner given as the context object (``CliRunner().invoke(main, args,
     # obj=runner)``) is used instead of the installed one
     injected = ctx.obj if isinstance(ctx.obj, PipelineRunner) else None
