@@ -201,14 +201,18 @@ def settings_from_env(
     Relative values are taken relative to ``cwd`` (default: the process's working directory).
 
     Raises:
-        ConfigError: ``CORPUS_REGISTRY`` is not a ``postgresql://`` URL, or ``CORPUS_STORAGE``
-            is not an ``s3://bucket/prefix`` URI.
+        ConfigError: ``CORPUS_HOME`` is there but not a folder, ``CORPUS_REGISTRY`` is not a
+            ``postgresql://`` URL, or ``CORPUS_STORAGE`` is not an ``s3://bucket/prefix`` URI.
     """
     env = os.environ if environ is None else environ
     base = cwd or Path.cwd()
     config = base / (env.get("CORPUS_CONFIG") or "corpus.yaml")  # an absolute value replaces base
     home = base / (env.get("CORPUS_HOME") or ".corpus")
     storage = env.get("CORPUS_STORAGE") or None
+    if home.exists() and not home.is_dir():  # every command would fail making its folders
+        raise ConfigError(
+            f"CORPUS_HOME: {home.resolve()} is not a folder; name a folder (made if missing)"
+        )
     return Settings(
         config_path=config.resolve(),
         home=home.resolve(),

@@ -106,6 +106,16 @@ def test_a_bad_setting_is_named_as_given(
         assert "--registry" not in result.output
 
 
+def test_a_home_that_is_a_file_is_named(tmp_path: Path) -> None:
+    taken = tmp_path / "home"
+    taken.write_text("not a folder\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["generations"], env={"CORPUS_HOME": str(taken)})
+    assert result.exit_code == 2, result.output
+    assert f"Error: CORPUS_HOME: {taken} is not a folder" in result.output
+    assert "Traceback" not in result.output
+    assert taken.read_text(encoding="utf-8") == "not a folder\n"
+
+
 def test_search_without_a_generation_is_a_clean_error(home: Settings) -> None:
     result = CliRunner().invoke(
         main,
