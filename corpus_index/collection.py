@@ -6,6 +6,7 @@ kinds, which read collections, sit below the configuration that names them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 from corpus_index import shards as _shards
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.limits import Limits
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +107,23 @@ class CollectionConfig:
     def shard_for(self, doc_id: str) -> int:
         """The shard of the collection that holds the document ``doc_id`` (0 unsharded)."""
         return _shards.shard_of(f"{self.name}/{doc_id}", self.shards) if self.shards > 1 else 0
+
+
+def tenant_problem(tenant: str) -> str | None:
+    """Why ``tenant`` cannot name its own folder in a home (``identities/<tenant>/``), or None.
+
+    A tenant is one folder name: with a ``/`` or ``\\``, as ``.`` or ``..``, it would name
+    another tenant's folder (``x/../beta`` is ``beta``'s) or one above it; a control character
+    or surrounding blanks would name a folder no one can tell from another.
+    """
+    if not tenant:
+        return "'' is empty"
+    if tenant != tenant.strip():
+        return f"{tenant!r} begins or ends with blanks"
+    if _CONTROL.search(tenant):
+        return f"{tenant!r} holds a control character"
+    if "/" in tenant or "\\" in tenant:
+        return f"{tenant!r} holds a / or \\ (a tenant is one folder name)"
+    if tenant in (".", ".."):
+        return f"{tenant!r} names no folder of its own"
+    return None

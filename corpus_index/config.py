@@ -23,6 +23,7 @@ from corpus_index.backend_specs import validate_backend_spec
 
 # re-exported: callers name CollectionConfig with the rest of the configuration
 from corpus_index.collection import CollectionConfig as CollectionConfig
+from corpus_index.collection import tenant_problem
 from corpus_index.errors import ConfigError
 from corpus_index.identities import read_small_file
 from corpus_index.inputs import INPUT_FORMATS
@@ -285,6 +286,8 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
         tenant = _string(spec.get("tenant"), f"{key}.tenant", path)
+        if problem := tenant_problem(tenant):  # it names the tenant's folder in the home
+            raise _fail(path, f"{key}.tenant", problem)
         groups = _string_list(spec.get("acl_groups"), f"{key}.acl_groups", path)
         if not groups:
             raise ConfigError(f"{path}: {key}.acl_groups: at least one ACL group is required")

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import yaml
 
 from corpus_index import identity_resume
-from corpus_index.collection import CollectionConfig
+from corpus_index.collection import CollectionConfig, tenant_problem
 from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA, load_people
@@ -58,7 +58,14 @@ def merges_file(home: Home, tenant: str) -> Path:
 
 
 def recorded_merges_path(home_dir: Path, tenant: str) -> Path:
-    """The merges recorded for ``tenant`` in the home folder ``home_dir``."""
+    """The merges recorded for ``tenant`` in the home folder ``home_dir``.
+
+    Raises:
+        ConfigError: ``tenant`` is not one folder name (``x/../beta`` would be ``beta``'s
+            file), whatever let it through.
+    """
+    if problem := tenant_problem(tenant):
+        raise ConfigError(f"{home_dir}: tenant {problem}; its merges have no folder of their own")
     return home_dir / "identities" / tenant / "merges.yaml"
 
 

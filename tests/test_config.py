@@ -12,6 +12,7 @@ import yaml
 
 from corpus_index.config import DEFAULT_SECTIONS, load_config, settings_from_env
 from corpus_index.errors import ConfigError
+from corpus_index.identity_store import recorded_merges_path
 
 VALID: dict[str, Any] = {
     "collections": {
@@ -363,6 +364,33 @@ def test_a_linked_config_is_read_through_its_link(tmp_path: Path) -> None:
     link = tmp_path / "corpus.yaml"
     link.symlink_to(write(tmp_path, VALID))
     assert sorted(load_config(link).collections) == ["alpha-deals", "eval_set"]
+
+
+@pytest.mark.parametrize(
+    "tenant", ["x/../beta", "..", ".", "x\\beta", "be\x00ta", "be\tta", " beta", "beta\n"]
+)
+def test_a_tenant_that_is_not_one_folder_name_is_refused(tmp_path: Path, tenant: str) -> None:
+    # the tenant names its folder in the home (identities/<tenant>/merges.yaml): "x/../beta"
+    # read and wrote the merges recorded for tenant beta
+    raw = copy.deepcopy(VALID)
+    raw["collections"]["alpha-deals"]["tenant"] = tenant
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: collections.alpha-deals.tenant: {tenant!r} ")
+    with pytest.raises(ConfigError, match="its merges have no folder of their own"):
+        recorded_merges_path(tmp_path, tenant)  # nor is it trusted where it becomes a path
+
+
+def test_a_tenant_may_be_any_one_folder_name(tmp_path: Path) -> None:
+    raw = copy.deepcopy(VALID)
+    raw["collections"]["alpha-deals"]["tenant"] = "Alpha Capital v2.0"
+    assert load_config(write(tmp_path, raw)).collections["alpha-deals"].tenant == (
+        "Alpha Capital v2.0"
+    )
+    assert recorded_merges_path(tmp_path, "Alpha Capital v2.0").parent.parent == (
+        tmp_path / "identities"
+    )
 
 
 # -- settings from the environment ----------------------------------------------------------
