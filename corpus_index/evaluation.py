@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from corpus_index.errors import ConfigError
 from corpus_index.home import Home
+from corpus_index.identities import read_small_file, yaml_of
+from corpus_index.limits import Limits
 from corpus_index.metrics import evaluate, percentile
 from corpus_index.registry import Generation
 from corpus_index.search import Principal, Searcher
@@ -54,19 +54,16 @@ def judged_id(source_id: str, section: str) -> str:
 def load_golden(path: Path) -> GoldenSet:
     """Read and validate a golden set; errors name the file and the query.
 
+    The file is read within the default :class:`~corpus_index.limits.Limits` (its size, YAML
+    aliases, nodes and nesting depth), as ``corpus.yaml`` is.
+
     Raises:
-        ConfigError: the file is missing, not YAML, or a query lacks a field.
+        ConfigError: the file is missing, not a regular file, unreadable, over a limit, not
+            UTF-8, not YAML, or a query lacks a field.
     """
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: golden set not found") from None
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: invalid YAML: {exc}") from None
+    limits = Limits()
+    text = read_small_file(path, limits, "golden set", follow_links=True)
+    data = yaml_of(path, text, limits)
     if not isinstance(data, dict) or not isinstance(data.get("queries"), list):
         raise ConfigError(f"{path}: a golden set needs a list under 'queries'")
     if not data["queries"]:
@@ -101,7 +98,8 @@ def load_golden(path: Path) -> GoldenSet:
                 relevant=relevant,
             )
         )
-    return GoldenSet(path=path, sha256=hashlib.sha256(raw).hexdigest(), queries=queries)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()  # of the file's bytes, as read
+    return GoldenSet(path=path, sha256=digest, queries=queries)
 
 
 class GoldenRuns(NamedTuple):

@@ -394,15 +394,7 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
             (an unquoted phone number too); the message names the file and the entry.
     """
     limits = limits or Limits()
-    text = read_small_file(path, limits, "people file")
-    try:
-        data = load(text, limits)
-    except YamlLimitError as exc:
-        raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: invalid YAML: {exc}") from None
+    data = yaml_of(path, read_small_file(path, limits, "people file"), limits)
     if not isinstance(data, dict) or not isinstance(data.get("people"), list):
         raise ConfigError(f"{path}: a people file needs a list under 'people'")
     file_tenant = data.get("tenant")
@@ -459,6 +451,23 @@ def read_small_file(path: Path, limits: Limits, what: str, *, follow_links: bool
         raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: {what} cannot be read: {exc.strerror or exc}") from None
+
+
+def yaml_of(path: Path, text: str, limits: Limits) -> Any:
+    """The value of the YAML ``text`` of the file ``path``, read within ``limits`` (its YAML
+    aliases, nodes and nesting depth, as a source file is).
+
+    Raises:
+        ConfigError: the text is over a limit or not YAML; the message names the file and line.
+    """
+    try:
+        return load(text, limits)
+    except YamlLimitError as exc:
+        raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: invalid YAML: {exc}") from None
 
 
 def _person(entry: Any, tenant_id: str, country: str, where: str) -> Identity:

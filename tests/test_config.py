@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -302,18 +303,23 @@ UNREADABLE: list[tuple[str, bytes | None, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "content", "problem"), UNREADABLE, ids=[c[0] for c in UNREADABLE])
-def test_a_config_that_cannot_be_read_is_named(
-    tmp_path: Path, case: str, content: bytes | None, problem: str
-) -> None:
-    path = tmp_path / "corpus.yaml"
+def refused_naming(load: Callable[[Path], object], path: Path, content: Any, problem: str) -> None:
+    """``load`` refuses ``path`` holding ``content`` (an UNREADABLE case's; None: a folder in
+    its place) with a ConfigError that starts with the path and then ``problem``."""
     if content is None:
         path.mkdir()
     else:
         path.write_bytes(content)
     with pytest.raises(ConfigError) as info:
-        load_config(path)
+        load(path)
     assert str(info.value).startswith(f"{path}{problem}"), str(info.value)
+
+
+@pytest.mark.parametrize(("case", "content", "problem"), UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_a_config_that_cannot_be_read_is_named(
+    tmp_path: Path, case: str, content: bytes | None, problem: str
+) -> None:
+    refused_naming(load_config, tmp_path / "corpus.yaml", content, problem)
 
 
 DUPLICATED: list[tuple[str, str, str]] = [

@@ -3,6 +3,7 @@ which generations' figures are shown."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.eval_report import eval_report
 from corpus_index.evaluation import judged_id, load_golden, regressions
 from corpus_index.registry import Registry
+from tests.test_config import UNREADABLE, refused_naming
 from tests.test_registry import OTHER_MODEL, SPEC, ready
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +24,7 @@ def test_the_sample_golden_set_loads() -> None:
     q = golden.queries[0]
     assert q.id == "q01" and q.tenant == "meridian" and q.groups
     assert q.relevant[judged_id("meridian-deals/deal-2026-0042", "risk_assessment")] == 2
-    assert len(golden.sha256) == 64
+    assert golden.sha256 == hashlib.sha256(golden.path.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize(
@@ -55,6 +57,17 @@ def test_bad_golden_sets_name_the_file_and_the_problem(
 def test_missing_golden_set(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="golden set not found"):
         load_golden(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(("case", "content", "problem"), UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_a_golden_set_that_cannot_be_read_is_named(
+    tmp_path: Path, case: str, content: bytes | None, problem: str
+) -> None:
+    # read as corpus.yaml is; it was read whole with yaml.safe_load: a folder in its place
+    # ended in IsADirectoryError, deep nesting in RecursionError, a file not UTF-8 in a
+    # UnicodeDecodeError, and neither its size nor its aliases' expansion was bounded
+    golden = problem.replace("configuration file", "golden set")
+    refused_naming(load_golden, tmp_path / "golden.yaml", content, golden)
 
 
 def test_regressions_beyond_tolerance_only() -> None:
