@@ -453,12 +453,13 @@ def read_small_file(path: Path, limits: Limits, what: str, *, follow_links: bool
         raise ConfigError(f"{path}: {what} cannot be read: {exc.strerror or exc}") from None
 
 
-def yaml_of(path: Path, text: str, limits: Limits) -> Any:
-    """The value of the YAML ``text`` of the file ``path``, read within ``limits`` (its YAML
-    aliases, nodes and nesting depth, as a source file is).
+def yaml_of(path: Path | str, text: str, limits: Limits) -> Any:
+    """The value of the YAML ``text`` of the file ``path`` (or of what ``path`` names, such as
+    an environment variable), read within ``limits`` (its YAML aliases, nodes and nesting
+    depth, as a source file is).
 
     Raises:
-        ConfigError: the text is over a limit or not YAML; the message names the file and line.
+        ConfigError: the text is over a limit or not YAML; the message names ``path`` and line.
     """
     try:
         return load(text, limits)

@@ -130,7 +130,7 @@ def test_a_broken_keys_file_fails_closed_and_tells_the_caller_nothing_of_it(
         assert "log" in doc["detail"]
     finally:
         keys.write_text(good)
-    assert "not valid YAML" in (served.root / "server.log").read_text()
+    assert "invalid YAML" in (served.root / "server.log").read_text()
     assert served.search({"query": "roof"}).status_code == 200
 
 

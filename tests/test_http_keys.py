@@ -19,6 +19,7 @@ from corpus_index.http.cursor import Cursor, CursorCodec
 from corpus_index.http.keys import KeyStore, key_hash, new_key
 from corpus_index.http.problems import Problem
 from corpus_index.serve_config import ServeConfig, parse_serve
+from tests.test_config import UNREADABLE, refused_naming
 
 
 def entry(key: str, tenant: str = "alpha", groups: list[str] | None = None) -> dict[str, object]:
@@ -64,6 +65,17 @@ def test_a_bad_keys_file_is_named_with_its_entry(tmp_path: Path, doc: object, me
     with pytest.raises(ConfigError, match=r"keys\.yaml") as err:
         KeyStore(ServeConfig(api_keys_file=path)).principal("ck_x")
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("case", "content", "problem"), UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_a_keys_file_that_cannot_be_read_is_named(
+    tmp_path: Path, case: str, content: bytes | None, problem: str
+) -> None:
+    # read as corpus.yaml is; it was read whole with yaml.safe_load: deep nesting ended in a
+    # RecursionError (a 500, not keys-unavailable), and its size was not bounded
+    keys = problem.replace("configuration file", "keys file")
+    store = KeyStore(ServeConfig(api_keys_file=tmp_path / "keys.yaml"))
+    refused_naming(lambda _: store.principal("ck_x"), tmp_path / "keys.yaml", content, keys)
 
 
 def test_serve_configuration(tmp_path: Path) -> None:
@@ -116,7 +128,10 @@ def test_serve_that_cannot_start_says_why_with_its_exit_code(tmp_path: Path) -> 
     serve = ["serve", "--port", "1", "--no-trace"]
     bad_keys = CliRunner().invoke(main, [*args, *serve], env={"CORPUS_API_KEYS": "keys: ["})
     assert bad_keys.exit_code == 2, bad_keys.output
-    assert "error: environment variable CORPUS_API_KEYS: not valid YAML" in bad_keys.output
+    assert (
+        "error: environment variable CORPUS_API_KEYS:" in bad_keys.output
+        and "invalid YAML" in bad_keys.output
+    )
     unreachable = "postgresql://nobody@127.0.0.1:1/corpus"
     no_registry = CliRunner().invoke(
         main,
@@ -183,7 +198,7 @@ def test_api_key_command_never_writes_a_keys_file_the_server_refuses(tmp_path: P
     keys.write_text("keys: [\n")
     broken = CliRunner().invoke(main, [*args, "--tenant", "alpha", "--name", "b"])
     assert broken.exit_code == 2 and isinstance(broken.exception, SystemExit), broken.output
-    assert f"{keys}: not valid YAML" in broken.output and keys.read_text() == "keys: [\n"
+    assert f"{keys}:2: invalid YAML" in broken.output and keys.read_text() == "keys: [\n"
     keys.write_text("# no keys yet\nowner: ops\n")  # a mapping the server reads as no keys
     added = CliRunner().invoke(main, [*args, "--tenant", "alpha", "--name", "b"])
     assert added.exit_code == 0, added.output
@@ -236,3 +251,37 @@ def test_api_key_command_replaces_the_keys_file_whole(tmp_path: Path) -> None:
         "b",
         Principal("alpha", ("g1",)),
     )
+
+
+@pytest.mark.parametrize(
+    ("case", "content", "problem"), UNREADABLE[1:], ids=[c[0] for c in UNREADABLE[1:]]
+)
+def test_api_key_names_a_keys_file_it_cannot_read_and_leaves_it(
+    tmp_path: Path, case: str, content: bytes, problem: str
+) -> None:
+    # a folder in its place is refused by --file itself; the rest were a traceback (exit 1):
+    # UnicodeDecodeError, RecursionError, or yaml's error for a file that is not YAML
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    keys.write_bytes(content)
+    args = ["api-key", "--tenant", "alpha", "--group", "g1", "--name", "analyst"]
+    out = CliRunner().invoke(main, [*args, "--file", str(keys)])
+    keys_problem = problem.replace("configuration file", "keys file")
+    assert out.exit_code == 2 and f"error: {keys}{keys_problem}" in out.output, out.output
+    assert keys.read_bytes() == content
+
+
+def test_api_key_names_a_keys_file_that_is_not_yaml(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("keys: [\n")
+    args = ["api-key", "--tenant", "alpha", "--name", "analyst", "--file", str(keys)]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 2 and f"error: {keys}:2: invalid YAML" in out.output, out.output
+    assert keys.read_text() == "keys: [\n"

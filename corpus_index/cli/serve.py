@@ -89,12 +89,12 @@ def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | N
     """Make a new API key: prints the key once (keep it) and the keys-file entry of its hash."""
     import yaml
 
-    from corpus_index.http.keys import key_hash, new_key, parse_keys, read_keys, write_keys
+    from corpus_index.http.keys import key_hash, new_key, parse_keys, read_keys_file, write_keys
 
     key = new_key()
     entry = {"name": name, "sha256": key_hash(key), "tenant": tenant, "groups": list(groups)}
     if keys_file is not None:
-        doc = (read_keys(keys_file) if keys_file.exists() else None) or {"keys": []}
+        doc = (read_keys_file(keys_file) if keys_file.exists() else None) or {"keys": []}
         parse_keys(doc, source=str(keys_file))  # refuse to extend a broken file
         keys = doc.setdefault("keys", [])
         if any(k.get("name") == name for k in keys):

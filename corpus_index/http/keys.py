@@ -31,6 +31,8 @@ import yaml
 
 from corpus_index.eligibility import Principal
 from corpus_index.errors import ConfigError
+from corpus_index.identities import read_small_file, yaml_of
+from corpus_index.limits import Limits
 from corpus_index.serve_config import ServeConfig
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -93,6 +95,18 @@ def parse_keys(doc: Any, *, source: str) -> list[KeyEntry]:
     return entries
 
 
+def read_keys_file(path: Path) -> Any:
+    """The keys document of the file ``path`` (None when it holds none), read within the
+    default :class:`~corpus_index.limits.Limits` (its size, YAML aliases, nodes and nesting
+    depth), as ``corpus.yaml`` is; a symbolic link (a mounted secret) is read through.
+
+    Raises:
+        ConfigError: it is not a regular file, unreadable, over a limit, not UTF-8 or not
+            YAML; the message names the file.
+    """
+    return _load(read_small_file(path, Limits(), "keys file", follow_links=True), path)
+
+
 class KeyStore:
     """The accepted keys, re-read from their file when it changes."""
 
@@ -129,20 +143,10 @@ class KeyStore:
             raise ConfigError(f"{self._file}: cannot be read: {exc.strerror or exc}") from None
         with self._lock:
             if state != self._state:
-                doc = read_keys(self._file) if state else None
+                doc = read_keys_file(self._file) if state else None
                 self._entries = parse_keys(doc, source=str(self._file))
                 self._state = state
             return self._entries
-
-
-def read_keys(path: Path) -> Any:
-    """The keys document of the file ``path`` (None when it holds nothing), not yet checked:
-    :func:`parse_keys` checks it.
-
-    Raises:
-        ConfigError: it cannot be read, or is not UTF-8 or not YAML (or JSON).
-    """
-    return _load(_read(path), str(path))
 
 
 def write_keys(path: Path, doc: Any) -> None:
@@ -173,22 +177,5 @@ def write_keys(path: Path, doc: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _read(path: Path) -> str:
-    """The keys file's text.
-
-    Raises:
-        ConfigError: it cannot be read (a folder, no permission) or is not UTF-8.
-    """
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-
-
-def _load(text: str, source: str) -> Any:
-    try:
-        return yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML (or JSON): {exc}") from None
+def _load(text: str, source: Path | str) -> Any:
+    return yaml_of(source, text, Limits()) if text.strip() else None
