@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
-
-import yaml
+from typing import Any, NamedTuple
 
 from corpus_index.errors import ConfigError, IdentityError
-from corpus_index.identities import Identity, IdentityRegistry, identity_id, read_small_file
+from corpus_index.identities import (
+    Identity,
+    IdentityRegistry,
+    identity_id,
+    read_small_file,
+    yaml_of,
+)
 from corpus_index.identity_mentions import IdentityMention, mention_id
-from corpus_index.kinds.bounded_yaml import YamlLimitError, load
 from corpus_index.limits import Limits
 
 
@@ -135,12 +138,16 @@ def load_merges(path: Path, limits: Limits | None = None) -> list[tuple[str, str
             the entry.
     """
     limits = limits or Limits()
-    try:
-        data = load(read_small_file(path, limits, "merges file"), limits)
-    except YamlLimitError as exc:
-        raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    return merges_in(yaml_of(path, read_small_file(path, limits, "merges file"), limits), path)
+
+
+def merges_in(data: Any, path: Path) -> list[tuple[str, str]]:
+    """The ``(merged, survivor)`` pairs of ``data``, the YAML value of the merges file ``path``.
+
+    Raises:
+        ConfigError: ``data`` holds no list under ``merges``, or an entry lacks ``merge`` or
+            ``into``; the message names the file and the entry.
+    """
     if not isinstance(data, dict) or not isinstance(data.get("merges"), list):
         raise ConfigError(f"{path}: a merges file needs a list under 'merges'")
     pairs = []

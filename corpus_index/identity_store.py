@@ -36,10 +36,11 @@ from corpus_index import identity_resume
 from corpus_index.collection import CollectionConfig, tenant_problem
 from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.home import Home
-from corpus_index.identities import IDENTITY_SCHEMA, load_people
+from corpus_index.identities import IDENTITY_SCHEMA, load_people, read_small_file, yaml_of
 from corpus_index.identity_mentions import MENTION_SCHEMA
-from corpus_index.identity_merges import conflicts, load_merges
+from corpus_index.identity_merges import conflicts, load_merges, merges_in
 from corpus_index.kinds import fingerprint, kind_of
+from corpus_index.limits import Limits
 
 IDENTITIES = "identities"
 MENTIONS = "identity_mentions"
@@ -95,8 +96,10 @@ def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
     """
     path = merges_file(home, tenant)
     data: dict[str, Any] = {"merges": []}
-    if path.is_file():
-        pairs = load_merges(path)  # ConfigError naming the file when it is not a merges file
+    if os.path.lexists(path):  # a folder or a link in its place is named, never written over
+        limits = Limits()
+        data = yaml_of(path, read_small_file(path, limits, "merges file"), limits)
+        pairs = merges_in(data, path)  # ConfigError naming the file when it is not a merges file
         new = len(pairs)
         clash = [j for i, j in conflicts([*pairs, (merged, survivor)], tenant=tenant) if i == new]
         if clash:
@@ -105,7 +108,6 @@ def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
                 f"(in {path}); merging it into {survivor!r} would merge that person too: "
                 "to correct the first merge, edit that file before the next sync"
             )
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data["merges"].append({"merge": merged, "into": survivor, "recorded_at": at})
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
+from corpus_index.errors import ConfigError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.identities import identity_id
@@ -346,6 +348,25 @@ def test_tenants_never_mix_and_merge_refuses_unknown_self_and_cross_tenant(
     out = _cli(settings, "identities", "merge", f"discovered:{PERSONAL}", "mike-brennan")
     assert out.exit_code == 2 and "is recorded as merged into" in out.output, out.output
     assert recorded.read_text() == kept
+
+
+def test_a_recorded_merges_file_that_cannot_be_read_is_named_and_kept(tmp_path: Path) -> None:
+    home = Home(_settings(tmp_path))
+    recorded = merges_file(home, "acme")
+    recorded.mkdir(parents=True)  # a folder in its place: os.replace onto it was a traceback
+    with pytest.raises(ConfigError, match="merges file is not a regular file"):
+        record_merge(home, "acme", f"discovered:{PERSONAL}", "sarah-jones")
+    assert recorded.is_dir() and [p.name for p in recorded.parent.iterdir()] == ["merges.yaml"]
+    recorded.rmdir()
+    earlier = "merges:\n- {merge: a, into: b, recorded_at: '2026-01-01T00:00:00+00:00'}\n"
+    recorded.write_text(earlier + "# " + "x" * 9 * 2**20 + "\n")  # read once, bounded
+    with pytest.raises(ConfigError, match="the limit is limits.max_document_bytes"):
+        record_merge(home, "acme", f"discovered:{PERSONAL}", "sarah-jones")
+    recorded.write_text(earlier)
+    record_merge(home, "acme", f"discovered:{PERSONAL}", "sarah-jones")
+    kept = yaml.safe_load(recorded.read_text())["merges"]
+    assert kept[0] == {"merge": "a", "into": "b", "recorded_at": "2026-01-01T00:00:00+00:00"}
+    assert kept[1]["merge"] == f"discovered:{PERSONAL}" and len(kept) == 2
 
 
 def test_merge_refuses_two_identities_no_one_collection_of_the_tenant_holds(
