@@ -26,13 +26,22 @@ class Journal:
         self.extend([{"op": op, **fields}])
 
     def extend(self, entries: list[dict[str, Any]]) -> None:
-        """Append entries (each with its ``op``) in one write, flushed to disk once."""
+        """Append entries (each with its ``op``) in one write, flushed to disk once; after a
+        torn last line they start a new line."""
         if not entries:
             return
         text = "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in entries)
+        data = text.encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(text)
+        with self.path.open("a+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":
+                    # after a line torn by a crash: start a line of our own, or these entries
+                    # would be read as part of it and skipped with it
+                    data = b"\n" + data
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
 

@@ -70,6 +70,19 @@ def test_a_torn_last_journal_line_is_skipped(place: Place, request: pytest.Fixtu
     assert restore_from_journal(lost(place, request))["pointers"] == 1
 
 
+def test_an_entry_after_a_torn_line_is_kept(place: Place, request: pytest.FixtureRequest) -> None:
+    """A crash mid-write leaves a line with no end; the next commit's entry starts a line of
+    its own, so the deletion it records survives the registry's loss."""
+    reg = place.open()
+    reg.promote(ready(reg, SPEC))
+    with reg.journal.path.open("a") as f:
+        f.write('{"op": "tombstone", "source_id": "x"')  # a crash mid-write
+    reg.add_tombstones([stone("alpha-deals/a")])
+    restored = lost(place, request)
+    assert restore_from_journal(restored) == {"generations": 1, "pointers": 1, "tombstones": 1}
+    assert [t["source_id"] for t in restored.tombstones()] == ["alpha-deals/a"]
+
+
 def test_a_corrupt_registry_is_damaged_not_busy(tmp_path: Path) -> None:
     reg = registry(tmp_path)
     reg.path.parent.mkdir(parents=True)
