@@ -255,7 +255,8 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
     """Whether a shard's last runs saw what is there now: its files fingerprint as its last
     ``source_manifest`` recorded, the configuration is older than that scan, no source of it
     was withdrawn since, its warehouse files are there, and every profile's ``index_rows`` of
-    the shard was materialized after it, into the profile's live generation."""
+    the shard was materialized after it, into the profile's live generation, whose table is
+    there."""
     config = home.config
     ingest = _latest(instance, "source_manifest", part.partition)
     if ingest is None or ingest.asset_materialization is None:
@@ -284,6 +285,10 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
         live = home.registry.live_generation(profile)
         written = rows.asset_materialization.metadata.get("generation")
         if live is None or str(getattr(written, "value", "")) != live.id:
+            return False
+        # a table dropped since (``corpus doctor --repair`` drops a damaged one) is rebuilt
+        # under the same generation id, and holds none of the shard's rows until it runs
+        if not home.store.exists(live):
             return False
     return True
 
