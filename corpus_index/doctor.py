@@ -33,6 +33,7 @@ from corpus_index.config import Settings
 from corpus_index.errors import ConfigError, DamagedStateError, StoreUnreachableError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
+from corpus_index.homelock import home_lock_of
 from corpus_index.identities import IDENTITY_SCHEMA
 from corpus_index.identity_resume import PASS_COLUMNS_LATER, PASS_SCHEMA
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
@@ -299,8 +300,17 @@ def _partition_problem(path: Location, expected: set[str]) -> str | None:
 def repair(settings: Settings, findings: list[Finding]) -> list[str]:
     """Rebuild what ``findings`` name (see the module doc); returns what was done, one line each.
 
-    Generation tables and partitions are rebuilt by the next sync, not here.
+    Generation tables and partitions are rebuilt by the next sync, not here. It holds the
+    home's lock, so it never removes what a sync or a run in flight is writing.
+
+    Raises:
+        HomeBusyError: a sync, a promotion or a run holds the home.
     """
+    with home_lock_of(settings, "doctor --repair"):
+        return _repair(settings, findings)
+
+
+def _repair(settings: Settings, findings: list[Finding]) -> list[str]:
     done: list[str] = []
     registry = open_registry(settings)
     for f in findings:

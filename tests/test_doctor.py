@@ -26,6 +26,7 @@ from corpus_index.errors import (
 from corpus_index.home import Home
 from corpus_index.registry import Registry
 from tests.corpusgen import write_home
+from tests.support.lockholder import hold
 
 DELETED = "alpha-deals/deal-alpha-000"
 QUERY = ["anchor tenant lease", "--tenant", "beta", "--group", "beta-team", "--json"]
@@ -88,6 +89,26 @@ def test_a_truncated_warehouse_partition_is_named_found_and_rebuilt(home: Settin
 
     (finding,) = doctor_findings(home)
     assert finding["kind"] == "warehouse" and finding["path"] == str(path)
+    assert_repaired(home)
+
+
+def test_repair_waits_for_no_sync_and_removes_nothing_while_one_runs(home: Settings) -> None:
+    """A sync in flight writes the partitions and tables repair would remove: `corpus doctor
+    --repair` is refused as busy (exit 75), naming the holder; `corpus doctor` still looks."""
+    path = home.warehouse / "embedding_inputs" / "beta-deals.parquet"
+    path.write_bytes(path.read_bytes()[:300])
+    sync = hold(home.home, 60)
+    try:
+        refused = corpus(home, "doctor", "--repair")
+        assert refused.exit_code == 75, refused.output
+        assert f"pid {sync.pid} (sync)" in refused.output and "Traceback" not in refused.output
+        assert (
+            path.is_file() and (home.warehouse / "parsed_blocks" / "beta-deals.parquet").is_file()
+        )
+        assert doctor_findings(home)[0]["path"] == str(path)
+    finally:
+        sync.kill()
+        sync.wait()
     assert_repaired(home)
 
 

@@ -183,12 +183,21 @@ def generations(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
-    """Check the home: warehouse partitions, generation and cache tables, the registry."""
+    """Check the home: warehouse partitions, generation and cache tables, the registry.
+
+    --repair holds the home's lock (as a sync does): while a sync or a run holds it, it exits
+    with code 75 (busy), naming the holder, and changes nothing.
+    """
     from corpus_index import doctor as doctor_
+    from corpus_index.homelock import home_lock_of
 
     settings = settings_of(ctx)
-    findings = doctor_.check(settings)
-    done = doctor_.repair(settings, findings) if repair and findings else []
+    if repair:
+        with home_lock_of(settings, "doctor --repair"):
+            findings = doctor_.check(settings)
+            done = doctor_.repair(settings, findings) if findings else []
+    else:
+        findings, done = doctor_.check(settings), []
     if as_json:
         emit_json({"findings": [f.to_json() for f in findings], "repaired": done})
     else:
