@@ -53,17 +53,27 @@ def alerts_path(home: Path) -> Path:
 
 
 def _lines(home: Path) -> list[dict[str, Any]]:
+    """The file's records: each line that is an object with a string ``run_id``. A line torn
+    by a crash mid-write, or damaged (bytes that are not UTF-8, a value that is no record),
+    is skipped, so it neither hides the alerts beside it nor stops the next being recorded."""
     try:
-        text = alerts_path(home).read_text(encoding="utf-8")
+        text = alerts_path(home).read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return []
     out = []
     for line in text.splitlines():
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line torn by a crash mid-write
+            record = json.loads(line)
+        except json.JSONDecodeError:
             continue
+        if isinstance(record, dict) and isinstance(record.get("run_id"), str):
+            out.append(record)
     return out
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """The strings of a record's list field (none where it holds no list)."""
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 def _append(home: Path, record: dict[str, Any]) -> None:
@@ -97,12 +107,12 @@ def alerts(home: Path, *, unacknowledged: bool = True) -> list[Alert]:
             continue
         out.append(
             Alert(
-                run_id=str(r["run_id"]),
+                run_id=r["run_id"],
                 job=str(r.get("job", "")),
                 failed_at=str(r.get("failed_at", "")),
                 partition=str(r.get("partition", "")),
-                failed_steps=tuple(r.get("failed_steps", ())),
-                failed_checks=tuple(r.get("failed_checks", ())),
+                failed_steps=_strings(r.get("failed_steps")),
+                failed_checks=_strings(r.get("failed_checks")),
                 error=str(r.get("error", "")),
             )
         )
