@@ -130,7 +130,8 @@ def home_lock(
     Waits up to ``wait_s`` seconds for another holder to finish (0: fail at once). A thread
     that holds the lock already holds it again at once (the holder named in the file stays
     the outer one), except alone while it holds it shared (HomeHeldSharedError). ``shared``: beside other shared holders (runs whose steps lock what they
-    write), never beside an exclusive one; a shared holder leaves the file's holder line alone.
+    write), never beside an exclusive one; a shared holder names no holder in the file (it
+    empties it of the line a killed exclusive holder left).
 
     Waiting to hold it alone keeps new shared holders out meanwhile: the exclusive waiter
     holds a gate (``corpus.lock.gate``) that each shared holder passes on its way in, so a
@@ -422,8 +423,8 @@ def _flock(
                 if time.monotonic() >= deadline:
                     raise _busy(home, purpose, wait_s, path=path, what=what) from None
                 time.sleep(POLL_S)
+        os.ftruncate(fd, 0)  # shared: a line left there is a killed holder's
         if not shared:
-            os.ftruncate(fd, 0)
             os.write(fd, f"pid {os.getpid()} ({purpose})\n".encode())
         try:
             yield

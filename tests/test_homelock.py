@@ -60,6 +60,25 @@ def test_a_killed_holder_never_leaves_the_home_locked(tmp_path: Path) -> None:
         assert holder(tmp_path) == f"pid {os.getpid()} (sync)"
 
 
+def test_a_killed_holder_is_not_named_as_the_holder_of_a_home_runs_share(tmp_path: Path) -> None:
+    """A killed sync leaves its line in the lock file; a run that shares the home next holds
+    it, and the busy message must not send the operator after the dead sync's PID."""
+    dead = hold(tmp_path, 30)
+    dead.send_signal(signal.SIGKILL)
+    dead.wait()
+    assert holder(tmp_path) == f"pid {dead.pid} (sync)"
+    run = hold(tmp_path, 30, "run a", shared=True)
+    try:
+        assert holder(tmp_path) == ""
+        with pytest.raises(HomeBusyError) as info, home_lock(tmp_path, "sync"):
+            pass
+        assert f"pid {dead.pid}" not in str(info.value)
+        assert "a run sharing the home" in str(info.value)
+    finally:
+        run.kill()
+        run.wait()
+
+
 def test_waiting_takes_the_lock_once_the_holder_is_done(tmp_path: Path) -> None:
     proc = hold(tmp_path, 1.0)
     t0 = time.monotonic()
