@@ -449,6 +449,47 @@ def test_email_loses_quotes_and_signature_and_mentions_cc(tmp_path: Path) -> Non
     assert message_of(block).mentions == ("sarah@riverside.org", "jane@riverside.org")
 
 
+REPLY = "Hi Sarah,\n\nConfirmed, the van is booked for the 24th.\n\nMike"
+QUOTED = "Can someone book the van?\nThe brakes were fixed on Friday."
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        # Outlook desktop: a rule, then the earlier message's headers
+        "________________________________\n"
+        "From: Sarah Jones <sarah@riverside.org>\n"
+        "Sent: Tuesday, 9 December 2025 10:00 AM\n"
+        "To: Mike Chen <mike@riverside.org>\n"
+        "Cc: Jane Lee <jane@riverside.org>\n"
+        "Subject: Van for Christmas\n",
+        # Outlook with an Original Message line, and Outlook for Mac's Date:
+        "-----Original Message-----\n"
+        "From: Sarah Jones [mailto:sarah@riverside.org]\n"
+        "Sent: Tuesday, December 9, 2025 10:00 AM\n"
+        "To: Mike Chen\n"
+        "Subject: Van for Christmas\n",
+        "From: Sarah Jones <sarah@riverside.org>\n"
+        "Date: Tuesday, 9 December 2025 at 10:00\n"
+        "To: Mike Chen <mike@riverside.org>, Jane Lee <jane@riverside.org>,\n"
+        "    Amir Haddad <amir@riverside.org>\n"
+        "Subject: RE: Van for Christmas\n",
+        # Gmail wrapping a long attribution line
+        "On Tue, 9 Dec 2025 at 10:00, Sarah Jones <sarah@riverside.org>\nwrote:\n",
+        "On Tue, Dec 9, 2025 at 10:00 AM Sarah Jones <\nsarah@riverside.org> wrote:\n",
+        "On Tue, Dec 9, 2025 at 10:00 AM Sarah Jones, Riverside Support\n"
+        "Coordinator <\nsarah@riverside.org> wrote:\n",
+    ],
+)
+def test_email_loses_an_outlook_or_wrapped_reply_header_and_what_it_quotes(
+    tmp_path: Path, header: str
+) -> None:
+    for quoted in (QUOTED, "\n".join(f"> {line}" for line in QUOTED.splitlines())):
+        text = f"{REPLY}\n\n{header}\n{quoted}"
+        rec = record("e1", source="email_thread", channel=None, subject="RE: Van", text=text)
+        assert one(collection(tmp_path), rec).content["text"] == REPLY
+
+
 def test_config_overrides_a_profile_field_by_field(tmp_path: Path) -> None:
     coll = collection(tmp_path, processing={"email_thread": {"strip_signature": False}})
     rec = record("e1", source="email_thread", cc=["Jane"], text=EMAIL)
@@ -535,6 +576,9 @@ def test_signature_and_quote_helpers_leave_plain_text_alone() -> None:
     assert message_profiles.strip_quotes(plain) == plain
     assert message_profiles.strip_signature(plain) == plain
     assert message_profiles.strip_signature("Body\n-- \nSarah\n0400 000 000") == "Body"
+    # a reply's own lines that only look like headers
+    own = "From: the roster team\nTo: all staff\n\nOn Friday 12 Dec I'll drive, as Mike\nsaid."
+    assert message_profiles.strip_quotes(own) == own
 
 
 # -- the irc layout ----------------------------------------------------------------------------

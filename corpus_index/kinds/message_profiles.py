@@ -32,7 +32,9 @@ class ProcessingProfile:
 
     name: str
     structure: str = "message"  # message | turns (speaker turns) | sections (headed parts)
-    strip_quotes: bool = False  # drop quoted replies (``> ...``, ``On ... wrote:`` and below)
+    # drop quoted replies (``> ...``; an ``On ... wrote:`` or Outlook ``From:``/``Sent:`` header
+    # and below)
+    strip_quotes: bool = False
     strip_signature: bool = False  # drop a signature (``--`` or a sign-off and what follows)
     cc_as_mentioned: bool = False  # CC'd people join the unit's mentions
     action_items: bool = False  # pick out action items (``Action: ...``, ``I'll ...``)
@@ -92,6 +94,10 @@ _QUOTE_HEADER = re.compile(
     r"^\s*(?:On .{1,200} wrote:|-{2,}\s*Original Message\s*-{2,}|-{2,}\s*Forwarded message\s*-{2,})\s*$",
     re.IGNORECASE,
 )
+_WRAPPED_LINES = 3  # a client wraps a long ``On <date>, <name> <address> wrote:`` this far
+_HEADER_FIELD = re.compile(r"^\s*\*?(from|sent|date|to|cc|subject)\s*:\*?(?:\s|$)", re.IGNORECASE)
+_HEADER_LINES = 8  # an Outlook ``From:``/``Sent:``/``To:``/``Subject:`` block, wrapped lines too
+_RULE = re.compile(r"^\s*(?:_{8,}|-{8,})\s*$")  # the line Outlook sets above that block
 _SIGN_OFF = re.compile(
     r"^\s*(?:regards|kind regards|best regards|warm regards|many thanks|thanks|thank you|"
     r"cheers|best|sincerely|yours sincerely|sent from my \w+.*)[,.!]?\s*$",
@@ -100,12 +106,41 @@ _SIGN_OFF = re.compile(
 _SIGNATURE_LINES = 6  # a sign-off this close to the end starts the signature
 
 
+def _starts_quote(lines: list[str], i: int) -> bool:
+    """Whether the quoted earlier message starts at ``lines[i]``: an ``On ... wrote:`` line
+    (or one wrapped over up to three lines), an ``Original Message`` line, or an Outlook
+    header block (``From:`` then ``Sent:`` or ``Date:``, and ``To:`` or ``Subject:``)."""
+    if _QUOTE_HEADER.match(lines[i]):
+        return True
+    head = lines[i : i + _WRAPPED_LINES]
+    for n in range(2, len(head) + 1):
+        if not head[n - 1].strip():
+            break
+        joined = " ".join(line.strip() for line in head[:n])
+        if _QUOTE_HEADER.match(joined) and any(c.isdigit() for c in joined):  # a date in it
+            return True
+    first = _HEADER_FIELD.match(lines[i])
+    if first is None or first[1].lower() != "from":
+        return False
+    fields = set()
+    for line in lines[i : i + _HEADER_LINES]:
+        if not line.strip():
+            break
+        if field := _HEADER_FIELD.match(line):
+            fields.add(field[1].lower())
+    return bool(fields & {"sent", "date"}) and bool(fields & {"to", "subject"})
+
+
 def strip_quotes(text: str) -> str:
     """``text`` without quoted replies: lines starting with ``>``, and everything from an
-    ``On ... wrote:`` or ``Original Message`` header down."""
+    ``On ... wrote:`` (one line or wrapped), ``Original Message`` or Outlook
+    ``From:``/``Sent:``/``To:``/``Subject:`` header down, with the rule set above it."""
+    lines = text.splitlines()
     kept: list[str] = []
-    for line in text.splitlines():
-        if _QUOTE_HEADER.match(line):
+    for i, line in enumerate(lines):
+        if _starts_quote(lines, i):
+            while kept and (not kept[-1].strip() or _RULE.match(kept[-1])):
+                kept.pop()
             break
         if not line.lstrip().startswith(">"):
             kept.append(line)
