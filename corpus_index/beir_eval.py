@@ -124,6 +124,9 @@ def eval_settings(settings: Settings, dataset: Dataset, profile: str) -> Setting
                 "acl_groups": [EVAL_GROUP],
                 "tier": "public",
                 "namespace": namespace,
+                # the folder was named on the command line: its corpus.jsonl may be a link
+                # to where the dataset was downloaded
+                "follow_symlinks_outside_root": True,
             }
         },
         "profiles": {profile: prof},

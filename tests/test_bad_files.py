@@ -67,6 +67,17 @@ def ingest(coll: CollectionConfig) -> ParseResult:
     return parse_collection(coll, manifest, None, None)
 
 
+def ingest_traced(coll: CollectionConfig) -> tuple[ParseResult, int]:
+    """:func:`ingest`, and the most memory it held at once."""
+    tracemalloc.start()
+    try:
+        result = ingest(coll)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
+
+
 def parsed_ids(result: ParseResult) -> set[str]:
     return set(result.blocks["doc_id"].to_pylist())
 
@@ -207,6 +218,49 @@ def test_a_deeply_nested_json_record_is_quarantined(tmp_path: Path) -> None:
     assert "corpus.jsonl" in errors["line-2"] and "nesting" in errors["line-2"]
 
 
+def test_a_beir_corpus_symlinked_out_of_the_root_is_quarantined_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "corpus.jsonl").write_text(json.dumps({"_id": "secret", "text": "x"}) + "\n")
+    root = tmp_path / "beir"
+    root.mkdir()
+    os.symlink(outside / "corpus.jsonl", root / "corpus.jsonl")
+    coll = CollectionConfig(name="ev", kind="beir", path=root, tenant="t", acl_groups=("g",))
+    result = ingest(coll)
+    assert parsed_ids(result) == set()
+    errors = quarantined(result)
+    assert list(errors) == ["corpus.jsonl"]
+    assert "points outside the collection root" in errors["corpus.jsonl"]
+    allowed = replace(coll, follow_symlinks_outside_root=True)
+    assert parsed_ids(ingest(allowed)) == {"secret"}
+
+
+def test_a_beir_line_over_the_limit_is_quarantined_unread_the_rest_indexed(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "beir"
+    root.mkdir()
+    huge = json.dumps({"_id": "huge", "text": "x" * 30_000_000})
+    lines = [json.dumps({"_id": f"d{i}", "text": f"passage {i}"}) for i in range(3)]
+    (root / "corpus.jsonl").write_text("\n".join([lines[0], huge, *lines[1:]]) + "\n")
+    # the corpus is far larger than the limit: the limit holds for each record, not the file
+    coll = CollectionConfig(
+        name="ev",
+        kind="beir",
+        path=root,
+        tenant="t",
+        acl_groups=("g",),
+        limits=Limits(max_document_bytes=1_000_000),
+    )
+    result, peak = ingest_traced(coll)
+    assert peak < 12_000_000  # the 30 MB line was never held whole
+    assert parsed_ids(result) == {"d0", "d1", "d2"}
+    errors = quarantined(result)
+    assert list(errors) == ["line-2"]
+    assert f"corpus.jsonl:2: record is {len(huge)} bytes" in errors["line-2"]
+    assert "max_document_bytes = 1000000" in errors["line-2"]
+
+
 def alias_bomb(levels: int = 9) -> str:
     """The classic "billion laughs": 10**levels strings from a few KB of YAML."""
     lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
@@ -223,12 +277,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
     bomb = alias_bomb()
     assert len(bomb) < 5000
     (root / "laughs.uw.md").write_text(deal_with_block(bomb), encoding="utf-8")
-    tracemalloc.start()
-    try:
-        result = ingest(coll)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, peak = ingest_traced(coll)
     assert parsed_ids(result) == set(ids)
     errors = quarantined(result)
     assert list(errors) == ["laughs"]

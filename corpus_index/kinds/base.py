@@ -14,7 +14,7 @@ import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import pyarrow as pa
 
@@ -437,16 +437,17 @@ _SPECIAL = {
 }
 
 
-def checked_stat(collection: CollectionConfig, path: str) -> os.stat_result:
+def checked_stat(collection: CollectionConfig, path: str, *, sized: bool = True) -> os.stat_result:
     """``stat`` of a document that may be read: inside the collection root (unless the
-    collection follows symlinks out of it), a regular file, and within the size limit.
+    collection follows symlinks out of it), a regular file, and (``sized``) within the size
+    limit.
 
     Raises:
         UnreadableDocumentError: a symlink out of the root, or not a regular file.
         LimitExceededError: the file is larger than ``limits.max_document_bytes``.
         OSError: the file cannot be stat'ed (FileNotFoundError when it is gone; a symlink loop).
     """
-    return StatCheck(collection)(path)
+    return StatCheck(collection)(path, sized=sized)
 
 
 class StatCheck:
@@ -464,8 +465,8 @@ class StatCheck:
         self._root: str | None = None
         self._folders: dict[str, str] = {}
 
-    def __call__(self, path: str) -> os.stat_result:
-        """``checked_stat(collection, path)``; raises what it raises."""
+    def __call__(self, path: str, *, sized: bool = True) -> os.stat_result:
+        """``checked_stat(collection, path, sized=sized)``; raises what it raises."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -493,7 +494,8 @@ class StatCheck:
                     "follow_symlinks_outside_root: true",
                 )
         _check_regular(path, st)
-        _check_size(self.collection, path, st.st_size)
+        if sized:
+            _check_size(self.collection, path, st.st_size)
         return st
 
     def _real_path(self, path: str, *, link: bool) -> str:
@@ -524,18 +526,32 @@ def _check_size(collection: CollectionConfig, path: str, size: int) -> None:
         )
 
 
-def read_file(collection: CollectionConfig, path: str) -> tuple[bytes, os.stat_result]:
-    """The bytes of a document that passes :func:`checked_stat`, and its ``stat``.
+def open_checked(
+    collection: CollectionConfig, path: str, *, sized: bool = True
+) -> tuple[BinaryIO, os.stat_result]:
+    """A document that passes :func:`checked_stat`, open for reading, and its ``stat``.
 
     The file is opened without blocking and checked again once open, so a file swapped for a
-    FIFO or grown past the limit after the check is still refused.
+    FIFO (or, ``sized``, grown past the limit) after the check is still refused.
     """
-    checked_stat(collection, path)
+    checked_stat(collection, path, sized=sized)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
+    fh = os.fdopen(fd, "rb")
+    try:
         st = os.fstat(fh.fileno())
         _check_regular(path, st)
-        _check_size(collection, path, st.st_size)
+        if sized:
+            _check_size(collection, path, st.st_size)
+    except BaseException:
+        fh.close()
+        raise
+    return fh, st
+
+
+def read_file(collection: CollectionConfig, path: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a document that passes :func:`checked_stat`, and its ``stat``."""
+    fh, st = open_checked(collection, path)
+    with fh:
         raw = fh.read(collection.limits.max_document_bytes + 1)  # it may grow meanwhile
     _check_size(collection, path, len(raw))
     return raw, st

@@ -6,11 +6,19 @@ from __future__ import annotations
 import json
 import reprlib
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
-from corpus_index.kinds.base import KindDefaults, json_depth, new_block, record_id
+from corpus_index.kinds.base import (
+    KindDefaults,
+    json_depth,
+    new_block,
+    open_checked,
+    record_id,
+    unreadable,
+)
 from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
@@ -19,57 +27,82 @@ if TYPE_CHECKING:
 BLOCK_KEY = "passage/0"
 SOURCE_TYPE = "passage"
 CORPUS_FILE = "corpus.jsonl"
+_SKIP_BYTES = 1 << 20  # a line over the limit is passed over this many bytes at a time
 
 
-def read_documents(root: Path) -> Iterator[SourceDoc]:
+def read_documents(collection: CollectionConfig) -> Iterator[SourceDoc]:
     """One document per line of ``corpus.jsonl``; ``doc_id`` is its ``_id`` (a record without
-    a valid one, see :func:`~corpus_index.kinds.base.record_id`, is ``line-<n>``)."""
-    for doc, _ in _records(root):
+    a valid one, see :func:`~corpus_index.kinds.base.record_id`, or a line over
+    ``limits.max_document_bytes``, is ``line-<n>``). A file that may not be read (a symlink out
+    of the root, a FIFO) is one document, ``corpus.jsonl``, with the reason."""
+    for doc, _ in _records(collection):
         yield doc
 
 
-def load_documents(root: Path, doc_ids: Iterable[str]) -> Iterator[SourceDoc]:
+def load_documents(collection: CollectionConfig, doc_ids: Iterable[str]) -> Iterator[SourceDoc]:
     """The records of ``doc_ids``, in doc_id order (a repeated id in file order).
 
     The file is read twice: once for where each wanted record starts, then once in doc_id
-    order, seeking to each, so no more than one record is held at a time.
+    order, seeking to each, so no more than one record is held at a time. One that could not
+    be read (its line over the limit, or the file) comes with the reason, as the scan had it.
     """
     wanted = set(doc_ids)
-    where: dict[str, list[tuple[int, int]]] = {}  # doc_id -> [(offset, line)]
-    for doc, offset in _records(root, keep_raw=False):
+    where: dict[str, list[tuple[int, SourceDoc]]] = {}  # doc_id -> [(offset, doc)]
+    for doc, offset in _records(collection, keep_raw=False):
         if doc.doc_id in wanted:
-            where.setdefault(doc.doc_id, []).append((offset, doc.line or 0))
-    if not where:
+            where.setdefault(doc.doc_id, []).append((offset, doc))
+    found = [place for doc_id in sorted(where) for place in where[doc_id]]
+    if all(doc.error is not None for _, doc in found):  # none to read again (or the file)
+        yield from (doc for _, doc in found)
         return
-    path = _corpus_file(root)
-    mtime = path.stat().st_mtime
-    with path.open("rb") as fh:
-        for doc_id in sorted(where):
-            for offset, line in where[doc_id]:
+    fh, _ = open_checked(collection, str(_corpus_file(collection.path)), sized=False)
+    with fh:
+        for offset, doc in found:
+            if doc.error is None:
                 fh.seek(offset)
-                raw = fh.readline().rstrip(b"\r\n")
-                yield SourceDoc(
-                    doc_id=doc_id, path=str(path), raw=raw, size=len(raw), mtime=mtime, line=line
-                )
+                doc = replace(doc, raw=fh.readline(doc.size + 2).rstrip(b"\r\n"))
+            yield doc
 
 
 def _corpus_file(root: Path) -> Path:
     path = root / CORPUS_FILE
-    if not path.is_file():
+    if not path.exists():  # a FIFO or a folder there is refused by name when read
         raise FileNotFoundError(f"{path}: a beir collection needs corpus.jsonl")
     return path
 
 
-def _records(root: Path, *, keep_raw: bool = True) -> Iterator[tuple[SourceDoc, int]]:
+def _records(
+    collection: CollectionConfig, *, keep_raw: bool = True
+) -> Iterator[tuple[SourceDoc, int]]:
     """Each non-blank line's document and the byte offset it starts at; without ``keep_raw``
-    the documents carry no bytes (their ``size`` still counts them)."""
-    path = _corpus_file(root)
-    mtime = path.stat().st_mtime
+    the documents carry no bytes (their ``size`` still counts them).
+
+    The file passes the collection's root and special-file checks, not its size limit (a corpus
+    is large), and is read a line at a time, each only up to ``limits.max_document_bytes``.
+    """
+    path = str(_corpus_file(collection.path))
+    try:
+        fh, st = open_checked(collection, path, sized=False)
+    except FileNotFoundError:
+        raise
+    except (OSError, ParseError) as exc:
+        yield unreadable(CORPUS_FILE, path, exc), 0
+        return
+    limit = collection.limits.max_document_bytes
     offset = 0
-    with path.open("rb") as fh:
-        for n, line in enumerate(fh, start=1):
-            start, offset = offset, offset + len(line)
-            raw = line.rstrip(b"\r\n")
+    with fh:
+        for n, (raw, taken, size) in enumerate(_lines(fh, limit), start=1):
+            start, offset = offset, offset + taken
+            if raw is None:
+                over = LimitExceededError(
+                    path,
+                    f"record is {size} bytes, over limits.max_document_bytes = {limit}; split "
+                    "it or raise the limit in corpus.yaml",
+                    line=n,
+                )
+                doc = unreadable(f"line-{n}", path, over)
+                yield replace(doc, size=size, mtime=st.st_mtime, line=n), start
+                continue
             if not raw.strip():
                 continue
             try:
@@ -83,14 +116,28 @@ def _records(root: Path, *, keep_raw: bool = True) -> Iterator[tuple[SourceDoc, 
             yield (
                 SourceDoc(
                     doc_id=doc_id,
-                    path=str(path),
+                    path=path,
                     raw=raw if keep_raw else b"",
                     size=len(raw),
-                    mtime=mtime,
+                    mtime=st.st_mtime,
                     line=n,
                 ),
                 start,
             )
+
+
+def _lines(fh: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, int, int]]:
+    """Each line of ``fh`` without its end (None when longer than ``limits.max_document_bytes``,
+    the rest of it skipped unread into memory), the bytes it takes and its length."""
+    while line := fh.readline(limit + 3):  # room for the line end, and one byte more
+        taken = len(line)
+        raw = line.rstrip(b"\r\n")
+        if len(raw) <= limit:
+            yield raw, taken, len(raw)
+            continue
+        while not line.endswith(b"\n") and (line := fh.readline(_SKIP_BYTES)):
+            taken += len(line)
+        yield None, taken, taken - (len(line) - len(line.rstrip(b"\r\n")))
 
 
 def parse(collection: CollectionConfig, doc: SourceDoc, version: str) -> list[Block]:
@@ -162,7 +209,7 @@ class Beir(KindDefaults):
         self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
     ) -> Iterator[SourceDoc]:
         """See :func:`read_documents` (one file: ``owners`` has nothing to choose between)."""
-        return read_documents(collection.path)
+        return read_documents(collection)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """Refused: a record is found by reading its file (:meth:`load_documents`).
@@ -180,7 +227,7 @@ class Beir(KindDefaults):
         owners: Mapping[str, str] | None = None,
     ) -> Iterator[SourceDoc]:
         """See :func:`load_documents` (``owners``: as for :meth:`read_documents`)."""
-        return load_documents(collection.path, paths)
+        return load_documents(collection, paths)
 
     def fingerprint_files(self, collection: CollectionConfig) -> list[tuple[str, str]]:
         """``corpus.jsonl``, when it is there."""
