@@ -43,6 +43,10 @@ INDEX_ROW_CHECKS = INDEX_ROW_GATES + LINKED_GROUP_GATES[3:]
 GENERATION_CHECKS = GENERATION_GATES
 LINKED_GROUP_CHECKS = LINKED_GROUP_GATES[:3]
 PROGRESS_EVERY_S = 1.0  # a step's progress lines are logged at most this often (see PacedProgress)
+# quarantined documents a parsed_blocks run names in its log and its `quarantine` metadata; the
+# rest are counted (each log line is an event the run writes: a folder of broken files would
+# otherwise write one each on every run)
+QUARANTINE_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -187,11 +191,20 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     ) -> dg.MaterializeResult:
         """Parsed blocks of every live document of a collection, and the list of quarantined documents."""
         r = steps.parsed_blocks.run(corpus.open_home(), context.partition_key)
-        for row in r.quarantine.to_pylist():
+        fresh = r.new_quarantine
+        for row in fresh[:QUARANTINE_SHOWN]:
             context.log.warning(f"quarantined {row['source_id']}: {row['error']}")
-        quarantine_md = "\n".join(
-            f"- `{q['source_id']}`: {q['error']}" for q in r.quarantine.to_pylist()
-        )
+        if len(fresh) > QUARANTINE_SHOWN:
+            context.log.warning(f"quarantined {len(fresh) - QUARANTINE_SHOWN} more documents")
+        if earlier := r.quarantined - len(fresh):
+            context.log.warning(
+                f"{earlier} documents still quarantined from earlier runs "
+                "(see the `quarantine` metadata)"
+            )
+        quarantine = r.quarantine.slice(0, QUARANTINE_SHOWN).to_pylist()
+        quarantine_md = "\n".join(f"- `{q['source_id']}`: {q['error']}" for q in quarantine)
+        if r.quarantined > QUARANTINE_SHOWN:
+            quarantine_md += f"\n- ... and {r.quarantined - QUARANTINE_SHOWN} more"
         stale = [str(s["source_id"]) for s in r.stale]
         return dg.MaterializeResult(
             metadata={

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import dagster as dg
 import numpy as np
 
+from assets.graph import QUARANTINE_SHOWN
 from corpus_index import steps
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import Settings
@@ -138,6 +140,32 @@ def test_broken_yaml_is_quarantined_and_the_rest_indexed_without_loss(home: Sett
     r = g.ingest("alpha-deals")
     assert check_outcomes(r) == {"every_document_parses": True, **NOT_GROUPED}
     assert corpus.registry.stale_sources() == []
+
+
+def test_many_quarantined_documents_are_counted_not_each_logged_again(home: Settings) -> None:
+    """A folder of broken files: the run that quarantines them names a few in its log and
+    its ``quarantine`` metadata and counts the rest; a run that finds them as they were logs
+    one line for them all, not a warning each again."""
+    folder = home.config_path.parent / "sources" / "alpha"
+    for i in range(QUARANTINE_SHOWN + 30):
+        (folder / f"broken-{i:03d}.uw.md").write_text("---\nuw_version: [\n---\n")
+    g = Graph(home)
+    first = g.materialize(["source_manifest", "parsed_blocks"], "alpha-deals")
+    again = g.materialize(["source_manifest", "parsed_blocks"], "alpha-deals")
+    for run, named in ((first, QUARANTINE_SHOWN), (again, 0)):
+        assert run.success
+        md = metadata(run, "parsed_blocks")
+        assert md["quarantined"] == QUARANTINE_SHOWN + 30
+        shown = str(md["quarantine"]).splitlines()
+        assert len(shown) == QUARANTINE_SHOWN + 1 and shown[-1] == "- ... and 30 more"
+        warnings = [
+            e.user_message
+            for e in g.instance.all_logs(run.run_id)
+            if e.level == logging.WARNING and "quarantined" in e.user_message
+        ]
+        named_here = [w for w in warnings if w.startswith("quarantined alpha-deals/broken-")]
+        assert len(named_here) == named and len(warnings) == named + 1, warnings
+    assert f"{QUARANTINE_SHOWN + 30} documents still quarantined" in warnings[-1]
 
 
 def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
