@@ -14,6 +14,7 @@ from corpus_index.linked.groups import conversation_groups
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import group_id
 from corpus_index.linked.relink import Link, Relinker
+from corpus_index.plots import bar_chart
 from tests.streamgen import stream
 
 
@@ -164,3 +165,18 @@ def test_a_time_no_date_holds_leaves_its_label_blank_not_the_timeline_broken() -
 
 def test_no_links_no_timeline() -> None:
     assert timeline([], collection="c") is None
+
+
+def test_a_channel_named_with_dollar_signs_is_drawn_as_named() -> None:
+    """A channel named after an e-mail's subject may hold two ``$``: the picture draws the
+    name, never reading it as matplotlib's mathtext (which failed on this one)."""
+    channel = "email_thread/Re: $5 off_$10 orders"
+    links = [
+        Link(channel, i, f"f{i}", max(i - 1, 0), unit_id=f"u{i}", timestamp=1.7e9 + 60 * i)
+        for i in range(5)
+    ]
+    t = timeline(links, collection="c")
+    assert t is not None and t.channel == channel
+    assert picture(t, "c").startswith(b"\x89PNG")
+    chart = bar_chart({"Re: $5 off_$10 orders": {"ndcg@10": 0.5}}, ["ndcg@10"], title="$_$")
+    assert chart.startswith(b"\x89PNG")
