@@ -129,3 +129,28 @@ def test_search_page_in_a_browser(server: tuple[str, Settings]) -> None:
         page.wait_for_function(
             "document.querySelector('#problem').textContent.includes('not valid JSON')"
         )
+
+
+@pytest.mark.browser
+def test_a_failed_search_leaves_no_earlier_results_on_the_page(
+    server: tuple[str, Settings],
+) -> None:
+    """A search refused (here a key that expired between two searches) shows its problem
+    alone: the results of the search before it, and their "More results", are gone."""
+    url, _ = server
+    with browser_page(chromium()) as page:
+        page.goto(url)
+        page.fill("#api-key", ALPHA)
+        page.fill("#query", "roofs and boilers past their useful life")
+        page.fill("#k", "2")
+        page.click("button[type=submit]")
+        page.wait_for_selector(".hit")
+        assert page.locator(".hit").count() == 2 and page.locator("#more").is_visible()
+        page.fill("#api-key", "ck_page-expired")
+        page.fill("#query", "tenant concentration")
+        page.click("button[type=submit]")
+        page.wait_for_selector("#problem:not([hidden])")
+        assert "(401)" in page.inner_text("#problem")
+        assert page.locator(".hit").count() == 0 and page.locator("#more").is_hidden()
+        assert page.inner_text("#status") == ""
+        assert page.get_attribute("#status", "data-generation") is None

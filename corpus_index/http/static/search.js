@@ -30,6 +30,15 @@ function filters() {
   return Object.keys(f).length ? f : null;
 }
 
+// A new search's results replace the shown ones, so a search that fails leaves none of the
+// earlier search's results (nor its "More results") beside its problem
+function clearResults() {
+  $("results").replaceChildren();
+  $("more").hidden = true;
+  delete $("status").dataset.generation;
+  last = null;
+}
+
 function showProblem(text) {
   $("problem").textContent = text;
   $("problem").hidden = false;
@@ -102,6 +111,7 @@ function render(doc, append) {
 
 $("search-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
+  clearResults();
   let f;
   try {
     f = filters();
