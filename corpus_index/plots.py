@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -126,5 +127,8 @@ def save_png(png: bytes, path: Path) -> Path:
 
 
 def markdown_image(png: bytes, alt: str) -> str:
-    """A markdown image with the PNG inline, which the Dagster UI renders in metadata."""
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
+    """A markdown image with the PNG inline, which the Dagster UI renders in metadata. ``alt``
+    is escaped: a bracket in it (a channel's name) ended the image's text early, and the UI
+    showed the markdown, base64 and all, instead of the picture."""
+    escaped = re.sub(r"([\\\[\]])", r"\\\1", alt)
+    return f"![{escaped}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from markdown_it import MarkdownIt
 
 from corpus_index import conversation_timeline as ct
 from corpus_index.conversation_timeline import as_json, picture, strips, timeline
@@ -14,7 +15,7 @@ from corpus_index.linked.groups import conversation_groups
 from corpus_index.linked.messages import Message
 from corpus_index.linked.records import group_id
 from corpus_index.linked.relink import Link, Relinker
-from corpus_index.plots import bar_chart
+from corpus_index.plots import bar_chart, markdown_image
 from tests.streamgen import stream
 
 
@@ -180,3 +181,14 @@ def test_a_channel_named_with_dollar_signs_is_drawn_as_named() -> None:
     assert picture(t, "c").startswith(b"\x89PNG")
     chart = bar_chart({"Re: $5 off_$10 orders": {"ndcg@10": 0.5}}, ["ndcg@10"], title="$_$")
     assert chart.startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    "channel", ["email_thread/Re: leak] fixed", "email_thread/[EXT] Re: leak", "irc/#c\\]d"]
+)
+def test_the_pictures_markdown_is_an_image_whatever_the_channel_is_named(channel: str) -> None:
+    """The UI renders the ``picture`` metadata as CommonMark: a bracket or a backslash in the
+    channel's name (the alt text) must not turn the image into its base64 as text."""
+    html = MarkdownIt("commonmark").render(markdown_image(b"\x89PNG", f"{channel} conversations"))
+    assert html.startswith('<p><img src="data:image/png;base64,iVBORw=="')
+    assert f'alt="{channel} conversations"' in html
