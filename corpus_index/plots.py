@@ -19,7 +19,9 @@ def bar_chart(
     title: str,
     highlight: str | None = None,
 ) -> bytes:
-    """Grouped bars: one group per metric, one bar per series (e.g. per generation); PNG bytes."""
+    """Grouped bars: one group per metric, one bar per series (e.g. per generation); PNG bytes.
+    A metric a series lacks (an evaluation that did not measure it) or holds as NaN is no bar,
+    labelled ``n/a``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,16 +33,17 @@ def bar_chart(
     try:
         for i, name in enumerate(names):
             xs = [m + (i - (len(names) - 1) / 2) * width for m in range(len(metrics))]
-            ys = [float(series[name].get(metric, 0.0)) for metric in metrics]
+            ys = [float(series[name].get(metric, math.nan)) for metric in metrics]
             bars = ax.bar(
                 xs,
-                ys,
+                [0.0 if math.isnan(y) else y for y in ys],
                 width * 0.95,
                 label=_plain(name),
                 edgecolor="black" if name == highlight else None,
                 linewidth=1.5 if name == highlight else 0,
             )
-            ax.bar_label(bars, labels=[f"{y:.3f}" for y in ys], fontsize=7, padding=1)
+            labels = ["n/a" if math.isnan(y) else f"{y:.3f}" for y in ys]
+            ax.bar_label(bars, labels=labels, fontsize=7, padding=1)
         ax.set_xticks(range(len(metrics)), [_plain(m) for m in metrics])
         ax.set_ylim(0, 1.12)
         ax.set_title(_plain(title), fontsize=10)

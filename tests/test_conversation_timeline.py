@@ -4,6 +4,7 @@ the message it continues."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -192,3 +193,20 @@ def test_the_pictures_markdown_is_an_image_whatever_the_channel_is_named(channel
     html = MarkdownIt("commonmark").render(markdown_image(b"\x89PNG", f"{channel} conversations"))
     assert html.startswith('<p><img src="data:image/png;base64,iVBORw=="')
     assert f'alt="{channel} conversations"' in html
+
+
+def test_a_metric_an_evaluation_did_not_measure_is_not_drawn_as_a_zero() -> None:
+    """``corpus eval --k 1,10`` measures no recall@5: the evaluations' chart says n/a there
+    (as for a NaN), never a bar of 0.000 beside the measured ones."""
+    metrics = ["ndcg@10", "recall@5"]
+    measured = {"ndcg@10": 0.61, "recall@10": 0.7}
+    missing = bar_chart({"scifact hybrid g0001": measured}, metrics, title="retrieval evals")
+    nan = bar_chart(
+        {"scifact hybrid g0001": {**measured, "recall@5": math.nan}},
+        metrics,
+        title="retrieval evals",
+    )
+    zero = bar_chart(
+        {"scifact hybrid g0001": {**measured, "recall@5": 0.0}}, metrics, title="retrieval evals"
+    )
+    assert missing == nan != zero
