@@ -368,9 +368,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     ) -> dg.MaterializeResult:
         """Vectors for every embeddable input of a collection under one profile, cache first."""
         profile, collection = _profile_collection(context)
+        paced = PacedProgress(context.log.info)
 
         def progress(done: int, total: int) -> None:
-            context.log.info(f"embedded {done}/{total} new inputs for {profile}/{collection}")
+            paced(f"embedded {done}/{total} new inputs for {profile}/{collection}")
 
         try:
             r = steps.embeddings.run(
@@ -384,6 +385,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
             # transient (rate limits, 5xx, timeouts after the embedder's own retries): retry the
             # step later; permanent errors (bad request, wrong dimension) fail at once
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=30) from exc
+        finally:
+            paced.flush()  # how far it got, whether it finished or failed
         if not r.covered:
             return dg.MaterializeResult(
                 metadata={"skipped": f"profile {profile} does not cover collection {collection}"},

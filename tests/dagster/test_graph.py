@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 import dagster as dg
 import numpy as np
+import yaml
 
 from assets.graph import QUARANTINE_SHOWN
 from corpus_index import steps
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import Settings
 from corpus_index.home import Home
+from tests.corpusgen import deal_text, write_home
 from tests.dagster.harness import Graph, check_outcomes, materialized, metadata
 
 NOT_GROUPED = dict.fromkeys(
@@ -166,6 +169,41 @@ def test_many_quarantined_documents_are_counted_not_each_logged_again(home: Sett
         named_here = [w for w in warnings if w.startswith("quarantined alpha-deals/broken-")]
         assert len(named_here) == named and len(warnings) == named + 1, warnings
     assert f"{QUARANTINE_SHOWN + 30} documents still quarantined" in warnings[-1]
+
+
+def test_embedding_progress_is_paced_and_its_last_line_logged(tmp_path: Path) -> None:
+    """Each progress line is an event in the run's storage: the embeddings step logs one a
+    second at most, not one a batch (a backfill of 100k inputs in batches of 32 wrote ~3,000),
+    and always its last, with the step's whole count."""
+    config = write_home(tmp_path)
+    for i in range(300):  # each deal's own texts: some 900 inputs to embed, 29 batches
+        (tmp_path / "sources" / "alpha" / f"deal-many-{i:03d}.uw.md").write_text(
+            deal_text(
+                f"MANY-{i:03d}",
+                tenant="alpha",
+                acl=["alpha-uw"],
+                market=f"Rents grew {i} basis points last year.",
+                risk=f"Risk {i} of the deal.",
+            )
+        )
+    doc = yaml.safe_load(config.read_text())
+    doc["profiles"]["main"]["batch_size"] = 32
+    config.write_text(yaml.safe_dump(doc))
+    g = Graph(Settings(config_path=config, home=tmp_path / "home"))
+    assert g.ingest("alpha-deals").success
+    r = g.embed("main", "alpha-deals")
+    assert r.success
+    embedded = metadata(r, "embeddings")["embedded"]
+    assert embedded > 25 * 32
+    step = [e for e in g.instance.all_logs(r.run_id) if e.step_key == "embeddings"]
+    took = step[-1].timestamp - step[0].timestamp
+    lines = [
+        e.user_message
+        for e in step
+        if e.level == logging.INFO and e.user_message.startswith("embedded ")
+    ]
+    assert 1 <= len(lines) <= 1 + took, (len(lines), took)
+    assert lines[-1] == f"embedded {embedded}/{embedded} new inputs for main/alpha-deals"
 
 
 def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
