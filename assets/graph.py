@@ -47,6 +47,8 @@ PROGRESS_EVERY_S = 1.0  # a step's progress lines are logged at most this often 
 # rest are counted (each log line is an event the run writes: a folder of broken files would
 # otherwise write one each on every run)
 QUARANTINE_SHOWN = 20
+# refused sidecars an embeddings run names in its log, likewise; the rest are counted
+SIDECARS_REFUSED_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -392,8 +394,14 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 metadata={"skipped": f"profile {profile} does not cover collection {collection}"},
                 check_results=_skipped(EMBEDDING_CHECKS, "profile does not cover this collection"),
             )
-        for path, why in r.sidecars_refused.items():
+        refused = list(r.sidecars_refused.items())
+        for path, why in refused[:SIDECARS_REFUSED_SHOWN]:
             context.log.warning(f"sidecar {path} lent no vectors: {why}")
+        if len(refused) > SIDECARS_REFUSED_SHOWN:
+            context.log.warning(
+                f"{len(refused) - SIDECARS_REFUSED_SHOWN} more sidecars lent no vectors "
+                "(`sidecars_refused` counts them all)"
+            )
         hit_rate = r.cache_hits / r.inputs if r.inputs else 1.0
         return dg.MaterializeResult(
             metadata={

@@ -11,7 +11,7 @@ import dagster as dg
 import numpy as np
 import yaml
 
-from assets.graph import QUARANTINE_SHOWN
+from assets.graph import QUARANTINE_SHOWN, SIDECARS_REFUSED_SHOWN
 from corpus_index import steps
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import Settings
@@ -204,6 +204,27 @@ def test_embedding_progress_is_paced_and_its_last_line_logged(tmp_path: Path) ->
     ]
     assert 1 <= len(lines) <= 1 + took, (len(lines), took)
     assert lines[-1] == f"embedded {embedded}/{embedded} new inputs for main/alpha-deals"
+
+
+def test_many_refused_sidecars_are_counted_not_each_logged(tmp_path: Path) -> None:
+    """A folder whose documents carry sidecars that cannot be read: the embeddings run names
+    a few in its log and counts the rest, not a warning each (each is an event the run
+    writes), and embeds their blocks."""
+    many = SIDECARS_REFUSED_SHOWN + 5
+    config = write_home(tmp_path, deals_per_tenant=many)
+    for i in range(many):
+        folder = tmp_path / "sources" / "alpha"
+        (folder / f"deal-alpha-{i:03d}.embeddings.json").write_text("{not json")
+    g = Graph(Settings(config_path=config, home=tmp_path / "home"))
+    assert g.ingest("alpha-deals").success
+    r = g.embed("main", "alpha-deals")
+    assert r.success
+    md = metadata(r, "embeddings")
+    assert md["sidecars_refused"] == many and md["from_sidecars"] == 0
+    warnings = [e.user_message for e in g.instance.all_logs(r.run_id) if e.level == logging.WARNING]
+    named = [w for w in warnings if w.startswith("sidecar ") and "deal-alpha-" in w]
+    assert len(named) == SIDECARS_REFUSED_SHOWN, warnings
+    assert warnings[-1].startswith("5 more sidecars lent no vectors"), warnings
 
 
 def test_sidecars_are_written_and_schema_valid(home: Settings) -> None:
