@@ -154,3 +154,33 @@ def test_a_failed_search_leaves_no_earlier_results_on_the_page(
         assert page.locator(".hit").count() == 0 and page.locator("#more").is_hidden()
         assert page.inner_text("#status") == ""
         assert page.get_attribute("#status", "data-generation") is None
+
+
+@pytest.mark.browser
+def test_an_answer_that_is_not_json_is_shown_with_its_status(
+    server: tuple[str, Settings],
+) -> None:
+    """A proxy before the server answers the search with its own HTML page (a 502 while the
+    server restarts): the page says so, with the status, instead of "Searching…" forever."""
+    url, _ = server
+    with browser_page(chromium()) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.route(
+            "**/v1/namespaces/*/search",
+            lambda route: route.fulfill(
+                status=502,
+                content_type="text/html",
+                body="<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>",
+            ),
+        )
+        page.goto(url)
+        page.fill("#api-key", ALPHA)
+        page.fill("#query", "roofs and boilers past their useful life")
+        page.click("button[type=submit]")
+        page.wait_for_selector("#problem:not([hidden])", timeout=20_000)
+        problem = page.inner_text("#problem")
+        assert problem.startswith("The server's answer (502"), problem
+        assert "text/html" in problem and "not a search result" in problem, problem
+        assert page.inner_text("#status") == "" and page.locator(".hit").count() == 0
+        assert errors == [], errors

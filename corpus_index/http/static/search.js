@@ -62,7 +62,20 @@ async function run(body, append) {
     showProblem("The server could not be reached: " + e.message);
     return;
   }
-  const doc = await resp.json();
+  let doc;
+  try {
+    doc = await resp.json();
+  } catch {
+    // not the API's answer: a proxy's or gateway's own page (a 502's HTML, say)
+    $("status").textContent = "";
+    const status = resp.statusText ? `${resp.status} ${resp.statusText}` : `${resp.status}`;
+    const type = resp.headers.get("Content-Type") || "no content type";
+    showProblem(
+      `The server's answer (${status}, ${type}) is not a search result: ` +
+        "the server, or a proxy before it, may be down or restarting",
+    );
+    return;
+  }
   if (!resp.ok) {
     $("status").textContent = "";
     showProblem(`${doc.title || "Error"} (${resp.status}): ${doc.detail || ""}`);
