@@ -187,3 +187,17 @@ def test_promote_without_a_ready_generation_is_refused(home: Settings) -> None:
     assert "has no READY generation" in result.output
     rollback = CliRunner().invoke(main, [*base, "rollback"])
     assert rollback.exit_code == 1 and "no namespace has a previous generation" in rollback.output
+
+
+def test_an_output_path_that_cannot_be_written_is_named(home: Settings, tmp_path: Path) -> None:
+    """A path given to write to that cannot be written (here a file where its folder should
+    be) is bad input: exit 2, naming the path and why, not a traceback."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    base = ["--config", str(home.config_path), "--home", str(home.home)]
+    result = CliRunner().invoke(main, [*base, "openapi", str(blocked / "openapi.json")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        f"error: cannot write the OpenAPI document to {blocked / 'openapi.json'} ("
+    ), result.stderr
+    assert "Not a directory" in result.stderr

@@ -440,6 +440,25 @@ def test_sidecar_verify_marks_the_stale_entry_of_fixture_02(tmp_path: Path) -> N
     assert result.exit_code == 2 and "is for deal 'DEAL-OTHER'" in result.stderr
 
 
+def test_sidecar_verify_names_a_sidecar_it_cannot_mark(tmp_path: Path) -> None:
+    """--mark writes the sidecar over: one that cannot be written (a read-only folder; here,
+    as the tests may run as root, a name too long for its temporary sibling) is named with
+    why, exit 2, not a traceback; the sidecar is left as it was."""
+    shutil.copy(STALE / "deal.modified.uw.md", tmp_path / "deal.uw.md")
+    sidecar = tmp_path / f"{'d' * 230}.embeddings.json"
+    shutil.copy(STALE / "deal.embeddings.json", sidecar)
+    before = sidecar.read_bytes()
+    result = CliRunner().invoke(
+        main,
+        ["sidecar", "verify", str(tmp_path / "deal.uw.md"), "--sidecar", str(sidecar), "--mark"],
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: cannot write the stale marks to {sidecar} ("), (
+        result.stderr
+    )
+    assert "File name too long" in result.stderr and sidecar.read_bytes() == before
+
+
 @pytest.mark.parametrize("broken", ["deal-not-utf8", "sidecar-nested-too-deep"])
 def test_sidecar_verify_says_invalid_for_an_unreadable_file(tmp_path: Path, broken: str) -> None:
     """Exit 2 (invalid) with a message, not a traceback and exit 1 (which reads as stale)."""

@@ -8,13 +8,15 @@ Domain errors become one clean line on stderr and a meaningful exit code here, a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -78,6 +80,21 @@ def handle_errors(fn: F) -> F:
             sys.exit(EXIT_FAILED)
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def writing(path: Path, what: str) -> Iterator[None]:
+    """A write of ``what`` to a path the user gave: one that cannot be written (a folder not
+    writable, a file where a folder should be, a read-only disk) is bad input, named with why
+    (exit 2), not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.filename is not None and str(exc.filename) != str(path):
+            why = f"{exc.filename}: {why}"
+        click.echo(f"error: cannot write {what} to {path} ({why})", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 def session(ctx: click.Context) -> Session:

@@ -18,6 +18,7 @@ from corpus_index.cli.app import (
     main,
     runner_of,
     settings_of,
+    writing,
 )
 from corpus_index.errors import ConfigError, ParseError
 from corpus_index.grouping_eval import default_gold, evaluate_grouping
@@ -113,7 +114,8 @@ def eval_grouping(
     written = None
     if clusters_path is not None:
         written = from_index(report.conversations, first_index)
-        write_clusters(clusters_path, written)
+        with writing(clusters_path, "the conversations"):
+            write_clusters(clusters_path, written)
     if as_json:
         emit_json(
             {
@@ -221,7 +223,9 @@ def conversations(
         )
         raise SystemExit(EXIT_FAILED)
     if picture is not None:
-        save_png(timelines.picture(t, collection), picture)
+        png = timelines.picture(t, collection)
+        with writing(picture, "the picture"):
+            save_png(png, picture)
     if as_json:
         emit_json({"collection": collection, **timelines.as_json(t), "picture": str(picture or "")})
         return

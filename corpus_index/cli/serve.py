@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from corpus_index.cli.app import announce_model_loading, handle_errors, main, settings_of
+from corpus_index.cli.app import (
+    announce_model_loading,
+    handle_errors,
+    main,
+    settings_of,
+    writing,
+)
 
 
 @main.command()
@@ -119,4 +125,5 @@ def openapi(ctx: click.Context, path: Path | None) -> None:
     if path is None:
         click.echo(text, nl=False)
     else:
-        path.write_text(text, encoding="utf-8")
+        with writing(path, "the OpenAPI document"):
+            path.write_text(text, encoding="utf-8")

@@ -14,6 +14,7 @@ from corpus_index.cli.app import (
     handle_errors,
     main,
     settings_of,
+    writing,
 )
 from corpus_index.config import DEFAULT_SECTIONS
 from corpus_index.errors import ParseError, SidecarError
@@ -83,7 +84,8 @@ def verify(
         k for k, h in current.items() if k not in keys and (k.split("/", 1)[0], h) not in pins
     ]
     if mark:
-        write_sidecar(path, marked, validate=False)  # mark_stale validated it
+        with writing(path, "the stale marks"):
+            write_sidecar(path, marked, validate=False)  # mark_stale validated it
     report = {
         "file": str(file),
         "sidecar": str(path),

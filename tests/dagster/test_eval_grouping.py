@@ -73,6 +73,9 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     assert sorted(map(sorted, read_clusters(out))) == sorted(
         [ids(STEM, 5, 7), ids(STEM, 3, 6), ids(STEM, 4)]
     )
+    # a clusters file that cannot be written (a file where its folder should be): exit 2
+    code, _, output = corpus(home, str(split), "--write-clusters", str(out / "clusters.txt"))
+    assert code == 2 and f"error: cannot write the conversations to {out}/clusters.txt (" in output
     # by default the corpus's annotated part (index 1,000 on): this log is all context
     code, _, output = corpus(home, str(split), "--write-clusters", str(out))
     assert code == 0 and read_clusters(out) == []

@@ -240,6 +240,14 @@ def test_the_timeline_shows_the_christmas_thread_beside_the_others(built: Graph)
     assert text.exit_code == 0 and text.output.startswith(f"{channel} (wattle): ")
     (xmas_line,) = [x for x in text.output.splitlines() if x.startswith(f"9 messages · {gid[:12]}")]
     assert "o" in xmas_line.split("|")[1]
+    drawn = built.settings.home.parent / "xmas.png"
+    args = [*base, "conversations", "wattle-messages", "--channel", channel, "--picture"]
+    pictured = cli.invoke(main, [*args, str(drawn)])
+    assert pictured.exit_code == 0 and drawn.read_bytes().startswith(b"\x89PNG")
+    # a picture that cannot be written (a file where its folder should be) is named, exit 2
+    unwritable = cli.invoke(main, [*args, str(drawn / "xmas.png")])
+    assert unwritable.exit_code == 2, unwritable.output
+    assert f"error: cannot write the picture to {drawn / 'xmas.png'} (" in unwritable.output
     for bad, why in (
         (["nowhere-messages"], "no collection 'nowhere-messages'"),
         (["wattle-messages", "--channel", "#nowhere"], "'#nowhere' has no messages"),
