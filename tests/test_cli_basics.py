@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import click
@@ -13,6 +15,7 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 
 COMMANDS = sorted(main.commands)
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def missing_help(group: click.Group) -> list[str]:
@@ -201,3 +204,54 @@ def test_an_output_path_that_cannot_be_written_is_named(home: Settings, tmp_path
         f"error: cannot write the OpenAPI document to {blocked / 'openapi.json'} ("
     ), result.stderr
     assert "Not a directory" in result.stderr
+
+
+def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    """Every command under ``group`` that runs (its subgroups' commands), by its full name."""
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found |= leaf_commands(command, f"{prefix}{name} ")
+        else:
+            found[f"{prefix}{name}"] = command
+    return found
+
+
+def readme_usages() -> list[str]:
+    """The usage of each row of README's "Command reference", after ``corpus ``."""
+    section = README.read_text(encoding="utf-8").split("\n## Command reference\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    return re.findall(r"^\| `corpus ([^`]+)`", section, flags=re.MULTILINE)
+
+
+def test_readme_command_reference_shows_what_each_command_requires() -> None:
+    """Each command has a row in README's "Command reference"; each row shows its command's
+    required options and as many bare positional words as the command requires, and no option
+    the command does not have (a row that leaves one out gives a newcomer a command that stops
+    with 'Missing option')."""
+    commands = leaf_commands(main)
+    rows: dict[str, str] = {}
+    for usage in readme_usages():
+        name = next(
+            (n for n in sorted(commands, key=len, reverse=True) if f"{usage} ".startswith(f"{n} ")),
+            None,
+        )
+        assert name is not None, f"README names no command of the CLI: corpus {usage}"
+        rows[name] = usage[len(name) :]
+    assert sorted(set(commands) - set(rows)) == [], "commands without a README row"
+    for name, rest in rows.items():
+        params = commands[name].params
+        words = shlex.split(rest.replace("\\|", "|"))
+        shown = {w.strip("[]") for w in words if w.strip("[]").startswith("-")}
+        options = {o for p in params if isinstance(p, click.Option) for o in p.opts}
+        assert shown <= options, f"corpus {name}: README shows {shown - options}"
+        required = {p.opts[0] for p in params if isinstance(p, click.Option) and p.required}
+        bare, depth = set(), 0  # the options shown outside brackets
+        for w in words:
+            if depth == 0 and w.startswith("-"):
+                bare.add(w)
+            depth += w.count("[") - w.count("]")
+        assert required <= bare, f"corpus {name}: README leaves out {required - bare}"
+        leading = len(words[: next((i for i, w in enumerate(words) if w[0] in "[-"), len(words))])
+        wanted = sum(p.nargs for p in params if isinstance(p, click.Argument) and p.required)
+        assert leading == wanted, f"corpus {name}: README shows {leading} arguments, not {wanted}"
