@@ -328,6 +328,7 @@ def _repair(settings: Settings, findings: list[Finding]) -> list[str]:
             f"restored {counts['generations']} generations, {counts['pointers']} ACTIVE "
             f"pointers and {counts['tombstones']} tombstones from {registry.journal.path}"
         )
+        done += [f"skipped {registry.journal.path} {line}" for line in registry.journal.skipped()]
     warehouse = Warehouse(settings.warehouse)
     for f in findings:
         if f.kind == "warehouse" and Path(f.path).stem == "data":  # an unpartitioned asset

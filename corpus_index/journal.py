@@ -46,14 +46,31 @@ class Journal:
             os.fsync(f.fileno())
 
     def entries(self) -> Iterator[dict[str, Any]]:
-        """Every complete entry, oldest first (a torn last line, from a crash, is skipped)."""
+        """Every complete entry, oldest first (a line torn by a crash, or damaged, is skipped:
+        :meth:`skipped` names it)."""
+        for _, entry in self._read():
+            if isinstance(entry, dict):
+                yield entry
+
+    def skipped(self) -> list[str]:
+        """The lines :meth:`entries` skips, each as ``line N: why``."""
+        return [f"line {n}: {why}" for n, why in self._read() if isinstance(why, str)]
+
+    def _read(self) -> Iterator[tuple[int, dict[str, Any] | str]]:
+        """Each line's number and its entry, or why it is none."""
         if not self.path.is_file():
             return
-        with self.path.open(encoding="utf-8") as f:
-            for line in f:
+        with self.path.open("rb") as f:
+            for n, raw in enumerate(f, start=1):
                 try:
-                    entry = json.loads(line)
+                    entry = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    yield n, "bytes that are not UTF-8"
+                    continue
                 except json.JSONDecodeError:
+                    yield n, "torn or not JSON"
                     continue
                 if isinstance(entry, dict) and "op" in entry:
-                    yield entry
+                    yield n, entry
+                else:
+                    yield n, "no journal entry"

@@ -223,6 +223,25 @@ def test_a_deleted_registry_gets_its_pointer_and_tombstones_back(home: Settings)
     assert searched.exit_code == 0 and json.loads(searched.stdout)["hits"], searched.output
 
 
+def test_a_journal_line_that_is_not_utf8_is_skipped_and_named_by_repair(home: Settings) -> None:
+    """A damaged journal line (a disk error) neither stops `corpus doctor` nor hides the
+    pointer and tombstones recorded beside it."""
+    journal = home.home / "registry.journal.jsonl"
+    first, rest = journal.read_bytes().split(b"\n", 1)
+    journal.write_bytes(first + b"\n\xff\xfe garbage\n" + rest)
+    home.registry_path.unlink()
+    (finding,) = doctor_findings(home)
+    assert finding["kind"] == "registry"
+
+    repaired = corpus(home, "doctor", "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert f"skipped {journal} line 2: bytes that are not UTF-8" in repaired.output
+    registry = Registry(home.registry_path)
+    active = registry.active("deals")
+    assert active is not None and active.id == "g0001"
+    assert registry.tombstone(DELETED) is not None
+
+
 def test_a_damaged_cache_table_is_named_found_and_dropped(home: Settings) -> None:
     table = next((home.home / "lance").glob("cache__*.lance"))
     for data in (table / "data").iterdir():

@@ -83,6 +83,21 @@ def test_an_entry_after_a_torn_line_is_kept(place: Place, request: pytest.Fixtur
     assert [t["source_id"] for t in restored.tombstones()] == ["alpha-deals/a"]
 
 
+def test_a_journal_line_of_bytes_that_are_not_utf8_is_skipped_and_named(
+    place: Place, request: pytest.FixtureRequest
+) -> None:
+    """A damaged line (a disk error) neither stops the restore nor hides the lines beside it."""
+    reg = place.open()
+    reg.promote(ready(reg, SPEC))
+    with reg.journal.path.open("ab") as f:
+        f.write(b"\xff\xfe garbage\n")
+    reg.add_tombstones([stone("alpha-deals/a")])
+    damaged = len(reg.journal.path.read_bytes().splitlines()) - 1
+    assert reg.journal.skipped() == [f"line {damaged}: bytes that are not UTF-8"]
+    counts = restore_from_journal(lost(place, request))
+    assert counts == {"generations": 1, "pointers": 1, "tombstones": 1}
+
+
 def test_a_corrupt_registry_is_damaged_not_busy(tmp_path: Path) -> None:
     reg = registry(tmp_path)
     reg.path.parent.mkdir(parents=True)
