@@ -344,8 +344,12 @@ class Location:
                 with tmp.store_failures(), tmp.fs.open_output_stream(tmp.path) as out:
                     out.write(data)
             tmp.replace(self)
-        finally:
-            tmp.unlink(missing_ok=True)
+        except BaseException:
+            # the temporary file is removed where it can be; the write's own error is the one
+            # raised (a removal that fails too, as it does for a name too long, would hide it)
+            with contextlib.suppress(OSError, StoreUnreachableError):
+                tmp.unlink(missing_ok=True)
+            raise
 
     def write_text(self, text: str, encoding: str = "utf-8") -> None:
         self.write_bytes(text.encode(encoding))

@@ -60,6 +60,17 @@ def test_writes_replace_whole_files_and_leave_no_temp_behind(tmp_path: Path) -> 
     (root / "missing").unlink(missing_ok=True)
 
 
+def test_a_failed_write_raises_its_own_error_not_its_cleanups(tmp_path: Path) -> None:
+    """A name too long for the temporary file beside it fails the write, and the removal of that
+    temporary file fails too: the error raised is the write's (it was pyarrow's 'Cannot delete
+    file', which corpus sidecar verify --mark then gave as the reason)."""
+    target = Location.local(tmp_path / f"{'d' * 230}.embeddings.json")
+    with pytest.raises(OSError) as caught:
+        target.write_bytes(b"{}")
+    assert "Cannot delete" not in str(caught.value) and "name too long" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_listing_walks_globs_and_never_follows_links(tmp_path: Path) -> None:
     root = Location.local(tmp_path / "r")
     for name in ("x/one.parquet", "x/y/two.parquet", "z/two.parquet", "z/.t.tmp"):
