@@ -306,6 +306,41 @@ def test_401_names_the_key_variable() -> None:
     assert "OPENAI_API_KEY" in message
 
 
+def test_a_key_with_surrounding_whitespace_is_sent_without_it(server: FakeOpenAIServer) -> None:
+    emb = embedder(server, api_key="  sk-from-a-file\r\n")
+    assert emb.embed(TEXTS[:1]).shape == (1, 1536)
+    assert server.authorization == ["Bearer sk-from-a-file"]
+
+
+@pytest.mark.parametrize("key", ["sk-sec\nret", "sk-a\r\nX-Extra: 1", "sk-secr\u00e9t", "sk-\x00x"])
+def test_a_key_no_header_can_carry_is_refused_without_quoting_it(key: str) -> None:
+    with serve() as srv:
+        with pytest.raises(ConfigError) as info:
+            make_embedder(
+                "openai:text-embedding-3-small",
+                base_url=srv.base_url,
+                api_key_env="EMBEDDINGS_KEY",
+                environ={"EMBEDDINGS_KEY": key},
+            )
+        assert srv.requests == []
+    message = str(info.value)
+    assert "EMBEDDINGS_KEY" in message
+    assert "HTTP header" in message
+    assert "sk-" not in message
+
+
+def test_401_names_the_profiles_key_variable() -> None:
+    with serve(api_key="right") as srv:
+        emb = make_embedder(
+            "openai:text-embedding-3-small",
+            base_url=srv.base_url,
+            api_key_env="EMBEDDINGS_KEY",
+            environ={"EMBEDDINGS_KEY": "wrong"},
+        )
+        with pytest.raises(EmbedderError, match="401.*set EMBEDDINGS_KEY to a valid key"):
+            emb.embed(TEXTS)
+
+
 def test_server_error_for_empty_text_is_permanent(server: FakeOpenAIServer) -> None:
     with pytest.raises(EmbedderError, match="400"):
         embedder(server).embed(["fine", ""])

@@ -53,6 +53,7 @@ def make_embedder(
         backend_spec[7:],
         base_url=base_url,
         api_key=api_key,
+        api_key_env=api_key_env,
         dimensions=dimensions,
         batch_size=batch_size,
         max_batch_tokens=max_batch_tokens,

@@ -135,6 +135,7 @@ class OpenAIEmbedder:
         *,
         base_url: str | None,
         api_key: str,
+        api_key_env: str = "OPENAI_API_KEY",
         dimensions: int | None = None,
         batch_size: int = 64,
         max_batch_tokens: int = 8000,
@@ -148,7 +149,8 @@ class OpenAIEmbedder:
         Args:
             model: the model name the server knows, e.g. ``text-embedding-3-small``.
             base_url: the API root (``.../v1``); None means OpenAI's.
-            api_key: the bearer token.
+            api_key: the bearer token; whitespace around it (a key file's newline) is dropped.
+            api_key_env: the environment variable the key came from, named in errors.
             dimensions: shortened vectors (text-embedding-3 models); for other models, the
                 vector length the server is expected to return.
             batch_size: most inputs in one request.
@@ -164,8 +166,16 @@ class OpenAIEmbedder:
         """
         if not model:
             raise ConfigError("openai: needs a model name, e.g. openai:text-embedding-3-small")
-        if not api_key or not api_key.strip():
-            raise ConfigError(f"openai:{model}: the API key is empty; set OPENAI_API_KEY")
+        api_key = (api_key or "").strip()
+        if not api_key:
+            raise ConfigError(f"openai:{model}: the API key is empty; set {api_key_env}")
+        if not (api_key.isascii() and api_key.isprintable()):
+            # never the key itself: an HTTP client's error for it would quote it whole
+            raise ConfigError(
+                f"openai:{model}: the API key in {api_key_env} holds a character an HTTP "
+                "header cannot carry (a control character or a non-ASCII one); set it to the "
+                "key alone"
+            )
         if dimensions is not None:
             if dimensions < 1:
                 raise ConfigError(f"openai:{model}: dimensions must be >= 1 (got {dimensions})")
@@ -207,6 +217,7 @@ class OpenAIEmbedder:
         self.revision = model
         self.stats = EmbedStats()
         self._api_key = api_key
+        self._api_key_env = api_key_env
         self._dim: int | None = dimensions or KNOWN_DIMS.get(model)
         self._normalized: bool | None = _known_normalized(model)
         self._client: Any = None
@@ -361,10 +372,7 @@ class OpenAIEmbedder:
     def _permanent(self, status: int, message: str) -> EmbedderError:
         text = f"{self.backend_spec}: {self.base_url} answered HTTP {status}: {message}"
         if status == 401:
-            text += (
-                "; check the API key: set OPENAI_API_KEY (or the variable your profile's "
-                "api_key_env names) to a valid key for this server"
-            )
+            text += f"; check the API key: set {self._api_key_env} to a valid key for this server"
         elif status == 404:
             text += f"; check base_url and that the server serves the model {self.model!r}"
         return EmbedderError(text)
