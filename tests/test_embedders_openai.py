@@ -361,6 +361,47 @@ def test_nan_raises(server: FakeOpenAIServer) -> None:
     assert len(server.requests) == 1
 
 
+def _item(index: object, embedding: object) -> dict[str, object]:
+    return {"object": "embedding", "index": index, "embedding": embedding}
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"<html>gateway</html>", "not JSON"),
+        ({"data": {"index": 0}}, "not a list of embeddings"),
+        ({"data": [{"embedding": [0.6, 0.8]}]}, "no integer index"),
+        ({"data": [_item("0", [0.6, 0.8])]}, "no integer index"),
+        ({"data": [[0, [0.6, 0.8]]]}, "no integer index"),
+        ({"data": [_item(0, None)]}, "not a non-empty list of numbers"),
+        ({"data": [_item(0, [])]}, "not a non-empty list of numbers"),
+        ({"data": [_item(0, ["0.6", "0.8"])]}, "not a non-empty list of numbers"),
+        ({"data": [_item(0, [[0.6], [0.8]])]}, "not a non-empty list of numbers"),
+        ({"data": [_item(0, "abc")]}, "not valid base64"),
+        ({"data": [_item(0, "!!!!")]}, "not valid base64"),
+        ({"data": [_item(0, "")]}, "0 bytes of base64"),
+    ],
+)
+def test_a_malformed_response_fails_with_a_clear_error(body: object, words: str) -> None:
+    with serve(default_dim=2) as srv:
+        srv.script.append({"body": body})
+        emb = embedder(srv, "my-local-model")
+        with pytest.raises(EmbedderError, match=words):
+            emb.embed(["one input"])
+        assert (emb.stats.inputs, emb.stats.retries) == (0, 0)
+        # nothing was learned from it: the next answer sets the dimension
+        assert emb.embed(["one input"]).shape == (1, 2)
+        assert emb.dim == 2
+
+
+def test_usage_that_is_no_count_counts_no_tokens(server: FakeOpenAIServer) -> None:
+    vector = vector_for("x", 1536).tolist()
+    server.script.append({"body": {"data": [_item(0, vector)], "usage": {"total_tokens": "lots"}}})
+    emb = embedder(server)
+    np.testing.assert_array_equal(emb.embed(["x"])[0], vector_for("x", 1536))
+    assert emb.stats.tokens == 0
+
+
 # --- accounting ----------------------------------------------------------------------------------
 
 

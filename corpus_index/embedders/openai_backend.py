@@ -10,6 +10,7 @@ not fix it.
 from __future__ import annotations
 
 import base64
+import binascii
 import email.utils
 import math
 import random
@@ -311,8 +312,8 @@ class OpenAIEmbedder:
     def _embed_batch(self, batch: list[str]) -> npt.NDArray[np.float32]:
         response = self._request(batch)
         vectors = self._decode(response, len(batch))
-        usage = getattr(response, "usage", None)
-        tokens = int(getattr(usage, "total_tokens", 0) or 0)
+        tokens = getattr(getattr(response, "usage", None), "total_tokens", None)
+        tokens = tokens if isinstance(tokens, int) and tokens > 0 else 0
         self.stats.inputs += len(batch)
         self.stats.tokens += tokens
         if self.price_per_million_tokens is not None:
@@ -353,6 +354,11 @@ class OpenAIEmbedder:
                 raise EmbedderError(
                     f"{self.backend_spec}: bad response from {self.base_url}: {exc}"
                 ) from exc
+            except ValueError as exc:  # the client parses the body as JSON
+                raise EmbedderError(
+                    f"{self.backend_spec}: {self.base_url} answered with a body that is not "
+                    f"JSON ({exc})"
+                ) from exc
             if attempt == self.max_retries:
                 break
             self.stats.retries += 1
@@ -378,16 +384,30 @@ class OpenAIEmbedder:
         return EmbedderError(text)
 
     def _decode(self, response: Any, expected: int) -> npt.NDArray[np.float32]:
-        data = list(getattr(response, "data", None) or [])
-        indices = sorted(int(item.index) for item in data)
-        if indices != list(range(expected)):
+        data = getattr(response, "data", None) or []
+        if not isinstance(data, list):
+            raise EmbedderError(
+                f"{self.backend_spec}: the response's data from {self.base_url} is "
+                f"{type(data).__name__}, not a list of embeddings"
+            )
+        indices: list[int] = []
+        for position, item in enumerate(data):
+            index = getattr(item, "index", None)
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise EmbedderError(
+                    f"{self.backend_spec}: embedding {position} of the response from "
+                    f"{self.base_url} has no integer index"
+                )
+            indices.append(index)
+        ordered = sorted(indices)
+        if ordered != list(range(expected)):
             raise EmbedderError(
                 f"{self.backend_spec}: the server returned {len(data)} embeddings for "
-                f"{expected} inputs (indices {indices[:10]}{'...' if len(indices) > 10 else ''})"
+                f"{expected} inputs (indices {ordered[:10]}{'...' if len(ordered) > 10 else ''})"
             )
         rows: list[npt.NDArray[np.float32]] = [np.empty(0, dtype=np.float32)] * expected
-        for item in data:
-            rows[int(item.index)] = self._vector(item.embedding, int(item.index))
+        for item, index in zip(data, indices, strict=True):
+            rows[index] = self._vector(getattr(item, "embedding", None), index)
         lengths = {row.shape[0] for row in rows}
         if len(lengths) != 1:
             raise DimensionMismatchError(
@@ -416,17 +436,27 @@ class OpenAIEmbedder:
 
     def _vector(self, embedding: object, index: int) -> npt.NDArray[np.float32]:
         if isinstance(embedding, str):
-            raw = base64.b64decode(embedding)
-            if len(raw) % 4:
+            try:
+                raw = base64.b64decode(embedding, validate=True)
+            except binascii.Error as exc:
+                raise EmbedderError(
+                    f"{self.backend_spec}: embedding {index} is not valid base64 ({exc})"
+                ) from exc
+            if not raw or len(raw) % 4:
                 raise EmbedderError(
                     f"{self.backend_spec}: embedding {index} is {len(raw)} bytes of base64, "
                     "not a whole number of float32 values"
                 )
             return np.frombuffer(raw, dtype="<f4").astype(np.float32)
-        # a server that ignores encoding_format sends a list of floats
-        try:
-            return np.asarray(embedding, dtype=np.float32).reshape(-1)
-        except (TypeError, ValueError) as exc:
+        # a server that ignores encoding_format sends a list of floats; nothing else is one
+        # (strings, booleans, nested lists and null would otherwise be cast into a vector)
+        if (
+            not isinstance(embedding, list)
+            or not embedding
+            or not all(type(x) in (float, int) for x in embedding)
+        ):
             raise EmbedderError(
-                f"{self.backend_spec}: embedding {index} is not a list of numbers"
-            ) from exc
+                f"{self.backend_spec}: embedding {index} is not a non-empty list of numbers"
+            )
+        with np.errstate(over="ignore"):  # a number past float32 becomes inf: refused below
+            return np.asarray(embedding, dtype=np.float32)

@@ -16,6 +16,8 @@ Faults are scripted per request: each request consumes the first entry of ``serv
 - ``{"shuffle": True}``: return the embeddings in reverse order (``index`` still correct).
 - ``{"float": True}``: answer with float lists even when base64 was asked for, as some
   OpenAI-compatible servers do.
+- ``{"body": ...}``: answer 200 with that JSON value as the whole body (bytes: sent as they
+  are), for responses no server should give.
 
 ``serve(embed=...)`` backs the server with a real embedding function instead (for example the
 hash embedder or MiniLM), for tests that need vectors with meaning: a self-hosted model behind
@@ -106,6 +108,14 @@ def _make_handler(
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout) before we answered
 
+        def _send_body(self, body: object) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
@@ -137,6 +147,9 @@ def _make_handler(
                 )
                 return
 
+            if "body" in fault:
+                self._send_body(fault["body"])
+                return
             if fault.get("sleep"):
                 stopping.wait(float(fault["sleep"]))
             if fault.get("disconnect"):
