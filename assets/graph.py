@@ -373,7 +373,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         paced = PacedProgress(context.log.info)
 
         def progress(done: int, total: int) -> None:
-            paced(f"embedded {done}/{total} new inputs for {profile}/{collection}")
+            paced(
+                f"{done}/{total} new inputs embedded or found in the cache "
+                f"for {profile}/{collection}"
+            )
 
         try:
             r = steps.embeddings.run(

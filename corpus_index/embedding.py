@@ -291,7 +291,8 @@ def embed_with_cache(
     New vectors are NOT written to the cache here: the caller stores them after the blocking
     checks passed, so a broken embedder never poisons the cache. Tokens are what the embedder
     reported (an API's usage); an embedder that reports none has its new inputs counted with
-    ``count_tokens``, if given.
+    ``count_tokens``, if given. ``progress(done, total)`` counts over every input hash, the
+    cache hits done once looked up, so the last report is ``(total, total)``.
     """
     hashes = sorted(texts_by_hash)
     found: dict[str, npt.NDArray[np.float32]] = {}
@@ -307,6 +308,8 @@ def embed_with_cache(
     producers: dict[tuple[str, str], int] = {}
     if found and cache is not None:
         producers[(cache.backend_spec, cache.revision)] = len(found)
+        if progress is not None:
+            progress(len(found), len(hashes))
     for start in range(0, len(misses), batch_size):
         chunk = misses[start : start + batch_size]
         vectors = np.asarray(embedder.embed([texts_by_hash[h] for h in chunk]), dtype=np.float32)
@@ -321,7 +324,7 @@ def embed_with_cache(
         for h, vec in zip(chunk, vectors, strict=True):
             fresh[h] = vec
         if progress is not None:
-            progress(min(start + batch_size, len(misses)), len(misses))
+            progress(len(found) + min(start + batch_size, len(misses)), len(hashes))
     widths: dict[int, int] = {}
     for v in [*found.values(), *fresh.values()]:
         widths[v.shape[0]] = widths.get(v.shape[0], 0) + 1

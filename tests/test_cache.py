@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache, cache_schema
+from corpus_index.config import Settings
 from corpus_index.errors import DimensionMismatchError
 from corpus_index.hashing import input_hash
 
@@ -284,3 +285,48 @@ def test_a_table_of_another_width_under_the_same_name_is_refused_by_name(
     with pytest.raises(DimensionMismatchError):
         wide.put(["c"], vectors(1))
     assert narrow.count() == 2
+
+
+def test_progress_counts_cache_hits_and_ends_at_the_total(tmp_path: Path) -> None:
+    from corpus_index.embedders import make_embedder
+    from corpus_index.embedding import embed_with_cache
+
+    embedder = make_embedder("hash:v1-4")
+    texts = {input_hash("default-v1", t): t for t in "abcdefg"}
+    c = cache(tmp_path)
+    cached = sorted(texts)[:3]
+    c.put(cached, embedder.embed([texts[h] for h in cached]))
+    reports: list[tuple[int, int]] = []
+    result = embed_with_cache(
+        texts, embedder, c, batch_size=2, progress=lambda d, t: reports.append((d, t))
+    )
+    assert (result.cache_hits, result.embedded) == (3, 4)
+    assert reports == [(3, 7), (5, 7), (7, 7)]
+
+
+def test_the_steps_progress_over_windows_with_cache_hits_ends_at_the_total(
+    home: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corpus_index import steps
+    from tests.test_embedding_producers import COLLECTION, ingested
+
+    h = ingested(home)
+    spec = h.spec("main")
+    inputs = h.read("embedding_inputs", (COLLECTION,)).to_pydict()
+    texts = dict(zip(inputs["input_hash"], inputs["text"], strict=True))
+    hashes = list(dict.fromkeys(inputs["input_hash"]))  # in the order the step takes them
+    warm = EmbeddingCache(
+        h.settings.lance_uri,
+        backend_spec=spec.backend_spec,
+        revision=spec.model_revision,
+        dim=spec.dim,
+    )
+    hits = [hashes[0], hashes[-1]]  # one in the first window, one in the last
+    warm.put(hits, h.embedder("main").embed([texts[k] for k in hits]))
+    monkeypatch.setattr(steps.embeddings, "EMBED_WINDOW", len(hashes) // 2)
+    reports: list[tuple[int, int]] = []
+    out = steps.embeddings.run(h, "main", COLLECTION, progress=lambda d, t: reports.append((d, t)))
+    assert out.passed and out.cache_hits == len(hits)
+    assert len(hashes) >= 6  # two windows of three at least
+    assert reports[-1] == (len(hashes), len(hashes))
+    assert [d for d, _ in reports] == sorted(d for d, _ in reports)
