@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -106,6 +106,7 @@ def scan_manifest(
     seen: set[str] = set()
     troubled: set[str] = set()  # files with a record (or the file itself) that cannot be read
     scope = collection.block_scope
+    _drop_moved(collection, before, listed, recorded)
     owners = {doc_id: place[0] for doc_id, place in listed.items()}
     for doc_id, path, size, mtime, digest, line, error in _fingerprints(
         collection, recorded, owners
@@ -169,6 +170,28 @@ def scan_manifest(
     )
     table = table.replace_schema_metadata({SCANNED_AT_KEY: repr(scanned_at).encode()})
     return ManifestResult(table=table, held=held, **counts)
+
+
+def _drop_moved(
+    collection: CollectionConfig,
+    before: dict[str, str],
+    listed: dict[str, tuple[str, int, float, str]],
+    recorded: dict[str, tuple[str, int, float, str]],
+) -> None:
+    """Take out of the previous scan the documents a shard no longer owns because the shard
+    count changed (``deals~00`` of 2 shards holds what ``deals~00`` and ``deals~02`` of 4
+    hold) and that the collection still lists: they moved to the shard that owns them now,
+    which lists them as added. Those the collection no longer lists stay, so this scan
+    finds them removed and their deletion reaches every store."""
+    moved = [d for d in before if not collection.owns(d)]
+    if not moved:
+        return
+    whole = list_documents(replace(collection, shard=None)) or []
+    present = {doc_id for doc_id, _ in whole}
+    for doc_id in moved:
+        if doc_id in present:
+            del before[doc_id], listed[doc_id]
+            recorded.pop(doc_id, None)
 
 
 def document_version(raw_sha256: str, scope: str) -> str:

@@ -25,6 +25,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.home import Home
 from corpus_index.search import Principal, Searcher
 from corpus_index.shards import partition_key, shard_of, split_key
+from corpus_index.sources import live_documents
 from definitions import dagster_runner
 from pipelines.sensors import scan_sources
 from tests.corpusgen import write_home
@@ -280,6 +281,49 @@ def test_a_reshard_from_one_to_four_and_back_keeps_every_hit_and_embeds_nothing(
     assert dynamic_partitions(settings) == list(COLLECTIONS)
     assert not Home(settings).warehouse.path("parsed_blocks", "beta-deals~03").exists()
     assert answers(settings) == before
+
+
+def test_a_reshard_from_three_to_four_moves_documents_and_deletes_only_the_removed_one(
+    tmp_path: Path,
+) -> None:
+    """From 3 shards to 4 the partition keys ``~00``..``~02`` stay, each now owning other
+    documents: those that moved are no deletion (no tombstone, their rows stay in the ACTIVE
+    generation), and one whose file went meanwhile is deleted from every store."""
+    settings = _home(tmp_path, 3)
+    _sync_and_promote(settings)
+    home = Home(settings)
+    gen = home.registry.active("deals")
+    assert gen is not None
+    table = home.store.table(gen).to_arrow()
+    rows_of = {
+        s: table["source_id"].to_pylist().count(s) for s in set(table["source_id"].to_pylist())
+    }
+    moved = [s for s in rows_of if shard_of(s, 3) != shard_of(s, 4)]
+    assert moved  # the test means something only if documents change shard
+    gone = "alpha-deals/deal-alpha-004"
+    assert (shard_of(gone, 3), shard_of(gone, 4)) == (0, 3)
+    (settings.config_path.parent / "sources" / "alpha" / "deal-alpha-004.uw.md").unlink()
+
+    _set_shards(settings.config_path, 4)
+    report = dagster_runner().sync(settings)
+    assert report.ok, report.failed_runs
+    assert report.collections["alpha-deals"]["removed"] == 1
+    assert report.collections["beta-deals"]["removed"] == 0
+    assert report.collections["beta-deals"]["deletion_receipt"] is None
+    home = Home(settings)
+    assert [s for s in rows_of if home.registry.tombstone(s) is not None] == [gone]
+    active = home.registry.active("deals")
+    assert active is not None and active.id == gen.id
+    for source, n in rows_of.items():
+        assert home.store.count(active, f"source_id = '{source}'") == (0 if source == gone else n)
+    assert active.row_count == home.store.count(active) == len(table) - rows_of[gone]
+    for name in COLLECTIONS:
+        ids = [
+            sid
+            for n in range(4)
+            for sid in live_documents(home.read("source_manifest", (partition_key(name, n, 4),)))
+        ]
+        assert len(ids) == len(set(ids)) == (5 if name == "alpha-deals" else 6)
 
 
 def test_shard_keys_are_read_in_one_place_and_refused_when_wrong(single: Synced) -> None:
