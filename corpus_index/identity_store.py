@@ -81,9 +81,15 @@ def source_fingerprint(home_dir: Path, collection: CollectionConfig, *, rule: by
 
 
 def recorded_merges(home: Home, tenant: str) -> list[tuple[str, str]]:
-    """The ``(merged, survivor)`` pairs recorded for ``tenant``, oldest first."""
+    """The ``(merged, survivor)`` pairs recorded for ``tenant``, oldest first (none while no
+    merge was recorded).
+
+    Raises:
+        ConfigError: something else stands in the file's place (a folder, a link), or the file
+            cannot be read (named: a sync would otherwise apply none of the merges).
+    """
     path = merges_file(home, tenant)
-    return load_merges(path) if path.is_file() else []
+    return load_merges(path) if os.path.lexists(path) else []
 
 
 def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:

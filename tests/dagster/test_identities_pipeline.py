@@ -24,7 +24,7 @@ from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.identities import identity_id
 from corpus_index.identity_sightings import SIGHTING_SCHEMA
-from corpus_index.identity_store import merges_file, record_merge
+from corpus_index.identity_store import merges_file, record_merge, recorded_merges
 from pipelines.sensors import scan_sources
 from tests.dagster.harness import Graph, metadata
 
@@ -356,6 +356,9 @@ def test_a_recorded_merges_file_that_cannot_be_read_is_named_and_kept(tmp_path: 
     recorded.mkdir(parents=True)  # a folder in its place: os.replace onto it was a traceback
     with pytest.raises(ConfigError, match="merges file is not a regular file"):
         record_merge(home, "acme", f"discovered:{PERSONAL}", "sarah-jones")
+    # and a sync's read names it too, where it read no merges at all
+    with pytest.raises(ConfigError, match="merges file is not a regular file"):
+        recorded_merges(home, "acme")
     assert recorded.is_dir() and [p.name for p in recorded.parent.iterdir()] == ["merges.yaml"]
     recorded.rmdir()
     earlier = "merges:\n- {merge: a, into: b, recorded_at: '2026-01-01T00:00:00+00:00'}\n"
