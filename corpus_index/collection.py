@@ -16,7 +16,8 @@ from corpus_index import shards as _shards
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.limits import Limits
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# a control character (NUL among them): no name, id or path part may hold one
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ def tenant_problem(tenant: str) -> str | None:
         return "'' is empty"
     if tenant != tenant.strip():
         return f"{tenant!r} begins or ends with blanks"
-    if _CONTROL.search(tenant):
+    if CONTROL.search(tenant):
         return f"{tenant!r} holds a control character"
     if "/" in tenant or "\\" in tenant:
         return f"{tenant!r} holds a / or \\ (a tenant is one folder name)"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import pyarrow as pa
 
+from corpus_index.collection import CONTROL
 from corpus_index.errors import (
     ConfigError,
     LimitExceededError,
@@ -361,9 +362,6 @@ def narrowed_scope(
 # half of a UTF-16 pair on its own (JSON's "\ud800"): Python reads it into a string that no
 # encoder writes, so a record's hash, tables and index would each fail on it later
 LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-# a control character such as NUL cannot be a filter's value: rows of that id could never be
-# replaced or deleted
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def record_id(value: object) -> str | None:
@@ -373,6 +371,8 @@ def record_id(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     text = str(value)
+    # a control character such as NUL cannot be a filter's value: rows of that id could never
+    # be replaced or deleted
     if not text.strip() or LONE_SURROGATE.search(text) or CONTROL.search(text):
         return None
     return text

@@ -30,10 +30,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from corpus_index.collection import CONTROL
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
 from corpus_index.kinds import message_irc, message_profiles
 from corpus_index.kinds.base import (
-    CONTROL,
     LONE_SURROGATE,
     CollectionKind,
     KindDefaults,
