@@ -253,6 +253,28 @@ def test_api_key_command_replaces_the_keys_file_whole(tmp_path: Path) -> None:
     )
 
 
+def test_api_key_makes_a_new_keys_file_the_owners_alone(tmp_path: Path) -> None:
+    """A keys file holds what a server trusts a key by: a new one is 0600 whatever the umask
+    (it was 0644 under the usual 022); one replaced keeps the mode it had."""
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    args = ["api-key", "--tenant", "alpha", "--group", "g1", "--file", str(keys)]
+    before = os.umask(0o022)
+    try:
+        made = CliRunner().invoke(main, [*args, "--name", "a"])
+        assert made.exit_code == 0, made.output
+        assert stat.S_IMODE(keys.stat().st_mode) == 0o600
+        keys.chmod(0o644)  # a mode its owner chose is theirs to keep
+        added = CliRunner().invoke(main, [*args, "--name", "b"])
+        assert added.exit_code == 0, added.output
+        assert stat.S_IMODE(keys.stat().st_mode) == 0o644
+    finally:
+        os.umask(before)
+
+
 @pytest.mark.parametrize(
     ("case", "content", "problem"), UNREADABLE[1:], ids=[c[0] for c in UNREADABLE[1:]]
 )

@@ -37,6 +37,7 @@ from corpus_index.serve_config import ServeConfig
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 KEY_PREFIX = "ck_"
+KEYS_FILE_MODE = 0o600  # a keys file write_keys makes: the owner's alone, whatever the umask
 
 
 def new_key() -> str:
@@ -152,7 +153,8 @@ class KeyStore:
 def write_keys(path: Path, doc: Any) -> None:
     """Replace the keys file ``path`` with ``doc``: written to a file beside it, synced and
     renamed over it, so a server reading it meanwhile sees the old keys or the new ones, never
-    an empty or partial file; the file keeps its permissions (a new one gets the umask's).
+    an empty or partial file; the file keeps its permissions, and a new one is the owner's
+    alone (0600: the hashes it holds are what a server trusts a key by).
 
     Raises:
         ConfigError: it cannot be written (the file is then unchanged).
@@ -161,10 +163,10 @@ def write_keys(path: Path, doc: Any) -> None:
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     try:
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            if mode is not None:
-                os.fchmod(out.fileno(), mode)
+            # set, not left to the umask (which could also narrow 0600 past the owner's use)
+            os.fchmod(out.fileno(), KEYS_FILE_MODE if mode is None else mode)
             yaml.safe_dump(doc, out, sort_keys=False)
             out.flush()
             os.fsync(out.fileno())
