@@ -327,8 +327,15 @@ def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
     assert {"type", "title", "members", "participants", "location", "date", "relevance"} <= set(
         first
     )
-    units = CliRunner().invoke(main, [*ask, "--units", "--json"])
+    units = CliRunner().invoke(main, [*ask[:-2], "--units", "--json"])
     assert units.exit_code == 0 and "hits" in json.loads(units.output)
+    # a unit search reads no time hints: --as-of would change nothing, and is refused
+    refused = CliRunner().invoke(main, [*ask, "--units", "--json"])
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.strip().splitlines() == [
+        "error: --as-of applies to a group-first search only (the reference time of the "
+        "query's time hints, which a unit search does not read): --units searches units"
+    ]
     person = CliRunner().invoke(main, [*paths, "person", "Kevin", *who[:-1]])
     assert person.exit_code == 0 and person.output.startswith("Kevin Lam")
     nobody = CliRunner().invoke(main, [*paths, "person", "Peter Nash", *who[:-1]])

@@ -893,6 +893,9 @@ def test_cli_search_modes_filters_and_trace(sample: Home, rows: list[dict[str, A
         (["--filter", "nonsense"], "cannot read filter"),
         (["--mode", "lexical", "--rerank-model", "/no/such/model"], "not a local model folder"),
         (["--candidates", str(10**10)], "10000000000 is not in the range 1<=x<=10000"),
+        # the reference time of a group-first search's time hints: this namespace has none
+        (["--as-of", "2026-01-10"], "--as-of applies to a group-first search only"),
+        (["--as-of", "2026-01-10"], "namespace 'deals' holds no messages"),
     ],
 )
 def test_cli_bad_filters_exit_2_with_a_message(

@@ -121,7 +121,8 @@ UNIT_SEARCH_OPTIONS = {
 @click.option(
     "--as-of",
     type=click.DateTime(AS_OF_FORMATS),
-    help="Reference time (UTC) of the query's time hints on a messages namespace (default now).",
+    help="Reference time (UTC) of the query's time hints in a group-first search of a messages "
+    "namespace (default now; refused on a unit search, which reads no time hints).",
 )
 @click.option(
     "--json",
@@ -189,6 +190,17 @@ def search(
             finder, query, principal, k, namespace, generation, mode, filters, when, as_json
         )
         return
+    ns = namespace or finder.default_namespace(principal)
+    if as_of is not None and ns in finder.corpus.config.namespaces:  # else: named unknown below
+        # the reference time of the query's time hints, which only a group-first search reads:
+        # a unit search ranks by the words alone, so the option would change nothing
+        why = "--units searches units" if units else f"namespace {ns!r} holds no messages"
+        click.echo(
+            "error: --as-of applies to a group-first search only (the reference time of the "
+            f"query's time hints, which a unit search does not read): {why}",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     reranker = make_reranker(rerank_model)
     result = finder.search(
         query,
