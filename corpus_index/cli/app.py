@@ -97,6 +97,18 @@ def writing(path: Path, what: str) -> Iterator[None]:
         sys.exit(EXIT_USAGE)
 
 
+def check_writable(path: Path, what: str) -> None:
+    """Stop now, as :func:`writing` would at the end (exit 2, naming ``path`` and why), where
+    ``path`` cannot be written: for a command that works a long time before it writes. The
+    path is opened to append, which writes nothing, and a file it made is removed again."""
+    existed = path.exists()
+    with writing(path, what):
+        with path.open("a", encoding="utf-8"):
+            pass
+        if not existed:
+            path.unlink()
+
+
 def session(ctx: click.Context) -> Session:
     obj = ctx.find_object(Session)
     if obj is None:  # pragma: no cover - set by the group callback

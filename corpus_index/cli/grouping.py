@@ -13,6 +13,7 @@ from corpus_index import conversation_timeline as timelines
 from corpus_index.cli.app import (
     EXIT_FAILED,
     EXIT_USAGE,
+    check_writable,
     emit_json,
     handle_errors,
     main,
@@ -94,6 +95,8 @@ def eval_grouping(
             err=True,
         )
         raise SystemExit(EXIT_USAGE)
+    if clusters_path is not None:  # checked before the sync, which takes minutes
+        check_writable(clusters_path, "the conversations")
     try:
         report = evaluate_grouping(
             folder,

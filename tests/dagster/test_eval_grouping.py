@@ -55,6 +55,20 @@ def test_clusters_from_the_pipeline_and_scores_against_gold(split: Path, tmp_pat
     bad_gold.write_text("\n", encoding="utf-8")
     nothing = corpus(home, str(split), "--gold", str(bad_gold))
     assert nothing[0] == 2 and f"{bad_gold}: no conversations" in nothing[2], nothing[2]
+    # a clusters file that cannot be written (a file where its folder should be), and one
+    # left as it was where it can be (the check writes nothing and makes no file)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("kept\n", encoding="utf-8")
+    unwritable = corpus(home, str(split), "--write-clusters", str(blocked / "clusters.txt"))
+    assert unwritable[0] == 2, unwritable[2]
+    assert unwritable[2].startswith(
+        f"error: cannot write the conversations to {blocked}/clusters.txt (Not a directory)"
+    ), unwritable[2]
+    for kept in (blocked, tmp_path / "new.txt"):
+        no_gold = corpus(home, str(split), "--write-clusters", str(kept), "--gold", str(bad_gold))
+        assert no_gold[0] == 2 and f"{bad_gold}: no conversations" in no_gold[2]
+    assert blocked.read_text(encoding="utf-8") == "kept\n"
+    assert not (tmp_path / "new.txt").exists()
     assert not (home / "evals").exists()  # refused before any sync
 
     out = tmp_path / "clusters.txt"
