@@ -15,10 +15,12 @@ offline, and returns every candidate of an ambiguous expression. On top of it:
 - named public holidays the recognizer does not know (Boxing Day, Australia Day, Anzac Day,
   Good Friday, ...) come from the ``holidays`` package for ``country``/``subdivision``
   (default Australia, New South Wales), with a year when one follows ("Boxing Day 2024",
-  any year the package knows the holiday in; none it does not know it in);
-- a holiday of a fixed date that the recognizer knows, with a year ("Christmas 2020", "New
-  Year 2025", "New Year's Eve of 2024"), is that day of that year (the recognizer leaves it
-  unresolved);
+  "Boxing Day, 2024", "Boxing Day of 2024", any year the package knows the holiday in; none
+  it does not know it in); "Easter" is Easter Sunday (the country's own: where Easter Sunday
+  is no public holiday, two days after Good Friday or the day before Easter Monday);
+- a holiday of a fixed date that the recognizer knows, with a year ("Christmas 2020",
+  "Christmas, 2020", "New Year 2025", "New Year's Eve of 2024"), is that day of that year (the
+  recognizer leaves it unresolved, or reads the year after a comma as a hint of its own);
 - a holiday names one day but the talk about it is in the weeks before (the seed's
   "Christmas -> December 2025"): its range is its calendar month up to and including the day,
   and the day itself is kept as ``day``.
@@ -57,9 +59,10 @@ DEFAULT_SUBDIVISION = "NSW"
 # far fewer, and the recognizer reads these in well under a second however they are written
 MAX_TIME_CHARS = 200
 _WORD = re.compile(r"[\w'’]+")
-_YEAR_AFTER = re.compile(r"\s*(\d{4})\b")
+# the year a named day is given: "Boxing Day 2024", "Christmas, 2020", "New Year of 2025"
+_YEAR_AFTER = re.compile(r"(?:\s*,\s*|\s+of\s+|\s*)(\d{4})\b", re.IGNORECASE)
 # a recognizer's expression ending in a year: "christmas 2020", "new year of 2025"
-_NAMED_YEAR = re.compile(r"(\w.*?)(?:\s+of)?\s+(\d{4})", re.IGNORECASE)
+_NAMED_YEAR = re.compile(r"(\w.*?)(?:\s*,\s*|\s+of\s+|\s+)(\d{4})", re.IGNORECASE)
 # the topic model's stop words and the question words a search query adds
 # fmt: off
 STOPWORDS = topic.STOPWORDS | frozenset({
@@ -215,6 +218,16 @@ def _holiday_names(
             key = part.strip().casefold().replace("’", "'")
             if key:
                 names.setdefault(key, set()).add(day)
+    # "Easter" is Easter Sunday, which not every country or state holds as a public holiday:
+    # then it is two days after Good Friday, or the day before Easter Monday (the country's
+    # own Easter, western or orthodox)
+    if "easter" not in names:
+        sunday = names.get("easter sunday") or {
+            *(d + dt.timedelta(days=2) for d in names.get("good friday", ())),
+            *(d - dt.timedelta(days=1) for d in names.get("easter monday", ())),
+        }
+        if sunday:
+            names["easter"] = set(sunday)
     return {key: sorted(days) for key, days in names.items()}
 
 
@@ -265,6 +278,13 @@ def _recognized(query: str, ref: dt.datetime, claimed: list[tuple[int, int]]) ->
         values = (result.resolution or {}).get("values") or []
         text = query[span[0] : span[1]]
         hint = _pick(text, values, naive.date()) or _named_day_of(text, naive)
+        year = _YEAR_AFTER.match(query, span[1]) if hint and hint.day else None
+        if hint and year and not any(ch.isdigit() for ch in text):
+            # a named day the recognizer read apart from its year ("Christmas, 2020": it
+            # gives the Christmas just gone, and the year 2020 as a hint of its own)
+            dated = _named_day_of(query[span[0] : year.end()], naive)
+            if dated is not None:
+                hint, span = dated, (span[0], year.end())
         if hint is not None:
             claimed.append(span)
             out.append(hint)

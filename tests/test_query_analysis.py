@@ -42,6 +42,16 @@ TIMES = [
     ("New Year 2025 party", MON, (D(2025, 1, 1), D(2025, 1, 1))),
     ("the Christmas Eve 2030 shifts", MON, (D(2030, 12, 1), D(2030, 12, 24))),
     ("New Year's Eve of 2024 party", MON, (D(2024, 12, 1), D(2024, 12, 31))),
+    # a year after a comma is the day's (it was the year 2020 and the Christmas just gone)
+    ("Christmas, 2020 roster", MON, (D(2020, 12, 1), D(2020, 12, 25))),
+    ("Christmas Eve, 2019 shifts", MON, (D(2019, 12, 1), D(2019, 12, 24))),
+    ("Boxing Day, 2024 BBQ", MON, (D(2024, 12, 1), D(2024, 12, 26))),
+    ("Boxing Day of 2024 BBQ", MON, (D(2024, 12, 1), D(2024, 12, 26))),
+    # Easter is Easter Sunday (it was no hint, and "Easter 2021" not even the year)
+    ("Easter 2021 outing", MON, (D(2021, 4, 1), D(2021, 4, 4))),
+    ("Easter, 2021 outing", MON, (D(2021, 4, 1), D(2021, 4, 4))),
+    ("the Easter egg hunt", MON, (D(2025, 4, 1), D(2025, 4, 20))),
+    ("Easter Monday 2021 outing", MON, (D(2021, 4, 1), D(2021, 4, 5))),
     ("what happened last week", MON, (D(2026, 1, 5), D(2026, 1, 11))),
     ("van issues this week", MON, (D(2026, 1, 12), D(2026, 1, 18))),
     ("what happened yesterday", MON, (D(2026, 1, 11), D(2026, 1, 11))),
@@ -84,6 +94,29 @@ def test_a_named_day_with_a_year_keeps_its_day_and_leaves_the_topics() -> None:
     (hint,) = analyze("Christmas 2020 roster", as_of=MON).times
     assert (hint.text, hint.day) == ("Christmas 2020", D(2020, 12, 25))
     assert analyze("Christmas 2020 roster", as_of=MON).topics == ("roster",)
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "day"),
+    [
+        ("Easter 2021 roster", "Easter 2021", D(2021, 4, 4)),
+        ("Christmas, 2020 roster", "Christmas, 2020", D(2020, 12, 25)),
+        ("roster Easter of 2021", "Easter of 2021", D(2021, 4, 4)),
+    ],
+)
+def test_easter_and_a_day_with_its_year_after_a_comma_keep_their_day(
+    query: str, text: str, day: dt.date
+) -> None:
+    found = analyze(query, as_of=MON)
+    assert [(t.text, t.day) for t in found.times] == [(text, day)] and found.topics == ("roster",)
+
+
+def test_easter_is_the_countrys_own_where_no_holiday_is_its_sunday() -> None:
+    # national Australia holds Good Friday and Easter Monday, not Easter Sunday (NSW does);
+    # Greece holds the orthodox Easter
+    for country, subdivision, day in (("AU", None, D(2021, 4, 4)), ("GR", None, D(2021, 5, 2))):
+        found = analyze("Easter 2021", as_of=MON, country=country, subdivision=subdivision)
+        assert [t.day for t in found.times] == [day], country
 
 
 def test_a_query_without_time_has_no_hint_and_keeps_its_words_as_topics() -> None:
