@@ -419,6 +419,33 @@ def test_beir_bad_line_is_quarantined_with_its_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("own", "named"), [(["line-3"], "line-3#2"), (["line-3", "line-3#2"], "line-3#3")]
+)
+def test_a_bad_lines_place_never_takes_a_beir_records_own_id(
+    tmp_path: Path, own: list[str], named: str
+) -> None:
+    """A record without a usable ``_id`` is named by its line, ``line-<n>``; a record whose own
+    ``_id`` is that name keeps it, before the line or after it, and the bad line's name takes
+    ``#2`` and on (the two were one id: the scan failed on a duplicate, and the collection
+    with it)."""
+    root = tmp_path / "beir"
+    root.mkdir()
+    coll = CollectionConfig(name="eval", kind="beir", path=root, tenant="lab", acl_groups=("lab",))
+    lines = [
+        json.dumps({"_id": "d0", "text": "first"}),
+        json.dumps({"_id": own[0], "text": "a record named like a place"}),
+        '{"_id": "broken", ',
+        *(json.dumps({"_id": i, "text": "another"}) for i in own[1:]),
+        json.dumps({"_id": "d9", "text": "last"}),
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, result = run(coll, State())
+    assert sorted(refs_by_doc(result.blocks)) == sorted(["d0", "d9", *own])
+    (q,) = result.quarantine.to_pylist()
+    assert (q["doc_id"], q["line"]) == (named, 3) and "not valid JSON" in q["error"]
+
+
+@pytest.mark.parametrize(
     ("bad_id", "shown"),
     [
         ('"\\ud800"', "'\\\\ud800'"),  # a lone UTF-16 surrogate: no table can hold it

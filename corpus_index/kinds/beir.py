@@ -27,14 +27,16 @@ if TYPE_CHECKING:
 BLOCK_KEY = "passage/0"
 SOURCE_TYPE = "passage"
 CORPUS_FILE = "corpus.jsonl"
+PLACE_PREFIX = "line-"  # a record without a valid _id is named by its line: line-<n>
 _SKIP_BYTES = 1 << 20  # a line over the limit is passed over this many bytes at a time
 
 
 def read_documents(collection: CollectionConfig) -> Iterator[SourceDoc]:
     """One document per line of ``corpus.jsonl``; ``doc_id`` is its ``_id`` (a record without
     a valid one, see :func:`~corpus_index.kinds.base.record_id`, or a line over
-    ``limits.max_document_bytes``, is ``line-<n>``). A file that may not be read (a symlink out
-    of the root, a FIFO) is one document, ``corpus.jsonl``, with the reason."""
+    ``limits.max_document_bytes``, is named by its place, ``line-<n>``, after the records with
+    their own ids: see :func:`_place_name`). A file that may not be read (a symlink out of the
+    root, a FIFO) is one document, ``corpus.jsonl``, with the reason."""
     for doc, _ in _records(collection):
         yield doc
 
@@ -74,8 +76,9 @@ def _corpus_file(root: Path) -> Path:
 def _records(
     collection: CollectionConfig, *, keep_raw: bool = True
 ) -> Iterator[tuple[SourceDoc, int]]:
-    """Each non-blank line's document and the byte offset it starts at; without ``keep_raw``
-    the documents carry no bytes (their ``size`` still counts them).
+    """Each non-blank line's document and the byte offset it starts at: the records with their
+    own ids in file order, then those named by their place; without ``keep_raw`` the documents
+    carry no bytes (their ``size`` still counts them).
 
     The file passes the collection's root and special-file checks, not its size limit (a corpus
     is large), and is read a line at a time, each only up to ``limits.max_document_bytes``.
@@ -90,18 +93,13 @@ def _records(
         return
     limit = collection.limits.max_document_bytes
     offset = 0
+    placed: list[tuple[int, int, int]] = []  # (line, offset, size) of each line named by place
+    own: set[str] = set()  # the records' own ids that have a place's form
     with fh:
         for n, (raw, taken, size) in enumerate(_lines(fh, limit), start=1):
             start, offset = offset, offset + taken
-            if raw is None:
-                over = LimitExceededError(
-                    path,
-                    f"record is {size} bytes, over limits.max_document_bytes = {limit}; split "
-                    "it or raise the limit in corpus.yaml",
-                    line=n,
-                )
-                doc = unreadable(f"line-{n}", path, over)
-                yield replace(doc, size=size, mtime=st.st_mtime, line=n), start
+            if raw is None:  # over the limit: named once every record's own id is known
+                placed.append((n, start, size))
                 continue
             if not raw.strip():
                 continue
@@ -109,21 +107,56 @@ def _records(
                 record = json.loads(raw)
             except (ValueError, RecursionError):
                 record = None
-            # parse() reports a record without a valid id with its line number
-            doc_id = (record_id(record.get("_id")) if isinstance(record, dict) else None) or (
-                f"line-{n}"
-            )
+            doc_id = record_id(record.get("_id")) if isinstance(record, dict) else None
+            if doc_id is None:  # likewise
+                placed.append((n, start, size))
+                continue
+            if doc_id.startswith(PLACE_PREFIX):
+                own.add(doc_id)
             yield (
                 SourceDoc(
                     doc_id=doc_id,
                     path=path,
                     raw=raw if keep_raw else b"",
-                    size=len(raw),
+                    size=size,
                     mtime=st.st_mtime,
                     line=n,
                 ),
                 start,
             )
+        for n, start, size in placed:
+            name = _place_name(n, own)
+            if size > limit:
+                over = LimitExceededError(
+                    path,
+                    f"record is {size} bytes, over limits.max_document_bytes = {limit}; split "
+                    "it or raise the limit in corpus.yaml",
+                    line=n,
+                )
+                doc = unreadable(name, path, over)
+                yield replace(doc, size=size, mtime=st.st_mtime, line=n), start
+                continue
+            # parse() reports a record without a valid id with its line number; its bytes are
+            # read again here rather than held through the whole file
+            raw = b""
+            if keep_raw:
+                fh.seek(start)
+                raw = fh.readline(size + 2).rstrip(b"\r\n")
+            doc = SourceDoc(doc_id=name, path=path, raw=raw, size=size, mtime=st.st_mtime, line=n)
+            yield doc, start
+
+
+def _place_name(line: int, own: set[str]) -> str:
+    """The id of the record on ``line`` that has no valid ``_id`` of its own: ``line-<n>``, or
+    where a record's own ``_id`` (``own``) is that, ``line-<n>#2`` and on. Any text a valid
+    ``_id`` may be, so the place gives way: no bad line takes a record's id, nor stops the
+    scan as a duplicate of it."""
+    name = f"{PLACE_PREFIX}{line}"
+    tries = 1
+    while name in own:
+        tries += 1
+        name = f"{PLACE_PREFIX}{line}#{tries}"
+    return name
 
 
 def _lines(fh: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, int, int]]:
