@@ -71,7 +71,6 @@ ROW_COLUMNS = [
     "generation",
     "run_id",
 ]
-MAX_ROWS = 10_000  # rows one expansion reads at most (members of a page of groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +180,15 @@ def may_see(row: Mapping[str, Any], principal: Principal) -> bool:
     )
 
 
-def read_rows(table: Any, where: str, *, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
-    """Rows of the generation ``table`` matching ``where`` (a plain scan, no ranking)."""
+def read_rows(table: Any, where: str) -> list[dict[str, Any]]:
+    """Every row of the generation ``table`` matching ``where`` (a plain scan, no ranking).
+
+    No cap: each caller's ``where`` names the documents it reads (a person's units, a page of
+    groups and their members, the units of a page of hits), so what it reads is what it asked
+    for; a cap would leave rows out without a word (a person in more units than it, shown in
+    fewer, their roles and partners undercounted)."""
     rows: list[dict[str, Any]] = (
-        table.search().where(where, prefilter=True).select(ROW_COLUMNS).limit(limit).to_list()
+        table.search().where(where, prefilter=True).select(ROW_COLUMNS).limit(None).to_list()
     )
     return rows
 

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import lancedb
+import pyarrow as pa
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -18,12 +20,14 @@ from corpus_index.api import CorpusIndex
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.context_records import (
+    ROW_COLUMNS,
     MemberRecord,
     People,
     expand_groups,
     read_groups,
     read_rows,
     unit_of,
+    unit_rows,
 )
 from corpus_index.eligibility import eligibility
 from corpus_index.errors import InvalidQueryError
@@ -176,6 +180,35 @@ def test_groups_and_their_members_are_read_together_by_the_doc_id_index(corpus: 
     some = predicates.is_in("doc_id", sorted({g for _, g in wanted}))
     plan = table.search().where(predicates.all_of([eligible, some])).explain_plan(verbose=True)
     assert "ScalarIndexQuery" in plan and "doc_id_idx" in plan, plan
+
+
+def test_every_row_of_a_person_in_more_than_ten_thousand_units_is_read(tmp_path: Path) -> None:
+    """A person's units, and a page of groups' members, are read by the documents they name:
+    every matching row comes back (the read stopped at 10,000 rows without a word, so a person
+    in more units was shown in fewer and their roles and partners undercounted)."""
+    units = [f"u{i:05d}" for i in range(10_500)]
+    rows = [
+        {c: f"{c}-{u}" for c in ROW_COLUMNS}
+        | {"doc_id": u, "collection": "chat", "kind": "messages", "tenant_id": "wattle",
+           "acl_groups": ["wattle-staff"], "block_key": "message/0", "metadata": "{}"}
+        for u in units
+    ]  # fmt: skip
+    rows.append({**rows[0], "doc_id": "u99999", "tenant_id": "bluegum", "acl_groups": ["b"]})
+    schema = pa.schema(
+        [
+            pa.field(c, pa.list_(pa.string()) if c == "acl_groups" else pa.string())
+            for c in ROW_COLUMNS
+        ]
+    )
+    table = lancedb.connect(tmp_path / "lance").create_table(
+        "rows", pa.Table.from_pylist(rows, schema=schema)
+    )
+    eligible = predicates.all_of(
+        [predicates.eq("tenant_id", "wattle"), predicates.eq("collection", "chat")]
+    )
+    assert len(read_rows(table, eligible)) == len(units)
+    read = unit_rows(table, eligible, "chat", [*units, "u99999"])
+    assert sorted(read) == units and all(len(r) == 1 for r in read.values())
 
 
 def member(unit: str) -> MemberRecord:
