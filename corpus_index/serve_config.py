@@ -23,6 +23,7 @@ SERVE_KEYS = {
     "max_body_bytes",
     "max_concurrent_embeddings",
     "embedding_wait_s",
+    "open_metrics",
 }
 DEFAULT_EMBEDDING_WAIT_S = 10.0
 
@@ -45,6 +46,9 @@ class ServeConfig:
     max_body_bytes: int = 1 << 20
     max_concurrent_embeddings: int = 4
     embedding_wait_s: float = DEFAULT_EMBEDDING_WAIT_S
+    # /metrics answers without a key (a port only the scraper's network reaches); by default
+    # it asks for a key whose scopes hold ``metrics``
+    open_metrics: bool = False
 
 
 def parse_serve(raw: Any, *, path: Path) -> ServeConfig:
@@ -80,7 +84,13 @@ def parse_serve(raw: Any, *, path: Path) -> ServeConfig:
     wait = raw.get("embedding_wait_s", DEFAULT_EMBEDDING_WAIT_S)
     if isinstance(wait, bool) or not isinstance(wait, int | float) or wait <= 0:
         raise ConfigError(f"{path}: serve.embedding_wait_s: expected a positive number of seconds")
+    open_metrics = raw.get("open_metrics", False)
+    if not isinstance(open_metrics, bool):
+        raise ConfigError(
+            f"{path}: serve.open_metrics: expected true or false, got {open_metrics!r}"
+        )
     return ServeConfig(
+        open_metrics=open_metrics,
         api_keys_file=(path.parent / file).resolve() if file else None,
         api_keys_env=_env_name(raw, "api_keys_env", path),
         cursor_secret_env=_env_name(raw, "cursor_secret_env", path),

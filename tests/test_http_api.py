@@ -32,11 +32,15 @@ from tests.support.http_server import running_server, serve_config, write_keys
 
 ALPHA, BETA, NARROW = "ck_alpha-key", "ck_beta-key", "ck_alpha-credit-only"
 GAMMA = "ck_gamma-key"
+# a key that reads /metrics alone (no tenant), and one that both searches and reads them
+METRICS, BOTH = "ck_prometheus", "ck_alpha-operator"
 KEYS = {
     ALPHA: ("alpha", ["alpha-uw", "alpha-credit"]),
     BETA: ("beta", ["beta-team"]),
     NARROW: ("alpha", ["alpha-credit"]),
     GAMMA: ("gamma", ["beta-team"]),
+    METRICS: (None, [], ["metrics"]),
+    BOTH: ("alpha", ["alpha-uw"], ["search", "metrics"]),
 }
 PROBLEM = "urn:corpus-index:problem:"
 
@@ -291,7 +295,7 @@ def test_metrics_and_traces(served: Served) -> None:
             break
         time.sleep(0.2)
     assert found and found[0]["tenant"] == "beta" and found[0]["trace"]["mode"] == "lexical"
-    text = served.get("/metrics", key=None).text
+    text = served.get("/metrics", key=METRICS).text
     labels = 'endpoint="search",mode="lexical",namespace="deals"'
     assert _value(text, f"corpus_search_latency_seconds_count{{{labels}}}") >= 1
     zero = 'corpus_zero_result_searches_total{endpoint="search",mode="dense",namespace="deals"}'
@@ -305,6 +309,29 @@ def test_metrics_and_traces(served: Served) -> None:
     assert _value(text, ratio) == 1.0
     assert _value(text, 'corpus_index_freshness_seconds{namespace="deals"}') == 0.0
     assert _value(text, 'corpus_http_problems_total{status="401",type="unauthorized"}') >= 1
+
+
+def test_metrics_are_read_only_with_a_key_granted_them(served: Served) -> None:
+    """``/metrics`` names the namespaces, generations and what the server refused: an
+    operator's figures, read with a key whose entry grants ``metrics`` (a Prometheus bearer
+    token), never by anyone who reaches the port, nor by a key that may only search."""
+    problem(served.get("/metrics", key=None), 401, "unauthorized")
+    problem(served.get("/metrics", key="ck_not-a-key"), 401, "unauthorized")
+    doc = problem(served.get("/metrics", key=ALPHA), 403, "forbidden")
+    assert "metrics" in doc["detail"]
+    # a key for /metrics alone acts for no tenant: it searches nothing
+    doc = problem(served.search({"query": "sponsor"}, key=METRICS), 403, "forbidden")
+    assert "search" in doc["detail"]
+    problem(served.get("/v1/namespaces", key=METRICS), 403, "forbidden")
+    assert served.search({"query": "sponsor"}, key=BOTH).status_code == 200
+    for key in (METRICS, BOTH):
+        resp = served.get("/metrics", key=key)
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
+    # what the figures name: namespaces and generations, never a tenant, group or query
+    text = served.get("/metrics", key=METRICS).text
+    assert "corpus_searches_total" in text
+    for secret in ("sponsor", "alpha", "beta", "gamma", "-uw", "-team", "prometheus"):
+        assert secret not in text, secret
 
 
 def test_the_audit_counts_hits_the_principal_may_not_see(served: Served) -> None:

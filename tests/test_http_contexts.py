@@ -21,7 +21,9 @@ from tests.searchkit import build_home, messages_config
 from tests.support.http_server import running_server, serve_config
 
 WATTLE, STAFF, BLUEGUM = "ck_wattle", "ck_wattle-staff", "ck_bluegum"
+SCRAPER = {"Authorization": "Bearer ck_prometheus"}  # a key that reads /metrics
 KEYS = {
+    "ck_prometheus": (None, [], ["metrics"]),
     WATTLE: ("wattle", ["wattle-staff", "wattle-managers"]),
     STAFF: ("wattle", ["wattle-staff"]),
     BLUEGUM: ("bluegum", ["bluegum-staff", "bluegum-coordinators"]),
@@ -135,7 +137,7 @@ def test_every_row_a_context_answer_shows_is_audited_after_the_response(
     client, _ = served
 
     def audited() -> float:
-        text = client.get("/metrics").text
+        text = client.get("/metrics", headers=SCRAPER).text
         series = 'corpus_audited_results_total{namespace="messages"}'
         return next(
             (
@@ -162,7 +164,7 @@ def test_every_row_a_context_answer_shows_is_audited_after_the_response(
             break
         time.sleep(0.2)
     assert audited() == before + shown
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=SCRAPER).text
     assert 'corpus_unauthorized_results_total{namespace="messages"} 0.0' in text
     assert 'corpus_stale_results_total{namespace="messages",reason="deleted"} 0.0' in text
 

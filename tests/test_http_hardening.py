@@ -205,3 +205,24 @@ def test_an_empty_group_name_is_refused_as_invalid(client: TestClient) -> None:
         assert str(doc["detail"]).startswith("groups: a group name is empty"), path
     body = {"query": "roof", "groups": ["alpha-uw"]}
     assert client.post("/v1/namespaces/deals/search", json=body, headers=HEADERS).status_code == 200
+
+
+def test_metrics_answer_without_a_key_only_where_the_configuration_opens_them(
+    built: Built,
+) -> None:
+    """By default ``/metrics`` asks for a key granted them; ``serve.open_metrics: true`` (a
+    port only the scraper's network reaches) lets it answer without one."""
+    with TestClient(create_app(built.settings, record_traces=False)) as closed:
+        problem(closed.get("/metrics"), 401, "unauthorized")
+        problem(closed.get("/metrics", headers=HEADERS), 403, "forbidden")
+    doc = yaml.safe_load(built.settings.config_path.read_text())
+    doc["serve"]["open_metrics"] = True
+    opened = built.settings.config_path.with_name("open-metrics.yaml")  # its paths hold
+    opened.write_text(yaml.safe_dump(doc, sort_keys=False))
+    settings = Settings(config_path=opened, home=built.settings.home)
+    with TestClient(create_app(settings, record_traces=False)) as client:
+        resp = client.get("/metrics")
+        assert resp.status_code == 200 and "corpus_searches_total" in resp.text
+        problem(
+            client.post("/v1/namespaces/deals/search", json={"query": "x"}), 401, "unauthorized"
+        )

@@ -41,6 +41,30 @@ def test_keys_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     assert store.principal(one) is None  # no file: no key is accepted
 
 
+def test_a_key_may_read_metrics_alone_or_beside_searching(tmp_path: Path) -> None:
+    """``scopes``: an entry without them searches as its principal; ``[metrics]`` reads
+    /metrics and acts for no tenant; ``[search, metrics]`` does both."""
+    path = tmp_path / "keys.yaml"
+    search, scraper, both = new_key(), new_key(), new_key()
+    doc = {
+        "keys": [
+            entry(search),
+            {"name": "prometheus", "sha256": key_hash(scraper), "scopes": ["metrics"]},
+            {**entry(both), "scopes": ["search", "metrics"]},
+        ]
+    }
+    path.write_text(yaml.safe_dump(doc))
+    store = KeyStore(ServeConfig(api_keys_file=path))
+    found = {k: store.entry(k) for k in (search, scraper, both)}
+    assert {k: e.scopes if e else None for k, e in found.items()} == {
+        search: {"search"},
+        scraper: {"metrics"},
+        both: {"search", "metrics"},
+    }
+    assert store.principal(scraper) is None  # a scraper's key searches nothing
+    assert store.principal(both) == (both[-6:], Principal("alpha", ("g",)))
+
+
 def test_keys_from_an_environment_variable() -> None:
     key = new_key()
     env = {"CORPUS_API_KEYS": yaml.safe_dump({"keys": [entry(key, "gamma")]})}
@@ -56,6 +80,13 @@ def test_keys_from_an_environment_variable() -> None:
         ({"keys": [{"sha256": "a" * 64}]}, "keys[0].tenant"),
         ({"keys": [{"sha256": "a" * 64, "tenant": "t", "groups": "g"}]}, "keys[0].groups"),
         ({"keys": [{"sha256": "a" * 64, "tenant": "t", "key": "x"}]}, "unknown key(s) key"),
+        ({"keys": [{"sha256": "a" * 64, "scopes": ["admin"]}]}, "keys[0].scopes: expected"),
+        ({"keys": [{"sha256": "a" * 64, "scopes": []}]}, "keys[0].scopes: expected"),
+        ({"keys": [{"sha256": "a" * 64, "scopes": ["search"]}]}, "keys[0].tenant"),
+        (
+            {"keys": [{"sha256": "a" * 64, "tenant": "t", "scopes": ["metrics"]}]},
+            "keys[0]: a tenant and groups are for a key that may search",
+        ),
         (["not", "a", "mapping"], "expected a mapping"),
     ],
 )
@@ -89,6 +120,7 @@ def test_serve_configuration(tmp_path: Path) -> None:
         ({"api_key": "x"}, "unknown key(s) api_key"),
         ({"api_keys_env": "NOT A NAME"}, "serve.api_keys_env"),
         ({"embedding_wait_s": -1}, "serve.embedding_wait_s"),
+        ({"open_metrics": "yes"}, "serve.open_metrics: expected true or false"),
     ]
     for raw, message in bad:
         with pytest.raises(ConfigError, match="corpus.yaml") as err:
@@ -169,6 +201,31 @@ def test_api_key_command_appends_only_the_hash(tmp_path: Path) -> None:
     assert store.principal(key) == ("analyst", Principal("alpha", ("g1",)))
     again = CliRunner().invoke(main, [*args, str(keys)])
     assert again.exit_code == 2 and "already has a key named 'analyst'" in again.output
+
+
+def test_api_key_command_makes_a_key_for_metrics(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from corpus_index.cli import main
+
+    keys = tmp_path / "keys.yaml"
+    args = ["api-key", "--file", str(keys)]
+    scraper = CliRunner().invoke(main, [*args, "--metrics", "--name", "prometheus"])
+    assert scraper.exit_code == 0, scraper.output
+    both = CliRunner().invoke(main, [*args, "--metrics", "--tenant", "t", "--name", "ops"])
+    assert both.exit_code == 0, both.output
+    store = KeyStore(ServeConfig(api_keys_file=keys))
+    one, two = (r.stdout.strip().splitlines()[-1] for r in (scraper, both))
+    assert store.entry(one).scopes == {"metrics"} and store.principal(one) is None  # type: ignore[union-attr]
+    assert store.entry(two).scopes == {"search", "metrics"}  # type: ignore[union-attr]
+    before = keys.read_text()
+    for bad, message in (
+        (["--name", "x"], "Missing option '--tenant'"),
+        (["--metrics", "--group", "g", "--name", "x"], "give its --tenant too"),
+    ):
+        refused = CliRunner().invoke(main, [*args, *bad])
+        assert refused.exit_code == 2 and message in refused.output, refused.output
+    assert keys.read_text() == before
 
 
 def test_api_key_command_never_writes_a_keys_file_the_server_refuses(tmp_path: Path) -> None:

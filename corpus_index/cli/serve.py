@@ -69,14 +69,28 @@ def _not_blank(
     return value
 
 
+def _not_blank_or_none(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else str(_not_blank(ctx, param, value))
+
+
 @main.command("api-key")
-@click.option("--tenant", required=True, callback=_not_blank, help="The tenant the key acts for.")
+@click.option(
+    "--tenant",
+    callback=_not_blank_or_none,
+    help="The tenant the key searches for (required unless the key is for --metrics alone).",
+)
 @click.option(
     "--group",
     "groups",
     multiple=True,
     callback=_not_blank,
     help="A group of the key (repeatable).",
+)
+@click.option(
+    "--metrics",
+    "metrics",
+    is_flag=True,
+    help="The key may read /metrics too (without --tenant: only /metrics, no search).",
 )
 @click.option(
     "--name",
@@ -91,14 +105,40 @@ def _not_blank(
     help="Append the key's hash to this keys file (default: only print it).",
 )
 @handle_errors
-def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | None) -> None:
+def api_key(
+    tenant: str | None,
+    groups: tuple[str, ...],
+    metrics: bool,
+    name: str,
+    keys_file: Path | None,
+) -> None:
     """Make a new API key: prints the key once (keep it) and the keys-file entry of its hash."""
     import yaml
 
-    from corpus_index.http.keys import key_hash, new_key, parse_keys, read_keys_file, write_keys
+    from corpus_index.http.keys import (
+        METRICS,
+        SEARCH,
+        key_hash,
+        new_key,
+        parse_keys,
+        read_keys_file,
+        write_keys,
+    )
 
+    if tenant is None and not metrics:
+        raise click.UsageError(
+            "Missing option '--tenant' (a key searches for one tenant; --metrics without "
+            "--tenant makes a key that reads /metrics only)"
+        )
+    if tenant is None and groups:
+        raise click.UsageError("--group is for a key that searches: give its --tenant too")
     key = new_key()
-    entry = {"name": name, "sha256": key_hash(key), "tenant": tenant, "groups": list(groups)}
+    entry: dict[str, object] = {"name": name, "sha256": key_hash(key)}
+    if tenant is not None:
+        entry |= {"tenant": tenant, "groups": list(groups)}
+    if metrics:
+        entry["scopes"] = [SEARCH, METRICS] if tenant is not None else [METRICS]
+    what = f"for tenant {tenant}" if tenant is not None else "that reads /metrics only"
     if keys_file is not None:
         doc = (read_keys_file(keys_file) if keys_file.exists() else None) or {"keys": []}
         parse_keys(doc, source=str(keys_file))  # refuse to extend a broken file
@@ -107,7 +147,7 @@ def api_key(tenant: str, groups: tuple[str, ...], name: str, keys_file: Path | N
             raise click.UsageError(f"{keys_file} already has a key named {name!r}")
         keys.append(entry)
         write_keys(keys_file, doc)
-        click.echo(f"added key {name!r} for tenant {tenant} to {keys_file}", err=True)
+        click.echo(f"added key {name!r} {what} to {keys_file}", err=True)
     else:
         click.echo(yaml.safe_dump({"keys": [entry]}, sort_keys=False), err=True)
     click.echo(key)

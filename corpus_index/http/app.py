@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from corpus_index.config import Settings
 from corpus_index.errors import CorpusError, RetryableError, StoreUnreachableError
 from corpus_index.http import contexts, exports, models, problems, routes
+from corpus_index.http.auth import MetricsReader
 from corpus_index.http.problems import (
     FORBIDDEN,
     NO_ACTIVE,
@@ -179,8 +180,9 @@ def ready(request: Request) -> dict[str, Any]:
     return {"status": "ready", "namespaces": active}
 
 
-def metrics(request: Request) -> Response:
-    """Prometheus metrics."""
+def metrics(request: Request, _: MetricsReader) -> Response:
+    """Prometheus metrics, for a key whose scopes hold ``metrics`` (or anyone, where
+    ``serve.open_metrics`` is set)."""
     svc: Service = request.app.state.service
     return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 

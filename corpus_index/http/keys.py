@@ -7,6 +7,14 @@ The file holds no key, only each key's sha256 with the principal it stands for::
         sha256: 9f86d081884c7d65...     # hex sha256 of the key (``corpus api-key`` prints it)
         tenant: meridian
         groups: [uw-team]
+      - name: prometheus                # reads /metrics only: no tenant, no group
+        sha256: 60303ae22b998861...
+        scopes: [metrics]
+
+What a key may do is its ``scopes``: ``search`` (the ``/v1`` routes, as its tenant and
+groups; the default, so an entry without ``scopes`` searches) and ``metrics`` (``GET
+/metrics``, the operator's figures of every namespace). A key whose scopes hold ``search``
+names its tenant; one for ``metrics`` alone names none.
 
 The file is re-read whenever it changes (size, mtime or inode), checked on every request, so a
 key removed from it stops working with the next request. Keys are random 256-bit tokens, so a
@@ -38,6 +46,8 @@ from corpus_index.serve_config import ServeConfig
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 KEY_PREFIX = "ck_"
 KEYS_FILE_MODE = 0o600  # a keys file write_keys makes: the owner's alone, whatever the umask
+SEARCH, METRICS = "search", "metrics"
+SCOPES = (SEARCH, METRICS)
 
 
 def new_key() -> str:
@@ -52,11 +62,13 @@ def key_hash(key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class KeyEntry:
-    """One accepted key: its name, hash and principal."""
+    """One accepted key: its name, hash, principal (None for a key that may not search) and
+    what it may do (:data:`SCOPES`)."""
 
     name: str
     sha256: str
-    principal: Principal
+    principal: Principal | None
+    scopes: frozenset[str] = frozenset({SEARCH})
 
 
 def parse_keys(doc: Any, *, source: str) -> list[KeyEntry]:
@@ -74,26 +86,52 @@ def parse_keys(doc: Any, *, source: str) -> list[KeyEntry]:
         where = f"{source}: keys[{i}]"
         if not isinstance(item, Mapping):
             raise ConfigError(f"{where}: expected a mapping with name, sha256, tenant, groups")
-        unknown = sorted(set(item) - {"name", "sha256", "tenant", "groups"})
+        unknown = sorted(set(item) - {"name", "sha256", "tenant", "groups", "scopes"})
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
         digest = str(item.get("sha256", "")).lower()
         if not _HEX64.match(digest):
             raise ConfigError(f"{where}.sha256: expected 64 hex digits (the key's sha256)")
-        tenant = item.get("tenant")
-        if not isinstance(tenant, str) or not tenant:
-            raise ConfigError(f"{where}.tenant: expected a tenant id")
-        groups = item.get("groups", [])
-        if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
-            raise ConfigError(f"{where}.groups: expected a list of group names")
+        scopes = _scopes(item.get("scopes", [SEARCH]), where)
+        if SEARCH not in scopes and ("tenant" in item or "groups" in item):
+            raise ConfigError(
+                f"{where}: a tenant and groups are for a key that may search; this one's scopes "
+                f"are {sorted(scopes)} (add {SEARCH} to them, or leave tenant and groups out)"
+            )
         entries.append(
             KeyEntry(
                 name=str(item.get("name") or f"key-{i}"),
                 sha256=digest,
-                principal=Principal(tenant, tuple(groups)),
+                principal=_principal(item, where) if SEARCH in scopes else None,
+                scopes=scopes,
             )
         )
     return entries
+
+
+def _scopes(value: Any, where: str) -> frozenset[str]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(s, str) and s in SCOPES for s in value)
+    ):
+        raise ConfigError(
+            f"{where}.scopes: expected a list of {' and '.join(SCOPES)} (got {value!r})"
+        )
+    return frozenset(value)
+
+
+def _principal(item: Mapping[str, Any], where: str) -> Principal:
+    """The principal of an entry whose key searches."""
+    tenant = item.get("tenant")
+    if not isinstance(tenant, str) or not tenant:
+        raise ConfigError(
+            f"{where}.tenant: expected a tenant id (a key that may search acts for one)"
+        )
+    groups = item.get("groups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+        raise ConfigError(f"{where}.groups: expected a list of group names")
+    return Principal(tenant, tuple(groups))
 
 
 def read_keys_file(path: Path) -> Any:
@@ -123,13 +161,21 @@ class KeyStore:
             self._entries = parse_keys(_load(text, source), source=source)
 
     def principal(self, key: str) -> tuple[str, Principal] | None:
-        """The name and principal of ``key``, or None when no entry has its hash."""
+        """The name and principal of ``key``, or None when no entry has its hash or its entry
+        may not search."""
+        found = self.entry(key)
+        if found is None or found.principal is None:
+            return None
+        return found.name, found.principal
+
+    def entry(self, key: str) -> KeyEntry | None:
+        """The entry of ``key``, or None when no entry has its hash."""
         digest = key_hash(key)
         found = None
         for entry in self._current():
             # compare every entry, so timing says nothing about which hash is near
             if hmac.compare_digest(entry.sha256, digest):
-                found = (entry.name, entry.principal)
+                found = entry
         return found
 
     def _current(self) -> list[KeyEntry]:

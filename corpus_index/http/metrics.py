@@ -23,8 +23,9 @@ from corpus_index.home import Home
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _ROWS_CHECK = gates.check_key("index_generation", "row_counts_reconcile")
-# the source folders are walked for freshness at most this often, however often (and by whom:
-# /metrics asks for no key) the endpoint is scraped; a scrape in between reads the last walk
+# the source folders are walked for freshness at most this often, however often (and by whom,
+# where serve.open_metrics lets /metrics answer without a key) the endpoint is scraped; a
+# scrape in between reads the last walk
 FRESHNESS_REFRESH_S = 30.0
 
 

@@ -25,18 +25,26 @@ ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0  # imports are slow on a loaded 2-core machine
 
 
-def write_keys(path: Path, keys: Mapping[str, tuple[str, Sequence[str]]]) -> None:
-    """A keys file: ``{key: (tenant, groups)}``, each recorded by its hash under its own name."""
-    entries = [
-        {"name": f"key-{i}", "sha256": key_hash(key), "tenant": tenant, "groups": list(groups)}
-        for i, (key, (tenant, groups)) in enumerate(keys.items())
-    ]
+# a key's principal and, where given, its scopes: ``(tenant, groups)`` grants search only,
+# ``(tenant, groups, scopes)`` what ``scopes`` names (a tenant of None: a metrics key alone)
+KeySpec = tuple[str, Sequence[str]] | tuple[str | None, Sequence[str], Sequence[str]]
+
+
+def write_keys(path: Path, keys: Mapping[str, KeySpec]) -> None:
+    """A keys file: ``{key: (tenant, groups[, scopes])}``, each recorded by its hash under its
+    own name."""
+    entries = []
+    for i, (key, spec) in enumerate(keys.items()):
+        entry: dict[str, object] = {"name": f"key-{i}", "sha256": key_hash(key)}
+        if spec[0] is not None:
+            entry |= {"tenant": spec[0], "groups": list(spec[1])}
+        if len(spec) > 2:
+            entry["scopes"] = list(spec[2])
+        entries.append(entry)
     path.write_text(yaml.safe_dump({"keys": entries}, sort_keys=False), encoding="utf-8")
 
 
-def serve_config(
-    config: Path, keys: Mapping[str, tuple[str, Sequence[str]]], **serve: object
-) -> Path:
+def serve_config(config: Path, keys: Mapping[str, KeySpec], **serve: object) -> Path:
     """``config`` with a ``serve`` section naming a keys file beside it (written from ``keys``)."""
     doc = yaml.safe_load(config.read_text(encoding="utf-8"))
     write_keys(config.parent / "keys.yaml", keys)
