@@ -18,19 +18,30 @@ A cursor that is not of this form (set by hand in the UI) is read as none, with 
 
 The cursor takes a fingerprint when its run is asked for, not when the run succeeds: a run
 that failed (its worker killed, a transient error) is asked again under a new run key, while
-the collection's last ingest has not recorded it and no run of it is in flight, up to
-``MAX_TRIES`` failures of one state of the files.
+the collection's last ingest has not recorded it and no run of it is in flight; a purge that
+failed likewise, while the partition is there. After ``MAX_TRIES`` failures in a row the
+sensor goes on asking, but only once a wait has passed since the last one failed
+(``RETRY_BACKOFF_S``, doubling with each further failure up to ``MAX_BACKOFF_S``), so a run
+that fails for good does not run every tick, and one that failed for a while (a store down
+for an hour) still ends a deleted source's serving once it can. While it waits it says so: a
+warning in the tick's log, the tick's skip reason when it asks for nothing else, the
+partition under ``retrying`` in the cursor, and an alert in the home's alerts
+(``corpus alerts``) for each run that failed past ``MAX_TRIES``.
 """
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import dagster as dg
 
 from assets import CorpusResource
+from corpus_index.alerts import Alert, record_alert
 from corpus_index.config import CorpusConfig
 from corpus_index.embedding import config_input_rule
 from corpus_index.identity_store import source_fingerprint
@@ -38,10 +49,15 @@ from corpus_index.kinds import UNREADABLE, fingerprint
 from corpus_index.shards import split_key
 
 DEFAULT_INTERVAL_S = 30
-# runs asked for one state of a collection's files whose runs all fail: then the sensor stops
-# asking (a run failing for good would otherwise run again every tick); a change of its files
-# starts over, and `corpus sync` still ingests it
+# runs asked for one state of a collection's files (or one purge) that fail in a row before
+# the sensor waits between asks (a run failing for good would otherwise run again every
+# tick): RETRY_BACKOFF_S after the last failure, doubled with each failure past MAX_TRIES, up
+# to MAX_BACKOFF_S; a change of its files starts over
 MAX_TRIES = 3
+RETRY_BACKOFF_S = 300.0
+MAX_BACKOFF_S = 3600.0
+# runs read back to count the failures in a row: enough for the wait to reach its bound
+LOOKBACK = MAX_TRIES + 8
 # the tag naming the fingerprint an ingest run was asked for, so a failed one is asked again
 FINGERPRINT_TAG = "corpus/fingerprint"
 # the tag naming the partition a purge run was asked for
@@ -55,6 +71,41 @@ def sensor_interval() -> int:
     return int(os.environ.get("CORPUS_SENSOR_INTERVAL_S") or DEFAULT_INTERVAL_S)
 
 
+class RunOutcome(NamedTuple):
+    """What one run asked for came to: ``IN_FLIGHT``, ``SUCCEEDED`` or ``FAILED``, with its
+    id and when it finished (unix seconds; None while in flight)."""
+
+    status: str
+    run_id: str = ""
+    ended: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """A partition whose runs of ``job`` failed ``failures`` times in a row: asked again at
+    ``next_try`` (unix seconds), not before."""
+
+    partition: str
+    job: str
+    failures: int
+    last_run_id: str
+    next_try: float
+
+    def message(self) -> str:
+        at = datetime.fromtimestamp(self.next_try, UTC).isoformat(timespec="seconds")
+        what = "purge" if self.job == "purge_collection_job" else "ingest"
+        return (
+            f"{self.job} ({what}) of {self.partition} failed {self.failures} runs in a row "
+            f"(the last: run {self.last_run_id[:8]}): asked again at {at}, and after a wait "
+            f"doubling up to {MAX_BACKOFF_S:g} s while it fails; until then "
+            + (
+                "the removed collection's rows are still in every generation"
+                if what == "purge"
+                else "its files' changes (deletions included) are not in the index"
+            )
+        )
+
+
 @dataclass
 class SourceScan:
     """What one tick decided (kept apart from Dagster's types so it can be tested directly)."""
@@ -64,6 +115,7 @@ class SourceScan:
     add_partitions: list[str] = field(default_factory=list)
     purge: dict[str, str] = field(default_factory=dict)  # collection -> run key
     unreadable: dict[str, str] = field(default_factory=dict)  # collection -> why, naming it
+    retrying: dict[str, Retrying] = field(default_factory=dict)  # partition -> its wait
     cursor: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
@@ -102,7 +154,8 @@ def scan_sources(
     changes: dict[str, int] | None = None,
     ingested: Callable[[str], str] | None = None,
     home: Path | None = None,
-    runs: Callable[[str, dict[str, str]], list[str]] | None = None,
+    runs: Callable[[str, dict[str, str]], list[RunOutcome]] | None = None,
+    now: float | None = None,
 ) -> SourceScan:
     """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
     collection ``partitions``.
@@ -116,11 +169,13 @@ def scan_sources(
     ``runs(job, tags)`` tells what the latest runs of ``job`` with ``tags`` came to, newest
     first (:func:`recent_runs`): a collection the cursor has seen as it is, but whose last
     ingest did not record it, is asked again, under a new run key, when the run asked for
-    it failed (fewer than ``MAX_TRIES`` times in a row) and none is in flight. The partition
-    of a collection that left the config is purged while it is there (the purge run removes
-    it once the data is gone), unless a purge of it is in flight or ``MAX_TRIES`` failed in
-    a row.
+    it failed and none is in flight. The partition of a collection that left the config is
+    purged while it is there (the purge run removes it once the data is gone), unless a purge
+    of it is in flight. Past ``MAX_TRIES`` failures in a row either is asked again only once
+    its wait since the last failure is over (:func:`next_try`), at ``now`` (default: the
+    clock's); until then it is under ``retrying``.
     """
+    now = time.time() if now is None else now
     scan = SourceScan()
     counts = dict(changes or {})
     existing = set(partitions)
@@ -155,13 +210,10 @@ def scan_sources(
         # last ingest on record, of data that is gone
         seen_before = fingerprints.get(name) == fp or bool(ingested and ingested(name) == fp)
         # the cursor took the fingerprint when the run was asked for, not when it succeeded
-        failed = (
-            seen_before
-            and runs is not None
-            and failed_to_try_again(runs("ingest_job", ingest_tags(name, fp)))
-            and ingested is not None
-            and ingested(name) != fp
-        )
+        failed = False
+        if seen_before and runs is not None and ingested is not None and ingested(name) != fp:
+            tried = runs("ingest_job", ingest_tags(name, fp))
+            failed = _due(scan, name, "ingest_job", tried, now)
         if name not in existing or not seen_before or failed:
             counts[name] = counts.get(name, 0) + 1
             scan.ingest[name] = f"ingest:{name}:{counts[name]}:{fp}"
@@ -171,14 +223,42 @@ def scan_sources(
     for name in sorted(existing - wanted):
         if split_key(name).collection in config.collections:
             continue
-        tried = runs("purge_collection_job", {PURGE_TAG: name})[:MAX_TRIES] if runs else []
-        if tried[:1] == [IN_FLIGHT] or tried.count(FAILED) == MAX_TRIES:
-            continue
+        tried = runs("purge_collection_job", {PURGE_TAG: name}) if runs else []
+        waits = tried and not _due(scan, name, "purge_collection_job", tried, now)
+        if waits and tried[0].status != SUCCEEDED:
+            continue  # in flight, or waiting to be asked again
         counts[name] = counts.get(name, 0) + 1
         scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
     scan.fingerprints = seen
     scan.cursor = {"fingerprints": seen, "changes": dict(sorted(counts.items()))}
+    if scan.retrying:
+        scan.cursor["retrying"] = {
+            name: {
+                "job": r.job,
+                "failures": r.failures,
+                "next_try": datetime.fromtimestamp(r.next_try, UTC).isoformat(timespec="seconds"),
+            }
+            for name, r in sorted(scan.retrying.items())
+        }
     return scan
+
+
+def _due(scan: SourceScan, name: str, job: str, tried: list[RunOutcome], now: float) -> bool:
+    """Whether the runs of ``job`` for ``name`` that came to ``tried`` (newest first) are to
+    be asked again now; one waiting for its time is put under ``scan.retrying``."""
+    at = next_try(tried)
+    if at is None:
+        return False
+    if at > now:
+        failures = failures_in_a_row(tried)
+        scan.retrying[name] = Retrying(name, job, failures, tried[0].run_id, at)
+        return False
+    return True
+
+
+def failures_in_a_row(outcomes: list[RunOutcome]) -> int:
+    """How many of ``outcomes`` (newest first) failed before the newest that did not."""
+    return next((i for i, o in enumerate(outcomes) if o.status != FAILED), len(outcomes))
 
 
 def ingest_tags(partition: str, fp: str) -> dict[str, str]:
@@ -186,26 +266,39 @@ def ingest_tags(partition: str, fp: str) -> dict[str, str]:
     return {"dagster/partition": partition, FINGERPRINT_TAG: fp}
 
 
-def failed_to_try_again(outcomes: list[str]) -> bool:
-    """Whether runs that came to ``outcomes`` (newest first) are to be asked again: the
-    latest failed, and fewer than ``MAX_TRIES`` of them did in a row."""
-    tried = outcomes[:MAX_TRIES]
-    return bool(tried) and tried[0] == FAILED and tried.count(FAILED) < MAX_TRIES
+def next_try(outcomes: list[RunOutcome]) -> float | None:
+    """When runs that came to ``outcomes`` (newest first) are to be asked again (unix
+    seconds; 0: at once), or None when not (none ran, the newest is in flight or succeeded).
+    Fewer than ``MAX_TRIES`` failures in a row are asked again at once; each one past them
+    doubles the wait after the newest, from ``RETRY_BACKOFF_S`` up to ``MAX_BACKOFF_S``."""
+    if not outcomes or outcomes[0].status != FAILED:
+        return None
+    failures = failures_in_a_row(outcomes)
+    if failures < MAX_TRIES:
+        return 0.0
+    wait = min(MAX_BACKOFF_S, RETRY_BACKOFF_S * 2.0 ** (failures - MAX_TRIES))
+    return (outcomes[0].ended or 0.0) + wait
 
 
-def recent_runs(instance: dg.DagsterInstance) -> Callable[[str, dict[str, str]], list[str]]:
-    """What the latest ``MAX_TRIES`` runs of a job with some tags came to in ``instance``,
+def recent_runs(
+    instance: dg.DagsterInstance,
+) -> Callable[[str, dict[str, str]], list[RunOutcome]]:
+    """What the latest ``LOOKBACK`` runs of a job with some tags came to in ``instance``,
     newest first: ``IN_FLIGHT`` (queued, starting, running), ``SUCCEEDED`` or ``FAILED``
-    (canceled too)."""
+    (canceled too), with each one's id and end."""
 
-    def runs(job: str, tags: dict[str, str]) -> list[str]:
-        records = instance.get_run_records(dg.RunsFilter(job_name=job, tags=tags), limit=MAX_TRIES)
+    def runs(job: str, tags: dict[str, str]) -> list[RunOutcome]:
+        records = instance.get_run_records(dg.RunsFilter(job_name=job, tags=tags), limit=LOOKBACK)
         return [
-            IN_FLIGHT
-            if not r.dagster_run.is_finished
-            else SUCCEEDED
-            if r.dagster_run.is_success
-            else FAILED
+            RunOutcome(
+                IN_FLIGHT
+                if not r.dagster_run.is_finished
+                else SUCCEEDED
+                if r.dagster_run.is_success
+                else FAILED,
+                r.dagster_run.run_id,
+                r.end_time or r.update_timestamp.timestamp(),
+            )
             for r in records
         ]
 
@@ -262,6 +355,9 @@ def source_update_sensor(
     )
     for why in scan.unreadable.values():
         context.log.warning(why)
+    for waiting in scan.retrying.values():
+        context.log.warning(waiting.message())
+        _alert(settings.home, waiting)
     requests = [
         dg.RunRequest(
             run_key=key,
@@ -288,10 +384,28 @@ def source_update_sensor(
         dynamic.append(
             dg.AddDynamicPartitionsRequest("collections", partition_keys=scan.add_partitions)
         )
+    waiting = "; ".join(r.message() for r in scan.retrying.values())
     return dg.SensorResult(
         run_requests=requests,
+        skip_reason=waiting if waiting and not requests else None,
         dynamic_partitions_requests=dynamic,
         cursor=json.dumps(scan.cursor, sort_keys=True),
+    )
+
+
+def _alert(home: Path, waiting: Retrying) -> None:
+    """One alert per run that failed past ``MAX_TRIES`` (under that run's id and ``:retry``,
+    so ``corpus alerts --ack`` of the run's prefix acknowledges it with the run's own)."""
+    record_alert(
+        home,
+        Alert(
+            run_id=f"{waiting.last_run_id}:retry",
+            job="source_update_sensor",
+            failed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            partition=waiting.partition,
+            failed_steps=(waiting.job,),
+            error=waiting.message(),
+        ),
     )
 
 

@@ -13,12 +13,22 @@ import pytest
 import yaml
 
 from assets import CorpusResource
+from corpus_index.alerts import alerts
 from corpus_index.config import Settings
 from corpus_index.home import Home
-from definitions import dagster_runner
+from definitions import build_definitions, dagster_runner
 from pipelines.runner import DagsterRunner
 from pipelines.runner import Home as RunnerHome
-from pipelines.sensors import MAX_TRIES, read_cursor, scan_sources, source_update_sensor
+from pipelines.sensors import (
+    MAX_BACKOFF_S,
+    MAX_TRIES,
+    PURGE_TAG,
+    RETRY_BACKOFF_S,
+    read_cursor,
+    recent_runs,
+    scan_sources,
+    source_update_sensor,
+)
 from tests.corpusgen import write_home
 
 
@@ -289,7 +299,77 @@ def test_a_change_whose_ingest_run_failed_is_asked_again(
         assert keys(tick(settings, instance, result.cursor)) == []
         instance.report_run_failed(run, message="the run worker was killed")
         cursor = result.cursor
-    assert keys(tick(settings, instance, cursor)) == []  # given up on; `corpus sync` ingests it
+    waiting = tick(settings, instance, cursor)  # asked again once a wait is over
+    assert keys(waiting) == [] and "beta-deals" in read_cursor_retrying(waiting)
+
+
+def read_cursor_retrying(result: dg.SensorResult) -> dict[str, Any]:
+    retrying: dict[str, Any] = json.loads(result.cursor or "{}").get("retrying", {})
+    return retrying
+
+
+def test_a_purge_that_keeps_failing_is_asked_again_after_a_growing_wait_and_alerted(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """A collection removed from the config is purged by runs the sensor asks for; one that
+    failed ``MAX_TRIES`` times in a row (a store down for an hour) is asked again once a wait
+    since the last failure is over, the wait doubling with each failure up to a bound, and
+    the sensor says it waits: the tick's log and skip reason, the cursor's ``retrying``, an
+    alert. It used to stop asking for good after ``MAX_TRIES`` failures, without a word, and
+    the removed collection's rows stayed in every generation."""
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    instance.add_dynamic_partitions("collections", ["alpha-deals", "beta-deals", "gone-deals"])
+    purge_job = build_definitions(settings).resolve_job_def("purge_collection_job")
+
+    def purges(result: dg.SensorResult) -> list[dg.RunRequest]:
+        return [r for r in result.run_requests or [] if r.job_name == "purge_collection_job"]
+
+    def failed_run(request: dg.RunRequest) -> float:
+        run = instance.create_run_for_job(
+            purge_job, run_config=request.run_config, tags=request.tags
+        )
+        instance.report_run_failed(run, message="the object store did not answer")
+        record = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))[0]
+        assert record.end_time is not None
+        return record.end_time
+
+    cursor = None
+    for _ in range(MAX_TRIES):
+        result = tick(settings, instance, cursor)
+        (request,) = purges(result)
+        assert request.tags[PURGE_TAG] == "gone-deals"
+        ended = failed_run(request)
+        cursor = result.cursor
+    waiting = tick(settings, instance, cursor)
+    assert purges(waiting) == [] and not waiting.run_requests
+    assert "gone-deals" in str(waiting.skip_reason) and "failed 3 runs in a row" in str(
+        waiting.skip_reason
+    )
+    retrying = read_cursor_retrying(waiting)["gone-deals"]
+    assert retrying["job"] == "purge_collection_job" and retrying["failures"] == MAX_TRIES
+    assert read_cursor(waiting.cursor)[0] == read_cursor(cursor)[0]  # the cursor still reads
+    (alert,) = [a for a in alerts(settings.home) if a.job == "source_update_sensor"]
+    assert alert.partition == "gone-deals" and "asked again at" in alert.error
+    tick(settings, instance, waiting.cursor)
+    assert len(alerts(settings.home)) == 1  # one alert per failed run, not per tick
+
+    config = settings.load()
+    parts = list(instance.get_dynamic_partitions("collections"))
+    fps, changes = read_cursor(waiting.cursor)
+
+    def asked(now: float) -> dict[str, str]:
+        return scan_sources(config, fps, parts, changes, runs=recent_runs(instance), now=now).purge
+
+    assert asked(ended + RETRY_BACKOFF_S - 1) == {}
+    (again,) = asked(ended + RETRY_BACKOFF_S + 1).items()
+    # the daemon launches it; it fails too, and the next wait is twice as long
+    config_of_purge = {"ops": {"purge_collection_op": {"config": {"collection": "gone-deals"}}}}
+    ended = failed_run(
+        dg.RunRequest(run_key=again[1], run_config=config_of_purge, tags={PURGE_TAG: "gone-deals"})
+    )
+    assert asked(ended + RETRY_BACKOFF_S + 1) == {}
+    assert "gone-deals" in asked(ended + 2 * RETRY_BACKOFF_S + 1)
+    assert 2 * RETRY_BACKOFF_S <= MAX_BACKOFF_S
 
 
 @pytest.mark.slow
