@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from corpus_index import memory
 from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
+from corpus_index.embedders.weights import MEMO_NAME
 from corpus_index.errors import ConfigError
 from corpus_index.index_store import GenerationStore
 from corpus_index.registry import LIVE, Generation, GenerationSpec, open_registry
@@ -80,6 +81,7 @@ class Home:
             batch_size=p.batch_size,
             max_batch_tokens=p.max_batch_tokens,
             price_per_million_tokens=p.price_per_million_tokens,
+            weights_digests=self.settings.home / MEMO_NAME,
         )
 
     def spec(self, profile: str) -> GenerationSpec:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from corpus_index.backend_specs import HASH_SPEC, ST_MODELS, validate_backend_spec
 from corpus_index.embedders.base import Embedder, EmbedStats
@@ -30,8 +31,12 @@ def make_embedder(
     max_batch_tokens: int = 8000,
     price_per_million_tokens: float | None = None,
     environ: Mapping[str, str] | None = None,
+    weights_digests: Path | None = None,
 ) -> Embedder:
     """Build the embedder a profile names.
+
+    ``weights_digests`` is where a local model's weights digest is remembered (the home's
+    ``model-digests.json``); without it the weights are hashed each time.
 
     Raises:
         ConfigError: the backend_spec is malformed or the backend lacks what it needs.
@@ -42,7 +47,9 @@ def make_embedder(
     if m := HASH_SPEC.match(backend_spec):
         return HashEmbedder(int(m.group(1)))
     if backend_spec.startswith("st:"):
-        return SentenceTransformerEmbedder(backend_spec[3:], batch_size=batch_size)
+        return SentenceTransformerEmbedder(
+            backend_spec[3:], batch_size=batch_size, weights_digests=weights_digests
+        )
     env = os.environ if environ is None else environ
     api_key = env.get(api_key_env)
     if not api_key:

