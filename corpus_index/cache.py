@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Iterator, Sequence
+import logging
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,13 @@ import pyarrow as pa
 
 from corpus_index import lance, predicates
 from corpus_index.errors import DimensionMismatchError
+from corpus_index.hashing import canonical_json, sha256_hex
+
+log = logging.getLogger(__name__)
 
 LOOKUP_CHUNK = 2000
+# the field metadata naming the (backend_spec, revision) a table of folded name belongs to
+OWNER_KEY = "corpus_index:owner"
 # tries of a put whose table another writer's creation overwrote meanwhile (see put)
 RECREATED_ATTEMPTS = 3
 
@@ -33,16 +39,81 @@ def cache_schema(dim: int) -> pa.Schema:
     )
 
 
-class EmbeddingCache:
-    """One LanceDB table per (backend_spec, revision): ``cache__<slug>``."""
+def folded_table_name(backend_spec: str, revision: str) -> str:
+    """The name a cache table had before names were exact: two names that fold alike (case,
+    punctuation: ``bge-m3``, ``BGE.M3``) get the same one."""
+    return f"cache__{lance.slug(backend_spec)}__{lance.slug(revision)}"
 
-    def __init__(self, uri: str, *, backend_spec: str, revision: str, dim: int) -> None:
+
+def exact_table_name(backend_spec: str, revision: str) -> str:
+    """``cache__<model>__<revision>__<digest>``: the slugs, for the eye, and the first 10 hex
+    digits of the sha256 of the exact ``[backend_spec, revision]``, so each has its own."""
+    digest = sha256_hex(canonical_json([backend_spec, revision]))[:10]
+    return f"{folded_table_name(backend_spec, revision)}__{digest}"
+
+
+class EmbeddingCache:
+    """One LanceDB table per (backend_spec, revision): ``cache__<slug>__<digest>``.
+
+    A home made before names carried a digest has tables named by the slugs alone, which two
+    names that fold alike shared. Such a table stays the cache of the name that owns it: the
+    one its ``vector`` field's metadata names, or, before any does, the only one of
+    ``claimants`` (the ``(backend_spec, revision)`` the home's generations were built with)
+    that folds to it, which is then written there. Any other name has a table of its own.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        backend_spec: str,
+        revision: str,
+        dim: int,
+        claimants: Collection[tuple[str, str]] = (),
+    ) -> None:
         self.uri = uri
         self.backend_spec = backend_spec
         self.revision = revision
         self.dim = dim
-        self.table_name = f"cache__{lance.slug(backend_spec)}__{lance.slug(revision)}"
+        self._claimants = frozenset(claimants)
+        self._name: str | None = None
         self._db = lance.connect(uri)
+
+    @property
+    @lance.reads_tables
+    def table_name(self) -> str:
+        """The table's name, found once: an owned table of the folded name, else the exact."""
+        if self._name is None:
+            folded = folded_table_name(self.backend_spec, self.revision)
+            owned = folded in lance.table_names(self._db) and self._owns(folded)
+            self._name = folded if owned else exact_table_name(self.backend_spec, self.revision)
+        return self._name
+
+    def _owns(self, folded: str) -> bool:
+        """Whether the table named by the folded slugs alone is this name's (see the class)."""
+        table = self._db.open_table(folded)
+        me = canonical_json([self.backend_spec, self.revision])
+        owner = (table.schema.field("vector").metadata or {}).get(OWNER_KEY.encode())
+        if owner is not None:
+            return bool(owner.decode() == me)
+        alike = {c for c in self._claimants if folded_table_name(*c) == folded}
+        if alike != {(self.backend_spec, self.revision)}:
+            log.warning(
+                "the embedding cache table %s in %s was named before cache names were exact, "
+                "and the home's generations name %s for it: %s at revision %s does not read "
+                "it and embeds into %s (drop %s once no model needs it)",
+                folded,
+                self.uri,
+                "no model" if not alike else f"{len(alike)} models",
+                self.backend_spec,
+                self.revision,
+                exact_table_name(self.backend_spec, self.revision),
+                folded,
+            )
+            return False  # another name may have written it, or the home knows of none
+        stamp = {"path": "vector", "metadata": {OWNER_KEY: me}}
+        lance.retry_commits(lambda: table.update_field_metadata(stamp), table=table)
+        return True
 
     def _table(self, *, create: bool) -> Any:
         if self.table_name in lance.table_names(self._db):

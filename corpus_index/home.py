@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import memory
+from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, Settings
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedders.weights import MEMO_NAME
@@ -98,6 +99,20 @@ class Home:
             normalized=normalized,
             input_format=p.input_format,
             chunking=p.chunking,
+        )
+
+    def embedding_cache(self, spec: GenerationSpec) -> EmbeddingCache:
+        """The embedding cache of ``spec``'s model and revision; a table a home made before
+        cache names were exact keeps serving the model the home's generations say it was
+        built for (see :class:`EmbeddingCache`)."""
+        return EmbeddingCache(
+            self.settings.lance_uri,
+            backend_spec=spec.backend_spec,
+            revision=spec.model_revision,
+            dim=spec.dim,
+            claimants={
+                (g.spec.backend_spec, g.spec.model_revision) for g in self.registry.generations()
+            },
         )
 
     def unmaintained(self, generation: Generation) -> str | None:

@@ -15,7 +15,6 @@ from typing import Any
 import pyarrow as pa
 
 from corpus_index import tokens
-from corpus_index.cache import EmbeddingCache
 from corpus_index.embedding import build_inputs
 from corpus_index.group_records import GROUP_SCHEMA, group_inputs
 from corpus_index.home import Home
@@ -120,12 +119,7 @@ def plan_migration(corpus: Home, profile: str) -> MigrationPlan:
         token_counter=counter_name,
         price_per_million_tokens=p.price_per_million_tokens,
     )
-    cache = EmbeddingCache(
-        corpus.settings.lance_uri,
-        backend_spec=spec.backend_spec,
-        revision=spec.model_revision,
-        dim=spec.dim,
-    )
+    cache = corpus.embedding_cache(spec)
     # every collection's distinct inputs, and the tokens of those the cache lacks: the
     # backfill embeds an input once, whichever collections hold it
     seen: set[str] = set()

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from corpus_index.cache import LOOKUP_CHUNK, EmbeddingCache, cache_schema
+from corpus_index import lance
+from corpus_index.cache import (
+    LOOKUP_CHUNK,
+    EmbeddingCache,
+    cache_schema,
+    exact_table_name,
+    folded_table_name,
+)
 from corpus_index.config import Settings
 from corpus_index.errors import DimensionMismatchError
 from corpus_index.hashing import input_hash
@@ -97,6 +106,80 @@ def test_each_backend_and_revision_has_its_own_table(
     assert b.lookup(["shared-hash"])["shared-hash"].tobytes() == other[0].tobytes()
     assert a.lookup(["shared-hash"])["shared-hash"].tobytes() == vectors(1)[0].tobytes()
     assert (a.count(), b.count()) == (1, 1)
+
+
+ALIKE = [("openai:bge-m3", "bge-m3"), ("openai:BGE.M3", "BGE.M3")]  # both fold to bge_m3
+
+
+def test_two_names_that_fold_alike_have_a_table_each(tmp_path: Path) -> None:
+    (spec_a, rev_a), (spec_b, rev_b) = ALIKE
+    a = cache(tmp_path, spec=spec_a, revision=rev_a)
+    b = cache(tmp_path, spec=spec_b, revision=rev_b)
+    assert folded_table_name(spec_a, rev_a) == folded_table_name(spec_b, rev_b)
+    assert a.table_name != b.table_name
+    assert a.table_name.startswith("cache__openai_bge_m3__bge_m3__")
+    a.put(["shared-hash"], vectors(1))
+    assert b.lookup(["shared-hash"]) == {}
+    b.put(["shared-hash"], vectors(1, seed=9))
+    assert a.lookup(["shared-hash"])["shared-hash"].tobytes() == vectors(1)[0].tobytes()
+    assert b.lookup(["shared-hash"])["shared-hash"].tobytes() == vectors(1, seed=9)[0].tobytes()
+    assert (a.count(), b.count()) == (1, 1)
+
+
+def _folded_table(tmp_path: Path, spec: str, revision: str) -> None:
+    """A cache table as a home made before names carried a digest has it, one vector in it."""
+    db = lance.connect(str(tmp_path / "lance"))
+    table = db.create_table(folded_table_name(spec, revision), schema=cache_schema(4))
+    table.add(
+        pa.table(
+            {
+                "input_hash": ["old-hash"],
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors(1).ravel()), 4),
+                "created_at": pa.array([dt.datetime.now(dt.UTC)], pa.timestamp("us", tz="UTC")),
+            },
+            schema=cache_schema(4),
+        )
+    )
+
+
+def test_a_table_named_before_names_were_exact_stays_its_models(tmp_path: Path) -> None:
+    (spec_a, rev_a), (spec_b, rev_b) = ALIKE
+    _folded_table(tmp_path, spec_a, rev_a)
+    # the home's generations were built with bge-m3 alone: the table is bge-m3's, kept by name
+    a = EmbeddingCache(
+        str(tmp_path / "lance"), backend_spec=spec_a, revision=rev_a, dim=4, claimants=ALIKE[:1]
+    )
+    assert a.table_name == folded_table_name(spec_a, rev_a)
+    assert set(a.lookup(["old-hash"])) == {"old-hash"}
+    # BGE.M3 added since: the table was claimed for bge-m3, BGE.M3 has a table of its own
+    b = EmbeddingCache(
+        str(tmp_path / "lance"), backend_spec=spec_b, revision=rev_b, dim=4, claimants=ALIKE
+    )
+    assert b.table_name == exact_table_name(spec_b, rev_b)
+    assert b.lookup(["old-hash"]) == {}
+    again = EmbeddingCache(
+        str(tmp_path / "lance"), backend_spec=spec_a, revision=rev_a, dim=4, claimants=ALIKE
+    )
+    assert set(again.lookup(["old-hash"])) == {"old-hash"}
+
+
+@pytest.mark.parametrize("claimants", [ALIKE, []], ids=["both built", "none recorded"])
+def test_a_table_named_before_that_no_one_name_can_claim_is_left(
+    tmp_path: Path, claimants: list[tuple[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    _folded_table(tmp_path, *ALIKE[0])
+    for spec, revision in ALIKE:
+        c = EmbeddingCache(
+            str(tmp_path / "lance"),
+            backend_spec=spec,
+            revision=revision,
+            dim=4,
+            claimants=claimants,
+        )
+        assert c.table_name == exact_table_name(spec, revision)
+        assert c.lookup(["old-hash"]) == {}
+    folded = folded_table_name(*ALIKE[0])
+    assert sum(f"table {folded} in" in r.getMessage() for r in caplog.records) == len(ALIKE)
 
 
 def test_a_second_cache_object_sees_what_the_first_stored(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import gates, memory
-from corpus_index.cache import EmbeddingCache
 from corpus_index.embedders import Embedder
 from corpus_index.embedding import (
     VECTORS_KEY,
@@ -111,12 +110,7 @@ def run(
             columns=INPUT_HASH_SCHEMA.names,
         )["input_hash"]
     )
-    cache = EmbeddingCache(
-        home.settings.lance_uri,
-        backend_spec=spec.backend_spec,
-        revision=spec.model_revision,
-        dim=spec.dim,
-    )
+    cache = home.embedding_cache(spec)
     generation = home.registry.open_generation(spec, run_id=run_id)
     expected = (generation.spec.backend_spec, generation.spec.model_revision)
     identity = vectors_identity(spec.backend_spec, spec.model_revision, spec.dim)
