@@ -405,11 +405,30 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 f"{len(refused) - SIDECARS_REFUSED_SHOWN} more sidecars lent no vectors "
                 "(`sidecars_refused` counts them all)"
             )
+        for row in r.refusals[:QUARANTINE_SHOWN]:
+            context.log.warning(f"held back {row['source_id']} under {profile}: {row['error']}")
+        if len(r.refusals) > QUARANTINE_SHOWN:
+            context.log.warning(
+                f"{len(r.refusals) - QUARANTINE_SHOWN} more refused inputs "
+                "(`refused_inputs` counts them all)"
+            )
         hit_rate = r.cache_hits / r.inputs if r.inputs else 1.0
         return dg.MaterializeResult(
             metadata={
                 "inputs": r.inputs,
                 "embedded": r.embedded,
+                # inputs the embedder's server refused (no vector), the documents that hold
+                # them (held back: a last good version keeps serving), the requests made to
+                # find them, and the first QUARANTINE_SHOWN of them with their file and reason
+                "refused_inputs": len(r.refused),
+                "refused_documents": r.refused_documents,
+                "refusal_requests": r.refusal_requests,
+                "refused": dg.MetadataValue.json(
+                    [
+                        {k: row[k] for k in ("source_id", "path", "block_key", "error")}
+                        for row in r.refusals[:QUARANTINE_SHOWN]
+                    ]
+                ),
                 "cache_hits": r.cache_hits,
                 "cache_misses": r.embedded,
                 "from_sidecars": r.from_sidecars,
@@ -513,6 +532,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "rows": r.rows,
                 "rows_validated": r.built,
                 "sources_touched": r.touched_sources,
+                # sources with an input the embedder refused: their rows left as they were
+                "sources_held": r.held_sources,
                 "rows_written": w.inserted if w else 0,
                 "rows_deleted": w.deleted if w else 0,
                 "collection_rows": w.total if w else 0,

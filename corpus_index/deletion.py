@@ -44,6 +44,7 @@ from corpus_index.kinds import kind_of
 from corpus_index.kinds.messages import seconds_of
 from corpus_index.linked.memo import without_units
 from corpus_index.records import MANIFEST_SCHEMA
+from corpus_index.refusals import REFUSALS
 from corpus_index.reprocess_queue import QUEUE, read_queue, write_queue
 from corpus_index.shards import split_key
 from corpus_index.sidecar_places import sidecar_folder
@@ -283,6 +284,16 @@ def propagate_deletion(
                     table.num_rows - kept.num_rows,
                     "rows",
                 )
+    # the record of the refused inputs of each profile names the document's file and block
+    refusals_root = corpus.settings.warehouse / REFUSALS
+    for profile_dir in sorted(p for p in refusals_root.iterdir() if p.is_dir()):
+        table = wh.read(REFUSALS, (profile_dir.name, part))
+        if table is None:
+            continue
+        kept, n = _without(table, ids)
+        if n:
+            wh.write(REFUSALS, (profile_dir.name, part), kept)
+            receipt.removed("warehouse", str(wh.path(REFUSALS, profile_dir.name, part)), n, "rows")
     # 4. flat-blob exports (profiles collections): rebuilt from what remains, or removed where
     # no build would take the deletion out of them
     for location, how in flat_exports.rebuild(corpus, collection):

@@ -52,8 +52,10 @@ from corpus_index.records import (
     INPUT_SCHEMA,
     MANIFEST_SCHEMA,
     QUARANTINE_SCHEMA,
+    REFUSAL_SCHEMA,
     embedding_schema,
 )
+from corpus_index.refusals import REFUSALS
 from corpus_index.registry import (
     LIVE,
     Generation,
@@ -74,6 +76,7 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
     "quarantine": set(QUARANTINE_SCHEMA.names),
     "embedding_inputs": set(INPUT_SCHEMA.names),
     "embeddings": set(embedding_schema(1).names),
+    REFUSALS: set(REFUSAL_SCHEMA.names),
     "sidecar_pins": set(SIDECAR_PINS_SCHEMA.names),
     "linked_groups": set(GROUP_SCHEMA.names),
     "group_members": set(MEMBER_SCHEMA.names),

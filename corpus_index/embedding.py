@@ -20,6 +20,7 @@ from corpus_index.inputs import input_units
 from corpus_index.kinds import unit_granularity
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, embedding_schema
+from corpus_index.refusals import Refusals, embed_splitting
 
 if TYPE_CHECKING:
     from corpus_index.config import CorpusConfig
@@ -217,6 +218,8 @@ class EmbedResult:
     # how many of the vectors each (backend_spec, revision) produced: the embedder as it
     # reported itself after each call for fresh vectors, the cache table's identity for hits
     producers: dict[tuple[str, str], int] = field(default_factory=dict)
+    # input hash -> why the embedder's server refused it (not among ``hashes``)
+    refused: dict[str, str] = field(default_factory=dict)
     # how many vectors came at each width, before they were put into ``vectors`` (whose width
     # is the one they share, or the embedder's when they came at several)
     widths: dict[int, int] = field(default_factory=dict)
@@ -285,8 +288,13 @@ def embed_with_cache(
     batch_size: int = 256,
     progress: Callable[[int, int], None] | None = None,
     count_tokens: Callable[[str], int] | None = None,
+    refusals: Refusals | None = None,
 ) -> EmbedResult:
     """Vectors for every input hash: cached ones are read, only misses reach the embedder.
+
+    With ``refusals``, a batch the embedder's server refuses for what it holds is split to
+    find the refused inputs (see ``corpus_index.refusals``): they get no vector and are
+    named in ``refused``, the others are embedded. Without, the refusal is raised.
 
     New vectors are NOT written to the cache here: the caller stores them after the blocking
     checks passed, so a broken embedder never poisons the cache. Tokens are what the embedder
@@ -310,21 +318,25 @@ def embed_with_cache(
         producers[(cache.backend_spec, cache.revision)] = len(found)
         if progress is not None:
             progress(len(found), len(hashes))
+    refused: dict[str, str] = {}
     for start in range(0, len(misses), batch_size):
         chunk = misses[start : start + batch_size]
-        vectors = np.asarray(embedder.embed([texts_by_hash[h] for h in chunk]), dtype=np.float32)
+        texts = [texts_by_hash[h] for h in chunk]
+        split = embed_splitting(embedder, texts, refusals)
         # read after the call: a backend learns what answered (weights loaded, model served)
         # only then, and a swap mid-run must show in the record
         producer = (embedder.backend_spec, embedder.revision)
-        producers[producer] = producers.get(producer, 0) + len(chunk)
-        if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
-            vectors = np.full(
-                (len(chunk), max(1, vectors.shape[-1] if vectors.ndim else 1)), np.nan, np.float32
-            )
-        for h, vec in zip(chunk, vectors, strict=True):
-            fresh[h] = vec
+        if split.vectors:
+            producers[producer] = producers.get(producer, 0) + len(split.vectors)
+        for i, vector in split.vectors.items():
+            fresh[chunk[i]] = vector
+        for i, why in split.refused.items():
+            refused[chunk[i]] = why
         if progress is not None:
             progress(len(found) + min(start + batch_size, len(misses)), len(hashes))
+    if refused:
+        hashes = [h for h in hashes if h not in refused]
+        misses = [h for h in misses if h not in refused]
     widths: dict[int, int] = {}
     for v in [*found.values(), *fresh.values()]:
         widths[v.shape[0]] = widths.get(v.shape[0], 0) + 1
@@ -349,6 +361,7 @@ def embed_with_cache(
         fresh_hashes=misses,
         producers=producers,
         widths=widths,
+        refused=refused,
     )
 
 

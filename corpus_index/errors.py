@@ -82,6 +82,11 @@ class NonFiniteVectorError(EmbedderError):
     """An embedder answered with NaN or infinite values."""
 
 
+class RefusedInputError(EmbedderError):
+    """An embedder's server refused a request for what it holds (HTTP 400, 413 or 422): an
+    input of it (too long, invalid for the model), not the server, is at fault."""
+
+
 class RetryableError(CorpusError, RuntimeError):
     """A transient failure (I/O, rate limit, server error) that may succeed on retry."""
 

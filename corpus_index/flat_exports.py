@@ -40,6 +40,7 @@ from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.kinds.profiles import CENTROIDS_SLUG, restricted_exports
+from corpus_index.refusals import held_sources
 from corpus_index.storage import Location
 
 PROBE_TEXT = "A researcher who studies how machine learning models represent language."
@@ -333,11 +334,15 @@ def _chunks(
     vectors = home.keyed("embeddings", (profile, collection)).lookup(inputs["input_hash"])
     matrix = vector_matrix(vectors, dim)
     at = {h: i for i, h in enumerate(vectors["input_hash"].to_pylist())}
+    # a source with an input the embedder refused is left out whole (no half of a source)
+    held = set(held_sources(home.warehouse, profile, collection).to_pylist())
     out: dict[str, list[dict[str, Any]]] = {}
     for ref, input_hash in zip(
         inputs["chunk_ref"].to_pylist(), inputs["input_hash"].to_pylist(), strict=True
     ):
         block = by_ref[ref]
+        if block["source_id"] in held:
+            continue
         meta = json.loads(block["metadata"] or "{}")
         out.setdefault(meta["slug"], []).append(
             {

@@ -229,6 +229,7 @@ class GenerationStore:
         rows: pa.Table | pa.RecordBatchReader,
         *,
         sources: Iterable[str] | None = None,
+        keep: Iterable[str] = (),
     ) -> WriteResult:
         """Make the collection's rows in this generation exactly ``rows``, in one commit.
 
@@ -237,13 +238,16 @@ class GenerationStore:
         the new one. Unchanged rows (same vector_id) are not rewritten. ``rows`` may be a
         stream; an error raised while it is read abandons the write uncommitted. With
         ``sources``, only rows of those sources may be deleted (a shard of the collection: the
-        rows of the sources it does not own, or that did not change, stay).
+        rows of the sources it does not own, or that did not change, stay). The rows of the
+        sources in ``keep`` stay as they are (``rows`` holds none of theirs).
         """
         table = self.ensure(generation)
         rows = _conformed(rows, generation)
         scope = predicates.eq("collection", collection)
         if sources is not None:
             scope = predicates.all_of([scope, predicates.is_in("source_id", sorted(set(sources)))])
+        if kept := sorted(set(keep)):
+            scope = predicates.all_of([scope, predicates.not_in("source_id", kept)])
         return _merge(table, rows, scope, collection)
 
     def collection_refs(

@@ -130,6 +130,20 @@ QUARANTINE_SCHEMA = pa.schema(
     ]
 )
 
+# an input the embedder's server refused, and the document that holds it (per profile ×
+# collection: see corpus_index.refusals)
+REFUSAL_SCHEMA = pa.schema(
+    [
+        ("collection", pa.string()),
+        ("doc_id", pa.string()),
+        ("source_id", pa.string()),
+        ("path", pa.string()),
+        ("block_key", pa.string()),
+        ("input_hash", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
 INPUT_SCHEMA = pa.schema(
     [
         ("chunk_ref", pa.string()),

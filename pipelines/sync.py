@@ -47,6 +47,10 @@ class SyncReport:
     stale: list[dict[str, Any]] = field(default_factory=list)
     # documents this sync quarantined: source_id, source_version, path, line, error
     newly_quarantined: list[dict[str, Any]] = field(default_factory=list)
+    # inputs the embedder's server refused, of every profile; the first of each run's with
+    # their document: profile, source_id, path, block_key, error
+    refused_inputs: int = 0
+    refused: list[dict[str, Any]] = field(default_factory=list)
     # runs of this host left in flight by a process that ended (killed), failed by this sync
     orphaned_runs: list[str] = field(default_factory=list)
 
@@ -69,6 +73,8 @@ class SyncReport:
             "skipped_partitions": self.skipped_partitions,
             "stale": self.stale,
             "newly_quarantined": self.newly_quarantined,
+            "refused_inputs": self.refused_inputs,
+            "refused": self.refused,
             "orphaned_runs": self.orphaned_runs,
         }
 
@@ -393,10 +399,14 @@ def run_sync(
             rows = mats.get("index_rows", {})
             report.embedded += int(emb.get("embedded", 0))
             report.cache_hits += int(emb.get("cache_hits", 0))
+            report.refused_inputs += int(emb.get("refused_inputs", 0))
+            report.refused.extend({"profile": profile, **r} for r in emb.get("refused") or [])
             mine = report.collections[part.name]["profiles"].setdefault(
-                profile, {"embedded": 0, "cache_hits": 0, "rows": 0, "generation": ""}
+                profile,
+                {"embedded": 0, "cache_hits": 0, "refused_inputs": 0, "rows": 0, "generation": ""},
             )
             mine["embedded"] += int(emb.get("embedded", 0))
+            mine["refused_inputs"] += int(emb.get("refused_inputs", 0))
             mine["cache_hits"] += int(emb.get("cache_hits", 0))
             mine["rows"] = rows.get("collection_rows", 0)  # the collection's, every shard
             mine["generation"] = rows.get("generation", "")

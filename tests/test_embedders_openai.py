@@ -13,12 +13,15 @@ import pytest
 
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedders.openai_backend import OpenAIEmbedder
+from corpus_index.embedding import embed_with_cache
 from corpus_index.errors import (
     ConfigError,
     DimensionMismatchError,
     EmbedderError,
+    RefusedInputError,
     RetryableError,
 )
+from corpus_index.refusals import Refusals
 from tests.support.openai_server import FakeOpenAIServer, count_tokens, serve, vector_for
 
 TEXTS = ["alpha beta", "gamma delta epsilon", "zeta", "eta theta iota kappa"]
@@ -450,3 +453,87 @@ def test_make_embedder_needs_the_key(env_var: str) -> None:
             api_key_env=env_var,
             environ={},
         )
+
+
+# --- refused inputs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_a_request_refused_for_what_it_holds_is_a_refused_input(
+    server: FakeOpenAIServer, status: int
+) -> None:
+    server.script.append({"status": status, "message": "input too long"})
+    with pytest.raises(RefusedInputError, match=f"HTTP {status}: input too long"):
+        embedder(server).embed(TEXTS)
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_other_refusals_are_not_the_inputs_fault(server: FakeOpenAIServer, status: int) -> None:
+    server.script.append({"status": status, "message": "no"})
+    with pytest.raises(EmbedderError) as info:
+        embedder(server).embed(TEXTS)
+    assert not isinstance(info.value, RefusedInputError)
+
+
+def test_a_refusals_message_is_bounded_and_never_quotes_the_key(server: FakeOpenAIServer) -> None:
+    server.script.append({"status": 400, "message": "bad request from sk-secret: " + "x" * 5000})
+    with pytest.raises(RefusedInputError) as info:
+        embedder(server, api_key="sk-secret", api_key_env="REMOTE_KEY").embed(TEXTS)
+    message = str(info.value)
+    assert "sk-secret" not in message and "<REMOTE_KEY>" in message
+    assert len(message) < 500 and message.endswith("...")
+
+
+def test_a_refused_batch_is_split_to_find_its_input_and_the_others_are_embedded(
+    server: FakeOpenAIServer,
+) -> None:
+    texts = {f"h{i:02d}": f"text number {i}" for i in range(16)}
+    texts["h07"] = "text number 7 TOO-LONG"
+    server.refuse["TOO-LONG"] = "This model's maximum context length is 8192 tokens"
+    refusals = Refusals(at_most=10)
+    result = embed_with_cache(texts, embedder(server), None, batch_size=16, refusals=refusals)
+
+    assert list(result.refused) == ["h07"]
+    assert "HTTP 400: This model's maximum context length" in result.refused["h07"]
+    assert result.hashes == sorted(set(texts) - {"h07"}) and result.embedded == 15
+    for h, vector in zip(result.hashes, result.vectors, strict=True):
+        np.testing.assert_array_equal(vector, vector_for(texts[h], 1536))
+    # the batch, then two halves at each of log2(16) levels
+    assert len(server.requests) <= 1 + 2 * 4
+    assert refusals.count == 1 and refusals.requests == len(server.requests) - 1
+
+
+def test_a_server_refusing_everything_fails_after_a_bounded_number_of_requests(
+    server: FakeOpenAIServer,
+) -> None:
+    texts = {f"h{i:03d}": f"text number {i}" for i in range(256)}
+    server.refuse["text"] = "Invalid model option"
+    with pytest.raises(EmbedderError, match="11 inputs were refused, more than the 10") as info:
+        embed_with_cache(
+            texts, embedder(server), None, batch_size=64, refusals=Refusals(at_most=10)
+        )
+    assert not isinstance(info.value, RefusedInputError)
+    assert "Invalid model option" in str(info.value)
+    # 11 refused alone, each found by splitting: about two requests each, not one per input
+    assert len(server.requests) <= 2 * 11 + 6
+
+
+def test_a_server_error_is_retried_and_never_split(server: FakeOpenAIServer) -> None:
+    texts = {f"h{i:02d}": f"text number {i}" for i in range(16)}
+    server.script.extend([{"status": 500, "retry_after": 0}] * 3)
+    with pytest.raises(RetryableError, match="HTTP 500"):
+        embed_with_cache(
+            texts,
+            embedder(server, max_retries=2),
+            None,
+            batch_size=16,
+            refusals=Refusals(at_most=10),
+        )
+    assert [len(r["input"]) for r in server.requests] == [16, 16, 16]
+
+
+def test_without_refusals_a_refused_batch_fails_whole(server: FakeOpenAIServer) -> None:
+    server.refuse["TOO-LONG"] = "too long"
+    with pytest.raises(RefusedInputError):
+        embed_with_cache({"a": "fine", "b": "TOO-LONG"}, embedder(server), None)
+    assert len(server.requests) == 1

@@ -91,6 +91,16 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
             click.echo(f"  {len(summary['skipped_partitions'])} unchanged shard partitions not run")
         for row in summary.get("newly_quarantined", []):
             click.echo(f"  QUARANTINED {row['source_id']}: {row['error']}", err=True)
+        for row in summary.get("refused", []):
+            click.echo(
+                f"  REFUSED {row['source_id']} ({row['profile']}): {row['error']}; held back, "
+                "its last good version serving if it had one",
+                err=True,
+            )
+        if more := summary.get("refused_inputs", 0) - len(summary.get("refused", [])):
+            click.echo(
+                f"  REFUSED {more} more inputs (see the embeddings runs' metadata)", err=True
+            )
         for row in summary["stale"]:
             click.echo(
                 f"  STALE {row['source_id']}: serving its last good version "

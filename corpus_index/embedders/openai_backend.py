@@ -4,7 +4,9 @@ Requests are batched by count and by an estimated token budget. Rate limits (429
 (5xx), timeouts and dropped connections are retried here, with exponential backoff and jitter,
 honouring ``Retry-After``; the client's own retries are turned off so that every HTTP request is
 counted in ``stats``. Other 4xx answers fail at once: retrying a bad request or a bad key does
-not fix it.
+not fix it. A request refused for what it holds (400, 413, 422: an input too long or invalid
+for the model) raises ``RefusedInputError``, so that the caller can split the batch to find the
+input (see ``corpus_index.refusals``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from corpus_index.errors import (
     DimensionMismatchError,
     EmbedderError,
     NonFiniteVectorError,
+    RefusedInputError,
     RetryableError,
 )
 
@@ -39,6 +42,10 @@ KNOWN_DIMS = {
 PROBE_TEXT = "dimension probe"
 
 _RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
+# a request refused for what it holds: 400 (OpenAI: an input over the model's context length),
+# 413 (a body too large), 422 (a self-hosted server's input validation)
+_REFUSED_STATUSES = frozenset({400, 413, 422})
+_MAX_MESSAGE_CHARS = 300  # of a server's error message quoted in an error
 _MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is waited on for this long at most
 _MAX_BACKOFF_S = 30.0
 _NORM_TOLERANCE = 1e-3
@@ -376,7 +383,14 @@ class OpenAIEmbedder:
         return delay / 2 + random.uniform(0, delay / 2)
 
     def _permanent(self, status: int, message: str) -> EmbedderError:
+        # a server may echo the request (its key included) in its message, and one that
+        # quotes a long input would fill the run's log and a quarantine entry with it
+        message = message.replace(self._api_key, f"<{self._api_key_env}>")
+        if len(message) > _MAX_MESSAGE_CHARS:
+            message = message[: _MAX_MESSAGE_CHARS - 3] + "..."
         text = f"{self.backend_spec}: {self.base_url} answered HTTP {status}: {message}"
+        if status in _REFUSED_STATUSES:
+            return RefusedInputError(text)
         if status == 401:
             text += f"; check the API key: set {self._api_key_env} to a valid key for this server"
         elif status == 404:

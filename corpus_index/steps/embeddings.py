@@ -2,6 +2,8 @@
 
 Vectors are embedded, checked and written EMBED_WINDOW at a time. The new partition replaces
 the old one only when every gate passed; otherwise the last good partition stays as it was.
+Inputs the embedder's server refuses get no vector: they are recorded with their documents in
+``embedding_refusals`` (see ``corpus_index.refusals``) and asked for again by the next run.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
 from corpus_index.group_records import generation_formats
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
-from corpus_index.records import INPUT_SCHEMA, embedding_schema
+from corpus_index.records import INPUT_SCHEMA, REFUSAL_SCHEMA, embedding_schema
+from corpus_index.refusals import REFUSALS, Refusals, refusal_rows, refusals_allowed
 from corpus_index.registry import Generation
 from corpus_index.sidecar_import import sidecar_vectors
 from corpus_index.steps.checks import record_partition_checks
@@ -69,6 +72,16 @@ class EmbeddingsOutcome:
     dim: int = 0
     backend_spec: str = ""
     gates: list[gates.Gate] = field(default_factory=list)
+    # input hash -> why the embedder's server refused it; those inputs have no vector
+    refused: dict[str, str] = field(default_factory=dict)
+    # the record of them, one row per refused input of a document (REFUSAL_SCHEMA's columns)
+    refusals: list[dict[str, Any]] = field(default_factory=list)
+    # requests made to find them (splitting the batches that held them)
+    refusal_requests: int = 0
+
+    @property
+    def refused_documents(self) -> int:
+        return len({r["source_id"] for r in self.refusals})
 
     @property
     def passed(self) -> bool:
@@ -142,12 +155,12 @@ def run(
         if carried.hashes:
             todo = pc.filter(todo, pc.invert(pc.is_in(todo, pa.array(carried.hashes))))
     n_reused = reused.num_rows if reused is not None else 0
-    unchanged = (
-        previous is not None
-        and len(todo) == 0
-        and n_reused == len(previous.keys)
-        and not (carried is not None and carried.hashes)
-    )
+    # the previous partition is kept as it is when it lends every vector written: nothing was
+    # embedded, found in the cache or lent by a sidecar (the inputs to embed may all have been
+    # refused again)
+    whole_previous = previous is not None and n_reused == len(previous.keys)
+    new_vectors = bool(carried is not None and carried.hashes)
+    refusals = Refusals(refusals_allowed(len(todo)))
     outcome = EmbeddingsOutcome(
         covered=True,
         inputs=len(hashes),
@@ -226,6 +239,7 @@ def run(
                     batch_size=max(p.batch_size, 32),
                     progress=_offset_progress(progress, start, len(todo)),
                     count_tokens=count_tokens,
+                    refusals=refusals,
                 )
                 if hits_again is None and result.cache_hits:
                     hits_again = _embed_hits_again(embedder, result, window_texts, outcome)
@@ -233,6 +247,8 @@ def run(
                 return _rejected(home, generation, collection, outcome, exc)
             outcome.embedded += result.embedded
             outcome.cache_hits += result.cache_hits
+            outcome.refused.update(result.refused)
+            new_vectors = new_vectors or bool(result.hashes)
             outcome.tokens += result.tokens
             outcome.cost_usd += result.cost_usd
             ok = check(
@@ -263,12 +279,52 @@ def run(
                 revision=expected[1],
                 cache_hits_again=hits_again,
             ),
-            gates.vectors_match_their_inputs(pa.chunked_array(written, pa.string()), hashes),
+            gates.vectors_match_their_inputs(
+                pa.chunked_array(written, pa.string()),
+                _without(hashes, outcome.refused),
+            ),
         ]
+        outcome.refusal_requests = refusals.requests
         record_partition_checks(home, generation, "embeddings", collection, outcome.gates)
-        if outcome.passed and not unchanged:
-            out.commit()
+        if outcome.passed:
+            # the record first: a reader that sees the partition without the refused inputs'
+            # vectors also sees why they have none
+            refused = _refusals(home, collection, outcome.refused)
+            home.warehouse.write(REFUSALS, (profile, collection), refused)
+            outcome.refusals = refused.to_pylist()
+            if not (whole_previous and not new_vectors):
+                out.commit()
     return outcome
+
+
+def _without(hashes: pa.Array, refused: dict[str, str]) -> pa.Array:
+    """``hashes`` but the refused ones: those that must have a vector."""
+    if not refused:
+        return hashes
+    return hashes.filter(pc.invert(pc.is_in(hashes, pa.array(list(refused), pa.string()))))
+
+
+def _refusals(home: Home, collection: str, refused: dict[str, str]) -> pa.Table:
+    """The record of the refused inputs: each with the documents that hold it, their files
+    named (see ``refusals.refusal_rows``)."""
+    if not refused:
+        return REFUSAL_SCHEMA.empty_table()
+    wanted = pa.array(sorted(refused), pa.string())
+    inputs = home.read(
+        "embedding_inputs",
+        (collection,),
+        where=pc.field("input_hash").isin(wanted),
+        columns=["input_hash", "source_id", "doc_id", "block_key"],
+    )
+    docs = pc.unique(inputs["doc_id"])
+    manifest = home.read(
+        "source_manifest",
+        (collection,),
+        where=pc.field("doc_id").isin(docs),
+        columns=["doc_id", "path"],
+    )
+    paths = dict(zip(manifest["doc_id"].to_pylist(), manifest["path"].to_pylist(), strict=True))
+    return refusal_rows(inputs, refused, collection=home.collection(collection).name, paths=paths)
 
 
 def _embed_hits_again(

@@ -15,6 +15,7 @@ from corpus_index.group_records import generation_formats
 from corpus_index.held_locks import confirm_held
 from corpus_index.home import Home
 from corpus_index.lifecycle import required_checks
+from corpus_index.refusals import held_sources
 from corpus_index.registry import Generation
 from corpus_index.steps.eval_gate import eval_plot, run_eval_gate
 
@@ -43,10 +44,26 @@ def run(home: Home, profile: str, *, run_id: str | None = None) -> GenerationOut
     for c in home.config.collections_in(ns):
         expected[c.name] = 0
         for key in c.partitions:  # a sharded collection's inputs: the sum of its shards'
-            inputs = home.warehouse.read("embedding_inputs", (key,), columns=["input_format"])
-            if inputs is not None:
-                found = pc.sum(pc.is_in(inputs["input_format"], formats)).as_py()
-                expected[c.name] += int(found or 0)
+            inputs = home.warehouse.read(
+                "embedding_inputs", (key,), columns=["input_format", "source_id"]
+            )
+            if inputs is None:
+                continue
+            mine = pc.is_in(inputs["input_format"], formats)
+            # a source with a refused input holds the rows it held (see index_rows)
+            held = held_sources(home.warehouse, profile, key)
+            if len(held):
+                mine = pc.and_(mine, pc.invert(pc.is_in(inputs["source_id"], held)))
+                expected[c.name] += home.store.count(
+                    generation,
+                    predicates.all_of(
+                        [
+                            predicates.eq("collection", c.name),
+                            predicates.is_in("source_id", held.to_pylist()),
+                        ]
+                    ),
+                )
+            expected[c.name] += int(pc.sum(mine).as_py() or 0)
     actual = {
         name: home.store.count(generation, predicates.eq("collection", name))
         for name in collections

@@ -26,6 +26,7 @@ from corpus_index.home import Home
 from corpus_index.index_store import WriteResult, vector_entry_schema
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA, MANIFEST_SCHEMA
+from corpus_index.refusals import held_sources
 from corpus_index.registry import Generation
 from corpus_index.rows import InputRows, build_rows, generation_inputs, tombstoned_sources
 from corpus_index.sources import live_documents
@@ -72,6 +73,7 @@ class IndexRowsOutcome:
     rows: int = 0  # rows the collection holds in the generation once written
     built: int = 0  # rows built and checked (the touched sources', or all when rebuilt)
     touched_sources: int = 0  # sources whose rows differed from the generation's
+    held_sources: int = 0  # sources with a refused input: their rows left as they were
     write: WriteResult | None = None
     gates: list[gates.Gate] = field(default_factory=list)
 
@@ -106,9 +108,13 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
         live |= set(groups["source_id"].to_pylist())
     # tombstones replay (``tombstoned_sources``)
     dead = tombstoned_sources(home.registry, spec.namespace, name)
+    # the sources with an input the embedder refused (it has no vector) are held: their rows
+    # stay as they are, a last good version serving, and none is built for a new one
+    held = held_sources(home.warehouse, profile, collection)
+    left_out = pc.unique(pa.concat_arrays([dead, held.cast(pa.string())]))
 
     def wanted(data: InputRows) -> InputRows:
-        return generation_inputs(data, generation, dead)
+        return generation_inputs(data, generation, left_out)
 
     # what the collection must hold, against what it holds: only the sources whose rows
     # differ are rebuilt and rewritten. Every row of a generation has its input format and
@@ -117,12 +123,17 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     inputs_key = ("embedding_inputs", (collection,))
     refs = wanted(home.read(*inputs_key, INPUT_REF_SCHEMA, columns=INPUT_REF_SCHEMA.names))
     present = home.store.collection_refs(generation, name, where=_owned(config))
+    serving_held = 0
+    if len(held):
+        kept = pc.is_in(present["source_id"], held)
+        serving_held = int(pc.sum(kept).as_py() or 0)
+        present = present.filter(pc.invert(kept))
     added = refs.filter(pc.invert(pc.is_in(refs["chunk_ref"], present["chunk_ref"])))
     gone = present.filter(pc.invert(pc.is_in(present["chunk_ref"], refs["chunk_ref"])))
     touched = set(pc.unique(added["source_id"]).to_pylist()) | set(
         pc.unique(gone["source_id"]).to_pylist()
     )
-    whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not present.num_rows
+    whole = len(touched) > REPLACE_WHOLE_COLLECTION_ABOVE or not (present.num_rows + serving_held)
     # a shard's whole replace may delete only its own sources' rows: those whose rows change
     # (the rows of the other sources it holds are the same, so nothing of theirs is deleted)
     shard_scope = sorted(touched) if config.shard is not None else None
@@ -163,8 +174,9 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     outcome = IndexRowsOutcome(
         covered=True,
         generation=generation.id,
-        rows=n_wanted,
+        rows=n_wanted + serving_held,
         touched_sources=len(touched),
+        held_sources=len(held),
     )
     # inputs of a document no longer live (stale inputs) are not written at all
     removed_gate = gates.no_rows_from_removed_documents(
@@ -177,18 +189,20 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     try:
         if not removed_gate.passed or (not whole and not touched):
             checked.drain()  # report every check; write nothing
-        elif whole and n_wanted and not present.num_rows:
+        elif whole and n_wanted and not (present.num_rows + serving_held):
             outcome.write = home.store.append(generation, name, checked.reader())
         elif whole and n_wanted:
             outcome.write = home.store.replace_collection(
-                generation, name, checked.reader(), sources=shard_scope
+                generation, name, checked.reader(), sources=shard_scope, keep=held.to_pylist()
             )
         else:  # a few sources (or none left): small enough to build before writing
             rows = checked.table()
             if checked.passed:
                 confirm_held()  # a step that lost its locks meanwhile writes nothing
                 outcome.write = (
-                    home.store.replace_collection(generation, name, rows, sources=shard_scope)
+                    home.store.replace_collection(
+                        generation, name, rows, sources=shard_scope, keep=held.to_pylist()
+                    )
                     if whole
                     else home.store.replace_sources(generation, name, rows, touched)
                 )
@@ -199,7 +213,7 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
             raise
         outcome.write = None  # a batch failed its checks: the stream stopped, no commit
     if removed_gate.passed and not whole and not touched:
-        outcome.write = WriteResult(inserted=0, deleted=0, total=present.num_rows)
+        outcome.write = WriteResult(inserted=0, deleted=0, total=present.num_rows + serving_held)
     outcome.built = checked.rows
     # once written: the generation holds no group row of a group linked_groups lost
     held = home.store.doc_ids_of_kind(generation, name, GROUP_KIND)

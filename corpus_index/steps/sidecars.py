@@ -18,6 +18,7 @@ from corpus_index.home import Home
 from corpus_index.kinds import kind_of
 from corpus_index.ordered import DocCursor, whole_documents
 from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
+from corpus_index.refusals import read_refusals
 from corpus_index.registry import GenerationSpec
 from corpus_index.sidecar_places import sidecar_folder
 from corpus_index.sidecars import (
@@ -99,11 +100,23 @@ def run(home: Home, profile: str, collection: str) -> SidecarsOutcome:
     )
     work = _SidecarWork(home, spec, profile, collection, folder)
     seen: set[str] = set()
+    # a document with an input the embedder refused has no vector for it: its sidecar (of its
+    # last good version, if any) and pin are left as they are
+    held = pc.unique(read_refusals(home.warehouse, profile, collection)["doc_id"])
     with home.warehouse.writer(*pins_key, SIDECAR_PINS_SCHEMA) as out:
         for table in ranges:
             last = table["doc_id"][-1].as_py()
             mine = table.filter(pc.equal(table["input_format"], spec.input_format))
-            out.write(work.range(mine, pins.through(last)))
+            previous = pins.through(last)
+            if len(held):
+                kept = pc.is_in(previous["doc_id"], held)
+                written = work.range(
+                    mine.filter(pc.invert(pc.is_in(mine["doc_id"], held))),
+                    previous.filter(pc.invert(kept)),
+                )
+                out.write(pa.concat_tables([written, previous.filter(kept)]).sort_by("doc_id"))
+            else:
+                out.write(work.range(mine, previous))
             if not recorded:
                 seen.update(pc.unique(mine["doc_id"]).to_pylist())
             memory.release()

@@ -6,6 +6,7 @@ OpenAI-protocol server; each gets its own copy to change.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,13 +20,15 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
-from corpus_index import gates
+from corpus_index import gates, steps
 from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
+from corpus_index.errors import RetryableError
 from corpus_index.home import Home
+from corpus_index.refusals import read_refusals
 from corpus_index.search import Principal, Searcher
 from definitions import dagster_runner
-from tests.corpusgen import write_home
+from tests.corpusgen import deal_text, write_home
 from tests.support.openai_server import FakeOpenAIServer, serve
 
 pytestmark = pytest.mark.slow
@@ -261,3 +264,93 @@ def test_narrowing_a_collections_acl_in_the_config_reaches_the_index(
     assert sources("alpha-uw") == {"alpha-deals/deal-alpha-000"}
     quarantined = Home(settings).read("quarantine", ("alpha-deals",))
     assert sorted(quarantined["doc_id"].to_pylist()) == ["deal-alpha-001", "deal-alpha-002"]
+
+
+REFUSAL = "This model's maximum context length is 8192 tokens, however you requested 9120 tokens"
+
+
+def test_an_input_the_server_refuses_holds_back_its_document_and_the_rest_goes_through(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    assert dagster_runner().promote(settings, "deals", "").success
+    root = settings.config_path.parent
+    beta = root / "sources" / "beta"
+    held, other = root / DEAL, beta / "deal-beta-000.uw.md"
+    held.write_text(held.read_text().replace("Rents grew four", "Rents grew OVERLONG"))
+    other.write_text(other.read_text().replace("Rents grew four", "Rents grew twelve"))
+    (beta / "deal-beta-009.uw.md").write_text(
+        deal_text(
+            "DEAL-BETA-009",
+            tenant="beta",
+            acl=["beta-team"],
+            market="Rents grew OVERLONG again on steady job growth.",
+        )
+    )
+    server.refuse["OVERLONG"] = REFUSAL
+    report = dagster_runner().sync(settings)
+
+    assert report.ok, report.failed_runs
+    assert report.refused_inputs == 2
+    assert report.collections["beta-deals"]["profiles"]["remote"]["refused_inputs"] == 2
+    by_source = {r["source_id"]: r for r in report.refused}
+    assert set(by_source) == {"beta-deals/deal-beta-001", "beta-deals/deal-beta-009"}
+    row = by_source["beta-deals/deal-beta-001"]
+    assert row["profile"] == "remote" and row["path"] == str(held)
+    assert row["error"].startswith(f"{held}: block 'market_analysis/0': the embedder refused")
+    assert "answered HTTP 400: " + REFUSAL in row["error"]
+    assert "test-key" not in json.dumps(report.to_json())
+    corpus = Home(settings)
+    gen = corpus.registry.live_generation("remote")
+    assert gen is not None
+    assert gen.checks["index_generation:row_counts_reconcile"]["passed"]
+    assert gen.checks["embeddings:vectors_match_their_inputs[beta-deals]"]["passed"]
+    # the other edit is indexed and found; the held deal serves its last good version whole;
+    # the new deal waits for its inputs to be embedded
+    hits = Searcher(corpus).search(
+        "Rents grew twelve", principal=Principal("beta", ("beta-team",)), k=3, mode="dense"
+    )
+    assert hits.hits[0].source_id == "beta-deals/deal-beta-000"
+    assert "twelve" in hits.hits[0].to_json()["excerpt"]
+    assert corpus.store.count(gen, "text LIKE '%OVERLONG%'") == 0
+    assert corpus.store.count(gen, "source_id = 'beta-deals/deal-beta-001'") == 4
+    assert (
+        corpus.store.count(
+            gen, "source_id = 'beta-deals/deal-beta-001' AND text LIKE '%Rents grew four%'"
+        )
+        == 1
+    )
+    assert corpus.store.count(gen, "source_id = 'beta-deals/deal-beta-009'") == 0
+    recorded = corpus.warehouse.read("embedding_refusals", ("remote", "beta-deals"))
+    assert recorded is not None and recorded["doc_id"].to_pylist() == [
+        "deal-beta-001",
+        "deal-beta-009",
+    ]
+
+    # the next sync asks for the refused inputs again; once the server takes them, the held
+    # deal's new version and the new deal are indexed
+    server.refuse.clear()
+    report = dagster_runner().sync(settings)
+    assert report.ok, report.failed_runs
+    assert report.refused_inputs == 0 and report.refused == []
+    gen = Home(settings).registry.live_generation("remote")
+    assert gen is not None
+    assert corpus.store.count(gen, "text LIKE '%OVERLONG%'") == 2
+    assert corpus.store.count(gen, "source_id = 'beta-deals/deal-beta-009'") == 4
+
+
+def test_a_server_error_still_fails_the_embeddings_step_and_is_never_split(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    deal = settings.config_path.parent / DEAL
+    deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew nine"))
+    corpus = Home(settings)
+    for step in (steps.source_manifest, steps.parsed_blocks, steps.embedding_inputs):
+        step.run(corpus, "beta-deals")
+    before = corpus.warehouse.read("embeddings", ("remote", "beta-deals"))
+    mark = len(server.requests)
+    server.script.extend([{"status": 500, "retry_after": 0}] * 6)  # every attempt
+    with pytest.raises(RetryableError, match="gave up after 6 attempts.*HTTP 500"):
+        steps.embeddings.run(corpus, "remote", "beta-deals")
+    assert [len(r["input"]) for r in server.requests[mark:]] == [1] * 6
+    assert corpus.warehouse.read("embeddings", ("remote", "beta-deals")).equals(before)  # type: ignore[union-attr]
+    assert read_refusals(corpus.warehouse, "remote", "beta-deals").num_rows == 0

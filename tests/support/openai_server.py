@@ -19,6 +19,10 @@ Faults are scripted per request: each request consumes the first entry of ``serv
 - ``{"body": ...}``: answer 200 with that JSON value as the whole body (bytes: sent as they
   are), for responses no server should give.
 
+``server.refuse`` maps a text to a message: a request with an input holding that text is
+answered 400 with the message, as OpenAI answers one with an input over the model's context
+length (the whole batch refused for one input).
+
 ``serve(embed=...)`` backs the server with a real embedding function instead (for example the
 hash embedder or MiniLM), for tests that need vectors with meaning: a self-hosted model behind
 an OpenAI-compatible endpoint.
@@ -71,6 +75,7 @@ class FakeOpenAIServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     script: list[dict[str, Any]] = field(default_factory=list)
     authorization: list[str | None] = field(default_factory=list)
+    refuse: dict[str, str] = field(default_factory=dict)
 
 
 def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
@@ -188,6 +193,9 @@ def _make_handler(
                 return "token-array inputs are not supported by this test server", 400, {}
             if any(t == "" for t in texts):
                 return "'$.input' is invalid: empty strings are not allowed", 400, {}
+            for needle, message in list(state.refuse.items()):
+                if any(needle in t for t in texts):
+                    return message, 400, {}
             full_dim = MODEL_DIMS.get(model, default_dim)
             dim = full_dim
             if body.get("dimensions") is not None:
