@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 
@@ -15,6 +15,7 @@ from corpus_index.embedding import config_input_rule
 from corpus_index.gates import NOT_RUN
 from corpus_index.home import Home
 from corpus_index.kinds import fingerprint, one_listing
+from corpus_index.shards import partition_keys as shard_keys
 from corpus_index.shards import split_key
 from corpus_index.steps.source_manifest import withdrawals_pending
 from pipelines.orphans import fail_orphaned_runs, process_tags
@@ -200,7 +201,7 @@ def purge_removed_collections(
     ``purge_collection_job`` (so the UI shows it), which removes the partition once the purge
     succeeded (a failed one leaves it, to be purged again). Partitions of
     a collection still configured under another shard count are a re-shard's, not purged
-    (see :func:`replaced_partitions`)."""
+    (see :func:`reshards`)."""
     gone = sorted(
         key
         for key in set(instance.get_dynamic_partitions("collections")) - set(partition_keys(config))
@@ -231,14 +232,33 @@ def purge_removed_collections(
         report.purged_collections.append(name)
 
 
-def replaced_partitions(instance: dg.DagsterInstance, config: CorpusConfig) -> dict[str, list[str]]:
-    """Collection -> its partitions of an earlier shard count (``deals`` once ``shards: 4``
-    is configured, ``deals~00``.. once it is set back to 1): a re-shard to carry out."""
-    out: dict[str, list[str]] = {}
+class Reshard(NamedTuple):
+    """A collection's change of shard count: its partitions before, and those to drop."""
+
+    old: list[str]  # ``deals~00``..``deals~02`` of 3 shards (with those shared)
+    dropped: list[str]  # the old ones the new count has not (none from 3 shards to 4)
+
+
+def reshards(instance: dg.DagsterInstance, config: CorpusConfig) -> dict[str, Reshard]:
+    """Collection -> its re-shard to carry out, for every configured collection whose
+    partitions are not those of its shard count: ``deals`` once ``shards: 4`` is configured,
+    ``deals~00``..``deals~02`` once 3 shards become 4 (no key is dropped then, so a key of
+    the new count missing tells it). A sync that failed leaves the old keys beside the new
+    ones: the old count is then the keys to drop (``deals`` beside ``deals~00``..), unless
+    the keys are one count's whole set (8 shards to 4 leaves ``deals~00``..``deals~07``)."""
+    found: dict[str, list[str]] = {}
     for key in sorted(instance.get_dynamic_partitions("collections")):
         name = _collection_of(key)
-        if name in config.collections and key not in config.collections[name].partitions:
-            out.setdefault(name, []).append(key)
+        if name in config.collections:
+            found.setdefault(name, []).append(key)
+    out: dict[str, Reshard] = {}
+    for name, keys in found.items():
+        new = config.collections[name].partitions
+        if set(keys) == set(new):
+            continue
+        dropped = [k for k in keys if k not in new]
+        whole = set(keys) == set(shard_keys(name, len(keys)))
+        out[name] = Reshard(old=keys if whole or not dropped else dropped, dropped=dropped)
     return out
 
 
@@ -325,13 +345,15 @@ def run_sync(
     report.orphaned_runs = fail_orphaned_runs(instance)
     for run_id in report.orphaned_runs:
         say(f"run {run_id[:8]} failed: the process that executed it ended before it did")
-    replaced = {n: keys for n, keys in replaced_partitions(instance, config).items() if n in names}
-    for name, old in replaced.items():
+    changed = {n: r for n, r in reshards(instance, config).items() if n in names}
+    replaced = {n: r.dropped for n, r in changed.items() if r.dropped}
+    for name, r in changed.items():
         new = list(config.collections[name].partitions)
-        report.reshards[name] = {"from": old, "to": new}
+        report.reshards[name] = {"from": r.old, "to": new, "dropped": r.dropped}
+        then = f", then dropping {', '.join(r.dropped)}" if r.dropped else ""
         say(
-            f"re-shard {name}: {len(old)} -> {len(new)} partitions; building "
-            f"{', '.join(new)} from the embedding cache, then dropping {', '.join(old)}"
+            f"re-shard {name}: {len(r.old)} -> {len(new)} partitions; building "
+            f"{', '.join(new)} from the embedding cache{then}"
         )
     ensure_collection_partitions(instance, config)
     purge_removed_collections(defs, config, instance, report)
@@ -353,7 +375,7 @@ def run_sync(
         for name in names:
             c = config.collections[name]
             for part in c.parts:
-                current = c.shards > 1 and name not in replaced
+                current = c.shards > 1 and name not in changed
                 if current and partition_is_current(instance, home, part):
                     report.skipped_partitions.append(part.partition)
                 else:

@@ -82,10 +82,11 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
                 f"  profile {profile}: generation {g['generation']} {g['status']} with {g['rows']} rows"
             )
         for name, r in summary["reshards"].items():
-            old = ", ".join(r["from"])
+            old = ", ".join(r["dropped"])
+            then = f"; dropped {old}" if report.ok else f"; {old} kept until a sync succeeds"
             click.echo(
-                f"  re-sharded {name}: {len(r['from'])} -> {len(r['to'])} partitions; "
-                + (f"dropped {old}" if report.ok else f"{old} kept until a sync succeeds")
+                f"  re-sharded {name}: {len(r['from'])} -> {len(r['to'])} partitions"
+                + (then if old else "")
             )
         if summary["skipped_partitions"]:
             click.echo(f"  {len(summary['skipped_partitions'])} unchanged shard partitions not run")

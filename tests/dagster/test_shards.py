@@ -259,6 +259,7 @@ def test_a_reshard_from_one_to_four_and_back_keeps_every_hit_and_embeds_nothing(
     assert report.reshards["alpha-deals"] == {
         "from": ["alpha-deals"],
         "to": [partition_key("alpha-deals", n, 4) for n in range(4)],
+        "dropped": ["alpha-deals"],
     }
     assert any(m.startswith("re-shard alpha-deals: 1 -> 4 partitions") for m in said)
     assert dynamic_partitions(settings) == [
@@ -305,8 +306,22 @@ def test_a_reshard_from_three_to_four_moves_documents_and_deletes_only_the_remov
     (settings.config_path.parent / "sources" / "alpha" / "deal-alpha-004.uw.md").unlink()
 
     _set_shards(settings.config_path, 4)
-    report = dagster_runner().sync(settings)
+    said: list[str] = []
+    report = dagster_runner().sync(settings, progress=said.append)
     assert report.ok, report.failed_runs
+    # a re-shard, though no partition key goes: reported, nothing dropped
+    assert report.reshards == {
+        name: {
+            "from": [partition_key(name, n, 3) for n in range(3)],
+            "to": [partition_key(name, n, 4) for n in range(4)],
+            "dropped": [],
+        }
+        for name in COLLECTIONS
+    }
+    assert any(
+        m.startswith("re-shard alpha-deals: 3 -> 4 partitions; building") and "dropping" not in m
+        for m in said
+    )
     assert report.collections["alpha-deals"]["removed"] == 1
     assert report.collections["beta-deals"]["removed"] == 0
     assert report.collections["beta-deals"]["deletion_receipt"] is None
