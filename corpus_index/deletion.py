@@ -20,7 +20,7 @@ import hashlib
 import hmac
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,8 @@ from corpus_index.warehouse import damage
 # the tombstone reason of a source removed from the index while its file stays
 # (``CorpusIndex.remove``): the scan treats it as absent until it is added again
 WITHDRAWN = "removed from the index; source file kept"
+# ... and of a source whose file went
+FILE_REMOVED = "source file removed"
 
 
 def _now() -> str:
@@ -576,6 +578,79 @@ def drop_partition(corpus: Home, partition: str) -> list[str]:
     """
     corpus.registry.set_stale(partition, [])
     return corpus.warehouse.delete_collection(partition)
+
+
+def delete_removed(
+    corpus: Home,
+    collection: str,
+    source_ids: Iterable[str],
+    *,
+    namespace: str,
+    partition: str,
+    withdrawn: Set[str],
+) -> Receipt | None:
+    """Delete the sources a scan no longer finds (:func:`propagate_deletion`): those of
+    ``withdrawn`` (``CorpusIndex.remove``) under that reason, which their tombstone keeps,
+    the others as removed files. Returns the last receipt written (None: nothing went)."""
+    ids = sorted(set(source_ids))
+    receipt = None
+    for reason, some in (
+        (FILE_REMOVED, [s for s in ids if s not in withdrawn]),
+        (WITHDRAWN, [s for s in ids if s in withdrawn]),
+    ):
+        receipt = (
+            propagate_deletion(
+                corpus, collection, some, namespace=namespace, reason=reason, partition=partition
+            )
+            or receipt
+        )
+    return receipt
+
+
+def delete_unlisted(corpus: Home, collection: str, replaced: Iterable[str]) -> list[Receipt]:
+    """Carry out the deletions of a re-shard that drops partitions (``deals`` after
+    ``shards: 4``, ``deals~03`` after ``shards: 3``): the sources a replaced partition lists
+    as present and that no partition of the collection lists now (their file went while the
+    shard count changed). No scan finds them removed, since a new partition has no earlier
+    scan of them; each is deleted as a removed file is (:func:`delete_removed`, from the
+    replaced partition, which holds its blocks and inputs) and marked removed in that
+    partition's manifest, so a sync that fails later does not delete it again.
+
+    Deletes nothing unless every partition of the collection has a manifest (each was
+    scanned). Returns the receipts written."""
+    config = corpus.config.collections[collection]
+    listed: set[str] = set()  # present or removed: a scan of the new count saw it
+    for key in config.partitions:
+        manifest = corpus.warehouse.read("source_manifest", (key,), columns=["doc_id"])
+        if manifest is None:
+            return []
+        listed.update(manifest["doc_id"].to_pylist())
+    withdrawn = corpus.registry.tombstoned(config.name, WITHDRAWN)
+    receipts = []
+    for key in replaced:
+        manifest = corpus.warehouse.read("source_manifest", (key,))
+        if manifest is None:
+            continue
+        gone = {d for d in live_documents(manifest) if d not in listed}
+        if not gone:
+            continue
+        receipt = delete_removed(
+            corpus,
+            config.name,
+            [f"{config.name}/{d}" for d in gone],
+            namespace=config.namespace,
+            partition=key,
+            withdrawn=withdrawn,
+        )
+        if receipt is not None:
+            receipts.append(receipt)
+        mask = pc.is_in(manifest["doc_id"], pa.array(sorted(gone), pa.string()))
+        change = pc.if_else(mask, "removed", manifest["change"])
+        marked = manifest.set_column(manifest.schema.get_field_index("change"), "change", change)
+        corpus.warehouse.write(
+            "source_manifest", (key,), marked.replace_schema_metadata(manifest.schema.metadata)
+        )
+    return receipts
 
 
 # -- audit -----------------------------------------------------------------------------------

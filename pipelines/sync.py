@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import dagster as dg
 
 from corpus_index.config import CollectionConfig, CorpusConfig, Settings
-from corpus_index.deletion import drop_partition
+from corpus_index.deletion import delete_unlisted, drop_partition
 from corpus_index.embedding import config_input_rule
 from corpus_index.gates import NOT_RUN
 from corpus_index.home import Home
@@ -384,9 +384,13 @@ def run_sync(
     for name in names:
         report.collections[name] = {"profiles": {}, **dict.fromkeys(_COUNTS, 0)}
         report.collections[name]["deletion_receipt"] = None
+    ingested: set[str] = set()
     for part in parts:
         entry = report.collections[part.name]
-        mats = materializations(execute("ingest_job", part.partition, part.partition))
+        result = execute("ingest_job", part.partition, part.partition)
+        if result.success:
+            ingested.add(part.partition)
+        mats = materializations(result)
         manifest = mats.get("source_manifest", {})
         blocks = mats.get("parsed_blocks", {})
         counts = {
@@ -402,6 +406,14 @@ def run_sync(
             entry[k] += int(v)
         entry["deletion_receipt"] = manifest.get("deletion_receipt") or entry["deletion_receipt"]
         report.newly_quarantined.extend(blocks.get("new_quarantine") or [])
+    for name, keys in replaced.items():
+        # every new partition scanned: what the dropped ones list and none of them does
+        # went during the re-shard, and is deleted now, before the rows are written
+        if set(config.collections[name].partitions) <= ingested:
+            entry = report.collections[name]
+            for receipt in delete_unlisted(home, name, keys):
+                entry["removed"] += len(receipt.source_ids)
+                entry["deletion_receipt"] = receipt.path
     for name, entry in report.collections.items():
         if config.collections[name].shards > 1:
             entry["partitions_run"] = [p.partition for p in parts if p.name == name]

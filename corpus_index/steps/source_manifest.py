@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corpus_index.deletion import WITHDRAWN, propagate_deletion
+from corpus_index.deletion import WITHDRAWN, delete_removed
 from corpus_index.embedding import config_input_rule
 from corpus_index.home import Home
 from corpus_index.identity_store import source_fingerprint
@@ -43,22 +43,14 @@ def run(home: Home, collection: str) -> ManifestOutcome:
     removed = [r["source_id"] for r in changes if r["change"] == "removed"]
     added = [r["source_id"] for r in changes if r["change"] == "added"]
     home.registry.lift_tombstones(added)
-    receipt = None
-    for reason, ids in (
-        ("source file removed", [s for s in removed if s not in withdrawn]),
-        (WITHDRAWN, [s for s in removed if s in withdrawn]),  # the tombstone keeps its reason
-    ):
-        receipt = (
-            propagate_deletion(
-                home,
-                config.name,
-                ids,
-                namespace=config.namespace,
-                reason=reason,
-                partition=collection,
-            )
-            or receipt
-        )
+    receipt = delete_removed(
+        home,
+        config.name,
+        removed,
+        namespace=config.namespace,
+        partition=collection,
+        withdrawn=withdrawn,
+    )
     home.warehouse.write("source_manifest", (collection,), result.table)
     return ManifestOutcome(
         manifest=result,

@@ -341,6 +341,57 @@ def test_a_reshard_from_three_to_four_moves_documents_and_deletes_only_the_remov
         assert len(ids) == len(set(ids)) == (5 if name == "alpha-deals" else 6)
 
 
+def _set_embedder(config: Path, profile: str, embedder: str) -> None:
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["profiles"][profile]["embedder"] = embedder
+    config.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+
+
+def test_a_file_deleted_during_a_reshard_that_drops_partitions_leaves_every_generation(
+    tmp_path: Path,
+) -> None:
+    """From 1 shard to 4 and back to 1, the old partitions are dropped: a document whose file
+    went meanwhile is listed by no new partition, and is deleted as any removed file is
+    (tombstone, receipt, its sidecars, its rows out of every generation), also out of the
+    ACTIVE generation the sync does not write (the profile's embedder changed, so it builds
+    another)."""
+    settings = _home(tmp_path, 1)
+    _sync_and_promote(settings)
+    active = Home(settings).registry.active("deals")
+    assert active is not None
+    sources = settings.config_path.parent / "sources"
+
+    for shards, gone, path in (
+        (4, "alpha-deals/deal-alpha-004", sources / "alpha" / "deal-alpha-004.uw.md"),
+        (1, "beta-deals/deal-beta-001", sources / "beta" / "deal-beta-001.uw.md"),
+    ):
+        where = f"source_id = '{gone}'"
+        assert Home(settings).store.count(active, where) > 0
+        if shards == 4:
+            _set_embedder(settings.config_path, "main", "hash:v1-32")
+        _set_shards(settings.config_path, shards)
+        path.unlink()
+        report = dagster_runner().sync(settings)
+        assert report.ok, report.failed_runs
+        name = gone.split("/")[0]
+        assert report.collections[name]["removed"] == 1
+        receipt = report.collections[name]["deletion_receipt"]
+        assert receipt and gone in Path(receipt).read_text(encoding="utf-8")
+        home = Home(settings)
+        tomb = home.registry.tombstone(gone)
+        assert tomb is not None and tomb["receipt"] == receipt
+        built = home.registry.live_generation("main")
+        assert built is not None and built.id != active.id
+        assert home.registry.active("deals").id == active.id  # still serving, not rebuilt
+        for gen in (active, built):
+            assert home.store.count(gen, where) == 0
+            assert home.registry.get(gen.id).row_count == home.store.count(gen)
+        assert not list(settings.home.rglob(f"{gone.split('/')[1]}*"))  # its sidecars too
+        assert report.reshards[name]["dropped"] == (
+            [name] if shards == 4 else [partition_key(name, n, 4) for n in range(4)]
+        )
+
+
 def test_shard_keys_are_read_in_one_place_and_refused_when_wrong(single: Synced) -> None:
     assert split_key("deals") == ("deals", None)
     assert split_key("deals~07") == ("deals", 7)
