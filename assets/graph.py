@@ -538,6 +538,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "rows_deleted": w.deleted if w else 0,
                 "collection_rows": w.total if w else 0,
                 "written": w is not None,
+                "table_created": r.table_created,
             },
             check_results=_results(r.gates),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -41,6 +42,9 @@ TAIL_MIN_ROWS = 2_000
 TAIL_SHARE = 0.01
 TAIL_MAX_SMALL_FRAGMENTS = 16
 TAIL_ALWAYS_BELOW = 20_000
+
+# the schema metadata key of the id a generation table was made with (``created``)
+CREATED_KEY = b"corpus_index.table_created"
 
 # the filter columns every generation table carries: the union the collection kinds promote
 PROMOTED_COLUMNS = kinds.PROMOTED_COLUMNS
@@ -201,11 +205,25 @@ class GenerationStore:
             raise
 
     def ensure(self, generation: Generation) -> Any:
+        """The generation's table, made when it has none (with an id of its making in its
+        schema's metadata, :meth:`created`)."""
         if self.exists(generation):
             return self.table(generation)
+        schema = vector_entry_schema(generation)
+        made = {**(schema.metadata or {}), CREATED_KEY: uuid.uuid4().hex.encode()}
         return self.db.create_table(
-            generation.table_name, schema=vector_entry_schema(generation), exist_ok=True
+            generation.table_name, schema=schema.with_metadata(made), exist_ok=True
         )
+
+    def created(self, generation: Generation) -> str:
+        """The id the generation's table was made with: a table dropped (``corpus doctor
+        --repair``) and made again under the same name has another, so a write recorded with
+        the old id is known not to be in it. '' when there is no table, or the table was made
+        before tables recorded one (an older home's: it keeps none until it is made again)."""
+        if not self.exists(generation):
+            return ""
+        metadata = self.table(generation).schema.metadata or {}
+        return bytes(metadata.get(CREATED_KEY, b"")).decode()
 
     def append(
         self, generation: Generation, collection: str, rows: pa.Table | pa.RecordBatchReader

@@ -282,7 +282,7 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
     ``source_manifest`` recorded, the configuration is older than that scan, no source of it
     was withdrawn since, its warehouse files are there, and every profile's ``index_rows`` of
     the shard was materialized after it, into the profile's live generation, whose table is
-    there."""
+    there and is the one it wrote (not one made again since)."""
     config = home.config
     ingest = _latest(instance, "source_manifest", part.partition)
     if ingest is None or ingest.asset_materialization is None:
@@ -313,8 +313,14 @@ def partition_is_current(instance: dg.DagsterInstance, home: Home, part: Collect
         if live is None or str(getattr(written, "value", "")) != live.id:
             return False
         # a table dropped since (``corpus doctor --repair`` drops a damaged one) is rebuilt
-        # under the same generation id, and holds none of the shard's rows until it runs
+        # under the same generation id, and holds none of the shard's rows until it runs;
+        # nor does it once a rebuild cut short made it anew without reaching this shard: the
+        # shard's write recorded the id of the table it went to, which the new one has not
+        # (a table of an older home has none, and writes into it recorded none)
         if not home.store.exists(live):
+            return False
+        made = rows.asset_materialization.metadata.get("table_created")
+        if str(getattr(made, "value", "")) != home.store.created(live):
             return False
     return True
 

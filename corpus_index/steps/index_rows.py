@@ -76,6 +76,9 @@ class IndexRowsOutcome:
     held_sources: int = 0  # sources with a refused input: their rows left as they were
     write: WriteResult | None = None
     gates: list[gates.Gate] = field(default_factory=list)
+    # the id the generation's table was made with (``GenerationStore.created``) once written:
+    # a table made anew since holds none of these rows
+    table_created: str = ""
 
     @property
     def passed(self) -> bool:
@@ -226,6 +229,8 @@ def run(home: Home, profile: str, collection: str, *, run_id: str) -> IndexRowsO
     record_partition_checks(home, generation, "index_rows", collection, outcome.gates)
     if not outcome.passed:
         outcome.write = None
+    if outcome.write is not None:
+        outcome.table_created = home.store.created(generation)
     return outcome
 
 

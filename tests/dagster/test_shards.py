@@ -23,12 +23,14 @@ from corpus_index.cli import main
 from corpus_index.config import Settings, load_config
 from corpus_index.errors import ConfigError
 from corpus_index.home import Home
+from corpus_index.index_store import vector_entry_schema
 from corpus_index.search import Principal, Searcher
 from corpus_index.shards import partition_key, shard_of, split_key
 from corpus_index.sources import live_documents
 from definitions import dagster_runner
 from pipelines.sensors import scan_sources
 from tests.corpusgen import write_home
+from tests.searchkit import scratch_home
 
 pytestmark = pytest.mark.slow
 COLLECTIONS = ("alpha-deals", "beta-deals")
@@ -238,6 +240,71 @@ def test_a_generation_table_the_doctor_dropped_is_rebuilt_from_every_shard(
     assert after[::2] == before[::2] and all(after)
     healthy = CliRunner().invoke(main, [*args, "doctor"])
     assert healthy.exit_code == 0 and "healthy" in healthy.output, healthy.output
+
+
+def test_a_rebuild_of_a_dropped_table_cut_short_runs_every_shard_it_did_not_reach(
+    sharded: Synced,
+) -> None:
+    """`corpus doctor --repair` drops a damaged table; a rebuild that wrote one shard's rows
+    and stopped made the table anew, so the other shards' last writes went to the table
+    dropped: they are not current, and the next sync writes each of them again."""
+    settings = sharded.settings
+    home = Home(settings)
+    active = home.registry.active("deals")
+    assert active is not None
+    rows = home.store.count(active)
+    assert rows == active.row_count
+    for data in (settings.home / "lance" / f"{active.table_name}.lance" / "data").iterdir():
+        data.unlink()
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    repaired = CliRunner().invoke(main, [*args, "doctor", "--repair"])
+    assert f"dropped the damaged table {active.table_name}" in repaired.output, repaired.output
+    # the rebuild, cut short: only the first shard's rows written, into a table made anew
+    first = partition_key("alpha-deals", 0, 4)
+    opened = dagster_runner().open_home(settings)
+    result = opened.defs.resolve_job_def("embed_job").execute_in_process(
+        partition_key=dg.MultiPartitionKey({"profile": "main", "collection": first}),
+        instance=opened.instance,
+        raise_on_error=False,
+    )
+    assert result.success
+    assert 0 < Home(settings).store.count(active) < rows
+
+    report = dagster_runner().sync(settings)
+    assert report.ok, report.failed_runs
+    assert report.skipped_partitions == [first]  # the one shard the rebuild wrote
+    home = Home(settings)
+    rebuilt = home.registry.active("deals")
+    assert rebuilt is not None and rebuilt.id == active.id
+    assert home.store.count(rebuilt) == rebuilt.row_count == rows
+    healthy = CliRunner().invoke(main, [*args, "doctor"])
+    assert healthy.exit_code == 0 and "healthy" in healthy.output, healthy.output
+    # nothing changed since: every shard is current again
+    again = dagster_runner().sync(settings)
+    assert again.ok and len(again.skipped_partitions) == 8
+
+
+def test_a_generation_table_records_the_id_it_was_made_with_and_an_older_one_none(
+    tmp_path: Path,
+) -> None:
+    """A generation table records, in its schema's metadata, an id of its own making; one
+    made before that (an older home) records none, and writes and reads leave either as is."""
+    corpus = scratch_home(tmp_path, {"alpha": ["a1"]})
+    made = corpus.registry.open_generation(corpus.spec("main"))
+    corpus.store.ensure(made)
+    marker = corpus.store.created(made)
+    assert len(marker) == 32
+    corpus.store.delete_where(made, "source_id = 'x'")
+    assert corpus.store.created(made) == marker
+    corpus.store.db.drop_table(made.table_name)
+    corpus.store.ensure(made)
+    assert corpus.store.created(made) not in ("", marker)  # made anew, another id
+    corpus.store.db.drop_table(made.table_name)
+    # as an older home made it: the schema alone
+    corpus.store.db.create_table(made.table_name, schema=vector_entry_schema(made))
+    assert corpus.store.created(made) == ""
+    corpus.store.ensure(made)
+    assert corpus.store.created(made) == ""
 
 
 def test_a_reshard_from_one_to_four_and_back_keeps_every_hit_and_embeds_nothing(
