@@ -1,5 +1,6 @@
 """Compaction: LanceDB ``optimize`` on every live table, old versions past the retention window
-removed, and embedding-cache entries no live source uses purged.
+removed, embedding-cache entries no live source uses purged, and the table of a RETIRED
+generation that a retire cut short left behind dropped.
 
 ``optimize`` also brings the FTS and ANN indexes up to date, so rows added since they were built
 become indexed. Deletion overrides retention: while a tombstone is pending physical purge, every
@@ -46,6 +47,7 @@ class CompactionReport:
     cache_entries_purged: int = 0
     tombstones_purged: list[str] = field(default_factory=list)
     temp_files_removed: list[str] = field(default_factory=list)
+    retired_tables_dropped: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -56,6 +58,7 @@ class CompactionReport:
             "cache_entries_purged": self.cache_entries_purged,
             "tombstones_purged": self.tombstones_purged,
             "temp_files_removed": self.temp_files_removed,
+            "retired_tables_dropped": self.retired_tables_dropped,
             "seconds": round(self.seconds, 3),
         }
 
@@ -133,7 +136,14 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
     live = live_input_hashes(corpus)
     db = lance.connect(corpus.settings.lance_uri)
     names = set(lance.table_names(db))
-    live_tables = [g.table_name for g in corpus.registry.generations() if g.status != "RETIRED"]
+    generations = corpus.registry.generations()
+    for gen in generations:
+        # what a retire cut short left (its registry half done, its table not dropped): no
+        # query reads the table, and its old versions may hold a deleted source's rows
+        if gen.status == "RETIRED" and gen.table_name in names and corpus.store.drop(gen):
+            report.retired_tables_dropped.append(gen.table_name)
+            names.discard(gen.table_name)
+    live_tables = [g.table_name for g in generations if g.status != "RETIRED"]
     targets = [n for n in live_tables if n in names] + sorted(
         n for n in names if n.startswith("cache__")
     )

@@ -1,8 +1,9 @@
 """Deletion that reaches every store, with a tombstone and a receipt (DESIGN §8).
 
 When a source disappears (its file is removed, or its whole collection leaves the config), its
-rows become ineligible at once in every live generation (ACTIVE, READY, BUILDING): they are
-deleted from each generation table first, then from the sidecars and the warehouse. A tombstone
+rows become ineligible at once in every generation that has a table (ACTIVE, READY, BUILDING,
+FAILED, and a RETIRED one whose table a crash left): they are deleted from each generation table
+first, then from the sidecars and the warehouse. A tombstone
 in the registry keeps the fact (so a generation built later never receives the source again) and
 a receipt file lists every artifact removed, with counts and times. Embedding-cache entries
 derived only from the source, the LanceDB fragments whose data files still hold its masked rows
@@ -197,9 +198,10 @@ def propagate_deletion(
     receipt.fingerprints["identity_details_key"] = DETAILS_KEY
     receipt.fingerprints["identity_details_key_id"] = _key_id(key)
 
-    # 1. ineligible at once: every generation that is not RETIRED (their tables were dropped)
+    # 1. ineligible at once: every generation with a table, a RETIRED one whose table a crash
+    # left undropped included (compaction drops it)
     for gen in corpus.registry.generations():
-        if gen.status == "RETIRED" or not corpus.store.exists(gen):
+        if not corpus.store.exists(gen):
             continue
         receipt.held(gen.table_name, purge.fragments_where(corpus.store.table(gen), where))
         n = corpus.store.delete_where(gen, where)

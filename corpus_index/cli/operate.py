@@ -429,6 +429,8 @@ def compact(ctx: click.Context, retention_hours: float, as_json: bool) -> None:
             f"{t['table']}: {t['rows']} rows, versions {t['versions_before']} -> "
             f"{t['versions_after']}{extra}"
         )
+    for name in report.get("retired_tables_dropped", []):
+        click.echo(f"{name}: dropped (its generation is RETIRED; a retire left it)")
     click.echo(
         f"compacted {len(report['tables'])} tables in {report['seconds']} s; "
         f"{len(report['tombstones_purged'])} deletions physically purged"

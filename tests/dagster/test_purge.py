@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from corpus_index import predicates
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.home import Home
@@ -220,3 +221,24 @@ def test_compaction_removes_orphaned_temp_files_holding_deleted_text(tmp_path: P
     assert files_holding(settings.home, SECRET.encode()) == []
     code, report = audit(settings)
     assert code == 0, report["remaining"]
+
+
+def test_a_retired_generations_table_left_behind_keeps_no_deleted_row(tmp_path: Path) -> None:
+    """A crash between marking a generation RETIRED and dropping its table leaves the table: a
+    deletion takes the deal's rows out of it as out of any other, and the next compaction drops
+    it (what the retire left undone), so no byte of the deal stays there."""
+    settings = home_with_secret(tmp_path, deals_per_tenant=3)
+    corpus = Home(settings)
+    (old,) = corpus.registry.generations()
+    corpus.registry.retire(old.id, window_hours=0)  # the registry's half of `corpus retire`
+    assert corpus.store.exists(old)
+    (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
+    assert dagster_runner().sync(settings).ok
+    assert corpus.store.count(old, predicates.eq("source_id", GONE)) == 0  # at once there too
+
+    compaction = compact(settings)
+    assert compaction["retired_tables_dropped"] == [old.table_name]
+    assert not corpus.store.exists(old)
+    assert files_holding(settings.home, SECRET.encode()) == []
+    code, report = audit(settings)
+    assert code == 0 and report["clean"], report["remaining"]
