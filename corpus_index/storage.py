@@ -269,6 +269,12 @@ class Location:
         files = (loc for loc in self._entries(recursive=True) if loc._kind == pafs.FileType.File)
         return sorted(files, key=lambda loc: loc.path)
 
+    def links(self) -> list[Location]:
+        """The symbolic links under this folder, at any depth, sorted by path (the folder
+        itself may be one); an object store has none."""
+        found = (e for e in self._entries(recursive=True) if e._kind == pafs.FileType.Unknown)
+        return sorted(found, key=lambda loc: loc.path)
+
     def rglob(self, pattern: str) -> list[Location]:
         """Files and folders at any depth whose name matches ``pattern``, sorted by path."""
         found = (e for e in self._entries(recursive=True) if fnmatch.fnmatchcase(e.name, pattern))

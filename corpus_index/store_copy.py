@@ -40,7 +40,8 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
 
     Raises:
         ConfigError: ``target`` is not an object-store URI, is where the stores are already,
-            or already holds stores (named; copy to an empty prefix).
+            or already holds stores (named; copy to an empty prefix); a store holds a symbolic
+            link (named; nothing is copied).
         HomeBusyError: a sync or promotion holds the home longer than ``wait_s``.
         OSError: the copy differs from its source (the file named) or cannot be written.
     """
@@ -56,6 +57,16 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
         )
     report = CopyReport(source=str(settings.stores), target=uri)
     with home_lock_of(settings, f"storage copy to {uri}", wait_s=wait_s):
+        for name in STORES:
+            # a listing never follows a link, so a copy would leave out what one points to
+            # and its check, which compares the same listings, would pass
+            links = (settings.stores / name).links()
+            if links:
+                raise ConfigError(
+                    f"{links[0]}: a symbolic link in the {name} store ({len(links)} in all), "
+                    "which a copy does not follow; put what it points to in its place, then "
+                    "copy again"
+                )
         for name in STORES:
             source = settings.stores / name
             written = copy_tree(source, destination / name)

@@ -16,7 +16,8 @@ from corpus_index.cli import main
 from corpus_index.config import Settings, settings_from_env
 from corpus_index.errors import CommitConflictError, ConfigError, RetryableError
 from corpus_index.storage import Location, copy_tree, is_store_failure, parse_storage_uri
-from corpus_index.store_copy import receipt_location
+from corpus_index.store_copy import copy_stores, receipt_location
+from tests.support.s3_server import LocalS3
 from tests.test_cli_basics import missing_help
 
 
@@ -200,3 +201,23 @@ def test_storage_copy_has_help_and_refuses_a_target_that_is_not_an_object_store(
     out = CliRunner().invoke(main, [*args, "storage", "copy", "--to", str(tmp_path / "x")])
     assert out.exit_code == 2 and "--to=" in out.output and "not an object-store URI" in out.output
     assert not (tmp_path / "home").exists()  # refused before anything was touched
+
+
+def test_storage_copy_refuses_a_symbolic_link_in_the_stores_naming_it(
+    s3_server: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link inside a store (a table's data file moved to another disk and linked back) is
+    named, and nothing is copied: a copy that left it out would pass the size check."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    target = s3_server.create_bucket("linked") + "/moved"
+    settings = Settings(config_path=tmp_path / "c.yaml", home=tmp_path / "home")
+    (settings.warehouse / "parsed_blocks").mkdir(parents=True)
+    (settings.warehouse / "parsed_blocks" / "deals.parquet").write_bytes(b"blocks")
+    data = tmp_path / "home" / "lance" / "gen_g0001.lance" / "data"
+    data.mkdir(parents=True)
+    (tmp_path / "bigdisk.lance").write_bytes(b"rows")
+    (data / "a.lance").symlink_to(tmp_path / "bigdisk.lance")
+    with pytest.raises(ConfigError, match=r"gen_g0001\.lance/data/a\.lance.*symbolic link"):
+        copy_stores(settings, target)
+    assert Location.of(target).walk() == []
