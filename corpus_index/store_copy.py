@@ -3,7 +3,9 @@
 The warehouse, the LanceDB tables (their files as they are: a table's manifest names its files
 relative to the table), the exports and the deletion receipts are copied file by file, under
 the home's lock so no sync writes meanwhile; then the copy is compared with the source, file by
-file and byte count by byte count. The home then serves from the copy once ``CORPUS_STORAGE``
+file and byte count by byte count. A marker under the target names the source while the copy
+runs, so a copy of the same home run again after one was cut short clears what it left and
+starts over, where a prefix holding other stores is refused. The home then serves from the copy once ``CORPUS_STORAGE``
 names it; what is per-machine (the registry, the lock, Dagster's folder, alerts, reports)
 stays in the home folder. Receipts that tombstones name by their old path are found by name
 among the copied ones (``receipt_location``).
@@ -11,6 +13,7 @@ among the copied ones (``receipt_location``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +23,9 @@ from corpus_index.homelock import home_lock_of
 from corpus_index.storage import Location, copy_tree, parse_storage_uri
 
 STORES = ("warehouse", "lance", "exports", "receipts")
+# under the target while a copy runs, naming its source: a copy of the same home run again
+# after one was cut short clears what it left and starts over
+UNFINISHED = ".storage-copy-unfinished.json"
 
 
 @dataclass(slots=True)
@@ -40,8 +46,9 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
 
     Raises:
         ConfigError: ``target`` is not an object-store URI, is where the stores are already,
-            or already holds stores (named; copy to an empty prefix); a store holds a symbolic
-            link (named; nothing is copied).
+            or already holds stores (named; copy to an empty prefix) other than what a copy
+            of this home cut short left; a store holds a symbolic link (named; nothing is
+            copied).
         HomeBusyError: a sync or promotion holds the home longer than ``wait_s``.
         OSError: the copy differs from its source (the file named) or cannot be written.
     """
@@ -49,14 +56,20 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
     destination = Location.of(uri)
     if destination == settings.stores:
         raise ConfigError(f"--to {uri}: the stores already live there")
-    held = [name for name in STORES if (destination / name).walk()]
-    if held:
-        raise ConfigError(
-            f"--to {uri}: already holds {', '.join(held)}; copy to an empty prefix "
-            "(a copy never merges into or overwrites another home's stores)"
-        )
+    marker = destination / UNFINISHED
     report = CopyReport(source=str(settings.stores), target=uri)
     with home_lock_of(settings, f"storage copy to {uri}", wait_s=wait_s):
+        held = [name for name in STORES if (destination / name).walk()]
+        if held and _unfinished_from(marker) == report.source:
+            # what a copy of this home cut short left: cleared, not merged into (a file the
+            # home has removed since, a deleted source's partition say, would stay there)
+            for name in held:
+                (destination / name).rmtree()
+        elif held:
+            raise ConfigError(
+                f"--to {uri}: already holds {', '.join(held)}; copy to an empty prefix "
+                "(a copy never merges into or overwrites another home's stores)"
+            )
         for name in STORES:
             # a listing never follows a link, so a copy would leave out what one points to
             # and its check, which compares the same listings, would pass
@@ -67,6 +80,7 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
                     "which a copy does not follow; put what it points to in its place, then "
                     "copy again"
                 )
+        marker.write_text(json.dumps({"source": report.source}) + "\n")
         for name in STORES:
             source = settings.stores / name
             written = copy_tree(source, destination / name)
@@ -74,7 +88,18 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
                 "files": len(written),
                 "bytes": _check(source, destination / name),
             }
+        marker.unlink(missing_ok=True)
     return report
+
+
+def _unfinished_from(marker: Location) -> str | None:
+    """The stores a copy that did not finish was copying from, as its marker names them."""
+    try:
+        return str(json.loads(marker.read_text(encoding="utf-8"))["source"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError, KeyError):
+        return ""  # unreadable: not known to be this home's
 
 
 def _check(source: Location, copy: Location) -> int:

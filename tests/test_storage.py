@@ -5,6 +5,10 @@ tests/test_object_storage.py (the S3 server on loopback)."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import click
@@ -17,6 +21,7 @@ from corpus_index.config import Settings, settings_from_env
 from corpus_index.errors import CommitConflictError, ConfigError, RetryableError
 from corpus_index.storage import Location, copy_tree, is_store_failure, parse_storage_uri
 from corpus_index.store_copy import copy_stores, receipt_location
+from tests.support.lockholder import ROOT
 from tests.support.s3_server import LocalS3
 from tests.test_cli_basics import missing_help
 
@@ -221,3 +226,51 @@ def test_storage_copy_refuses_a_symbolic_link_in_the_stores_naming_it(
     with pytest.raises(ConfigError, match=r"gen_g0001\.lance/data/a\.lance.*symbolic link"):
         copy_stores(settings, target)
     assert Location.of(target).walk() == []
+
+
+def test_a_storage_copy_killed_half_way_is_run_again_from_the_start(
+    s3_server: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`corpus storage copy` killed part-way leaves part of the stores under the prefix; run
+    again, it clears what it left and copies anew (a file removed from the home since, a
+    deleted source's partition say, is not kept), where it used to refuse the prefix for
+    holding another home's stores. A prefix holding a copy that finished is still refused."""
+    env = {**os.environ, **s3_server.env(), "PYTHONPATH": str(ROOT)}
+    target = s3_server.create_bucket("halfway") + "/moved"
+    settings = Settings(config_path=tmp_path / "c.yaml", home=tmp_path / "home")
+    parts = settings.home / "warehouse" / "parsed_blocks"
+    parts.mkdir(parents=True)
+    for n in range(1500):
+        (parts / f"p{n:04d}.parquet").write_bytes(b"x" * 64)
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    proc = subprocess.Popen(  # noqa: S603 - fixed arguments
+        [sys.executable, "-m", "corpus_index.cli", *args, "storage", "copy", "--to", target],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = s3_server.client()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        held = client.list_objects_v2(Bucket="halfway", Prefix="moved/warehouse/")
+        if held.get("KeyCount", 0) >= 5:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    copied = [k["Key"] for k in client.list_objects_v2(Bucket="halfway")["Contents"]]
+    assert "moved/warehouse/parsed_blocks/p0000.parquet" in copied
+    assert "moved/warehouse/parsed_blocks/p1499.parquet" not in copied  # killed part-way
+    (parts / "p0000.parquet").unlink()
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    out = CliRunner().invoke(main, [*args, "storage", "copy", "--to", target, "--json"])
+    assert out.exit_code == 0, out.output
+    moved = Location.of(target) / "warehouse"
+    assert [str(p.relative_to(moved)) for p in moved.walk()] == [
+        f"parsed_blocks/p{n:04d}.parquet" for n in range(1, 1500)
+    ]
+    again = CliRunner().invoke(main, [*args, "storage", "copy", "--to", target])
+    assert again.exit_code == 2 and "already holds warehouse" in again.output
