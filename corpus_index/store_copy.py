@@ -46,6 +46,7 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
 
     Raises:
         ConfigError: ``target`` is not an object-store URI, is where the stores are already,
+            lies inside one of them or holds one (both named),
             or already holds stores (named; copy to an empty prefix) other than what a copy
             of this home cut short left; a store holds a symbolic link (named; nothing is
             copied).
@@ -56,6 +57,7 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
     destination = Location.of(uri)
     if destination == settings.stores:
         raise ConfigError(f"--to {uri}: the stores already live there")
+    _refuse_overlap(uri, settings.stores, destination)
     marker = destination / UNFINISHED
     report = CopyReport(source=str(settings.stores), target=uri)
     with home_lock_of(settings, f"storage copy to {uri}", wait_s=wait_s):
@@ -90,6 +92,25 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
             }
         marker.unlink(missing_ok=True)
     return report
+
+
+def _refuse_overlap(uri: str, stores: Location, destination: Location) -> None:
+    """Refuse a target whose stores would lie inside the home's own, or hold them: the copy
+    would write into its own source (and copy what it wrote), or clear it as left over."""
+    for name in STORES:
+        source = stores / name
+        for copied in (destination / n for n in STORES):
+            if copied.is_relative_to(source):
+                raise ConfigError(
+                    f"--to {uri}: the copy's {copied.name} store {copied} would be inside "
+                    f"the home's {name} store {source}; copy to a prefix outside {stores}"
+                )
+            if source.is_relative_to(copied):
+                raise ConfigError(
+                    f"--to {uri}: the copy's {copied.name} store {copied} would hold the "
+                    f"home's {name} store {source} (the stores live inside {uri}); copy to a "
+                    "prefix that neither is inside the stores nor holds them"
+                )
 
 
 def _unfinished_from(marker: Location) -> str | None:

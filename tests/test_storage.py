@@ -274,3 +274,42 @@ def test_a_storage_copy_killed_half_way_is_run_again_from_the_start(
     ]
     again = CliRunner().invoke(main, [*args, "storage", "copy", "--to", target])
     assert again.exit_code == 2 and "already holds warehouse" in again.output
+
+
+def test_storage_copy_refuses_a_target_inside_the_homes_own_stores_or_holding_them(
+    s3_server: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stores already on s3://b/home, copied --to s3://b/home/warehouse/copy, would be copied
+    into the home's own warehouse (and the copy copied again); --to a prefix whose lance/
+    holds the stores would write into them. Both are refused, naming both stores (exit 2),
+    and nothing is written."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = s3_server.create_bucket("nested")
+    settings = Settings(
+        config_path=tmp_path / "c.yaml", home=tmp_path / "home", storage=f"{bucket}/home"
+    )
+    (settings.warehouse / "parsed_blocks" / "deals.parquet").write_bytes(b"blocks")
+    with pytest.raises(ConfigError, match="inside") as inside:
+        copy_stores(settings, f"{bucket}/home/warehouse/copy")
+    assert f"{bucket}/home/warehouse/copy/warehouse" in str(inside.value)
+    assert f"home's warehouse store {bucket}/home/warehouse;" in str(inside.value)
+    assert [p.name for p in settings.warehouse.walk()] == ["deals.parquet"]
+
+    holder = Settings(
+        config_path=tmp_path / "c.yaml", home=tmp_path / "home", storage=f"{bucket}/old/lance/h"
+    )
+    (holder.warehouse / "a.parquet").write_bytes(b"x")
+    args = ["--config", str(holder.config_path), "--home", str(holder.home)]
+    out = CliRunner().invoke(
+        main,
+        [*args, "storage", "copy", "--to", f"{bucket}/old"],
+        env={"CORPUS_STORAGE": str(holder.storage)},
+    )
+    assert out.exit_code == 2, out.output
+    assert f"lance store {bucket}/old/lance would hold" in out.output
+    assert f"warehouse store {bucket}/old/lance/h/warehouse" in out.output
+    assert [str(p) for p in Location.of(bucket).walk()] == [
+        f"{bucket}/home/warehouse/parsed_blocks/deals.parquet",
+        f"{bucket}/old/lance/h/warehouse/a.parquet",
+    ]
