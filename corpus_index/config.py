@@ -39,7 +39,7 @@ from corpus_index.retrieval_settings import (
 )
 from corpus_index.serve_config import ServeConfig, parse_serve
 from corpus_index.shards import split_key
-from corpus_index.storage import Location, parse_storage_uri
+from corpus_index.storage import Location, finished_stores, parse_storage_uri
 
 TIERS = ("public", "restricted")
 GRANULARITIES = ("block", "paragraph")
@@ -137,8 +137,12 @@ class Settings:
 
     @property
     def stores(self) -> Location:
-        """The root the stores live under: ``storage``, or the home folder."""
-        return Location.of(self.storage) if self.storage else Location.local(self.home)
+        """The root the stores live under: ``storage``, or the home folder.
+
+        Raises:
+            ConfigError: ``storage`` holds what a ``corpus storage copy`` cut short left.
+        """
+        return finished_stores(self.storage) if self.storage else Location.local(self.home)
 
     @property
     def warehouse(self) -> Location:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import json
 import os
 import posixpath
 import re
@@ -33,6 +34,8 @@ import pyarrow.fs as pafs
 from corpus_index.errors import ConfigError, StoreUnreachableError
 
 OBJECT_STORE_SCHEMES = ("s3",)
+# under a prefix while ``corpus storage copy`` writes there, naming the stores it copies from
+UNFINISHED_COPY = ".storage-copy-unfinished.json"
 
 _LOCAL = pafs.LocalFileSystem()
 
@@ -96,6 +99,41 @@ def parse_storage_uri(uri: str, *, key: str = "CORPUS_STORAGE") -> str:
             f"or unset {key} to keep the stores in the home folder"
         )
     return f"{scheme}://{rest.rstrip('/')}"
+
+
+_FINISHED: set[str] = set()  # prefixes found without that marker, checked once per process
+
+
+def finished_stores(uri: str) -> Location:
+    """The stores under ``uri`` (``s3://bucket/prefix``), once found not to be what a
+    ``corpus storage copy`` cut short left there (checked once per process; a store that
+    fails to answer is not checked, as what reads it next meets the same failure and names it).
+
+    Raises:
+        ConfigError: the marker of a copy that did not finish is under ``uri`` (named): part
+            of the tables and partitions are missing there.
+    """
+    root = Location.of(uri)
+    if uri in _FINISHED:
+        return root
+    marker = root / UNFINISHED_COPY
+    try:
+        text = marker.read_text(errors="replace")
+    except FileNotFoundError:
+        _FINISHED.add(uri)
+        return root
+    except StoreUnreachableError:
+        return root
+    try:
+        source = str(json.loads(text)["source"])
+    except (ValueError, TypeError, KeyError):
+        source = "named in that file"
+    raise ConfigError(
+        f"CORPUS_STORAGE={uri}: the stores there are an unfinished copy ({marker} is there: "
+        "a `corpus storage copy` to this prefix was cut short, and part of them is missing); "
+        f"run `corpus storage copy --to {uri}` again from the home it copies ({source}), or "
+        "set CORPUS_STORAGE back to where the stores are"
+    )
 
 
 class FileStat(NamedTuple):

@@ -5,8 +5,9 @@ relative to the table), the exports and the deletion receipts are copied file by
 the home's lock so no sync writes meanwhile; then the copy is compared with the source, file by
 file and byte count by byte count. A marker under the target names the source while the copy
 runs, so a copy of the same home run again after one was cut short clears what it left and
-starts over, where a prefix holding other stores is refused. The home then serves from the copy once ``CORPUS_STORAGE``
-names it; what is per-machine (the registry, the lock, Dagster's folder, alerts, reports)
+starts over, where a prefix holding other stores is refused; no home serves from a prefix
+where it is still there (``storage.finished_stores``). The home then serves from the copy once
+``CORPUS_STORAGE`` names it; what is per-machine (the registry, the lock, Dagster's folder, alerts, reports)
 stays in the home folder. Receipts that tombstones name by their old path are found by name
 among the copied ones (``receipt_location``).
 """
@@ -20,12 +21,9 @@ from typing import Any
 from corpus_index.config import Settings
 from corpus_index.errors import ConfigError
 from corpus_index.homelock import home_lock_of
-from corpus_index.storage import Location, copy_tree, parse_storage_uri
+from corpus_index.storage import UNFINISHED_COPY, Location, copy_tree, parse_storage_uri
 
 STORES = ("warehouse", "lance", "exports", "receipts")
-# under the target while a copy runs, naming its source: a copy of the same home run again
-# after one was cut short clears what it left and starts over
-UNFINISHED = ".storage-copy-unfinished.json"
 
 
 @dataclass(slots=True)
@@ -58,7 +56,10 @@ def copy_stores(settings: Settings, target: str, *, wait_s: float = 0.0) -> Copy
     if destination == settings.stores:
         raise ConfigError(f"--to {uri}: the stores already live there")
     _refuse_overlap(uri, settings.stores, destination)
-    marker = destination / UNFINISHED
+    # under the target while the copy runs, naming its source: a copy of the same home run
+    # again after one was cut short clears what it left and starts over, and no home serves
+    # from what it left (``finished_stores``)
+    marker = destination / UNFINISHED_COPY
     report = CopyReport(source=str(settings.stores), target=uri)
     with home_lock_of(settings, f"storage copy to {uri}", wait_s=wait_s):
         held = [name for name in STORES if (destination / name).walk()]

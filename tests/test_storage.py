@@ -313,3 +313,30 @@ def test_storage_copy_refuses_a_target_inside_the_homes_own_stores_or_holding_th
         f"{bucket}/home/warehouse/parsed_blocks/deals.parquet",
         f"{bucket}/old/lance/h/warehouse/a.parquet",
     ]
+
+
+def test_a_home_does_not_serve_from_a_copy_that_was_cut_short(
+    s3_server: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CORPUS_STORAGE naming a prefix where `corpus storage copy` was killed (its marker
+    .storage-copy-unfinished.json still there, half of the tables and partitions missing) is
+    refused as the home's stores, naming the prefix and the copy to run again (exit 2), where
+    it was served from without a word."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = s3_server.create_bucket("unfinished")
+    (Location.of(f"{bucket}/p") / ".storage-copy-unfinished.json").write_text('{"source": "/x"}')
+    (Location.of(f"{bucket}/p") / "warehouse" / "a.parquet").write_bytes(b"x")
+    settings = Settings(
+        config_path=tmp_path / "c.yaml", home=tmp_path / "home", storage=f"{bucket}/p"
+    )
+    with pytest.raises(ConfigError, match="unfinished") as refused:
+        settings.warehouse.walk()
+    assert f"corpus storage copy --to {bucket}/p` again from the home it copies (/x)" in str(
+        refused.value
+    )
+    monkeypatch.setenv("CORPUS_STORAGE", f"{bucket}/p")
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = CliRunner().invoke(main, [*args, "storage", "copy", "--to", f"{bucket}/q"])
+    assert out.exit_code == 2 and f"CORPUS_STORAGE={bucket}/p: " in out.output, out.output
+    assert Location.of(f"{bucket}/q").walk() == []
