@@ -6,8 +6,9 @@ generation that a retire cut short left behind dropped.
 become indexed. Deletion overrides retention: while a tombstone is pending physical purge, every
 fragment that held a deleted row (the receipt names them; for a cache table, the fragments of
 the entries purged now) is rewritten first (``purge.rewrite_fragments``), old versions are
-removed whatever their age, and orphaned ``*.tmp`` files (left by a crashed atomic write) are
-removed, so the deleted content leaves the disk. None is a step's work in flight: a compaction
+removed whatever their age, as are the data files no version names (left by a commit that was
+lost, which LanceDB keeps 7 days otherwise) and orphaned ``*.tmp`` files (left by a crashed
+atomic write), so the deleted content leaves the disk. None is a step's work in flight: a compaction
 holds the home's lock alone, even where runs share it (``compaction_job`` is tagged
 ``homelock.EXCLUSIVE_TAGS``). The ``doc_id``, full-text and ANN indexes of a
 generation table that held deleted rows are built again (``index_store.rebuild_after_deletion``):
@@ -177,7 +178,16 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
             # still reading one of them in another process fails once and is retried
             warnings.filterwarnings("ignore", message=r".*removes every version except")
             lance.retry_commits(
-                functools.partial(table.optimize, cleanup_older_than=window), table=table
+                functools.partial(
+                    table.optimize,
+                    cleanup_older_than=window,
+                    # and the data files no version names (a commit that was lost, to a
+                    # conflict or a crash, left them, perhaps holding the deleted rows), which
+                    # LanceDB keeps 7 days as another writer's work in flight: no writer is
+                    # in flight, as the compaction holds the home alone
+                    delete_unverified=bool(pending),
+                ),
+                table=table,
             )
         entry["versions_after"] = len(table.list_versions())
         entry["rows"] = int(table.count_rows())

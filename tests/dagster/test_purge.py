@@ -223,6 +223,31 @@ def test_compaction_removes_orphaned_temp_files_holding_deleted_text(tmp_path: P
     assert code == 0, report["remaining"]
 
 
+def test_a_data_file_a_lost_commit_left_keeps_no_deleted_text_after_compaction(
+    tmp_path: Path,
+) -> None:
+    """A write that lost its commit (a conflict given up on, then retried; a crash before the
+    manifest) leaves its data file in the table's data/ folder, named by no version. LanceDB
+    keeps such a file for 7 days as possibly another writer's work in flight; the compaction
+    that purges a deletion holds the home alone, so it removes it at once, and a deleted deal's
+    text in it with it."""
+    settings = home_with_secret(tmp_path, deals_per_tenant=3)
+    corpus = Home(settings)
+    (gen,) = corpus.registry.generations()
+    data = settings.home / "lance" / f"{gen.table_name}.lance" / "data"
+    held = next(p for p in sorted(data.iterdir()) if SECRET.encode() in p.read_bytes())
+    stray = data / "0110100101101011010010110f1e2d3c4b5a69788796a5b4c3.lance"
+    stray.write_bytes(held.read_bytes())  # the same rows, written by a commit that was lost
+    (tmp_path / "sources" / "alpha" / "deal-alpha-007.uw.md").unlink()
+    assert dagster_runner().sync(settings).ok
+
+    compact(settings)
+    assert not stray.exists()
+    assert files_holding(settings.home, SECRET.encode()) == []
+    code, report = audit(settings)
+    assert code == 0 and report["clean"], report["remaining"]
+
+
 def test_a_retired_generations_table_left_behind_keeps_no_deleted_row(tmp_path: Path) -> None:
     """A crash between marking a generation RETIRED and dropping its table leaves the table: a
     deletion takes the deal's rows out of it as out of any other, and the next compaction drops
