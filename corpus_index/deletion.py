@@ -53,6 +53,7 @@ from corpus_index.sidecars import SIDECAR_SUFFIX
 from corpus_index.sources import live_documents
 from corpus_index.storage import Location
 from corpus_index.store_copy import receipt_location
+from corpus_index.traces import TraceStore
 from corpus_index.warehouse import damage
 
 # the tombstone reason of a source removed from the index while its file stays
@@ -303,6 +304,10 @@ def propagate_deletion(
     for location, how in flat_exports.rebuild(corpus, collection):
         receipt.removed("exports", location, 1, f"{how} export trees")
     corpus.registry.clear_stale(sorted(ids))
+    # 5. query traces quoting the deleted texts (a query pasted from the document)
+    n = _forget_traces(corpus, receipt.fingerprints)
+    if n:
+        receipt.removed("registry", "query_traces", n, "rows")
     receipt.pending = [
         f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
         "LanceDB fragments that held the rows (rewritten) and older versions (removed)",
@@ -485,6 +490,17 @@ def _fingerprints(
         # a sparse vector (a hashing embedder's) has no window that proves anything
         "vectors_too_sparse": sum(1 for f in vector_fps.values() if not f),
     }
+
+
+def _forget_traces(corpus: Home, fingerprints: dict[str, Any]) -> int:
+    """Delete the query traces holding a window of the deleted texts (``fingerprints``, as
+    :func:`_fingerprints` made them); how many went."""
+    texts = fingerprints.get("texts") or []
+    if not texts:
+        return 0
+    key = corpus.registry.home_key(str(fingerprints["key"]))
+    needles = byte_audit.Needles(dict.fromkeys(texts, "text"), key=key)
+    return TraceStore(corpus.registry).forget(lambda s: bool(needles.find(s.encode("utf-8"))))
 
 
 DETAILS_KEY = "deletion-details"  # the registry's key of the receipts' identity details

@@ -3,14 +3,15 @@
 The last ``keep`` traces (default 1000) are kept in the registry's ``query_traces`` table
 (``registry.duckdb``, or the PostgreSQL database of ``CORPUS_REGISTRY``); older ones are pruned
 in the same short transaction that inserts a new one, since DuckDB allows one writing process
-and the registry must never be held for long.
+and the registry must never be held for long. A deletion takes out the traces whose query
+quotes the deleted source's words (:meth:`TraceStore.forget`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from corpus_index.registry import Registry
@@ -95,6 +96,24 @@ class TraceStore:
             con.execute("DELETE FROM query_traces WHERE seq <= ?", [int(seq) - self.keep])
             con.execute("COMMIT")
         return int(seq)
+
+    @retry_conflicts
+    def forget(self, quotes: Callable[[str], bool]) -> int:
+        """Delete the traces whose query or trace ``quotes`` says holds what must go (a
+        deleted source's words: a query pasted from it); returns how many went.
+
+        Raises:
+            RetryableError: the registry stayed locked by another process past the timeout.
+        """
+        with self.registry.connect(TRACE_DDL) as con:
+            rows = con.execute("SELECT seq, query, trace FROM query_traces").fetchall()
+            gone = [int(seq) for seq, query, trace in rows if quotes(query) or quotes(trace)]
+            if gone:
+                con.execute("BEGIN TRANSACTION")
+                for seq in gone:
+                    con.execute("DELETE FROM query_traces WHERE seq = ?", [seq])
+                con.execute("COMMIT")
+        return len(gone)
 
     @retry_conflicts
     def recent(self, limit: int = 20, *, tenant: str | None = None) -> list[dict[str, Any]]:

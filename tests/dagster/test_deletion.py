@@ -24,8 +24,9 @@ from corpus_index.config import Settings
 from corpus_index.home import Home
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
+from corpus_index.traces import TraceStore
 from definitions import dagster_runner
-from tests.corpusgen import write_home
+from tests.corpusgen import deal_text, write_home
 
 pytestmark = pytest.mark.slow
 GONE = "alpha-deals/deal-alpha-001"
@@ -240,3 +241,40 @@ def test_a_collection_removed_from_config_is_purged(settings: Settings) -> None:
             None,
             0,
         )
+
+
+def test_a_query_trace_quoting_a_deleted_source_goes_with_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A search whose query quotes the source's words (pasted from it) leaves a trace in the
+    registry; the deletion takes that trace out (the receipt says so), keeps the others, and the
+    audit finds no trace holding its words (``corpus traces`` showed them after the deletion,
+    and the audit named ``query_traces.query`` until 1000 later queries pushed it out)."""
+    quoted = "Quarry blasting next door cracked the east garage slab; its variance lapses in March."
+    source(settings, "alpha/deal-alpha-001.uw.md").write_text(
+        deal_text("DEAL-ALPHA-001", tenant="alpha", acl=["alpha-uw"], risk=quoted),
+        encoding="utf-8",
+    )
+    assert dagster_runner().sync(settings).ok
+    corpus = Home(settings)
+    traces = TraceStore(Registry(settings.registry_path))
+    searcher = Searcher(corpus, traces=traces)
+    alpha = Principal("alpha", ("alpha-uw",))
+    for query in (quoted, "anchor tenant lease renewal"):
+        searcher.search(query, principal=alpha, namespace="deals", generation="g0001", k=3)
+    assert {t["query"] for t in traces.recent(10)} == {quoted, "anchor tenant lease renewal"}
+
+    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
+    assert dagster_runner().sync(settings).ok
+
+    assert [t["query"] for t in traces.recent(10)] == ["anchor tenant lease renewal"]
+    tomb = Registry(settings.registry_path).tombstone(GONE)
+    assert tomb is not None
+    receipt = json.loads(Path(tomb["receipt"]).read_text())
+    assert {"store": "registry", "location": "query_traces", "rows": 1} in [
+        {k: a[k] for k in ("store", "location", "rows") if k in a} for a in receipt["artifacts"]
+    ]
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    out = CliRunner().invoke(main, [*args, "audit-deletion", GONE, "--json"])
+    layers = [r.get("layer") for r in json.loads(out.output)["remaining"]]
+    assert "duckdb query_traces.query" not in layers, layers
