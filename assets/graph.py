@@ -330,6 +330,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "from": dg.MetadataValue.timestamp(t.start),
                 "to": dg.MetadataValue.timestamp(t.end),
                 "channels": dg.MetadataValue.json(t.channels),
+                "earlier_not_drawn": t.earlier,
                 "path": dg.MetadataValue.path(str(path)),
             }
         )

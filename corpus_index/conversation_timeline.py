@@ -27,7 +27,7 @@ from corpus_index.warehouse import Warehouse
 
 MAX_LANES = 24  # the conversations with the most messages in the window; the rest are counted
 WINDOW_MESSAGES = 150  # a window's messages by default
-MAX_MESSAGES = 5000
+MAX_MESSAGES = 5000  # a window's messages at most, by messages or by hours
 MAX_HOURS = 24 * 366.0
 TICKS = 6  # time labels on the axis, about
 
@@ -59,6 +59,8 @@ class Timeline:
     messages: int  # in the window, drawn or not
     hidden: int = 0  # conversations in the window beyond :data:`MAX_LANES`, not drawn
     channels: list[str] = field(default_factory=list)  # every channel with links, by name
+    hours: float = 0.0  # the window asked for in hours (0: by messages)
+    earlier: int = 0  # messages of those hours before the newest MAX_MESSAGES, not drawn
 
     @property
     def conversations(self) -> int:
@@ -74,7 +76,8 @@ def timeline(
     hours: float = 0.0,
 ) -> Timeline | None:
     """One channel's newest ``messages`` messages, or with ``hours`` the messages of that many
-    hours up to its newest: the channel named ``channel`` (a tenant's: of two tenants' channels
+    hours up to its newest (the newest :data:`MAX_MESSAGES` of them, the earlier counted): the
+    channel named ``channel`` (a tenant's: of two tenants' channels
     of that name, the one with more messages), by default the channel with the most of the
     collection's newest ``messages`` messages (so a quiet channel's window is days, a busy
     one's minutes).
@@ -108,6 +111,11 @@ def timeline(
     end = mine[-1].timestamp
     start = end - hours * 3600 if hours else mine[-min(messages, len(mine))].timestamp
     window = [x for x in mine if x.timestamp >= start]
+    # a busy channel's hours may hold more than a picture can draw (a dot and an arc each)
+    earlier = max(len(window) - MAX_MESSAGES, 0)
+    if earlier:
+        window = window[earlier:]
+        start = window[0].timestamp
     place = {x.position: k for k, x in enumerate(window)}
     lanes: list[Lane] = []
     alone: list[Link] = []
@@ -151,7 +159,9 @@ def timeline(
         )
     step = max(1, len(window) // TICKS)
     ticks = [(k, _utc(window[k].timestamp)) for k in range(0, len(window), step)]
-    return Timeline(tenant, channel, start, end, kept, ticks, len(window), hidden, names)
+    return Timeline(
+        tenant, channel, start, end, kept, ticks, len(window), hidden, names, hours, earlier
+    )
 
 
 def collection_timeline(
@@ -181,7 +191,7 @@ def picture(t: Timeline, collection: str) -> bytes:
     )
     title = (
         f"{collection}: {t.channel} ({t.tenant_id}), {t.messages} messages in the "
-        f"{_span(t.end - t.start)} to its newest: {shown}"
+        f"{_span(t.end - t.start)} to its newest{_earlier(t)}: {shown}"
     )
     return timeline_chart(t.lanes, ticks=t.ticks, title=title)
 
@@ -197,7 +207,7 @@ def strips(t: Timeline, *, width: int = 60) -> list[str]:
     hidden = f", {t.hidden} more not drawn" if t.hidden else ""
     out = [
         f"{t.channel} ({t.tenant_id}): {t.messages} messages, {first} to {last} UTC, "
-        f"{t.conversations} conversations{hidden}"
+        f"{t.conversations} conversations{hidden}{_earlier(t)}"
     ]
     for lane in t.lanes:
         cells = [" "] * columns
@@ -222,6 +232,7 @@ def as_json(t: Timeline) -> dict[str, object]:
         "conversations": t.conversations,
         "hidden": t.hidden,
         "channels": t.channels,
+        "earlier": t.earlier,
         "lanes": [
             {
                 "label": lane.label,
@@ -234,6 +245,12 @@ def as_json(t: Timeline) -> dict[str, object]:
             for lane in t.lanes
         ],
     }
+
+
+def _earlier(t: Timeline) -> str:
+    if not t.earlier:
+        return ""
+    return f" ({t.earlier} earlier messages of the {t.hours:g} hours not drawn)"
 
 
 def _span(seconds: float) -> str:

@@ -210,3 +210,29 @@ def test_a_metric_an_evaluation_did_not_measure_is_not_drawn_as_a_zero() -> None
         {"scifact hybrid g0001": {**measured, "recall@5": 0.0}}, metrics, title="retrieval evals"
     )
     assert missing == nan != zero
+
+
+def test_a_window_of_hours_draws_at_most_the_newest_max_messages() -> None:
+    """A busy channel's hours hold more messages than a picture may draw: the newest
+    MAX_MESSAGES are drawn and the earlier ones counted (every message of a year of hours was
+    drawn, a reply an arc each: 20,000 messages took 10 s and a year's channel minutes)."""
+    n = ct.MAX_MESSAGES + 300
+    links = [
+        Link(
+            "#busy",
+            i,
+            f"f{i}",
+            max(i - 1, 0),
+            tenant_id="t1",
+            unit_id=f"u{i}",
+            timestamp=1.75e9 + i,
+        )
+        for i in range(n)
+    ]
+    t = timeline(links, collection="c", hours=24)
+    assert t is not None
+    assert t.messages == ct.MAX_MESSAGES and t.earlier == 300
+    assert t.start == links[300].timestamp and t.end == links[-1].timestamp
+    assert sorted(p for lane in t.lanes for p in lane.places) == list(range(ct.MAX_MESSAGES))
+    assert "300 earlier messages of the 24 hours not drawn" in strips(t)[0]
+    assert as_json(t)["earlier"] == 300
