@@ -4,9 +4,10 @@ with the wider windows; ``linked_groups`` and ``embedding_inputs`` of each colle
 are rewritten and reported as materializations, so the automation sensor embeds and indexes
 the changed groups like any ingest.
 
-``now`` comes from the run config (ISO 8601), else the run's ``.dagster/scheduled_execution_time``
-tag (a scheduled run is judged at its tick), else the clock. A tick with no item due starts no
-run (the job holds the home alone while it runs).
+``now`` comes from the run config (ISO 8601), else the clock: the schedule puts its tick's time
+there (``ScheduleEvaluationContext.scheduled_execution_time``), so a scheduled run is judged at
+its tick, re-executed or not. A tick with no item due starts no run (the job holds the home
+alone while it runs).
 """
 
 # no `from __future__ import annotations`: Dagster reads the op annotations at definition time
@@ -14,37 +15,24 @@ run (the job holds the home alone while it runs).
 import time
 
 import dagster as dg
-from dagster._core.storage.tags import SCHEDULED_EXECUTION_TIME_TAG
 
 from assets import CorpusResource
 from corpus_index.homelock import EXCLUSIVE_TAGS
 from corpus_index.steps import reprocess
 
-# the tag Dagster's scheduler writes on the run of a tick (hidden: its name starts with a dot)
-SCHEDULED_AT = SCHEDULED_EXECUTION_TIME_TAG
-
 
 class ReprocessConfig(dg.Config):  # type: ignore[misc]
     """When the run is judged at, and which collection (none: every grouped one)."""
 
-    now: str = ""  # ISO 8601; empty: the scheduled tick's time, else the clock
+    now: str = ""  # ISO 8601 (the schedule gives its tick's); empty: the clock
     collection: str = ""
-
-
-def run_now(config_now: str, tags: dict[str, str]) -> float:
-    """The run's ``now``: its config's, else its scheduled tick's, else the clock."""
-    if config_now:
-        return reprocess.parse_now(config_now)
-    if tags.get(SCHEDULED_AT):
-        return reprocess.parse_now(tags[SCHEDULED_AT])
-    return time.time()
 
 
 @dg.op(description="Re-process the due linked groups (at most 50) with the wider windows.")
 def reprocess_op(
     context: dg.OpExecutionContext, config: ReprocessConfig, corpus: CorpusResource
 ) -> dg.Output[dict[str, object]]:
-    now = run_now(config.now, dict(context.run.tags))
+    now = reprocess.parse_now(config.now) if config.now else time.time()
     report = reprocess.run(corpus.open_home(), now, collection=config.collection)
     for name, entry in report.collections.items():
         for asset in ("linked_groups", "embedding_inputs"):
@@ -108,4 +96,6 @@ def reprocess_schedule(
     due = reprocess.due_count(corpus.settings(), now)
     if not due:
         return dg.SkipReason(f"no linked group is due for re-processing at {reprocess.iso(now)}")
-    return dg.RunRequest()
+    # the run is judged at the tick too: its time goes in the run's config
+    config = ReprocessConfig(now=reprocess.iso(now))
+    return dg.RunRequest(run_config=dg.RunConfig(ops={"reprocess_op": config}))

@@ -5,7 +5,6 @@ re-processed, across collections. Taking widens the linking and counts no attemp
 
 from __future__ import annotations
 
-import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
@@ -105,17 +104,3 @@ def test_the_queue_is_read_back_in_another_process(tmp_path: Path) -> None:
     assert [(q.item.attempts, q.item.last_reprocessed_at) for q in stored.items] == [(0, None)] * 2
     assert stored.linking == Linking(REPROCESS_WINDOWS, T0 + DAY)
     assert Windows() != REPROCESS_WINDOWS  # the wider ones, not the first pass's
-
-
-def test_a_scheduled_run_is_judged_at_the_tick_the_scheduler_tags_it_with() -> None:
-    from dagster._core.storage.tags import SCHEDULED_EXECUTION_TIME_TAG
-
-    from pipelines.reprocess import run_now
-
-    tick = dt.datetime(2025, 12, 10, 6, 0, tzinfo=dt.UTC)
-    # the tags of a run the scheduler daemon launches (its tick in UTC, as it writes it)
-    tags = {
-        "dagster/schedule_name": "reprocess_schedule",
-        SCHEDULED_EXECUTION_TIME_TAG: tick.isoformat(),
-    }
-    assert run_now("", tags) == tick.timestamp()

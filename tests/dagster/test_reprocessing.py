@@ -26,7 +26,7 @@ from corpus_index.home import Home
 from corpus_index.linked.reprocess import DAY, HOUR
 from corpus_index.reprocess_queue import Queued, read_queue
 from corpus_index.steps import reprocess
-from pipelines.reprocess import SCHEDULED_AT, reprocess_schedule
+from pipelines.reprocess import reprocess_schedule
 from tests.corpusgen import write_home
 from tests.dagster.harness import QUIET, Graph
 
@@ -282,9 +282,10 @@ def test_reprocess_job_runs_in_process_at_the_time_given(tmp_path: Path) -> None
         run_config={"ops": {"reprocess_op": {"config": {"now": at(HOUR)}}}, **QUIET},
     )
     assert early.success and early.output_for_node("reprocess_op")["items_taken"] == 0
-    # a scheduled run is judged at its tick
+    # a scheduled run is judged at its tick: the schedule gives it in the run's config
+    (request,) = tick(settings, ASKED + dt.timedelta(hours=6)).run_requests or []
     result = job.execute_in_process(
-        instance=graph.instance, tags={SCHEDULED_AT: at(6 * HOUR)}, run_config=QUIET
+        instance=graph.instance, run_config={**request.run_config, **QUIET}
     )
     assert result.success
     report = result.output_for_node("reprocess_op")
@@ -329,7 +330,10 @@ def test_the_schedule_starts_a_run_only_when_an_item_is_due(tmp_path: Path) -> N
     early = tick(settings, ASKED + dt.timedelta(hours=1))
     assert not early.run_requests and early.skip_message
     due = tick(settings, ASKED + dt.timedelta(hours=6))
-    assert len(due.run_requests or []) == 1
+    # judged at the tick, as the run will be: its time in the run's config
+    assert [r.run_config["ops"] for r in due.run_requests or []] == [
+        {"reprocess_op": {"config": {"now": at(6 * HOUR), "collection": ""}}}
+    ]
     item = queued(settings, "qa_pair:q1")  # asking took nothing from the queue
     assert item is not None and item.item.attempts == 0
 
