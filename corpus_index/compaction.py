@@ -12,9 +12,7 @@ atomic write), so the deleted content leaves the disk. None is a step's work in 
 holds the home's lock alone, even where runs share it (``compaction_job`` is tagged
 ``homelock.EXCLUSIVE_TAGS``). The ``doc_id``, full-text and ANN indexes of a
 generation table that held deleted rows are built again (``index_store.rebuild_after_deletion``):
-``optimize`` keeps deleted rows' ids, words and PQ codes in them. A DuckDB registry is rewritten
-into a fresh file (``registry_rewrite``): a query trace a deletion took out stays in a block
-DuckDB marks free until it reuses it.
+``optimize`` keeps deleted rows' ids, words and PQ codes in them.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import index_store, lance, predicates, purge, registry_rewrite
+from corpus_index import index_store, lance, predicates, purge
 from corpus_index.config import Settings
 from corpus_index.deletion import live_input_hashes
 from corpus_index.home import Home
@@ -51,7 +49,6 @@ class CompactionReport:
     tombstones_purged: list[str] = field(default_factory=list)
     temp_files_removed: list[str] = field(default_factory=list)
     retired_tables_dropped: list[str] = field(default_factory=list)
-    registry_rewritten: registry_rewrite.Rewritten | None = None
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -63,9 +60,6 @@ class CompactionReport:
             "tombstones_purged": self.tombstones_purged,
             "temp_files_removed": self.temp_files_removed,
             "retired_tables_dropped": self.retired_tables_dropped,
-            "registry_rewritten": (
-                self.registry_rewritten.to_json() if self.registry_rewritten else None
-            ),
             "seconds": round(self.seconds, 3),
         }
 
@@ -208,10 +202,6 @@ def compact(corpus: Home, *, retention_hours: float | None = None) -> Compaction
     report.temp_files_removed = [
         path for root in corpus.settings.roots for path in remove_temp_files(root, window)
     ]
-    if pending:
-        # before the tombstones are marked purged: a rewrite that fails leaves them pending,
-        # and the next compaction rewrites again
-        report.registry_rewritten = registry_rewrite.rewrite(corpus.registry)
     ids = [t["source_id"] for t in pending]
     corpus.registry.mark_purged(ids)
     report.tombstones_purged = ids

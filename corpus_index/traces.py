@@ -4,9 +4,7 @@ The last ``keep`` traces (default 1000) are kept in the registry's ``query_trace
 (``registry.duckdb``, or the PostgreSQL database of ``CORPUS_REGISTRY``); older ones are pruned
 in the same short transaction that inserts a new one, since DuckDB allows one writing process
 and the registry must never be held for long. A deletion takes out the traces whose query
-quotes the deleted source's words (:meth:`TraceStore.forget`); the compaction that purges the
-deletion rewrites a DuckDB registry into a fresh file (``registry_rewrite``), since DuckDB keeps
-a deleted row's bytes in the block it frees.
+quotes the deleted source's words (:meth:`TraceStore.forget`).
 """
 
 from __future__ import annotations

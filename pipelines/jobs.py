@@ -138,7 +138,6 @@ def compact_op(
             "tables": len(report.tables),
             "cache_entries_purged": report.cache_entries_purged,
             "tombstones_purged": len(report.tombstones_purged),
-            "registry_rewritten": report.registry_rewritten is not None,
             "seconds": round(report.seconds, 2),
         },
     )

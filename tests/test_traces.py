@@ -7,17 +7,15 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from corpus_index import registry_rewrite
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import RetryableError
 from corpus_index.home import Home
-from corpus_index.registry import Registry, open_registry
+from corpus_index.registry import open_registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.traces import TraceStore
 from tests.corpusgen import write_home
@@ -162,69 +160,3 @@ def test_cli_search_records_and_traces_lists(corpus: Home) -> None:
     assert "trace_id" not in json.loads(quiet.stdout)["trace"]
     human = runner.invoke(main, [*base, "traces", "--tenant", "alpha"])
     assert human.exit_code == 0 and "boilers" in human.output and "dense=" in human.output
-
-
-SECRET = "Quarry blasting next door cracked the east garage slab; its variance lapses in March."
-
-
-def test_a_rewrite_keeps_every_row_and_the_sequence_and_no_byte_of_a_forgotten_trace(
-    place: Place,
-) -> None:
-    """A forgotten trace's words stay in a block DuckDB marks free; ``rewrite`` copies the
-    registry into a fresh file: the words are gone from its bytes, every other row is kept and
-    the next trace continues the sequence. A PostgreSQL registry is no file: nothing to do."""
-    store = place.traces()
-    store.record(query=SECRET, tenant="alpha", groups=(), trace={}, hits=0)
-    seqs = [record(store, i) for i in range(3)]
-    key = place.open().home_key("deletion-fingerprints")
-    if place.backend == "postgres":
-        assert store.forget(lambda text: SECRET in text) == 1
-        assert registry_rewrite.rewrite(store.registry) is None
-        return
-    assert isinstance(place.location, Path)
-    with store.registry.connect() as con:
-        con.execute("FORCE CHECKPOINT")  # the trace in a block of the file, not only the WAL
-    assert store.forget(lambda text: SECRET in text) == 1
-    with store.registry.connect() as con:
-        con.execute("FORCE CHECKPOINT")
-    assert SECRET.encode() in place.location.read_bytes()  # deleted, its block marked free
-    kept = store.recent(10)
-    rewritten = registry_rewrite.rewrite(store.registry)
-    assert rewritten is not None
-    assert rewritten.rows["query_traces"] == 3 and rewritten.rows["home_keys"] == 1
-    assert SECRET.encode() not in place.location.read_bytes()
-    assert [p.name for p in place.location.parent.iterdir()] == ["registry.duckdb"]
-    assert store.recent(10) == kept
-    assert place.open().home_key("deletion-fingerprints") == key
-    assert record(store, 9) == seqs[-1] + 1
-
-
-WRITER = """
-import sys
-from corpus_index.registry import Registry
-from corpus_index.traces import TraceStore
-store = TraceStore(Registry(sys.argv[1]))
-print("started", flush=True)
-for i in range(int(sys.argv[2])):
-    store.record(query=f"written {i}", tenant="alpha", groups=(), trace={}, hits=0)
-"""
-
-
-def test_a_writer_in_another_process_loses_nothing_to_a_rewrite(tmp_path: Path) -> None:
-    """The rewrite holds the registry's lock from the copy to the rename: a trace another
-    process records meanwhile waits, then lands in the new file."""
-    path = tmp_path / "home" / "registry.duckdb"
-    store = TraceStore(Registry(path))
-    record(store, 0)
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), "100"], stdout=subprocess.PIPE, text=True
-    )
-    assert writer.stdout is not None and writer.stdout.readline().strip() == "started"
-    rewrites = 0
-    while writer.poll() is None:
-        rewrites += registry_rewrite.rewrite(store.registry) is not None
-    assert writer.wait(timeout=60) == 0
-    assert rewrites >= 2
-    queries = [t["query"] for t in store.recent(1000)]
-    assert sorted(queries) == sorted(["query 0", *(f"written {i}" for i in range(100))])
-    assert len({t["seq"] for t in store.recent(1000)}) == 101

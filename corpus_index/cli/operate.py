@@ -431,11 +431,6 @@ def compact(ctx: click.Context, retention_hours: float, as_json: bool) -> None:
         )
     for name in report.get("retired_tables_dropped", []):
         click.echo(f"{name}: dropped (its generation is RETIRED; a retire left it)")
-    if rewritten := report.get("registry_rewritten"):
-        click.echo(
-            f"{rewritten['path']}: rewritten into a fresh file ({sum(rewritten['rows'].values())} "
-            f"rows), {rewritten['bytes_before']} -> {rewritten['bytes_after']} bytes"
-        )
     click.echo(
         f"compacted {len(report['tables'])} tables in {report['seconds']} s; "
         f"{len(report['tombstones_purged'])} deletions physically purged"
