@@ -290,7 +290,10 @@ def run(
             # the record first: a reader that sees the partition without the refused inputs'
             # vectors also sees why they have none
             refused = _refusals(home, collection, outcome.refused)
-            home.warehouse.write(REFUSALS, (profile, collection), refused)
+            if refused.num_rows:
+                home.warehouse.write(REFUSALS, (profile, collection), refused)
+            else:  # none refused: no file a run (an earlier run's record goes)
+                home.warehouse.delete(REFUSALS, (profile, collection))
             outcome.refusals = refused.to_pylist()
             if not (whole_previous and not new_vectors):
                 out.commit()
