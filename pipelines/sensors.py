@@ -3,7 +3,8 @@ index true to its sources.
 
 Each tick fingerprints every configured collection (file names, sizes and mtimes: ``stat`` only)
 and compares with the cursor. A changed collection gets an ``ingest_job`` run for its partition
-(one whose root cannot be listed is left out, with a warning naming it);
+(one whose root is missing or cannot be listed is left out, no run asked, with a warning and
+the tick's skip reason naming it);
 declarative automation carries the change downstream to every profile (the ACTIVE generation's
 and any BUILDING one's). A collection new in the config gets its dynamic partition; one that
 left the config is purged from every store, and the purge run removes its partition once it
@@ -45,7 +46,7 @@ from corpus_index.alerts import Alert, record_alert
 from corpus_index.config import CorpusConfig
 from corpus_index.embedding import config_input_rule
 from corpus_index.identity_store import source_fingerprint
-from corpus_index.kinds import UNREADABLE, fingerprint
+from corpus_index.kinds import MISSING, UNREADABLE, fingerprint
 from corpus_index.shards import split_key
 
 DEFAULT_INTERVAL_S = 30
@@ -114,7 +115,8 @@ class SourceScan:
     fingerprints: dict[str, str] = field(default_factory=dict)  # collection -> fingerprint
     add_partitions: list[str] = field(default_factory=list)
     purge: dict[str, str] = field(default_factory=dict)  # collection -> run key
-    unreadable: dict[str, str] = field(default_factory=dict)  # collection -> why, naming it
+    # collection -> why, naming its root: missing, or it cannot be listed
+    unreadable: dict[str, str] = field(default_factory=dict)
     retrying: dict[str, Retrying] = field(default_factory=dict)  # partition -> its wait
     cursor: dict[str, dict[str, object]] = field(default_factory=dict)
 
@@ -196,15 +198,11 @@ def scan_sources(
         seen[name] = fp
         if name not in existing:
             scan.add_partitions.append(name)
-        if fp.startswith(UNREADABLE):
-            # its ingest could only fail; the others go on, and it is compared as usual once
+        if fp.startswith(UNREADABLE) or fp == MISSING:
+            # its ingest could only fail (a root gone is most often a mount not there yet,
+            # not a collection emptied); the others go on, and it is compared as usual once
             # it can be listed again
-            errno = fp.removeprefix(UNREADABLE)
-            why = os.strerror(int(errno)) if errno.isdigit() else "unknown error"
-            scan.unreadable[name] = (
-                f"{collection.path} (or a folder in it) cannot be listed ({why}): "
-                f"collection {name} is not ingested until it can be"
-            )
+            scan.unreadable[name] = _unlisted(collection.path, name, fp)
             continue
         # a new partition is always ingested: a collection purged and configured again has a
         # last ingest on record, of data that is gone
@@ -241,6 +239,22 @@ def scan_sources(
             for name, r in sorted(scan.retrying.items())
         }
     return scan
+
+
+def _unlisted(root: Path, name: str, fp: str) -> str:
+    """Why the collection ``name`` at ``root``, fingerprinted ``fp`` (missing or unreadable),
+    is not ingested this tick, naming its root."""
+    if fp == MISSING:
+        return (
+            f"{root} does not exist or is not a folder: collection {name} is not ingested "
+            "(its rows are kept) until it is there again"
+        )
+    errno = fp.removeprefix(UNREADABLE)
+    why = os.strerror(int(errno)) if errno.isdigit() else "unknown error"
+    return (
+        f"{root} (or a folder in it) cannot be listed ({why}): "
+        f"collection {name} is not ingested until it can be"
+    )
 
 
 def _due(scan: SourceScan, name: str, job: str, tried: list[RunOutcome], now: float) -> bool:
@@ -384,10 +398,11 @@ def source_update_sensor(
         dynamic.append(
             dg.AddDynamicPartitionsRequest("collections", partition_keys=scan.add_partitions)
         )
-    waiting = "; ".join(r.message() for r in scan.retrying.values())
+    # a tick that asks for nothing says why where the UI lists ticks, not only in its log
+    why = "; ".join([*scan.unreadable.values(), *(r.message() for r in scan.retrying.values())])
     return dg.SensorResult(
         run_requests=requests,
-        skip_reason=waiting if waiting and not requests else None,
+        skip_reason=why if why and not requests else None,
         dynamic_partitions_requests=dynamic,
         cursor=json.dumps(scan.cursor, sort_keys=True),
     )

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KINDS",
     "PROMOTED_COLUMNS",
+    "MISSING",
     "UNREADABLE",
     "CollectionKind",
     "FileKind",
@@ -202,6 +203,8 @@ def parse_document(collection: CollectionConfig, doc: SourceDoc, version: str) -
 
 # the fingerprint of a collection whose root, or a folder in it, cannot be listed: then its errno
 UNREADABLE = "unreadable:"
+# the fingerprint of a collection whose root does not exist or is not a folder
+MISSING = "missing"
 
 
 def fingerprint(
@@ -218,11 +221,11 @@ def fingerprint(
     fingerprints as ``missing``; one that cannot be listed (a folder of it unreadable: EACCES
     on an NFS export with root squash, a permission change) as ``unreadable:<errno>``."""
     if not collection.path.is_dir():
-        return "missing"
+        return MISSING
     try:
         files = kind_of(collection).fingerprint_files(collection)
     except OSError as e:
-        return f"{UNREADABLE}{e.errno}" if collection.path.is_dir() else "missing"
+        return f"{UNREADABLE}{e.errno}" if collection.path.is_dir() else MISSING
     files = [*files, *((f"+{i}", str(p)) for i, p in enumerate(also))]
     digest = hashlib.sha256()
     digest.update(f"config\0{collection!r}\n".encode())

@@ -273,6 +273,33 @@ def test_an_unreadable_collection_root_does_not_stop_the_other_collections(
     assert [(j, p) for j, p, _ in keys(again)] == [("ingest_job", "beta-deals")]
 
 
+def test_a_missing_collection_root_is_left_out_and_named_in_the_skip_reason(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """A root that is gone (a mount not there yet, a folder moved) asks for no ingest run,
+    which could only fail (three failed runs, alerts, then a growing wait): it is left out,
+    named in the tick's skip reason with the unreadable ones, while the other collections are
+    ingested as usual; once it is back, it is compared as usual."""
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    first = tick(settings, instance, None)
+    beta = tmp_path / "sources" / "beta"
+    beta.rename(tmp_path / "moved")
+    gone = tick(settings, instance, first.cursor)
+    assert keys(gone) == []
+    assert gone.skip_reason is not None
+    assert f"{beta} does not exist or is not a folder" in str(gone.skip_reason)
+    assert "beta-deals" in str(gone.skip_reason)
+    deal = tmp_path / "sources" / "alpha" / "deal-alpha-000.uw.md"
+    deal.write_text(deal.read_text().replace("Rents grew", "Rents fell"))
+    changed = tick(settings, instance, gone.cursor)
+    assert [(j, p) for j, p, _ in keys(changed)] == [("ingest_job", "alpha-deals")]
+    (tmp_path / "moved").rename(beta)
+    (beta / "new.uw.md").write_text(deal.read_text())
+    again = tick(settings, instance, changed.cursor)
+    assert [(j, p) for j, p, _ in keys(again)] == [("ingest_job", "beta-deals")]
+
+
 @pytest.mark.slow
 def test_a_change_whose_ingest_run_failed_is_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
