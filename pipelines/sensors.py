@@ -15,7 +15,9 @@ n}}``, ``n`` counting the changes seen in that collection. A run key is
 ``ingest:<collection>:<n>:<fingerprint>``: the same cursor and the same files give the same key
 (so a repeated tick never runs twice), while a folder that returns to an earlier state (a file
 added, then deleted) is a new change with a new key; the daemon skips a run key it has seen.
-A cursor that is not of this form (set by hand in the UI) is read as none, with a warning.
+A cursor that is not of this form (set by hand in the UI) is read as none, with a warning; a
+collection the cursor has no count for counts on from the run keys of the sensor's runs of it
+(:func:`asked_keys`), so a key is never one of before.
 
 The cursor takes a fingerprint when its run is asked for, not when the run succeeds: a run
 that failed (its worker killed, a transient error) is asked again under a new run key, while
@@ -63,6 +65,11 @@ LOOKBACK = MAX_TRIES + 8
 FINGERPRINT_TAG = "corpus/fingerprint"
 # the tag naming the partition a purge run was asked for
 PURGE_TAG = "corpus/purge"
+# the tags the daemon gives a run a sensor asked for: the sensor's name and the run key, by
+# which it skips a run key it has seen before
+SENSOR_NAME = "source_update_sensor"
+SENSOR_NAME_TAG = "dagster/sensor_name"
+RUN_KEY_TAG = "dagster/run_key"
 # what a run of those asked for came to (see :func:`recent_runs`)
 IN_FLIGHT, SUCCEEDED, FAILED = "in flight", "succeeded", "failed"
 
@@ -158,6 +165,7 @@ def scan_sources(
     home: Path | None = None,
     runs: Callable[[str, dict[str, str]], list[RunOutcome]] | None = None,
     now: float | None = None,
+    asked: Callable[[str], str] | None = None,
 ) -> SourceScan:
     """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
     collection ``partitions``.
@@ -176,6 +184,13 @@ def scan_sources(
     of it is in flight. Past ``MAX_TRIES`` failures in a row either is asked again only once
     its wait since the last failure is over (:func:`next_try`), at ``now`` (default: the
     clock's); until then it is under ``retrying``.
+
+    ``asked(partition)`` is the run key of highest change count among this sensor's latest
+    runs of the partition (:func:`asked_keys`): a partition the cursor has no count for (no
+    cursor, one cleared or damaged, or of the earlier flat format) counts on from it, so a
+    key is never one the daemon has seen, which it would skip (with the files back to a
+    state of before, a file added then removed, its rows would stay in the index); the
+    same state asked again (a tick the daemon evaluates again) gives that key again.
     """
     now = time.time() if now is None else now
     scan = SourceScan()
@@ -213,8 +228,7 @@ def scan_sources(
             tried = runs("ingest_job", ingest_tags(name, fp))
             failed = _due(scan, name, "ingest_job", tried, now)
         if name not in existing or not seen_before or failed:
-            counts[name] = counts.get(name, 0) + 1
-            scan.ingest[name] = f"ingest:{name}:{counts[name]}:{fp}"
+            scan.ingest[name] = _run_key("ingest", name, fp, counts, asked)
     # a partition of a collection still configured under another shard count is left to
     # `corpus sync`, which re-shards it (builds the new shards first, then drops it)
     wanted = {part.partition for part in parts}
@@ -225,8 +239,7 @@ def scan_sources(
         waits = tried and not _due(scan, name, "purge_collection_job", tried, now)
         if waits and tried[0].status != SUCCEEDED:
             continue  # in flight, or waiting to be asked again
-        counts[name] = counts.get(name, 0) + 1
-        scan.purge[name] = f"purge:{name}:{counts[name]}:{fingerprints.get(name, '')}"
+        scan.purge[name] = _run_key("purge", name, fingerprints.get(name, ""), counts, asked)
     scan.fingerprints = seen
     scan.cursor = {"fingerprints": seen, "changes": dict(sorted(counts.items()))}
     if scan.retrying:
@@ -239,6 +252,21 @@ def scan_sources(
             for name, r in sorted(scan.retrying.items())
         }
     return scan
+
+
+def _run_key(
+    kind: str, name: str, fp: str, counts: dict[str, int], asked: Callable[[str], str] | None
+) -> str:
+    """The run key of a ``kind`` run (``ingest``, ``purge``) for ``name`` as ``fp``, counting
+    one more change in ``counts``; a name the cursor has no count for counts on from the
+    key ``asked`` gives, or is that key when it was asked for this same state."""
+    if name not in counts and asked is not None:
+        last = asked(name)
+        counts[name] = _key_count(last, name)
+        if last == f"{kind}:{name}:{counts[name]}:{fp}":
+            return last
+    counts[name] = counts.get(name, 0) + 1
+    return f"{kind}:{name}:{counts[name]}:{fp}"
 
 
 def _unlisted(root: Path, name: str, fp: str) -> str:
@@ -319,6 +347,37 @@ def recent_runs(
     return runs
 
 
+def asked_keys(instance: dg.DagsterInstance) -> Callable[[str], str]:
+    """The run key of highest change count among the latest ingest and purge runs this
+    sensor asked for a partition (``''`` when none), read from ``instance``."""
+
+    def asked(partition: str) -> str:
+        keys = [""]
+        for job, tags in (
+            ("ingest_job", {"dagster/partition": partition}),
+            ("purge_collection_job", {PURGE_TAG: partition}),
+        ):
+            records = instance.get_run_records(
+                dg.RunsFilter(job_name=job, tags={**tags, SENSOR_NAME_TAG: SENSOR_NAME}),
+                limit=1,
+            )
+            keys += [r.dagster_run.tags.get(RUN_KEY_TAG, "") for r in records]
+        return max(keys, key=lambda key: _key_count(key, partition))
+
+    return asked
+
+
+def _key_count(key: str, partition: str) -> int:
+    """The change count of a run key (``ingest:<partition>:<n>:...``, ``purge:...``); 0 for a
+    key of another form."""
+    for kind in ("ingest", "purge"):
+        prefix = f"{kind}:{partition}:"
+        if key.startswith(prefix):
+            n = key.removeprefix(prefix).split(":", 1)[0]
+            return int(n) if n.isdigit() else 0
+    return 0
+
+
 def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
     """The fingerprint the latest ``source_manifest`` materialization of a collection
     recorded (``''`` if none), read from ``instance``."""
@@ -339,7 +398,7 @@ def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
 
 
 @dg.sensor(
-    name="source_update_sensor",
+    name=SENSOR_NAME,
     minimum_interval_seconds=sensor_interval(),
     default_status=dg.DefaultSensorStatus.RUNNING,
     job_name="ingest_job",
@@ -366,6 +425,7 @@ def source_update_sensor(
         ingested=last_ingested(context.instance),
         home=settings.home,
         runs=recent_runs(context.instance),
+        asked=asked_keys(context.instance),
     )
     for why in scan.unreadable.values():
         context.log.warning(why)

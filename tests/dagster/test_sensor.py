@@ -273,6 +273,50 @@ def test_an_unreadable_collection_root_does_not_stop_the_other_collections(
     assert [(j, p) for j, p, _ in keys(again)] == [("ingest_job", "beta-deals")]
 
 
+def launch(instance: dg.DagsterInstance, job: dg.JobDefinition, request: dg.RunRequest) -> None:
+    """Record the run the daemon makes of ``request``: its tags, with the partition, the
+    sensor's name and the run key, by which the daemon skips a key it has seen before."""
+    tags = {
+        **request.tags,
+        "dagster/sensor_name": "source_update_sensor",
+        "dagster/run_key": request.run_key or "",
+    }
+    if request.partition_key:
+        tags["dagster/partition"] = request.partition_key
+    instance.create_run_for_job(job, tags=tags, status=dg.DagsterRunStatus.SUCCESS)
+
+
+def test_a_cleared_cursor_never_asks_a_run_key_the_daemon_has_seen(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """A cursor cleared (`dagster sensor cursor --delete`, the UI) or read as none counted
+    every collection's changes from 1 again: files back to a state of before (a file added,
+    then removed) got the key of a run of long ago, which the daemon skips, and the cursor
+    took the state as asked for, so the removed file's rows stayed in the index. The count
+    goes on from the sensor's runs of the partition; the same state asked again keeps its
+    key (the daemon's dedupe of a tick it evaluates again)."""
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    ingest = build_definitions(settings).resolve_job_def("ingest_job")
+    first = tick(settings, instance, None)
+    for request in first.run_requests or []:
+        launch(instance, ingest, request)
+    extra = tmp_path / "sources" / "alpha" / "new.uw.md"
+    extra.write_text((tmp_path / "sources" / "alpha" / "deal-alpha-000.uw.md").read_text())
+    added = tick(settings, instance, first.cursor)
+    for request in added.run_requests or []:
+        launch(instance, ingest, request)
+    used = {r.run_key for r in [*(first.run_requests or []), *(added.run_requests or [])]}
+    extra.unlink()  # alpha is as the first tick saw it
+    cleared = tick(settings, instance, None)
+    alpha = {p: k for _, p, k in keys(cleared)}
+    assert alpha["alpha-deals"] not in used
+    assert alpha["alpha-deals"].startswith("ingest:alpha-deals:3:")
+    # beta is as its one run was asked for: the same key, which the daemon skips
+    assert alpha["beta-deals"] == {p: k for _, p, k in keys(first)}["beta-deals"]
+    assert json.loads(cleared.cursor or "")["changes"] == {"alpha-deals": 3, "beta-deals": 1}
+
+
 def test_a_missing_collection_root_is_left_out_and_named_in_the_skip_reason(
     tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
