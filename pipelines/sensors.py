@@ -6,7 +6,9 @@ and compares with the cursor. A changed collection gets an ``ingest_job`` run fo
 (one whose root is missing or cannot be listed is left out, no run asked, with a warning and
 the tick's skip reason naming it);
 declarative automation carries the change downstream to every profile (the ACTIVE generation's
-and any BUILDING one's). A collection new in the config gets its dynamic partition; one that
+and any BUILDING one's). A collection that changes again while an ingest run of it waits to
+start asks for no run more: that run reads the files as they are when it starts. A
+collection new in the config gets its dynamic partition; one that
 left the config is purged from every store, and the purge run removes its partition once it
 succeeded (a failed purge is asked again, as a failed ingest is).
 
@@ -70,6 +72,12 @@ PURGE_TAG = "corpus/purge"
 SENSOR_NAME = "source_update_sensor"
 SENSOR_NAME_TAG = "dagster/sensor_name"
 RUN_KEY_TAG = "dagster/run_key"
+# a run in these states has not begun its steps: it reads the files as they are when it does
+NOT_STARTED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.STARTING,
+]
 # what a run of those asked for came to (see :func:`recent_runs`)
 IN_FLIGHT, SUCCEEDED, FAILED = "in flight", "succeeded", "failed"
 
@@ -125,6 +133,8 @@ class SourceScan:
     # collection -> why, naming its root: missing, or it cannot be listed
     unreadable: dict[str, str] = field(default_factory=dict)
     retrying: dict[str, Retrying] = field(default_factory=dict)  # partition -> its wait
+    # partition changed while an ingest run of it waits to start -> that run's id
+    queued: dict[str, str] = field(default_factory=dict)
     cursor: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
@@ -166,6 +176,7 @@ def scan_sources(
     runs: Callable[[str, dict[str, str]], list[RunOutcome]] | None = None,
     now: float | None = None,
     asked: Callable[[str], str] | None = None,
+    queued: Callable[[str], str] | None = None,
 ) -> SourceScan:
     """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
     collection ``partitions``.
@@ -191,6 +202,11 @@ def scan_sources(
     key is never one the daemon has seen, which it would skip (with the files back to a
     state of before, a file added then removed, its rows would stay in the index); the
     same state asked again (a tick the daemon evaluates again) gives that key again.
+
+    ``queued(partition)`` is the id of an ``ingest_job`` run of the partition that has not
+    started yet (``''`` if none, :func:`queued_ingest`): a collection changed while one waits
+    asks for no run more, since that one reads its files as they are when it starts; it is
+    under ``queued``, and the cursor keeps its fingerprint of before.
     """
     now = time.time() if now is None else now
     scan = SourceScan()
@@ -227,7 +243,18 @@ def scan_sources(
         if seen_before and runs is not None and ingested is not None and ingested(name) != fp:
             tried = runs("ingest_job", ingest_tags(name, fp))
             failed = _due(scan, name, "ingest_job", tried, now)
-        if name not in existing or not seen_before or failed:
+        pending = queued(name) if queued and name in existing and not seen_before else ""
+        if pending:
+            # that run has not read the files yet, and reads them as they are when it starts:
+            # a run more would ingest the same state again (a copy of many files over several
+            # ticks asked for a run each tick). The cursor keeps what it had, so the change is
+            # compared again next tick (the run may be canceled, or fail)
+            scan.queued[name] = pending
+            if name in fingerprints:
+                seen[name] = fingerprints[name]
+            else:
+                del seen[name]
+        elif name not in existing or not seen_before or failed:
             scan.ingest[name] = _run_key("ingest", name, fp, counts, asked)
     # a partition of a collection still configured under another shard count is left to
     # `corpus sync`, which re-shards it (builds the new shards first, then drops it)
@@ -378,6 +405,24 @@ def _key_count(key: str, partition: str) -> int:
     return 0
 
 
+def queued_ingest(instance: dg.DagsterInstance) -> Callable[[str], str]:
+    """The id of an ``ingest_job`` run of a partition that has not started (queued, not yet
+    submitted, its worker starting), ``''`` if none, read from ``instance``."""
+
+    def queued(partition: str) -> str:
+        records = instance.get_run_records(
+            dg.RunsFilter(
+                job_name="ingest_job",
+                tags={"dagster/partition": partition},
+                statuses=NOT_STARTED,
+            ),
+            limit=1,
+        )
+        return records[0].dagster_run.run_id if records else ""
+
+    return queued
+
+
 def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
     """The fingerprint the latest ``source_manifest`` materialization of a collection
     recorded (``''`` if none), read from ``instance``."""
@@ -426,9 +471,15 @@ def source_update_sensor(
         home=settings.home,
         runs=recent_runs(context.instance),
         asked=asked_keys(context.instance),
+        queued=queued_ingest(context.instance),
     )
     for why in scan.unreadable.values():
         context.log.warning(why)
+    for name, run_id in scan.queued.items():
+        context.log.info(
+            f"{name} changed while ingest run {run_id[:8]} of it waits to start: "
+            "that run reads the change, no run more is asked"
+        )
     for waiting in scan.retrying.values():
         context.log.warning(waiting.message())
         _alert(settings.home, waiting)

@@ -273,7 +273,12 @@ def test_an_unreadable_collection_root_does_not_stop_the_other_collections(
     assert [(j, p) for j, p, _ in keys(again)] == [("ingest_job", "beta-deals")]
 
 
-def launch(instance: dg.DagsterInstance, job: dg.JobDefinition, request: dg.RunRequest) -> None:
+def launch(
+    instance: dg.DagsterInstance,
+    job: dg.JobDefinition,
+    request: dg.RunRequest,
+    status: dg.DagsterRunStatus = dg.DagsterRunStatus.SUCCESS,
+) -> dg.DagsterRun:
     """Record the run the daemon makes of ``request``: its tags, with the partition, the
     sensor's name and the run key, by which the daemon skips a key it has seen before."""
     tags = {
@@ -283,7 +288,7 @@ def launch(instance: dg.DagsterInstance, job: dg.JobDefinition, request: dg.RunR
     }
     if request.partition_key:
         tags["dagster/partition"] = request.partition_key
-    instance.create_run_for_job(job, tags=tags, status=dg.DagsterRunStatus.SUCCESS)
+    return instance.create_run_for_job(job, tags=tags, status=status)
 
 
 def test_a_cleared_cursor_never_asks_a_run_key_the_daemon_has_seen(
@@ -315,6 +320,41 @@ def test_a_cleared_cursor_never_asks_a_run_key_the_daemon_has_seen(
     # beta is as its one run was asked for: the same key, which the daemon skips
     assert alpha["beta-deals"] == {p: k for _, p, k in keys(first)}["beta-deals"]
     assert json.loads(cleared.cursor or "")["changes"] == {"alpha-deals": 3, "beta-deals": 1}
+
+
+def test_a_change_while_its_ingest_run_is_queued_asks_for_no_run_more(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """Files that keep changing while their collection's ingest run waits in the run queue (a
+    copy of many files over several ticks) asked for a run each tick, every one ingesting the
+    same files once it started: the queued run reads them as they are when it starts, so no
+    run more is asked while it waits, and the change is compared again once it is gone (run,
+    canceled or failed)."""
+    config_path = write_home(tmp_path)
+    settings = Settings(config_path=config_path, home=tmp_path / "home")
+    ingest = build_definitions(settings).resolve_job_def("ingest_job")
+    first = tick(settings, instance, None)
+    requests = {r.partition_key: r for r in first.run_requests or []}
+    # created by the daemon and not started (QUEUED asks for a code location's origin)
+    waiting = launch(instance, ingest, requests["alpha-deals"], dg.DagsterRunStatus.NOT_STARTED)
+    launch(instance, ingest, requests["beta-deals"])
+    for name in ("alpha", "beta"):
+        deal = tmp_path / "sources" / name / f"deal-{name}-000.uw.md"
+        deal.write_text(deal.read_text().replace("Rents grew", "Rents fell"))
+    changed = tick(settings, instance, first.cursor)
+    assert [p for _, p, _ in keys(changed)] == ["beta-deals"]
+    (tmp_path / "sources" / "alpha" / "new.uw.md").write_text(deal.read_text())
+    again = tick(settings, instance, changed.cursor)
+    assert keys(again) == []
+    cursor = json.loads(again.cursor or "")
+    assert (
+        cursor["fingerprints"]["alpha-deals"]
+        == json.loads(first.cursor or "")["fingerprints"]["alpha-deals"]
+    )
+    # canceled before it started: the change is asked for now
+    instance.report_run_canceled(waiting)
+    after = tick(settings, instance, again.cursor)
+    assert [p for _, p, _ in keys(after)] == ["alpha-deals"]
 
 
 def test_a_missing_collection_root_is_left_out_and_named_in_the_skip_reason(
