@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from corpus_index.cache import EmbeddingCache
 from corpus_index.embedders import Embedder
+from corpus_index.errors import RetryableError
 from corpus_index.export_reader import cosine
 from corpus_index.hashing import canonical_json
 from corpus_index.inputs import input_units
@@ -236,6 +237,21 @@ class EmbedResult:
         )
         return table.replace_schema_metadata({VECTORS_KEY: identity}) if identity else table
 
+    def fresh(self) -> EmbedResult:
+        """The vectors the embedder gave (not the cache hits), as a result of their own; its
+        producers are all of this result's."""
+        fresh = set(self.fresh_hashes)
+        rows = [i for i, h in enumerate(self.hashes) if h in fresh]
+        return EmbedResult(
+            hashes=[self.hashes[i] for i in rows],
+            vectors=self.vectors[rows],
+            embedded=len(rows),
+            cache_hits=0,
+            fresh_hashes=[self.hashes[i] for i in rows],
+            producers=dict(self.producers),
+            widths=dict(self.widths),
+        )
+
 
 VECTORS_KEY = b"corpus_index.vectors"
 
@@ -289,6 +305,7 @@ def embed_with_cache(
     progress: Callable[[int, int], None] | None = None,
     count_tokens: Callable[[str], int] | None = None,
     refusals: Refusals | None = None,
+    interrupted: Callable[[EmbedResult], None] | None = None,
 ) -> EmbedResult:
     """Vectors for every input hash: cached ones are read, only misses reach the embedder.
 
@@ -301,6 +318,12 @@ def embed_with_cache(
     reported (an API's usage); an embedder that reports none has its new inputs counted with
     ``count_tokens``, if given. ``progress(done, total)`` counts over every input hash, the
     cache hits done once looked up, so the last report is ``(total, total)``.
+
+    When a transient failure (``RetryableError``: the server's 5xx, timeouts or dropped
+    connections outlasting the embedder's retries) cuts the calls short, ``interrupted`` is
+    given the vectors the earlier calls embedded (all fresh, none checked yet) before the error
+    is raised, so that the caller may check and keep them: a backfill run again then does not
+    pay for them twice.
     """
     hashes = sorted(texts_by_hash)
     found: dict[str, npt.NDArray[np.float32]] = {}
@@ -314,6 +337,7 @@ def embed_with_cache(
     tokens_before, cost_before = embedder.stats.tokens, embedder.stats.cost_usd
     fresh: dict[str, npt.NDArray[np.float32]] = {}
     producers: dict[tuple[str, str], int] = {}
+    made: dict[tuple[str, str], int] = {}  # producers of the fresh vectors
     if found and cache is not None:
         producers[(cache.backend_spec, cache.revision)] = len(found)
         if progress is not None:
@@ -322,18 +346,25 @@ def embed_with_cache(
     for start in range(0, len(misses), batch_size):
         chunk = misses[start : start + batch_size]
         texts = [texts_by_hash[h] for h in chunk]
-        split = embed_splitting(embedder, texts, refusals)
+        try:
+            split = embed_splitting(embedder, texts, refusals)
+        except RetryableError:
+            if interrupted is not None and fresh:
+                interrupted(_embedded_so_far(fresh, made))
+            raise
         # read after the call: a backend learns what answered (weights loaded, model served)
         # only then, and a swap mid-run must show in the record
         producer = (embedder.backend_spec, embedder.revision)
         if split.vectors:
-            producers[producer] = producers.get(producer, 0) + len(split.vectors)
+            made[producer] = made.get(producer, 0) + len(split.vectors)
         for i, vector in split.vectors.items():
             fresh[chunk[i]] = vector
         for i, why in split.refused.items():
             refused[chunk[i]] = why
         if progress is not None:
             progress(len(found) + min(start + batch_size, len(misses)), len(hashes))
+    for producer, n in made.items():
+        producers[producer] = producers.get(producer, 0) + n
     if refused:
         hashes = [h for h in hashes if h not in refused]
         misses = [h for h in misses if h not in refused]
@@ -362,6 +393,28 @@ def embed_with_cache(
         producers=producers,
         widths=widths,
         refused=refused,
+    )
+
+
+def _embedded_so_far(
+    fresh: Mapping[str, npt.NDArray[np.float32]], producers: dict[tuple[str, str], int]
+) -> EmbedResult:
+    """The vectors embedded before a failure, as a result of their own (vectors of several
+    widths, which a server changing models would give, stand as NaN rows: no check passes)."""
+    hashes = list(fresh)
+    widths = {v.shape[0] for v in fresh.values()}
+    if len(widths) == 1:
+        vectors = np.stack([fresh[h] for h in hashes]).astype(np.float32, copy=False)
+    else:
+        vectors = np.full((len(hashes), max(widths)), np.nan, np.float32)
+    return EmbedResult(
+        hashes=hashes,
+        vectors=vectors,
+        embedded=len(hashes),
+        cache_hits=0,
+        fresh_hashes=hashes,
+        producers=dict(producers),
+        widths={w: sum(v.shape[0] == w for v in fresh.values()) for w in widths},
     )
 
 

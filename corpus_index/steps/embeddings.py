@@ -30,7 +30,7 @@ from corpus_index.embedding import (
     vector_matrix,
     vectors_identity,
 )
-from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError
+from corpus_index.errors import DimensionMismatchError, NonFiniteVectorError, RetryableError
 from corpus_index.group_records import generation_formats
 from corpus_index.home import Home
 from corpus_index.kinds import kind_of
@@ -227,10 +227,17 @@ def run(
             if len(todo)
             else None
         )
+        kept: list[int] = []  # vectors a transient failure cut short, checked and cached
+
+        def keep(done: EmbedResult) -> None:
+            if _sound(done, spec.dim, normalized=spec.normalized, producer=expected):
+                kept.append(cache.put(done.hashes, done.vectors))
+
         for start in range(0, len(todo) if ok else 0, EMBED_WINDOW):
             window = todo.slice(start, EMBED_WINDOW)
             assert texts is not None
             window_texts = _texts(texts, window)
+            result: EmbedResult | None = None
             try:
                 result = embed_with_cache(
                     window_texts,
@@ -240,11 +247,26 @@ def run(
                     progress=_offset_progress(progress, start, len(todo)),
                     count_tokens=count_tokens,
                     refusals=refusals,
+                    interrupted=keep,
                 )
                 if hits_again is None and result.cache_hits:
                     hits_again = _embed_hits_again(embedder, result, window_texts, outcome)
             except (DimensionMismatchError, NonFiniteVectorError) as exc:
                 return _rejected(home, generation, collection, outcome, exc)
+            except RetryableError as exc:
+                if result is not None and result.fresh_hashes:  # embedding the hits again failed
+                    keep(result.fresh())
+                exc.add_note(
+                    f"embeddings of collection {home.collection(collection).name!r} for profile "
+                    f"{profile!r} failed; "
+                    + (
+                        f"the {sum(kept)} vectors embedded before it passed their checks and "
+                        "are cached: the next run embeds only the rest"
+                        if kept
+                        else "run it again once the embedder's server answers"
+                    )
+                )
+                raise
             outcome.embedded += result.embedded
             outcome.cache_hits += result.cache_hits
             outcome.refused.update(result.refused)
@@ -298,6 +320,17 @@ def run(
             if not (whole_previous and not new_vectors):
                 out.commit()
     return outcome
+
+
+def _sound(done: EmbedResult, dim: int, *, normalized: bool, producer: tuple[str, str]) -> bool:
+    """Whether vectors embedded before a failure pass the checks a window's pass before they
+    are cached: the profile's dimension, finite, the profile's norm, the generation's model."""
+    return (
+        gates.vectors_have_profile_dim(done.vectors, dim, widths=done.widths).passed
+        and gates.vectors_are_finite(done.vectors).passed
+        and gates.vector_norms_match_profile(done.vectors, normalized=normalized).passed
+        and set(done.producers) <= {producer}
+    )
 
 
 def _without(hashes: pa.Array, refused: dict[str, str]) -> pa.Array:

@@ -18,17 +18,19 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
-from corpus_index.errors import PromotionRefusedError
+from corpus_index.errors import PromotionRefusedError, RetryableError
 from corpus_index.home import Home
 from corpus_index.lifecycle import promote
 from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
 from definitions import dagster_runner
 from tests.corpusgen import RISKS, write_home
-from tests.support.openai_server import serve
+from tests.dagster.harness import Graph
+from tests.support.openai_server import FakeOpenAIServer, serve
 
 QUERIES = [
     ("alpha", ("alpha-uw",), "roofs and boilers past their useful life need replacement"),
@@ -272,3 +274,91 @@ def test_retire_after_window_drops_the_table(tmp_path: Path) -> None:
     assert report.ok and report.embedded == 0
     fresh = registry.live_generation("wide")
     assert fresh is not None and fresh.id != wide.id and fresh.row_count == 24
+
+
+def remote_backfill(root: Path, server: FakeOpenAIServer) -> Home:
+    """A home of 30 deals a tenant whose profile ``remote`` embeds through ``server``, 32
+    inputs a request, with ``alpha-deals`` ingested."""
+    config_path = write_home(root, embedder="hash:v1-8", deals_per_tenant=30)
+    remote = {
+        "embedder": "openai:text-embedding-3-small",
+        "dimensions": 64,
+        "base_url": server.base_url,
+        "namespace": "deals",
+        "batch_size": 32,
+    }
+    configure(config_path, remote=remote, golden=False, eval_gate="off")
+    settings = Settings(config_path=config_path, home=root / "home")
+    assert Graph(settings).ingest("alpha-deals").success
+    return Home(settings)
+
+
+def test_a_backfill_the_server_cuts_off_resumes_without_embedding_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint answers the backfill's first request, then fails every retry of the next
+    (500s, a timeout, a dropped connection): the step fails, the vectors it was given pass
+    their checks and are cached, and the next run embeds only the rest."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with serve() as server:
+        corpus = remote_backfill(tmp_path, server)
+        spec = corpus.spec("remote")
+        inputs = 36  # distinct texts of the 30 deals' sections, embedded 32 a request
+        faults = [{"status": 500, "retry_after": 0}] * 4 + [{"disconnect": True}] * 2
+        server.script[:] = [{}, *faults]
+        with pytest.raises(RetryableError, match="gave up after 6 attempts") as failed:
+            steps.embeddings.run(corpus, "remote", "alpha-deals")
+        (note,) = failed.value.__notes__
+        assert "collection 'alpha-deals'" in note and "the 32 vectors embedded before" in note
+        assert len(server.requests) == 7 and not server.script
+        rows = corpus.warehouse.read("embedding_inputs", ("alpha-deals",))
+        assert rows is not None
+        hash_of = {
+            r["text"]: r["input_hash"]
+            for r in rows.to_pylist()
+            if r["input_format"] == spec.input_format
+        }
+        assert len(hash_of) == inputs
+        first = server.requests[0]["input"]
+        cached = corpus.embedding_cache(spec).lookup(sorted(hash_of[t] for t in first))
+        assert len(first) == len(cached) == 32
+        assert corpus.warehouse.read("embeddings", ("remote", "alpha-deals")) is None
+
+        # the rest is embedded, then the request embedding cache hits again (to show they are
+        # this model's) fails: what was embedded is kept all the same
+        server.requests.clear()
+        server.script[:] = [{}, *faults]
+        with pytest.raises(RetryableError) as failed:
+            steps.embeddings.run(Home(corpus.settings), "remote", "alpha-deals")
+        rest = server.requests[0]["input"]
+        assert len(rest) == inputs - 32 and not set(rest) & set(first)
+        assert len(server.requests[1]["input"]) == steps.embeddings.CACHE_HITS_AGAIN
+        assert f"the {inputs - 32} vectors embedded before" in failed.value.__notes__[0]
+
+        server.requests.clear()
+        out = steps.embeddings.run(Home(corpus.settings), "remote", "alpha-deals")
+        assert out.passed, out.gates
+        assert (out.embedded, out.cache_hits) == (0, inputs)
+        # only the cache hits embedded again
+        assert [len(r["input"]) for r in server.requests] == [steps.embeddings.CACHE_HITS_AGAIN]
+        partition = corpus.warehouse.read("embeddings", ("remote", "alpha-deals"))
+        assert partition is not None and partition.num_rows == inputs
+
+
+def test_vectors_a_cut_off_backfill_was_given_off_their_norm_are_not_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the server answered before it failed is cached only if it passes a window's
+    checks: vectors of norm 3 for a model that gives unit vectors are dropped."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with serve(normalize=False) as server:
+        corpus = remote_backfill(tmp_path, server)
+        server.script[:] = [{}, *[{"status": 503, "retry_after": 0}] * 6]
+        with pytest.raises(RetryableError) as failed:
+            steps.embeddings.run(corpus, "remote", "alpha-deals")
+        (note,) = failed.value.__notes__
+        assert "run it again once the embedder's server answers" in note
+        rows = corpus.warehouse.read("embedding_inputs", ("alpha-deals",))
+        assert rows is not None
+        cache = corpus.embedding_cache(corpus.spec("remote"))
+        assert cache.lookup(sorted(set(rows["input_hash"].to_pylist()))) == {}
