@@ -14,6 +14,14 @@ thread (``warehouse.Background`` writes on workers and puts the files in place o
 caller's). Where another thread finishes the write (LanceDB reads a stream of rows on threads
 of its own, and commits once it has read the end), the holder takes :func:`held` and that
 thread confirms those. A thread that holds no such lock confirms nothing, at no cost.
+
+A confirmation is a check before the write, not a condition of it: a holder paused between
+the confirmation and its commit (SIGSTOP, a frozen VM, a long garbage collection) could commit
+after its lock passed on. A registry transaction in the lock's own database closes that gap:
+each lock carries a fencing token, a number every exclusive taker bumps in the database, and
+the transaction checks inside itself, just before it commits, that the token is still the one
+its holder took (:func:`check_fences`). LanceDB's and the warehouse's files have no such
+condition to check; their writes rely on the confirmation alone.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class LosableLock(Protocol):
@@ -32,6 +40,16 @@ class LosableLock(Protocol):
 
         Raises:
             LockLostError: it is not; the message names what it locked.
+        """
+
+    def check_fence(self, cursor: Any, database: str) -> None:
+        """Inside the open transaction of ``cursor`` (psycopg2's, on the database at the URL
+        ``database``), check that no other holder took the lock since this one did, and keep
+        the next taker waiting until the transaction ends; a lock kept in another database
+        checks nothing.
+
+        Raises:
+            LockLostError: another holder took the lock since; the message names it.
         """
 
 
@@ -70,3 +88,15 @@ def confirm_held(locks: Iterable[LosableLock] | None = None) -> None:
     """
     for lock in held() if locks is None else tuple(locks):
         lock.confirm()
+
+
+def check_fences(cursor: Any, database: str) -> None:
+    """Check, inside the open transaction of ``cursor`` on the database at ``database``, the
+    fencing token of every losable lock this thread holds in that database (see the module's
+    docstring): the last statement before a registry transaction commits.
+
+    Raises:
+        LockLostError: another holder took one of them since this thread did.
+    """
+    for lock in held():
+        lock.check_fence(cursor, database)

@@ -32,6 +32,15 @@ holder while another machine may take it. So each is recorded as held by its thr
 partition in place, ``index_rows`` committing a generation's rows, ``index_generation``
 recording its gates) first confirms on each lock's own session that it still holds it, in
 ``pg_locks``: a lost lock fails the step with ``LockLostError`` (retryable), nothing published.
+
+That confirmation is a check before the write. What makes a registry write conditional on the
+lock is its fencing token: the home's lock and each scope lock keep a row in the registry's
+``lock_fences``, whose token every exclusive taker bumps (and the first shared taker after an
+exclusive one), and a holder keeps the token it took. A registry transaction that writes
+checks, as its last statement, that the row still holds its thread's tokens, under a row lock
+(``registry_sql``): a holder paused after its confirmation, whose lock passed on meanwhile,
+finds the token moved and commits nothing; a taker that comes while such a check is in
+flight waits for that transaction to end before it holds the lock.
 """
 
 from __future__ import annotations
@@ -49,10 +58,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from corpus_index import held_locks
-from corpus_index.errors import HomeBusyError, HomeHeldSharedError, LockLostError, RetryableError
-from corpus_index.registry_sql import is_database_url, libpq_url, redact
+from corpus_index.errors import (
+    HomeBusyError,
+    HomeHeldSharedError,
+    LockLostError,
+    PermanentError,
+    RetryableError,
+)
+from corpus_index.registry_sql import ensure_fences, is_database_url, libpq_url, redact
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +76,9 @@ LOCK_NAME = "corpus.lock"
 GATE_NAME = "corpus.lock.gate"
 SCOPES_DIR = "locks"
 POLL_S = 0.2
+# how long a taker of a lock waits at least (beside what is left of its wait) for a
+# registry transaction of the lock's former holder that checked its fencing token to end
+FENCE_WAIT_S = 10.0
 # the advisory lock that stands for the home's lock in the registry's database (no scope's
 # name: those have a kind before a colon)
 HOME_SCOPE = "home"
@@ -172,7 +191,14 @@ def home_lock(
         if across is not None:
             stack.enter_context(
                 _advisory_lock(
-                    across, scope, home, purpose, deadline=deadline, wait_s=wait_s, shared=shared
+                    across,
+                    scope,
+                    home,
+                    purpose,
+                    deadline=deadline,
+                    wait_s=wait_s,
+                    shared=shared,
+                    fenced=scope == HOME_SCOPE,  # the gate guards no write
                 )
             )
 
@@ -232,7 +258,9 @@ def scope_lock(
         if across is None:
             yield
         else:
-            with _advisory_lock(across, scope, home, purpose, deadline=deadline, wait_s=wait_s):
+            with _advisory_lock(
+                across, scope, home, purpose, deadline=deadline, wait_s=wait_s, fenced=True
+            ):
                 yield
 
 
@@ -252,10 +280,12 @@ def _advisory_lock(
     deadline: float,
     wait_s: float,
     shared: bool = False,
+    fenced: bool = False,
 ) -> Iterator[None]:
     """Hold ``scope``'s advisory lock in ``url``'s database (``shared``: beside other shared
     holders), polling until ``deadline`` (of the ``wait_s`` the whole lock may wait, which
-    the message names)."""
+    the message names); ``fenced``: take its fencing token too (:func:`_take_fence`), which
+    the registry's transactions check."""
     import psycopg2
 
     key = advisory_key(scope)
@@ -288,7 +318,12 @@ def _advisory_lock(
                     raise _busy_across(cur, key, url, scope, home, purpose, wait_s)
                 time.sleep(POLL_S)
             try:
-                with held_locks.holding(_AdvisoryHold(con, key, url, scope, home)):
+                token = (
+                    _take_fence(cur, key, url, scope, home, shared=shared, deadline=deadline)
+                    if fenced
+                    else None
+                )
+                with held_locks.holding(_AdvisoryHold(con, key, url, scope, home, token)):
                     yield
             finally:
                 _release(cur, give, key)
@@ -302,6 +337,86 @@ _STILL_HELD = (
     "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
     " AND granted AND objsubid = 1 AND classid = %s AND objid = %s"
 )
+
+
+# an exclusive taker's token: one past the last (1 for the first taker)
+_BUMP = (
+    "INSERT INTO lock_fences (lock_key, token, exclusive) VALUES (%s, 1, true)"
+    " ON CONFLICT (lock_key) DO UPDATE SET token = lock_fences.token + 1, exclusive = true"
+    " RETURNING token"
+)
+# a shared taker's: one past the last where an exclusive holder had it, else the shared
+# holders' own (a shared holder never moves another's)
+_BUMP_AFTER_EXCLUSIVE = (
+    "UPDATE lock_fences SET token = token + 1, exclusive = false"
+    " WHERE lock_key = %s AND exclusive RETURNING token"
+)
+_FIRST_SHARED = (
+    "INSERT INTO lock_fences (lock_key, token, exclusive) VALUES (%s, 1, false)"
+    " ON CONFLICT (lock_key) DO NOTHING"
+)
+_TOKEN = "SELECT token FROM lock_fences WHERE lock_key = %s"
+
+
+def _take_fence(
+    cur: Any, key: int, url: str, scope: str, home: Path, *, shared: bool, deadline: float
+) -> int:
+    """The fencing token of the lock of ``key`` that ``cur``'s session has just taken: bumped
+    by an exclusive taker (and by a shared one after an exclusive holder), so the former
+    holder's registry transactions find it moved. A former holder's transaction checking its
+    token holds the row until it ends: waited for, up to the rest of ``deadline`` and at least
+    ``FENCE_WAIT_S``.
+
+    Raises:
+        HomeBusyError: that transaction did not end in time.
+        PermanentError: the database's user may not create or use ``lock_fences``.
+    """
+    import psycopg2.errors
+
+    try:
+        ensure_fences(cur)
+    except psycopg2.errors.InsufficientPrivilege as exc:
+        raise _no_fences(url, scope, home, exc) from None
+    wait_ms = int(max(deadline - time.monotonic(), FENCE_WAIT_S) * 1000)
+    cur.execute("SET lock_timeout = %s", (wait_ms,))
+    try:
+        if not shared:
+            cur.execute(_BUMP, (key,))
+            return int(cur.fetchone()[0])
+        cur.execute(_BUMP_AFTER_EXCLUSIVE, (key,))
+        bumped = cur.fetchone()
+        if bumped is not None:
+            return int(bumped[0])
+        cur.execute(_FIRST_SHARED, (key,))
+        cur.execute(_TOKEN, (key,))
+        return int(cur.fetchone()[0])
+    except psycopg2.errors.LockNotAvailable:
+        error = HomeBusyError(
+            f"{_subject(scope, home)} is busy: a registry transaction of its lock's former "
+            f"holder in {redact(url)} did not end within {wait_ms / 1000:g} s"
+        )
+        error.add_note(
+            "the former holder lost the lock while it was committing (its session ended); "
+            "wait for that transaction to end, then try again"
+        )
+        raise error from None
+    except psycopg2.errors.InsufficientPrivilege as exc:
+        raise _no_fences(url, scope, home, exc) from None
+    finally:
+        with contextlib.suppress(psycopg2.Error):  # a session gone has no setting to reset
+            cur.execute("RESET lock_timeout")
+
+
+def _no_fences(url: str, scope: str, home: Path, exc: BaseException) -> PermanentError:
+    """The PermanentError for a user who may not create or use the lock's ``lock_fences``."""
+    user = urlsplit(url).username or "the user"
+    reason = str(exc).strip().splitlines()[0]
+    return PermanentError(
+        f"{redact(url)}: {user} may not keep the fencing token of the lock of "
+        f"{_subject(scope, home)} ({reason}): create the table lock_fences once as a user "
+        "who may (any corpus command on the registry creates it), and grant "
+        f"{user} SELECT, INSERT and UPDATE on it"
+    )
 
 
 def _halves(key: int) -> tuple[int, int]:
@@ -324,6 +439,7 @@ class _AdvisoryHold:
     url: str
     scope: str
     home: Path
+    token: int | None  # its fencing token (see _take_fence); None: it has none
 
     def confirm(self) -> None:
         """Return if the lock's session is alive and holds it still.
@@ -343,6 +459,35 @@ class _AdvisoryHold:
             said = str(exc).strip().splitlines()
             why = f"its session ended ({said[0]})" if said else "its session ended"
         raise _lost(self.url, self.scope, self.home, why)
+
+    def check_fence(self, cursor: Any, database: str) -> None:
+        """Check inside the transaction of ``cursor`` that the lock's fencing token is still
+        this holder's, and hold its row (``FOR SHARE``) so that no taker bumps it before the
+        transaction ends; nothing for a lock without a token or kept in another database.
+
+        Raises:
+            LockLostError: the token moved: another holder took the lock since.
+        """
+        import psycopg2.errors
+
+        if self.token is None or libpq_url(database) != libpq_url(self.url):
+            return
+        try:
+            cursor.execute(f"{_TOKEN} FOR SHARE", (self.key,))
+        except psycopg2.errors.SerializationFailure as exc:
+            # SERIALIZABLE: the row changed since the transaction's snapshot, and nothing
+            # but a taker of the lock changes it while its holder holds it
+            if "concurrent update" not in str(exc):
+                raise
+            raise _lost(self.url, self.scope, self.home, _TAKEN) from None
+        row = cursor.fetchone()
+        if row is None or int(row[0]) != self.token:
+            now = "none" if row is None else row[0]
+            why = f"{_TAKEN} (its fencing token is {now}, this holder's {self.token})"
+            raise _lost(self.url, self.scope, self.home, why)
+
+
+_TAKEN = "another holder took it since this one did"
 
 
 def _lost(url: str, scope: str, home: Path, why: str) -> LockLostError:

@@ -18,7 +18,11 @@ databases is kept here, and only here:
   once, on a new connection, when the connection kept from an earlier unit of work is found
   lost (the database restarted) before the unit committed anything. A transaction
   that wrote confirms the locks its thread holds (``held_locks``: the advisory locks of this
-  database) before it commits, so a step that lost its lock changes nothing here either.
+  database) before it commits, so a step that lost its lock changes nothing here either; and,
+  as its last statement, checks each lock's fencing token in ``lock_fences`` (bumped by every
+  exclusive taker of the lock) under a row lock, so a holder paused between the confirmation
+  and the commit while the lock passed on cannot commit: the check refuses it, or the next
+  taker waits for the commit before it holds the lock.
   Placeholders become ``%s``, ``JSON`` columns are read back as the text that was written,
   ``VARCHAR`` columns compare bytewise (``COLLATE "C"``, as DuckDB does) and timestamps are in
   UTC.
@@ -50,7 +54,7 @@ from corpus_index.errors import (
     RegistryConflictError,
     RetryableError,
 )
-from corpus_index.held_locks import confirm_held
+from corpus_index.held_locks import check_fences, confirm_held
 
 # the layout of the registry's own tables; bump when a migration is needed
 REGISTRY_SCHEMA_VERSION = 1
@@ -62,6 +66,14 @@ _SCHEMA_DDL = "CREATE TABLE IF NOT EXISTS registry_schema (version INTEGER NOT N
 # PostgreSQL: concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog; schema
 # creation takes this transaction-level advisory lock first
 _SCHEMA_LOCK = 0x636F7270  # "corp"
+
+# PostgreSQL: the fencing token of each lock held in the database (``homelock``), by its
+# advisory key; every exclusive taker bumps it, and a transaction that writes checks, before it
+# commits, that the tokens of its thread's locks are still the ones their holder took
+FENCES_DDL = (
+    "CREATE TABLE IF NOT EXISTS lock_fences (lock_key BIGINT PRIMARY KEY,"
+    " token BIGINT NOT NULL, exclusive BOOLEAN NOT NULL)"
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -252,7 +264,7 @@ class PostgresBackend:
 
     def __init__(self, url: str, *, ddl: Sequence[str], lock_timeout_s: float) -> None:
         self.url = url
-        self.ddl = tuple(ddl)
+        self.ddl = (*ddl, FENCES_DDL)  # made with the registry's, so its users' grants cover it
         self.location = redact(url)
         self.lock_timeout_s = lock_timeout_s
         self._created: set[str] = set()
@@ -300,7 +312,7 @@ class PostgresBackend:
         import psycopg2.errors
 
         raw, kept = self._raw()
-        con = _PostgresConnection(raw)
+        con = _PostgresConnection(raw, self.url)
         creating = False
         try:
             missing = [d for d in (*self.ddl, *extra) if d not in self._created]
@@ -394,8 +406,9 @@ class PostgresBackend:
 class _PostgresConnection:
     """The registry's SQL on a psycopg2 connection, inside the unit of work's transaction."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, url: str) -> None:
         self.raw = raw
+        self.url = url
         self.cursor = raw.cursor()
         self.wrote = False  # whether the open transaction ran anything but a SELECT
         # whether a commit was sent (one lost on its way may have committed: not run again)
@@ -418,13 +431,16 @@ class _PostgresConnection:
         return self.cursor
 
     def commit(self) -> None:
-        """Commit the transaction; one that wrote confirms the thread's locks first.
+        """Commit the transaction; one that wrote confirms the thread's locks first, then
+        checks their fencing tokens inside it (:func:`~corpus_index.held_locks.check_fences`).
 
         Raises:
-            LockLostError: a lock the thread holds was lost (the caller rolls back).
+            LockLostError: a lock the thread holds was lost, or taken since by another
+                holder (the caller rolls back).
         """
         if self.wrote:
             confirm_held()
+            check_fences(self.cursor, self.url)
         self.committed = True
         self.raw.commit()
         self.wrote = False
@@ -478,6 +494,23 @@ def _check_version(con: Any, location: str) -> None:
             f"{location}: the registry's schema is version {found}, newer than this "
             f"corpus-index reads ({REGISTRY_SCHEMA_VERSION}): upgrade corpus-index"
         )
+
+
+def ensure_fences(cursor: Any) -> None:
+    """Create ``lock_fences`` in the database of ``cursor`` (a psycopg2 cursor of a session
+    in autocommit) where it is missing; one made already is used as it is (see
+    :class:`PostgresBackend`)."""
+    cursor.execute("SELECT to_regclass('lock_fences') IS NOT NULL")
+    if cursor.fetchone()[0]:
+        return
+    cursor.execute("BEGIN")
+    try:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        cursor.execute(FENCES_DDL)
+    except BaseException:
+        cursor.execute("ROLLBACK")
+        raise
+    cursor.execute("COMMIT")
 
 
 def open_backend(

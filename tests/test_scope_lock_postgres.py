@@ -17,13 +17,14 @@ import pytest
 from corpus_index import lance, steps
 from corpus_index.config import Settings
 from corpus_index.errors import HomeBusyError, LockLostError, RetryableError
-from corpus_index.held_locks import confirm_held, held
+from corpus_index.held_locks import confirm_held, held, holding
 from corpus_index.home import Home
 from corpus_index.homelock import home_lock, scope_lock
 from corpus_index.registry import Registry
 from corpus_index.warehouse import Background, Warehouse
 from tests.support.lockholder import hold, hold_scope
 from tests.support.postgres import LocalPostgres
+from tests.test_registry import SPEC, ready
 
 pytestmark = pytest.mark.prod
 
@@ -370,3 +371,179 @@ def test_index_rows_that_lost_its_lock_commits_no_row_to_the_generation(
         outcome = steps.index_rows.run(corpus, profile, collection, run_id="again")
     assert outcome.passed and outcome.rows > 0
     assert corpus.store.count(generation) == outcome.rows
+
+
+class _PausedAfterConfirming:
+    """What happens while a holder is paused just after it confirmed its locks (a SIGSTOP, a
+    frozen VM): its lock's session is ended and another machine takes the lock. Held after
+    the holder's own lock, it is confirmed after it, once."""
+
+    def __init__(self, url: str, purpose: str, take_over: threading.Thread) -> None:
+        self.url, self.purpose, self.take_over = url, purpose, take_over
+        self.taken = threading.Event()
+
+    def confirm(self) -> None:
+        import psycopg2
+
+        if self.take_over.is_alive() or self.taken.is_set():
+            return
+        admin = psycopg2.connect(self.url)
+        admin.autocommit = True
+        try:
+            with admin.cursor() as cur:
+                cur.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND application_name LIKE %s",
+                    (f"%({self.purpose})",),
+                )
+                assert cur.rowcount == 1
+        finally:
+            admin.close()
+        self.take_over.start()
+        assert self.taken.wait(30), "the other machine never took the lock"
+
+    def check_fence(self, cursor: object, database: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("publication", ["deletion", "promotion"])
+def test_a_holder_paused_after_confirming_commits_nothing_once_its_lock_passed_on(
+    postgres_server: LocalPostgres, tmp_path: Path, publication: str
+) -> None:
+    """Holder A confirms its lock, is paused, its session ends and B takes the lock: A's
+    registry transaction finds the lock's fencing token moved and commits nothing (the
+    confirmation alone let it commit); B's commits."""
+    url = postgres_server.create_database(f"fenced_{publication}")
+    scope = "collection:alpha"
+    registry = Registry(url, journal=tmp_path / "journal.jsonl")
+    stone = {"source_id": "alpha/a", "collection": "alpha", "namespace": "main"}
+    first, second = ready(registry, SPEC), ready(registry, SPEC)
+
+    def publish(who: str) -> None:
+        mine = Registry(url, journal=tmp_path / "journal.jsonl")
+        if publication == "deletion":
+            mine.add_tombstones([{**stone, "source_id": f"alpha/{who}"}])
+        else:
+            mine.promote(first if who == "a" else second)
+
+    a_failed = threading.Event()
+    b_done: list[str] = []
+
+    def machine_b() -> None:
+        with scope_lock(tmp_path / "machine-b", scope, "step B", wait_s=30, across=url):
+            paused.taken.set()
+            assert a_failed.wait(30)
+            publish("b")
+            b_done.append("published")
+
+    paused = _PausedAfterConfirming(url, "step A", threading.Thread(target=machine_b))
+    try:
+        with (
+            scope_lock(tmp_path / "machine-a", scope, "step A", across=url),
+            holding(paused),
+            pytest.raises(LockLostError) as lost,
+        ):
+            publish("a")
+    finally:
+        a_failed.set()
+        if paused.take_over.is_alive():
+            paused.take_over.join(30)
+    message = str(lost.value)
+    assert message.startswith(f"lost the lock of {scope} of home {tmp_path / 'machine-a'} in")
+    assert "another holder took it since this one did" in message
+    assert "nothing was published" in message
+    assert b_done == ["published"]
+    if publication == "deletion":
+        assert [t["source_id"] for t in registry.tombstones()] == ["alpha/b"]
+    else:
+        active = registry.active(SPEC.namespace)
+        assert active is not None and active.id == second
+        assert [g.id for g in registry.generations() if g.status == "ACTIVE"] == [second]
+
+
+def test_shared_holders_of_the_home_keep_their_tokens_and_an_exclusive_taker_moves_them(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    """Runs holding the home shared publish beside each other (a shared taker moves no other
+    shared holder's token); once a run's session ended and a compaction took the home alone,
+    the run, paused after confirming, commits nothing."""
+    url = postgres_server.create_database("fenced_home")
+    registry = Registry(url, journal=tmp_path / "journal.jsonl")
+    stone = {"source_id": "alpha/a", "collection": "alpha", "namespace": "main"}
+
+    def publish(who: str) -> None:
+        Registry(url, journal=tmp_path / "journal.jsonl").add_tombstones(
+            [{**stone, "source_id": f"alpha/{who}"}]
+        )
+
+    other_in, other_out = threading.Event(), threading.Event()
+
+    def beside() -> None:
+        with home_lock(tmp_path / "machine-b", "run 2", shared=True, wait_s=30, across=url):
+            other_in.set()
+            assert other_out.wait(30)
+            publish("beside")
+
+    compacted: list[str] = []
+
+    def compaction() -> None:
+        with home_lock(tmp_path / "machine-c", "compact", wait_s=30, across=url):
+            paused.taken.set()
+            publish("compact")
+            compacted.append("published")
+
+    paused = _PausedAfterConfirming(url, "run 1", threading.Thread(target=compaction))
+    other = threading.Thread(target=beside)
+    with home_lock(tmp_path / "machine-a", "run 1", shared=True, across=url):
+        other.start()
+        assert other_in.wait(30)
+        publish("first")  # the second shared taker did not move this holder's token
+        other_out.set()
+        other.join(30)
+        with holding(paused), pytest.raises(LockLostError, match="another holder took it"):
+            publish("lost")
+    paused.take_over.join(30)
+    assert compacted == ["published"]
+    assert sorted(t["source_id"] for t in registry.tombstones()) == [
+        "alpha/beside",
+        "alpha/compact",
+        "alpha/first",
+    ]
+
+
+def test_a_taker_waits_for_a_transaction_that_checked_the_former_holders_token(
+    postgres_server: LocalPostgres, tmp_path: Path
+) -> None:
+    """A registry transaction that checked its token (``FOR SHARE`` on the lock's row, as
+    ``check_fence`` does) and is paused before its COMMIT keeps the next taker from holding
+    the lock until it ends, so its commit lands before the new holder's tenure."""
+    import psycopg2
+
+    from corpus_index.homelock import advisory_key
+
+    url = postgres_server.create_database("fenced_wait")
+    with scope_lock(tmp_path / "machine-a", SCOPE, "step A", across=url):
+        pass  # the lock's row in lock_fences, token 1
+    paused = psycopg2.connect(url)
+    paused.set_session(isolation_level="SERIALIZABLE")
+    taken = threading.Event()
+
+    def take() -> None:
+        with scope_lock(tmp_path / "machine-b", SCOPE, "step B", wait_s=30, across=url):
+            taken.set()
+
+    try:
+        with paused.cursor() as cur:
+            cur.execute(
+                "SELECT token FROM lock_fences WHERE lock_key = %s FOR SHARE",
+                (advisory_key(SCOPE),),
+            )
+            assert cur.fetchone() == (1,)
+        taker = threading.Thread(target=take)
+        taker.start()
+        assert not taken.wait(1.5)  # the advisory lock is free, the token's row is not
+        paused.commit()
+        assert taken.wait(30)
+        taker.join(30)
+    finally:
+        paused.close()
