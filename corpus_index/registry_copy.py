@@ -1,5 +1,6 @@
 """Moving a registry into another database (``corpus registry copy --to URL``): every row of
-every registry table, the query traces included, written in one transaction on the target."""
+every registry table, the query traces included (kept in ``traces.duckdb`` beside a DuckDB
+registry), written in one transaction on the target."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from corpus_index.errors import PermanentError
 from corpus_index.registry import Registry
-from corpus_index.traces import TRACE_DDL
+from corpus_index.traces import TRACE_DDL, TraceStore
 
 TABLES = (
     "generations",
@@ -31,10 +32,13 @@ def copy_registry(source: Registry, target: Registry) -> dict[str, int]:
         PermanentError: the target already holds rows (a copy never merges two registries).
     """
     read: dict[str, tuple[list[str], list[Any]]] = {}
-    with source.connect(TRACE_DDL) as con:
-        for table in TABLES:
+    with source.connect() as con:
+        for table in TABLES[:-1]:
             cur = con.execute(f"SELECT * FROM {table}")  # noqa: S608 - fixed table names
             read[table] = ([d[0] for d in cur.description], cur.fetchall())
+    with TraceStore(source).connect() as con:
+        cur = con.execute("SELECT * FROM query_traces")
+        read["query_traces"] = ([d[0] for d in cur.description], cur.fetchall())
     with target.connect(TRACE_DDL) as con:
         con.execute("BEGIN TRANSACTION")
         for table in TABLES:

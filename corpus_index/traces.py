@@ -1,42 +1,29 @@
-"""Query traces in the registry: what each search did and how long each stage took.
+"""Query traces: what each search did and how long each stage took.
 
-The last ``keep`` traces (default 1000) are kept in the registry's ``query_traces`` table
-(``registry.duckdb``, or the PostgreSQL database of ``CORPUS_REGISTRY``); older ones are pruned
-in the same short transaction that inserts a new one, since DuckDB allows one writing process
-and the registry must never be held for long. A deletion takes out the traces whose query
-quotes the deleted source's words (:meth:`TraceStore.forget`).
+The last ``keep`` traces (default 1000) are kept in a ``query_traces`` table: in
+``<home>/traces.duckdb`` beside a DuckDB registry (``corpus_index.trace_file``), or in the
+PostgreSQL database of ``CORPUS_REGISTRY``. Older ones are pruned in the same short transaction
+that inserts a new one, since DuckDB allows one writing process and neither file must be held
+for long. A deletion takes out the traces whose query quotes the deleted source's words
+(:meth:`TraceStore.forget`); beside a DuckDB registry the traces file is then rewritten, since
+DuckDB keeps a deleted row's bytes in the block it frees.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from corpus_index.registry import Registry
-from corpus_index.registry_sql import retry_conflicts
+from corpus_index.registry_sql import DuckDBBackend, retry_conflicts
+from corpus_index.trace_file import TRACE_DDL, TraceFile
+
+__all__ = ["DEFAULT_KEEP", "TRACE_DDL", "TraceStore"]
 
 DEFAULT_KEEP = 1000
-
-TRACE_DDL = (
-    "CREATE SEQUENCE IF NOT EXISTS query_trace_seq START 1",
-    """CREATE TABLE IF NOT EXISTS query_traces (
-        seq BIGINT PRIMARY KEY,
-        recorded_at TIMESTAMPTZ NOT NULL,
-        kind VARCHAR NOT NULL,
-        tenant VARCHAR NOT NULL,
-        groups JSON NOT NULL,
-        query VARCHAR NOT NULL,
-        namespace VARCHAR,
-        generation VARCHAR,
-        mode VARCHAR,
-        k INTEGER,
-        hits INTEGER NOT NULL,
-        total_ms DOUBLE PRECISION,
-        trace JSON NOT NULL
-    )""",
-)
 
 
 class TraceStore:
@@ -49,6 +36,26 @@ class TraceStore:
             raise ValueError(f"keep must be >= 1 (got {keep})")
         self.registry = registry
         self.keep = keep
+        backend = registry.backend
+        self.file = (
+            TraceFile(backend.path, lock_timeout_s=registry.lock_timeout_s)
+            if isinstance(backend, DuckDBBackend)
+            else None
+        )
+
+    @contextmanager
+    def connect(self) -> Iterator[Any]:
+        """One connection to where the traces live, for one short unit of work.
+
+        Raises:
+            RetryableError: the traces file or the registry stayed busy past the timeout.
+        """
+        if self.file is not None:
+            with self.file.connect() as con:
+                yield con
+        else:
+            with self.registry.connect(TRACE_DDL) as con:
+                yield con
 
     @property
     def lock_timeout_s(self) -> float:
@@ -70,7 +77,7 @@ class TraceStore:
         Raises:
             RetryableError: the registry stayed locked by another process past the timeout.
         """
-        with self.registry.connect(TRACE_DDL) as con:
+        with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             (seq,) = con.execute("SELECT nextval('query_trace_seq')").fetchone() or (0,)
             con.execute(
@@ -105,7 +112,11 @@ class TraceStore:
         Raises:
             RetryableError: the registry stayed locked by another process past the timeout.
         """
-        with self.registry.connect(TRACE_DDL) as con:
+        if self.file is not None:
+            # a fresh file: DuckDB keeps a deleted row's bytes in the block it frees, and
+            # those of the traces pruned before too
+            return self.file.rewrite(lambda query, trace: quotes(query) or quotes(trace))
+        with self.connect() as con:
             rows = con.execute("SELECT seq, query, trace FROM query_traces").fetchall()
             gone = [int(seq) for seq, query, trace in rows if quotes(query) or quotes(trace)]
             if gone:
@@ -119,7 +130,7 @@ class TraceStore:
     def recent(self, limit: int = 20, *, tenant: str | None = None) -> list[dict[str, Any]]:
         """The newest ``limit`` traces, newest first (only ``tenant``'s when given)."""
         where, params = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
-        with self.registry.connect(TRACE_DDL) as con:
+        with self.connect() as con:
             cur = con.execute(
                 f"SELECT * FROM query_traces {where} ORDER BY seq DESC LIMIT ?", [*params, limit]
             )
@@ -133,6 +144,6 @@ class TraceStore:
 
     @retry_conflicts
     def count(self) -> int:
-        with self.registry.connect(TRACE_DDL) as con:
+        with self.connect() as con:
             (n,) = con.execute("SELECT count(*) FROM query_traces").fetchone() or (0,)
         return int(n)

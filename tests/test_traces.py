@@ -1,5 +1,6 @@
-"""Query traces in the registry (DuckDB and PostgreSQL): recorded per search, newest kept, a busy
-registry tolerated."""
+"""Query traces (beside a DuckDB registry, or in PostgreSQL): recorded per search, newest kept,
+a busy store tolerated, a forgotten trace's bytes gone, an older home's traces moved out of its
+registry."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,9 +17,9 @@ from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import RetryableError
 from corpus_index.home import Home
-from corpus_index.registry import open_registry
+from corpus_index.registry import Registry, open_registry
 from corpus_index.search import Principal, Searcher
-from corpus_index.traces import TraceStore
+from corpus_index.traces import TRACE_DDL, TraceStore
 from tests.corpusgen import write_home
 from tests.registry_backends import Place
 from tests.searchkit import active, build_home
@@ -107,14 +109,16 @@ time.sleep(float(sys.argv[2]))
 """
 
 
-def test_a_busy_registry_does_not_fail_the_search(corpus: Home) -> None:
+def test_busy_traces_do_not_fail_the_search(corpus: Home) -> None:
+    """Another process holding the traces file (``traces.duckdb`` beside the registry) makes
+    the trace fail, not the search."""
     store = TraceStore(open_registry(corpus.settings, lock_timeout_s=0.3))
     searcher = Searcher(corpus, traces=store)
     p = Principal("beta", ("beta-team",))
     gen = active(corpus).id
     searcher.search("lease", principal=p, generation=gen)  # caches the generation's record
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(corpus.settings.registry_path), "20"],
+        [sys.executable, "-c", HOLD, str(corpus.settings.home / "traces.duckdb"), "20"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -160,3 +164,102 @@ def test_cli_search_records_and_traces_lists(corpus: Home) -> None:
     assert "trace_id" not in json.loads(quiet.stdout)["trace"]
     human = runner.invoke(main, [*base, "traces", "--tenant", "alpha"])
     assert human.exit_code == 0 and "boilers" in human.output and "dense=" in human.output
+
+
+SECRET = "Quarry blasting next door cracked the east garage slab; its variance lapses in March."
+
+
+def test_a_forgotten_trace_leaves_no_byte_behind(place: Place) -> None:
+    """``forget`` takes out the traces quoting what must go and keeps the others; beside a
+    DuckDB registry the traces file is written anew, so the words are not in its bytes (DuckDB
+    kept them in the block a DELETE freed), and the next trace continues the sequence."""
+    store = place.traces()
+    store.record(query=SECRET, tenant="alpha", groups=(), trace={}, hits=0)
+    seqs = [record(store, i) for i in range(3)]
+    kept = store.recent(3)
+    store.record(query="newest", tenant="alpha", groups=(), trace={"note": SECRET}, hits=0)
+    assert store.forget(lambda text: SECRET in text) == 2
+    assert store.recent(10) == kept
+    assert record(store, 9) == seqs[-1] + 2  # the forgotten newest's number is not handed out
+    if place.backend == "postgres":
+        return
+    assert isinstance(place.location, Path)
+    home = place.location.parent
+    for path in home.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path
+    assert "traces.duckdb.rewrite.tmp" not in {p.name for p in home.iterdir()}
+
+
+def test_an_older_homes_traces_move_out_of_its_registry(tmp_path: Path) -> None:
+    """A home made before kept its traces in ``registry.duckdb``: the first use moves them into
+    the traces file, numbers and all, and leaves none of their bytes in the registry."""
+    path = tmp_path / "home" / "registry.duckdb"
+    registry = Registry(path)
+    key = registry.home_key("deletion-fingerprints")
+    with registry.connect(TRACE_DDL) as con:
+        for i, query in enumerate([SECRET, "query 1", "query 2"], start=1):
+            con.execute(
+                "INSERT INTO query_traces (seq, recorded_at, kind, tenant, groups, query, hits, "
+                "trace) VALUES (nextval('query_trace_seq'), now(), 'search', 'alpha', '[]', ?, "
+                "?, '{}')",
+                [query, i],
+            )
+        con.execute("FORCE CHECKPOINT")
+    assert SECRET.encode() in path.read_bytes()
+    store = TraceStore(Registry(path))
+    assert [t["query"] for t in store.recent(10)] == ["query 2", "query 1", SECRET]
+    assert [t["seq"] for t in store.recent(10)] == [3, 2, 1]
+    assert SECRET.encode() not in path.read_bytes()  # the registry's freed blocks overwritten
+    with Registry(path).connect() as con:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert "query_traces" not in tables and "generations" in tables
+    assert Registry(path).home_key("deletion-fingerprints") == key
+    assert store.forget(lambda text: SECRET in text) == 1
+    assert SECRET.encode() not in (path.parent / "traces.duckdb").read_bytes()
+    assert record(store, 4) == 4
+    assert [t["seq"] for t in TraceStore(Registry(path)).recent(10)] == [4, 3, 2]
+
+
+WRITER = """
+import sys
+from corpus_index.registry import Registry
+from corpus_index.traces import TraceStore
+store = TraceStore(Registry(sys.argv[1], lock_timeout_s=30))
+print("started", flush=True)
+for i in range(int(sys.argv[2])):
+    query = f"{sys.argv[3]} {i}" if i % 10 == 0 else f"written {i}"
+    store.record(query=query, tenant="alpha", groups=(), trace={}, hits=0)
+    if i % 10:
+        assert store.recent(1)[0]["query"] == query, store.recent(1)
+"""
+
+
+def test_traces_written_and_read_meanwhile_survive_forgetting(tmp_path: Path) -> None:
+    """A process recording and reading traces while another forgets those quoting SECRET (each
+    forget writes the traces file anew and renames it over the old) never reads a partial
+    file and loses no other trace; no byte of a forgotten one stays in any file of the home."""
+    path = tmp_path / "home" / "registry.duckdb"
+    store = TraceStore(Registry(path, lock_timeout_s=30))
+    record(store, 0)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), "80", SECRET],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "started"
+    rewrites = 0
+    while writer.poll() is None:
+        store.forget(lambda text: SECRET in text)
+        rewrites += 1
+        time.sleep(0.02)
+    _, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err
+    assert rewrites >= 2
+    store.forget(lambda text: SECRET in text)
+    traces = store.recent(1000)
+    written = [f"written {i}" for i in range(80) if i % 10]
+    assert sorted(t["query"] for t in traces) == sorted(["query 0", *written])
+    assert len({t["seq"] for t in traces}) == len(traces)
+    for held in path.parent.iterdir():
+        assert SECRET.encode() not in held.read_bytes(), held

@@ -243,30 +243,34 @@ def test_a_collection_removed_from_config_is_purged(settings: Settings) -> None:
         )
 
 
-def test_a_query_trace_quoting_a_deleted_source_goes_with_it(
-    settings: Settings, tmp_path: Path
-) -> None:
+QUOTED = "Quarry blasting next door cracked the east garage slab; its variance lapses in March."
+
+
+def searched_then_deleted(settings: Settings) -> TraceStore:
+    """GONE edited to carry QUOTED and synced, searched for QUOTED and for other words, then
+    removed and synced; the registry's traces."""
+    source(settings, "alpha/deal-alpha-001.uw.md").write_text(
+        deal_text("DEAL-ALPHA-001", tenant="alpha", acl=["alpha-uw"], risk=QUOTED),
+        encoding="utf-8",
+    )
+    assert dagster_runner().sync(settings).ok
+    traces = TraceStore(Registry(settings.registry_path))
+    searcher = Searcher(Home(settings), traces=traces)
+    alpha = Principal("alpha", ("alpha-uw",))
+    for query in (QUOTED, "anchor tenant lease renewal"):
+        searcher.search(query, principal=alpha, namespace="deals", generation="g0001", k=3)
+    assert {t["query"] for t in traces.recent(10)} == {QUOTED, "anchor tenant lease renewal"}
+    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
+    assert dagster_runner().sync(settings).ok
+    return traces
+
+
+def test_a_query_trace_quoting_a_deleted_source_goes_with_it(settings: Settings) -> None:
     """A search whose query quotes the source's words (pasted from it) leaves a trace in the
     registry; the deletion takes that trace out (the receipt says so), keeps the others, and the
     audit finds no trace holding its words (``corpus traces`` showed them after the deletion,
     and the audit named ``query_traces.query`` until 1000 later queries pushed it out)."""
-    quoted = "Quarry blasting next door cracked the east garage slab; its variance lapses in March."
-    source(settings, "alpha/deal-alpha-001.uw.md").write_text(
-        deal_text("DEAL-ALPHA-001", tenant="alpha", acl=["alpha-uw"], risk=quoted),
-        encoding="utf-8",
-    )
-    assert dagster_runner().sync(settings).ok
-    corpus = Home(settings)
-    traces = TraceStore(Registry(settings.registry_path))
-    searcher = Searcher(corpus, traces=traces)
-    alpha = Principal("alpha", ("alpha-uw",))
-    for query in (quoted, "anchor tenant lease renewal"):
-        searcher.search(query, principal=alpha, namespace="deals", generation="g0001", k=3)
-    assert {t["query"] for t in traces.recent(10)} == {quoted, "anchor tenant lease renewal"}
-
-    source(settings, "alpha/deal-alpha-001.uw.md").unlink()
-    assert dagster_runner().sync(settings).ok
-
+    traces = searched_then_deleted(settings)
     assert [t["query"] for t in traces.recent(10)] == ["anchor tenant lease renewal"]
     tomb = Registry(settings.registry_path).tombstone(GONE)
     assert tomb is not None
@@ -278,3 +282,27 @@ def test_a_query_trace_quoting_a_deleted_source_goes_with_it(
     out = CliRunner().invoke(main, [*args, "audit-deletion", GONE, "--json"])
     layers = [r.get("layer") for r in json.loads(out.output)["remaining"]]
     assert "duckdb query_traces.query" not in layers, layers
+
+
+def test_a_deleted_trace_leaves_no_byte_in_the_home_after_compaction(
+    settings: Settings,
+) -> None:
+    """The trace the deletion took out stayed in a block of ``registry.duckdb`` that DuckDB
+    marks free (the audit named the file's raw bytes after compaction): the traces live in a
+    file of their own, which the deletion writes anew, so no file of the home holds the quoted
+    words, every other trace is kept, and the traces' numbering goes on."""
+    traces = searched_then_deleted(settings)
+    kept = traces.recent(10)
+    assert [t["query"] for t in kept] == ["anchor tenant lease renewal"]
+    args = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    compacted = CliRunner().invoke(main, [*args, "compact"])
+    assert compacted.exit_code == 0, compacted.output
+    out = CliRunner().invoke(main, [*args, "audit-deletion", GONE, "--json"])
+    remaining = json.loads(out.output)["remaining"]
+    assert [r for r in remaining if "duckdb" in str(r.get("path", ""))] == []
+    assert out.exit_code == 0, remaining
+    for path in settings.home.rglob("*"):
+        assert not path.is_file() or QUOTED.encode() not in path.read_bytes(), path
+    assert traces.recent(10) == kept
+    next_seq = traces.record(query="later", tenant="alpha", groups=[], trace={}, hits=0)
+    assert next_seq == max(t["seq"] for t in kept) + 1
