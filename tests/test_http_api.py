@@ -285,6 +285,7 @@ def test_sidecars_only_for_the_keys_own_documents(served: Served) -> None:
 
 
 def test_metrics_and_traces(served: Served) -> None:
+    problem(served.get("/v1/namespaces", key="ck_not-a-key"), 401, "unauthorized")
     served.search({"query": "sponsor", "mode": "dense", "filters": {"geo": {"state": "WY"}}})
     resp = served.search({"query": "sponsor", "mode": "lexical"}, key=BETA)
     rid = resp.headers["x-request-id"]
