@@ -6,8 +6,9 @@ The name is resolved in the principal's tenant only (its identities in the names
 people-file key, name or alias); another tenant's person of the same name is never found. The
 units that mention the person are read inside the eligibility prefilter; the groups holding
 them are expanded as search results are (a group with a member the principal may not see is
-dropped whole); units in no shown group stand alone. Roles and partners are counted over what
-is shown, so nothing the principal may not see is counted either.
+dropped whole); units in no shown group stand alone. Roles and partners are counted over every
+context the principal may see, however few of them ``limit`` shows, and nothing the principal
+may not see is counted.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def person_contexts(
     """All content about the person ``name`` of the principal's tenant (module docstring).
 
     Args:
-        limit: at most this many records (groups first, by date; at least 1).
+        limit: at most this many records shown (groups first, by date; at least 1); the
+            roles and partners are counted over every context, shown or not.
 
     Raises:
         InvalidQueryError: ``limit`` is below 1.
@@ -160,9 +162,10 @@ def person_contexts(
     result.records = records[:limit]
     for rank, r in enumerate(result.records, start=1):
         r.rank = rank
+    # counted over every context the principal may see: ``limit`` caps what is shown only
     roles: Counter[str] = Counter()
     partners: Counter[tuple[str, str]] = Counter()
-    for r in result.records:
+    for r in records:
         for p in r.participants:
             if p.identity_id == person.identity_id:
                 roles.update(p.roles)

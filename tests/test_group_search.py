@@ -283,6 +283,28 @@ def test_everything_about_a_person_is_their_tenants_and_visible_only(searcher: S
     assert other.person is None and other.records == []
 
 
+def test_a_persons_roles_and_partners_are_counted_over_every_context_not_the_limit(
+    searcher: Searcher,
+) -> None:
+    """``limit`` caps the records shown; the roles and the partners are read from every
+    context the principal may see, so they do not shrink with it."""
+    everything = person_contexts(searcher, "Sarah Jones", principal=MANAGER, limit=MAX_K * 10)
+    assert everything.person is not None and len(everything.records) > 5
+    roles: dict[str, int] = {}
+    for record in everything.records:
+        for p in record.participants:
+            if p.identity_id == everything.person.identity_id:
+                for role in p.roles:
+                    roles[role] = roles.get(role, 0) + 1
+    assert everything.roles == roles
+    for limit in (1, 5):
+        capped = person_contexts(searcher, "Sarah Jones", principal=MANAGER, limit=limit)
+        assert len(capped.records) == limit
+        assert capped.roles == everything.roles, limit
+        assert capped.partners == everything.partners, limit
+        assert capped.to_json()["total_hits"] == limit
+
+
 def test_a_person_is_found_by_phone_number_in_any_form_and_by_e_mail_address(
     searcher: Searcher,
 ) -> None:
