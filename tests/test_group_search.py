@@ -31,7 +31,7 @@ from corpus_index.context_records import (
 )
 from corpus_index.eligibility import eligibility
 from corpus_index.errors import InvalidQueryError
-from corpus_index.filters import Condition
+from corpus_index.filters import Condition, FilterSpec, parse_expressions
 from corpus_index.group_search import ContextRecord, asks_decision, collapse, search_contexts
 from corpus_index.home import Home
 from corpus_index.person_search import person_contexts
@@ -119,6 +119,41 @@ def test_a_christmas_query_boosts_groups_of_december(searcher: Searcher) -> None
     assert (hint.start, hint.end) == (dt.date(2025, 12, 1), dt.date(2025, 12, 25))
     assert all(r.date.startswith("2025-12") for r in found.records[:3])
     assert all(r.why.get("date") for r in found.records[:3])
+
+
+def test_a_date_range_filters_messages_by_their_own_dates(searcher: Searcher) -> None:
+    """A message has no deal_date, the column a date_range filters on a deals namespace: on a
+    messages namespace the range is read as the messages' dates (event_date), so it finds the
+    contexts of those days rather than nothing."""
+    window = ("2025-12-20", "2025-12-31")
+    as_dates = {"event_date": {">=": window[0], "<=": window[1]}}
+    spellings: list[FilterSpec] = [
+        {"date_range": list(window)},  # the API's
+        {"date": {">=": window[0], "<=": window[1]}},
+        parse_expressions([f"date_range={window[0]},{window[1]}"]),  # corpus search --filter
+    ]
+    for units in (False, True):
+        same = search_contexts(
+            searcher,
+            "Christmas lunch",
+            principal=MANAGER,
+            as_of=AS_OF,
+            units=units,
+            filters=as_dates,
+        )
+        assert same.records, units
+        for spelling in spellings:
+            ranged = search_contexts(
+                searcher,
+                "Christmas lunch",
+                principal=MANAGER,
+                as_of=AS_OF,
+                units=units,
+                filters=spelling,
+            )
+            assert ranged.records, (units, spelling)
+            assert all(window[0] <= r.date[:10] <= window[1] for r in ranged.records), spelling
+            assert [r.id for r in ranged.records] == [r.id for r in same.records], spelling
 
 
 def test_unit_only_search_returns_units_in_the_same_shape(searcher: Searcher) -> None:
