@@ -99,6 +99,22 @@ def test_a_request_narrows_its_groups_and_never_widens_them_or_names_a_tenant(
         assert refused.status_code == 422 and refused.json()["type"] == f"{PROBLEM}validation"
 
 
+def test_as_of_on_a_unit_search_is_refused_as_the_cli_refuses_it(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    """A unit search reads no time hints, so a reference time for them would change nothing:
+    ``corpus search --units --as-of`` exits 2, and the API answers 422 naming both fields."""
+    client, _ = served
+    body = {"query": QUERY, "as_of": AS_OF.isoformat()}
+    assert ask(client, WATTLE, body).status_code == 200
+    refused = ask(client, WATTLE, {**body, "units": True})
+    assert refused.status_code == 422, refused.text
+    problem = refused.json()
+    assert problem["type"] == f"{PROBLEM}validation"
+    assert "as_of" in problem["detail"] and "units" in problem["detail"]
+    assert ask(client, WATTLE, {"query": QUERY, "units": True}).status_code == 200
+
+
 def test_everything_about_a_person_stays_in_the_keys_tenant(
     served: tuple[httpx.Client, Home],
 ) -> None:

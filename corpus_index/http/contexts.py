@@ -22,7 +22,7 @@ from corpus_index.errors import MissingGenerationError
 from corpus_index.group_search import grouped_namespace, search_contexts
 from corpus_index.http import models
 from corpus_index.http.auth import Caller, narrowed
-from corpus_index.http.problems import NOT_FOUND, Problem
+from corpus_index.http.problems import NOT_FOUND, VALIDATION, Problem
 from corpus_index.http.routes import (
     bounded_filters,
     generation_problem,
@@ -62,6 +62,14 @@ def search_groups(
     who = narrowed(principal, body.groups)
     within_limits(svc, k=body.k, text=body.query)
     filt = bounded_filters(svc, body.filters)
+    if body.units and body.as_of is not None:
+        # only a group-first search reads the query's time hints: a unit search ranks by the
+        # words alone, so the reference time would change nothing (the CLI refuses it too)
+        raise Problem(
+            VALIDATION,
+            "as_of applies to a group-first search only (the reference time of the query's time "
+            "hints, which a unit search does not read): leave out as_of, or units",
+        )
     as_of = body.as_of
     if as_of is not None and as_of.tzinfo is None:
         as_of = as_of.replace(tzinfo=dt.UTC)

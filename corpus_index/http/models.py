@@ -64,7 +64,9 @@ class ContextsRequest(_Strict):
     )
     generation: str | None = None
     as_of: dt.datetime | None = Field(
-        None, description="The time the query's time hints are resolved against (default now)."
+        None,
+        description="The time the query's time hints are resolved against (default now); "
+        "refused with `units`, which reads no time hints (422).",
     )
     units: bool = Field(
         False, strict=True, description="Unit-only search, in the same record shape."
