@@ -16,8 +16,13 @@ its partitions on a worker thread beside its Python) would be measured short of 
 when both run at once: ``--in-turn`` runs each pair's two steps one after the other instead,
 the side that goes first changing from pair to pair, on an otherwise idle machine.
 
+``--settled``: each side's snapshot is made as a run of syncs leaves it, not straight from a
+full run: grouped, one message appended and grouped, grouped again with nothing changed, then
+the message the pairs time appended (a run resumes from what the runs before it kept, which a
+full run and a one-message run keep differently).
+
     .venv/bin/python bench/linked_step_pair.py --home DIR --base REV [--pairs 6] [--in-turn]
-        [--json]
+        [--settled] [--json]
 """
 
 from __future__ import annotations
@@ -68,13 +73,20 @@ def append_message(source: Path, suffix: str) -> str:
     return str(record["id"])
 
 
-def _prepare(src: Path, dst: Path) -> dict[str, Any]:
+def _prepare(src: Path, dst: Path, *, settled: bool = False) -> dict[str, Any]:
     """A side's snapshot: grouped by this process's code, then one message appended, scanned
-    and parsed."""
+    and parsed; ``settled``: before that one, another appended, scanned, parsed and grouped,
+    and grouped again with nothing changed."""
     from corpus_index.steps import linked_groups, parsed_blocks, source_manifest
 
     home = _home(dst, _copy(src, dst))
     grouped = linked_groups.run(home, COLLECTION)
+    if settled:
+        append_message(dst / "source", "before")
+        source_manifest.run(home, COLLECTION)
+        parsed_blocks.run(home, COLLECTION)
+        linked_groups.run(home, COLLECTION)
+        grouped = linked_groups.run(home, COLLECTION)
     append_message(dst / "source", "pair")
     source_manifest.run(home, COLLECTION)
     parsed_blocks.run(home, COLLECTION)
@@ -107,7 +119,10 @@ def _worker(args: list[str]) -> None:
     """One side's work, in a process whose ``corpus_index`` is that side's (PYTHONPATH)."""
     os.environ.setdefault("LANCE_LOG", "error")
     mode, a, b = args
-    result = _prepare(Path(a), Path(b)) if mode == "prepare" else _time(Path(a), Path(b))
+    if mode.startswith("prepare"):
+        result = _prepare(Path(a), Path(b), settled=mode == "prepare-settled")
+    else:
+        result = _time(Path(a), Path(b))
     print(json.dumps(result))
 
 
@@ -139,6 +154,11 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="run each pair's two steps one after the other (the first alternating), not at once",
     )
+    ap.add_argument(
+        "--settled",
+        action="store_true",
+        help="snapshots as a run of syncs leaves them (see the module's docstring)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="step-pair-") as scratch:
@@ -152,7 +172,8 @@ def main(argv: list[str]) -> int:
         sides = {"base": base, "this": REPO}
         snaps = {name: root / name / "snapshot" for name in sides}
         for name, tree in sides.items():  # one after the other: each side grouped on its own
-            made = _result(_start(tree, "prepare", str(args.home.resolve()), str(snaps[name])))
+            mode = "prepare-settled" if args.settled else "prepare"
+            made = _result(_start(tree, mode, str(args.home.resolve()), str(snaps[name])))
             if Path(made["code"]).resolve() != tree.resolve():
                 raise SystemExit(f"the {name} side ran the code in {made['code']}, not {tree}")
         pairs = []
@@ -179,7 +200,8 @@ def main(argv: list[str]) -> int:
                     f"pair {k + 1}: {args.base} {pair['base']['wall_s']:.2f} / "
                     f"{pair['base']['cpu_s']:.2f} s, this tree {pair['this']['wall_s']:.2f} / "
                     f"{pair['this']['cpu_s']:.2f} s (wall / CPU; carried "
-                    f"{pair['base']['carried']:,} / {pair['this']['carried']:,})",
+                    f"{pair['base']['carried']:,} / {pair['this']['carried']:,}, computed "
+                    f"{pair['base']['computed']:,} / {pair['this']['computed']:,})",
                     flush=True,
                 )
     sums = {

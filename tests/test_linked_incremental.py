@@ -626,48 +626,78 @@ def _keys(messages: Sequence[Message]) -> dict[int, str]:
     return topics._checkpoint_keys(threads, similarity, Memo(tenant_id="t"), EVERY)
 
 
-def test_an_edit_far_back_resumes_from_a_sparse_checkpoint_kept_through_an_append() -> None:
-    """Besides the last checkpoints, every ``SPARSE_CHECKPOINTS``-th is kept, and a run that
-    resumes after one keeps it too: after an append (resumed near the end), an edit before
-    the last checkpoints resumes from one of them before it, not from the start, and
-    clusters as a run from the start does."""
+def _appended_after_a_full_run() -> tuple[Memo, list[Message], dict[int, str]]:
+    """The sample clustered from the start, then with a unit appended, from its memo: what
+    the second run kept, the messages and their checkpoints' keys."""
     messages = list(sample("wattle"))
     first = Memo(tenant_id="t")
     _clusters_and_state(messages, first)
     appended = TOPIC_CHANGES["append"](messages)
     second = Memo(memo_table([first]).to_pylist(), tenant_id="t")
     _clusters_and_state(appended, second)
-    keys = _keys(appended)
+    return second, appended, _keys(appended)
+
+
+def _standing(keys: dict[int, str], edited: dict[int, str]) -> int:
+    """The last checkpoint of ``keys`` whose key ``edited`` (and every one before) keeps."""
+    same = 0
+    for k in sorted(edited):
+        if edited[k] != keys.get(k):
+            break
+        same = k
+    return same
+
+
+def _resumed_from(edited: list[Message], kept: Memo) -> int:
+    """The checkpoint a run over ``edited`` resumes from, given what ``kept`` kept, once its
+    clusters are checked against those of a run from the start."""
+    resumed, resumed_state = _clusters_and_state(
+        edited, Memo(memo_table([kept]).to_pylist(), tenant_id="t")
+    )
+    fresh, fresh_state = _clusters_and_state(edited, None)
+    assert resumed == fresh and resumed_state == fresh_state
+    probe = Memo(memo_table([kept]).to_pylist(), tenant_id="t")
+    threads = topics._threads(*_topic_input(edited))
+    start, _ = topics._resumed(threads, _keys(edited), probe, lambda t: {})
+    return start
+
+
+def test_an_edit_far_back_resumes_from_a_sparse_checkpoint_kept_through_an_append() -> None:
+    """Besides the last checkpoints, every ``SPARSE_CHECKPOINTS``-th is kept, and a run that
+    resumes after one keeps it too: after an append (resumed near the end), an edit before
+    the last checkpoints resumes from one of them before it, not from the start, and
+    clusters as a run from the start does."""
+    second, appended, keys = _appended_after_a_full_run()
     sparse = EVERY * topics.SPARSE_CHECKPOINTS
     last = sorted(keys)[-topics.KEPT_CHECKPOINTS]
     assert sparse < last
-
-    def standing(edited: dict[int, str]) -> int:  # the last checkpoint the edit leaves
-        same = 0
-        for k in sorted(edited):
-            if edited[k] != keys.get(k):
-                break
-            same = k
-        return same
-
     # an edited unit whose TF-IDF blocks no thread before a sparse checkpoint reads, before
     # the last checkpoints (the sample's threads run long: most units are read early)
     units = _units(appended)
     edited = next(
         e
         for e in (_edited(appended, at) for at in range(3 * len(units) // 4, 0, -1))
-        if sparse <= standing(_keys(e)) < last
+        if sparse <= _standing(keys, _keys(e)) < last
     )
-    expected = standing(_keys(edited)) // sparse * sparse
-    third = Memo(memo_table([second]).to_pylist(), tenant_id="t")
-    resumed, resumed_state = _clusters_and_state(edited, third)
-    fresh, fresh_state = _clusters_and_state(edited, None)
-    assert resumed == fresh and resumed_state == fresh_state
-    probe = Memo(memo_table([second]).to_pylist(), tenant_id="t")
-    edited_units, conversations = _topic_input(edited)
-    threads = topics._threads(edited_units, conversations)
-    start, _ = topics._resumed(threads, _keys(edited), probe, lambda t: {})
-    assert start == expected > 0
+    expected = _standing(keys, _keys(edited)) // sparse * sparse
+    assert _resumed_from(edited, second) == expected > 0
+
+
+def test_a_change_before_the_last_checkpoint_resumes_from_the_one_before_it() -> None:
+    """A run resumed from the last checkpoint keeps the last ones before it too: after an
+    append (resumed from the last), an edit that changes the last checkpoint's threads but
+    not those of one of the last few before it resumes from that one, not from a sparse
+    checkpoint further back, and clusters as a run from the start does."""
+    second, appended, keys = _appended_after_a_full_run()
+    recent = sorted(keys)[-topics.KEPT_CHECKPOINTS :]
+    sparse = EVERY * topics.SPARSE_CHECKPOINTS
+    units = _units(appended)
+    edited, left = next(
+        (e, left)
+        for e in (_edited(appended, at) for at in range(len(units) - 1, 0, -1))
+        if (left := _standing(keys, _keys(e))) in recent[:-1] and left % sparse
+    )
+    assert _resumed_from(edited, second) == left
 
 
 def test_a_checkpoint_key_changes_from_the_first_changed_thread_on() -> None:

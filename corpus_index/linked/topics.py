@@ -207,8 +207,11 @@ def _clustered(
     sparse = {k for k in keys if k % (checkpoint * SPARSE_CHECKPOINTS) == 0}
     kept |= sparse
     if memo is not None:
-        for k in sparse:
-            if k < start:  # as it was (its key chains over every thread before it): kept
+        for k in kept:
+            # as it was (its key chains over every thread before it): kept, the last ones
+            # before the one resumed from too, so a change that reaches the thread before the
+            # last checkpoint resumes from the one before it, not from a sparse one
+            if k < start:
                 memo.has(keys[k])
     for k in range(start, len(threads) + 1):
         if memo is not None and k > start and k in kept:
