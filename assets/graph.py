@@ -9,7 +9,6 @@ import dagster as dg
 from assets.resources import CorpusResource, writes
 from corpus_index import steps
 from corpus_index.conversation_timeline import WINDOW_MESSAGES, collection_timeline, picture
-from corpus_index.errors import RetryableError
 from corpus_index.eval_report import eval_report
 from corpus_index.flat_exports import EXPORT_GATES
 from corpus_index.gates import EMBEDDING_GATES, GENERATION_GATES, INDEX_ROW_GATES, Gate
@@ -387,10 +386,6 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 progress=progress,
                 run_id=context.run.run_id,
             )
-        except RetryableError as exc:
-            # transient (rate limits, 5xx, timeouts after the embedder's own retries): retry the
-            # step later; permanent errors (bad request, wrong dimension) fail at once
-            raise dg.RetryRequested(max_retries=2, seconds_to_wait=30) from exc
         finally:
             paced.flush()  # how far it got, whether it finished or failed
         if not r.covered:

@@ -14,6 +14,7 @@ import dagster as dg
 
 from assets.processes import PROCESS_TAG, run_worker
 from corpus_index.config import Settings
+from corpus_index.errors import RetryableError
 from corpus_index.home import Home
 from corpus_index.homelock import EXCLUSIVE_TAGS, across_of, holder, home_lock_of, scope_lock
 
@@ -23,6 +24,10 @@ LOCK_WAIT_S = 1800.0
 # how a step's log says it took and gave up its scope locks (runs sharing the home)
 HOLDING = "holding scope locks"
 RELEASING = "releasing scope locks"
+# a step that failed for a transient reason (an object store throttling or not answering, an
+# embedding API's 429 or 5xx, a lost lock) runs again this many times, this long after
+STEP_RETRIES = 2
+STEP_RETRY_WAIT_S = 30
 
 
 class CorpusResource(dg.ConfigurableResource):  # type: ignore[misc]
@@ -120,11 +125,25 @@ def _scope(kind: str, key: str | dg.MultiPartitionKey) -> str:
 def writes(*kinds: str) -> Callable[[F], F]:
     """Decorate an asset's compute function with what its partition writes (``collection``:
     the collection's files and vectors; ``generation``: the profile's generation table), held
-    as scope locks while it runs, so two runs sharing the home never write one thing at once."""
+    as scope locks while it runs, so two runs sharing the home never write one thing at once.
+
+    A :class:`~corpus_index.errors.RetryableError` the step raises (the object store failed
+    a request once its client's own retries were spent, the embedding API kept throttling, a
+    lock was lost) asks Dagster to run the step again, ``STEP_RETRIES`` times,
+    ``STEP_RETRY_WAIT_S`` apart, with its locks given up meanwhile; a permanent error fails
+    it at once."""
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(context: dg.AssetExecutionContext, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return held(context, *args, **kwargs)
+            except RetryableError as exc:
+                raise dg.RetryRequested(
+                    max_retries=STEP_RETRIES, seconds_to_wait=STEP_RETRY_WAIT_S
+                ) from exc
+
+        def held(context: dg.AssetExecutionContext, *args: Any, **kwargs: Any) -> Any:
             corpus = kwargs.get("corpus") or next(a for a in args if isinstance(a, CorpusResource))
             scopes = [_scope(kind, context.partition_key) for kind in kinds]
             purpose = f"run {context.run.run_id[:8]} step {context.op_def.name}"

@@ -390,17 +390,20 @@ class PartitionWriter:
     def write(self, table: pa.Table) -> None:
         assert not self._closed, "the partition writer is closed"
         packed = pack_vectors(table.cast(self.schema))
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(
-                self.path.path,
-                packed.schema,
-                filesystem=self.path.fs,
-                compression=COMPRESSION,
-                use_dictionary=USE_DICTIONARY,
-            )
-        if table.num_rows:
-            self._writer.write_table(packed, row_group_size=ROW_GROUP_ROWS)
-            self.rows += table.num_rows
+        # a request the object store fails or refuses (a part's upload throttled) is named as
+        # the store's failure, retryable, not left as pyarrow's OSError
+        with self.path.store_failures():
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(
+                    self.path.path,
+                    packed.schema,
+                    filesystem=self.path.fs,
+                    compression=COMPRESSION,
+                    use_dictionary=USE_DICTIONARY,
+                )
+            if table.num_rows:
+                self._writer.write_table(packed, row_group_size=ROW_GROUP_ROWS)
+        self.rows += table.num_rows
 
     def commit(self) -> None:
         self.committed = True
@@ -411,7 +414,8 @@ class PartitionWriter:
         if self._writer is None:  # nothing written: the file still carries the schema
             self.write(self.schema.empty_table())
         assert self._writer is not None
-        self._writer.close()
+        with self.path.store_failures():  # the last part is uploaded as the file closes
+            self._writer.close()
         self._closed = True
 
 

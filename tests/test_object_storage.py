@@ -451,22 +451,42 @@ def through(faulty: Faulty, *args: str) -> Any:
     return CliRunner().invoke(main, [*faulty.cli, *args])
 
 
-def test_a_throttled_write_is_a_store_error_the_step_retries_not_damage(faulty: Faulty) -> None:
-    """PUTs refused with 503 SlowDown while a sync writes the embedding cache, until LanceDB
-    gave up, are a store error: the step runs again once the store answers and the sync lands,
-    where they were a damaged table file to repair, which no step retries."""
+def sync_throttled(faulty: Faulty, store: str, old: str, new: str) -> Any:
+    """`corpus sync` after a deal's ``old`` text became ``new``, while the proxy refuses the
+    PUTs under the home's ``store`` with 503 SlowDown until the client gave up."""
     deal = faulty.root / "sources" / "alpha" / "deal-alpha-000.uw.md"
-    deal.write_text(deal.read_text().replace("Rents grew four", "Rents grew nine"))
-    faulty.proxy.fail("PUT", rf"/{FAULTY}/home/lance/", status=503, code="SlowDown")
+    deal.write_text(deal.read_text().replace(old, new))
+    faulty.proxy.failed.clear()  # the heal waits for this sync's failures, not earlier ones
+    faulty.proxy.fail("PUT", rf"/{FAULTY}/home/{store}/", status=503, code="SlowDown")
     faulty.proxy.heal_once_given_up()
     try:
         synced = through(faulty, "sync")
     finally:
         faulty.proxy.heal()
     assert faulty.proxy.failed  # the write did fail
+    return synced
+
+
+def test_a_throttled_write_is_a_store_error_the_step_retries_not_damage(faulty: Faulty) -> None:
+    """PUTs refused with 503 SlowDown while a sync writes the embedding cache, until LanceDB
+    gave up, are a store error: the step runs again once the store answers and the sync lands,
+    where they were a damaged table file to repair, which no step retries."""
+    synced = sync_throttled(faulty, "lance", "Rents grew four", "Rents grew nine")
     assert synced.exit_code == 0, synced.output
     served = through(faulty, *SEARCH)
     assert served.exit_code == 0 and "Rents grew nine" in served.output, served.output
+
+
+def test_a_throttled_warehouse_write_is_retried_by_its_step(faulty: Faulty) -> None:
+    """PUTs to the warehouse refused with 503 SlowDown while an ingestion step writes a
+    collection's partition, until pyarrow gave up: the step runs again once the store answers,
+    as the embeddings step does, and the sync lands. Only the embeddings step was run again,
+    and the write's error was pyarrow's own, so such a write failed the sync (and left a change
+    out of the index until the next one to its files)."""
+    synced = sync_throttled(faulty, "warehouse", "Rents grew", "Rents climbed")
+    assert synced.exit_code == 0, synced.output
+    served = through(faulty, *SEARCH[:1], "rents climbed", *SEARCH[2:])
+    assert served.exit_code == 0 and "Rents climbed" in served.output, served.output
 
 
 def test_a_throttled_read_is_not_damage_and_repair_keeps_the_active_table(faulty: Faulty) -> None:
