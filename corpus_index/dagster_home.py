@@ -43,7 +43,9 @@ run_coordinator:
 """
 
 # The production instance's run queue: a few runs at once, one run per partition key and one
-# per collection (the steps of one collection's runs would only wait on each other's locks).
+# run of a collection's profile partitions (the steps of one collection's runs would only wait
+# on each other's locks). An ingest run names its collection in another tag than those runs,
+# so source_update_sensor, not the queue, holds its ingest back while one is in flight.
 MAX_CONCURRENT_RUNS = 4
 RUN_TAG_LIMITS: list[tuple[str, int]] = [
     ("dagster/partition", 1),

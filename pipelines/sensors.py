@@ -52,6 +52,7 @@ from corpus_index.embedding import config_input_rule
 from corpus_index.identity_store import source_fingerprint
 from corpus_index.kinds import MISSING, UNREADABLE, fingerprint
 from corpus_index.shards import split_key
+from pipelines.orphans import IN_FLIGHT as IN_FLIGHT_STATUSES
 
 DEFAULT_INTERVAL_S = 30
 # runs asked for one state of a collection's files (or one purge) that fail in a row before
@@ -80,6 +81,10 @@ NOT_STARTED = [
 ]
 # what a run of those asked for came to (see :func:`recent_runs`)
 IN_FLIGHT, SUCCEEDED, FAILED = "in flight", "succeeded", "failed"
+# the tag Dagster gives a run of a profile x collection partition, naming its collection part
+# (the run queue allows one such run per value; an ingest run has no such tag)
+COLLECTION_TAG = "dagster/partition/collection"
+UNFINISHED = [dg.DagsterRunStatus.QUEUED, *IN_FLIGHT_STATUSES]
 
 
 def sensor_interval() -> int:
@@ -127,6 +132,8 @@ class SourceScan:
     """What one tick decided (kept apart from Dagster's types so it can be tested directly)."""
 
     ingest: dict[str, str] = field(default_factory=dict)  # collection -> run key
+    # collection -> why its ingest waits (a run of its profile partitions is in flight)
+    deferred: dict[str, str] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)  # collection -> fingerprint
     add_partitions: list[str] = field(default_factory=list)
     purge: dict[str, str] = field(default_factory=dict)  # collection -> run key
@@ -177,6 +184,7 @@ def scan_sources(
     now: float | None = None,
     asked: Callable[[str], str] | None = None,
     queued: Callable[[str], str] | None = None,
+    writing: Callable[[str], str] | None = None,
 ) -> SourceScan:
     """What to ingest, add and purge, given the cursor's ``fingerprints`` and the instance's
     collection ``partitions``.
@@ -207,6 +215,14 @@ def scan_sources(
     started yet (``''`` if none, :func:`queued_ingest`): a collection changed while one waits
     asks for no run more, since that one reads its files as they are when it starts; it is
     under ``queued``, and the cursor keeps its fingerprint of before.
+
+    ``writing(partition)`` names a run of the partition's profile partitions (embeddings,
+    sidecars, index rows) that is queued or in flight (``''`` if none,
+    :func:`collection_runs_in_flight`): the partition's ingest waits for it, under
+    ``deferred``, its change left out of the cursor, so the two runs never write the
+    collection by turns (an ingest between that run's embeddings and its index rows would
+    give it other inputs than it embedded); the run queue cannot keep them apart, as an
+    ingest run and a profile run name their collection in different tags.
     """
     now = time.time() if now is None else now
     scan = SourceScan()
@@ -255,6 +271,17 @@ def scan_sources(
             else:
                 del seen[name]
         elif name not in existing or not seen_before or failed:
+            busy = writing(name) if writing is not None else ""
+            if busy:
+                scan.deferred[name] = (
+                    f"ingest of {name} waits for run {busy[:8]}, which writes its profile "
+                    "partitions, to end"
+                )
+                if name in fingerprints:  # asked for on a later tick, as a change still
+                    seen[name] = fingerprints[name]
+                else:
+                    del seen[name]
+                continue
             scan.ingest[name] = _run_key("ingest", name, fp, counts, asked)
     # a partition of a collection still configured under another shard count is left to
     # `corpus sync`, which re-shards it (builds the new shards first, then drops it)
@@ -423,6 +450,19 @@ def queued_ingest(instance: dg.DagsterInstance) -> Callable[[str], str]:
     return queued
 
 
+def collection_runs_in_flight(instance: dg.DagsterInstance) -> Callable[[str], str]:
+    """The id of a run of a collection partition's profile partitions that is queued or in
+    flight in ``instance`` (``''`` if none)."""
+
+    def writing(partition: str) -> str:
+        records = instance.get_run_records(
+            dg.RunsFilter(tags={COLLECTION_TAG: partition}, statuses=UNFINISHED), limit=1
+        )
+        return records[0].dagster_run.run_id if records else ""
+
+    return writing
+
+
 def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
     """The fingerprint the latest ``source_manifest`` materialization of a collection
     recorded (``''`` if none), read from ``instance``."""
@@ -472,6 +512,7 @@ def source_update_sensor(
         runs=recent_runs(context.instance),
         asked=asked_keys(context.instance),
         queued=queued_ingest(context.instance),
+        writing=collection_runs_in_flight(context.instance),
     )
     for why in scan.unreadable.values():
         context.log.warning(why)
@@ -480,6 +521,8 @@ def source_update_sensor(
             f"{name} changed while ingest run {run_id[:8]} of it waits to start: "
             "that run reads the change, no run more is asked"
         )
+    for why in scan.deferred.values():
+        context.log.info(why)
     for waiting in scan.retrying.values():
         context.log.warning(waiting.message())
         _alert(settings.home, waiting)
@@ -510,7 +553,13 @@ def source_update_sensor(
             dg.AddDynamicPartitionsRequest("collections", partition_keys=scan.add_partitions)
         )
     # a tick that asks for nothing says why where the UI lists ticks, not only in its log
-    why = "; ".join([*scan.unreadable.values(), *(r.message() for r in scan.retrying.values())])
+    why = "; ".join(
+        [
+            *scan.unreadable.values(),
+            *(r.message() for r in scan.retrying.values()),
+            *scan.deferred.values(),
+        ]
+    )
     return dg.SensorResult(
         run_requests=requests,
         skip_reason=why if why and not requests else None,

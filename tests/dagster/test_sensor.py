@@ -525,3 +525,26 @@ def test_a_removed_collection_is_purged_even_if_the_first_purge_run_failed(
     # the purge run removed the partition: nothing left to ask for
     assert sorted(instance.get_dynamic_partitions("collections")) == ["alpha-deals"]
     assert keys(tick(settings, instance, again.cursor)) == []
+
+
+def test_an_ingest_waits_for_a_run_writing_the_collections_profile_partitions(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """A collection whose files changed while a run of its profile partitions (embeddings,
+    sidecars, index rows) is queued or in flight is not ingested beside it: the run queue
+    limits runs per collection only among profile runs (an ingest run carries no
+    ``dagster/partition/collection`` tag), so the ingest started at once and could rewrite
+    the collection's inputs between that run's embeddings and its index rows. It is asked
+    for once that run has ended; the other collections are not held back."""
+    settings = Settings(config_path=write_home(tmp_path), home=tmp_path / "home")
+    instance.add_dynamic_partitions("collections", ["alpha-deals", "beta-deals"])
+    embed_job = build_definitions(settings).resolve_job_def("embed_job")
+    tags = embed_job.get_tags_for_partition_key("alpha-deals|main", selected_asset_keys=None)
+    run = instance.create_run_for_job(embed_job, tags=tags, status=dg.DagsterRunStatus.STARTED)
+    waiting = tick(settings, instance, None)
+    assert [(j, p) for j, p, _ in keys(waiting)] == [("ingest_job", "beta-deals")]
+    assert "alpha-deals" not in json.loads(waiting.cursor or "{}")["fingerprints"]
+    assert keys(tick(settings, instance, waiting.cursor)) == []
+    instance.report_run_failed(run, message="ended")
+    after = tick(settings, instance, waiting.cursor)
+    assert [(j, p) for j, p, _ in keys(after)] == [("ingest_job", "alpha-deals")]
