@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +53,64 @@ def exact_table_name(backend_spec: str, revision: str) -> str:
     return f"{folded_table_name(backend_spec, revision)}__{digest}"
 
 
+def is_folded_name(name: str) -> bool:
+    """Whether ``name`` is a cache table's named before names were exact: the slugs alone,
+    ``cache__<model>__<revision>`` (a slug never holds ``__``)."""
+    return name.startswith("cache__") and len(name.split("__")) == 3
+
+
+class FoldedOwner(NamedTuple):
+    """The ``(backend_spec, revision)`` a table named before names were exact belongs to,
+    whether its metadata records it (else the home's generations decide), or None and why."""
+
+    owner: tuple[str, str] | None
+    recorded: bool
+    why: str
+
+
+def folded_owner(table: Any, claimants: Collection[tuple[str, str]]) -> FoldedOwner:
+    """Whose ``table`` (named by the folded slugs alone) is: the name its ``vector`` field's
+    metadata records, else the only one of ``claimants`` (the ``(backend_spec, revision)``
+    the home's generations were built with) that folds to its name; none where no claimant
+    or several do, since any of those may have written it."""
+    recorded = (table.schema.field("vector").metadata or {}).get(OWNER_KEY.encode())
+    if recorded is not None:
+        spec, revision = json.loads(recorded.decode())
+        return FoldedOwner((str(spec), str(revision)), True, "")
+    alike = sorted(c for c in claimants if folded_table_name(*c) == table.name)
+    if len(alike) == 1:
+        return FoldedOwner(alike[0], False, "")
+    if not alike:
+        why = "no generation of the home was built with a model whose name folds to it"
+    else:
+        names = ", ".join(f"{spec} at revision {revision}" for spec, revision in alike)
+        why = (
+            f"the home's generations were built with {len(alike)} models whose names fold "
+            f"to it ({names}), and which of them wrote it cannot be told"
+        )
+    return FoldedOwner(None, False, why)
+
+
+class Unclaimed(NamedTuple):
+    """A cache table named before names were exact that no model reads, and why."""
+
+    table: str
+    why: str
+
+
+@lance.reads_tables
+def unclaimed_tables(uri: str, claimants: Collection[tuple[str, str]]) -> list[Unclaimed]:
+    """The cache tables in ``uri`` named before names were exact whose owner cannot be
+    decided (see :func:`folded_owner`): no model reads them, each embeds into its own."""
+    db = lance.connect(uri)
+    found = []
+    for name in sorted(n for n in lance.table_names(db) if is_folded_name(n)):
+        owner = folded_owner(db.open_table(name), claimants)
+        if owner.owner is None:
+            found.append(Unclaimed(name, owner.why))
+    return found
+
+
 class EmbeddingCache:
     """One LanceDB table per (backend_spec, revision): ``cache__<slug>__<digest>``.
 
@@ -91,28 +150,28 @@ class EmbeddingCache:
 
     def _owns(self, folded: str) -> bool:
         """Whether the table named by the folded slugs alone is this name's (see the class)."""
-        table = self._db.open_table(folded)
-        me = canonical_json([self.backend_spec, self.revision])
-        owner = (table.schema.field("vector").metadata or {}).get(OWNER_KEY.encode())
-        if owner is not None:
-            return bool(owner.decode() == me)
-        alike = {c for c in self._claimants if folded_table_name(*c) == folded}
-        if alike != {(self.backend_spec, self.revision)}:
+        found = folded_owner(self._db.open_table(folded), self._claimants)
+        if found.owner is None:
             log.warning(
                 "the embedding cache table %s in %s was named before cache names were exact, "
-                "and the home's generations name %s for it: %s at revision %s does not read "
-                "it and embeds into %s (drop %s once no model needs it)",
+                "and %s: %s at revision %s does not read it and embeds into %s (drop %s once "
+                "no model needs it)",
                 folded,
                 self.uri,
-                "no model" if not alike else f"{len(alike)} models",
+                found.why,
                 self.backend_spec,
                 self.revision,
                 exact_table_name(self.backend_spec, self.revision),
                 folded,
             )
             return False  # another name may have written it, or the home knows of none
-        stamp = {"path": "vector", "metadata": {OWNER_KEY: me}}
-        lance.retry_commits(lambda: table.update_field_metadata(stamp), table=table)
+        if found.owner != (self.backend_spec, self.revision):
+            return False
+        if not found.recorded:
+            me = canonical_json([self.backend_spec, self.revision])
+            stamp = {"path": "vector", "metadata": {OWNER_KEY: me}}
+            table = self._db.open_table(folded)
+            lance.retry_commits(lambda: table.update_field_metadata(stamp), table=table)
         return True
 
     def _table(self, *, create: bool) -> Any:

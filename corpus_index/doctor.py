@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_index import lance
+from corpus_index.cache import unclaimed_tables
 from corpus_index.config import Settings
 from corpus_index.errors import ConfigError, DamagedStateError, StoreUnreachableError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
@@ -99,7 +100,9 @@ EXPECTED_COLUMNS: dict[str, set[str]] = {
 class Finding:
     """One damaged thing: what it is, its file, the problem, and what repair does about it."""
 
-    kind: str  # "registry", "journal", "warehouse", "generation", "unmaintained" or "cache"
+    # "registry", "journal", "warehouse", "generation", "unmaintained" or "cache"; of a
+    # notice (see ``notices``), "unclaimed"
+    kind: str
     name: str  # the partition, generation id or table name
     path: str
     problem: str
@@ -149,6 +152,35 @@ def check(settings: Settings) -> list[Finding]:
                 )
             )
     return findings
+
+
+def notices(settings: Settings) -> list[Finding]:
+    """What is no damage but wants a decision: each embedding-cache table named before cache
+    names were exact whose owner cannot be decided, so no model reads it (none where the
+    registry cannot be read: its own damage is named by ``check``).
+
+    Repair leaves these alone: only whoever knows which model wrote such a table can tell
+    whether its vectors are still wanted.
+    """
+    try:
+        claimants = {
+            (g.spec.backend_spec, g.spec.model_revision)
+            for g in open_registry(settings).generations()
+        }
+    except DamagedStateError:
+        return []
+    return [
+        Finding(
+            "unclaimed",
+            u.table,
+            f"{settings.lance_uri}/{u.table}.lance",
+            f"no model reads it: it was named before cache names were exact, and {u.why}",
+            "nothing reads it (each model embeds into a table of its exact name, "
+            f"cache__<model>__<revision>__<digest>): delete {settings.lance_uri}/{u.table}.lance "
+            "to free its space once no model needs its vectors",
+        )
+        for u in unclaimed_tables(settings.lance_uri, claimants)
+    ]
 
 
 def _unmaintained(settings: Settings) -> Callable[[Generation], str | None]:

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from corpus_index import lance
-from corpus_index.cache import EmbeddingCache
+from corpus_index.cache import EmbeddingCache, cache_schema, folded_table_name
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.errors import (
@@ -255,6 +255,32 @@ def test_a_damaged_cache_table_is_named_found_and_dropped(home: Settings) -> Non
     (finding,) = doctor_findings(home)
     assert finding["kind"] == "cache" and finding["name"] == table.name.removesuffix(".lance")
     assert_repaired(home)
+
+
+def test_a_cache_table_no_model_can_claim_is_named_and_left(home: Settings) -> None:
+    """A cache table named before names were exact that no generation's model folds to is
+    read by nothing: doctor names it, why and what to do, as no damage (exit 0), and
+    --repair leaves it; one the home's model folds to is that model's, and not named."""
+    db = lance.connect(home.lance_uri)
+    orphan = folded_table_name("openai:bge-m3", "bge-m3")
+    db.create_table(orphan, schema=cache_schema(4))
+    db.create_table(folded_table_name("hash:v1-64", "v1"), schema=cache_schema(64))
+
+    found = corpus(home, "doctor", "--json")
+    assert found.exit_code == 0, found.output
+    report = json.loads(found.stdout)
+    assert report["findings"] == []
+    (notice,) = report["notices"]
+    assert notice["kind"] == "unclaimed" and notice["name"] == orphan
+    assert notice["path"] == f"{home.lance_uri}/{orphan}.lance"
+    assert "no generation of the home was built with a model" in notice["problem"]
+    assert f"delete {notice['path']}" in notice["repair"]
+    text = corpus(home, "doctor")
+    assert text.exit_code == 0 and "healthy" in text.output, text.output
+    assert f"UNCLAIMED cache {orphan}: " in text.output and "to do: " in text.output
+    repaired = corpus(home, "doctor", "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert orphan in lance.table_names(lance.connect(home.lance_uri))
 
 
 # what LanceDB 0.30 says on S3 (moto's server behind a proxy that fails requests), shortened
