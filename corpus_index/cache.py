@@ -118,7 +118,8 @@ class EmbeddingCache:
     names that fold alike shared. Such a table stays the cache of the name that owns it: the
     one its ``vector`` field's metadata names, or, before any does, the only one of
     ``claimants`` (the ``(backend_spec, revision)`` the home's generations were built with)
-    that folds to it, which is then written there. Any other name has a table of its own.
+    that folds to it, which a writer then records there (:meth:`claim`). Any other name has a
+    table of its own.
     """
 
     def __init__(
@@ -165,14 +166,24 @@ class EmbeddingCache:
                 folded,
             )
             return False  # another name may have written it, or the home knows of none
-        if found.owner != (self.backend_spec, self.revision):
-            return False
-        if not found.recorded:
-            me = canonical_json([self.backend_spec, self.revision])
-            stamp = {"path": "vector", "metadata": {OWNER_KEY: me}}
-            table = self._db.open_table(folded)
-            lance.retry_commits(lambda: table.update_field_metadata(stamp), table=table)
-        return True
+        return found.owner == (self.backend_spec, self.revision)
+
+    @lance.reads_tables
+    def claim(self) -> None:
+        """Record this name in its table named before names were exact, where the home's
+        generations decided it is this name's and the table does not say so yet, so a model
+        of a name that folds alike, added later, cannot make it unclaimed. A metadata write:
+        for the steps that write (the sync's ``embeddings``, a ``put``), never a reading
+        command, which decides the owner the same way without it."""
+        name = self.table_name
+        if not is_folded_name(name):
+            return
+        table = self._db.open_table(name)
+        if folded_owner(table, self._claimants).recorded:
+            return
+        me = canonical_json([self.backend_spec, self.revision])
+        stamp = {"path": "vector", "metadata": {OWNER_KEY: me}}
+        lance.retry_commits(lambda: table.update_field_metadata(stamp), table=table)
 
     def _table(self, *, create: bool) -> Any:
         if self.table_name in lance.table_names(self._db):
@@ -243,6 +254,7 @@ class EmbeddingCache:
         """
         if len(hashes) == 0:
             return 0
+        self.claim()
         table = self._vectors_table(create=True)
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(hashes), self.dim)
         for attempt in range(1, RECREATED_ATTEMPTS + 1):

@@ -151,6 +151,7 @@ def test_a_table_named_before_names_were_exact_stays_its_models(tmp_path: Path) 
     )
     assert a.table_name == folded_table_name(spec_a, rev_a)
     assert set(a.lookup(["old-hash"])) == {"old-hash"}
+    a.claim()  # what the sync's embeddings step does: the owner recorded in the table
     # BGE.M3 added since: the table was claimed for bge-m3, BGE.M3 has a table of its own
     b = EmbeddingCache(
         str(tmp_path / "lance"), backend_spec=spec_b, revision=rev_b, dim=4, claimants=ALIKE

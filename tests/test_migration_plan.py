@@ -9,7 +9,8 @@ import pyarrow.compute as pc
 import yaml
 from click.testing import CliRunner
 
-from corpus_index import steps
+from corpus_index import lance, steps
+from corpus_index.cache import OWNER_KEY, exact_table_name, folded_table_name
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.home import Home
@@ -62,3 +63,41 @@ def test_the_totals_are_what_the_backfill_embeds(tmp_path: Path) -> None:
         tokens += outcome.tokens
     assert (plan.to_embed, plan.tokens_to_embed) == (embedded, tokens)
     assert plan.inputs == plan.cache_hits + plan.to_embed
+
+
+def _owner_recorded(home: Home, table: str) -> bool:
+    field = lance.connect(home.settings.lance_uri).open_table(table).schema.field("vector")
+    return OWNER_KEY.encode() in (field.metadata or {})
+
+
+def test_planning_reads_an_old_cache_table_and_only_a_sync_records_its_owner(
+    tmp_path: Path,
+) -> None:
+    """A home made before cache names were exact has its model's table under the slugs alone:
+    `corpus plan-migration` reads it as its model's (the plan counts its vectors as hits) and
+    writes nothing; the sync's embeddings step records the owner in the table."""
+    home = build_home(Settings(config_path=write_home(tmp_path), home=tmp_path / "home"))
+    spec = home.spec("main")
+    db = lance.connect(home.settings.lance_uri)
+    exact = exact_table_name(spec.backend_spec, spec.model_revision)
+    folded = folded_table_name(spec.backend_spec, spec.model_revision)
+    db.create_table(folded, data=db.open_table(exact).to_arrow())
+    db.drop_table(exact)
+    versions = db.open_table(folded).version
+
+    shown = CliRunner().invoke(
+        main,
+        ["--config", str(home.settings.config_path), "--home", str(home.settings.home)]
+        + ["plan-migration", "main", "--json"],
+    )
+    assert shown.exit_code == 0, shown.output
+    planned = plan_migration(Home(home.settings), "main")
+    assert planned.inputs == planned.cache_hits > 0 and planned.to_embed == 0
+    assert lance.connect(home.settings.lance_uri).open_table(folded).version == versions
+    assert not _owner_recorded(home, folded)
+
+    for collection in home.config.collections:
+        outcome = steps.embeddings.run(Home(home.settings), "main", collection)
+        assert outcome.embedded == 0
+    assert _owner_recorded(home, folded)
+    assert exact not in lance.table_names(lance.connect(home.settings.lance_uri))

@@ -124,6 +124,7 @@ def run(
         )["input_hash"]
     )
     cache = home.embedding_cache(spec)
+    cache.claim()  # an old table its generations decided is its: recorded by the writer
     generation = home.registry.open_generation(spec, run_id=run_id)
     expected = (generation.spec.backend_spec, generation.spec.model_revision)
     identity = vectors_identity(spec.backend_spec, spec.model_revision, spec.dim)
