@@ -3,6 +3,8 @@ against the home's Dagster instance, so the runs show in the UI like any other."
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -12,6 +14,7 @@ import dagster as dg
 from corpus_index.config import CollectionConfig, CorpusConfig, Settings
 from corpus_index.deletion import delete_unlisted, drop_partition
 from corpus_index.embedding import config_input_rule
+from corpus_index.errors import ConfigError
 from corpus_index.gates import NOT_RUN
 from corpus_index.home import Home
 from corpus_index.kinds import fingerprint, one_listing
@@ -262,6 +265,44 @@ def reshards(instance: dg.DagsterInstance, config: CorpusConfig) -> dict[str, Re
     return out
 
 
+# a re-shard under way, by collection, until a sync that carried it out succeeds: from 3
+# shards to 4 no partition key goes, so once a sync cut short added the new keys, the
+# partitions alone no longer tell a retry that a re-shard is under way
+PENDING_RESHARDS = "reshards-pending.json"
+
+
+def pending_reshards(settings: Settings) -> dict[str, dict[str, list[str]]]:
+    """The re-shards a sync began and none finished (see ``PENDING_RESHARDS``).
+
+    Raises:
+        ConfigError: the file is not such a record, naming it.
+    """
+    path = settings.home / PENDING_RESHARDS
+    if not path.is_file():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {
+            str(name): {k: [str(key) for key in r[k]] for k in ("from", "to", "dropped")}
+            for name, r in raw.items()
+        }
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(
+            f"{path}: not a record of re-shards under way ({exc}); delete it, and the next "
+            "`corpus sync` finds a re-shard from the partitions alone"
+        ) from exc
+
+
+def _write_pending_reshards(settings: Settings, pending: dict[str, dict[str, list[str]]]) -> None:
+    path = settings.home / PENDING_RESHARDS
+    if not pending:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(pending, sort_keys=True, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def _collection_of(key: str) -> str:
     try:
         return split_key(key).collection
@@ -352,6 +393,19 @@ def run_sync(
     for run_id in report.orphaned_runs:
         say(f"run {run_id[:8]} failed: the process that executed it ended before it did")
     changed = {n: r for n, r in reshards(instance, config).items() if n in names}
+    # a re-shard a sync cut short began, whose keys are all there now (3 -> 4): still one
+    # (any key it was to drop is gone, or the partitions would have told it)
+    pending = pending_reshards(settings)
+    for name, r in pending.items():
+        to = list(config.collections[name].partitions) if name in config.collections else []
+        if name in names and name not in changed and r["to"] == to:
+            changed[name] = Reshard(old=r["from"], dropped=[])
+    pending = {n: r for n, r in pending.items() if n not in names}
+    pending |= {
+        n: {"from": r.old, "to": list(config.collections[n].partitions), "dropped": r.dropped}
+        for n, r in changed.items()
+    }
+    _write_pending_reshards(settings, pending)
     replaced = {n: r.dropped for n, r in changed.items() if r.dropped}
     for name, r in changed.items():
         new = list(config.collections[name].partitions)
@@ -460,6 +514,8 @@ def run_sync(
         }
     if replaced and report.ok:  # the new partitions serve: the old ones go
         drop_replaced(home, instance, replaced, say)
+    if changed and report.ok:
+        _write_pending_reshards(settings, {n: r for n, r in pending.items() if n not in changed})
     return report
 
 

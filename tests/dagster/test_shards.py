@@ -29,6 +29,7 @@ from corpus_index.shards import partition_key, shard_of, split_key
 from corpus_index.sources import live_documents
 from definitions import dagster_runner
 from pipelines.sensors import scan_sources
+from pipelines.sync import PENDING_RESHARDS, pending_reshards
 from tests.corpusgen import write_home
 from tests.searchkit import scratch_home
 
@@ -351,6 +352,17 @@ def test_a_reshard_from_one_to_four_and_back_keeps_every_hit_and_embeds_nothing(
     assert answers(settings) == before
 
 
+# every collection's re-shard from 3 to 4, as a sync reports it: no partition key goes
+THREE_TO_FOUR = {
+    name: {
+        "from": [partition_key(name, n, 3) for n in range(3)],
+        "to": [partition_key(name, n, 4) for n in range(4)],
+        "dropped": [],
+    }
+    for name in COLLECTIONS
+}
+
+
 def test_a_reshard_from_three_to_four_moves_documents_and_deletes_only_the_removed_one(
     tmp_path: Path,
 ) -> None:
@@ -377,14 +389,7 @@ def test_a_reshard_from_three_to_four_moves_documents_and_deletes_only_the_remov
     report = dagster_runner().sync(settings, progress=said.append)
     assert report.ok, report.failed_runs
     # a re-shard, though no partition key goes: reported, nothing dropped
-    assert report.reshards == {
-        name: {
-            "from": [partition_key(name, n, 3) for n in range(3)],
-            "to": [partition_key(name, n, 4) for n in range(4)],
-            "dropped": [],
-        }
-        for name in COLLECTIONS
-    }
+    assert report.reshards == THREE_TO_FOUR
     assert any(
         m.startswith("re-shard alpha-deals: 3 -> 4 partitions; building") and "dropping" not in m
         for m in said
@@ -406,6 +411,51 @@ def test_a_reshard_from_three_to_four_moves_documents_and_deletes_only_the_remov
             for sid in live_documents(home.read("source_manifest", (partition_key(name, n, 4),)))
         ]
         assert len(ids) == len(set(ids)) == (5 if name == "alpha-deals" else 6)
+
+
+class _CutShort(Exception):
+    """Ends a sync where its progress names the first embed run (as a crash would)."""
+
+
+def test_a_reshard_from_three_to_four_cut_short_is_reported_again_by_the_retry(
+    tmp_path: Path,
+) -> None:
+    """A sync from 3 shards to 4 cut short after its ingest added the new partition keys
+    leaves the keys of 4 shards and none to drop: the retry still reports the re-shard, with
+    its from, to and dropped, and a sync after it that succeeded reports none."""
+    settings = _home(tmp_path, 3)
+    _sync_and_promote(settings)
+    _set_shards(settings.config_path, 4)
+
+    def cut(message: str) -> None:
+        if message.startswith("embed_job"):
+            raise _CutShort(message)
+
+    with pytest.raises(_CutShort):
+        dagster_runner().sync(settings, progress=cut)
+    assert dynamic_partitions(settings) == sorted(
+        partition_key(name, n, 4) for name in COLLECTIONS for n in range(4)
+    )
+
+    said: list[str] = []
+    report = dagster_runner().sync(settings, progress=said.append)
+    assert report.ok, report.failed_runs
+    assert report.reshards == THREE_TO_FOUR
+    assert any(m.startswith("re-shard alpha-deals: 3 -> 4 partitions; building") for m in said)
+    again = dagster_runner().sync(settings)
+    assert again.ok and again.reshards == {}, again.failed_runs
+
+
+@pytest.mark.parametrize("text", ["{not json", '["deals"]', '{"deals": {"from": []}}'])
+def test_a_record_of_reshards_under_way_that_cannot_be_read_is_named(
+    tmp_path: Path, text: str
+) -> None:
+    settings = Settings(config_path=tmp_path / "corpus.yaml", home=tmp_path / "home")
+    settings.home.mkdir()
+    (settings.home / PENDING_RESHARDS).write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        pending_reshards(settings)
+    assert str(raised.value).startswith(f"{settings.home / PENDING_RESHARDS}: not a record")
 
 
 def _set_embedder(config: Path, profile: str, embedder: str) -> None:
