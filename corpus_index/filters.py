@@ -29,6 +29,9 @@ ALIASES = {"geo.state": "state", "geo.metro": "metro", "date": "deal_date"}
 #: and free text (use the query for text).
 NOT_FILTERABLE = frozenset({"vector", "acl_groups", "metadata", "text"})
 DATE_COLUMNS = frozenset({"deal_date", "event_date"})
+#: A deal's date (``date_range``, ``date``), read on a row that has none (a message, a group of
+#: messages) as the row's own date: the day it happened.
+DEAL_DATE, OWN_DATE = "deal_date", "event_date"
 MAX_VALUES = 1000  # an ``in`` list longer than this is almost certainly a mistake
 
 _EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|=|>|<)(.*)$", re.DOTALL)
@@ -280,7 +283,21 @@ def _compile(cond: Condition, columns: Mapping[str, type]) -> str:
         err = InvalidFilterError(f"unknown filter key {cond.key!r}")
         err.add_note(f"filterable keys: {', '.join(sorted(columns))}")
         raise err
-    kind = columns[name]
+    if name == DEAL_DATE and OWN_DATE in columns:
+        # a message has no deal_date (a deal's event_date is its deal_date): a deal's date
+        # read alone would match no message and say nothing
+        return predicates.any_of(
+            [
+                _condition(cond, name, columns[name]),
+                predicates.all_of(
+                    [predicates.is_null(DEAL_DATE), _condition(cond, OWN_DATE, columns[OWN_DATE])]
+                ),
+            ]
+        )
+    return _condition(cond, name, columns[name])
+
+
+def _condition(cond: Condition, name: str, kind: type) -> str:
     if cond.op in ("in", "not in"):
         values = [_coerce(name, kind, v) for v in cond.value]
         return (predicates.is_in if cond.op == "in" else predicates.not_in)(name, values)

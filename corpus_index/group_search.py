@@ -4,10 +4,11 @@
    people in the asking tenant's registry only, topics.
 2. The group rows of the generation (``kind: group``) are searched with the same search as
    units (:meth:`Searcher.search`: the eligibility prefilter with the user's filters, a deal's
-   date read as the messages' own ``event_date`` (:func:`dated`), dense and lexical fused) and then boosted: a group whose dates overlap a time hint, which anchors a
-   person the query names, or whose topic tags hold a query word, moves up. Dates boost and
-   never filter: the talk about Christmas happens in the weeks before it, and a misread date
-   must not hide the conversation asked for.
+   date read as the messages' own ``event_date`` (:func:`~corpus_index.filters.compile_filter`),
+   dense and lexical fused) and then boosted: a group whose dates overlap a time hint, which
+   anchors a person the query names, or whose topic tags hold a query word, moves up. Dates
+   boost and never filter: the talk about Christmas happens in the weeks before it, and a
+   misread date must not hide the conversation asked for.
 3. The group rows and their members' rows are read in one go, by ``doc_id`` (which has a
    scalar index: :func:`corpus_index.context_records.read_groups`), and each group is expanded
    (:func:`corpus_index.context_records.expand_groups`): members in order with their text,
@@ -24,7 +25,6 @@ the Python API or an HTTP layer shows as it is.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterator, Sequence
@@ -49,7 +49,7 @@ from corpus_index.context_records import (
 )
 from corpus_index.eligibility import Principal
 from corpus_index.errors import InvalidQueryError
-from corpus_index.filters import ALIASES, Condition, CorpusFilter, FilterSpec, as_filter
+from corpus_index.filters import Condition, FilterSpec, as_filter
 from corpus_index.group_records import GROUP_KIND
 from corpus_index.hits import Hit
 from corpus_index.home import Home
@@ -63,7 +63,6 @@ MIN_GROUPS = 3  # fewer groups than this: units are searched too (seed §6.1 ste
 DATE_BOOST = 0.15  # a group's dates overlap a time hint of the query
 PERSON_BOOST = 0.15  # a group anchors a person the query names
 TOPIC_BOOST = 0.1  # a group's topic tags hold a word of the query
-DEAL_DATE = "deal_date"  # a deal's date, which a message has none of: read as its event_date
 DAY = "daily_context"
 TOPIC = "topic_cluster"
 DECISION = "decision_thread"
@@ -316,7 +315,7 @@ def search_contexts(
     if not 1 <= k <= retrieval.MAX_K:
         raise InvalidQueryError(f"k must be between 1 and {retrieval.MAX_K:,} (got {k})")
     ns, gen, where_eligible = searcher.scope(principal, namespace, generation)
-    filters = dated(filters)
+    filters = as_filter(filters)  # a malformed filter fails before any work
     corpus = searcher.corpus
     table = corpus.store.searched(gen)
     analysis = visible_analysis(corpus, table, where_eligible, principal, ns, query, as_of)
@@ -368,21 +367,6 @@ def search_contexts(
     }
     trace.update(clock.times())
     return ContextResult(query, analysis, records, trace)
-
-
-def dated(filters: FilterSpec) -> CorpusFilter:
-    """``filters`` with a date of a deal (``date_range``, ``date`` or ``deal_date``, as the API
-    and ``corpus search --filter`` spell it) read as the messages' own dates (``event_date``;
-    a group's is its first day): no message has a ``deal_date``, so it would match nothing.
-
-    Raises:
-        InvalidFilterError: the filter is malformed (:func:`~corpus_index.filters.as_filter`).
-    """
-    conditions = [
-        dataclasses.replace(c, key="event_date") if ALIASES.get(c.key, c.key) == DEAL_DATE else c
-        for c in as_filter(filters).conditions()
-    ]
-    return CorpusFilter(where=tuple(conditions))
 
 
 def asks_decision(query: str) -> bool:

@@ -69,6 +69,10 @@ def not_in(name: str, values: Sequence[Any]) -> str:
     return f"{column(name)} NOT IN ({', '.join(literal(v) for v in values)})"
 
 
+def is_null(name: str) -> str:
+    return f"{column(name)} IS NULL"
+
+
 def compare(name: str, op: str, value: Any) -> str:
     if op not in ("=", "!=", "<", "<=", ">", ">="):
         raise InvalidFilterError(f"unsupported comparison {op!r}")

@@ -115,6 +115,40 @@ def test_as_of_on_a_unit_search_is_refused_as_the_cli_refuses_it(
     assert ask(client, WATTLE, {"query": QUERY, "units": True}).status_code == 200
 
 
+def test_a_plain_search_reads_a_date_range_as_the_messages_own_dates(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    """A message has no deal_date, the column a date_range filters on a deals namespace: the
+    plain search (the browser page's date fields use it) reads the range as each message's own
+    event_date, as group-first search does, rather than matching nothing without a word."""
+    client, corpus = served
+    window = ("2025-12-20", "2025-12-31")
+
+    def search(filters: dict[str, Any]) -> list[dict[str, Any]]:
+        response = client.post(
+            "/v1/namespaces/messages/search",
+            json={"query": QUERY, "k": 20, "filters": filters},
+            headers={"Authorization": f"Bearer {WATTLE}"},
+        )
+        assert response.status_code == 200, response.text
+        hits: list[dict[str, Any]] = response.json()["hits"]
+        return hits
+
+    same = search({"event_date": {">=": window[0], "<=": window[1]}})
+    gen = corpus.registry.active("messages")
+    assert gen is not None
+    rows = corpus.store.table(gen).to_arrow().select(["chunk_ref", "event_date"]).to_pylist()
+    dates = {r["chunk_ref"]: r["event_date"] for r in rows}
+    assert same and all(window[0] <= dates[h["provenance"]["chunk_ref"]] <= window[1] for h in same)
+    for spelling in (
+        {"date_range": list(window)},
+        {"date": {">=": window[0], "<=": window[1]}},
+        {"deal_date": {">=": window[0], "<=": window[1]}},
+    ):
+        assert search(spelling) == same, spelling
+    assert search({"date_range": ["2024-01-01", "2024-01-31"]}) == []  # before any message
+
+
 def test_everything_about_a_person_stays_in_the_keys_tenant(
     served: tuple[httpx.Client, Home],
 ) -> None:
