@@ -207,6 +207,17 @@ def test_an_empty_group_name_is_refused_as_invalid(client: TestClient) -> None:
     assert client.post("/v1/namespaces/deals/search", json=body, headers=HEADERS).status_code == 200
 
 
+def test_an_empty_group_list_is_refused_as_invalid(client: TestClient) -> None:
+    """``"groups": []`` in a body would narrow to no group and answer an empty 200, where
+    ``?groups=`` is refused: both are a validation problem naming the field."""
+    for path, body in [
+        ("/v1/namespaces/deals/search", {"query": "roof", "groups": []}),
+        ("/v1/namespaces/deals/deals/DEAL-ALPHA-000/similar", {"groups": []}),
+    ]:
+        doc = problem(client.post(path, json=body, headers=HEADERS), 422, "validation")
+        assert str(doc["detail"]).startswith("groups: the list is empty"), path
+
+
 def test_metrics_answer_without_a_key_only_where_the_configuration_opens_them(
     built: Built,
 ) -> None:

@@ -82,10 +82,17 @@ def _entry(request: Request, creds: HTTPAuthorizationCredentials | None) -> KeyE
 
 
 def narrowed(principal: Principal, groups: Sequence[str] | None) -> Principal:
-    """``principal`` with only ``groups`` (None: all of its groups; an empty name, as
-    ``?groups=`` sends, is refused 422 rather than looked up as a group)."""
+    """``principal`` with only ``groups`` (None: all of its groups; an empty list, as
+    ``"groups": []`` sends, and an empty name, as ``?groups=`` sends, are refused 422 rather
+    than read as no group, which would see nothing and answer an empty 200)."""
     if groups is None:
         return principal
+    if not groups:
+        raise Problem(
+            VALIDATION,
+            "groups: the list is empty; name some of the key's groups, or leave groups out "
+            "to act as all of them",
+        )
     if not all(groups):
         raise Problem(
             VALIDATION,
