@@ -38,6 +38,10 @@ class DimensionMismatchError(PermanentError, ValueError):
     """A vector's dimension differs from what its profile or generation declares."""
 
 
+class DimensionProbeError(DimensionMismatchError):
+    """A model's learned vector length contradicts the generations the home holds of it."""
+
+
 class IncompatibleEmbedderError(PermanentError, ValueError):
     """A query embedder differs from the generation's backend_spec."""
 

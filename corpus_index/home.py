@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 from corpus_index import memory
 from corpus_index.cache import EmbeddingCache
 from corpus_index.config import CollectionConfig, CorpusConfig, ProfileConfig, Settings
+from corpus_index.dimension_probe import checked_dim, learns_dim
 from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedders.weights import MEMO_NAME
-from corpus_index.errors import ConfigError
+from corpus_index.errors import ConfigError, DimensionProbeError
 from corpus_index.index_store import GenerationStore
 from corpus_index.registry import LIVE, Generation, GenerationSpec, open_registry
 from corpus_index.shards import split_key
@@ -33,6 +34,7 @@ class Home:
         self.warehouse = Warehouse(settings.warehouse)
         self.registry = open_registry(settings)
         self._store: GenerationStore | None = None
+        self._dims_checked: dict[str, int] = {}  # profile -> learned dim its generations hold
 
     @property
     def store(self) -> GenerationStore:
@@ -89,17 +91,42 @@ class Home:
         """The generation spec ``profile`` builds: its embedder's identity and its input rule."""
         p = self.profile(profile)
         e = self.embedder(profile)
+        dim = self._dim(profile, e)
         normalized = p.normalized if p.normalized is not None else e.normalized
         return GenerationSpec(
             namespace=p.namespace,
             profile=p.name,
             backend_spec=e.backend_spec,
             model_revision=e.revision,
-            dim=e.dim,
+            dim=dim,
             normalized=normalized,
             input_format=p.input_format,
             chunking=p.chunking,
         )
+
+    def _dim(self, profile: str, embedder: Embedder) -> int:
+        """``embedder.dim``; a learned one checked against the dimensions the home's
+        generations of the same model hold (``dimension_probe.checked_dim``), once a dimension
+        per profile for this object's lifetime."""
+        if not learns_dim(embedder) or self._dims_checked.get(profile) == embedder.dim:
+            return embedder.dim
+        same = [
+            g
+            for g in self.registry.generations()
+            if g.status != "FAILED"
+            and g.spec.backend_spec == embedder.backend_spec
+            and g.spec.model_revision == embedder.revision
+        ]
+        dim = checked_dim(
+            embedder,
+            {g.spec.dim for g in same},
+            profile=profile,
+            where=str(self.config.path),
+            generations=[g.id for g in same],
+        )
+        if same:  # with none yet, the first generation's dimension is checked when it is there
+            self._dims_checked[profile] = dim
+        return dim
 
     def embedding_cache(self, spec: GenerationSpec) -> EmbeddingCache:
         """The embedding cache of ``spec``'s model and revision; a table a home made before
@@ -120,7 +147,9 @@ class Home:
         vectors now, or it failed or was retired), so edits and ACL changes of its sources no
         longer reach it; None while its profile's runs write it, or while this process cannot
         build its profile's embedder to tell (a remote model's key is not set here: the runs
-        that write it have it)."""
+        that write it have it), or while its server's answer to the dimension probe contradicts
+        the home's generations of the model (``DimensionProbeError``: a wrong answer tells
+        nothing of them, and the next call probes again)."""
         spec, profile = generation.spec, generation.spec.profile
         if generation.status not in LIVE:
             return f"generation {generation.id} is {generation.status}"
@@ -131,7 +160,9 @@ class Home:
             )
         try:
             current = self.spec(profile)
-        except ConfigError:
+        except (ConfigError, DimensionProbeError):
+            # a probe of the model that contradicts its generations tells nothing about them:
+            # it is forgotten, and asked again on the next call
             return None
         if current.namespace != spec.namespace or not current.same_vectors_as(spec):
             return (

@@ -26,9 +26,11 @@ import numpy.typing as npt
 
 from corpus_index import feedback as feedback_round
 from corpus_index import fusion, lance, predicates, retrieval
+from corpus_index.dimension_probe import forget_learned_dim
 from corpus_index.eligibility import Principal, eligibility
 from corpus_index.errors import (
     DimensionMismatchError,
+    EmbedderError,
     IncompatibleEmbedderError,
     InvalidQueryError,
     MissingGenerationError,
@@ -205,7 +207,27 @@ class Searcher:
                 f"generation {generation.id}'s {generation.spec.backend_spec} (revision "
                 f"{generation.spec.model_revision}); cosine across models is meaningless"
             )
-        return np.asarray(embedder.embed([query])[0], dtype=np.float32)
+        advice = (
+            "so this query is not searched (the next one asks again); if it persists, check "
+            f"that the server of profile {generation.spec.profile!r} serves that model"
+        )
+        try:
+            qvec = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+        except DimensionMismatchError as exc:
+            # the server's answer differs from the length it gave before: not kept as the
+            # model's, the next query probes again
+            forget_learned_dim(embedder)
+            raise EmbedderError(f"{exc}; {advice}") from exc
+        if qvec.shape[0] != generation.spec.dim:
+            # a model whose length is learned, answering this query with another model's
+            # vectors (a replica serving another one)
+            forget_learned_dim(embedder)
+            raise EmbedderError(
+                f"the query's embedding from {embedder.backend_spec} has {qvec.shape[0]} "
+                f"dimensions; generation {generation.id} holds {generation.spec.dim}: the "
+                f"embedder's server answered with another model's vectors, {advice}"
+            )
+        return qvec
 
     def scope(
         self, principal: Principal, namespace: str | None, generation: str | None
@@ -281,6 +303,8 @@ class Searcher:
             InvalidFilterError: a filter names an unknown column or has a value of the wrong type.
             MissingGenerationError / UnknownNamespaceError: nothing to search.
             IncompatibleEmbedderError / DimensionMismatchError: the query cannot be compared.
+            EmbedderError: the query's embedding failed, or its vector is not of the
+                generation's dimension (a server answering with another model's vectors).
             MissingIndexError: lexical mode on a generation without its full-text index.
         """
         clock = Stopwatch()

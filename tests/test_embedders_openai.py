@@ -138,6 +138,21 @@ def test_accepts_float_lists_from_servers_that_ignore_base64(server: FakeOpenAIS
     np.testing.assert_allclose(vectors[1], vector_for(TEXTS[1], 1536), rtol=0, atol=1e-7)
 
 
+def test_a_learned_dim_is_forgotten_and_probed_again_a_known_one_stays() -> None:
+    """A learned length (a self-hosted model) is forgotten on request and probed again, so one
+    wrong answer is not the model's length for good; a known or configured one is kept."""
+    with serve(default_dim=48) as srv:
+        learned = embedder(srv, "self-hosted")
+        srv.script[:] = [{"vector_dim": 7}]
+        assert learned.dim_learned and learned.dim == 7
+        learned.forget_dim()
+        assert learned.dim == 48 and len(srv.requests) == 2
+        for known in (embedder(srv, "text-embedding-3-small"), embedder(srv, "m", dimensions=32)):
+            assert not known.dim_learned
+            known.forget_dim()
+            assert known.dim in (1536, 32) and len(srv.requests) == 2
+
+
 def test_empty_input_makes_no_request(server: FakeOpenAIServer) -> None:
     emb = embedder(server)
     assert emb.embed([]).shape == (0, 1536)

@@ -38,3 +38,18 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Vectors for ``texts``, shape ``(len(texts), dim)``, float32."""
         ...
+
+
+@runtime_checkable
+class LearnsDim(Protocol):
+    """An embedder whose ``dim`` may be learned from its server's first answer (the dimension
+    probe) rather than known up front; a learned one can be forgotten, to be learned again."""
+
+    @property
+    def dim_learned(self) -> bool:
+        """Whether ``dim`` comes from the server's answers (neither configured nor known)."""
+        ...
+
+    def forget_dim(self) -> None:
+        """Forget a learned ``dim`` (and ``normalized``), so the next read of it probes again."""
+        ...

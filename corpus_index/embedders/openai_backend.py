@@ -238,17 +238,31 @@ class OpenAIEmbedder:
     @property
     def dim(self) -> int:
         """Vector length; learned from one probe request when the model is unknown."""
-        if self._dim is None:
-            self.embed([PROBE_TEXT])
-        if self._dim is None:  # pragma: no cover - embed() always sets it or raises
-            raise EmbedderError(f"{self.backend_spec}: could not learn the vector dimension")
-        return self._dim
+        dim = self._dim
+        if dim is None:
+            # the probe's own length: another thread may forget what it taught meanwhile
+            dim = int(self.embed([PROBE_TEXT]).shape[1])
+        return dim
 
     # The Embedder protocol declares plain attributes, which type checkers treat as settable;
     # the setters exist for that check only, since dim and normalized belong to the model.
     @dim.setter
     def dim(self, value: int) -> None:
         raise AttributeError(f"{self.backend_spec}: dim is fixed by the model and dimensions")
+
+    @property
+    def dim_learned(self) -> bool:
+        """Whether ``dim`` is learned from the server's answers: no ``dimensions`` was given
+        and the model's vector length is not known up front (a self-hosted model)."""
+        return self.dimensions is None and self.model not in KNOWN_DIMS
+
+    def forget_dim(self) -> None:
+        """Forget a learned ``dim`` and ``normalized``, so that reading them probes again; a
+        configured or known dimension stays."""
+        if self.dim_learned:
+            self._dim = None
+        if _known_normalized(self.model) is None:
+            self._normalized = None
 
     @property
     def normalized(self) -> bool:

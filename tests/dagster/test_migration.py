@@ -22,7 +22,12 @@ from corpus_index import steps
 from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.embedders.hashing import HashEmbedder
-from corpus_index.errors import PromotionRefusedError, RetryableError
+from corpus_index.errors import (
+    DimensionProbeError,
+    EmbedderError,
+    PromotionRefusedError,
+    RetryableError,
+)
 from corpus_index.home import Home
 from corpus_index.lifecycle import promote
 from corpus_index.registry import Registry
@@ -362,3 +367,61 @@ def test_vectors_a_cut_off_backfill_was_given_off_their_norm_are_not_cached(
         assert rows is not None
         cache = corpus.embedding_cache(corpus.spec("remote"))
         assert cache.lookup(sorted(set(rows["input_hash"].to_pylist()))) == {}
+
+
+def test_a_wrong_answer_to_the_dimension_probe_opens_no_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A self-hosted model (an openai: profile without dimensions) learns its vector length
+    from a probe: an answer of another length than its generations hold (a replica serving
+    another model) is asked again and refused, naming the profile, the model and the lengths
+    seen; no generation is opened, and a search process neither judges the generation
+    unmaintained nor keeps the wrong length: a query answered so fails alone."""
+    config_path = write_home(tmp_path, embedder="hash:v1-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with serve(default_dim=48) as server:
+        remote = {
+            "embedder": "openai:self-hosted",
+            "base_url": server.base_url,
+            "namespace": "deals",
+        }
+        configure(config_path, remote=remote, golden=False, eval_gate="off")
+        settings = Settings(config_path=config_path, home=tmp_path / "home")
+        first = Home(settings)
+        built = first.registry.open_generation(first.spec("remote"))
+        assert built.spec.dim == 48
+
+        server.script[:] = [{"vector_dim": 7}]  # one replica answers with another model
+        later = Home(settings)
+        with pytest.raises(DimensionProbeError) as refused:
+            later.registry.open_generation(later.spec("remote"))
+        message = str(refused.value)
+        assert str(config_path) in message and "'remote'" in message
+        assert "openai:self-hosted" in message and built.id in message
+        assert "7, 48, 48 dimensions" in message and "dimensions: 48" in message
+        # a model answering with another length every time is refused as well
+        server.script[:] = [{"vector_dim": 7}] * 3
+        with pytest.raises(DimensionProbeError, match="7-dimensional vectors 3 times in a row"):
+            later.spec("remote")
+        assert [g.id for g in later.registry.generations()] == [built.id]
+        # once the server answers right, the same process builds the same generation
+        assert later.registry.open_generation(later.spec("remote")).id == built.id
+
+        searching = Home(settings)
+        searcher = Searcher(searching)
+        server.script[:] = [{"vector_dim": 7}]
+        assert searching.unmaintained(built) is None
+        assert searcher.resolve_generation("deals", built.id) == built
+        server.script[:] = [{"vector_dim": 7}]  # the query itself answered by that replica
+        with pytest.raises(EmbedderError, match="returned 7-dimensional vectors, expected 48"):
+            searcher.embed_query("revenue", built)
+        assert searcher.embed_query("revenue", built).shape == (48,)
+        # that replica answers the probes, then the query: the query is refused, not searched
+        searching = Home(settings)
+        searcher = Searcher(searching)
+        server.script[:] = [{"vector_dim": 7}] * 4
+        assert searcher.resolve_generation("deals", built.id) == built
+        with pytest.raises(EmbedderError, match=f"has 7 dimensions; generation {built.id} holds"):
+            searcher.embed_query("revenue", built)
+        assert searcher.embed_query("revenue", built).shape == (48,)
+        assert searching.unmaintained(built) is None
