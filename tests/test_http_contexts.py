@@ -198,7 +198,14 @@ def test_every_row_a_context_answer_shows_is_audited_after_the_response(
             0.0,
         )
 
+    # the earlier tests' answers are audited after their responses too: wait until those
+    # audits have landed, or under load they land after this reading and count as this test's
     before = audited()
+    for _ in range(100):
+        time.sleep(0.5)
+        if audited() == before:
+            break
+        before = audited()
     doc = ask(client, WATTLE, {"query": "roast pumpkin for christmas lunch", "k": 3}).json()
     shown = sum(
         1 + sum(len(m["chunk_refs"]) for m in r["members"])
