@@ -542,6 +542,20 @@ def _busy_across(
     return error
 
 
+def take_flock(fd: int, mode: int, deadline: float, poll_s: float = POLL_S) -> bool:
+    """Take ``fd``'s flock in ``mode`` (``fcntl.LOCK_EX``, ``LOCK_SH``), polling every
+    ``poll_s`` until ``deadline`` (``time.monotonic()``); False when another holder kept it
+    past then."""
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+
+
 @contextlib.contextmanager
 def _flock(
     path: Path,
@@ -560,14 +574,8 @@ def _flock(
         if deadline is None:
             deadline = time.monotonic() + max(wait_s, 0.0)
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise _busy(home, purpose, wait_s, path=path, what=what) from None
-                time.sleep(POLL_S)
+        if not take_flock(fd, mode, deadline):
+            raise _busy(home, purpose, wait_s, path=path, what=what)
         os.ftruncate(fd, 0)  # shared: a line left there is a killed holder's
         if not shared:
             os.write(fd, f"pid {os.getpid()} ({purpose})\n".encode())

@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 
 from corpus_index.errors import RetryableError
+from corpus_index.homelock import take_flock
 from corpus_index.registry_sql import DuckDBBackend
 
 TRACES_FILE = "traces.duckdb"
@@ -133,20 +134,13 @@ class TraceFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            # polled often: a lock taken often (each search records a trace) still lets it in
             deadline = time.monotonic() + self.lock_timeout_s
-            delay = 0.01
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise RetryableError(
-                            f"{self.path}: the query traces are busy: another process held "
-                            f"{self.lock_path} for {self.lock_timeout_s} s"
-                        ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.05)  # short: a lock taken often still lets it in
+            if not take_flock(fd, fcntl.LOCK_EX, deadline, poll_s=0.02):
+                raise RetryableError(
+                    f"{self.path}: the query traces are busy: another process held "
+                    f"{self.lock_path} for {self.lock_timeout_s} s"
+                )
             try:
                 yield
             finally:

@@ -259,30 +259,28 @@ def scan_sources(
         if seen_before and runs is not None and ingested is not None and ingested(name) != fp:
             tried = runs("ingest_job", ingest_tags(name, fp))
             failed = _due(scan, name, "ingest_job", tried, now)
+        asks = name not in existing or not seen_before or failed
+        # an ingest run of it that has not started reads the files as they are when it
+        # starts: a run more would ingest the same state again (a copy of many files over
+        # several ticks asked for a run each tick)
         pending = queued(name) if queued and name in existing and not seen_before else ""
+        busy = writing(name) if asks and not pending and writing is not None else ""
         if pending:
-            # that run has not read the files yet, and reads them as they are when it starts:
-            # a run more would ingest the same state again (a copy of many files over several
-            # ticks asked for a run each tick). The cursor keeps what it had, so the change is
-            # compared again next tick (the run may be canceled, or fail)
             scan.queued[name] = pending
+        elif busy:
+            scan.deferred[name] = (
+                f"ingest of {name} waits for run {busy[:8]}, which writes its profile "
+                "partitions, to end"
+            )
+        elif asks:
+            scan.ingest[name] = _run_key("ingest", name, fp, counts, asked)
+        if pending or busy:
+            # the cursor keeps what it had, so the change is compared again next tick (the
+            # run waited on may be canceled, or fail)
             if name in fingerprints:
                 seen[name] = fingerprints[name]
             else:
                 del seen[name]
-        elif name not in existing or not seen_before or failed:
-            busy = writing(name) if writing is not None else ""
-            if busy:
-                scan.deferred[name] = (
-                    f"ingest of {name} waits for run {busy[:8]}, which writes its profile "
-                    "partitions, to end"
-                )
-                if name in fingerprints:  # asked for on a later tick, as a change still
-                    seen[name] = fingerprints[name]
-                else:
-                    del seen[name]
-                continue
-            scan.ingest[name] = _run_key("ingest", name, fp, counts, asked)
     # a partition of a collection still configured under another shard count is left to
     # `corpus sync`, which re-shards it (builds the new shards first, then drops it)
     wanted = {part.partition for part in parts}
@@ -432,35 +430,29 @@ def _key_count(key: str, partition: str) -> int:
     return 0
 
 
+def _first_run_id(instance: dg.DagsterInstance, runs: dg.RunsFilter) -> str:
+    """The id of the newest run of ``instance`` that ``runs`` matches (``''`` if none)."""
+    records = instance.get_run_records(runs, limit=1)
+    return records[0].dagster_run.run_id if records else ""
+
+
 def queued_ingest(instance: dg.DagsterInstance) -> Callable[[str], str]:
     """The id of an ``ingest_job`` run of a partition that has not started (queued, not yet
     submitted, its worker starting), ``''`` if none, read from ``instance``."""
-
-    def queued(partition: str) -> str:
-        records = instance.get_run_records(
-            dg.RunsFilter(
-                job_name="ingest_job",
-                tags={"dagster/partition": partition},
-                statuses=NOT_STARTED,
-            ),
-            limit=1,
-        )
-        return records[0].dagster_run.run_id if records else ""
-
-    return queued
+    return lambda partition: _first_run_id(
+        instance,
+        dg.RunsFilter(
+            job_name="ingest_job", tags={"dagster/partition": partition}, statuses=NOT_STARTED
+        ),
+    )
 
 
 def collection_runs_in_flight(instance: dg.DagsterInstance) -> Callable[[str], str]:
     """The id of a run of a collection partition's profile partitions that is queued or in
     flight in ``instance`` (``''`` if none)."""
-
-    def writing(partition: str) -> str:
-        records = instance.get_run_records(
-            dg.RunsFilter(tags={COLLECTION_TAG: partition}, statuses=UNFINISHED), limit=1
-        )
-        return records[0].dagster_run.run_id if records else ""
-
-    return writing
+    return lambda partition: _first_run_id(
+        instance, dg.RunsFilter(tags={COLLECTION_TAG: partition}, statuses=UNFINISHED)
+    )
 
 
 def last_ingested(instance: dg.DagsterInstance) -> Callable[[str], str]:
