@@ -256,6 +256,7 @@ def test_generations_are_read_only(served: Served) -> None:
     problem(served.get("/v1/namespaces/later/generations"), 404, "unknown-namespace")
     problem(served.get("/v1/namespaces/later/generations/g0001"), 404, "unknown-namespace")
     assert [n["name"] for n in served.get("/v1/namespaces").json()] == ["deals"]
+    assert served.get("/v1/namespaces").json()[0]["linked_groups"] is False  # no messages kind
 
 
 def test_similar_deals_stay_inside_the_tenant(served: Served) -> None:

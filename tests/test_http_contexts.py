@@ -161,6 +161,10 @@ def test_everything_about_a_person_stays_in_the_keys_tenant(
             params=params,
         )
 
+    listed = client.get("/v1/namespaces", headers={"Authorization": f"Bearer {WATTLE}"})
+    assert listed.json() == [
+        {"name": "messages", "active_generation": "g0001", "linked_groups": True}
+    ]
     found = person("Jane Okafor", WATTLE)
     assert found.status_code == 200, found.text
     doc = found.json()

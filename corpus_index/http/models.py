@@ -151,6 +151,10 @@ class GenerationModel(BaseModel):
 class NamespaceModel(BaseModel):
     name: str
     active_generation: str | None
+    linked_groups: bool = Field(
+        description="Whether the namespace holds linked groups (a messages kind): "
+        "`groups/search` and `people/{name}` answer there."
+    )
 
 
 class Problem(BaseModel):

@@ -22,6 +22,7 @@ from corpus_index.errors import (
     UnmaintainedGenerationError,
 )
 from corpus_index.filters import CorpusFilter, as_filter
+from corpus_index.group_search import grouped_namespace
 from corpus_index.hits import SearchResult
 from corpus_index.http import models
 from corpus_index.http.audit import AuditResult
@@ -343,7 +344,13 @@ def namespaces(request: Request, principal: Caller) -> list[dict[str, Any]]:
     for ns in svc.corpus.config.namespaces:
         if ns in mine:
             gen = svc.corpus.registry.active(ns, cached=True)
-            out.append({"name": ns, "active_generation": gen.id if gen else None})
+            out.append(
+                {
+                    "name": ns,
+                    "active_generation": gen.id if gen else None,
+                    "linked_groups": grouped_namespace(svc.corpus, ns),
+                }
+            )
     return out
 
 

@@ -1,5 +1,8 @@
 // The search page: one search bar over the namespace, results grouped by source type (the
 // hit's section) with provenance and excerpts, deal filters, and the generation that answered.
+// On a namespace of linked groups (messages) the results are group-first: a card per
+// conversation, incident, day... with its members in order, and a participant's name opens
+// everything about that person. Every read is the API's, as the key's principal.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -34,6 +37,9 @@ function filters() {
 // earlier search's results (nor its "More results") beside its problem
 function clearResults() {
   $("results").replaceChildren();
+  $("results").hidden = false;
+  $("person").hidden = true;
+  for (const id of ["person-roles", "person-partners", "person-contexts"]) $(id).replaceChildren();
   $("more").hidden = true;
   delete $("status").dataset.generation;
   last = null;
@@ -44,23 +50,28 @@ function showProblem(text) {
   $("problem").hidden = false;
 }
 
-async function run(body, append) {
-  $("problem").hidden = true;
+function apiKey() {
   const key = $("api-key").value.trim();
   sessionStorage.setItem("corpus-api-key", key);
-  const ns = encodeURIComponent($("namespace").value.trim());
-  $("status").textContent = "Searching…";
+  return key;
+}
+
+function namespacePath() {
+  return `/v1/namespaces/${encodeURIComponent($("namespace").value.trim())}`;
+}
+
+// The API's answer to one request as the key's principal, or null once its problem is shown
+async function ask(path, init, what) {
+  $("problem").hidden = true;
+  const headers = { Authorization: "Bearer " + apiKey(), ...(init.headers || {}) };
+  $("status").textContent = what === "person" ? "Reading…" : "Searching…";
   let resp;
   try {
-    resp = await fetch(`/v1/namespaces/${ns}/search`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: "Bearer " + key },
-      body: JSON.stringify(body),
-    });
+    resp = await fetch(path, { ...init, headers });
   } catch (e) {
     $("status").textContent = "";
     showProblem("The server could not be reached: " + e.message);
-    return;
+    return null;
   }
   let doc;
   try {
@@ -71,18 +82,158 @@ async function run(body, append) {
     const status = resp.statusText ? `${resp.status} ${resp.statusText}` : `${resp.status}`;
     const type = resp.headers.get("Content-Type") || "no content type";
     showProblem(
-      `The server's answer (${status}, ${type}) is not a search result: ` +
+      `The server's answer (${status}, ${type}) is not a ${what}: ` +
         "the server, or a proxy before it, may be down or restarting",
     );
-    return;
+    return null;
   }
   if (!resp.ok) {
     $("status").textContent = "";
     showProblem(`${doc.title || "Error"} (${resp.status}): ${doc.detail || ""}`);
-    return;
+    return null;
   }
+  return doc;
+}
+
+function post(body) {
+  return { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+}
+
+async function run(body, append) {
+  const doc = await ask(`${namespacePath()}/search`, post(body), "search result");
+  if (!doc) return;
   last = { ...body, cursor: doc.next_cursor };
   render(doc, append);
+}
+
+// Whether the namespace holds linked groups, as the key's namespaces say; a key the API
+// refuses is left to the search itself to report
+async function groupFirst() {
+  const view = $("view").value;
+  if (view !== "auto") return view === "groups";
+  try {
+    const resp = await fetch("/v1/namespaces", { headers: { Authorization: "Bearer " + apiKey() } });
+    if (!resp.ok) return false;
+    const mine = await resp.json();
+    const ns = $("namespace").value.trim();
+    return mine.some((n) => n.name === ns && n.linked_groups);
+  } catch {
+    return false;
+  }
+}
+
+async function runGroups(body) {
+  const doc = await ask(`${namespacePath()}/groups/search`, post(body), "search result");
+  if (!doc) return;
+  const results = $("results");
+  results.replaceChildren();
+  const records = Object.values(doc.results).flat();
+  const gen = doc.trace.generation;
+  $("status").textContent =
+    `${records.length} context${records.length === 1 ? "" : "s"} from generation ${gen} ` +
+    `(group-first, ${doc.trace.mode || body.mode}, request ${doc.request_id})`;
+  $("status").dataset.generation = gen;
+  for (const [category, list] of Object.entries(doc.results)) {
+    const section = document.createElement("section");
+    section.dataset.type = category;
+    const h = document.createElement("h2");
+    h.textContent = category.replaceAll("_", " ");
+    section.append(h, ...list.map(card));
+    results.append(section);
+  }
+}
+
+function text(tag, className, content) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  el.textContent = content;
+  return el;
+}
+
+function personButton(name, roles) {
+  const b = text("button", "person", name);
+  b.type = "button";
+  b.dataset.name = name;
+  b.title = `Everything about ${name}`;
+  b.addEventListener("click", () => showPerson(name));
+  if (!roles || !roles.length) return [b];
+  return [b, text("span", "roles", `(${roles.join(", ")})`)];
+}
+
+// One context record: a whole group (its members in order, each with its own provenance), or a
+// unit standing alone in the same shape
+function card(r) {
+  const div = document.createElement("article");
+  div.className = "card";
+  div.dataset.id = r.id;
+  const dates = r.date_end && r.date_end !== r.date ? `${r.date} – ${r.date_end}` : r.date;
+  const meta = [r.type.replaceAll("_", " "), dates, r.location].filter(Boolean).join(" · ");
+  div.append(text("h3", "", r.title), text("div", "meta", meta));
+  if (r.participants.length) {
+    const people = document.createElement("div");
+    people.className = "people";
+    people.append(text("span", "", "Participants:"));
+    for (const p of r.participants) people.append(...personButton(p.name, p.roles));
+    div.append(people);
+  }
+  const details = document.createElement("details");
+  details.className = "members";
+  const n = r.members.length;
+  details.append(text("summary", "", `${n} member${n === 1 ? "" : "s"}`));
+  const ol = document.createElement("ol");
+  for (const m of r.members) {
+    const li = document.createElement("li");
+    li.className = "member";
+    li.value = m.order;
+    li.dataset.order = m.order;
+    const head = document.createElement("div");
+    head.append(text("span", "role", m.role), " ", text("strong", "", m.author || m.source));
+    head.append(" ", text("time", "", m.timestamp));
+    head.querySelector("time").dateTime = m.timestamp;
+    const prov = [m.source, m.source_id, ...m.chunk_refs].filter(Boolean).join(" · ");
+    li.append(head, text("div", "excerpt", m.text), text("div", "prov", prov));
+    ol.append(li);
+  }
+  details.append(ol);
+  const p = r.provenance;
+  const prov = [p.chunk_ref || p.source_id, p.content_hash && `${p.content_hash.slice(0, 19)}…`,
+    p.backend_spec, p.generation, p.run_id && `run ${p.run_id.slice(0, 8)}`];
+  div.append(details, text("div", "prov", prov.filter(Boolean).join(" · ")));
+  return div;
+}
+
+// Everything the key's principal may see about one person: roles, partners, contexts
+async function showPerson(name) {
+  const path = `${namespacePath()}/people/${encodeURIComponent(name)}`;
+  const doc = await ask(path, { method: "GET" }, "person");
+  if (!doc) return;
+  $("results").hidden = true;
+  $("more").hidden = true;
+  $("person").hidden = false;
+  if (!doc.person) {
+    $("person-name").textContent = `${doc.candidates.length} people match “${doc.query}”`;
+    $("person-aliases").replaceChildren(
+      ...doc.candidates.flatMap((c) => personButton(c.name)),
+    );
+    for (const id of ["person-roles", "person-partners", "person-contexts"]) $(id).replaceChildren();
+    $("status").textContent = "Choose one";
+    return;
+  }
+  $("person-name").textContent = doc.person.name;
+  $("person-aliases").textContent = doc.person.aliases.length
+    ? `Also written ${doc.person.aliases.join(", ")}`
+    : "";
+  $("person-roles").replaceChildren(
+    ...Object.entries(doc.roles).map(([role, n]) => text("li", "", `${role}: ${n}`)),
+  );
+  $("person-partners").replaceChildren(
+    ...doc.partners.flatMap((p) => personButton(p.name, [`${p.contexts} contexts`])),
+  );
+  $("person-contexts").replaceChildren(...doc.records.map(card));
+  $("status").textContent =
+    `${doc.person.name}: ${doc.total_hits} context${doc.total_hits === 1 ? "" : "s"} ` +
+    `(request ${doc.request_id})`;
+  $("person-name").focus();
 }
 
 function render(doc, append) {
@@ -122,7 +273,7 @@ function render(doc, append) {
   $("more").hidden = !doc.next_cursor;
 }
 
-$("search-form").addEventListener("submit", (ev) => {
+$("search-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   clearResults();
   let f;
@@ -134,7 +285,14 @@ $("search-form").addEventListener("submit", (ev) => {
   }
   const body = { query: $("query").value, mode: $("mode").value, k: Number($("k").value) };
   if (f) body.filters = f;
-  run(body, false);
+  if (await groupFirst()) runGroups(body);
+  else run(body, false);
+});
+
+$("back").addEventListener("click", () => {
+  $("person").hidden = true;
+  $("results").hidden = false;
+  $("more").hidden = !(last && last.cursor);
 });
 
 $("more").addEventListener("click", () => {
