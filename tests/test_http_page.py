@@ -251,7 +251,11 @@ def test_a_messages_namespace_is_searched_group_first_with_a_view_of_each_person
         assert pumpkin.locator(".prov").inner_text().startswith("discord_chat · wattle-messages/")
         assert "chunk://wattle-messages/" in pumpkin.locator(".prov").inner_text()
         # a participant's name: everything about her this key may see
-        meal.locator("button.person[data-name='Jane Okafor']").click()
+        jane = meal.locator("button.person[data-name='Jane Okafor']")
+        identity = jane.get_attribute("data-identity")
+        assert identity and identity.startswith("idn_")
+        with page.expect_request(f"**/people/{identity}"):  # her identity, not a name to resolve
+            jane.click()
         page.wait_for_selector("#person:not([hidden]) .card")
         assert page.inner_text("#person-name") == "Jane Okafor"
         assert page.locator("#results").is_hidden()

@@ -150,12 +150,15 @@ function text(tag, className, content) {
   return el;
 }
 
-function personButton(name, roles) {
-  const b = text("button", "person", name);
+// A person's name, opening everything about them: asked by their identity, so that of two
+// people sharing a name the one shown is the one opened
+function personButton(person, roles) {
+  const b = text("button", "person", person.name);
   b.type = "button";
-  b.dataset.name = name;
-  b.title = `Everything about ${name}`;
-  b.addEventListener("click", () => showPerson(name));
+  b.dataset.name = person.name;
+  b.dataset.identity = person.identity_id;
+  b.title = `Everything about ${person.name}`;
+  b.addEventListener("click", () => showPerson(person.identity_id));
   if (!roles || !roles.length) return [b];
   return [b, text("span", "roles", `(${roles.join(", ")})`)];
 }
@@ -173,7 +176,7 @@ function card(r) {
     const people = document.createElement("div");
     people.className = "people";
     people.append(text("span", "", "Participants:"));
-    for (const p of r.participants) people.append(...personButton(p.name, p.roles));
+    for (const p of r.participants) people.append(...personButton(p, p.roles));
     div.append(people);
   }
   const details = document.createElement("details");
@@ -203,8 +206,8 @@ function card(r) {
 }
 
 // Everything the key's principal may see about one person: roles, partners, contexts
-async function showPerson(name) {
-  const path = `${namespacePath()}/people/${encodeURIComponent(name)}`;
+async function showPerson(identity) {
+  const path = `${namespacePath()}/people/${encodeURIComponent(identity)}`;
   const doc = await ask(path, { method: "GET" }, "person");
   if (!doc) return;
   $("results").hidden = true;
@@ -213,7 +216,7 @@ async function showPerson(name) {
   if (!doc.person) {
     $("person-name").textContent = `${doc.candidates.length} people match “${doc.query}”`;
     $("person-aliases").replaceChildren(
-      ...doc.candidates.flatMap((c) => personButton(c.name)),
+      ...doc.candidates.flatMap((c) => personButton(c)),
     );
     for (const id of ["person-roles", "person-partners", "person-contexts"]) $(id).replaceChildren();
     $("status").textContent = "Choose one";
@@ -227,7 +230,7 @@ async function showPerson(name) {
     ...Object.entries(doc.roles).map(([role, n]) => text("li", "", `${role}: ${n}`)),
   );
   $("person-partners").replaceChildren(
-    ...doc.partners.flatMap((p) => personButton(p.name, [`${p.contexts} contexts`])),
+    ...doc.partners.flatMap((p) => personButton(p, [`${p.contexts} contexts`])),
   );
   $("person-contexts").replaceChildren(...doc.records.map(card));
   $("status").textContent =
