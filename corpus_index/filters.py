@@ -28,10 +28,12 @@ ALIASES = {"geo.state": "state", "geo.metro": "metro", "date": "deal_date"}
 #: Columns no filter may name: vectors, the ACL list (the eligibility prefilter owns it), JSON
 #: and free text (use the query for text).
 NOT_FILTERABLE = frozenset({"vector", "acl_groups", "metadata", "text"})
-DATE_COLUMNS = frozenset({"deal_date", "event_date"})
+DATE_COLUMNS = frozenset({"deal_date", "event_date", "event_date_end"})
 #: A deal's date (``date_range``, ``date``), read on a row that has none (a message, a group of
-#: messages) as the row's own date: the day it happened.
-DEAL_DATE, OWN_DATE = "deal_date", "event_date"
+#: messages) as the row's own days: from its first (``event_date``) to its last
+#: (``event_date_end``; one day for a message), or its first alone in a table made before it
+#: had a last (see :func:`_span`).
+DEAL_DATE, OWN_DATE, OWN_END = "deal_date", "event_date", "event_date_end"
 MAX_VALUES = 1000  # an ``in`` list longer than this is almost certainly a mistake
 
 _EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|=|>|<)(.*)$", re.DOTALL)
@@ -286,15 +288,45 @@ def _compile(cond: Condition, columns: Mapping[str, type]) -> str:
     if name == DEAL_DATE and OWN_DATE in columns:
         # a message has no deal_date (a deal's event_date is its deal_date): a deal's date
         # read alone would match no message and say nothing
+        own = (
+            _span(cond, columns)
+            if OWN_END in columns
+            else _condition(cond, OWN_DATE, columns[OWN_DATE])
+        )
         return predicates.any_of(
             [
                 _condition(cond, name, columns[name]),
-                predicates.all_of(
-                    [predicates.is_null(DEAL_DATE), _condition(cond, OWN_DATE, columns[OWN_DATE])]
-                ),
+                predicates.all_of([predicates.is_null(DEAL_DATE), own]),
             ]
         )
     return _condition(cond, name, columns[name])
+
+
+def _span(cond: Condition, columns: Mapping[str, type]) -> str:
+    """A deal's date condition on a row's span of days, from ``event_date`` to
+    ``event_date_end``: a bound holds where the span reaches it (``>=``/``>`` on the last day,
+    ``<=``/``<`` on the first), so a range holds where it overlaps the span; a day (``=``,
+    ``in``) holds where it falls inside the span, and ``!=``/``not in`` where none does."""
+    first, last = OWN_DATE, OWN_END
+    if cond.op in (">=", ">"):
+        return predicates.compare(last, cond.op, _coerce(last, str, cond.value))
+    if cond.op in ("<=", "<"):
+        return predicates.compare(first, cond.op, _coerce(first, str, cond.value))
+    days = (cond.value,) if cond.op in ("=", "!=") else cond.value
+    days = tuple(_coerce(first, str, d) for d in days)
+    if cond.op in ("=", "in"):
+        return predicates.any_of(
+            predicates.all_of(
+                [predicates.compare(first, "<=", d), predicates.compare(last, ">=", d)]
+            )
+            for d in days
+        )
+    if not days:  # ``not in []``: every row that has days, as on one column
+        return predicates.not_in(first, [])
+    return predicates.all_of(
+        predicates.any_of([predicates.compare(first, ">", d), predicates.compare(last, "<", d)])
+        for d in days
+    )
 
 
 def _condition(cond: Condition, name: str, kind: type) -> str:

@@ -4,7 +4,8 @@
    people in the asking tenant's registry only, topics.
 2. The group rows of the generation (``kind: group``) are searched with the same search as
    units (:meth:`Searcher.search`: the eligibility prefilter with the user's filters, a deal's
-   date read as the messages' own ``event_date`` (:func:`~corpus_index.filters.compile_filter`),
+   date read on the rows' own days, a group's span from ``event_date`` to ``event_date_end``
+   (:func:`~corpus_index.filters.compile_filter`),
    dense and lexical fused) and then boosted: a group whose dates overlap a time hint, which
    anchors a person the query names, or whose topic tags hold a query word, moves up. Dates
    boost and never filter: the talk about Christmas happens in the weeks before it, and a

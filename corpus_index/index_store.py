@@ -49,6 +49,12 @@ CREATED_KEY = b"corpus_index.table_created"
 # the filter columns every generation table carries: the union the collection kinds promote
 PROMOTED_COLUMNS = kinds.PROMOTED_COLUMNS
 
+# a row's last day: a group of messages' last message's, a unit's or a deal's own event_date
+SPAN_END = "event_date_end"
+# columns a table made before them lacks: writes to such a table leave them out, and a filter
+# on them reads around them (``filters.compile_filter`` sees the table's own columns)
+LATER_COLUMNS = frozenset({SPAN_END})
+
 
 def vector_entry_schema(generation: Generation) -> pa.Schema:
     """The schema of a generation table; its metadata records the generation spec."""
@@ -73,6 +79,7 @@ def vector_entry_schema(generation: Generation) -> pa.Schema:
         ("tier", pa.string()),
         ("language", pa.string()),
         ("event_date", pa.string()),
+        (SPAN_END, pa.string()),
         *PROMOTED_COLUMNS,
         ("metadata", pa.string()),
         ("backend_spec", pa.string()),
@@ -232,7 +239,7 @@ class GenerationStore:
         (``rows`` may be a stream: it is written as it is read)."""
         table = self.ensure(generation)
         before = int(table.count_rows())
-        data = _conformed(rows, generation)
+        data = _conformed(rows, generation, table.schema)
         lance.retry_commits(lambda: table.add(data), table=table, attempts=_attempts(data))
         return WriteResult(
             inserted=int(table.count_rows()) - before,
@@ -260,7 +267,7 @@ class GenerationStore:
         sources in ``keep`` stay as they are (``rows`` holds none of theirs).
         """
         table = self.ensure(generation)
-        rows = _conformed(rows, generation)
+        rows = _conformed(rows, generation, table.schema)
         scope = predicates.eq("collection", collection)
         if sources is not None:
             scope = predicates.all_of([scope, predicates.is_in("source_id", sorted(set(sources)))])
@@ -313,7 +320,6 @@ class GenerationStore:
         not read or rewritten.
         """
         table = self.ensure(generation)
-        rows = rows.cast(vector_entry_schema(generation))
         scope = predicates.all_of(
             [
                 predicates.eq("collection", collection),
@@ -328,7 +334,7 @@ class GenerationStore:
                 deleted=before - int(table.count_rows(scope)),
                 total=int(table.count_rows(predicates.eq("collection", collection))),
             )
-        return _merge(table, rows, scope, collection)
+        return _merge(table, _conformed(rows, generation, table.schema), scope, collection)
 
     def delete_where(self, generation: Generation, predicate: str) -> int:
         if not self.exists(generation):
@@ -533,12 +539,18 @@ def _attempts(rows: pa.Table | pa.RecordBatchReader) -> int:
 
 
 def _conformed(
-    rows: pa.Table | pa.RecordBatchReader, generation: Generation
+    rows: pa.Table | pa.RecordBatchReader, generation: Generation, table: pa.Schema
 ) -> pa.Table | pa.RecordBatchReader:
-    """``rows`` in the generation table's schema (a stream must already be in it)."""
+    """``rows`` in the generation table's schema (a stream must already be in it), less the
+    :data:`LATER_COLUMNS` the table (``table`` is its schema) was made without."""
     schema = vector_entry_schema(generation)
+    if isinstance(rows, pa.RecordBatchReader) and not rows.schema.equals(schema):
+        raise ValueError(f"rows stream schema differs from {generation.table_name}'s")
+    lacking = [n for n in LATER_COLUMNS if n not in table.names]
+    if not lacking:
+        return rows if isinstance(rows, pa.RecordBatchReader) else rows.cast(schema)
+    fitted = pa.schema([f for f in schema if f.name not in lacking], metadata=schema.metadata)
     if isinstance(rows, pa.RecordBatchReader):
-        if not rows.schema.equals(schema):
-            raise ValueError(f"rows stream schema differs from {generation.table_name}'s")
-        return rows
-    return rows.cast(schema)
+        stream = rows
+        return pa.RecordBatchReader.from_batches(fitted, (b.select(fitted.names) for b in stream))
+    return rows.cast(schema).select(fitted.names).cast(fitted)

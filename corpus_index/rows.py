@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from corpus_index.group_records import GROUP_KIND, generation_formats
 from corpus_index.hashing import vector_id
-from corpus_index.index_store import PROMOTED_COLUMNS, vector_entry_schema
+from corpus_index.index_store import PROMOTED_COLUMNS, SPAN_END, vector_entry_schema
 from corpus_index.kinds import kind_named
 from corpus_index.registry import Generation, Registry
 
@@ -42,6 +42,15 @@ def tombstoned_sources(registry: Registry, namespace: str, collection: str) -> p
         ),
         pa.string(),
     )
+
+
+def last_day(kind: str, event_date: str | None, meta: dict[str, object]) -> str | None:
+    """A row's last day: a group's ``event_date_end`` (its last member's day), never before its
+    first; a unit's or a deal's own ``event_date`` (None where it has none)."""
+    if not event_date or kind != GROUP_KIND:
+        return event_date
+    end = str(meta.get(SPAN_END) or "")[:10]
+    return end if end > event_date[:10] else event_date
 
 
 def build_rows(
@@ -102,6 +111,7 @@ def build_rows(
             "tier": block["tier"],
             "language": block["language"],
             "event_date": block["event_date"],
+            SPAN_END: last_day(kind, block["event_date"], meta),
             "metadata": block["metadata"],
             "backend_spec": spec.backend_spec,
             "dim": spec.dim,

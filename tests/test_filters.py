@@ -365,3 +365,78 @@ def test_not_in_and_any_of() -> None:
     assert predicates.any_of([]) == "FALSE"
     with pytest.raises(InvalidFilterError):
         predicates.not_in("bad name", ["x"])
+
+
+# -- a deal's date on a row's span of days (a group of messages runs from event_date to
+# event_date_end; a message is one day; a deal keeps its deal_date) ----------------------------
+
+SPANS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("deal_date", pa.string()),
+        ("event_date", pa.string()),
+        ("event_date_end", pa.string()),
+    ]
+)
+SPAN_ROWS: list[dict[str, Any]] = [
+    # a conversation from the 22nd into the 26th
+    {"id": 0, "deal_date": None, "event_date": "2025-12-22", "event_date_end": "2025-12-26"},
+    # a message of the 24th
+    {"id": 1, "deal_date": None, "event_date": "2025-12-24", "event_date_end": "2025-12-24"},
+    # a deal: its deal_date decides, not its event_date
+    {
+        "id": 2,
+        "deal_date": "2025-12-30",
+        "event_date": "2025-12-01",
+        "event_date_end": "2025-12-01",
+    },
+    # an undated row matches no date condition, as on one column
+    {"id": 3, "deal_date": None, "event_date": None, "event_date_end": None},
+]
+
+
+@pytest.fixture(scope="module")
+def spans(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    db = lance.connect(str(tmp_path_factory.mktemp("spans")))
+    rows = pa.Table.from_pylist(SPAN_ROWS, schema=SPANS)
+    # a generation table made before rows had a last day
+    return db.create_table("spans", rows), db.create_table("firsts", rows.drop(["event_date_end"]))
+
+
+SPANNED: list[tuple[str, Any, list[int], list[int]]] = [
+    # (case, filter, ids on spans, ids on a table with no event_date_end: the first day alone)
+    ("range after the first day", {"date_range": ["2025-12-25", "2025-12-31"]}, [0, 2], [2]),
+    ("range before the last day", {"date_range": ["2025-12-01", "2025-12-22"]}, [0], [0]),
+    ("range inside the span", {"date_range": ["2025-12-23", "2025-12-23"]}, [0], []),
+    ("range on the last day", {"date_range": ["2025-12-26", "2025-12-26"]}, [0], []),
+    ("range past the span", {"date_range": ["2025-12-27", "2025-12-29"]}, [], []),
+    ("from a day", parse_expressions(["date>=2025-12-26"]), [0, 2], [2]),
+    ("after a day", parse_expressions(["date>2025-12-26"]), [2], [2]),
+    ("until a day", parse_expressions(["date<=2025-12-22"]), [0], [0]),
+    ("before a day", parse_expressions(["date<2025-12-22"]), [], []),
+    ("a day inside", parse_expressions(["date=2025-12-24"]), [0, 1], [1]),
+    ("a day outside", parse_expressions(["date!=2025-12-24"]), [2], [0, 2]),
+    ("days, one inside", parse_expressions(["date=2025-12-23,2025-12-30"]), [0, 2], [2]),
+    ("no day inside", parse_expressions(["date!=2025-12-20,2025-12-26"]), [1, 2], [0, 1, 2]),
+    ("an empty list", {"date": {"not in": []}}, [0, 1, 2], [0, 1, 2]),
+    ("deal_date named", {"deal_date": {">=": "2025-12-26"}}, [0, 2], [2]),
+    # the columns named themselves are the columns
+    ("event_date named", {"event_date": {">=": "2025-12-23"}}, [1], [1]),
+    ("event_date_end named", {"event_date_end": {">=": "2025-12-25"}}, [0], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "expected", "first_only"), SPANNED, ids=[c[0] for c in SPANNED]
+)
+def test_a_deals_date_on_a_span_of_days_means_an_overlap(
+    spans: tuple[Any, Any], case: str, spec: Any, expected: list[int], first_only: list[int] | None
+) -> None:
+    for table, want in zip(spans, (expected, first_only), strict=True):
+        if want is None:
+            with pytest.raises(InvalidFilterError, match="unknown filter key 'event_date_end'"):
+                compile_filter(spec, filterable_columns(table.schema))
+            continue
+        where = compile_filter(spec, filterable_columns(table.schema))
+        got = sorted(table.search().where(where).limit(100).to_arrow()["id"].to_pylist())
+        assert got == want, table.name

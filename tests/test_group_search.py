@@ -123,10 +123,10 @@ def test_a_christmas_query_boosts_groups_of_december(searcher: Searcher) -> None
 
 def test_a_date_range_filters_messages_by_their_own_dates(searcher: Searcher) -> None:
     """A message has no deal_date, the column a date_range filters on a deals namespace: on a
-    messages namespace the range is read as the messages' dates (event_date), so it finds the
-    contexts of those days rather than nothing."""
+    messages namespace the range is read as the messages' days (from event_date to
+    event_date_end), so it finds the contexts that overlap those days rather than nothing."""
     window = ("2025-12-20", "2025-12-31")
-    as_dates = {"event_date": {">=": window[0], "<=": window[1]}}
+    as_dates = {"event_date": {"<=": window[1]}, "event_date_end": {">=": window[0]}}
     spellings: list[FilterSpec] = [
         {"date_range": list(window)},  # the API's
         {"date": {">=": window[0], "<=": window[1]}},
@@ -152,8 +152,74 @@ def test_a_date_range_filters_messages_by_their_own_dates(searcher: Searcher) ->
                 filters=spelling,
             )
             assert ranged.records, (units, spelling)
-            assert all(window[0] <= r.date[:10] <= window[1] for r in ranged.records), spelling
+            assert all(
+                r.date[:10] <= window[1] and window[0] <= r.date_end[:10] for r in ranged.records
+            ), spelling
             assert [r.id for r in ranged.records] == [r.id for r in same.records], spelling
+
+
+def spanned_groups(corpus: Home, tenant: str = "wattle") -> list[tuple[str, str, str]]:
+    """(group id, first day, last day) of the tenant's groups of several days."""
+    rows = corpus.store.table(active(corpus, "messages")).to_arrow()
+    out = []
+    for r in rows.select(["doc_id", "kind", "tenant_id", "event_date", "metadata"]).to_pylist():
+        end = json.loads(r["metadata"] or "{}").get("event_date_end") or ""
+        if r["kind"] == "group" and r["tenant_id"] == tenant and end[:10] > r["event_date"][:10]:
+            out.append((r["doc_id"], r["event_date"][:10], end[:10]))
+    return out
+
+
+def found_on(searcher: Searcher, day: str) -> set[str]:
+    """The contexts a manager finds with a date_range of that one day."""
+    result = search_contexts(
+        searcher,
+        "what happened",
+        principal=MANAGER,
+        as_of=AS_OF,
+        k=50,
+        filters={"date_range": [day, day]},
+    )
+    return {r.id for r in result.records}
+
+
+def test_a_filter_after_a_groups_first_day_still_finds_the_group_that_runs_into_it(
+    corpus: Home, searcher: Searcher
+) -> None:
+    """A date filter on a group of messages matches its whole span: a range holds where it
+    overlaps the group's days, from its first message's day to its last's."""
+    spans = spanned_groups(corpus)
+    assert spans, "the sample holds a group of several days"
+    seen = [(g, first, last) for g, first, last in spans if g in found_on(searcher, first)]
+    assert seen, "a group of several days is found on its first day"
+    missed = [(g, first, last) for g, first, last in seen if g not in found_on(searcher, last)]
+    assert not missed, f"found on their first day, not on their last: {missed}"
+    rows = corpus.store.table(active(corpus, "messages")).to_arrow().to_pylist()
+    ends = {r["doc_id"]: r["event_date_end"] for r in rows if r["kind"] == "group"}
+    assert all(ends[g] == last for g, _, last in spans)
+    assert all(r["event_date_end"] == r["event_date"] for r in rows if r["kind"] != "group")
+
+
+def test_a_generation_made_before_rows_had_a_last_day_keeps_syncing_and_answering(
+    tmp_path: Path,
+) -> None:
+    """A generation table made without event_date_end (before rows had a last day) keeps
+    its schema through a sync that writes to it, and a date filter on it reads a group by its
+    first day, as it did then."""
+    settings = Settings(config_path=messages_config(tmp_path), home=tmp_path / "home")
+    corpus = build_home(settings)
+    group, first, last = spanned_groups(corpus)[0]
+    table = corpus.store.table(active(corpus, "messages"))
+    table.drop_columns(["event_date_end"])
+    mine = predicates.all_of([predicates.eq("doc_id", group), predicates.eq("kind", "group")])
+    table.delete(mine)
+
+    corpus = build_home(settings, promote=False, run_id="after")  # the sync puts it back
+    table = corpus.store.table(active(corpus, "messages"))
+    assert "event_date_end" not in table.schema.names
+    assert table.count_rows(mine) == 1
+    searcher = Searcher(corpus)
+    assert group in found_on(searcher, first)
+    assert group not in found_on(searcher, last)  # its first day alone, as before
 
 
 def test_unit_only_search_returns_units_in_the_same_shape(searcher: Searcher) -> None:

@@ -119,8 +119,9 @@ def test_a_plain_search_reads_a_date_range_as_the_messages_own_dates(
     served: tuple[httpx.Client, Home],
 ) -> None:
     """A message has no deal_date, the column a date_range filters on a deals namespace: the
-    plain search (the browser page's date fields use it) reads the range as each message's own
-    event_date, as group-first search does, rather than matching nothing without a word."""
+    plain search (the browser page's date fields use it) reads the range as each message's or
+    group's own days (event_date to event_date_end, matched where they overlap it), as
+    group-first search does, rather than matching nothing without a word."""
     client, corpus = served
     window = ("2025-12-20", "2025-12-31")
 
@@ -134,12 +135,13 @@ def test_a_plain_search_reads_a_date_range_as_the_messages_own_dates(
         hits: list[dict[str, Any]] = response.json()["hits"]
         return hits
 
-    same = search({"event_date": {">=": window[0], "<=": window[1]}})
+    same = search({"event_date": {"<=": window[1]}, "event_date_end": {">=": window[0]}})
     gen = corpus.registry.active("messages")
     assert gen is not None
-    rows = corpus.store.table(gen).to_arrow().select(["chunk_ref", "event_date"]).to_pylist()
-    dates = {r["chunk_ref"]: r["event_date"] for r in rows}
-    assert same and all(window[0] <= dates[h["provenance"]["chunk_ref"]] <= window[1] for h in same)
+    rows = corpus.store.table(gen).to_arrow().select(["chunk_ref", "event_date", "event_date_end"])
+    days = {r["chunk_ref"]: (r["event_date"], r["event_date_end"]) for r in rows.to_pylist()}
+    spans = [days[h["provenance"]["chunk_ref"]] for h in same]
+    assert same and all(first <= window[1] and window[0] <= last for first, last in spans)
     for spelling in (
         {"date_range": list(window)},
         {"date": {">=": window[0], "<=": window[1]}},
