@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 import pyarrow.compute as pc
@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from corpus_index import predicates
 from corpus_index.eligibility import Principal
 from corpus_index.group_records import GROUP_KIND
+from corpus_index.hits import Provenance
 from corpus_index.home import Home
 from corpus_index.identity_store import IDENTITIES, MENTIONS
 from corpus_index.kinds import excerpt_of
@@ -93,7 +94,11 @@ class Participant:
 
 @dataclass(frozen=True, slots=True)
 class MemberRecord:
-    """One unit of a context, in the context's reading order."""
+    """One unit of a context, in the context's reading order.
+
+    ``provenance`` has one entry per chunk in ``chunk_refs`` (same order), each what a unit
+    search's hit carries for that row: its source version, content hash, input format, backend,
+    generation and run, read from the generation row the member was shown from."""
 
     unit_id: str
     order: int
@@ -104,6 +109,7 @@ class MemberRecord:
     text: str
     source_id: str
     chunk_refs: tuple[str, ...]
+    provenance: tuple[Provenance, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +122,7 @@ class MemberRecord:
             "text": self.text,
             "source_id": self.source_id,
             "chunk_refs": list(self.chunk_refs),
+            "provenance": [asdict(p) for p in self.provenance],
         }
 
 
@@ -372,6 +379,8 @@ def provenance(row: Mapping[str, Any]) -> dict[str, Any]:
 def member_record(
     unit: str, order: int, role: str, rows: Sequence[Mapping[str, Any]]
 ) -> MemberRecord:
+    """A unit of a context from its generation rows (its blocks, in block order), each row's
+    provenance with it."""
     meta = metadata_of(rows[0])
     return MemberRecord(
         unit_id=unit,
@@ -383,6 +392,7 @@ def member_record(
         text="\n".join(excerpt_of(r) for r in rows),
         source_id=str(rows[0]["source_id"]),
         chunk_refs=tuple(str(r["chunk_ref"]) for r in rows),
+        provenance=tuple(Provenance.of_row(r) for r in rows),
     )
 
 

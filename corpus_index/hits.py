@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -17,6 +18,11 @@ class Provenance:
     backend_spec: str
     generation: str
     run_id: str
+
+    @classmethod
+    def of_row(cls, row: Mapping[str, Any]) -> Provenance:
+        """The provenance of a generation row (one read with these columns)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
 
 
 @dataclass(frozen=True, slots=True)

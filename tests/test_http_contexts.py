@@ -5,6 +5,10 @@ the library's own; every one stays inside the key's tenant and groups."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +21,7 @@ from corpus_index.group_search import search_contexts
 from corpus_index.home import Home
 from corpus_index.http.audit import AuditResult, ResultAudit
 from corpus_index.search import Principal, Searcher
-from tests.searchkit import build_home, messages_config
+from tests.searchkit import ROOT, build_home, messages_config
 from tests.support.http_server import running_server, serve_config
 
 WATTLE, STAFF, BLUEGUM = "ck_wattle", "ck_wattle-staff", "ck_bluegum"
@@ -256,3 +260,62 @@ def test_the_audit_counts_each_row_the_principal_may_not_see(
     assert audit.check_rows(seen[:5] + hidden[:2], staff, gen).unauthorized == 2
     other = Principal("bluegum", ("bluegum-staff",))
     assert audit.check_rows(seen[:5], other, gen).unauthorized == 5
+
+
+PROVENANCE = ("source_version", "content_hash", "input_format", "backend_spec", "generation")
+
+
+def cli_search(corpus: Home, query: str, tenant: str, *groups: str) -> dict[str, Any]:
+    """``corpus search --json`` as a user runs it, in a process of its own."""
+    paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
+    who = ["--tenant", tenant, *(x for g in groups for x in ("--group", g))]
+    done = subprocess.run(  # noqa: S603 - fixed arguments
+        [sys.executable, "-m", "corpus_index.cli", *paths, "search", query, *who]
+        + ["--as-of", AS_OF.date().isoformat(), "--json", "--no-trace"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def test_every_member_shown_carries_its_rows_provenance_the_same_over_http_and_the_cli(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    """Each member of a group (and a unit standing alone) carries, per chunk, the provenance a
+    unit search's hit carries, read from the generation row it was shown from; the CLI prints
+    the same records; no member row is one the key may not see."""
+    client, corpus = served
+    gen = corpus.registry.active("messages")
+    assert gen is not None
+    rows = {r["chunk_ref"]: r for r in corpus.store.table(gen).to_arrow().to_pylist()}
+    body = {"query": QUERY, "k": 5, "as_of": AS_OF.isoformat()}
+    for key, tenant, groups in (
+        (WATTLE, "wattle", ("wattle-staff", "wattle-managers")),
+        (STAFF, "wattle", ("wattle-staff",)),
+    ):
+        response = ask(client, key, body)
+        assert response.status_code == 200, response.text
+        doc = response.json()
+        person = client.get(
+            "/v1/namespaces/messages/people/Jane Okafor",
+            headers={"Authorization": f"Bearer {key}"},
+        ).json()
+        records = [r for rs in doc["results"].values() for r in rs] + person["records"]
+        members = [m for r in records for m in r["members"]]
+        assert any(r["provenance"].get("group_id") for r in records) and members
+        for m in members:
+            assert [p["chunk_ref"] for p in m["provenance"]] == m["chunk_refs"], m
+            for p in m["provenance"]:
+                row = rows[p["chunk_ref"]]
+                assert {k: p[k] for k in PROVENANCE} == {k: row[k] for k in PROVENANCE}, p
+                assert p["run_id"] == row["run_id"] and p["generation"] == gen.id
+                assert row["source_id"] == m["source_id"] and row["tenant_id"] == tenant
+                assert set(row["acl_groups"]) & set(groups), (key, p["chunk_ref"])
+        printed = cli_search(corpus, QUERY, tenant, *groups)
+        assert printed["results"] == doc["results"]

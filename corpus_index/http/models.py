@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from corpus_index.context_records import MemberRecord
 from corpus_index.hits import Provenance
 
 HARD_MAX_QUERY = 100_000  # a sanity bound for the schema; the configured limit is lower
@@ -73,6 +74,27 @@ class ContextsRequest(_Strict):
     )
 
 
+class ContextRecordModel(BaseModel):
+    """A whole group (conversation, incident, ...) or a unit standing alone, as ``corpus
+    search --json`` prints it on a messages namespace."""
+
+    rank: int
+    id: str
+    type: str
+    title: str
+    participants: list[dict[str, Any]]
+    location: str
+    date: str
+    date_end: str
+    members: list[MemberRecord]
+    relevance: float
+    topics: list[str]
+    provenance: dict[str, Any] = Field(
+        description="The row the record stands for (the group's own, or the unit's first)."
+    )
+    why: dict[str, Any]
+
+
 class ContextsResponse(BaseModel):
     """The unified response: records by type (conversations, incidents, ...), ranked."""
 
@@ -80,7 +102,7 @@ class ContextsResponse(BaseModel):
     request_id: str
     query: str
     analysis: dict[str, Any]
-    results: dict[str, list[dict[str, Any]]]
+    results: dict[str, list[ContextRecordModel]]
     total_hits: int
     trace: dict[str, Any]
 
@@ -97,7 +119,7 @@ class PersonResponse(BaseModel):
     partners: list[dict[str, Any]]
     by_topic: dict[str, list[str]]
     by_month: dict[str, list[str]]
-    records: list[dict[str, Any]]
+    records: list[ContextRecordModel]
     total_hits: int
 
 
