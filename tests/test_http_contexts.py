@@ -265,13 +265,11 @@ def test_the_audit_counts_each_row_the_principal_may_not_see(
 PROVENANCE = ("source_version", "content_hash", "input_format", "backend_spec", "generation")
 
 
-def cli_search(corpus: Home, query: str, tenant: str, *groups: str) -> dict[str, Any]:
-    """``corpus search --json`` as a user runs it, in a process of its own."""
+def cli(corpus: Home, *args: str) -> str:
+    """``corpus ARGS`` as a user runs it, in a process of its own: what it prints."""
     paths = ["--config", str(corpus.settings.config_path), "--home", str(corpus.settings.home)]
-    who = ["--tenant", tenant, *(x for g in groups for x in ("--group", g))]
     done = subprocess.run(  # noqa: S603 - fixed arguments
-        [sys.executable, "-m", "corpus_index.cli", *paths, "search", query, *who]
-        + ["--as-of", AS_OF.date().isoformat(), "--json", "--no-trace"],
+        [sys.executable, "-m", "corpus_index.cli", *paths, *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -280,7 +278,15 @@ def cli_search(corpus: Home, query: str, tenant: str, *groups: str) -> dict[str,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    doc: dict[str, Any] = json.loads(done.stdout)
+    return done.stdout
+
+
+def cli_search(corpus: Home, query: str, tenant: str, *groups: str) -> dict[str, Any]:
+    """``corpus search --json`` as a user runs it."""
+    who = [x for g in groups for x in ("--group", g)]
+    as_of = AS_OF.date().isoformat()
+    out = cli(corpus, "search", query, "--tenant", tenant, *who, "--as-of", as_of, "--json")
+    doc: dict[str, Any] = json.loads(out)
     return doc
 
 
@@ -319,3 +325,32 @@ def test_every_member_shown_carries_its_rows_provenance_the_same_over_http_and_t
                 assert set(row["acl_groups"]) & set(groups), (key, p["chunk_ref"])
         printed = cli_search(corpus, QUERY, tenant, *groups)
         assert printed["results"] == doc["results"]
+
+
+def test_the_clis_records_show_each_members_provenance_as_its_hits_show_theirs(
+    served: tuple[httpx.Client, Home],
+) -> None:
+    """``corpus search`` and ``corpus person`` without ``--json`` print, under each member,
+    one line per chunk: its chunk_ref, content hash, backend and run, as a unit hit's line."""
+    client, corpus = served
+    doc = ask(client, STAFF, {"query": QUERY, "k": 3, "as_of": AS_OF.isoformat()}).json()
+    who = ["--tenant", "wattle", "--group", "wattle-staff"]
+    printed = cli(corpus, "search", QUERY, *who, "--as-of", AS_OF.date().isoformat())
+    person = cli(corpus, "person", "Jane Okafor", *who)
+    headers = {"Authorization": f"Bearer {STAFF}"}
+    about = client.get("/v1/namespaces/messages/people/Jane Okafor", headers=headers).json()
+    for records, text in (
+        ([r for rs in doc["results"].values() for r in rs], printed),
+        (about["records"], person),
+    ):
+        lines = text.splitlines()
+        shown = [p for r in records for m in r["members"] for p in m["provenance"]]
+        assert shown
+        for p in shown:
+            line = (
+                f"        {p['chunk_ref']}  {p['content_hash'][:19]}…  {p['backend_spec']}  "
+                f"run {p['run_id'][:8]}"
+            )
+            assert line in lines, (line, text)
+        for r in records:
+            assert any(r["provenance"]["chunk_ref"] in x and "generation" in x for x in lines)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from corpus_index.cli.app import emit_json, handle_errors, main, searcher
+from corpus_index.hits import Provenance
 
 AS_OF_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
 
@@ -76,9 +77,18 @@ def print_contexts(
             f"[{rec.location or '-'}, {rec.date}{'..' + rec.date_end if rec.date_end != rec.date else ''}]"
         )
         click.echo(f"    people: {who or '-'}")
+        own = Provenance.of_row(rec.provenance)
+        click.echo(f"    {provenance_line(own)}  generation {own.generation}")
         for m in rec.members:
             text = " ".join(m.text.split())
             click.echo(f"    {m.order:>2}. {m.unit_id} ({m.source}, {m.role}): {text[:160]}")
+            for p in m.provenance:
+                click.echo(f"        {provenance_line(p)}")
+
+
+def provenance_line(p: Provenance) -> str:
+    """A hit's or a member's provenance on one line: chunk, content hash, backend and run."""
+    return f"{p.chunk_ref}  {p.content_hash[:19]}…  {p.backend_spec}  run {p.run_id[:8]}"
 
 
 @main.command()

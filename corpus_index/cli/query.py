@@ -20,7 +20,13 @@ from corpus_index.cli.app import (
     searcher,
     settings_of,
 )
-from corpus_index.cli.contexts import AS_OF_FORMATS, grouped, print_result, show_contexts
+from corpus_index.cli.contexts import (
+    AS_OF_FORMATS,
+    grouped,
+    print_result,
+    provenance_line,
+    show_contexts,
+)
 from corpus_index.retrieval import MAX_CANDIDATES, SECTION_CONTEXT
 
 # the options of a unit search; a group-first search ranks, caps and expands its records its own
@@ -249,9 +255,7 @@ def print_hits(query: str, result: Any) -> None:
             f"{rank:>2}. {hit.score:.3f}  {hit.source_id}  [{hit.section}]  tenant={hit.tenant_id}"
         )
         click.echo(f"    {hit.excerpt}")
-        click.echo(
-            f"    {p.chunk_ref}  {p.content_hash[:19]}…  {p.backend_spec}  run {p.run_id[:8]}"
-        )
+        click.echo(f"    {provenance_line(p)}")
         for chunk in getattr(hit, "context", ()):
             marker = ">" if chunk.is_hit else " "
             click.echo(f"    {marker} [{chunk.block_key}] {' '.join(chunk.text.split())[:200]}")
