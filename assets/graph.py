@@ -366,7 +366,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
     @writes("collection")
     @releasing
     def embeddings(
-        context: dg.AssetExecutionContext, corpus: CorpusResource
+        context: dg.AssetExecutionContext, corpus: CorpusResource, config: EmbeddingsConfig
     ) -> dg.MaterializeResult:
         """Vectors for every embeddable input of a collection under one profile, cache first."""
         profile, collection = _profile_collection(context)
@@ -385,6 +385,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 collection,
                 progress=progress,
                 run_id=context.run.run_id,
+                retry_refused=config.retry_refused,
             )
         finally:
             paced.flush()  # how far it got, whether it finished or failed
@@ -735,6 +736,13 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         index_generation,
         active_generation,
     ]
+
+
+class EmbeddingsConfig(dg.Config):  # type: ignore[misc]
+    """Whether ``embeddings`` sends again the inputs the model's server refused before
+    (``corpus sync --retry-refused``); otherwise they are held back unasked."""
+
+    retry_refused: bool = False
 
 
 class TimelineConfig(dg.Config):  # type: ignore[misc]

@@ -299,15 +299,20 @@ class EmbeddingCache:
     @lance.reads_tables
     def delete(self, hashes: Iterable[str]) -> int:
         """Remove entries (cache purge at compaction)."""
-        table = self._table(create=False)
-        keys = sorted(set(hashes))
-        if table is None or not keys:
-            return 0
-        before = int(table.count_rows())
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            where = predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK])
-            lance.retry_commits(functools.partial(table.delete, where), table=table)
-        return before - int(table.count_rows())
+        return delete_entries(self._table(create=False), hashes)
+
+
+def delete_entries(table: Any, hashes: Iterable[str]) -> int:
+    """Remove the rows of ``hashes`` from ``table`` (a table keyed by ``input_hash``, or None:
+    nothing), LOOKUP_CHUNK keys per commit. Returns how many rows went."""
+    keys = sorted(set(hashes))
+    if table is None or not keys:
+        return 0
+    before = int(table.count_rows())
+    for start in range(0, len(keys), LOOKUP_CHUNK):
+        where = predicates.is_in("input_hash", keys[start : start + LOOKUP_CHUNK])
+        lance.retry_commits(functools.partial(table.delete, where), table=table)
+    return before - int(table.count_rows())
 
 
 def _matching(table: Any, keys: Sequence[str], columns: list[str]) -> Iterator[pa.Table]:

@@ -19,6 +19,7 @@ from corpus_index.embedders import Embedder, make_embedder
 from corpus_index.embedders.weights import MEMO_NAME
 from corpus_index.errors import ConfigError, DimensionProbeError
 from corpus_index.index_store import GenerationStore
+from corpus_index.refusal_memo import RefusalMemo
 from corpus_index.registry import LIVE, Generation, GenerationSpec, open_registry
 from corpus_index.shards import split_key
 from corpus_index.warehouse import KeyedReader, Warehouse
@@ -140,6 +141,16 @@ class Home:
             claimants={
                 (g.spec.backend_spec, g.spec.model_revision) for g in self.registry.generations()
             },
+        )
+
+    def refusal_memo(self, spec: GenerationSpec) -> RefusalMemo:
+        """The inputs the server of ``spec``'s model refused at its dimension (see
+        :mod:`corpus_index.refusal_memo`)."""
+        return RefusalMemo(
+            self.settings.lance_uri,
+            backend_spec=spec.backend_spec,
+            revision=spec.model_revision,
+            dim=spec.dim,
         )
 
     def unmaintained(self, generation: Generation) -> str | None:

@@ -11,7 +11,8 @@ more fails the step with the server's message, as any refused request did before
 server that refuses that many refuses the requests (a wrong model or option), not the inputs.
 A server that refuses everything is thus asked about twice that many requests, not one per
 input. Other failures (401, 429, 5xx, timeouts) are never split: they end the step, or are
-retried, as before.
+retried, as before. An input refused alone is remembered for its model
+(``corpus_index.refusal_memo``), so later runs hold it back without asking again.
 """
 
 from __future__ import annotations

@@ -55,8 +55,11 @@ class RunOutcome(Protocol):
 class PipelineRunner(Protocol):
     """Runs the pipeline's jobs for one home: what the CLI and ``CorpusIndex`` ask of it."""
 
-    def sync(self, settings: Settings, *, progress: Progress | None = None) -> SyncOutcome:
-        """Run the asset graph for every configured collection."""
+    def sync(
+        self, settings: Settings, *, progress: Progress | None = None, retry_refused: bool = False
+    ) -> SyncOutcome:
+        """Run the asset graph for every configured collection; ``retry_refused``: send again
+        the inputs the embedders' servers refused before (held back unasked otherwise)."""
         ...
 
     def promote(

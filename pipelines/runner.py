@@ -100,15 +100,23 @@ class DagsterRunner:
             initialize_pools(instance, defs)
         return Home(defs, settings.load(), instance)
 
-    def sync(self, settings: Settings, *, progress: Any = None) -> SyncReport:
+    def sync(
+        self, settings: Settings, *, progress: Any = None, retry_refused: bool = False
+    ) -> SyncReport:
         """Run the asset graph for every configured collection under the home's lock, refresh
-        ``retrieval_evals`` when what it shows changed, and record each failed run as an alert."""
+        ``retrieval_evals`` when what it shows changed, and record each failed run as an alert.
+        ``retry_refused``: send again the inputs the embedders' servers refused before."""
         from corpus_index.registry import open_registry
 
         home = self.open_home(settings)
         with home_lock_of(settings, "sync"):
             report = run_sync(
-                home.defs, home.config, home.instance, progress=progress, settings=settings
+                home.defs,
+                home.config,
+                home.instance,
+                progress=progress,
+                settings=settings,
+                retry_refused=retry_refused,
             )
             evals = eval_report(open_registry(settings))
             refresh_eval_report(home.defs, home.instance, evals.fingerprint, report)

@@ -374,9 +374,11 @@ def run_sync(
     progress: Progress | None = None,
     only: Sequence[str] | None = None,
     settings: Settings | None = None,
+    retry_refused: bool = False,
 ) -> SyncReport:
     """Ingest every collection (or those of ``only``), embed and index it under every profile,
-    refresh each generation.
+    refresh each generation. With ``retry_refused``, the inputs the embedders' servers refused
+    before are sent again (``EmbeddingsConfig``); otherwise they are held back unasked.
 
     A sharded collection runs shard by shard, and a shard whose files and configuration are
     as its last run saw them is left alone (``skipped_partitions``). A collection whose shard
@@ -418,6 +420,10 @@ def run_sync(
     ensure_collection_partitions(instance, config)
     purge_removed_collections(defs, config, instance, report)
 
+    embed_config: dict[str, Any] = (
+        {"ops": {"embeddings": {"config": {"retry_refused": True}}}} if retry_refused else {}
+    )
+
     def execute(job: str, key: str | dg.MultiPartitionKey, label: str) -> dg.ExecuteInProcessResult:
         say(f"{job} {label}")
         result = defs.resolve_job_def(job).execute_in_process(
@@ -425,7 +431,7 @@ def run_sync(
             partition_key=key,
             instance=instance,
             raise_on_error=False,
-            run_config=QUIET_RUN_CONFIG,
+            run_config={**QUIET_RUN_CONFIG, **(embed_config if job == "embed_job" else {})},
         )
         record_run(report, job, label, result)
         return result

@@ -37,9 +37,17 @@ from corpus_index.errors import ConfigError
     is_flag=True,
     help="First repair what `corpus doctor` finds damaged, then sync (which rebuilds it).",
 )
+@click.option(
+    "--retry-refused",
+    is_flag=True,
+    help="Send again the inputs an embedder's server refused before (held back unasked "
+    "otherwise, until their text or the model changes).",
+)
 @click.pass_context
 @handle_errors
-def sync(ctx: click.Context, as_json: bool, wait_s: float, repair: bool) -> None:
+def sync(
+    ctx: click.Context, as_json: bool, wait_s: float, repair: bool, retry_refused: bool
+) -> None:
     """Run the asset graph for every configured collection (the runs show in the Dagster UI).
 
     One sync per home at a time: a second one (or a promotion) waits up to --wait seconds for
@@ -54,15 +62,15 @@ def sync(ctx: click.Context, as_json: bool, wait_s: float, repair: bool) -> None
 
             for line in doctor_.repair(settings, doctor_.check(settings)):
                 click.echo(f"  repaired: {line}", err=True)
-        _sync(ctx, settings, as_json)
+        _sync(ctx, settings, as_json, retry_refused=retry_refused)
 
 
-def _sync(ctx: click.Context, settings: Settings, as_json: bool) -> None:
+def _sync(ctx: click.Context, settings: Settings, as_json: bool, *, retry_refused: bool) -> None:
     def progress(message: str) -> None:
         if not as_json:
             click.echo(f"  running {message}", err=True)
 
-    report = runner_of(ctx).sync(settings, progress=progress)
+    report = runner_of(ctx).sync(settings, progress=progress, retry_refused=retry_refused)
     summary = report.to_json()
     if as_json:
         emit_json(summary)

@@ -3,7 +3,9 @@
 Vectors are embedded, checked and written EMBED_WINDOW at a time. The new partition replaces
 the old one only when every gate passed; otherwise the last good partition stays as it was.
 Inputs the embedder's server refuses get no vector: they are recorded with their documents in
-``embedding_refusals`` (see ``corpus_index.refusals``) and asked for again by the next run.
+``embedding_refusals`` (see ``corpus_index.refusals``) and remembered per model (see
+``corpus_index.refusal_memo``), so the next run holds them back without asking again, unless
+it is asked to retry them.
 """
 
 from __future__ import annotations
@@ -95,9 +97,14 @@ def run(
     *,
     progress: Callable[[int, int], None] | None = None,
     run_id: str | None = None,
+    retry_refused: bool = False,
 ) -> EmbeddingsOutcome:
     """Embed the partition's new input hashes; the rest come from the previous partition
     or the cache.
+
+    An input the model's server refused before (in any run of the home) is held back as
+    refused with its first answer, without a request, unless ``retry_refused``: then it is
+    sent again, and forgotten if the server takes it.
 
     New vectors reach the cache only from a window whose vectors passed the per-vector checks
     and were produced by the generation's embedder, so a broken or swapped embedder never
@@ -155,6 +162,14 @@ def run(
         carried = lent_by_sidecars.result
         if carried.hashes:
             todo = pc.filter(todo, pc.invert(pc.is_in(todo, pa.array(carried.hashes))))
+    # the inputs this model's server refused before: held back unasked, with its answer then
+    memo = home.refusal_memo(spec)
+    known = memo.lookup(todo.to_pylist()) if len(todo) and memo.exists() else {}
+    # one given a vector since (a retry under another profile of the model) is not held
+    cached = cache.lookup(list(known)) if known else {}
+    held = {} if retry_refused else {h: e for h, e in known.items() if h not in cached}
+    if held:
+        todo = pc.filter(todo, pc.invert(pc.is_in(todo, pa.array(list(held), pa.string()))))
     n_reused = reused.num_rows if reused is not None else 0
     # the previous partition is kept as it is when it lends every vector written: nothing was
     # embedded, found in the cache or lent by a sidecar (the inputs to embed may all have been
@@ -168,6 +183,7 @@ def run(
         cache_hits=n_reused,
         dim=spec.dim,
         backend_spec=embedder.backend_spec,
+        refused=dict(held),
     )
     if lent_by_sidecars is not None:
         outcome.tokens += lent_by_sidecars.tokens
@@ -313,6 +329,8 @@ def run(
             # the record first: a reader that sees the partition without the refused inputs'
             # vectors also sees why they have none
             refused = _refusals(home, collection, outcome.refused)
+            memo.forget(h for h in known if h not in outcome.refused)  # taken since
+            memo.put({h: e for h, e in outcome.refused.items() if h not in held})
             if refused.num_rows:
                 home.warehouse.write(REFUSALS, (profile, collection), refused)
             else:  # none refused: no file a run (an earlier run's record goes)

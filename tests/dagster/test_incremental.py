@@ -22,6 +22,7 @@ import yaml
 
 from corpus_index import gates, steps
 from corpus_index.config import Settings
+from corpus_index.deletion import audit_deletion
 from corpus_index.embedders.hashing import HashEmbedder
 from corpus_index.errors import RetryableError
 from corpus_index.home import Home
@@ -52,6 +53,12 @@ def served_home(root: Path, server: FakeOpenAIServer) -> Settings:
     }
     config_path.write_text(yaml.safe_dump(config))
     return Settings(config_path=config_path, home=root / "home")
+
+
+def corpus_cli(settings: Settings, *args: str) -> list[str]:
+    """The command line of ``corpus ARGS`` on the home of ``settings``."""
+    config, home = str(settings.config_path), str(settings.home)
+    return [sys.executable, "-m", "corpus_index.cli", "--config", config, "--home", home, *args]
 
 
 def inputs_sent(server: FakeOpenAIServer, since: int = 0) -> int:
@@ -164,16 +171,7 @@ def _kill_mid_sync(
     mark = len(server.requests)
     env = {**os.environ, "OPENAI_API_KEY": "test-key", "LANCE_LOG": "error"}
     proc = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
-        [
-            sys.executable,
-            "-m",
-            "corpus_index.cli",
-            "--config",
-            str(settings.config_path),
-            "--home",
-            str(settings.home),
-            "sync",
-        ],
+        corpus_cli(settings, "sync"),
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -326,16 +324,117 @@ def test_an_input_the_server_refuses_holds_back_its_document_and_the_rest_goes_t
         "deal-beta-009",
     ]
 
-    # the next sync asks for the refused inputs again; once the server takes them, the held
+    # a sync asked to retry them sends them again; once the server takes them, the held
     # deal's new version and the new deal are indexed
     server.refuse.clear()
-    report = dagster_runner().sync(settings)
+    report = dagster_runner().sync(settings, retry_refused=True)
     assert report.ok, report.failed_runs
     assert report.refused_inputs == 0 and report.refused == []
+    memo = Home(settings).refusal_memo(gen.spec)
+    assert memo.exists() and memo.lookup(recorded["input_hash"].to_pylist()) == {}
     gen = Home(settings).registry.live_generation("remote")
     assert gen is not None
     assert corpus.store.count(gen, "text LIKE '%OVERLONG%'") == 2
     assert corpus.store.count(gen, "source_id = 'beta-deals/deal-beta-009'") == 4
+
+
+def refuse_held_deal(settings: Settings, server: FakeOpenAIServer) -> Path:
+    """The deal whose market analysis the server refuses from now on (its path)."""
+    held = settings.config_path.parent / DEAL
+    held.write_text(held.read_text().replace("Rents grew four", "Rents grew OVERLONG"))
+    server.refuse["OVERLONG"] = REFUSAL
+    return held
+
+
+def asked(server: FakeOpenAIServer, since: int, word: str) -> bool:
+    """Whether an input holding ``word`` was sent to the server since request ``since``."""
+    return any(word in t for r in server.requests[since:] for t in r["input"])
+
+
+def test_a_refused_input_is_not_asked_again_until_it_changes(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    held = refuse_held_deal(settings, server)
+    first = dagster_runner().sync(settings)
+    assert first.ok and first.refused_inputs == 1, first.failed_runs
+
+    mark = len(server.requests)
+    again = dagster_runner().sync(settings)
+    assert again.ok, again.failed_runs
+    assert not asked(server, mark, "OVERLONG")
+    # still held, and still named REFUSED, with the server's first answer
+    assert again.refused_inputs == 1
+    (row,) = again.refused
+    assert row["source_id"] == "beta-deals/deal-beta-001" and REFUSAL in row["error"]
+
+    # the input changed: asked again, and taken
+    held.write_text(held.read_text().replace("Rents grew OVERLONG", "Rents grew OVERLONGER"))
+    server.refuse.clear()
+    mark = len(server.requests)
+    taken = dagster_runner().sync(settings)
+    assert taken.ok and taken.refused_inputs == 0, taken.failed_runs
+    assert asked(server, mark, "OVERLONGER")
+
+
+def test_a_sync_that_retries_refused_inputs_asks_again_and_one_refused_again_stays_held(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    refuse_held_deal(settings, server)
+    assert dagster_runner().sync(settings).refused_inputs == 1
+
+    mark = len(server.requests)
+    report = dagster_runner().sync(settings, retry_refused=True)
+    assert report.ok and report.refused_inputs == 1, report.failed_runs
+    assert asked(server, mark, "OVERLONG")
+    # remembered still: the next plain sync asks nothing of it
+    mark = len(server.requests)
+    assert dagster_runner().sync(settings).refused_inputs == 1
+    assert not asked(server, mark, "OVERLONG")
+
+    # through the CLI: taken once the server takes it, and the deal's new text is indexed
+    server.refuse.clear()
+    env = {**os.environ, "OPENAI_API_KEY": "test-key", "LANCE_LOG": "error"}
+    done = subprocess.run(  # noqa: S603 - our own CLI, fixed arguments
+        corpus_cli(settings, "sync", "--retry-refused", "--json"),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["refused_inputs"] == 0
+    gen = Home(settings).registry.live_generation("remote")
+    assert gen is not None
+    assert Home(settings).store.count(gen, "text LIKE '%OVERLONG%'") == 1
+
+
+def test_deleting_a_source_forgets_its_refused_inputs_at_compaction(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    held = refuse_held_deal(settings, server)
+    text = held.read_text()
+    assert dagster_runner().sync(settings).refused_inputs == 1
+    gen = Home(settings).registry.live_generation("remote")
+    assert gen is not None
+    memo = Home(settings).refusal_memo(gen.spec)
+
+    held.unlink()
+    assert dagster_runner().sync(settings).ok
+    # deleted, the memo's entry is named by the audit until the compaction purges it
+    source = "beta-deals/deal-beta-001"
+    remaining = audit_deletion(Home(settings), source)["remaining"]
+    assert any(r.get("table") == memo.table_name and r["current"] for r in remaining), remaining
+    outcome, _ = dagster_runner().compact(settings, 0)
+    assert outcome.success, outcome.error
+    remaining = audit_deletion(Home(settings), source)["remaining"]
+    assert not any(r.get("table") == memo.table_name for r in remaining), remaining
+
+    # the same text added again is asked for again: nothing of the deleted source was kept
+    held.write_text(text)
+    mark = len(server.requests)
+    assert dagster_runner().sync(settings).refused_inputs == 1
+    assert asked(server, mark, "OVERLONG")
 
 
 def test_a_server_error_still_fails_the_embeddings_step_and_is_never_split(
