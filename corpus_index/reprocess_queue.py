@@ -36,6 +36,7 @@ from corpus_index.linked.reprocess import (
     QueueItem,
     due,
     next_due,
+    order,
     queue_of,
 )
 from corpus_index.warehouse import Warehouse
@@ -266,7 +267,8 @@ def take_due(
     warehouse: Warehouse, collections: Sequence[str], now: float, *, limit: int = BATCH
 ) -> Taken:
     """Take the items due at ``now`` in ``collections``: by priority, then the longest since
-    last re-processed (never first), at most ``limit`` in all. Each collection with an item
+    last re-processed (never first), then the longest due (:func:`order`), at most ``limit``
+    in all. Each collection with an item
     taken is recorded as widened and judged at ``now`` (never earlier than it was), so the
     next ``linked_groups`` run re-detects with the wider windows.
 
@@ -275,14 +277,7 @@ def take_due(
     only if its checks pass. A run that fails, or never comes, leaves them due."""
     stored = {c: read_queue(warehouse, c) for c in collections}
     ready = _ready(stored.values(), now)
-    ready.sort(
-        key=lambda q: (
-            -q.item.priority,
-            q.item.last_reprocessed_at if q.item.last_reprocessed_at is not None else -1e300,
-            q.collection,
-            q.item.key,
-        )
-    )
+    ready.sort(key=lambda q: (*order(q.item), q.collection, q.item.key))
     taken = ready[:limit]
     for c in sorted({q.collection for q in taken}):
         judged = stored[c].linking.judged_at

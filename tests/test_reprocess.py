@@ -185,6 +185,17 @@ def test_a_run_takes_at_most_50_by_priority_then_longest_waiting() -> None:
     assert all(i.last_reprocessed_at == T0 + 2 * HOUR for i in picked[10:30])
 
 
+def test_of_items_never_re_processed_the_longest_due_is_taken_first() -> None:
+    """A question asked five days ago and never re-processed (its 6 h check long past) is not
+    held back behind 50 asked this morning whose keys sort first."""
+    fresh = [QueueItem(f"qa_pair:a{n:03}", "qa_pair", f"u{n}", 8, since=T0) for n in range(50)]
+    old = QueueItem("qa_pair:zzz", "qa_pair", "old", 8, since=T0 - 5 * DAY)
+    picked = due([*fresh, old], T0 + 6 * HOUR)
+    assert len(picked) == BATCH
+    assert picked[0] == old
+    assert picked[1:] == fresh[:49]  # the rest, due at the same time, by key
+
+
 @pytest.mark.parametrize("limit", [1, 3])
 def test_the_batch_size_is_a_parameter(limit: int) -> None:
     items = [QueueItem(f"k{n}", "qa_pair", f"u{n}", 10, since=T0) for n in range(5)]

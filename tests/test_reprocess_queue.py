@@ -74,6 +74,18 @@ def test_at_most_fifty_are_taken_by_priority_then_longest_since_reprocessed(tmp_
     assert [q.item.key for q in again.items] == [q.item.key for q in taken.items]
 
 
+def test_of_items_never_re_processed_the_longest_due_is_taken_first(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "warehouse")
+    fill(wh, "a", 50, 8)  # questions asked at T0, their first check due at 6 h
+    old = QueueItem("qa_pair:z-old", "qa_pair", "u-old", 8, T0 - 4 * DAY)
+    write_queue(wh, "b", [Queued("b", "wattle", old)], Linking())
+    taken = take_due(wh, ["a", "b"], T0 + 6 * HOUR)
+    assert len(taken.items) == 50
+    # asked four days before the others, its 6 h check long past: first, not left out
+    assert taken.items[0].item == old
+    assert taken.collections == ["a", "b"]
+
+
 def test_nothing_is_due_before_its_time(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "warehouse")
     fill(wh, "a", 3, 8)

@@ -146,8 +146,7 @@ def due(
 ) -> list[QueueItem]:
     """The items to re-process at ``now``: those whose time has come, and the incidents still
     waiting for notes at the place of a shift note in ``arrived`` (within a week of their
-    report); by priority, then
-    the longest since last re-processed (never first), at most ``limit``."""
+    report); in :func:`order`, at most ``limit``."""
     places = {place_of(m) for m in arrived if m.source == SHIFT_NOTE}
     ready = []
     for item in queue:
@@ -160,15 +159,18 @@ def due(
         )
         if woken or (when is not None and when <= now):
             ready.append(item)
-    never = float("-inf")  # never re-processed: first (0.0, the epoch, is a time)
-    ready.sort(
-        key=lambda i: (
-            -i.priority,
-            never if i.last_reprocessed_at is None else i.last_reprocessed_at,
-            i.key,
-        )
-    )
+    ready.sort(key=lambda i: (*order(i), i.key))
     return ready[:limit]
+
+
+def order(item: QueueItem) -> tuple[float, float, float]:
+    """Where ``item`` stands among the due: by priority, then the longest since last
+    re-processed (never first), then the longest due (of two never re-processed, the older
+    waited longer: a week-old question is not held back behind newer ones)."""
+    never = float("-inf")  # never re-processed: first (0.0, the epoch, is a time)
+    last = never if item.last_reprocessed_at is None else item.last_reprocessed_at
+    when = next_due(item)
+    return (-item.priority, last, item.since if when is None else when)
 
 
 def reprocess(
