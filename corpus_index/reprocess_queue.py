@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -34,6 +34,7 @@ from corpus_index.linked.reprocess import (
     BATCH,
     REPROCESS_WINDOWS,
     QueueItem,
+    counted,
     due,
     next_due,
     order,
@@ -229,7 +230,8 @@ def refresh(
 ) -> list[Queued]:
     """The queue after a ``linked_groups`` run: an item per group still with a priority and a
     check to come, keeping the attempts of those whose priority is unchanged; the items of
-    ``processed`` (key -> when) whose reason is unchanged count one attempt more then.
+    ``processed`` (key -> when) are re-processed then (:func:`counted`: one attempt more when
+    their reason is unchanged).
 
     Args:
         tenants: unit id -> tenant (an item's tenant is its anchor's).
@@ -240,8 +242,8 @@ def refresh(
     fresh = queue_of([*linker.groups, *linker.carried], linker.messages, previous=previous)
     out = []
     for item in fresh:
-        if item.key in done and prior.get(item.key) == item.priority:
-            item = replace(item, last_reprocessed_at=done[item.key], attempts=item.attempts + 1)
+        if item.key in done and item.key in prior:
+            item = counted(item, prior[item.key], done[item.key])
         if next_due(item) is not None:
             out.append(Queued(collection, tenants[item.anchor], item))
     return out

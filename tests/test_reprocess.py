@@ -104,6 +104,21 @@ def test_a_late_shift_note_wakes_its_incident_and_the_wider_window_completes_it(
     )
 
 
+def test_an_incident_that_finds_some_notes_late_is_next_due_a_day_after_that_run() -> None:
+    """Re-processed at 30 h, an incident without context finds Mike's note (Jane's is still to
+    come): partial, daily from that run, not due again an hour on for being a day past its
+    report."""
+    note = unit("n-mike", "Mike Brennan", "John: seizure at 7:40, slept after.", 29 * HOUR, "shift_note")  # fmt: skip
+    queue = first_queue([INCIDENT], now=T0 + HOUR)
+    for hours in (6, 12, 18, 24):
+        queue = reprocess([INCIDENT], queue, now=T0 + hours * HOUR).queue
+    run = reprocess([INCIDENT, note], queue, now=T0 + 30 * HOUR)
+    inc = item(run.queue, "incident_context:ir")
+    assert (inc.priority, inc.attempts, inc.last_reprocessed_at) == (5, 0, T0 + 30 * HOUR)
+    assert next_due(inc) == T0 + 54 * HOUR
+    assert due(run.queue, T0 + 31 * HOUR) == []
+
+
 def test_an_unanswered_question_is_checked_at_6h_24h_48h_and_7d_then_times_out() -> None:
     units = [QUESTION]
     queue = first_queue(units, now=T0)

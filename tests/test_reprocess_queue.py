@@ -10,9 +10,19 @@ import sys
 from pathlib import Path
 
 from corpus_index.linked.groups import Windows
-from corpus_index.linked.reprocess import DAY, HOUR, REPROCESS_WINDOWS, QueueItem
-from corpus_index.reprocess_queue import Linking, Queued, read_queue, take_due, write_queue
+from corpus_index.linked.reprocess import DAY, HOUR, REPROCESS_WINDOWS, QueueItem, next_due
+from corpus_index.reprocess_queue import (
+    Linker,
+    Linking,
+    Queued,
+    Stored,
+    read_queue,
+    refresh,
+    take_due,
+    write_queue,
+)
 from corpus_index.warehouse import Warehouse
+from tests.test_reprocess import INCIDENT, unit
 
 T0 = 1_765_000_000.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +94,22 @@ def test_of_items_never_re_processed_the_longest_due_is_taken_first(tmp_path: Pa
     # asked four days before the others, its 6 h check long past: first, not left out
     assert taken.items[0].item == old
     assert taken.collections == ["a", "b"]
+
+
+def test_an_item_whose_reason_changes_in_its_run_is_next_due_a_period_after_it() -> None:
+    """Taken at 30 h, an incident without context finds a note written at 29 h: its queue item
+    is of priority 5 now, re-processed at 30 h and due a day later, not at the next run."""
+    at = INCIDENT.timestamp + 30 * HOUR
+    note = unit("n-mike", "Mike Brennan", "John: seizure at 7:40, slept after.", 29 * HOUR, "shift_note")  # fmt: skip
+    before = QueueItem("incident_context:ir", "incident_context", "ir", 10, INCIDENT.timestamp,
+                       "picton sil", INCIDENT.timestamp + DAY, 4)  # fmt: skip
+    stored = Stored([Queued("c", "wattle", before)], Linking(REPROCESS_WINDOWS, at))
+    linker = Linker(stored.linking)
+    linker([INCIDENT, note])
+    tenants = {"ir": "wattle", "n-mike": "wattle"}
+    (after,) = refresh("c", stored, linker, tenants, processed={before.key: at})
+    assert (after.item.priority, after.item.attempts) == (5, 0)
+    assert (after.item.last_reprocessed_at, next_due(after.item)) == (at, at + DAY)
 
 
 def test_nothing_is_due_before_its_time(tmp_path: Path) -> None:

@@ -173,6 +173,16 @@ def order(item: QueueItem) -> tuple[float, float, float]:
     return (-item.priority, last, item.since if when is None else when)
 
 
+def counted(item: QueueItem, priority_before: int, at: float) -> QueueItem:
+    """``item`` as re-processed ``at``, when it was of ``priority_before``: one attempt more
+    for the same reason; for a new one (an incident that found some of its notes) its first,
+    re-processed ``at`` all the same, so it is next due a period on from this run rather than
+    from its report (one whose report is days old was due again at the next run)."""
+    if priority_before == item.priority:
+        return replace(item, last_reprocessed_at=at, attempts=item.attempts + 1)
+    return replace(item, last_reprocessed_at=at, attempts=0)
+
+
 def reprocess(
     messages: Sequence[Message],
     queue: Sequence[QueueItem],
@@ -200,8 +210,8 @@ def reprocess(
     prior = {item.key: item.priority for item in queue}
     out = []
     for item in fresh:
-        if item.key in batch and prior[item.key] == item.priority:  # else a new reason's first
-            item = replace(item, last_reprocessed_at=now, attempts=item.attempts + 1)
+        if item.key in batch:
+            item = counted(item, prior[item.key], now)
         if next_due(item) is not None:
             out.append(item)
     return Reprocessed(groups, out, sorted(batch))
