@@ -22,6 +22,7 @@ from corpus_index.errors import ConfigError
 from corpus_index.identities import (
     IdentityRegistry,
     discovered_key,
+    identity_id,
     load_people,
     table_records,
 )
@@ -116,9 +117,9 @@ def merges_of(
     the people file's country code), so it names the key however the message wrote it.
 
     Raises:
-        ConfigError: the file is invalid, an entry names a person not on file, or it merges
-            an identity an earlier entry merged into another person (the message names the
-            file and the entry).
+        ConfigError: the file is invalid, an entry names a person not on file, merges an
+            identity into itself, or merges one an earlier entry merged into another person
+            (the message names the file and the entry).
     """
     if path is None:
         return []
@@ -133,6 +134,13 @@ def merges_of(
                     f"{registry.tenant_id!r}; name a people-file id, a discovered key "
                     "(discovered:<address|phone|name>) or an identity id"
                 )
+    for i, (merged, survivor) in enumerate(pairs):
+        if _named(merged, registry) == _named(survivor, registry):
+            raise ConfigError(
+                f"{path}: merges[{i}]: merges {merged!r} into {survivor!r}, the same identity; "
+                "an identity is never merged into itself: name the other person, or remove "
+                "the entry"
+            )
     for i, j in conflicts(pairs, tenant=registry.tenant_id):
         (merged, survivor), earlier = pairs[i], pairs[j][1]
         raise ConfigError(
@@ -141,6 +149,11 @@ def merges_of(
             "of the two entries"
         )
     return pairs
+
+
+def _named(ref: str, registry: IdentityRegistry) -> str:
+    """The identity id a merges-file side names (an identity id, or a key of one)."""
+    return ref if ref.startswith("idn_") else identity_id(registry.tenant_id, ref)
 
 
 def identify(

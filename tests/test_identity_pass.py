@@ -118,3 +118,24 @@ def test_a_merges_file_naming_no_one_on_file_is_refused(tmp_path: Path, ref: str
     )
     with pytest.raises(ConfigError, match=rf"merges.yaml: merges\[1\]: '{ref}' is no one"):
         identify("care", RECORDS, people=people, merges_file=merges)
+
+
+@pytest.mark.parametrize(
+    ("merged", "survivor"),
+    [
+        ("sarah-jones", "sarah-jones"),
+        (PHONE, identity_id("care", PHONE)),  # a key and its identity's id
+        ("discovered:0412 555 301", PHONE),  # the same number, as a message wrote it
+    ],
+)
+def test_a_merges_file_merging_someone_into_themselves_is_refused(
+    tmp_path: Path, merged: str, survivor: str
+) -> None:
+    """Such an entry is a slip (the other person was meant): refused naming the file and the
+    entry, as `corpus identities merge` refuses it, not passed over at every sync."""
+    people, merges = _files(
+        tmp_path,
+        [{"merge": PHONE, "into": "mike-brennan"}, {"merge": merged, "into": survivor}],
+    )
+    with pytest.raises(ConfigError, match=r"merges.yaml: merges\[1\]: .*into itself"):
+        identify("care", RECORDS, people=people, merges_file=merges)
