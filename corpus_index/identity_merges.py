@@ -203,6 +203,27 @@ def apply_merges(
     return Applied(current, reports, refused)
 
 
+def one_already(pairs: Sequence[tuple[str, str]], pair: tuple[str, str], *, tenant: str) -> bool:
+    """Whether ``pairs``, applied in order, leave the two sides of ``pair`` one person already
+    (``pair`` recorded before, or its survivor merged into its merged side: a merge
+    :func:`apply_merges` would pass over). Sides as :func:`conflicts` reads them."""
+    into: dict[str, str] = {}
+
+    def canonical(ref: str) -> str:
+        ref = ref if ref.startswith("idn_") else identity_id(tenant, ref)
+        seen: set[str] = set()
+        while ref in into and ref not in seen:
+            seen.add(ref)
+            ref = into[ref]
+        return ref
+
+    for merged, survivor in pairs:
+        a, b = canonical(merged), canonical(survivor)
+        if a != b:
+            into[a] = b
+    return canonical(pair[0]) == canonical(pair[1])
+
+
 def conflicts(pairs: Sequence[tuple[str, str]], *, tenant: str) -> list[tuple[int, int]]:
     """The pairs :func:`apply_merges` refuses where both sides of every pair are seen: the
     index of each pair whose merged side an earlier pair merged into another person, with

@@ -38,7 +38,7 @@ from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.home import Home
 from corpus_index.identities import IDENTITY_SCHEMA, load_people, read_small_file, yaml_of
 from corpus_index.identity_mentions import MENTION_SCHEMA
-from corpus_index.identity_merges import conflicts, load_merges, merges_in
+from corpus_index.identity_merges import conflicts, load_merges, merges_in, one_already
 from corpus_index.kinds import fingerprint, kind_of
 from corpus_index.limits import Limits
 
@@ -113,6 +113,12 @@ def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
                 f"{merged!r} is recorded as merged into {pairs[clash[0]][1]!r} already "
                 f"(in {path}); merging it into {survivor!r} would merge that person too: "
                 "to correct the first merge, edit that file before the next sync"
+            )
+        if one_already(pairs, (merged, survivor), tenant=tenant):
+            raise IdentityError(
+                f"{merged!r} and {survivor!r} are one person already by the merges recorded "
+                f"in {path}; a sync would pass this merge over (to keep the other as the "
+                "survivor, edit that file before the next sync)"
             )
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data["merges"].append({"merge": merged, "into": survivor, "recorded_at": at})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from click.testing import CliRunner
 
 from corpus_index.cli import main
 from corpus_index.config import Settings
-from corpus_index.errors import ConfigError
+from corpus_index.errors import ConfigError, IdentityError
 from corpus_index.group_records import GROUP_SCHEMA, MEMBER_SCHEMA
 from corpus_index.home import Home
 from corpus_index.identities import identity_id
@@ -370,6 +371,25 @@ def test_a_recorded_merges_file_that_cannot_be_read_is_named_and_kept(tmp_path: 
     kept = yaml.safe_load(recorded.read_text())["merges"]
     assert kept[0] == {"merge": "a", "into": "b", "recorded_at": "2026-01-01T00:00:00+00:00"}
     assert kept[1]["merge"] == f"discovered:{PERSONAL}" and len(kept) == 2
+
+
+def test_a_merge_recorded_already_or_reversed_is_refused_not_passed_over(tmp_path: Path) -> None:
+    """Sarah recorded into Mike, then Mike into Sarah (the survivor meant the other way), or
+    through a chain back to her: a sync would pass the new merge over, the two being one
+    already, so it is refused, naming the file, and nothing is recorded."""
+    home = Home(_settings(tmp_path))
+    recorded = record_merge(home, "acme", "sarah-jones", "mike-brennan")
+    record_merge(home, "acme", "tom-reid", "sarah-jones")  # into Sarah, so into Mike
+    kept = recorded.read_text()
+    for merged, survivor in [
+        ("mike-brennan", "sarah-jones"),
+        ("sarah-jones", "mike-brennan"),
+        (identity_id("acme", "mike-brennan"), "tom-reid"),
+    ]:
+        with pytest.raises(IdentityError, match=re.escape(f"already by the merges recorded in {recorded}")):  # fmt: skip
+            record_merge(home, "acme", merged, survivor)
+    assert recorded.read_text() == kept
+    record_merge(home, "acme", "jane-okafor", "tom-reid")  # someone else still can be
 
 
 def test_merge_refuses_two_identities_no_one_collection_of_the_tenant_holds(
