@@ -45,7 +45,7 @@ from corpus_index.identity_forms import (
     normalize_name,
     normalize_phone,
 )
-from corpus_index.kinds.bounded_yaml import YamlLimitError, load
+from corpus_index.kinds.bounded_yaml import YamlDuplicateKeyError, YamlLimitError, load
 from corpus_index.limits import Limits
 
 # Confidence of one piece of evidence that a raw value names a person.
@@ -390,11 +390,12 @@ def load_people(path: Path, *, tenant_id: str, limits: Limits | None = None) -> 
     Phone numbers are strings: an unquoted one YAML may read as another number.
 
     Raises:
-        ConfigError: the file is missing, invalid, of another tenant, or an entry is malformed
-            (an unquoted phone number too); the message names the file and the entry.
+        ConfigError: the file is missing, invalid (a key given twice in one mapping too), of
+            another tenant, or an entry is malformed (an unquoted phone number too); the
+            message names the file and the entry (or line).
     """
     limits = limits or Limits()
-    data = yaml_of(path, read_small_file(path, limits, "people file"), limits)
+    data = yaml_of(path, read_small_file(path, limits, "people file"), limits, unique_keys=True)
     if not isinstance(data, dict) or not isinstance(data.get("people"), list):
         raise ConfigError(f"{path}: a people file needs a list under 'people'")
     file_tenant = data.get("tenant")
@@ -453,17 +454,22 @@ def read_small_file(path: Path, limits: Limits, what: str, *, follow_links: bool
         raise ConfigError(f"{path}: {what} cannot be read: {exc.strerror or exc}") from None
 
 
-def yaml_of(path: Path | str, text: str, limits: Limits) -> Any:
+def yaml_of(path: Path | str, text: str, limits: Limits, *, unique_keys: bool = False) -> Any:
     """The value of the YAML ``text`` of the file ``path`` (or of what ``path`` names, such as
     an environment variable), read within ``limits`` (its YAML aliases, nodes and nesting
     depth, as a source file is).
 
+    Args:
+        unique_keys: refuse a mapping that gives one key twice, where YAML keeps the last
+            without a word (a second ``people:`` list would drop the first list's people).
+
     Raises:
-        ConfigError: the text is over a limit or not YAML; the message names ``path`` and line.
+        ConfigError: the text is over a limit, not YAML, or (``unique_keys``) gives a key
+            twice; the message names ``path`` and line.
     """
     try:
-        return load(text, limits)
-    except YamlLimitError as exc:
+        return load(text, limits, unique_keys=unique_keys)
+    except (YamlLimitError, YamlDuplicateKeyError) as exc:
         raise ConfigError(f"{path}:{exc.line + 1}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -134,11 +134,12 @@ def load_merges(path: Path, limits: Limits | None = None) -> list[tuple[str, str
 
     Raises:
         ConfigError: the file is missing, over ``limits.max_document_bytes``, not UTF-8 or
-            not YAML, or an entry lacks ``merge`` or ``into``; the message names the file and
-            the entry.
+            not YAML, gives a key twice in one mapping (YAML would keep the last), or an entry
+            lacks ``merge`` or ``into``; the message names the file and the entry (or line).
     """
     limits = limits or Limits()
-    return merges_in(yaml_of(path, read_small_file(path, limits, "merges file"), limits), path)
+    text = read_small_file(path, limits, "merges file")
+    return merges_in(yaml_of(path, text, limits, unique_keys=True), path)
 
 
 def merges_in(data: Any, path: Path) -> list[tuple[str, str]]:

@@ -104,7 +104,8 @@ def record_merge(home: Home, tenant: str, merged: str, survivor: str) -> Path:
     data: dict[str, Any] = {"merges": []}
     if os.path.lexists(path):  # a folder or a link in its place is named, never written over
         limits = Limits()
-        data = yaml_of(path, read_small_file(path, limits, "merges file"), limits)
+        text = read_small_file(path, limits, "merges file")
+        data = yaml_of(path, text, limits, unique_keys=True)  # rewritten: nothing dropped
         pairs = merges_in(data, path)  # ConfigError naming the file when it is not a merges file
         new = len(pairs)
         clash = [j for i, j in conflicts([*pairs, (merged, survivor)], tenant=tenant) if i == new]

@@ -270,6 +270,22 @@ def _load_people(path: Path) -> Any:
         (load_merges, "merges: {}\n", "needs a list under 'merges'"),
         (load_merges, "merges:\n  - {merge: a}\n", "merges[0]: needs 'merge' and 'into'"),
         (load_merges, "merges: [\n", "invalid YAML"),
+        # YAML keeps the last of a key given twice: the first list would be lost unseen
+        (
+            _load_people,
+            "people:\n  - {id: a, name: A}\npeople:\n  - {id: b, name: B}\n",
+            "people.yaml:3: people: given twice in one mapping (also on line 1)",
+        ),
+        (
+            _load_people,
+            "people:\n  - id: a\n    name: A\n    emails: [a@x.org]\n    emails: [b@x.org]\n",
+            "people.yaml:5: people[0].emails: given twice in one mapping (also on line 4)",
+        ),
+        (
+            load_merges,
+            "merges:\n  - {merge: a, into: b}\nmerges:\n  - {merge: c, into: d}\n",
+            "people.yaml:3: merges: given twice in one mapping (also on line 1)",
+        ),
     ],
 )
 def test_a_bad_people_or_merges_file_names_the_file_and_the_problem(

@@ -580,3 +580,29 @@ def test_a_people_file_gone_fails_its_collection_alone_and_its_groups_keep_servi
     failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
     assert f"{people}: people file not found" in str(failure.event_specific_data)
     assert Home(settings).read("linked_groups", ("birch-messages",), GROUP_SCHEMA) == before
+
+
+def test_a_people_file_giving_a_key_twice_fails_its_collection_naming_the_line(
+    tmp_path: Path,
+) -> None:
+    """YAML keeps the last of a key given twice: a second ``people:`` list appended below the
+    first would drop the first list's people without a word (their mentions then resolved to
+    no one on file). The file is refused instead, naming it and the line, and the last good
+    groups keep serving."""
+    settings, g, home = _synced(tmp_path, "birch-messages")
+    before = home.read("linked_groups", ("birch-messages",), GROUP_SCHEMA)
+    people = tmp_path / "birch" / "people.yaml"
+    first, second = PEOPLE["birch"]
+    people.write_text(
+        yaml.safe_dump({"tenant": "birch", "people": [first]})
+        + yaml.safe_dump({"people": [second]}),
+        encoding="utf-8",
+    )
+    failed = Graph(settings).ingest("birch-messages")
+    assert not failed.success
+    failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
+    line = people.read_text(encoding="utf-8").splitlines().index("people:", 2) + 1
+    assert f"{people}:{line}: people: given twice in one mapping" in str(
+        failure.event_specific_data
+    )
+    assert Home(settings).read("linked_groups", ("birch-messages",), GROUP_SCHEMA) == before
