@@ -19,6 +19,9 @@ class Limits:
     # the people one message record names (``recipients`` and ``cc`` together): each is
     # matched against the tenant's registry, a name by a fuzzy pass over every name on file
     max_record_people: int = 500
+    # the lines of one message stream (``*.jsonl``) or irc log: each is a unit or a quarantined
+    # line, so a file of millions of short lines within max_document_bytes would cost millions
+    max_stream_lines: int = 100_000
 
 
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)

@@ -448,3 +448,39 @@ def test_sync_reports_the_records_held_while_their_stream_file_is_bad(tmp_path: 
     assert (chat["removed"], chat["held"], chat["quarantined"]) == (0, 1, 1)
     text = runner.invoke(main, [*base, "sync"])  # nothing changed: still held, told in words
     assert "0 removed, 1 held while their file is bad), 1 quarantined" in text.output
+
+
+def test_a_stream_file_of_more_lines_than_the_limit_is_quarantined_its_records_held(
+    tmp_path: Path,
+) -> None:
+    """A file of millions of short lines fits limits.max_document_bytes but costs a unit (or a
+    quarantined line) each; over limits.max_stream_lines it is refused unread, naming the
+    file and the limit, its records held, the other files indexed."""
+    lines = [
+        record(f"m{i}", "discord_chat", "Jane O.", ASKED, f"note {i}").strip() for i in range(3)
+    ]
+    settings = home_with(
+        tmp_path,
+        {
+            "chat.jsonl": "\n".join(lines) + "\n",
+            "other.jsonl": record("o1", "discord_chat", "Tom", ASKED, "the van is booked"),
+        },
+    )
+    config = yaml.safe_load(settings.config_path.read_text(encoding="utf-8"))
+    config["limits"] = {"max_stream_lines": 5}
+    settings.config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    base = ["--config", str(settings.config_path), "--home", str(settings.home)]
+    runner = CliRunner()
+    assert runner.invoke(main, [*base, "sync", "--json"]).exit_code == 0
+    chat = tmp_path / "wattle" / "chat.jsonl"
+    chat.write_text("\n".join(lines) + "\n" + "{}\n" * 3, encoding="utf-8")
+    out = runner.invoke(main, [*base, "sync", "--json"])
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    stats = summary["collections"]["wattle-messages"]
+    assert (stats["removed"], stats["held"], stats["quarantined"]) == (0, 3, 1)
+    (bad,) = summary["newly_quarantined"]
+    assert bad["error"] == (
+        f"{chat}: 6 lines, over limits.max_stream_lines = 5; split the stream into files "
+        "of fewer lines, or raise the limit in corpus.yaml"
+    )

@@ -416,6 +416,29 @@ def test_streams_are_bounded(tmp_path: Path) -> None:
         kinds.parse_document(small, docs["m1"], "0" * 16)
 
 
+def test_a_stream_or_log_of_more_lines_than_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    """Each line is a unit (or a quarantined line): a file of millions of short lines within
+    limits.max_document_bytes would cost millions of blocks."""
+    small = collection(tmp_path, limits=Limits(max_stream_lines=3))
+    write(tmp_path, "ok.jsonl", [record("m1"), "", record("m2")])
+    write(tmp_path, "long.jsonl", ["{}"] * 4)
+    docs = {d.doc_id: d for d in kinds.read_documents(small)}
+    assert sorted(docs) == ["long.jsonl", "m1", "m2"]
+    assert docs["long.jsonl"].error == (
+        f"{tmp_path / 'long.jsonl'}: 4 lines, over limits.max_stream_lines = 3; split the "
+        "stream into files of fewer lines, or raise the limit in corpus.yaml"
+    )
+    irc = collection(tmp_path / "irc", format="irc", limits=Limits(max_stream_lines=3))
+    log = tmp_path / "irc" / "2004-11-15_03.ascii.txt"
+    log.write_text("[03:00] <tom> hi\n" * 3, encoding="utf-8")
+    (doc,) = kinds.read_documents(irc)
+    assert len(kinds.parse_document(irc, doc, "0" * 16)) == 3
+    log.write_text("[03:00] <tom> hi\n" + "\n" * 3, encoding="utf-8")
+    (doc,) = kinds.read_documents(irc)
+    with pytest.raises(ParseError, match=r"4 lines, over limits.max_stream_lines = 3"):
+        kinds.parse_document(irc, doc, "0" * 16)
+
+
 # -- processing profiles --------------------------------------------------------------------------
 
 EMAIL = """Hi Sarah,

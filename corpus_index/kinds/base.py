@@ -393,6 +393,23 @@ def json_depth(value: object) -> int:
     return deepest
 
 
+def check_stream_lines(collection: CollectionConfig, path: str, raw: bytes) -> None:
+    """Refuse a file read a unit per line (a message stream, an irc log) that holds more lines
+    than ``limits.max_stream_lines``.
+
+    Raises:
+        LimitExceededError: it does, naming the file, its lines and the limit.
+    """
+    lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
+    limit = collection.limits.max_stream_lines
+    if lines > limit:
+        raise LimitExceededError(
+            path,
+            f"{lines:,} lines, over limits.max_stream_lines = {limit:,}; split the stream into "
+            "files of fewer lines, or raise the limit in corpus.yaml",
+        )
+
+
 def utf8_text(doc: SourceDoc) -> str:
     """The document's bytes as text, less a leading byte order mark (which some editors write
     before UTF-8 text: it is no part of the first line, such as the ``---`` of front matter).

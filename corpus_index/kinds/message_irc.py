@@ -16,7 +16,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from corpus_index.errors import ParseError
-from corpus_index.kinds.base import CollectionKind, FileKind, new_block, unreadable, utf8_text
+from corpus_index.kinds.base import (
+    CollectionKind,
+    FileKind,
+    check_stream_lines,
+    new_block,
+    unreadable,
+    utf8_text,
+)
 from corpus_index.linked import irc
 from corpus_index.linked.messages import (
     LAST_YEAR,
@@ -40,6 +47,7 @@ def parse_log_blocks(
     """One block per line of a log.
 
     Raises:
+        LimitExceededError: the log has more lines than ``limits.max_stream_lines``.
         ParseError: the file is not ASCII/UTF-8 text, its name carries no date or an invalid
             one, or a time falls outside the supported years (its date, or its clock running
             on past midnight beyond them).
@@ -48,6 +56,7 @@ def parse_log_blocks(
     problem = _date_problem(stem)
     if problem is not None:
         raise ParseError(doc.path, problem)
+    check_stream_lines(collection, doc.path, doc.raw)
     messages = irc.to_messages(stem, irc.parse_log(utf8_text(doc)))
     for index, m in enumerate(messages):
         if not supported_time(m.timestamp):  # the date is supported: the clock ran past it

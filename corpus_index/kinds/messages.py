@@ -37,6 +37,7 @@ from corpus_index.kinds.base import (
     LONE_SURROGATE,
     CollectionKind,
     KindDefaults,
+    check_stream_lines,
     json_depth,
     list_files,
     narrowed_scope,
@@ -72,7 +73,8 @@ def read_records(
     """One document per non-blank line of every ``*.jsonl`` file: the records with their own
     ids in path then line order, then those named by their place.
 
-    A file that may not or cannot be read is one unreadable document named by its path; a
+    A file that may not or cannot be read, or holds more lines than
+    ``limits.max_stream_lines``, is one unreadable document named by its path; a
     record without a valid ``id`` (see :func:`id_of`) is named ``<file>:<line>``, and one that
     repeats an id already read is named ``<id>@<file>:<line>``: both are quarantined by
     parsing. Of two records with one id, the one in the file the id was last found in
@@ -99,6 +101,7 @@ def read_records(
         names[path] = f"{rel}{SUFFIX}"
         try:
             raw, stat = read_file(collection, path)
+            check_stream_lines(collection, path, raw)
         except FileNotFoundError:
             continue
         except (OSError, ParseError) as exc:
