@@ -488,6 +488,14 @@ def _person(entry: Any, tenant_id: str, country: str, where: str) -> Identity:
         value = entry.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
             raise ConfigError(f"{where}.{key}: must be a list of strings")
+        if any(isinstance(v, bool) for v in value):
+            # YAML reads an unquoted yes, no, on or off as a boolean: str() would make the
+            # alias "True", a name nobody writes
+            word = next(v for v in value if isinstance(v, bool))
+            raise ConfigError(
+                f"{where} ({entry['id']}).{key}: {word!r} is not a string; quote it "
+                '(aliases: ["On"]): unquoted, YAML reads yes, no, on and off as true or false'
+            )
         if key == "phones" and not all(isinstance(v, str) for v in value):
             # YAML reads an unquoted 0412555301 as the octal 69917377, a number nobody has
             number = next(v for v in value if not isinstance(v, str))

@@ -264,6 +264,11 @@ def _load_people(path: Path) -> Any:
             "people[0] (sarah).phones: 69917377 is not a string; quote phone numbers",
         ),
         (_load_people, "people: [\n", "invalid YAML"),
+        (
+            _load_people,  # YAML reads an unquoted On as true: refused, never the alias "True"
+            "people:\n  - {id: on-lee, name: On Lee, aliases: [On]}\n",
+            "people[0] (on-lee).aliases: True is not a string; quote it",
+        ),
         (_load_people, "people: []\nlists: 5\n", "lists must be a list of e-mail addresses"),
         (_load_people, "people: []\nlists: abc\n", "lists must be a list of e-mail addresses"),
         (_load_people, "people: []\ncountry_code: [1]\n", "country_code must be a calling code"),
