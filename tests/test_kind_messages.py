@@ -526,15 +526,17 @@ def test_config_overrides_a_profile_field_by_field(tmp_path: Path) -> None:
                 "tenant": "t",
                 "acl_groups": ["g"],
                 "format": "irc",
-                "processing": {"sms_message": {"thread_by_participants": False}},
             }
         },
         "profiles": {"p": {"embedder": "hash:v1-8"}},
     }
     loaded = parse_config(cfg, path=tmp_path / "corpus.yaml").collections["chat"]
-    assert loaded.format == "irc" and loaded.processing == {
-        "sms_message": {"thread_by_participants": False}
-    }
+    assert loaded.format == "irc" and loaded.processing == {}
+    jsonl = {"processing": {"sms_message": {"thread_by_participants": False}}}
+    bad = {**cfg, "collections": {"chat": {**cfg["collections"]["chat"], **jsonl}}}
+    del bad["collections"]["chat"]["format"]
+    loaded = parse_config(bad, path=tmp_path / "corpus.yaml").collections["chat"]
+    assert loaded.processing == jsonl["processing"]
     for change, problem in [
         ({"format": "mbox"}, r"collections\.chat\.format: must be one of jsonl, irc"),
         ({"processing": {"fax": {}}}, r"collections\.chat\.processing\.fax: unknown source"),
@@ -545,6 +547,16 @@ def test_config_overrides_a_profile_field_by_field(tmp_path: Path) -> None:
         ({"processing": {"phone_call": {"loud": True}}}, r"phone_call\.loud: unknown field"),
         ({"processing": {"phone_call": {"action_items": 1}}}, "must be true or false"),
         ({"kind": "beir", "format": "irc"}, r"chat\.format: the beir kind has no such setting"),
+        # overrides that would change nothing: irc logs are read without profiles, and no
+        # jsonl record may name the irc source
+        (
+            {"format": "irc", "processing": {"irc_chat": {"strip_quotes": True}}},
+            r"collections\.chat\.processing: an irc collection's logs are read as they are",
+        ),
+        (
+            {"processing": {"irc_chat": {"strip_quotes": True}}},
+            r"collections\.chat\.processing\.irc_chat: the irc format's source",
+        ),
     ]:
         bad = {**cfg, "collections": {"chat": {**cfg["collections"]["chat"], **change}}}
         if "format" not in change:

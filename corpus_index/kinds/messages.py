@@ -629,14 +629,27 @@ class Messages(KindDefaults):
         return f"{who}: {said}" if who else said
 
     def check_options(self, collection: CollectionConfig, *, key: str) -> None:
-        """``format`` is ``jsonl`` or ``irc``; ``processing`` overrides profile fields.
+        """``format`` is ``jsonl`` or ``irc``; ``processing`` overrides profile fields of the
+        ``jsonl`` format's sources.
 
         Raises:
-            ConfigError: an unknown format, source or field, or a value of the wrong type.
+            ConfigError: an unknown format, source or field, a value of the wrong type, or an
+                override that would change nothing (any, for ``irc``; ``irc_chat``'s, for
+                ``jsonl``).
         """
         if collection.format and collection.format not in LAYOUTS:
             raise ConfigError(
                 f"{key}.format: must be one of {', '.join(LAYOUTS)} (got {collection.format!r})"
+            )
+        if collection.format == "irc" and collection.processing:
+            raise ConfigError(
+                f"{key}.processing: an irc collection's logs are read as they are (a unit per "
+                "line, no profile), so these overrides would change nothing; remove them"
+            )
+        if message_irc.CHAT in collection.processing:
+            raise ConfigError(
+                f"{key}.processing.{message_irc.CHAT}: the irc format's source, which no jsonl "
+                "record may name, so this override would change nothing; remove it"
             )
         profiles_with(collection.processing, key=f"{key}.processing")
 
