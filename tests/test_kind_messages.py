@@ -174,6 +174,25 @@ def test_malformed_records_say_what_is_wrong(
     assert str(info.value).startswith(f"{tmp_path / 'stream.jsonl'}:1: ")
 
 
+def test_a_record_giving_a_key_twice_is_quarantined_the_rest_indexed(tmp_path: Path) -> None:
+    """JSON keeps the last of a key given twice: the first text (or ACL) would be lost
+    without a word."""
+    coll = collection(tmp_path)
+    twice = json.dumps(record("m2", text="first words"))[:-1] + ', "text": "second words"}'
+    nested = json.dumps(record("m3", meta={"a": 1}))[:-2] + ', "a": 2}}'
+    write(tmp_path, "stream.jsonl", [record("m1"), twice, nested])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert result.blocks.column("doc_id").to_pylist() == ["m1"]
+    errors = {r["line"]: r["error"] for r in result.quarantine.to_pylist()}
+    path = tmp_path / "stream.jsonl"
+    assert errors == {
+        2: f"{path}:2: 'text' is given twice in one object; JSON would keep the last, losing "
+        "the first: give each key once",
+        3: f"{path}:3: 'a' is given twice in one object; JSON would keep the last, losing "
+        "the first: give each key once",
+    }
+
+
 def test_the_last_moment_of_the_last_supported_year_is_accepted(tmp_path: Path) -> None:
     # its float seconds round up to the first moment of the year after
     coll = collection(tmp_path)

@@ -261,10 +261,34 @@ def parse_record(
     return blocks
 
 
+class _KeyGivenTwice(ValueError):
+    """A JSON object of a record gives one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict, refusing a key given twice (JSON keeps the last)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                # shown escaped where it holds a lone surrogate, so the message is text
+                raise _KeyGivenTwice(ascii(key) if LONE_SURROGATE.search(key) else repr(key))
+            seen.add(key)
+    return out
+
+
 def _load(doc: SourceDoc, collection: CollectionConfig, line: int) -> dict[str, Any]:
     depth = collection.limits.max_nesting_depth
     try:
-        record = json.loads(doc.raw)
+        record = json.loads(doc.raw, object_pairs_hook=_unique_keys)
+    except _KeyGivenTwice as exc:
+        raise ParseError(
+            doc.path,
+            f"{exc} is given twice in one object; JSON would keep the last, losing the first: "
+            "give each key once",
+            line=line,
+        ) from None
     except ValueError as exc:
         raise ParseError(doc.path, f"not valid JSON: {exc}", line=line) from None
     except RecursionError:  # nested deeper than Python parses: over any depth limit
