@@ -22,6 +22,12 @@ class Limits:
     # the lines of one message stream (``*.jsonl``) or irc log: each is a unit or a quarantined
     # line, so a file of millions of short lines within max_document_bytes would cost millions
     max_stream_lines: int = 100_000
+    # one message record's id, author, each recipient and cc, channel (or thread), location,
+    # reply_to and version: each goes into every block's metadata, and a channel or author into
+    # the titles of the groups it joins, so only the file's size bounded them
+    max_name_chars: int = 512
+    # one message record's subject and title (a group's title when it has no other)
+    max_subject_chars: int = 4_096
 
 
 LIMIT_KEYS = tuple(Limits.__dataclass_fields__)

@@ -4,6 +4,7 @@ layout, bad records quarantined with file and line, scope narrowed never widened
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -409,6 +410,65 @@ def test_a_record_naming_more_people_than_the_limit_is_quarantined(tmp_path: Pat
         "limits.max_record_people = 3; name a list address instead, or raise the limit in "
         "corpus.yaml"
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"channel": "c" * 13}, "'channel' is 13 characters, over limits.max_name_chars = 12"),
+        ({"channel": None, "thread": "t" * 13}, "'thread' is 13 characters, over limits.max_"),
+        ({"author": "a" * 13}, "'author' is 13 characters, over limits.max_name_chars = 12"),
+        ({"recipients": ["Ann", "r" * 13]}, "'recipients'\\[1\\] is 13 characters, over"),
+        ({"cc": ["c" * 13]}, "'cc'\\[0\\] is 13 characters, over limits.max_name_chars"),
+        ({"location": "l" * 13}, "'location' is 13 characters, over limits.max_name_chars"),
+        ({"reply_to": "r" * 13}, "'reply_to' is 13 characters, over limits.max_name_chars"),
+        ({"subject": "s" * 21}, "'subject' is 21 characters, over limits.max_subject_chars = 20"),
+        ({"title": "t" * 21}, "'title' is 21 characters, over limits.max_subject_chars = 20"),
+        ({"author": "Sarah\u0000Jones"}, r"'author' holds a control character \('\\x00'\)"),
+        ({"recipients": ["Mi\x07ke"]}, r"'recipients'\[0\] holds a control character"),
+        ({"cc": ["Ann\nBob"]}, r"'cc'\[0\] holds a control character"),
+        ({"channel": "staff\u0085"}, "'channel' holds a control character"),
+        ({"location": "Picton\u0000"}, "'location' holds a control character"),
+        ({"subject": "Lunch\u001b[31m"}, "'subject' holds a control character"),
+        ({"title": "Fall\u0000"}, "'title' holds a control character"),
+    ],
+)
+def test_a_record_field_over_its_bound_or_with_a_control_character_is_quarantined(
+    tmp_path: Path, fields: dict[str, Any], problem: str
+) -> None:
+    """The file's size bounded these alone: a 300 KB channel name went into every record's
+    metadata and the group titles, a NUL into an author's name."""
+    limits = Limits(max_name_chars=12, max_subject_chars=20)
+    coll = collection(tmp_path, limits=limits)
+    write(tmp_path, "chat.jsonl", [record("m1"), record("m2", **fields), record("m3")])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(set(result.blocks.column("doc_id").to_pylist())) == ["m1", "m3"]
+    (q,) = result.quarantine.to_pylist()
+    assert q["doc_id"] == "m2" and q["line"] == 2
+    assert q["error"].startswith(f"{tmp_path / 'chat.jsonl'}:2: ")
+    assert re.search(problem, q["error"]), q["error"]
+
+
+def test_a_record_whose_id_is_over_the_bound_is_quarantined_by_its_place(tmp_path: Path) -> None:
+    coll = collection(tmp_path, limits=Limits(max_name_chars=12))
+    write(tmp_path, "chat.jsonl", [record("m1"), record("i" * 13), record("i" * 12)])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(set(result.blocks.column("doc_id").to_pylist())) == ["i" * 12, "m1"]
+    (q,) = result.quarantine.to_pylist()
+    assert q["doc_id"] == "chat.jsonl:2" and q["error"] == (
+        f"{tmp_path / 'chat.jsonl'}:2: 'id' is 13 characters, over limits.max_name_chars = 12; "
+        "shorten it or raise the limit in corpus.yaml"
+    )
+
+
+def test_record_fields_are_bounded_by_default(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    long_channel = "c" * 300_000
+    write(tmp_path, "chat.jsonl", [record("m1", channel=long_channel), record("m2")])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(set(result.blocks.column("doc_id").to_pylist())) == ["m2"]
+    (q,) = result.quarantine.to_pylist()
+    assert "'channel' is 300,000 characters, over limits.max_name_chars = 512" in q["error"]
 
 
 def test_listed_records_load_in_doc_id_order(tmp_path: Path) -> None:

@@ -59,9 +59,11 @@ from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
+    from corpus_index.limits import Limits
 
 SUFFIX = ".jsonl"
 _OPTIONAL_TEXT = ("location", "reply_to", "subject", "title", "version")
+_SUBJECTS = ("subject", "title")  # bounded by limits.max_subject_chars, the rest by max_name_chars
 
 
 # -- reading: one document per record ---------------------------------------------------------
@@ -116,7 +118,7 @@ def read_records(
             doc = SourceDoc(
                 doc_id=where, path=path, raw=line, size=len(line), mtime=stat.st_mtime, line=n
             )
-            doc_id = _record_id(line)
+            doc_id = _record_id(line, collection.limits.max_name_chars)
             if doc_id is None:
                 placed.append(replace(doc, unnamed=True))
                 troubled.add(path)
@@ -156,21 +158,24 @@ def _place_name(doc_id: str, file_name: str) -> bool:
     return re.fullmatch(rf"(?:.*@)?{re.escape(file_name)}:\d+(?:#\d+)?", doc_id) is not None
 
 
-def _record_id(line: bytes) -> str | None:
+def _record_id(line: bytes, max_chars: int) -> str | None:
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    return id_of(record) if isinstance(record, dict) else None
+    return id_of(record, max_chars=max_chars) if isinstance(record, dict) else None
 
 
-def id_of(record: Mapping[str, Any]) -> str | None:
+def id_of(record: Mapping[str, Any], *, max_chars: int | None = None) -> str | None:
     """A record's ``id`` as its document id: a string with more than blanks, or an integer
     (``7`` is ``"7"``); None for anything else (missing, blank, a list, a boolean, a number
-    with a fraction, text that is not UTF-8 encodable, a control character such as NUL, or
-    the prefix of linked groups' ids, see :func:`id_problem`)."""
+    with a fraction, text that is not UTF-8 encodable, a control character such as NUL, the
+    prefix of linked groups' ids, see :func:`id_problem`, or more than ``max_chars``
+    characters, ``limits.max_name_chars``)."""
     text = record_id(record.get("id"))
-    return None if text is None or id_problem(text) else text
+    if text is None or id_problem(text):
+        return None
+    return None if max_chars is not None and len(text) > max_chars else text
 
 
 def id_problem(text: str) -> str | None:
@@ -197,16 +202,22 @@ def parse_record(
     """The block(s) of one record, cleaned and structured by its source's profile.
 
     Raises:
-        ParseError: the record is malformed, names an unknown source, lacks a field, or would
-            widen the collection's scope; the message names the file and line.
-        LimitExceededError: it nests deeper than ``limits.max_nesting_depth``, or names more
-            recipients and cc than ``limits.max_record_people``.
+        ParseError: the record is malformed, names an unknown source, lacks a field, would
+            widen the collection's scope, or its id, author, a recipient or cc, channel,
+            location, reply_to, version, subject or title holds a control character (NUL,
+            ESC, a newline); the message names the file and line.
+        LimitExceededError: it nests deeper than ``limits.max_nesting_depth``, names more
+            recipients and cc than ``limits.max_record_people``, or has one of those fields
+            longer than ``limits.max_name_chars`` (``limits.max_subject_chars`` for a subject
+            or title).
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
-    unit_id = id_of(record)
+    unit_id = id_of(record, max_chars=collection.limits.max_name_chars)
     if unit_id is None:
         rid = record.get("id")
+        if id_of(record) is not None:  # a valid id, but longer than the limit
+            _check_bounded(doc.path, line, "id", str(rid), collection.limits)
         if "id" not in record:
             problem = "missing 'id'"
         elif isinstance(rid, str) and rid.strip() and (why := id_problem(rid)):
@@ -219,7 +230,7 @@ def parse_record(
         known = ", ".join(s for s in profiles if s != message_irc.CHAT)
         raise ParseError(doc.path, f"'source' must be one of {known} (got {source!r})", line=line)
     profile = profiles[source]
-    fields = _fields(doc.path, record, line, profile)
+    fields = _fields(doc.path, record, line, profile, collection.limits)
     named = len(fields["recipients"]) + len(fields["cc"])
     if named > collection.limits.max_record_people:
         raise LimitExceededError(
@@ -330,10 +341,41 @@ def _surrogate_in(value: object, path: str) -> str | None:
     return None
 
 
+def _check_bounded(path: str, line: int, where: str, value: str, limits: Limits) -> None:
+    """Refuse ``value``, the record's ``where`` (``author``, ``cc[1]``), when it is longer
+    than its limit (``limits.max_subject_chars`` for a subject or title, else
+    ``limits.max_name_chars``) or holds a control character.
+
+    Raises:
+        LimitExceededError: it is over its limit.
+        ParseError: it holds a control character.
+    """
+    key = "max_subject_chars" if where in _SUBJECTS else "max_name_chars"
+    limit = getattr(limits, key)
+    name, sep, index = where.partition("[")
+    shown = f"'{name}'{sep}{index}"
+    if len(value) > limit:
+        raise LimitExceededError(
+            path,
+            f"{shown} is {len(value):,} characters, over limits.{key} = {limit:,}; "
+            "shorten it or raise the limit in corpus.yaml",
+            line=line,
+        )
+    found = CONTROL.search(value)
+    if found:
+        raise ParseError(
+            path,
+            f"{shown} holds a control character ({found.group()!r}), which no name, place "
+            "or subject may hold; remove it",
+            line=line,
+        )
+
+
 def _fields(
-    path: str, record: dict[str, Any], line: int, profile: ProcessingProfile
+    path: str, record: dict[str, Any], line: int, profile: ProcessingProfile, limits: Limits
 ) -> dict[str, Any]:
-    """The record's fields, checked: strings where strings belong, lists of names, a time."""
+    """The record's fields, checked: strings where strings belong, lists of names, a time,
+    each name, place and subject within its limit and free of control characters."""
 
     def text(name: str, *, required: bool) -> str:
         value = record.get(name)
@@ -341,6 +383,8 @@ def _fields(
             return ""
         if not isinstance(value, str) or (required and not value.strip()):
             raise ParseError(path, f"'{name}' must be a non-empty string", line=line)
+        if name != "timestamp":  # read as a time: one that is not is refused below
+            _check_bounded(path, line, name, value, limits)
         return value
 
     def names(name: str) -> list[str]:
@@ -348,6 +392,8 @@ def _fields(
         value = [value] if isinstance(value, str) else value
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ParseError(path, f"'{name}' must be a list of names", line=line)
+        for k, v in enumerate(value):
+            _check_bounded(path, line, f"{name}[{k}]", v, limits)
         return [v.strip() for v in value if v.strip()]
 
     stamp = text("timestamp", required=True)
@@ -375,7 +421,7 @@ def _fields(
         cc=names("cc"),
         when=when,
         text=_cleaned(body, profile),
-        channel=_channel(path, record, line),
+        channel=_channel(path, record, line, limits),
     )
     if not fields["channel"]:
         fields["channel"] = _thread(fields, profile)
@@ -384,7 +430,7 @@ def _fields(
     return fields
 
 
-def _channel(path: str, record: dict[str, Any], line: int) -> str:
+def _channel(path: str, record: dict[str, Any], line: int, limits: Limits) -> str:
     """The record's ``channel`` (else its ``thread``), stripped; "" when it names neither. One
     named blank is refused: its messages would be grouped in a channel no one named."""
     for name in ("channel", "thread"):
@@ -395,6 +441,7 @@ def _channel(path: str, record: dict[str, Any], line: int) -> str:
             raise ParseError(path, f"'{name}' must be a non-empty string", line=line)
         if not value.strip():
             raise ParseError(path, f"'{name}' is blank", line=line)
+        _check_bounded(path, line, name, value, limits)
         return value.strip()
     return ""
 
