@@ -13,7 +13,7 @@ import pytest
 
 from corpus_index import kinds
 from corpus_index.config import CollectionConfig, parse_config
-from corpus_index.errors import ConfigError, ParseError
+from corpus_index.errors import ConfigError, LimitExceededError, ParseError
 from corpus_index.kinds import message_profiles
 from corpus_index.kinds.messages import MESSAGES, message_of
 from corpus_index.limits import Limits
@@ -746,6 +746,24 @@ def test_an_irc_log_needs_a_dated_name(tmp_path: Path, name: str, problem: str) 
         kinds.parse_document(coll, doc, "0" * 16)
     assert str(info.value).startswith(f"{tmp_path / name}.ascii.txt: ")
     assert replace(coll, format="").format == ""
+
+
+def test_an_irc_log_with_a_nick_over_the_bound_is_refused_naming_its_line(
+    tmp_path: Path,
+) -> None:
+    """A nick goes into its units' metadata and the titles of their groups: only the log's
+    size bounded it."""
+    log = "[10:00] <alice> hi\n[10:01] <" + "b" * 13 + "> hello\n"
+    (tmp_path / "2020-01-02_10.ascii.txt").write_text(log, encoding="utf-8")
+    coll = collection(tmp_path, format="irc", limits=Limits(max_name_chars=12))
+    (doc,) = kinds.read_documents(coll)
+    with pytest.raises(LimitExceededError) as info:
+        kinds.parse_document(coll, doc, "0" * 16)
+    assert str(info.value) == (
+        f"{tmp_path / '2020-01-02_10.ascii.txt'}:2: the nick is 13 characters, over "
+        "limits.max_name_chars = 12; shorten it or raise the limit in corpus.yaml"
+    )
+    assert len(kinds.parse_document(replace(coll, limits=Limits()), doc, "0" * 16)) == 2
 
 
 def test_an_irc_log_with_another_logs_file_name_is_refused_not_merged(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from corpus_index.errors import ParseError
+from corpus_index.errors import LimitExceededError, ParseError
 from corpus_index.kinds.base import (
     CollectionKind,
     FileKind,
@@ -47,7 +47,8 @@ def parse_log_blocks(
     """One block per line of a log.
 
     Raises:
-        LimitExceededError: the log has more lines than ``limits.max_stream_lines``.
+        LimitExceededError: the log has more lines than ``limits.max_stream_lines``, or a
+            nick longer than ``limits.max_name_chars``.
         ParseError: the file is not ASCII/UTF-8 text, its name carries no date or an invalid
             one, or a time falls outside the supported years (its date, or its clock running
             on past midnight beyond them).
@@ -58,7 +59,15 @@ def parse_log_blocks(
         raise ParseError(doc.path, problem)
     check_stream_lines(collection, doc.path, doc.raw)
     messages = irc.to_messages(stem, irc.parse_log(utf8_text(doc)))
+    limit = collection.limits.max_name_chars
     for index, m in enumerate(messages):
+        if len(m.author) > limit:  # it goes into the metadata and its groups' titles
+            raise LimitExceededError(
+                doc.path,
+                f"the nick is {len(m.author):,} characters, over limits.max_name_chars = "
+                f"{limit:,}; shorten it or raise the limit in corpus.yaml",
+                line=index + 1,
+            )
         if not supported_time(m.timestamp):  # the date is supported: the clock ran past it
             raise ParseError(
                 doc.path,
