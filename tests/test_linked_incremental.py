@@ -1,6 +1,7 @@
 """The ``linked_groups`` step from its last run's links and kept results gives what a full
-re-run gives, after a message is appended, edited, deleted or arrives late, and a sync leaves in
-the generation the group rows a fresh build makes; ``grouping: false`` leaves the group and
+re-run gives, after a message is appended, edited, deleted or arrives late, or a merge or a
+people file change follows runs that left every group settled, and a sync leaves in the
+generation the group rows a fresh build makes; ``grouping: false`` leaves the group and
 identity partitions empty; the per-block TF-IDF keeps a unit's vector while its block is
 unchanged."""
 
@@ -24,6 +25,7 @@ from corpus_index import doctor, identity_store, steps
 from corpus_index.config import Settings
 from corpus_index.group_records import GroupTables, Unit, group_tables
 from corpus_index.home import Home
+from corpus_index.identities import identity_id
 from corpus_index.linked import topics
 from corpus_index.linked.groups import Group, _units, conversation_groups, link_units
 from corpus_index.linked.memo import Memo, memo_table
@@ -271,6 +273,76 @@ def test_a_group_settles_while_its_inputs_stay_not_once_one_moves(tmp_path: Path
     merged = link(settings)
     assert merged.passed and merged.merges == 1 and merged.carried == 0
     _same_as_a_full_run(source, settings, tmp_path / "merged", merges="merges.yaml")
+
+
+def _merge_in_file(source: Path, settings: Settings) -> Settings:
+    merges = {"merges": [{"merge": "mike-brennan", "into": "sarah-jones"}]}
+    (source / "merges.yaml").write_text(yaml.safe_dump(merges), encoding="utf-8")
+    return configure(settings.config_path.parent, source, merges="merges.yaml")
+
+
+def _merge_recorded(source: Path, settings: Settings) -> Settings:
+    identity_store.record_merge(Home(settings), "wattle", "mike-brennan", "sarah-jones")
+    return settings
+
+
+def _alias_removed(source: Path, settings: Settings) -> Settings:
+    people = yaml.safe_load((source / "people.yaml").read_text(encoding="utf-8"))
+    mike = next(p for p in people["people"] if p["id"] == "mike-brennan")
+    mike["aliases"].remove("mikeb")  # his chat handle: still his, by a fuzzy match
+    mike["phones"] = []  # the number three of the calls are from: someone found there now
+    (source / "people.yaml").write_text(yaml.safe_dump(people), encoding="utf-8")
+    return settings
+
+
+IDENTITY_CHANGES: dict[str, Callable[[Path, Settings], Settings]] = {
+    "a merge in the merges file": _merge_in_file,
+    "a recorded merge": _merge_recorded,
+    "an alias and a phone removed from the people file": _alias_removed,
+}
+
+
+@pytest.mark.parametrize("change", list(IDENTITY_CHANGES.values()), ids=list(IDENTITY_CHANGES))
+def test_an_identity_change_after_settled_groups_gives_what_a_full_run_gives(
+    tmp_path: Path, change: Callable[[Path, Settings], Settings]
+) -> None:
+    """Every group settled and carried whole, then a merge (in the merges file or recorded
+    by ``corpus identities merge``) or an alias and a phone taken out of the people file, and
+    nothing else: no group is carried as it was, and the mentions, identities and every
+    group's anchors, title and summary are what a full run on the same inputs makes."""
+    source = tmp_path / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path, source)
+    assert link(settings).passed
+    settled = link(settings)
+    assert settled.carried == settled.groups
+    before = tables(settings)
+
+    settings = change(source, settings)
+    again = link(settings)
+    assert again.passed and again.carried == 0
+    after = tables(settings)
+    assert after[identity_store.MENTIONS] != before[identity_store.MENTIONS]
+
+    fresh_source = tmp_path / "fresh" / "source"
+    shutil.copytree(source, fresh_source)
+    fresh = configure(
+        fresh_source.parent,
+        fresh_source,
+        **({"merges": "merges.yaml"} if (source / "merges.yaml").exists() else {}),
+    )
+    if change is _merge_recorded:
+        identity_store.record_merge(Home(fresh), "wattle", "mike-brennan", "sarah-jones")
+    whole = link(fresh)
+    assert whole.passed and whole.reused == 0
+    assert after == tables(fresh)
+    mike = identity_id("wattle", "mike-brennan")
+    anchored = {a for g in after[GROUPS] for a in g["identity_anchors"]}
+    if change is _alias_removed:
+        assert mike in anchored  # still named by his name and other aliases
+    else:
+        assert mike not in anchored
+        assert mike not in {m["identity_id"] for m in after[identity_store.MENTIONS]}
 
 
 def test_groups_are_carried_unmade_only_from_rows_the_last_run_left(tmp_path: Path) -> None:
@@ -947,6 +1019,31 @@ def _same_tables_as_a_full_run(source: Path, settings: Settings, root: Path) -> 
     assert tables(settings) == tables(fresh)
 
 
+@pytest.mark.parametrize("change", list(IDENTITY_CHANGES.values()), ids=list(IDENTITY_CHANGES))
+def test_an_identity_change_with_a_message_appended_carries_no_group_as_it_was(
+    tmp_path: Path, change: Callable[[Path, Settings], Settings]
+) -> None:
+    """Past the first TF-IDF block, where one message appended leaves most groups carried
+    whole, a merge or a people file change in the same sync carries none of them with its
+    old anchors: the step leaves what a full run on the same inputs leaves."""
+    (tmp_path / "long").mkdir()
+    source, settings = _long_linked(tmp_path / "long")
+    _long_append_days_later(source)
+    assert link(settings).passed
+    settings = change(source, settings)
+    _long_append(source)
+    again = link(settings)
+    assert again.passed and again.carried == 0
+    fresh_source = tmp_path / "fresh" / "source"
+    shutil.copytree(source, fresh_source)
+    merges = {"merges": "merges.yaml"} if (source / "merges.yaml").exists() else {}
+    fresh = configure(fresh_source.parent, fresh_source, **merges)
+    if change is _merge_recorded:
+        identity_store.record_merge(Home(fresh), "wattle", "mike-brennan", "sarah-jones")
+    assert link(fresh).reused == 0
+    assert tables(settings) == tables(fresh)
+
+
 def _answer_to(question: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A message by someone else that answers ``question`` to its asker by name."""
     author = "Grace F" if question["author"] != "Grace F" else "Priya"
@@ -1147,3 +1244,39 @@ def test_kept_results_written_before_they_named_their_units_are_read_and_kept(
     assert steps.source_manifest.run(Home(settings), COLLECTION).receipt is not None
     emptied = wh.read(MEMO, (COLLECTION,))
     assert emptied is not None and emptied.num_rows == 0
+
+
+@pytest.mark.parametrize("change", list(IDENTITY_CHANGES.values()), ids=list(IDENTITY_CHANGES))
+def test_an_identity_change_replaces_the_rows_of_the_groups_it_reanchors(
+    change: Callable[[Path, Settings], Settings], tmp_path: Path
+) -> None:
+    """After syncs that left every group settled, a merge or a people file change and nothing
+    else leaves in the generation the group rows a fresh build makes: the rows of the groups
+    that anchored the person merged replaced, none stale, none twice."""
+    source = tmp_path / "a" / "source"
+    shutil.copytree(SAMPLE, source)
+    settings = configure(tmp_path / "a", source)
+    sync(settings, "first")
+    sync(settings, "settled")
+    before = group_rows(settings)
+    settings = change(source, settings)
+    sync(settings, "second")
+    fresh_source = tmp_path / "b" / "source"
+    shutil.copytree(source, fresh_source)
+    merges = {"merges": "merges.yaml"} if (source / "merges.yaml").exists() else {}
+    fresh = configure(tmp_path / "b", fresh_source, **merges)
+    if change is _merge_recorded:
+        identity_store.record_merge(Home(fresh), "wattle", "mike-brennan", "sarah-jones")
+    sync(fresh, "fresh")
+    after, whole = group_rows(settings), group_rows(fresh)
+    assert len({r["doc_id"] for r in after}) == len(after)  # one row a group
+    assert after == whole
+    mike = identity_id("wattle", "mike-brennan")
+    anchors = [set(json.loads(r["metadata"])["identity_anchors"]) for r in before]
+    then = [set(json.loads(r["metadata"])["identity_anchors"]) for r in after]
+    if change is _alias_removed:  # his number is someone found in the messages now
+        assert set().union(*then) - set().union(*anchors)
+        return
+    anchored = [r for r, a in zip(before, anchors, strict=True) if mike in a]
+    assert anchored and not any(r in after for r in anchored)
+    assert not any(mike in a for a in then)  # merged: no row anchors him any more
