@@ -49,7 +49,7 @@ from corpus_index.kinds.base import narrowed_scope, utf8_text
 from corpus_index.kinds.uw_deals import SUFFIX, UW_DEALS, parse_text
 from corpus_index.records import SourceDoc
 from corpus_index.registry import open_registry
-from corpus_index.runner import PipelineRunner, load_runner
+from corpus_index.runner import PipelineRunner, SyncOutcome, load_runner
 from corpus_index.search import Principal, Searcher
 from corpus_index.shards import partition_key, shard_of
 from corpus_index.sidecar_import import PlacedSidecar, embedder_mismatch, place_given_sidecar
@@ -292,6 +292,28 @@ class CorpusIndex:
         self._update()
         return True
 
+    def sync(self, *, retry_refused: bool = False) -> SyncOutcome:
+        """Run the pipeline for every configured collection, as ``corpus sync`` does (no
+        generation is promoted; ``add`` and ``remove`` promote a namespace's first one).
+
+        Args:
+            retry_refused: send again the inputs an embedder's server refused before, which
+                syncs otherwise hold back unasked until their text or the model changes
+                (``corpus sync --retry-refused``); the ones the server now takes are indexed
+                and forgotten, the ones it refuses again stay held.
+
+        Returns:
+            What the sync did (``ok``, ``embedded``, ``to_json()`` with ``refused_inputs``
+            and ``refused`` as ``corpus sync --json`` prints them).
+
+        Raises:
+            IndexUpdateError: a run of the sync failed (its failed runs are named).
+        """
+        report = self.runner.sync(self.settings, retry_refused=retry_refused)
+        if not report.ok:
+            raise IndexUpdateError(f"the index update failed: {report.failed_runs}")
+        return report
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _writable_collections(self) -> list[CollectionConfig]:
@@ -426,9 +448,7 @@ class CorpusIndex:
         return self._runner
 
     def _update(self) -> None:
-        report = self.runner.sync(self.settings)
-        if not report.ok:
-            raise IndexUpdateError(f"the index update failed: {report.failed_runs}")
+        self.sync()
         if self.corpus.registry.active(self.namespace) is None:
             self._promote_first_generation()
 

@@ -100,7 +100,9 @@ class LibraryRunner:
     def __init__(self, report: Report | None = None) -> None:
         self.report = report
 
-    def sync(self, settings: Settings, *, progress: Any = None) -> Report:
+    def sync(
+        self, settings: Settings, *, progress: Any = None, retry_refused: bool = False
+    ) -> Report:
         if self.report is not None:
             return self.report
         build_home(settings, promote=False)

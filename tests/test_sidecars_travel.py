@@ -76,7 +76,9 @@ class Report:
 class LibrarySync:
     """``corpus sync`` in-process: the library steps, sidecars included."""
 
-    def sync(self, settings: Settings, *, progress: Any = None) -> Report:
+    def sync(
+        self, settings: Settings, *, progress: Any = None, retry_refused: bool = False
+    ) -> Report:
         corpus = build_home(settings, promote=False)
         for profile in corpus.config.profiles:
             for name in corpus.config.collections:

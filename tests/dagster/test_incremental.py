@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from corpus_index import gates, steps
+from corpus_index.api import CorpusIndex
 from corpus_index.config import Settings
 from corpus_index.deletion import audit_deletion
 from corpus_index.embedders.hashing import HashEmbedder
@@ -404,6 +405,28 @@ def test_a_sync_that_retries_refused_inputs_asks_again_and_one_refused_again_sta
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["refused_inputs"] == 0
+    gen = Home(settings).registry.live_generation("remote")
+    assert gen is not None
+    assert Home(settings).store.count(gen, "text LIKE '%OVERLONG%'") == 1
+
+
+def test_the_library_sync_retries_refused_inputs_when_asked(
+    settings: Settings, server: FakeOpenAIServer
+) -> None:
+    refuse_held_deal(settings, server)
+    tenant, groups, _ = QUERY
+    index = CorpusIndex(settings, principal=Principal(tenant, groups), runner=dagster_runner())
+    assert index.sync().to_json()["refused_inputs"] == 1
+
+    mark = len(server.requests)
+    assert index.sync().to_json()["refused_inputs"] == 1
+    assert not asked(server, mark, "OVERLONG")
+
+    server.refuse.clear()
+    mark = len(server.requests)
+    report = index.sync(retry_refused=True)
+    assert report.ok and report.to_json()["refused_inputs"] == 0
+    assert asked(server, mark, "OVERLONG")
     gen = Home(settings).registry.live_generation("remote")
     assert gen is not None
     assert Home(settings).store.count(gen, "text LIKE '%OVERLONG%'") == 1
