@@ -56,6 +56,7 @@ class PersonResult:
     roles: dict[str, int] = field(default_factory=dict)
     partners: list[dict[str, Any]] = field(default_factory=list)
     candidates: list[Person] = field(default_factory=list)  # when the name fits several
+    total_contexts: int = 0  # every context the principal may see, ``records`` the first ones
 
     def to_json(self) -> dict[str, Any]:
         by_topic: dict[str, list[str]] = {}
@@ -78,6 +79,7 @@ class PersonResult:
             "by_month": dict(sorted(by_month.items())),
             "records": [r.to_json() for r in self.records],
             "total_hits": len(self.records),
+            "total_contexts": self.total_contexts,
         }
 
 
@@ -116,7 +118,8 @@ def person_contexts(
 
     Args:
         limit: at most this many records shown (groups first, by date; at least 1); the
-            roles and partners are counted over every context, shown or not.
+            roles and partners are counted over every context, shown or not, and
+            ``total_contexts`` is how many there are.
 
     Raises:
         InvalidQueryError: ``limit`` is below 1.
@@ -160,6 +163,7 @@ def person_contexts(
         records += _contexts(corpus, table, where_eligible, principal, collection, visible, people)
     records.sort(key=lambda r: (not r.is_group, r.date, r.id))
     result.records = records[:limit]
+    result.total_contexts = len(records)
     for rank, r in enumerate(result.records, start=1):
         r.rank = rank
     # counted over every context the principal may see: ``limit`` caps what is shown only

@@ -175,6 +175,11 @@ def test_everything_about_a_person_stays_in_the_keys_tenant(
     assert found.status_code == 200, found.text
     doc = found.json()
     assert doc["person"]["name"] == "Jane Okafor" and doc["total_hits"] > 0
+    assert doc["total_contexts"] == doc["total_hits"] > 1
+    # a limit cuts what is shown, not the count of what there is
+    cut = person("Jane Okafor", WATTLE, limit=1).json()
+    assert cut["total_hits"] == len(cut["records"]) == 1
+    assert cut["total_contexts"] == doc["total_contexts"]
     assert all(
         m["source_id"].startswith("wattle-messages/") for r in doc["records"] for m in r["members"]
     )

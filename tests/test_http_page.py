@@ -264,6 +264,8 @@ def test_a_messages_namespace_is_searched_group_first_with_a_view_of_each_person
         assert page.locator("#person-partners button.person[data-name='Sarah Jones']").count()
         contexts = page.locator("#person .card")
         assert contexts.count() > 1
+        shown = contexts.count()
+        assert f"Jane Okafor: {shown} contexts (request " in page.inner_text("#status")
         title = page.get_by_role(
             "heading", name="Christmas lunch planning at Picton SIL", exact=True
         )
@@ -274,6 +276,14 @@ def test_a_messages_namespace_is_searched_group_first_with_a_view_of_each_person
         assert provs and all("wattle-messages/" in t for t in provs)
         page.click("#back")
         assert page.locator("#person").is_hidden() and meal.is_visible()
+        # the server's answer cut to one context: the page says there are more
+        page.route("**/people/*", lambda route: route.continue_(url=f"{route.request.url}?limit=1"))
+        jane.click()
+        page.wait_for_function("document.querySelector('#status').textContent.includes('showing')")
+        assert f"Jane Okafor: showing 1 of {shown} contexts" in page.inner_text("#status")
+        assert page.locator("#person .card").count() == 1
+        page.unroute("**/people/*")
+        page.click("#back")
         # the other tenant's key: her name is unknown to it, and its search shows none of it
         page.fill("#api-key", BLUEGUM)
         meal.locator("button.person[data-name='Jane Okafor']").click()

@@ -120,7 +120,10 @@ class PersonResponse(BaseModel):
     by_topic: dict[str, list[str]]
     by_month: dict[str, list[str]]
     records: list[ContextRecordModel]
-    total_hits: int
+    total_hits: int = Field(description="How many records this answer shows (at most limit).")
+    total_contexts: int = Field(
+        description="How many contexts about the person the key may see in all, shown or not."
+    )
 
 
 class HitModel(BaseModel):

@@ -233,9 +233,12 @@ async function showPerson(identity) {
     ...doc.partners.flatMap((p) => personButton(p, [`${p.contexts} contexts`])),
   );
   $("person-contexts").replaceChildren(...doc.records.map(card));
-  $("status").textContent =
-    `${doc.person.name}: ${doc.total_hits} context${doc.total_hits === 1 ? "" : "s"} ` +
-    `(request ${doc.request_id})`;
+  // the API shows the first `limit` contexts: a person with more is said to have more
+  const count =
+    doc.total_hits < doc.total_contexts
+      ? `showing ${doc.total_hits} of ${doc.total_contexts} contexts`
+      : `${doc.total_hits} context${doc.total_hits === 1 ? "" : "s"}`;
+  $("status").textContent = `${doc.person.name}: ${count} (request ${doc.request_id})`;
   $("person-name").focus();
 }
 
