@@ -494,6 +494,10 @@ def test_the_cli_searches_groups_on_a_messages_namespace_and_units_on_request(
     ]
     person = CliRunner().invoke(main, [*paths, "person", "Kevin", *who[:-1]])
     assert person.exit_code == 0 and person.output.startswith("Kevin Lam")
+    total = int(person.output.split("\n")[0].rsplit(": ", 1)[1].split(" ")[0])
+    cut = CliRunner().invoke(main, [*paths, "person", "Kevin", *who[:-1], "--limit", "1"])
+    assert cut.exit_code == 0, cut.output
+    assert total > 1 and f"): showing 1 of {total} contexts" in cut.output.split("\n")[0]
     nobody = CliRunner().invoke(main, [*paths, "person", "Peter Nash", *who[:-1]])
     assert nobody.exit_code == 1 and "no one in tenant wattle" in nobody.output
 

@@ -139,9 +139,9 @@ def person(
             f"no one in tenant {tenant} is {name!r}" + (f" (could be: {names})" if names else "")
         )
     else:
-        click.echo(
-            f"{result.person.name} ({result.person.identity_id}): {len(result.records)} contexts"
-        )
+        shown, total = len(result.records), result.total_contexts
+        count = f"showing {shown} of {total}" if shown < total else str(shown)
+        click.echo(f"{result.person.name} ({result.person.identity_id}): {count} contexts")
         click.echo("    roles: " + ", ".join(f"{r} x{n}" for r, n in result.roles.items()))
         click.echo(
             "    most with: " + ", ".join(f"{p['name']} ({p['contexts']})" for p in result.partners)
