@@ -405,9 +405,14 @@ def test_a_sync_that_retries_refused_inputs_asks_again_and_one_refused_again_sta
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["refused_inputs"] == 0
+    assert_live_once(settings, "OVERLONG")
+
+
+def assert_live_once(settings: Settings, word: str) -> None:
+    """The live generation of the remote profile holds one row whose text has ``word``."""
     gen = Home(settings).registry.live_generation("remote")
     assert gen is not None
-    assert Home(settings).store.count(gen, "text LIKE '%OVERLONG%'") == 1
+    assert Home(settings).store.count(gen, f"text LIKE '%{word}%'") == 1
 
 
 def test_the_library_sync_retries_refused_inputs_when_asked(
@@ -427,9 +432,7 @@ def test_the_library_sync_retries_refused_inputs_when_asked(
     report = index.sync(retry_refused=True)
     assert report.ok and report.to_json()["refused_inputs"] == 0
     assert asked(server, mark, "OVERLONG")
-    gen = Home(settings).registry.live_generation("remote")
-    assert gen is not None
-    assert Home(settings).store.count(gen, "text LIKE '%OVERLONG%'") == 1
+    assert_live_once(settings, "OVERLONG")
 
 
 def test_deleting_a_source_forgets_its_refused_inputs_at_compaction(
