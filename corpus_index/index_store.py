@@ -551,6 +551,5 @@ def _conformed(
         return rows if isinstance(rows, pa.RecordBatchReader) else rows.cast(schema)
     fitted = pa.schema([f for f in schema if f.name not in lacking], metadata=schema.metadata)
     if isinstance(rows, pa.RecordBatchReader):
-        stream = rows
-        return pa.RecordBatchReader.from_batches(fitted, (b.select(fitted.names) for b in stream))
+        return pa.RecordBatchReader.from_batches(fitted, (b.select(fitted.names) for b in rows))
     return rows.cast(schema).select(fitted.names).cast(fitted)

@@ -213,11 +213,9 @@ def parse_record(
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
-    unit_id = id_of(record, max_chars=collection.limits.max_name_chars)
+    unit_id = id_of(record)
     if unit_id is None:
         rid = record.get("id")
-        if id_of(record) is not None:  # a valid id, but longer than the limit
-            _check_bounded(doc.path, line, "id", str(rid), collection.limits)
         if "id" not in record:
             problem = "missing 'id'"
         elif isinstance(rid, str) and rid.strip() and (why := id_problem(rid)):
@@ -225,6 +223,7 @@ def parse_record(
         else:
             problem = f"'id' must be a non-blank string or an integer (got {reprlib.repr(rid)})"
         raise ParseError(doc.path, f"{problem}; every record has its own id", line=line)
+    _check_bounded(doc.path, line, "id", unit_id, collection.limits)  # a valid id, its length
     source = record.get("source")
     if not isinstance(source, str) or source not in profiles or source == message_irc.CHAT:
         known = ", ".join(s for s in profiles if s != message_irc.CHAT)

@@ -164,7 +164,7 @@ def run(
             todo = pc.filter(todo, pc.invert(pc.is_in(todo, pa.array(carried.hashes))))
     # the inputs this model's server refused before: held back unasked, with its answer then
     memo = home.refusal_memo(spec)
-    known = memo.lookup(todo.to_pylist()) if len(todo) and memo.exists() else {}
+    known = memo.lookup(todo.to_pylist())  # {} where none was ever refused (no table)
     # one given a vector since (a retry under another profile of the model) is not held
     cached = cache.lookup(list(known)) if known else {}
     held = {} if retry_refused else {h: e for h, e in known.items() if h not in cached}
