@@ -302,20 +302,33 @@ IDENTITY_CHANGES: dict[str, Callable[[Path, Settings], Settings]] = {
 }
 
 
+def _copy_home(root: Path, to: Path) -> tuple[Path, Settings]:
+    """A copy of the home at ``root`` (made by :func:`configure`): its source and settings."""
+    shutil.copytree(root, to)
+    return to / "source", configure(to, to / "source")
+
+
+@pytest.fixture(scope="module")
+def sample_settled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample linked twice, every group settled (the root of its source and home)."""
+    root = tmp_path_factory.mktemp("settled")
+    shutil.copytree(SAMPLE, root / "source")
+    settings = configure(root, root / "source")
+    assert link(settings).passed
+    settled = link(settings)
+    assert settled.carried == settled.groups
+    return root
+
+
 @pytest.mark.parametrize("change", list(IDENTITY_CHANGES.values()), ids=list(IDENTITY_CHANGES))
 def test_an_identity_change_after_settled_groups_gives_what_a_full_run_gives(
-    tmp_path: Path, change: Callable[[Path, Settings], Settings]
+    sample_settled: Path, tmp_path: Path, change: Callable[[Path, Settings], Settings]
 ) -> None:
     """Every group settled and carried whole, then a merge (in the merges file or recorded
     by ``corpus identities merge``) or an alias and a phone taken out of the people file, and
     nothing else: no group is carried as it was, and the mentions, identities and every
     group's anchors, title and summary are what a full run on the same inputs makes."""
-    source = tmp_path / "source"
-    shutil.copytree(SAMPLE, source)
-    settings = configure(tmp_path, source)
-    assert link(settings).passed
-    settled = link(settings)
-    assert settled.carried == settled.groups
+    source, settings = _copy_home(sample_settled, tmp_path / "home")
     before = tables(settings)
 
     settings = change(source, settings)
@@ -1019,17 +1032,25 @@ def _same_tables_as_a_full_run(source: Path, settings: Settings, root: Path) -> 
     assert tables(settings) == tables(fresh)
 
 
+@pytest.fixture(scope="module")
+def long_settled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The long stream linked, a message appended days later and linked again (the root of
+    its source folder and home): one more message appended leaves most groups carried."""
+    root = tmp_path_factory.mktemp("long-settled")
+    source, settings = _long_linked(root)
+    _long_append_days_later(source)
+    assert link(settings).passed
+    return root
+
+
 @pytest.mark.parametrize("change", list(IDENTITY_CHANGES.values()), ids=list(IDENTITY_CHANGES))
 def test_an_identity_change_with_a_message_appended_carries_no_group_as_it_was(
-    tmp_path: Path, change: Callable[[Path, Settings], Settings]
+    long_settled: Path, tmp_path: Path, change: Callable[[Path, Settings], Settings]
 ) -> None:
     """Past the first TF-IDF block, where one message appended leaves most groups carried
     whole, a merge or a people file change in the same sync carries none of them with its
     old anchors: the step leaves what a full run on the same inputs leaves."""
-    (tmp_path / "long").mkdir()
-    source, settings = _long_linked(tmp_path / "long")
-    _long_append_days_later(source)
-    assert link(settings).passed
+    source, settings = _copy_home(long_settled, tmp_path / "long")
     settings = change(source, settings)
     _long_append(source)
     again = link(settings)

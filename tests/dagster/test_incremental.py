@@ -1,7 +1,8 @@
 """Cost proportional to the change, writes before deletes, and a kill -9 that loses nothing.
 
 Every test starts from the same home, synced once for the module through one local
-OpenAI-protocol server; each gets its own copy to change.
+OpenAI-protocol server; each gets its own copy to change. The refusal tests copy that home
+after one more sync, in which the server refused one deal's input.
 """
 
 from __future__ import annotations
@@ -99,13 +100,19 @@ def synced(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAIServer) -
     return Synced(root, inputs_sent(server, mark))
 
 
+def copy_of(root: Path, server: FakeOpenAIServer, to: Path) -> Settings:
+    """A copy of the home at ``root``, free to change (the server's script and refusals
+    emptied)."""
+    server.script.clear()
+    server.refuse.clear()
+    shutil.copytree(root, to)
+    return Settings(config_path=to / "corpus.yaml", home=to / "home")
+
+
 @pytest.fixture
 def settings(synced: Synced, server: FakeOpenAIServer, tmp_path: Path) -> Settings:
-    """A copy of the synced home, free to change (the server's script emptied)."""
-    server.script.clear()
-    root = tmp_path / "copy"
-    shutil.copytree(synced.root, root)
-    return Settings(config_path=root / "corpus.yaml", home=root / "home")
+    """A copy of the synced home, free to change."""
+    return copy_of(synced.root, server, tmp_path / "copy")
 
 
 def test_one_changed_block_embeds_one_input_and_rewrites_one_row(
@@ -347,18 +354,36 @@ def refuse_held_deal(settings: Settings, server: FakeOpenAIServer) -> Path:
     return held
 
 
+@pytest.fixture(scope="module")
+def refused_once(
+    synced: Synced, server: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The synced home after a sync in which the server refused the held deal's market
+    analysis (its root): the refusal is remembered."""
+    settings = copy_of(synced.root, server, tmp_path_factory.mktemp("refused") / "home")
+    refuse_held_deal(settings, server)
+    first = dagster_runner().sync(settings)
+    assert first.ok and first.refused_inputs == 1, first.failed_runs
+    return settings.config_path.parent
+
+
+@pytest.fixture
+def refused(refused_once: Path, server: FakeOpenAIServer, tmp_path: Path) -> Settings:
+    """A copy of the home whose held deal was refused once; the server refuses it still."""
+    settings = copy_of(refused_once, server, tmp_path / "copy")
+    server.refuse["OVERLONG"] = REFUSAL
+    return settings
+
+
 def asked(server: FakeOpenAIServer, since: int, word: str) -> bool:
     """Whether an input holding ``word`` was sent to the server since request ``since``."""
     return any(word in t for r in server.requests[since:] for t in r["input"])
 
 
 def test_a_refused_input_is_not_asked_again_until_it_changes(
-    settings: Settings, server: FakeOpenAIServer
+    refused: Settings, server: FakeOpenAIServer
 ) -> None:
-    held = refuse_held_deal(settings, server)
-    first = dagster_runner().sync(settings)
-    assert first.ok and first.refused_inputs == 1, first.failed_runs
-
+    settings, held = refused, refused.config_path.parent / DEAL
     mark = len(server.requests)
     again = dagster_runner().sync(settings)
     assert again.ok, again.failed_runs
@@ -378,11 +403,9 @@ def test_a_refused_input_is_not_asked_again_until_it_changes(
 
 
 def test_a_sync_that_retries_refused_inputs_asks_again_and_one_refused_again_stays_held(
-    settings: Settings, server: FakeOpenAIServer
+    refused: Settings, server: FakeOpenAIServer
 ) -> None:
-    refuse_held_deal(settings, server)
-    assert dagster_runner().sync(settings).refused_inputs == 1
-
+    settings = refused
     mark = len(server.requests)
     report = dagster_runner().sync(settings, retry_refused=True)
     assert report.ok and report.refused_inputs == 1, report.failed_runs
@@ -416,13 +439,11 @@ def assert_live_once(settings: Settings, word: str) -> None:
 
 
 def test_the_library_sync_retries_refused_inputs_when_asked(
-    settings: Settings, server: FakeOpenAIServer
+    refused: Settings, server: FakeOpenAIServer
 ) -> None:
-    refuse_held_deal(settings, server)
+    settings = refused
     tenant, groups, _ = QUERY
     index = CorpusIndex(settings, principal=Principal(tenant, groups), runner=dagster_runner())
-    assert index.sync().to_json()["refused_inputs"] == 1
-
     mark = len(server.requests)
     assert index.sync().to_json()["refused_inputs"] == 1
     assert not asked(server, mark, "OVERLONG")
@@ -436,11 +457,10 @@ def test_the_library_sync_retries_refused_inputs_when_asked(
 
 
 def test_deleting_a_source_forgets_its_refused_inputs_at_compaction(
-    settings: Settings, server: FakeOpenAIServer
+    refused: Settings, server: FakeOpenAIServer
 ) -> None:
-    held = refuse_held_deal(settings, server)
+    settings, held = refused, refused.config_path.parent / DEAL
     text = held.read_text()
-    assert dagster_runner().sync(settings).refused_inputs == 1
     gen = Home(settings).registry.live_generation("remote")
     assert gen is not None
     memo = Home(settings).refusal_memo(gen.spec)
