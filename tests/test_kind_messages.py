@@ -766,6 +766,33 @@ def test_an_irc_log_with_a_nick_over_the_bound_is_refused_naming_its_line(
     assert len(kinds.parse_document(replace(coll, limits=Limits()), doc, "0" * 16)) == 2
 
 
+def test_an_irc_log_with_a_control_character_in_a_nick_is_refused_naming_its_line(
+    tmp_path: Path,
+) -> None:
+    """A nick is an author, as a messages record's is: a NUL or an escape in it could not be
+    a filter's value nor stand in a group's title."""
+    log = "[10:00] <alice> hi\n[10:01] <b\x1bob> hello\n"
+    (tmp_path / "2020-01-02_10.ascii.txt").write_text(log, encoding="utf-8")
+    coll = collection(tmp_path, format="irc")
+    (doc,) = kinds.read_documents(coll)
+    with pytest.raises(ParseError) as info:
+        kinds.parse_document(coll, doc, "0" * 16)
+    assert str(info.value) == (
+        f"{tmp_path / '2020-01-02_10.ascii.txt'}:2: the nick holds a control character "
+        "('\\x1b'), which no name may hold; remove it"
+    )
+
+
+def test_a_long_timestamp_that_is_not_a_time_is_named_shortened(tmp_path: Path) -> None:
+    coll = collection(tmp_path)
+    write(tmp_path, "chat.jsonl", [record("m1", timestamp="9" * 100_000), record("m2")])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert result.blocks.column("doc_id").unique().to_pylist() == ["m2"]
+    (q,) = result.quarantine.to_pylist()
+    assert q["error"].startswith(f"{tmp_path / 'chat.jsonl'}:1: 'timestamp' is not ISO 8601: '999")
+    assert len(q["error"]) < 200 + len(str(tmp_path)), len(q["error"])
+
+
 def test_an_irc_log_with_another_logs_file_name_is_refused_not_merged(tmp_path: Path) -> None:
     name = "2020-01-02_10.ascii.txt"
     (tmp_path / "sub").mkdir()

@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from corpus_index.collection import CONTROL
 from corpus_index.errors import LimitExceededError, ParseError
 from corpus_index.kinds.base import (
     CollectionKind,
@@ -50,7 +51,7 @@ def parse_log_blocks(
         LimitExceededError: the log has more lines than ``limits.max_stream_lines``, or a
             nick longer than ``limits.max_name_chars``.
         ParseError: the file is not ASCII/UTF-8 text, its name carries no date or an invalid
-            one, or a time falls outside the supported years (its date, or its clock running
+            one, a nick holds a control character, or a time falls outside the supported years (its date, or its clock running
             on past midnight beyond them).
     """
     stem = doc.doc_id.rsplit("/", 1)[-1]
@@ -66,6 +67,14 @@ def parse_log_blocks(
                 doc.path,
                 f"the nick is {len(m.author):,} characters, over limits.max_name_chars = "
                 f"{limit:,}; shorten it or raise the limit in corpus.yaml",
+                line=index + 1,
+            )
+        found = CONTROL.search(m.author)
+        if found:  # as a messages record's author: no filter or title could carry it
+            raise ParseError(
+                doc.path,
+                f"the nick holds a control character ({found.group()!r}), which no name "
+                "may hold; remove it",
                 line=index + 1,
             )
         if not supported_time(m.timestamp):  # the date is supported: the clock ran past it

@@ -399,7 +399,9 @@ def _fields(
     try:
         when = dt.datetime.fromisoformat(stamp)
     except ValueError:
-        raise ParseError(path, f"'timestamp' is not ISO 8601: {stamp!r}", line=line) from None
+        raise ParseError(
+            path, f"'timestamp' is not ISO 8601: {reprlib.repr(stamp)}", line=line
+        ) from None
     if when.utcoffset() is None:
         raise ParseError(path, f"'timestamp' {stamp!r} lacks a UTC offset (+10:00, Z)", line=line)
     if not supported_moment(when):
