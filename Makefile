@@ -10,9 +10,10 @@ export TRANSFORMERS_OFFLINE := 1
 export LANCE_LOG := error
 export LANCEDB_LOG := error
 export TOKENIZERS_PARALLELISM := false
-# test files are spread over this many worker processes: three on the 2-core target, as several
-# files spend much of their time waiting on a daemon, a browser or a subprocess
-TEST_WORKERS ?= 3
+# test files are spread over this many worker processes: four on the 2-core target, as several
+# files spend much of their time waiting on a daemon, a browser or a subprocess (README,
+# Developing, has the readings with three and four)
+TEST_WORKERS ?= 4
 
 .PHONY: test-prod test-daemon test-browser browser setup run ui serve test lint bench clean
 
