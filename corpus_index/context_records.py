@@ -364,16 +364,9 @@ class People:
 
 
 def provenance(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "chunk_ref": row["chunk_ref"],
-        "source_id": row["source_id"],
-        "source_version": row["source_version"],
-        "content_hash": row["content_hash"],
-        "input_format": row["input_format"],
-        "backend_spec": row["backend_spec"],
-        "generation": row["generation"],
-        "run_id": row["run_id"],
-    }
+    """A generation row's provenance (:class:`Provenance`) with its source id after its chunk."""
+    own = asdict(Provenance.of_row(row))
+    return {"chunk_ref": own.pop("chunk_ref"), "source_id": row["source_id"], **own}
 
 
 def member_record(

@@ -204,6 +204,12 @@ def apply_merges(
     return Applied(current, reports, refused)
 
 
+def side_id(ref: str, tenant: str) -> str:
+    """The identity id a side of a merge names: an identity id as it is, a key of one
+    (people-file id, discovered key) as the tenant's id of it."""
+    return ref if ref.startswith("idn_") else identity_id(tenant, ref)
+
+
 def one_already(pairs: Sequence[tuple[str, str]], pair: tuple[str, str], *, tenant: str) -> bool:
     """Whether ``pairs``, applied in order, leave the two sides of ``pair`` one person already
     (``pair`` recorded before, or its survivor merged into its merged side: a merge
@@ -211,7 +217,7 @@ def one_already(pairs: Sequence[tuple[str, str]], pair: tuple[str, str], *, tena
     into: dict[str, str] = {}
 
     def canonical(ref: str) -> str:
-        ref = ref if ref.startswith("idn_") else identity_id(tenant, ref)
+        ref = side_id(ref, tenant)
         seen: set[str] = set()
         while ref in into and ref not in seen:
             seen.add(ref)
@@ -240,7 +246,7 @@ def conflicts(pairs: Sequence[tuple[str, str]], *, tenant: str) -> list[tuple[in
 
     out = []
     for i, pair in enumerate(pairs):
-        a, b = (r if r.startswith("idn_") else identity_id(tenant, r) for r in pair)
+        a, b = (side_id(r, tenant) for r in pair)
         if canonical(a) == canonical(b):
             continue
         if a in into:

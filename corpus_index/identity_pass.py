@@ -22,7 +22,6 @@ from corpus_index.errors import ConfigError
 from corpus_index.identities import (
     IdentityRegistry,
     discovered_key,
-    identity_id,
     load_people,
     table_records,
 )
@@ -36,7 +35,7 @@ from corpus_index.identity_mentions import (
     mentions_table,
     resolve_headers,
 )
-from corpus_index.identity_merges import MergeReport, apply_merges, conflicts, load_merges
+from corpus_index.identity_merges import MergeReport, apply_merges, conflicts, load_merges, side_id
 from corpus_index.identity_sightings import Sighting, corroborate_seen, sightings_table
 from corpus_index.limits import Limits
 
@@ -135,7 +134,7 @@ def merges_of(
                     "(discovered:<address|phone|name>) or an identity id"
                 )
     for i, (merged, survivor) in enumerate(pairs):
-        if _named(merged, registry) == _named(survivor, registry):
+        if side_id(merged, registry.tenant_id) == side_id(survivor, registry.tenant_id):
             raise ConfigError(
                 f"{path}: merges[{i}]: merges {merged!r} into {survivor!r}, the same identity; "
                 "an identity is never merged into itself: name the other person, or remove "
@@ -149,11 +148,6 @@ def merges_of(
             "of the two entries"
         )
     return pairs
-
-
-def _named(ref: str, registry: IdentityRegistry) -> str:
-    """The identity id a merges-file side names (an identity id, or a key of one)."""
-    return ref if ref.startswith("idn_") else identity_id(registry.tenant_id, ref)
 
 
 def identify(

@@ -88,7 +88,8 @@ class RefusalMemo:
         if not refused:
             return 0
         table = self._table(create=True)
-        new = {h: e for h, e in refused.items() if h not in self.lookup(list(refused))}
+        known = self.lookup(list(refused))
+        new = {h: e for h, e in refused.items() if h not in known}
         if not new:
             return 0
         now = dt.datetime.now(dt.UTC)

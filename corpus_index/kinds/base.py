@@ -30,6 +30,7 @@ from corpus_index.records import Block, SourceDoc
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
+    from corpus_index.limits import Limits
 
 
 class CollectionKind(Protocol):
@@ -391,6 +392,42 @@ def json_depth(value: object) -> int:
             deepest = max(deepest, depth)
             stack.extend((v, depth + 1) for v in item)
     return deepest
+
+
+def check_name(
+    path: str,
+    line: int,
+    shown: str,
+    value: str,
+    limits: Limits,
+    *,
+    key: str = "max_name_chars",
+    holds: str = "name",
+) -> None:
+    """Refuse ``value`` (``shown`` in the message: ``'author'``, ``the nick``) when it is
+    longer than ``limits.<key>`` or holds a control character, which no ``holds`` (a name, a
+    place, a subject) may: it would go into metadata, filters and group titles.
+
+    Raises:
+        LimitExceededError: it is over the limit, naming the file, line and limit.
+        ParseError: it holds a control character.
+    """
+    limit = getattr(limits, key)
+    if len(value) > limit:
+        raise LimitExceededError(
+            path,
+            f"{shown} is {len(value):,} characters, over limits.{key} = {limit:,}; "
+            "shorten it or raise the limit in corpus.yaml",
+            line=line,
+        )
+    found = CONTROL.search(value)
+    if found:
+        raise ParseError(
+            path,
+            f"{shown} holds a control character ({found.group()!r}), which no {holds} may "
+            "hold; remove it",
+            line=line,
+        )
 
 
 def check_stream_lines(collection: CollectionConfig, path: str, raw: bytes) -> None:

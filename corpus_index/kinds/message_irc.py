@@ -15,11 +15,11 @@ import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from corpus_index.collection import CONTROL
-from corpus_index.errors import LimitExceededError, ParseError
+from corpus_index.errors import ParseError
 from corpus_index.kinds.base import (
     CollectionKind,
     FileKind,
+    check_name,
     check_stream_lines,
     new_block,
     unreadable,
@@ -51,8 +51,8 @@ def parse_log_blocks(
         LimitExceededError: the log has more lines than ``limits.max_stream_lines``, or a
             nick longer than ``limits.max_name_chars``.
         ParseError: the file is not ASCII/UTF-8 text, its name carries no date or an invalid
-            one, a nick holds a control character, or a time falls outside the supported years (its date, or its clock running
-            on past midnight beyond them).
+            one, a nick holds a control character, or a time falls outside the supported
+            years (its date, or its clock running on past midnight beyond them).
     """
     stem = doc.doc_id.rsplit("/", 1)[-1]
     problem = _date_problem(stem)
@@ -60,23 +60,9 @@ def parse_log_blocks(
         raise ParseError(doc.path, problem)
     check_stream_lines(collection, doc.path, doc.raw)
     messages = irc.to_messages(stem, irc.parse_log(utf8_text(doc)))
-    limit = collection.limits.max_name_chars
     for index, m in enumerate(messages):
-        if len(m.author) > limit:  # it goes into the metadata and its groups' titles
-            raise LimitExceededError(
-                doc.path,
-                f"the nick is {len(m.author):,} characters, over limits.max_name_chars = "
-                f"{limit:,}; shorten it or raise the limit in corpus.yaml",
-                line=index + 1,
-            )
-        found = CONTROL.search(m.author)
-        if found:  # as a messages record's author: no filter or title could carry it
-            raise ParseError(
-                doc.path,
-                f"the nick holds a control character ({found.group()!r}), which no name "
-                "may hold; remove it",
-                line=index + 1,
-            )
+        # a nick goes into the metadata and its groups' titles, as a record's author does
+        check_name(doc.path, index + 1, "the nick", m.author, collection.limits)
         if not supported_time(m.timestamp):  # the date is supported: the clock ran past it
             raise ParseError(
                 doc.path,

@@ -37,6 +37,7 @@ from corpus_index.kinds.base import (
     LONE_SURROGATE,
     CollectionKind,
     KindDefaults,
+    check_name,
     check_stream_lines,
     json_depth,
     list_files,
@@ -343,31 +344,11 @@ def _surrogate_in(value: object, path: str) -> str | None:
 def _check_bounded(path: str, line: int, where: str, value: str, limits: Limits) -> None:
     """Refuse ``value``, the record's ``where`` (``author``, ``cc[1]``), when it is longer
     than its limit (``limits.max_subject_chars`` for a subject or title, else
-    ``limits.max_name_chars``) or holds a control character.
-
-    Raises:
-        LimitExceededError: it is over its limit.
-        ParseError: it holds a control character.
-    """
+    ``limits.max_name_chars``) or holds a control character (:func:`check_name`)."""
     key = "max_subject_chars" if where in _SUBJECTS else "max_name_chars"
-    limit = getattr(limits, key)
     name, sep, index = where.partition("[")
     shown = f"'{name}'{sep}{index}"
-    if len(value) > limit:
-        raise LimitExceededError(
-            path,
-            f"{shown} is {len(value):,} characters, over limits.{key} = {limit:,}; "
-            "shorten it or raise the limit in corpus.yaml",
-            line=line,
-        )
-    found = CONTROL.search(value)
-    if found:
-        raise ParseError(
-            path,
-            f"{shown} holds a control character ({found.group()!r}), which no name, place "
-            "or subject may hold; remove it",
-            line=line,
-        )
+    check_name(path, line, shown, value, limits, key=key, holds="name, place or subject")
 
 
 def _fields(
