@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import yaml
@@ -12,6 +13,10 @@ RISKS = [
     "Windstorm insurance premiums doubled at the last renewal along the coast.",
     "The sponsor has never operated an asset of this size before.",
 ]
+
+
+MARKET = "Rents grew four percent last year on steady job growth."
+OWN_WORDS = ("basement", "boiler", "cornice", "drainage", "easement", "facade", "gutter", "joist")
 
 
 def deal_text(
@@ -25,7 +30,7 @@ def deal_text(
     units: int = 40,
     date: str = "2026-01-15",
     risk: str = RISKS[0],
-    market: str = "Rents grew four percent last year on steady job growth.",
+    market: str = MARKET,
 ) -> str:
     """One valid underwriting file."""
     front = {
@@ -105,3 +110,19 @@ def write_home(
     path = root / "corpus.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def give_words_of_its_own(deal: Path, *, seed: str, words: int = 300) -> None:
+    """Replace a generated deal's market summary (every generated deal's) with prose of its own.
+
+    Generated deals share most of their words, so a deletion audit keeps few fingerprints of one
+    once the windows live deals share are dropped (4 to 10 for a deal of ``write_home``), and
+    its hash-embedder vectors are too sparse for any. The windows are sampled under the home's
+    random key, so a test expecting the byte scan to find the deal in LanceDB's files failed
+    about one run in many; with its own words the deal keeps 26 to 34, text and vector."""
+    rng = random.Random(seed)
+    text = deal.read_text(encoding="utf-8")
+    if MARKET not in text:
+        raise ValueError(f"{deal}: not a generated deal with the default market summary")
+    own = " ".join(rng.choice(OWN_WORDS) for _ in range(words)) + "."
+    deal.write_text(text.replace(MARKET, own), encoding="utf-8")

@@ -15,7 +15,6 @@ sync of the home behind the proxy).
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import threading
 import time
@@ -40,7 +39,7 @@ from corpus_index.home import Home
 from corpus_index.index_store import GenerationStore, vector_entry_schema
 from corpus_index.search import Principal, Searcher
 from corpus_index.storage import Location
-from tests.corpusgen import write_home
+from tests.corpusgen import give_words_of_its_own, write_home
 from tests.searchkit import build_home
 from tests.support.faulty_s3 import Proxy, faulty_proxy
 from tests.support.http_server import running_server, serve_config
@@ -51,7 +50,6 @@ pytestmark = pytest.mark.prod
 BUCKET = "corpus-home"
 PREFIX = "team/corpus"
 GONE = "alpha-deals/deal-alpha-001"
-MARKET = "Rents grew four percent last year on steady job growth."  # every generated deal's
 STORES = ("warehouse", "lance", "exports", "receipts")
 README_ENV = (
     "AWS_ENDPOINT_URL",
@@ -74,18 +72,8 @@ def stored(s3_server: LocalS3, tmp_path_factory: pytest.TempPathFactory) -> Iter
     s3_server.create_bucket(BUCKET)
     root = tmp_path_factory.mktemp("s3home")
     config = write_home(root)
-    # The deal the deletion test removes gets a market summary of its own. Generated deals share
-    # most of their words, so its fingerprints were few once the shared windows were dropped
-    # (4 to 10, and its hash-embedder vectors too sparse for any): the windows are sampled under
-    # the home's random key, and one run in many found none of them in LanceDB's files. With
-    # the summary it keeps 26 to 34, text and vector.
-    words = ("basement", "boiler", "cornice", "drainage", "easement", "facade", "gutter", "joist")
-    rng = random.Random(GONE)
-    market = " ".join(rng.choice(words) for _ in range(300)) + "."
-    gone = root / "sources" / "alpha" / "deal-alpha-001.uw.md"
-    text = gone.read_text(encoding="utf-8")
-    assert MARKET in text
-    gone.write_text(text.replace(MARKET, market), encoding="utf-8")
+    # the deletion test expects the byte scan to find the deal's bytes on the bucket
+    give_words_of_its_own(root / "sources" / "alpha" / "deal-alpha-001.uw.md", seed=GONE)
     with pytest.MonkeyPatch.context() as mp:
         env = s3_server.env()
         for name in README_ENV:  # exactly what README's "Scaling out" shows

@@ -26,7 +26,7 @@ from corpus_index.registry import Registry
 from corpus_index.search import Principal, Searcher
 from corpus_index.traces import TraceStore
 from definitions import dagster_runner
-from tests.corpusgen import deal_text, write_home
+from tests.corpusgen import deal_text, give_words_of_its_own, write_home
 
 pytestmark = pytest.mark.slow
 GONE = "alpha-deals/deal-alpha-001"
@@ -39,6 +39,8 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = write_home(
         root, extra_profiles={"alt": {"embedder": "hash:v1-32", "namespace": "deals"}}
     )
+    # the audit of its deletion expects the byte scan to find the deal's bytes
+    give_words_of_its_own(root / "sources" / "alpha" / "deal-alpha-001.uw.md", seed=GONE)
     assert dagster_runner().sync(Settings(config_path=config, home=root / "home")).ok
     return root
 
@@ -154,9 +156,10 @@ def test_removed_file_leaves_every_generation_and_store(deleted: Deleted, tmp_pa
     out = cli.invoke(main, [*args, "compact", "--json"])
     assert out.exit_code == 0, out.output
     compaction = json.loads(out.output)
-    # its property section is its own; its other inputs have identical text in live deals
-    # (the shared sponsor and market blocks, and beta-000 carries the same risk flag)
-    assert compaction["tombstones_purged"] == [GONE] and compaction["cache_entries_purged"] == 2
+    # its property and market sections are its own, under two embedders; its other inputs have
+    # identical text in live deals (the shared sponsor block, and beta-000 carries the same risk
+    # flag)
+    assert compaction["tombstones_purged"] == [GONE] and compaction["cache_entries_purged"] == 4
     out = cli.invoke(main, [*args, "audit-deletion", GONE])
     assert out.exit_code == 0, out.output
     assert "clean: nothing remains" in out.output
