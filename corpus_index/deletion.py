@@ -84,9 +84,9 @@ class Receipt:
     fragments: dict[str, list[int]] = field(default_factory=dict)
     fingerprints: dict[str, Any] = field(default_factory=dict)
 
-    def removed(self, store: str, location: str, count: int, unit: str) -> None:
+    def removed(self, store: str, location: str, count: int, unit: str, **detail: Any) -> None:
         self.artifacts.append(
-            {"store": store, "location": location, unit: count, "removed_at": _now()}
+            {"store": store, "location": location, unit: count, "removed_at": _now(), **detail}
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -307,7 +307,9 @@ def propagate_deletion(
     # 5. query traces quoting the deleted texts (a query pasted from the document)
     n = _forget_traces(corpus, receipt.fingerprints)
     if n:
-        receipt.removed("registry", "query_traces", n, "rows")
+        # in PostgreSQL the table is rewritten, or the receipt says why not
+        pages = TraceStore(corpus.registry).clear_pages()
+        receipt.removed("registry", "query_traces", n, "rows", **pages)
     receipt.pending = [
         f"embedding-cache entries of {len(only_theirs)} input hashes used by no other source",
         "LanceDB fragments that held the rows (rewritten) and older versions (removed)",
@@ -822,6 +824,16 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
         remaining.append(
             {"store": "warehouse", "path": where_known, "rows": learned, "match": "address"}
         )
+    for artifact in (receipt or {}).get("artifacts", []):
+        if artifact.get("pages") == "left" and TraceStore(corpus.registry).pages_left(artifact):
+            remaining.append(
+                {
+                    "store": "registry",
+                    "location": "query_traces",
+                    "rows": artifact.get("rows", 0),
+                    "match": f"the deleted traces' bytes in the table's pages: {artifact['why']}",
+                }
+            )
     byte_scan = _scan_bytes(corpus, source_id, tomb, receipt, live_inputs)
     remaining.extend(byte_scan.pop("findings"))
     return {

@@ -281,19 +281,7 @@ class PostgresBackend:
             raw = None
         kept = raw is not None and not raw.closed
         if not kept:
-            timeout_ms = max(1, int(self.lock_timeout_s * 1000))
-            try:
-                raw = psycopg2.connect(
-                    libpq_url(self.url),
-                    connect_timeout=max(1, int(self.lock_timeout_s)),
-                    application_name="corpus-index registry",
-                    options=f"-c TimeZone=UTC -c lock_timeout={timeout_ms}",
-                )
-            except psycopg2.OperationalError as exc:
-                raise RetryableError(
-                    f"{self.location}: cannot reach the registry database: "
-                    f"{str(exc).strip().splitlines()[0]}"
-                ) from None
+            raw = self._open()
             raw.set_session(isolation_level="SERIALIZABLE", autocommit=False)
             # JSON columns come back as the text that was written, as DuckDB returns them
             psycopg2.extras.register_default_json(raw, loads=_text)
@@ -301,6 +289,72 @@ class PostgresBackend:
             self._local.raw = raw
             self._local.pid = os.getpid()
         return raw, kept
+
+    def _open(self) -> Any:
+        """A new connection to the database (statements wait ``lock_timeout_s`` for a lock)."""
+        import psycopg2
+
+        timeout_ms = max(1, int(self.lock_timeout_s * 1000))
+        try:
+            return psycopg2.connect(
+                libpq_url(self.url),
+                connect_timeout=max(1, int(self.lock_timeout_s)),
+                application_name="corpus-index registry",
+                options=f"-c TimeZone=UTC -c lock_timeout={timeout_ms}",
+            )
+        except psycopg2.OperationalError as exc:
+            raise RetryableError(
+                f"{self.location}: cannot reach the registry database: "
+                f"{str(exc).strip().splitlines()[0]}"
+            ) from None
+
+    def rewrite_table(self, table: str) -> str | None:
+        """Rewrite ``table`` into new files (``VACUUM FULL``), so the bytes of the rows deleted
+        from it leave the disk: PostgreSQL keeps a deleted row in its page until the space is
+        reused (a plain VACUUM only marks it free), in the table's file as in its TOAST table's.
+        None once rewritten; else why not (``VACUUM FULL`` needs the table's owner, and waits
+        ``lock_timeout_s`` at most for the readers and writers of the table). Runs on a
+        connection of its own: VACUUM cannot run inside a transaction.
+
+        Raises:
+            RetryableError: the database cannot be reached.
+        """
+        import psycopg2
+        import psycopg2.errors
+
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", table):
+            raise ValueError(f"not a registry table name: {table!r}")
+        raw = self._open()
+        try:
+            raw.autocommit = True
+            with raw.cursor() as cur:
+                cur.execute(
+                    "SELECT pg_has_role(relowner, 'USAGE'), pg_get_userbyid(relowner)"
+                    " FROM pg_class WHERE oid = to_regclass(%s)",
+                    (table,),
+                )
+                found = cur.fetchone()
+                if found is None:
+                    return f"{self.location}: no table {table}"
+                if not found[0]:
+                    return (
+                        f"VACUUM FULL {table} needs the table's owner ({found[1]}), "
+                        "not this registry's user: run it as the owner"
+                    )
+                cur.execute(f"VACUUM FULL {table}")
+        except psycopg2.errors.LockNotAvailable:
+            return f"{table} stayed in use past {self.lock_timeout_s:g} s: run VACUUM FULL {table}"
+        except psycopg2.OperationalError as exc:
+            raise RetryableError(f"{self.location}: lost the registry database: {exc}") from exc
+        finally:
+            raw.close()
+        return None
+
+    def file_node(self, table: str) -> int | None:
+        """The file node of ``table`` (a rewrite gives it a new one); None without the table."""
+        with self.connect() as con:
+            (node,) = con.execute("SELECT pg_relation_filenode(to_regclass(?))", [table]).fetchone()
+        return None if node is None else int(node)
 
     @contextmanager
     def connect(

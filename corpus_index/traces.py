@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from corpus_index.registry import Registry
-from corpus_index.registry_sql import DuckDBBackend, retry_conflicts
+from corpus_index.registry_sql import DuckDBBackend, PostgresBackend, retry_conflicts
+from corpus_index.trace_file import TABLE as TRACES_TABLE
 from corpus_index.trace_file import TRACE_DDL, TraceFile
 
 __all__ = ["DEFAULT_KEEP", "TRACE_DDL", "TraceStore"]
@@ -125,6 +126,28 @@ class TraceStore:
                     con.execute("DELETE FROM query_traces WHERE seq = ?", [seq])
                 con.execute("COMMIT")
         return len(gone)
+
+    def clear_pages(self) -> dict[str, Any]:
+        """After :meth:`forget` took traces out of a PostgreSQL registry: the table rewritten,
+        so the bytes of the traces that went leave its pages. ``{"pages": "rewritten"}``, or
+        ``{"pages": "left", "why": ..., "file_node": N}`` where it could not be (the table's
+        owner must rewrite it; an audit sees the file node change when it has); ``{}`` where
+        the traces are a DuckDB file, which :meth:`forget` writes anew."""
+        backend = self.registry.backend
+        if not isinstance(backend, PostgresBackend):
+            return {}
+        why = backend.rewrite_table(TRACES_TABLE)
+        if why is None:
+            return {"pages": "rewritten"}
+        return {"pages": "left", "why": why, "file_node": backend.file_node(TRACES_TABLE)}
+
+    def pages_left(self, artifact: dict[str, Any]) -> bool:
+        """Whether the pages a deletion's receipt ``artifact`` says it left (:meth:`clear_pages`)
+        still hold the traces it took out: the table has not been rewritten since."""
+        backend = self.registry.backend
+        if artifact.get("pages") != "left" or not isinstance(backend, PostgresBackend):
+            return False
+        return backend.file_node(TRACES_TABLE) == artifact.get("file_node")
 
     @retry_conflicts
     def recent(self, limit: int = 20, *, tenant: str | None = None) -> list[dict[str, Any]]:

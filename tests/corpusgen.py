@@ -112,17 +112,19 @@ def write_home(
     return path
 
 
-def give_words_of_its_own(deal: Path, *, seed: str, words: int = 300) -> None:
+def give_words_of_its_own(deal: Path, *, seed: str, words: int = 300) -> str:
     """Replace a generated deal's market summary (every generated deal's) with prose of its own.
 
     Generated deals share most of their words, so a deletion audit keeps few fingerprints of one
     once the windows live deals share are dropped (4 to 10 for a deal of ``write_home``), and
     its hash-embedder vectors are too sparse for any. The windows are sampled under the home's
     random key, so a test expecting the byte scan to find the deal in LanceDB's files failed
-    about one run in many; with its own words the deal keeps 26 to 34, text and vector."""
+    about one run in many; with its own words the deal keeps 26 to 34, text and vector.
+    Returns the summary written."""
     rng = random.Random(seed)
     text = deal.read_text(encoding="utf-8")
     if MARKET not in text:
         raise ValueError(f"{deal}: not a generated deal with the default market summary")
     own = " ".join(rng.choice(OWN_WORDS) for _ in range(words)) + "."
     deal.write_text(text.replace(MARKET, own), encoding="utf-8")
+    return own

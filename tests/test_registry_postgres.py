@@ -25,7 +25,8 @@ from corpus_index.registry import (
     journaled_pointers,
     restore_from_journal,
 )
-from tests.corpusgen import write_home
+from corpus_index.traces import TraceStore
+from tests.corpusgen import give_words_of_its_own, write_home
 from tests.registry_backends import new_database
 from tests.test_registry import SPEC, ready
 
@@ -320,3 +321,87 @@ def test_a_kept_connection_lost_to_a_database_restart_is_opened_again(
     end_sessions(url)
     other = ready(reg, dataclasses.replace(SPEC, profile="other", backend_spec="hash:v2-8", dim=8))
     assert [g.id for g in reg.generations()] == [gen, other]
+
+
+def table_files(server: Any, url: str, table: str) -> bytes:
+    """The bytes of ``table``'s files and its TOAST table's, as the server has them on disk
+    (after a checkpoint, so no page is only in its memory)."""
+    with owner(url) as cur:
+        cur.execute("CHECKPOINT")
+        cur.execute(
+            "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid)"
+            " FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            (table,),
+        )
+        paths = [p for p in cur.fetchone() if p]
+    out = b""
+    for rel in paths:
+        for segment in sorted(Path(server.data_dir).glob(f"{rel}*")):
+            if segment.name.split(".")[0] == Path(rel).name and "_" not in segment.name:
+                out += segment.read_bytes()  # the table's segments, not its free-space map
+    return out
+
+
+def test_a_deletion_rewrites_the_traces_table_so_no_file_of_it_holds_the_quoted_words(
+    request: pytest.FixtureRequest, postgres_server: Any, tmp_path: Path
+) -> None:
+    """PostgreSQL keeps a deleted row in its page until the space is reused: the deletion that
+    takes out a trace quoting the source rewrites the traces table (VACUUM FULL), so no file
+    of it holds the quoted words; the receipt says so and the audit names no pages."""
+    gone = tmp_path / "sources" / "alpha" / "deal-alpha-001.uw.md"
+    write_home(tmp_path)
+    quoted = give_words_of_its_own(gone, seed="traced", words=40)
+    url = new_database(request)
+    ok(corpus(tmp_path, url, "sync"))
+    ok(corpus(tmp_path, url, "promote"))
+    ok(corpus(tmp_path, url, "search", quoted, "--tenant", "alpha", "--group", "alpha-uw"))
+    ok(corpus(tmp_path, url, "search", *QUERY))
+    needle = quoted.encode("utf-8")[:48]
+    assert needle in table_files(postgres_server, url, "query_traces")  # the reading sees it
+    gone.unlink()
+    ok(corpus(tmp_path, url, "sync"))
+    traces = json.loads(ok(corpus(tmp_path, url, "traces", "--json")).stdout)["traces"]
+    assert [t["query"] for t in traces] == [QUERY[0]]  # the other trace is kept
+    assert needle not in table_files(postgres_server, url, "query_traces")
+    tomb = Registry(url, journal=tmp_path / "home" / JOURNAL_NAME).tombstone(
+        "alpha-deals/deal-alpha-001"
+    )
+    assert tomb is not None
+    receipt = json.loads(Path(tomb["receipt"]).read_text())
+    (artifact,) = [a for a in receipt["artifacts"] if a["location"] == "query_traces"]
+    assert artifact["rows"] == 1 and artifact["pages"] == "rewritten"
+    audit = corpus(tmp_path, url, "audit-deletion", "alpha-deals/deal-alpha-001", "--json")
+    assert not [r for r in json.loads(audit.stdout)["remaining"] if r["store"] == "registry"]
+
+
+def test_traces_a_registry_user_may_not_rewrite_are_named_until_the_owner_does(
+    request: pytest.FixtureRequest, postgres_server: Any, tmp_path: Path
+) -> None:
+    """VACUUM FULL needs the table's owner: a registry user that only uses the tables made for
+    it takes the traces out, is told who must rewrite the table, and the pages count as left
+    until the owner has (the table's file node changes)."""
+    url = new_database(request)
+    with owner(url) as cur:
+        cur.execute(
+            "DO $$BEGIN CREATE ROLE registry_user LOGIN; "
+            "EXCEPTION WHEN duplicate_object THEN NULL; END$$"
+        )
+    TraceStore(Registry(url, journal=tmp_path / JOURNAL_NAME)).recent()  # the owner makes them
+    with owner(url) as cur:
+        cur.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO registry_user"
+        )
+        cur.execute("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO registry_user")
+    limited = url.replace(f"//{postgres_server.user}@", "//registry_user@", 1)
+    traces = TraceStore(Registry(limited, journal=tmp_path / JOURNAL_NAME))
+    for query in ("quarry blasting cracked the slab", "anchor tenant lease"):
+        traces.record(query=query, tenant="alpha", groups=["alpha-uw"], hits=0, trace={})
+    assert traces.forget(lambda text: "quarry" in text) == 1
+    left = traces.clear_pages()
+    assert left["pages"] == "left" and f"owner ({postgres_server.user})" in left["why"]
+    assert b"quarry blasting" in table_files(postgres_server, url, "query_traces")
+    assert traces.pages_left(left)
+    with owner(url) as cur:
+        cur.execute("VACUUM FULL query_traces")
+    assert not traces.pages_left(left)
+    assert b"quarry blasting" not in table_files(postgres_server, url, "query_traces")
