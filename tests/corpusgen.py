@@ -119,7 +119,7 @@ def give_words_of_its_own(deal: Path, *, seed: str, words: int = 300) -> str:
     once the windows live deals share are dropped (4 to 10 for a deal of ``write_home``), and
     its hash-embedder vectors are too sparse for any. The windows are sampled under the home's
     random key, so a test expecting the byte scan to find the deal in LanceDB's files failed
-    about one run in many; with its own words the deal keeps 26 to 34, text and vector.
+    about one run in many; with its own words the deal keeps 26 to 42, text and vector.
     Returns the summary written."""
     rng = random.Random(seed)
     text = deal.read_text(encoding="utf-8")
