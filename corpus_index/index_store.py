@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_index import kinds, lance, predicates
 from corpus_index.errors import DamagedTableError, StoreUnreachableError
@@ -42,6 +43,9 @@ TAIL_MIN_ROWS = 2_000
 TAIL_SHARE = 0.01
 TAIL_MAX_SMALL_FRAGMENTS = 16
 TAIL_ALWAYS_BELOW = 20_000
+# rows whose refs :meth:`GenerationStore.refs_outside` reads and tests at once (each test builds
+# a hash set of the sources it tests against; the rows held at once stay bounded)
+REFS_BATCH = 65_536
 
 # the schema metadata key of the id a generation table was made with (``created``)
 CREATED_KEY = b"corpus_index.table_created"
@@ -294,6 +298,50 @@ class GenerationStore:
         scope = mine if where is None else predicates.all_of([mine, where])
         got = table.search().where(scope).select(["chunk_ref", "source_id"]).limit(n + 1).to_arrow()
         return got.select(["chunk_ref", "source_id"])
+
+    def refs_outside(
+        self,
+        generation: Generation,
+        collection: str,
+        sources: pa.Array,
+        *,
+        also: pa.Array | None = None,
+        where: str | None = None,
+    ) -> pa.Table:
+        """``chunk_ref`` and ``source_id`` of the collection's rows (with ``where``, of those
+        that match it) whose source is none of ``sources``, or is one of ``also``; a row
+        without a source is neither (as SQL's ``NOT IN`` reads a NULL). The rows' two columns
+        are read a batch at a time and tested in Arrow: a predicate naming every source of a
+        large collection would be parsed and evaluated by LanceDB instead (0.4-0.55 s at
+        50,000 to 70,000 sources, about ten times the scan)."""
+        out = [self._no_refs()]
+        if not self.exists(generation):
+            return out[0]
+        table = self.table(generation)
+        mine = predicates.eq("collection", collection)
+        n = int(table.count_rows(mine))  # at least as many as match ``where`` too
+        if n == 0:
+            return out[0]
+        scope = mine if where is None else predicates.all_of([mine, where])
+        query = table.search().where(scope).select(["chunk_ref", "source_id"]).limit(n + 1)
+        known = sources.cast(pa.string())
+        extra = None if also is None or not len(also) else also.cast(pa.string())
+        # each batch's test builds a hash set of ``sources``: few large batches, not many small
+        for batch in query.to_batches(batch_size=REFS_BATCH):
+            source = batch.column("source_id")
+            stale = pc.invert(pc.is_in(source, value_set=known))
+            if extra is not None:
+                stale = pc.or_(stale, pc.is_in(source, value_set=extra))
+            stale = pc.and_(pc.is_valid(source), stale)
+            found = pa.Table.from_batches([batch]).select(["chunk_ref", "source_id"])
+            out.append(found.filter(stale).cast(out[0].schema))
+        return pa.concat_tables(out)
+
+    @staticmethod
+    def _no_refs() -> pa.Table:
+        return pa.table(
+            {"chunk_ref": pa.array([], pa.string()), "source_id": pa.array([], pa.string())}
+        )
 
     def doc_ids_of_kind(self, generation: Generation, collection: str, kind: str) -> list[str]:
         """The ``doc_id`` of every row of ``kind`` the collection has in this generation (for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from corpus_index import steps
+from corpus_index import predicates, steps
 from corpus_index.config import Settings
 from corpus_index.home import Home
 
@@ -48,3 +48,42 @@ def test_a_removed_documents_row_left_in_the_generation_fails_the_check(home: Se
         "examples": REMOVED,
         "found_in": "the generation",
     }
+
+
+def test_the_rows_outside_the_live_sources_are_those_the_sql_predicate_names(
+    home: Settings,
+) -> None:
+    """``refs_outside`` tests the sources in Arrow what a ``NOT IN`` over every live source
+    (and an ``IN`` over the tombstoned ones) asked LanceDB: the same rows, with a shard's
+    predicate or without."""
+    corpus = Home(home)
+    assert synced(corpus, "r1").passed
+    generation = corpus.registry.open_generation(corpus.spec("main"), run_id="r1")
+    sources = sorted(
+        set(corpus.store.collection_refs(generation, COLLECTION)["source_id"].to_pylist())
+    )
+    assert len(sources) >= 3
+    live, dead = sources[1:], sources[-1:]  # one not live, one live but tombstoned
+    found = []
+    shards = [predicates.in_hash_shard("source_id", k, 2) for k in range(2)]
+    for where in (None, *shards):
+        asked = predicates.any_of(
+            [predicates.not_in("source_id", live), predicates.is_in("source_id", dead)]
+        )
+        scope = asked if where is None else predicates.all_of([where, asked])
+        by_sql = corpus.store.collection_refs(generation, COLLECTION, where=scope)
+        by_arrow = corpus.store.refs_outside(
+            generation,
+            COLLECTION,
+            pa.array(live, pa.string()),
+            also=pa.array(dead, pa.string()),
+            where=where,
+        )
+        assert sorted(by_arrow.to_pylist(), key=str) == sorted(by_sql.to_pylist(), key=str)
+        found.append(sorted(by_arrow["source_id"].to_pylist()))
+    assert set(found[0]) == {sources[0], sources[-1]}
+    assert sorted(found[1] + found[2]) == found[0]  # the two shards' rows are the whole's
+    everything = corpus.store.refs_outside(generation, COLLECTION, pa.array([], pa.string()))
+    assert everything.num_rows == corpus.store.collection_refs(generation, COLLECTION).num_rows
+    none = corpus.store.refs_outside(generation, COLLECTION, pa.array(sources, pa.string()))
+    assert none.num_rows == 0

@@ -247,17 +247,17 @@ def _no_removed_rows(
     The inputs the rows were built from never hold such a source (tombstones are filtered out
     of them, and a source the manifest lost has no blocks), so only the table can show a row
     the step did not remove: one written by a writer that lost its lock, or left by a write
-    that failed halfway. The predicate is evaluated in LanceDB's scan; only the offending
-    rows' refs are read out.
+    that failed halfway. The shard's predicate is evaluated in LanceDB's scan, the sources
+    tested in Arrow (:meth:`~corpus_index.index_store.GenerationStore.refs_outside`); only the
+    offending rows' refs are kept.
     """
-    stale = predicates.any_of(
-        [
-            predicates.not_in("source_id", sorted(live)),
-            predicates.is_in("source_id", dead.to_pylist()) if len(dead) else "",
-        ]
+    found = home.store.refs_outside(
+        generation,
+        config.name,
+        pa.array(sorted(live), pa.string()),
+        also=dead,
+        where=_owned(config),
     )
-    where = predicates.all_of([_owned(config) or "", stale])
-    found = home.store.collection_refs(generation, config.name, where=where)
     return gates.no_rows_from_removed_documents(found, live, removed_source_ids=dead.to_pylist())
 
 
