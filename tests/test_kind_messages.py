@@ -14,7 +14,7 @@ import pytest
 from corpus_index import kinds
 from corpus_index.config import CollectionConfig, parse_config
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
-from corpus_index.kinds import message_profiles
+from corpus_index.kinds import message_profiles, messages
 from corpus_index.kinds.messages import MESSAGES, message_of
 from corpus_index.limits import Limits
 from corpus_index.linked.conversations import group_conversations
@@ -393,6 +393,54 @@ def test_a_new_file_repeating_an_indexed_id_never_takes_it(tmp_path: Path) -> No
     moved = parse_collection(coll, last.table, parsed.blocks, parsed.quarantine)
     served = {r["doc_id"]: r["content"] for r in moved.blocks.to_pylist()}
     assert "a newcomer" in served["m1"] and moved.quarantined == 0
+
+
+def test_a_few_records_load_from_their_files_alone_named_as_the_collection_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the records a scan named reads the files that hold them (one file for a
+    record of one file), and gives each the name, file, line and bytes a read of every file
+    gives it; where another file decides a name (a repeat, a place that gives way), every
+    file is read and the answer is the same."""
+    coll = collection(tmp_path, limits=Limits(max_document_bytes=1_000))
+    write(tmp_path, "z.jsonl", ["this is not json", record("z.jsonl:1", text="keep me")])
+    write(tmp_path, "a.jsonl", [record("m1"), record("m1@a.jsonl:2"), record("a2")])
+    write(tmp_path, "b.jsonl", [record("m1", text="again"), record("b1")])
+    write(tmp_path, "c.jsonl", [record(f"c{i}") for i in range(8)])  # over the size limit
+    write(tmp_path, "d.jsonl", [record("c.jsonl", text="this record's id is a path")])
+    write(tmp_path, "0new.jsonl", [record("b1", text="a newcomer"), record("n1")])
+    owners = {"b1": str(tmp_path / "b.jsonl")}  # b1 was b.jsonl's when last scanned
+    every = list(kinds.read_documents(coll, owners=owners))
+    named = {d.doc_id: d.path for d in every}
+    assert {"b1@0new.jsonl:1", "z.jsonl:1#2", "c.jsonl#2", "m1@b.jsonl:1"} <= set(named)
+    read: list[str] = []
+    reading = messages.read_file
+
+    def spied(collection: CollectionConfig, path: str) -> Any:
+        read.append(Path(path).name)
+        return reading(collection, path)
+
+    monkeypatch.setattr(messages, "read_file", spied)
+
+    def shown(doc: Any) -> tuple[Any, ...]:
+        return (doc.doc_id, doc.path, doc.line, doc.raw, doc.error, doc.unnamed)
+
+    for doc in every:
+        read.clear()
+        (loaded,) = kinds.load_documents(coll, {doc.doc_id: doc.path}, owners=named)
+        assert shown(loaded) == shown(doc)
+        if doc.doc_id in ("a2", "b1", "n1", "m1", "z.jsonl:1"):
+            assert read == [Path(doc.path).name]  # its file alone
+    both = {"a2": named["a2"], "n1": named["n1"]}
+    read.clear()
+    assert [d.doc_id for d in kinds.load_documents(coll, both, owners=named)] == ["a2", "n1"]
+    assert read == ["0new.jsonl", "a.jsonl"]
+    # a record no longer in the file the scan found it in: every file is read for it
+    write(tmp_path, "a.jsonl", [record("m1"), record("m1@a.jsonl:2")])
+    write(tmp_path, "e.jsonl", [record("a2", text="moved")])
+    read.clear()
+    (moved,) = kinds.load_documents(coll, {"a2": named["a2"]}, owners=named)
+    assert moved.path == str(tmp_path / "e.jsonl") and len(read) > 2
 
 
 def test_a_record_naming_more_people_than_the_limit_is_quarantined(tmp_path: Path) -> None:

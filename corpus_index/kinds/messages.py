@@ -26,7 +26,7 @@ import datetime as dt
 import json
 import re
 import reprlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,10 @@ _SUBJECTS = ("subject", "title")  # bounded by limits.max_subject_chars, the res
 
 
 def read_records(
-    collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    collection: CollectionConfig,
+    *,
+    owners: Mapping[str, str] | None = None,
+    only: Collection[str] | None = None,
 ) -> Iterator[SourceDoc]:
     """One document per non-blank line of every ``*.jsonl`` file: the records with their own
     ids in path then line order, then those named by their place.
@@ -87,6 +90,10 @@ def read_records(
     :func:`corpus_index.sources.scan_manifest`). A place's name gives
     way to a record whose own id it is (``#2`` and on are added to it), so no file's bad line
     stops another record, or the collection, by taking its id.
+
+    ``only``: the paths of the files to read (the others are passed over). The records are
+    named from those files alone, which is how every file names them only where no record of
+    another file bears on their names (see :meth:`JsonlLayout.load_documents`).
     """
     owner_of = owners or {}
     seen: dict[str, str] = {}  # id -> where the record that has it is
@@ -102,6 +109,8 @@ def read_records(
 
     for rel, path in list_files(collection.path, SUFFIX):
         names[path] = f"{rel}{SUFFIX}"
+        if only is not None and path not in only:
+            continue
         try:
             raw, stat = read_file(collection, path)
             check_stream_lines(collection, path, raw)
@@ -571,12 +580,29 @@ class JsonlLayout:
     ) -> Iterator[SourceDoc]:
         """The named records in doc_id order; the files are read again, one at a time, and
         only the wanted records are kept. ``owners`` (every record's file, as the scan that
-        named them found it; ``paths`` by default) names each record as that scan did."""
+        named them found it; ``paths`` by default) names each record as that scan did.
+
+        The files holding a wanted record are read first, alone: a record is named there as
+        the whole collection names it when its id's owner is that file (an earlier file's
+        record of the same id then waits for it and gives way), and one named by its place
+        carries the place in its name. When every wanted record is found so, under its name
+        and in its file, those are the records (a one-message sync reads one file of a
+        stream collection, not every file); when one is not (a file changed since the scan, a
+        name that another file's record decides), every file is read, as the scan read them.
+        """
+        owner_of = paths if owners is None else owners
+        files = set(paths.values())
         found = {
             doc.doc_id: doc
-            for doc in read_records(collection, owners=paths if owners is None else owners)
+            for doc in read_records(collection, owners=owner_of, only=files)
             if doc.doc_id in paths
         }
+        if len(found) < len(paths) or any(found[d].path != p for d, p in paths.items()):
+            found = {
+                doc.doc_id: doc
+                for doc in read_records(collection, owners=owner_of)
+                if doc.doc_id in paths
+            }
         return iter([found[d] for d in sorted(found)])
 
     def parse(
