@@ -47,6 +47,9 @@ TAIL_ALWAYS_BELOW = 20_000
 # a hash set of the sources it tests against; the rows held at once stay bounded)
 REFS_BATCH = 65_536
 
+# what a generation's refs are read as (:meth:`GenerationStore.collection_refs`), here none
+_NO_REFS = pa.schema([("chunk_ref", pa.string()), ("source_id", pa.string())]).empty_table()
+
 # the schema metadata key of the id a generation table was made with (``created``)
 CREATED_KEY = b"corpus_index.table_created"
 
@@ -285,19 +288,10 @@ class GenerationStore:
         """``chunk_ref`` and ``source_id`` of every row the collection has in this generation
         (with ``where``, a predicate built by ``predicates``: of those rows that match it; the
         filter runs in LanceDB's scan, so only the matching rows' refs are read out)."""
-        empty = pa.table(
-            {"chunk_ref": pa.array([], pa.string()), "source_id": pa.array([], pa.string())}
-        )
-        if not self.exists(generation):
-            return empty
-        table = self.table(generation)
-        mine = predicates.eq("collection", collection)
-        n = int(table.count_rows(mine))  # at least as many as match ``where`` too
-        if n == 0:
-            return empty
-        scope = mine if where is None else predicates.all_of([mine, where])
-        got = table.search().where(scope).select(["chunk_ref", "source_id"]).limit(n + 1).to_arrow()
-        return got.select(["chunk_ref", "source_id"])
+        query = self._refs_query(generation, collection, where)
+        if query is None:
+            return _NO_REFS
+        return query.to_arrow().select(list(_NO_REFS.column_names))
 
     def refs_outside(
         self,
@@ -308,24 +302,18 @@ class GenerationStore:
         also: pa.Array | None = None,
         where: str | None = None,
     ) -> pa.Table:
-        """``chunk_ref`` and ``source_id`` of the collection's rows (with ``where``, of those
-        that match it) whose source is none of ``sources``, or is one of ``also``; a row
-        without a source is neither (as SQL's ``NOT IN`` reads a NULL). The rows' two columns
-        are read a batch at a time and tested in Arrow: a predicate naming every source of a
-        large collection would be parsed and evaluated by LanceDB instead (0.4-0.55 s at
-        50,000 to 70,000 sources, about ten times the scan)."""
-        out = [self._no_refs()]
-        if not self.exists(generation):
-            return out[0]
-        table = self.table(generation)
-        mine = predicates.eq("collection", collection)
-        n = int(table.count_rows(mine))  # at least as many as match ``where`` too
-        if n == 0:
-            return out[0]
-        scope = mine if where is None else predicates.all_of([mine, where])
-        query = table.search().where(scope).select(["chunk_ref", "source_id"]).limit(n + 1)
+        """:meth:`collection_refs` of the rows whose source is none of ``sources``, or is one
+        of ``also``; a row without a source is neither (as SQL's ``NOT IN`` reads a NULL).
+        The rows' two columns are read :data:`REFS_BATCH` rows at a time and their sources
+        tested in Arrow: a predicate naming every source of a large collection would be
+        parsed and evaluated by LanceDB instead (0.4-0.55 s at 50,000 to 70,000 sources,
+        about ten times the scan)."""
+        query = self._refs_query(generation, collection, where)
+        if query is None:
+            return _NO_REFS
         known = sources.cast(pa.string())
         extra = None if also is None or not len(also) else also.cast(pa.string())
+        out = [_NO_REFS]
         # each batch's test builds a hash set of ``sources``: few large batches, not many small
         for batch in query.to_batches(batch_size=REFS_BATCH):
             source = batch.column("source_id")
@@ -333,15 +321,22 @@ class GenerationStore:
             if extra is not None:
                 stale = pc.or_(stale, pc.is_in(source, value_set=extra))
             stale = pc.and_(pc.is_valid(source), stale)
-            found = pa.Table.from_batches([batch]).select(["chunk_ref", "source_id"])
-            out.append(found.filter(stale).cast(out[0].schema))
+            refs = pa.Table.from_batches([batch]).select(list(_NO_REFS.column_names))
+            out.append(refs.filter(stale).cast(_NO_REFS.schema))
         return pa.concat_tables(out)
 
-    @staticmethod
-    def _no_refs() -> pa.Table:
-        return pa.table(
-            {"chunk_ref": pa.array([], pa.string()), "source_id": pa.array([], pa.string())}
-        )
+    def _refs_query(self, generation: Generation, collection: str, where: str | None) -> Any:
+        """The scan of the collection's rows' refs (with ``where``, of those that match it),
+        none when the generation holds none."""
+        if not self.exists(generation):
+            return None
+        table = self.table(generation)
+        mine = predicates.eq("collection", collection)
+        n = int(table.count_rows(mine))  # at least as many as match ``where`` too
+        if n == 0:
+            return None
+        scope = mine if where is None else predicates.all_of([mine, where])
+        return table.search().where(scope).select(list(_NO_REFS.column_names)).limit(n + 1)
 
     def doc_ids_of_kind(self, generation: Generation, collection: str, kind: str) -> list[str]:
         """The ``doc_id`` of every row of ``kind`` the collection has in this generation (for

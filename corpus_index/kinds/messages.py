@@ -92,8 +92,8 @@ def read_records(
     stops another record, or the collection, by taking its id.
 
     ``only``: the paths of the files to read (the others are passed over). The records are
-    named from those files alone, which is how every file names them only where no record of
-    another file bears on their names (see :meth:`JsonlLayout.load_documents`).
+    then named from those files alone: as a reading of every file names them only where no
+    record of another file bears on their names (see :meth:`JsonlLayout.load_documents`).
     """
     owner_of = owners or {}
     seen: dict[str, str] = {}  # id -> where the record that has it is
