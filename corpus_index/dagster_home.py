@@ -1,6 +1,8 @@
 """Prepare the Dagster home inside the corpus home (``dagster.yaml``), without importing Dagster.
 
-Two instances are written. The embedded default keeps everything in SQLite files in the folder.
+Two instances are written. The embedded default keeps everything in SQLite files in the folder,
+through ``pipelines.sqlite_storage.PooledSqliteStorage`` (Dagster's layout, its connections kept
+open between operations; the file names the folder, and is written again when the folder moves).
 The production instance (chosen by setting ``CORPUS_DAGSTER_POSTGRES_URL``) keeps runs, event
 logs and schedules in PostgreSQL through ``dagster-postgres``: the file names the variable, never
 its value, so no password is written. Its queued run coordinator lets runs of different
@@ -10,6 +12,7 @@ one slot (``POOL_LIMITS``), so those steps run one at a time across runs.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -41,6 +44,33 @@ run_coordinator:
   config:
     max_concurrent_runs: 2
 """
+
+STORAGE_MODULE = "pipelines.sqlite_storage"
+STORAGE_CLASS = "PooledSqliteStorage"
+
+
+def storage_yaml(dagster_home: Path) -> str:
+    """The embedded instance's ``storage:`` block: Dagster's SQLite layout in ``dagster_home``
+    (its absolute path), kept by :data:`STORAGE_CLASS`."""
+    return (
+        f"storage:\n  custom:\n    module: {STORAGE_MODULE}\n    class: {STORAGE_CLASS}\n"
+        f"    config:\n      base_dir: {json.dumps(str(dagster_home.resolve()))}\n"
+    )
+
+
+def _with_storage(text: str, block: str) -> str:
+    """``text`` (a ``dagster.yaml``) with its ``storage:`` block, if any, replaced by ``block``
+    (appended where there is none)."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("storage:")), None)
+    if start is None:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        return text + sep + block
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " #"):
+        end += 1
+    return "".join([*lines[:start], block, *lines[end:]])
+
 
 # The production instance's run queue: a few runs at once, one run per partition key and one
 # run of a collection's profile partitions (the steps of one collection's runs would only wait
@@ -103,21 +133,28 @@ def prepare(dagster_home: Path, *, postgres: bool = False, **run_monitoring: int
     ``CORPUS_DAGSTER_POSTGRES_URL``), else the embedded default. A file this project wrote for
     the other variant is replaced (the SQLite files of the embedded one stay in the folder); a
     ``dagster.yaml`` this project wrote before run monitoring existed gets the
-    ``run_monitoring:`` block appended; one written by hand (no marker line) is left alone.
-    ``run_monitoring`` overrides the defaults in a file written now (tests poll faster).
+    ``run_monitoring:`` block appended, and an embedded one whose ``storage:`` block is not
+    this folder's (written before it had one, or for the folder before it moved) gets it
+    replaced; one written by hand (no marker line) is left alone. ``run_monitoring``
+    overrides the defaults in a file written now (tests poll faster).
     """
     dagster_home.mkdir(parents=True, exist_ok=True)
     config = dagster_home / "dagster.yaml"
     wanted = PRODUCTION if postgres else EMBEDDED
     text = config.read_text(encoding="utf-8") if config.exists() else ""
     if not text or (text.startswith(MARKER) and not text.startswith(wanted)):
-        body = POSTGRES_DAGSTER_YAML if postgres else DAGSTER_YAML
+        body = POSTGRES_DAGSTER_YAML if postgres else DAGSTER_YAML + storage_yaml(dagster_home)
         config.write_text(body + run_monitoring_yaml(**run_monitoring), encoding="utf-8")
         return dagster_home
-    has_block = any(line.startswith("run_monitoring:") for line in text.splitlines())
-    if text.startswith(MARKER) and not has_block:
-        sep = "" if text.endswith("\n") else "\n"
-        config.write_text(text + sep + run_monitoring_yaml(), encoding="utf-8")
+    if not text.startswith(MARKER):
+        return dagster_home
+    fixed = text
+    if not any(line.startswith("run_monitoring:") for line in text.splitlines()):
+        fixed += ("" if text.endswith("\n") else "\n") + run_monitoring_yaml()
+    if not postgres:
+        fixed = _with_storage(fixed, storage_yaml(dagster_home))
+    if fixed != text:
+        config.write_text(fixed, encoding="utf-8")
     return dagster_home
 
 

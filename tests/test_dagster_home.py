@@ -1,5 +1,6 @@
 """The Dagster instance config the project writes: run monitoring on, for new and old homes;
-the production (PostgreSQL) variant and the settings that choose it."""
+the embedded instance's pooled SQLite storage in its own folder; the production (PostgreSQL)
+variant and the settings that choose it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from corpus_index.dagster_home import (
     POSTGRES_URL_ENV,
     RUN_MONITORING,
     RUN_TAG_LIMITS,
+    STORAGE_CLASS,
+    STORAGE_MODULE,
     prepare,
+    run_monitoring_yaml,
 )
 from corpus_index.environment import configure_environment
 from corpus_index.errors import ConfigError
@@ -43,6 +47,63 @@ def test_an_old_home_written_by_the_project_gets_the_block_once(tmp_path: Path) 
     text = (home / "dagster.yaml").read_text(encoding="utf-8")
     assert text.count("run_monitoring:") == 1
     assert monitoring_of(home)["enabled"] is True
+
+
+def storage_of(home: Path) -> dict[str, object]:
+    """The ``storage:`` block the embedded instance of ``home`` should have."""
+    config = {"base_dir": str(home.resolve())}
+    return {"custom": {"module": STORAGE_MODULE, "class": STORAGE_CLASS, "config": config}}
+
+
+def test_the_embedded_instance_keeps_its_runs_in_this_folder_through_the_pooled_storage(
+    tmp_path: Path,
+) -> None:
+    """The storage block names the pooled SQLite storage and this folder; an instance loads it,
+    and a run it executes is found again by an instance loaded afresh (the same files)."""
+    home = prepare(tmp_path / "dagster")
+    assert yaml.safe_load((home / "dagster.yaml").read_text(encoding="utf-8"))["storage"] == (
+        storage_of(home)
+    )
+
+    @dg.op
+    def one() -> int:
+        return 1
+
+    @dg.job
+    def tiny() -> None:
+        one()
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_storage).__name__ == "PooledSqliteRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
+        run_id = tiny.execute_in_process(instance=instance).run_id
+    assert (home / "history" / "runs.db").is_file()
+    assert (home / "history" / "runs" / f"{run_id}.db").is_file()
+    with dg.DagsterInstance.from_config(str(home)) as again:
+        run = again.get_run_by_id(run_id)
+        assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+        assert any(e.step_key == "one" for e in again.all_logs(run_id))
+
+
+def test_an_old_embedded_file_or_a_moved_folder_gets_this_folders_storage_block(
+    tmp_path: Path,
+) -> None:
+    """A file the project wrote before the storage block (Dagster's default storage, the same
+    files) gets it, once; a folder moved elsewhere has the block name its new place, and
+    what else the file says stays."""
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(DAGSTER_YAML + run_monitoring_yaml(), encoding="utf-8")
+    prepare(home)
+    prepare(home)
+    text = (home / "dagster.yaml").read_text(encoding="utf-8")
+    assert text.count("storage:") == 1 and yaml.safe_load(text)["storage"] == storage_of(home)
+    moved = home.rename(tmp_path / "elsewhere")
+    prepare(moved)
+    data = yaml.safe_load((moved / "dagster.yaml").read_text(encoding="utf-8"))
+    assert data["storage"] == storage_of(moved)
+    assert data["run_monitoring"] == {"enabled": True, **RUN_MONITORING}
+    assert data["run_coordinator"]["class"] == "QueuedRunCoordinator"
 
 
 def test_a_hand_written_dagster_yaml_is_left_alone(tmp_path: Path) -> None:
@@ -80,7 +141,8 @@ def test_a_file_the_project_wrote_follows_the_variant_asked_for(tmp_path: Path) 
     prepare(home, postgres=True)  # asked again: unchanged
     prepare(home)
     text = (home / "dagster.yaml").read_text(encoding="utf-8")
-    assert "storage" not in yaml.safe_load(text) and text.count("run_monitoring:") == 1
+    assert yaml.safe_load(text)["storage"] == storage_of(home)
+    assert text.count("run_monitoring:") == 1
 
 
 def test_a_hand_written_dagster_yaml_is_left_alone_for_postgres_too(tmp_path: Path) -> None:
