@@ -49,6 +49,16 @@ def test_an_old_home_written_by_the_project_gets_the_block_once(tmp_path: Path) 
     assert monitoring_of(home)["enabled"] is True
 
 
+@dg.op
+def one() -> int:
+    return 1
+
+
+@dg.job
+def tiny() -> None:
+    one()
+
+
 def storage_of(home: Path) -> dict[str, object]:
     """The ``storage:`` block the embedded instance of ``home`` should have."""
     config = {"base_dir": str(home.resolve())}
@@ -64,15 +74,6 @@ def test_the_embedded_instance_keeps_its_runs_in_this_folder_through_the_pooled_
     assert yaml.safe_load((home / "dagster.yaml").read_text(encoding="utf-8"))["storage"] == (
         storage_of(home)
     )
-
-    @dg.op
-    def one() -> int:
-        return 1
-
-    @dg.job
-    def tiny() -> None:
-        one()
-
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_storage).__name__ == "PooledSqliteRunStorage"
         assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
@@ -83,6 +84,21 @@ def test_the_embedded_instance_keeps_its_runs_in_this_folder_through_the_pooled_
         run = again.get_run_by_id(run_id)
         assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
         assert any(e.step_key == "one" for e in again.all_logs(run_id))
+
+
+def test_a_wiped_instance_records_runs_again(tmp_path: Path) -> None:
+    """Wiping removes the run files and empties the index while this process keeps
+    connections to them: the runs after it are recorded, and are the only ones found."""
+    home = prepare(tmp_path / "dagster")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        before = tiny.execute_in_process(instance=instance).run_id
+        instance.wipe()
+        assert not (home / "history" / "runs" / f"{before}.db").exists()
+        after = tiny.execute_in_process(instance=instance).run_id
+        assert any(e.step_key == "one" for e in instance.all_logs(after))
+    with dg.DagsterInstance.from_config(str(home)) as again:
+        assert any(e.step_key == "one" for e in again.all_logs(after))
+        assert [r.run_id for r in again.get_runs()] == [after]
 
 
 def test_an_old_embedded_file_or_a_moved_folder_gets_this_folders_storage_block(
