@@ -67,7 +67,7 @@ def _with_storage(text: str, block: str) -> str:
         sep = "" if not text or text.endswith("\n") else "\n"
         return text + sep + block
     end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " #"):
+    while end < len(lines) and (not lines[end].strip() or lines[end].startswith(" ")):
         end += 1
     return "".join([*lines[:start], block, *lines[end:]])
 

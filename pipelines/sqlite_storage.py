@@ -64,9 +64,7 @@ class Engines:
     def get(self, conn_string: str, connect_args: Mapping[str, Any] | None = None) -> Engine:
         """The engine of ``conn_string``, made on first use in this process."""
         with self._lock:
-            if os.getpid() != self._pid:  # forked: the parent's connections are not ours
-                self._inherited.extend(self._engines.values())
-                self._engines, self._pid = OrderedDict(), os.getpid()
+            self._own()
             engine = self._engines.pop(conn_string, None)
             if engine is None:
                 engine = create_engine(
@@ -84,10 +82,18 @@ class Engines:
     def dispose(self) -> None:
         """Close every engine's connections (they are made again on next use)."""
         with self._lock:
-            engines = list(self._engines.values()) if os.getpid() == self._pid else []
+            self._own()
+            engines = list(self._engines.values())
             self._engines.clear()
         for engine in engines:
             engine.dispose()
+
+    def _own(self) -> None:
+        """In a forked child, set the parent's engines aside (held, never used or closed
+        here: their connections are the parent's). Called under the lock."""
+        if os.getpid() != self._pid:
+            self._inherited.extend(self._engines.values())
+            self._engines, self._pid = OrderedDict(), os.getpid()
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):

@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sqlalchemy.engine import Engine
+
 from pipelines.sqlite_storage import Engines
 
 
-def _use(engine: object) -> None:
-    with engine.connect() as conn:  # type: ignore[attr-defined]
+def _use(engine: Engine) -> None:
+    with engine.connect() as conn:
         conn.exec_driver_sql("select 1")
 
 
