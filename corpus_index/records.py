@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,81 @@ class SourceDoc:
     # not read for its size alone (over limits.max_document_bytes): the same regular file in
     # the root, larger, so its last good version may keep serving, stale
     too_large: bool = False
+    # the sha256 of the record's bytes as the last scan read them, for a record of a file that
+    # scan found unchanged and so did not read (``raw`` is then empty; see StreamCarry)
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFile:
+    """What a scan saw of a file of many records that it read whole and whose every record is
+    named by its own id: the file's ``stat`` (to know it again without reading it) and the
+    lines its records are on, as runs of ``(first line, count)``."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    runs: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def seen(cls, st: os.stat_result, lines: Sequence[int]) -> StreamFile:
+        runs: list[tuple[int, int]] = []
+        for line in lines:
+            if runs and runs[-1][0] + runs[-1][1] == line:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            else:
+                runs.append((line, 1))
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, tuple(runs))
+
+    def same(self, st: os.stat_result) -> bool:
+        """Whether ``st`` is the file as seen: same size, modification and change times (a
+        ``chmod`` changes the latter) and inode (a file renamed into its place)."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.inode) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_ino,
+        )
+
+    @property
+    def records(self) -> int:
+        return sum(n for _, n in self.runs)
+
+    def lines(self) -> Iterator[int]:
+        for first, n in self.runs:
+            yield from range(first, first + n)
+
+    def to_json(self) -> list[Any]:
+        return [self.size, self.mtime_ns, self.ctime_ns, self.inode, [list(r) for r in self.runs]]
+
+    @classmethod
+    def from_json(cls, value: Any) -> StreamFile:
+        """Raises ValueError (or TypeError) for anything :meth:`to_json` does not write."""
+        size, mtime_ns, ctime_ns, inode, runs = value
+        made = cls(
+            int(size),
+            int(mtime_ns),
+            int(ctime_ns),
+            int(inode),
+            tuple((int(a), int(n)) for a, n in runs),
+        )
+        if any(a < 1 or n < 1 for a, n in made.runs):
+            raise ValueError(f"line runs {runs!r}")
+        return made
+
+
+@dataclass(slots=True)
+class StreamCarry:
+    """What a scan and a kind whose records share files pass each other
+    (``read_documents(carry=...)``): ``unchanged`` (path -> what the last scan saw of it and
+    its records in line order, with ``sha256`` and no bytes), the files the last scan read
+    whole that are as it saw them, which the kind lists without reading; and ``seen``, filled
+    by the kind: the files it read whole (or listed from ``unchanged``) whose every record has
+    its own id, for the next scan."""
+
+    unchanged: Mapping[str, tuple[StreamFile, Sequence[SourceDoc]]] = field(default_factory=dict)
+    seen: dict[str, StreamFile] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

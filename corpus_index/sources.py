@@ -8,6 +8,7 @@ a document that stopped parsing, so it keeps serving while its error is visible.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, replace
@@ -36,6 +37,8 @@ from corpus_index.records import (
     QUARANTINE_SCHEMA,
     Block,
     SourceDoc,
+    StreamCarry,
+    StreamFile,
 )
 
 
@@ -62,6 +65,13 @@ class ManifestResult:
 # recorded it, so a write in the same clock tick as the scan is never missed (git's rule).
 SCANNED_AT_KEY = b"corpus_index.scanned_at"
 RACY_SECONDS = 1.0
+# The files of many records each (a message stream) that a scan read whole and found every
+# record of named by its own id: their ``stat`` and their records' lines (StreamFile, as
+# JSON), under the collection's configuration then. The next scan lists the records of such a
+# file from the manifest rather than reading it, when its ``stat`` is as recorded and older
+# than that scan by RACY_SECONDS, and the configuration (root, limits) is the same.
+STREAM_FILES_KEY = b"corpus_index.stream_files"
+_STREAM_FILES_FORMAT = 1
 PARSE_BATCH = 500  # documents whose blocks are merged, sorted and written together
 
 
@@ -75,13 +85,17 @@ def scan_manifest(
 
     Documents are hashed by content. For kinds with one file per document, a file whose path,
     size and mtime equal the previous manifest's (and are older than that scan) keeps its
-    recorded hash without being read, so a scan costs a ``stat`` per unchanged file.
+    recorded hash without being read, so a scan costs a ``stat`` per unchanged file. For kinds
+    with many records per file, a file the previous scan read whole, its every record named
+    by its own id, is not read again while its ``stat`` is as that scan saw it (and older, as
+    above): its records are listed with their recorded hashes (:data:`STREAM_FILES_KEY`).
     """
     scanned_at = time.time()
     before: dict[str, str] = {}
     # doc_id -> (path, size, mtime, raw sha256) of every document the previous scan listed
     listed: dict[str, tuple[str, int, float, str]] = {}
     recorded: dict[str, tuple[str, int, float, str]] = {}
+    trust_before = 0.0
     if previous is not None:
         trust_before = float((previous.schema.metadata or {}).get(SCANNED_AT_KEY, b"0"))
         trust_before -= RACY_SECONDS
@@ -108,8 +122,9 @@ def scan_manifest(
     scope = collection.block_scope
     _drop_moved(collection, before, listed, recorded)
     owners = {doc_id: place[0] for doc_id, place in listed.items()}
-    for doc_id, path, size, mtime, digest, line, error in _fingerprints(
-        collection, recorded, owners
+    carry = _stream_carry(collection, previous, listed, trust_before)
+    for doc_id, path, size, mtime, digest, line, error, carried in _fingerprints(
+        collection, recorded, owners, carry
     ):
         if error:
             troubled.add(path)
@@ -118,7 +133,8 @@ def scan_manifest(
         if doc_id in seen:
             raise ParseError(path, f"duplicate document id {doc_id!r}", line=line)
         seen.add(doc_id)
-        version = document_version(digest, scope)
+        # a carried record's bytes and configuration (its scope with it) are as last scanned
+        version = before[doc_id] if carried else document_version(digest, scope)
         old = before.get(doc_id)
         change = "added" if old is None else ("unchanged" if old == version else "changed")
         counts[change] += 1
@@ -130,9 +146,10 @@ def scan_manifest(
         versions.append(version)
         changes.append(change)
     held = 0
-    for doc_id, version in sorted(before.items()):
+    for doc_id in sorted(before.keys() - seen):
+        version = before[doc_id]
         path, size, mtime, raw = listed[doc_id]
-        if doc_id not in seen and doc_id not in withdrawn and path in troubled:
+        if doc_id not in withdrawn and path in troubled:
             # a record missing from a file that has a line (or is itself) unreadable may be
             # that line: it is kept as it was, not deleted, until the file reads whole
             held += 1
@@ -145,15 +162,14 @@ def scan_manifest(
             versions.append(version)
             changes.append("unchanged")
             continue
-        if doc_id not in seen:
-            counts["removed"] += 1
-            doc_ids.append(doc_id)
-            paths.append("")
-            sizes.append(0)
-            mtimes.append(0.0)
-            digests.append("")
-            versions.append(version)
-            changes.append("removed")
+        counts["removed"] += 1
+        doc_ids.append(doc_id)
+        paths.append("")
+        sizes.append(0)
+        mtimes.append(0.0)
+        digests.append("")
+        versions.append(version)
+        changes.append("removed")
     table = pa.table(
         {
             "collection": pa.array([collection.name] * len(doc_ids), pa.string()),
@@ -168,8 +184,68 @@ def scan_manifest(
         },
         schema=MANIFEST_SCHEMA,
     )
-    table = table.replace_schema_metadata({SCANNED_AT_KEY: repr(scanned_at).encode()})
+    meta = {SCANNED_AT_KEY: repr(scanned_at).encode()}
+    if carry.seen:
+        files = {path: file.to_json() for path, file in carry.seen.items()}
+        meta[STREAM_FILES_KEY] = json.dumps(
+            {"format": _STREAM_FILES_FORMAT, "config": _read_under(collection), "files": files}
+        ).encode()
+    table = table.replace_schema_metadata(meta)
     return ManifestResult(table=table, held=held, **counts)
+
+
+def _read_under(collection: CollectionConfig) -> str:
+    """A digest of the configuration a collection's files are read under (its root, limits,
+    symlink rule and the rest of its settings): records listed from the last scan were read
+    under the same."""
+    return sha256_hex(repr(collection))[:24]
+
+
+def _stream_carry(
+    collection: CollectionConfig,
+    previous: pa.Table | None,
+    listed: Mapping[str, tuple[str, int, float, str]],
+    trust_before: float,
+) -> StreamCarry:
+    """The files of many records that the previous scan noted (:data:`STREAM_FILES_KEY`) and
+    that are as it saw them, with their records as it listed them (``listed``: doc_id ->
+    path, size, mtime, raw sha256): a file modified within RACY_SECONDS of that scan, or whose
+    records it did not list one for one (a withdrawn record), is read. Nothing is carried
+    when the note is missing, unreadable, of another format or of another configuration."""
+    note = (previous.schema.metadata or {}).get(STREAM_FILES_KEY) if previous is not None else None
+    if not note:
+        return StreamCarry()
+    try:
+        kept = json.loads(note)
+        if kept["format"] != _STREAM_FILES_FORMAT or kept["config"] != _read_under(collection):
+            return StreamCarry()
+        files = {str(path): StreamFile.from_json(v) for path, v in kept["files"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return StreamCarry()
+    by_path: dict[str, list[tuple[str, int, str]]] = {}
+    for doc_id, (path, size, _, digest) in listed.items():
+        if path in files:
+            by_path.setdefault(path, []).append((doc_id, size, digest))
+    check = StatCheck(collection)
+    unchanged: dict[str, tuple[StreamFile, list[SourceDoc]]] = {}
+    for path, file in files.items():
+        records = by_path.get(path, [])
+        if file.mtime_ns >= trust_before * 1e9 or len(records) != file.records:
+            continue
+        try:
+            st = check(path)
+        except (OSError, ParseError):  # gone, or no longer to be read: a reading says why
+            continue
+        if not file.same(st):
+            continue
+        unchanged[path] = (
+            file,
+            [
+                SourceDoc(doc_id, path, b"", size, st.st_mtime, line=line, sha256=digest)
+                for (doc_id, size, digest), line in zip(records, file.lines(), strict=True)
+            ],
+        )
+    return StreamCarry(unchanged=unchanged)
 
 
 def _drop_moved(
@@ -205,15 +281,18 @@ def _fingerprints(
     collection: CollectionConfig,
     recorded: dict[str, tuple[str, int, float, str]],
     owners: Mapping[str, str],
-) -> Iterator[tuple[str, str, int, float, str, int | None, bool]]:
-    """``(doc_id, path, size, mtime, sha256 of the raw bytes, line, unreadable)`` of every
-    document; ``line`` is the record's line for many-records-per-file kinds, else None
-    (``owners``: each document's path in the last scan, for those kinds)."""
+    carry: StreamCarry,
+) -> Iterator[tuple[str, str, int, float, str, int | None, bool, bool]]:
+    """``(doc_id, path, size, mtime, sha256 of the raw bytes, line, unreadable, carried)`` of
+    every document; ``line`` is the record's line for many-records-per-file kinds, else None
+    (``owners``: each document's path in the last scan, and ``carry``, the files listed from
+    it, for those kinds); ``carried``: a record listed from the last scan, not read."""
     listing = list_documents(collection)
-    if listing is None:  # many records per file: read them all
-        for doc in read_documents(collection, owners=owners):
+    if listing is None:  # many records per file: read them all, but those carried
+        for doc in read_documents(collection, owners=owners, carry=carry):
             bad = doc.error is not None or doc.unnamed
-            yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line, bad
+            carried = doc.sha256 is not None and not bad
+            yield doc.doc_id, doc.path, doc.size, doc.mtime, _digest(doc), doc.line, bad, carried
         return
     check = StatCheck(collection)  # the root and each folder resolved once per scan
     refused = refused_documents(collection, listing)
@@ -226,21 +305,21 @@ def _fingerprints(
             st = check(path)
             known = recorded.get(doc_id)
             if known is not None and known[:3] == (path, st.st_size, st.st_mtime):
-                yield doc_id, path, st.st_size, st.st_mtime, known[3], None, False
+                yield doc_id, path, st.st_size, st.st_mtime, known[3], None, False, False
                 continue
             doc = load_document(collection, doc_id, path)
         except FileNotFoundError:  # removed between the listing and the read
             continue
         except (OSError, ParseError) as exc:
             doc = unreadable(doc_id, path, exc)
-        yield doc_id, path, doc.size, doc.mtime, _digest(doc), None, doc.error is not None
+        yield doc_id, path, doc.size, doc.mtime, _digest(doc), None, doc.error is not None, False
 
 
 def _digest(doc: SourceDoc) -> str:
     """sha256 of the document's bytes, or of why it could not be read."""
     if doc.error is not None:
         return sha256_hex(f"unreadable\0{doc.error}".encode())
-    return sha256_hex(doc.raw)
+    return doc.sha256 if doc.sha256 is not None else sha256_hex(doc.raw)
 
 
 def _parse_rows(

@@ -38,7 +38,7 @@ from corpus_index.kinds.messages import MESSAGES
 from corpus_index.kinds.profiles import PROFILES
 from corpus_index.kinds.uw_deals import UW_DEALS
 from corpus_index.linked.groups import GROUP_TYPES
-from corpus_index.records import Block, SourceDoc
+from corpus_index.records import Block, SourceDoc, StreamCarry
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
@@ -148,12 +148,18 @@ def kind_of(collection: CollectionConfig) -> CollectionKind:
 
 
 def read_documents(
-    collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+    collection: CollectionConfig,
+    *,
+    owners: Mapping[str, str] | None = None,
+    carry: StreamCarry | None = None,
 ) -> Iterator[SourceDoc]:
     """Every document under the collection's root, in a stable order; ``owners`` (doc_id ->
     the path the last scan found it at) settles which of two records sharing an id keeps it,
-    for kinds whose records share files."""
-    return kind_of(collection).read_documents(collection, owners=owners)
+    for kinds whose records share files; ``carry``: the files of such a kind that a scan lists
+    from its last reading, and where the kind notes those it may list so next time (see
+    :class:`~corpus_index.records.StreamCarry`; a kind that does not note any reads every
+    file each time)."""
+    return kind_of(collection).read_documents(collection, owners=owners, carry=carry)
 
 
 def list_documents(collection: CollectionConfig) -> list[tuple[str, str]] | None:

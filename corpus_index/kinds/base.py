@@ -26,7 +26,7 @@ from corpus_index.errors import (
     UnreadableDocumentError,
 )
 from corpus_index.hashing import chunk_ref, content_hash
-from corpus_index.records import Block, SourceDoc
+from corpus_index.records import Block, SourceDoc, StreamCarry
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
@@ -115,7 +115,11 @@ class CollectionKind(Protocol):
     ) -> dict[str, str]: ...
 
     def read_documents(
-        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+        self,
+        collection: CollectionConfig,
+        *,
+        owners: Mapping[str, str] | None = None,
+        carry: StreamCarry | None = None,
     ) -> Iterator[SourceDoc]: ...
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc: ...
@@ -225,10 +229,15 @@ class FileKind(KindDefaults):
         return SourceDoc(doc_id=doc_id, path=path, raw=raw, size=stat.st_size, mtime=stat.st_mtime)
 
     def read_documents(
-        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+        self,
+        collection: CollectionConfig,
+        *,
+        owners: Mapping[str, str] | None = None,
+        carry: StreamCarry | None = None,
     ) -> Iterator[SourceDoc]:
         """Every document, in path order; one that cannot be read carries its ``error``
-        (``owners`` is for kinds whose records share files: a file here is one document)."""
+        (``owners`` and ``carry`` are for kinds whose records share files: a file here is
+        one document)."""
         for doc_id, path in self.list_documents(collection):
             try:
                 yield self.load_document(collection, doc_id, path)

@@ -19,7 +19,7 @@ from corpus_index.kinds.base import (
     record_id,
     unreadable,
 )
-from corpus_index.records import Block, SourceDoc
+from corpus_index.records import Block, SourceDoc, StreamCarry
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
@@ -239,9 +239,14 @@ class Beir(KindDefaults):
         return None
 
     def read_documents(
-        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+        self,
+        collection: CollectionConfig,
+        *,
+        owners: Mapping[str, str] | None = None,
+        carry: StreamCarry | None = None,
     ) -> Iterator[SourceDoc]:
-        """See :func:`read_documents` (one file: ``owners`` has nothing to choose between)."""
+        """See :func:`read_documents` (one file: ``owners`` has nothing to choose between;
+        ``carry`` is not noted, so the file is read each scan)."""
         return read_documents(collection)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:

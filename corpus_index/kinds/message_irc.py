@@ -32,7 +32,7 @@ from corpus_index.linked.messages import (
     addressed_word,
     supported_time,
 )
-from corpus_index.records import Block, SourceDoc
+from corpus_index.records import Block, SourceDoc, StreamCarry
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
@@ -154,7 +154,11 @@ class IrcLayout(FileKind):
         return out
 
     def read_documents(
-        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+        self,
+        collection: CollectionConfig,
+        *,
+        owners: Mapping[str, str] | None = None,
+        carry: StreamCarry | None = None,
     ) -> Iterator[SourceDoc]:
         """Every log, a refused one (:meth:`refused`) as unreadable, with why."""
         refused = self.refused(collection, self.list_documents(collection))

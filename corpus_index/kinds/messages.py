@@ -56,7 +56,7 @@ from corpus_index.linked.messages import (
     thread_subject,
 )
 from corpus_index.linked.records import GROUP_ID_PREFIX
-from corpus_index.records import Block, SourceDoc
+from corpus_index.records import Block, SourceDoc, StreamCarry, StreamFile
 
 if TYPE_CHECKING:
     from corpus_index.collection import CollectionConfig
@@ -75,6 +75,7 @@ def read_records(
     *,
     owners: Mapping[str, str] | None = None,
     only: Collection[str] | None = None,
+    carry: StreamCarry | None = None,
 ) -> Iterator[SourceDoc]:
     """One document per non-blank line of every ``*.jsonl`` file: the records with their own
     ids in path then line order, then those named by their place.
@@ -94,22 +95,29 @@ def read_records(
     ``only``: the paths of the files to read (the others are passed over). The records are
     then named from those files alone: as a reading of every file names them only where no
     record of another file bears on their names (see :meth:`JsonlLayout.load_documents`).
+
+    ``carry``: the files a scan found as the last scan saw them, whose records are listed as
+    given, not read (each was named by its own id then, and is now unless a record read before
+    it has taken the id: it is then named as a reading would name it), and where the files
+    read whole with every record named by its own id are noted for the next scan.
     """
     owner_of = owners or {}
+    unchanged = carry.unchanged if carry is not None else {}
+    unclean: set[str] = set()  # files with a record not named by its own id in its turn
     seen: dict[str, str] = {}  # id -> where the record that has it is
     waiting: dict[str, SourceDoc] = {}  # read outside its id's owner file: claims it at the end
     placed: list[SourceDoc] = []  # named by their place: after every record's own id is known
     names: dict[str, str] = {}  # a file's path -> its name below the root
     troubled: set[str] = set()  # the files with a line (or all of them) that cannot be read
 
-    def repeat(doc: SourceDoc, doc_id: str, of: str) -> SourceDoc:
-        """``doc`` (named by its place) as a repeat of ``doc_id``, whose record is at ``of``."""
-        error = f"{doc.path}:{doc.line}: id repeats {of}; ids are unique in a collection"
-        return replace(doc, doc_id=f"{doc_id}@{doc.doc_id}", raw=b"", error=error)
-
     for rel, path in list_files(collection.path, SUFFIX):
         names[path] = f"{rel}{SUFFIX}"
         if only is not None and path not in only:
+            continue
+        if path in unchanged:
+            yield from _listed(
+                path, f"{rel}{SUFFIX}", unchanged[path], seen, waiting, placed, carry
+            )
             continue
         try:
             raw, stat = read_file(collection, path)
@@ -120,6 +128,7 @@ def read_records(
             placed.append(unreadable(f"{rel}{SUFFIX}", path, exc))
             troubled.add(path)
             continue
+        own: list[int] = []  # the lines of the records named by their own ids in their turn
         for n, line in enumerate(raw.split(b"\n"), start=1):
             line = line.rstrip(b"\r")
             if not line.strip():
@@ -133,23 +142,29 @@ def read_records(
                 placed.append(replace(doc, unnamed=True))
                 troubled.add(path)
             elif doc_id in seen:
-                placed.append(repeat(doc, doc_id, seen[doc_id]))
+                placed.append(_repeat(doc, doc_id, seen[doc_id]))
+                unclean.add(path)
             elif doc_id in waiting and owner_of.get(doc_id) != path:
-                placed.append(repeat(doc, doc_id, waiting[doc_id].doc_id))
+                placed.append(_repeat(doc, doc_id, waiting[doc_id].doc_id))
+                unclean.add(path)
             elif owner_of.get(doc_id, path) != path:
                 waiting[doc_id] = doc  # its id's file may still hold the record that owns it
+                unclean.add(path)
             else:
                 if doc_id in waiting:  # the owner's record: the one read first repeats it
-                    placed.append(repeat(waiting.pop(doc_id), doc_id, where))
+                    placed.append(_repeat(waiting.pop(doc_id), doc_id, where))
                 seen[doc_id] = where
+                own.append(n)
                 yield replace(doc, doc_id=doc_id)
+        if carry is not None and path not in unclean and path not in troubled:
+            carry.seen[path] = StreamFile.seen(stat, own)
     for doc_id, doc in waiting.items():
         owner = owner_of[doc_id]
         # the line it may be cannot be read: the id's record is held (unless the id was only a
         # bad line's place name there, which names no record)
         if owner in troubled and not _place_name(doc_id, names.get(owner, owner)):
             of = f"a record of {names.get(owner, owner)}, which has a line that cannot be read"
-            placed.append(repeat(doc, doc_id, of))
+            placed.append(_repeat(doc, doc_id, of))
         else:  # its owner's file holds it no more: the first read claims it
             seen[doc_id] = doc.doc_id
             yield replace(doc, doc_id=doc_id)
@@ -160,6 +175,42 @@ def read_records(
             name = f"{doc.doc_id}#{k}"
         seen[name] = name
         yield doc if name == doc.doc_id else replace(doc, doc_id=name)
+
+
+def _repeat(doc: SourceDoc, doc_id: str, of: str) -> SourceDoc:
+    """``doc`` (named by its place) as a repeat of ``doc_id``, whose record is at ``of``."""
+    error = f"{doc.path}:{doc.line}: id repeats {of}; ids are unique in a collection"
+    return replace(doc, doc_id=f"{doc_id}@{doc.doc_id}", raw=b"", error=error)
+
+
+def _listed(
+    path: str,
+    name: str,
+    unchanged: tuple[StreamFile, Sequence[SourceDoc]],
+    seen: dict[str, str],
+    waiting: dict[str, SourceDoc],
+    placed: list[SourceDoc],
+    carry: StreamCarry | None,
+) -> Iterator[SourceDoc]:
+    """The records of a file :func:`read_records` lists from ``unchanged`` (what the last scan
+    saw of it, and its records then, each named by its own id, which owns it), named as a
+    reading of the file would name them now: by their ids, an earlier file's record waiting
+    for one giving way; or by place, as repeats, where a record read before holds the id (and
+    the file is not noted as clean in ``carry``)."""
+    file, docs = unchanged
+    clean = True
+    for doc in docs:
+        doc_id, where = doc.doc_id, f"{name}:{doc.line}"
+        if doc_id in seen:
+            placed.append(_repeat(replace(doc, doc_id=where, sha256=None), doc_id, seen[doc_id]))
+            clean = False
+            continue
+        if doc_id in waiting:  # the owner's record: the one read first repeats it
+            placed.append(_repeat(waiting.pop(doc_id), doc_id, where))
+        seen[doc_id] = where
+        yield doc
+    if clean and carry is not None:
+        carry.seen[path] = file
 
 
 def _place_name(doc_id: str, file_name: str) -> bool:
@@ -558,10 +609,14 @@ class JsonlLayout:
         return {}
 
     def read_documents(
-        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+        self,
+        collection: CollectionConfig,
+        *,
+        owners: Mapping[str, str] | None = None,
+        carry: StreamCarry | None = None,
     ) -> Iterator[SourceDoc]:
         """See :func:`read_records`."""
-        return read_records(collection, owners=owners)
+        return read_records(collection, owners=owners, carry=carry)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """Refused: a record is found by reading its file (:meth:`load_documents`).
@@ -656,10 +711,14 @@ class Messages(KindDefaults):
         return layout_of(collection).refused(collection, listing)
 
     def read_documents(
-        self, collection: CollectionConfig, *, owners: Mapping[str, str] | None = None
+        self,
+        collection: CollectionConfig,
+        *,
+        owners: Mapping[str, str] | None = None,
+        carry: StreamCarry | None = None,
     ) -> Iterator[SourceDoc]:
         """Every document: a record per line (jsonl), or a log per file (irc)."""
-        return layout_of(collection).read_documents(collection, owners=owners)
+        return layout_of(collection).read_documents(collection, owners=owners, carry=carry)
 
     def load_document(self, collection: CollectionConfig, doc_id: str, path: str) -> SourceDoc:
         """One irc log, read now (a jsonl record has no file of its own: ConfigError)."""
