@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, replace
 
@@ -105,9 +106,9 @@ def scan_manifest(
         ):
             if change != "removed":
                 before[doc_id] = version
-                listed[doc_id] = (path, size, mtime, raw)
+                listed[doc_id] = place = (path, size, mtime, raw)
                 if mtime < trust_before:
-                    recorded[doc_id] = (path, size, mtime, raw)
+                    recorded[doc_id] = place
     # the manifest's columns (MANIFEST_SCHEMA but the collection's and the source ids, derived)
     doc_ids: list[str] = []
     paths: list[str] = []
@@ -238,10 +239,11 @@ def _stream_carry(
             continue
         if not file.same(st):
             continue
+        mtime = st.st_mtime
         unchanged[path] = (
             file,
-            [
-                SourceDoc(doc_id, path, b"", size, st.st_mtime, line=line, sha256=digest)
+            [  # SourceDoc(doc_id, path, raw, size, mtime, line, error, unnamed, too_large, sha256)
+                SourceDoc(doc_id, path, b"", size, mtime, line, None, False, False, digest)
                 for (doc_id, size, digest), line in zip(records, file.lines(), strict=True)
             ],
         )
@@ -514,10 +516,10 @@ def parse_into(
         what=f"parsed_blocks of {collection.name}",
     )
     order = sorted(live)
-    carry_ids = pa.array(sorted(carry), pa.string())
+    carry_ids = sorted(carry)
     parsed = written = 0
     for start in range(0, len(order), PARSE_BATCH):
-        last = order[min(start + PARSE_BATCH, len(order)) - 1]
+        first, last = order[start], order[min(start + PARSE_BATCH, len(order)) - 1]
         rows: list[dict[str, object]] = []
         newly_stale: list[str] = []
         while pending is not None and pending.doc_id <= last:
@@ -563,8 +565,11 @@ def parse_into(
             carry.discard(doc_id)
             stale -= 1
         if len(carry) != len(carry_ids):  # a stale document joined (carry only grows)
-            carry_ids = pa.array(sorted(carry), pa.string())
-        keep = pc.is_in(carried_rows["doc_id"], value_set=carry_ids)
+            carry_ids = sorted(carry)
+        # the rows read are of this range's documents (those before it were read with the
+        # ranges before), so the ids looked up are the range's: a set of hundreds, not of all
+        in_range = carry_ids[bisect_left(carry_ids, first) : bisect_right(carry_ids, last)]
+        keep = pc.is_in(carried_rows["doc_id"], value_set=pa.array(in_range, pa.string()))
         if not pc.all(keep).as_py():
             carried_rows = carried_rows.filter(keep)
         # (doc_id, block_key) order; Arrow compares strings by UTF-8 bytes, i.e. by code point,
