@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from linked_step_pair import COLLECTION, REPO, _copy, _home, append_message  # noqa: E402
+from linked_step_pair import (  # noqa: E402
+    COLLECTION,
+    REPO,
+    _copy,
+    _home,
+    append_message,
+    base_tree,
+)
 
 
 def _time(home_dir: Path, work: Path, suffix: str) -> dict[str, Any]:
@@ -86,12 +93,7 @@ def main(argv: list[str]) -> int:
     steps = ("source_manifest_s", "parsed_blocks_s")
     with tempfile.TemporaryDirectory(prefix="ingest-steps-") as scratch:
         root = Path(scratch)
-        base = root / "base" / "tree"
-        base.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", args.base], check=True, capture_output=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        base = base_tree(args.base, root / "base" / "tree")
         sides = {"base": base, "this": REPO}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
         for k in range(args.tries):

@@ -52,6 +52,16 @@ def _copy(src: Path, dst: Path) -> Path:
     return config
 
 
+def base_tree(rev: str, folder: Path) -> Path:
+    """The files of commit ``rev`` of this repository, written to ``folder`` (created)."""
+    folder.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
 def _home(folder: Path, config: Path) -> Any:
     from corpus_index.config import Settings
     from corpus_index.home import Home
@@ -163,12 +173,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="step-pair-") as scratch:
         root = Path(scratch)
-        base = root / "base" / "tree"
-        base.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", args.base], check=True, capture_output=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        base = base_tree(args.base, root / "base" / "tree")
         sides = {"base": base, "this": REPO}
         snaps = {name: root / name / "snapshot" for name in sides}
         for name, tree in sides.items():  # one after the other: each side grouped on its own

@@ -102,7 +102,6 @@ def read_records(
     read whole with every record named by its own id are noted for the next scan.
     """
     owner_of = owners or {}
-    unchanged = carry.unchanged if carry is not None else {}
     unclean: set[str] = set()  # files with a record not named by its own id in its turn
     seen: dict[str, str] = {}  # id -> where the record that has it is
     waiting: dict[str, SourceDoc] = {}  # read outside its id's owner file: claims it at the end
@@ -114,10 +113,8 @@ def read_records(
         names[path] = f"{rel}{SUFFIX}"
         if only is not None and path not in only:
             continue
-        if path in unchanged:
-            yield from _listed(
-                path, f"{rel}{SUFFIX}", unchanged[path], seen, waiting, placed, carry
-            )
+        if carry is not None and path in carry.unchanged:
+            yield from _listed(path, f"{rel}{SUFFIX}", carry, seen, waiting, placed)
             continue
         try:
             raw, stat = read_file(collection, path)
@@ -186,18 +183,17 @@ def _repeat(doc: SourceDoc, doc_id: str, of: str) -> SourceDoc:
 def _listed(
     path: str,
     name: str,
-    unchanged: tuple[StreamFile, Sequence[SourceDoc]],
+    carry: StreamCarry,
     seen: dict[str, str],
     waiting: dict[str, SourceDoc],
     placed: list[SourceDoc],
-    carry: StreamCarry | None,
 ) -> Iterator[SourceDoc]:
-    """The records of a file :func:`read_records` lists from ``unchanged`` (what the last scan
-    saw of it, and its records then, each named by its own id, which owns it), named as a
-    reading of the file would name them now: by their ids, an earlier file's record waiting
-    for one giving way; or by place, as repeats, where a record read before holds the id (and
-    the file is not noted as clean in ``carry``)."""
-    file, docs = unchanged
+    """The records of a file :func:`read_records` lists from ``carry.unchanged`` (what the
+    last scan saw of it, and its records then, each named by its own id, which owns it), named
+    as a reading of the file would name them now: by their ids, an earlier file's record
+    waiting for one giving way; or by place, as repeats, where a record read before holds the
+    id (and the file is then not noted as clean in ``carry.seen``)."""
+    file, docs = carry.unchanged[path]
     clean = True
     for doc in docs:
         doc_id, where = doc.doc_id, f"{name}:{doc.line}"
@@ -209,7 +205,7 @@ def _listed(
             placed.append(_repeat(waiting.pop(doc_id), doc_id, where))
         seen[doc_id] = where
         yield doc
-    if clean and carry is not None:
+    if clean:
         carry.seen[path] = file
 
 
