@@ -24,8 +24,9 @@ keeps its scored answers unread when no unit that is new, or weighed by other TF
 frequencies than last time, lies in its channel or at its place from its time to the end of
 its window, or replies to it, and no unit edited or taken out since lay there or replied to
 it last time. Its candidates are then the same units with the same vectors, so its key is
-the one it was kept by. The pairs are chosen again over every question, as
-without it.
+the one it was kept by, and what it asks is the same: its text is read for it only when
+its group is made (:attr:`QaLink.asked`). The pairs are chosen again over every question,
+as without it.
 """
 
 from __future__ import annotations
@@ -134,13 +135,28 @@ class AnswerVerifier(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class QaLink:
-    """A question and the unit that answers it (None: not answered yet), with the score."""
+    """A question and the unit that answers it (None: not answered yet), with the score;
+    ``text``: the question's, what it asks read from it when asked for (:attr:`asked`)."""
 
     question: str
     answer: str | None
     score: float
-    kind: str
-    sentence: str
+    text: str
+
+    @property
+    def asked(self) -> Question:
+        """What the question asks (:func:`question_of` of its text, which asks one)."""
+        ask = question_of(self.text)
+        assert ask is not None, f"{self.question} asks no question"
+        return ask
+
+    @property
+    def kind(self) -> str:
+        return self.asked.kind
+
+    @property
+    def sentence(self) -> str:
+        return self.asked.sentence
 
 
 @lru_cache(maxsize=65536)
@@ -460,7 +476,7 @@ def find_answers(
     channels: dict[str, list[Message]] = {}
     for m in ordered:
         channels.setdefault(m.channel, []).append(m)
-    asked: dict[str, tuple[Message, Question]] = {}
+    asked: dict[str, Message] = {}
     scored: list[tuple[float, float, str, str]] = []
     replies: dict[str, list[Message]] = {}
     places: dict[str, list[Message]] = {}
@@ -481,23 +497,28 @@ def find_answers(
     made = {} if kept is None else kept.made_keys  # this run's keys, for the next
     for channel in channels.values():
         for i, q in enumerate(channel):
-            if before.get(q.unit_id) == NOT_ASKED:  # as it was: asked nothing then, nor now
+            was = before.get(q.unit_id)
+            if was == NOT_ASKED:  # as it was: asked nothing then, nor now
                 made[q.unit_id] = NOT_ASKED
+                continue
+            # a question kept by its key is as it was: it asks what it asked, read when needed
+            taken = None if reach is None or was is None else reach.taken(q, window_s)
+            if taken is not None:
+                asked[q.unit_id] = q
+                made[q.unit_id], pairs = taken
+                scored.extend(pairs)
                 continue
             ask = question_of(q.text) if q.source in CONVERSATIONAL and not q.system else None
             if ask is None:
                 made[q.unit_id] = NOT_ASKED
                 continue
-            asked[q.unit_id] = (q, ask)
-            taken = None if reach is None else reach.taken(q, window_s)
-            if taken is None:
-                here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
-                place = place_of(q)
-                # a place with one channel has no other channel to look in
-                away = _elsewhere(q, places[place], window_s) if place in shared else []
-                pairs, key = _remembered(q, ask, here, away, similarity, window_s, keyed)
-                taken = (key or UNKEYED, pairs)
-            made[q.unit_id], pairs = taken
+            asked[q.unit_id] = q
+            here = _in_channel(q, channel, i + 1, replies.get(q.unit_id, []), window_s)
+            place = place_of(q)
+            # a place with one channel has no other channel to look in
+            away = _elsewhere(q, places[place], window_s) if place in shared else []
+            pairs, key = _remembered(q, ask, here, away, similarity, window_s, keyed)
+            made[q.unit_id] = key or UNKEYED
             scored.extend(pairs)
     scored.sort()
     answer_of: dict[str, tuple[str, float]] = {}
@@ -510,9 +531,9 @@ def find_answers(
         answer_of[qid] = (mid, -neg)
         used.add(mid)
     out = []
-    for qid, (_, ask) in sorted(asked.items(), key=lambda kv: (kv[1][0].timestamp, kv[0])):
+    for qid, q in sorted(asked.items(), key=lambda kv: (kv[1].timestamp, kv[0])):
         mid, score = answer_of.get(qid, ("", 0.0))
-        out.append(QaLink(qid, mid or None, round(score, 4), ask.kind, ask.sentence))
+        out.append(QaLink(qid, mid or None, round(score, 4), q.text))
     return out
 
 
