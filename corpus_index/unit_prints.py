@@ -29,7 +29,8 @@ kept row written again as it is (:class:`KeptMessages`), not made anew from its 
 
 Beside them each row keeps what the run scored of the unit as a question (the key of its
 scored answers, or that it asks none) and the TF-IDF block it was weighed in, with what each
-block was weighed by and the answer window in the table's metadata: the next run reads the
+block was weighed by, each block's digest and size, and the answer window in the table's
+metadata (a block the next run finds as it was is not hashed again): the next run reads the
 candidates of only the questions a change reaches
 (:mod:`corpus_index.linked.questions`; an edited unit reaches them both where it stands now
 and where it stood, read from its kept message columns; every question is read after an
@@ -112,7 +113,8 @@ _LAST_RUN_COLUMNS: dict[str, Callable[[LastRun], Mapping[str, Any]]] = {
     "proposes": lambda a: a.made_proposes,
 }
 CODE_KEY = b"corpus_index.unit_prints.code"
-# {"window_s": the answer window, "weighing": {tenant: what each block was weighed by}}
+# {"window_s": the answer window, "weighing": {tenant: what each block was weighed by},
+#  "digests": {tenant: [each block's digest, its units]}}
 LAST_RUN_KEY = b"corpus_index.unit_prints.last_run"
 _SEEDS = (0x636F7270, 0x75732D69)  # two seeds: 128 bits a row
 # the modules, besides the groupings' and the identity pass's, that make a unit's message and
@@ -167,6 +169,8 @@ class KnownPrints:
     questions: dict[str, str] = field(default_factory=dict)  # unit -> its question's key
     blocks: dict[str, int] = field(default_factory=dict)  # unit -> the block it was weighed in
     weighing: dict[str, list[str]] = field(default_factory=dict)  # tenant -> by block
+    # tenant -> each block's digest and how many units it held
+    digests: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     window_s: float | None = None  # the answer window the questions' keys were made with
     parts: dict[str, dict[str, bytes]] = field(default_factory=dict)  # tenant -> unit -> digest
     decides: dict[str, str] = field(default_factory=dict)  # unit -> its decision sentence
@@ -179,6 +183,7 @@ class KnownPrints:
             keys=self.questions if self.gone is not None else {},
             blocks=self.blocks,
             weighing=self.weighing.get(tenant, []),
+            digests=self.digests.get(tenant, []),
             window_s=self.window_s,
             parts=self.parts.get(tenant, {}),
             decides=self.decides,
@@ -218,6 +223,9 @@ def known_prints(table: pa.Table | None, blocks: Mapping[str, str]) -> KnownPrin
         questions=_present(units, kept["question"]),
         blocks=_present(units, kept["block"]),
         weighing={str(t): [str(w) for w in ws] for t, ws in last.get("weighing", {}).items()},
+        digests={
+            str(t): [(str(d), int(n)) for d, n in ds] for t, ds in last.get("digests", {}).items()
+        },
         window_s=last.get("window_s"),
         parts=_by_tenant(units, kept["tenant_id"], kept["parts"]),
         decides=_present(units, kept["decides"]),
@@ -329,7 +337,11 @@ def prints_table(
         arrays.append(pa.array(values, PRINTS_SCHEMA.field(name).type))
     arrays.extend(_message_arrays(messages, [r[3] for r in rows], kept))
     table = pa.Table.from_arrays(arrays, schema=PRINTS_SCHEMA)
-    left = {"window_s": window_s, "weighing": {t: a.made_weighing for t, a in noted.items()}}
+    left = {
+        "window_s": window_s,
+        "weighing": {t: a.made_weighing for t, a in noted.items()},
+        "digests": {t: a.made_digests for t, a in noted.items()},
+    }
     return table.replace_schema_metadata(
         {CODE_KEY: code_key().encode(), LAST_RUN_KEY: json.dumps(left, sort_keys=True).encode()}
     )

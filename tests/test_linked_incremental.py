@@ -28,6 +28,7 @@ from corpus_index.home import Home
 from corpus_index.identities import identity_id
 from corpus_index.linked import topics
 from corpus_index.linked.groups import Group, _units, conversation_groups, link_units
+from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.memo import Memo, memo_table
 from corpus_index.linked.messages import Message
 from corpus_index.linked.relink import LINK_SCHEMA, linked_conversations, read_links
@@ -634,6 +635,47 @@ def test_a_change_in_the_middle_reweighs_its_block_and_the_next_only(change: str
     assert moved == {block + 1}
     kept = [m for m in messages if (before.block_of(m.unit_id) or 0) > block + 1]
     assert kept and all(before.vector(m.unit_id) == after.vector(m.unit_id) for m in kept)
+
+
+@pytest.mark.parametrize("change", ["remove", "late", "edit", "append", "remove-last"])
+def test_a_block_digest_taken_from_the_last_run_is_the_one_hashing_gives(change: str) -> None:
+    """A run takes the digest of a block from the last run (not hashing its units' texts)
+    only where the block holds the same units, each as it was, as many as then: after any
+    change, each block's digest is the one a fresh hashing gives, and only the blocks the
+    change touched are hashed again."""
+    messages = _units(stream(600, channels=3, seed=5))
+    target = messages[len(messages) // 2]
+    if change == "remove":
+        changed = [m for m in messages if m.unit_id != target.unit_id]
+    elif change == "late":
+        late = replace(target, unit_id="late", text="chemist has the webster pack")
+        changed = _units([*messages, replace(late, timestamp=target.timestamp + 0.5)])
+    elif change == "edit":
+        changed = [replace(m, text="roster swap") if m is target else m for m in messages]
+    elif change == "append":
+        extra = replace(messages[-1], unit_id="new", timestamp=messages[-1].timestamp + 60)
+        changed = [*messages, extra]
+    else:
+        changed = messages[:-1]
+    before = LastRun()
+    before.weigh(Similarity(messages, block=BLOCK))
+    # what the next run is given: the blocks of the units as they were (an edited unit's
+    # rows differ, so it has none), and each block's digest and size
+    edited = {target.unit_id} if change == "edit" else set()
+    last = LastRun(
+        blocks={u: b for u, b in before.made_blocks.items() if u not in edited},
+        weighing=before.made_weighing,
+        digests=before.made_digests,
+    )
+    after = Similarity(changed, block=BLOCK)
+    taken = last._still_digested(after)
+    fresh = Similarity(changed, block=BLOCK)
+    assert all(taken[b] == fresh.digest(b) for b in taken)
+    n = len(after.blocks())
+    assert n > 10 and n - 3 <= len(taken) < n  # the touched blocks only are hashed again
+    last.weigh(after)
+    assert last.made_digests == fresh.digested()
+    assert last.made_weighing == [w for w, _ in fresh.weighing()]
 
 
 def _topic_input(messages: Sequence[Message]) -> tuple[list[Message], list[tuple[str, ...]]]:

@@ -4,7 +4,8 @@ it was made from has changed (the ``linked_groups`` step keeps it in ``unit_prin
 
 Per unit: the TF-IDF block it was weighed in and what each block was weighed by
 (:meth:`~corpus_index.linked.similarity.Similarity.weighing`), so a run tells which units are
-weighed by other frequencies than last time (:meth:`LastRun.weigh`); the key of its
+weighed by other frequencies than last time (:meth:`LastRun.weigh`), and each block's digest
+and size, so a block whose units are all as they were, and all there, is not hashed again; the key of its
 question's scored answers (:mod:`corpus_index.linked.questions`); its digest in a settled
 group's key (:mod:`corpus_index.linked.settled`), which holds while the unit is as it was
 and weighed as it was; and what its text says to the decision threads
@@ -38,6 +39,10 @@ class LastRun:
             unit.
         blocks: the TF-IDF block (by number) each unit was weighed in.
         weighing: what the units of each of those blocks were weighed by.
+        digests: each of those blocks' digest and how many units it held
+            (:meth:`~corpus_index.linked.similarity.Similarity.digested`): a block of this
+            run that is one of them (its units all in it, as they were, and as many) is not
+            hashed again.
         window_s: the answer window the keys were made with (another window keeps none).
         parts: each unit's digest in a settled group's key.
         decides: the sentence each unit decides by ("": none).
@@ -47,6 +52,7 @@ class LastRun:
     keys: Mapping[str, str] = field(default_factory=dict)
     blocks: Mapping[str, int] = field(default_factory=dict)
     weighing: Sequence[str] = ()
+    digests: Sequence[tuple[str, int]] = ()
     window_s: float | None = None
     parts: Mapping[str, bytes] = field(default_factory=dict)
     decides: Mapping[str, str] = field(default_factory=dict)
@@ -56,6 +62,7 @@ class LastRun:
     made_keys: dict[str, str] = field(default_factory=dict)
     made_blocks: dict[str, int] = field(default_factory=dict)
     made_weighing: list[str] = field(default_factory=list)
+    made_digests: list[tuple[str, int]] = field(default_factory=list)
     made_parts: Mapping[str, bytes] = field(default_factory=dict)
     made_decides: dict[str, str] = field(default_factory=dict)
     made_proposes: dict[str, bool] = field(default_factory=dict)
@@ -69,6 +76,7 @@ class LastRun:
             return self.moved
         moved: set[str] = set()
         before, blocks = self.weighing, self.blocks
+        similarity.know(self._still_digested(similarity))
         for number, (weighed_by, ids) in enumerate(similarity.weighing()):
             self.made_weighing.append(weighed_by)
             for unit in ids:
@@ -76,8 +84,23 @@ class LastRun:
                 then = blocks.get(unit)
                 if then is None or then >= len(before) or before[then] != weighed_by:
                     moved.add(unit)
+        self.made_digests = similarity.digested()
         self.moved = moved
         return moved
+
+    def _still_digested(self, similarity: Similarity) -> dict[int, str]:
+        """The digests of ``similarity``'s blocks that are blocks of the last run as they
+        were: every unit of the block was in one block then (so was as it was: only such
+        units are in :attr:`blocks`), and that block held as many units."""
+        last, blocks = self.digests, self.blocks
+        out: dict[int, str] = {}
+        for number, ids in enumerate(similarity.blocks()):
+            then = blocks.get(ids[0]) if ids else None
+            if then is None or then >= len(last) or last[then][1] != len(ids):
+                continue
+            if all(blocks.get(u) == then for u in ids):
+                out[number] = last[then][0]
+        return out
 
     def settled_parts(self) -> dict[str, bytes]:
         """The units' digests in a settled group's key that still hold: of the units weighed

@@ -27,7 +27,7 @@ import hashlib
 import math
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -128,6 +128,23 @@ class Similarity:
 
     def _weighed_by(self, block: int) -> str:
         return f"own:{self.digest(0)}" if block == 0 else f"before:{self.digest(block - 1)}"
+
+    def know(self, digests: Mapping[int, str]) -> None:
+        """Take ``digests`` (block -> its :meth:`digest`, known to be what hashing it would
+        give: the block is one an earlier run hashed, with the same units) instead of
+        hashing those blocks."""
+        self._digests.update(digests)
+
+    def blocks(self) -> list[list[str]]:
+        """Each block's unit ids, in block order."""
+        return [self._ids[lo:hi] for lo, hi in zip(self._starts, self._ends, strict=True)]
+
+    def digested(self) -> list[tuple[str, int]]:
+        """Each block's :meth:`digest` and how many units it holds, in block order."""
+        return [
+            (self.digest(b), hi - lo)
+            for b, (lo, hi) in enumerate(zip(self._starts, self._ends, strict=True))
+        ]
 
     def weighing(self) -> list[tuple[str, list[str]]]:
         """Each block's :meth:`block_digest` (what its units are weighed by) and its units'
