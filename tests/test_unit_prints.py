@@ -19,6 +19,7 @@ from corpus_index import doctor
 from corpus_index.home import Home
 from corpus_index.identity_resume import record_digest
 from corpus_index.linked.decisions import _OPEN_PROPOSAL, decision_sentence
+from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
@@ -40,6 +41,7 @@ from corpus_index.unit_prints import (
     PRINTS,
     code_key,
     kept_messages,
+    known_prints,
     prints_table,
     row_digests,
 )
@@ -404,3 +406,53 @@ def test_a_kept_message_is_written_again_from_its_kept_row() -> None:
         messages=[kept["2:2"], kept["1:1"]], kept=kept,
     )  # fmt: skip
     assert kept_messages(turned) == {"2:2": other, "1:1": plain}
+
+
+def test_two_tenants_prints_are_read_back_as_each_tenants_run_left_them() -> None:
+    """Each unit's row holds what its own tenant's run made of it (never another tenant's
+    value for the same id), empty where the run made none; reading the table back gives, of
+    the units whose rows are as they were, exactly those values, and nothing of the others."""
+    units = [(f"u{i}", f"s{i}", "a" if i % 3 else "b", f"d{i}") for i in range(30)]
+    runs = {
+        "a": LastRun(made_keys={f"u{i}": f"qa{i}" for i in range(30) if i % 3 and i % 2}),
+        "b": LastRun(
+            made_keys={f"u{i}": "" for i in range(0, 30, 3)},
+            made_blocks={f"u{i}": i // 7 for i in range(0, 30, 3)},
+            made_parts={f"u{i}": bytes([i]) for i in range(0, 30, 6)},
+            made_decides={"u3": "we'll take the van"},
+            made_proposes={"u3": True, "u6": False},
+        ),
+    }
+    # a value of tenant a's run for a unit of tenant b is not that unit's
+    runs["a"].made_blocks = {"u3": 99, "u1": 0}
+    fingerprints = {f"u{i}": f"f{i}" for i in range(0, 30, 2)}
+    links = {f"u{i}": ("m", f"l{i}") for i in range(0, 30, 5)}
+    records = {f"u{i}": f"r{i}" for i in range(1, 30, 4)}
+    table = prints_table(
+        units, fingerprints=fingerprints, links=links, records=records, last=runs, window_s=60.0
+    )
+    for row, (unit, source, tenant, digest) in zip(table.to_pylist(), units, strict=True):
+        mine = runs[tenant]
+        assert (row["unit_id"], row["source_id"], row["tenant_id"], row["blocks"]) == (
+            unit, source, tenant, digest,
+        )  # fmt: skip
+        assert row["fingerprint"] == fingerprints.get(unit, "")
+        assert (row["link_model"], row["link_print"]) == links.get(unit, ("", ""))
+        assert row["record"] == records.get(unit, "")
+        assert row["question"] == mine.made_keys.get(unit)
+        assert row["block"] == mine.made_blocks.get(unit)
+        assert row["parts"] == mine.made_parts.get(unit)
+        assert row["decides"] == mine.made_decides.get(unit)
+        assert row["proposes"] == mine.made_proposes.get(unit)
+    same = {u: d for u, _, _, d in units if u not in ("u3", "u4")}  # u3, u4 edited since
+    known = known_prints(table, same)
+    assert known.units == 28
+    assert known.fingerprints == {u: f for u, f in fingerprints.items() if u in same}
+    assert known.links == {u: x for u, x in links.items() if u in same}
+    assert known.records == {u: r for u, r in records.items() if u in same}
+    both = {**runs["a"].made_keys, **runs["b"].made_keys}
+    assert known.questions == {u: k for u, k in both.items() if u in same}
+    assert known.blocks == {"u0": 0, "u6": 0, "u9": 1, "u12": 1, "u15": 2, "u18": 2, "u21": 3,
+                            "u24": 3, "u27": 3, "u1": 0}  # fmt: skip
+    assert known.parts == {"b": {u: p for u, p in runs["b"].made_parts.items() if u in same}}
+    assert known.decides == {} and known.proposes == {"u6": False}

@@ -447,15 +447,23 @@ def _prints(
             (u.message.unit_id, sources[u.message.unit_id], u.tenant_id, digests[u.message.unit_id])
             for u in units
         ),
-        fingerprints={u: p for m in memos.values() for u, p in m.prints.items()},
+        fingerprints=_merged([m.prints for m in memos.values()]),
         links={x.unit_id: (r.model_key, x.fingerprint) for r in relinkers for x in r.links},
-        records={u: d for s in states.values() for u, d in s.units.items()},
+        records=_merged([s.units for s in states.values()]),
         last=lasts,
         window_s=linking.windows.answer_s,
         # a unit of several rows was read as their messages joined: no one row's message
         messages=[None if "+" in digests[u.message.unit_id] else u.message for u in units],
         kept=kept,
     )
+
+
+def _merged(maps: Sequence[Mapping[str, str]]) -> Mapping[str, str]:
+    """One mapping of what ``maps`` hold (a later one's value for a key in two): the one
+    itself, not a copy, when there is one."""
+    if len(maps) == 1:
+        return maps[0]
+    return {k: v for m in maps for k, v in m.items()}
 
 
 def _stage_identities(
@@ -566,7 +574,7 @@ def unit_reading(
                 made[unit] = (
                     unit_record(meta, unit, message.text, tenant, source_id)
                     if meta is not None
-                    else _RecordLater(unit, tenant, kept_metas.at(i), message.text, source_id)
+                    else _RecordLater(unit, tenant, kept_metas, i, message.text, source_id)
                 )
             if digests is not None:
                 hashed[unit] = row_print
@@ -587,16 +595,18 @@ class _RecordLater(Mapping[str, Any]):
     at once, the rest decoded from its block's metadata when first read (the same dict
     :func:`~corpus_index.identity_pass.unit_record` makes, in the same order)."""
 
-    __slots__ = ("_meta", "_record", "_source_id", "_tenant", "_text", "_unit")
+    __slots__ = ("_metas", "_record", "_row", "_source_id", "_tenant", "_text", "_unit")
 
-    def __init__(self, unit: str, tenant: str, meta: _Cell, text: str, source_id: str):
-        self._unit, self._tenant, self._meta = unit, tenant, meta
+    def __init__(
+        self, unit: str, tenant: str, metas: _Column, row: int, text: str, source_id: str
+    ) -> None:
+        self._unit, self._tenant, self._metas, self._row = unit, tenant, metas, row
         self._text, self._source_id = text, source_id
         self._record: dict[str, Any] | None = None
 
     def _whole(self) -> dict[str, Any]:
         if self._record is None:
-            meta = _metadata(self._meta.value())
+            meta = _metadata(self._metas.get(self._row))
             self._record = unit_record(meta, self._unit, self._text, self._tenant, self._source_id)
         return self._record
 
@@ -657,24 +667,10 @@ class _Column:
         self._column = column
         self._values: list[Any] | None = None
 
-    def at(self, row: int) -> _Cell:
-        """The value of ``row``, made when it is read."""
-        return _Cell(self, row)
-
     def get(self, row: int) -> Any:
         if self._values is None:
             self._values = self._column.to_pylist()
         return self._values[row]
-
-
-class _Cell(NamedTuple):
-    """One row of a :class:`_Column`, read when asked for."""
-
-    column: _Column
-    row: int
-
-    def value(self) -> Any:
-        return self.column.get(self.row)
 
 
 def check(tables: GroupTables, live_units: list[Unit]) -> list[gates.Gate]:
