@@ -5,10 +5,10 @@ it was made from has changed (the ``linked_groups`` step keeps it in ``unit_prin
 Per unit: the TF-IDF block it was weighed in and what each block was weighed by
 (:meth:`~corpus_index.linked.similarity.Similarity.weighing`), so a run tells which units are
 weighed by other frequencies than last time (:meth:`LastRun.weigh`), and each block's digest
-and size, so a block whose units are all as they were, and all there, is not hashed again; the key of its
-question's scored answers (:mod:`corpus_index.linked.questions`); its digest in a settled
-group's key (:mod:`corpus_index.linked.settled`), which holds while the unit is as it was
-and weighed as it was; and what its text says to the decision threads
+and size, so a block whose units are all as they were, and all there, is not hashed again;
+the key of its question's scored answers (:mod:`corpus_index.linked.questions`); its digest
+in a settled group's key (:mod:`corpus_index.linked.settled`), which holds while the unit is
+as it was and weighed as it was; and what its text says to the decision threads
 (:mod:`corpus_index.linked.decisions`: the sentence it decides by, whether it proposes),
 which holds while its text does. Only units whose rows are as they were are given.
 """

@@ -151,11 +151,8 @@ class QaLink:
         return ask
 
     @property
-    def kind(self) -> str:
-        return self.asked.kind
-
-    @property
     def sentence(self) -> str:
+        """The sentence that asks it."""
         return self.asked.sentence
 
 
@@ -497,12 +494,11 @@ def find_answers(
     made = {} if kept is None else kept.made_keys  # this run's keys, for the next
     for channel in channels.values():
         for i, q in enumerate(channel):
-            was = before.get(q.unit_id)
-            if was == NOT_ASKED:  # as it was: asked nothing then, nor now
+            if before.get(q.unit_id) == NOT_ASKED:  # as it was: asked nothing then, nor now
                 made[q.unit_id] = NOT_ASKED
                 continue
             # a question kept by its key is as it was: it asks what it asked, read when needed
-            taken = None if reach is None or was is None else reach.taken(q, window_s)
+            taken = None if reach is None else reach.taken(q, window_s)
             if taken is not None:
                 asked[q.unit_id] = q
                 made[q.unit_id], pairs = taken
