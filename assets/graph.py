@@ -279,6 +279,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "merges_refused": dg.MetadataValue.json(r.merges_refused),
                 "groups_reanchored": r.reanchored,
                 "messages_relinked": r.relinked,
+                "channels_relinked": r.channels_relinked,
+                "channels_from_window": r.from_window,
                 "results_reused": r.reused,
                 "results_computed": r.computed,
                 "group_rows_carried": r.carried,

@@ -67,6 +67,11 @@ def link_parents(
     return decode(messages, features, model, responses=responses)
 
 
+class OutOfWindow(Exception):
+    """A message of a slice of a channel continues one before the slice's window (see
+    :func:`decode`'s ``floor``): what it joins is not known from the slice."""
+
+
 def decode(
     messages: Sequence[Message],
     features: ChannelFeatures,
@@ -75,6 +80,8 @@ def decode(
     pair: np.ndarray | None = None,
     before: Sequence[int] = (),
     responses: bool = True,
+    state: ConversationState | None = None,
+    floor: int = 0,
 ) -> list[int]:
     """:func:`link_parents` on features computed already. The pair features are computed
     ``BLOCK`` messages at a time unless ``pair`` holds them all (its conversation columns are
@@ -88,15 +95,21 @@ def decode(
             answers by how people write, when it does (an e-mail ``Re:``, a reply to an open
             question: :class:`~corpus_index.linked.responses.Responses`); off, the model
             alone decides (what training replays).
+        state: the conversations of the messages in ``before``, known already (see
+            :meth:`~corpus_index.linked.state.ConversationState.seeded`): ``before`` is then
+            not joined message by message, and only its length is read.
+        floor: the first message a later one may continue: one that continues an earlier
+            message (an explicit reply, an e-mail thread) raises :class:`OutOfWindow`.
     """
     index = {m.unit_id: i for i, m in enumerate(messages)}
     pair_w = np.asarray(model.pair_weights, dtype=np.float32)
     own = features.self_ @ np.asarray(model.self_weights, dtype=np.float32)
-    state = ConversationState(features)
     replies = Responses(messages, features) if responses else None
     parents: list[int] = list(before)
-    for i, parent in enumerate(parents):
-        state.join(i, parent)
+    if state is None:
+        state = ConversationState(features)
+        for i, parent in enumerate(parents):
+            state.join(i, parent)
     for start in range(len(parents), len(messages), BLOCK):
         stop = min(start + BLOCK, len(messages))
         rows = pair[start:stop] if pair is not None else features.pair_rows(start, stop)
@@ -115,6 +128,8 @@ def decode(
                 if parent == i and replies is not None:
                     answered = replies.parent(i)
                     parent = answered if answered >= 0 else i
+            if parent < floor:
+                raise OutOfWindow(f"message {i} continues {parent}, before {floor}")
             state.join(i, parent)
             parents.append(parent)
     return parents

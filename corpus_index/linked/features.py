@@ -15,8 +15,8 @@ another.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -113,6 +113,8 @@ class ChannelFeatures:
     reply: np.ndarray  # int64 [n]: the message it explicitly replies to, -1 if none
     question: np.ndarray  # bool [n]
     topic: np.ndarray  # float32 [n, window]: similarity to the message k back
+    # each author's id by their name as the channel keys it (stripped, lower case)
+    ids: Mapping[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.times)
@@ -165,7 +167,7 @@ class _Names:
         self.forms: dict[str, int] = {}
 
     def id_of(self, name: str) -> int:
-        key = name.strip().lower()
+        key = author_key(name)
         if key not in self.ids:
             self.ids[key] = len(self.ids)
         return self.ids[key]
@@ -173,7 +175,7 @@ class _Names:
     def seen(self, name: str) -> int:
         """Record that ``name`` has written in the channel; its id."""
         author = self.id_of(name)
-        key = name.strip().lower()
+        key = author_key(name)
         if key:
             self.forms.setdefault(key, author)
             first = key.split()[0]
@@ -182,12 +184,37 @@ class _Names:
         return author
 
 
+def author_key(name: str) -> str:
+    """An author's name as a channel tells its authors apart (what :class:`_Names` keys)."""
+    return name.strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """What the features of a channel's later messages read of its messages before a slice of
+    it (see :func:`channel_features`), kept from the run that linked them.
+
+    Args:
+        authors: the keys (:func:`author_key`) of the authors who wrote before the slice, in
+            the order they first wrote.
+        last: each of them by the time of their last message before the slice.
+    """
+
+    authors: Sequence[str] = ()
+    last: Mapping[str, float] = field(default_factory=dict)
+
+
 def _addressee(text: str, names: _Names) -> int:
     return names.forms.get(addressed_word(text), -1)
 
 
 def channel_features(
-    messages: Sequence[Message], *, window: int, embed: Embed | None = None, start: int = 0
+    messages: Sequence[Message],
+    *,
+    window: int,
+    embed: Embed | None = None,
+    start: int = 0,
+    earlier: Earlier | None = None,
 ) -> ChannelFeatures:
     """Features of ``messages`` (one channel, in order) against their ``window`` predecessors.
 
@@ -201,9 +228,18 @@ def channel_features(
     from ``start`` on get their topic and new-conversation features (the rows before are 0),
     and their ``window`` predecessors their mentions (a candidate's mentions are a pair
     feature): what re-linking the end of a channel needs.
+
+    With ``earlier``, ``messages`` are the end of a channel, and ``earlier`` says what came
+    before them: who had written (a message names them) and when each last wrote (the time
+    since an author's previous message). The rows from ``start`` on are then those of the
+    whole channel where the slice holds the :data:`~corpus_index.linked.topic.TOPIC_BLOCK`
+    messages that weigh their words and the gaps that give the channel's pace (see
+    :mod:`corpus_index.linked.relink`, which cuts the slice).
     """
     n = len(messages)
     names = _Names()
+    for key in earlier.authors if earlier is not None else ():
+        names.seen(key)
     author = np.empty(n, dtype=np.int64)
     addressee = np.full(n, -1, dtype=np.int64)
     mentioned: list[frozenset[int]] = []
@@ -223,6 +259,13 @@ def channel_features(
     times = np.array([m.timestamp for m in messages], dtype=np.float64)
     pace = channel_pace(times, system)
     prev_same, next_same = _neighbours(author)
+    # the time of the author's message before the slice, for a message whose author has not
+    # written since the slice began (NaN: none, or no slice)
+    before = np.full(n, np.nan)
+    if earlier is not None:
+        for i in np.flatnonzero((prev_same < 0) & (author >= 0)).tolist():
+            if i >= start:
+                before[i] = earlier.last.get(author_key(messages[i].author), np.nan)
     unit_index = {m.unit_id: i for i, m in enumerate(messages)}
     reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
     topic = band_similarity([m.text for m in messages], window, embed=embed, start=start)
@@ -237,7 +280,17 @@ def channel_features(
     return ChannelFeatures(
         window=window,
         self_=_self_features(
-            messages, author, addressee, mentioned, times, pace, prev_same, topic, valid, start
+            messages,
+            author,
+            addressee,
+            mentioned,
+            times,
+            pace,
+            prev_same,
+            before,
+            topic,
+            valid,
+            start,
         ),
         valid=valid,
         author=author,
@@ -250,6 +303,7 @@ def channel_features(
         reply=reply,
         question=np.array(["?" in m.text for m in messages], dtype=bool),
         topic=topic,
+        ids=names.ids,
     )
 
 
@@ -312,6 +366,7 @@ def _self_features(
     times: np.ndarray,
     pace: np.ndarray,
     prev_same: np.ndarray,
+    before: np.ndarray,
     topic: np.ndarray,
     valid: np.ndarray,
     first: int,
@@ -326,7 +381,8 @@ def _self_features(
         words = tokens(m.text)
         cap = AUTHOR_GAP_CAP  # in paces of the channel before i
         gap_channel = (times[i] - times[chat_before]) / pace[i] if chat_before >= 0 else cap
-        gap_author = (times[i] - times[prev_same[i]]) / pace[i] if prev_same[i] >= 0 else cap
+        said_before = times[prev_same[i]] if prev_same[i] >= 0 else before[i]
+        gap_author = cap if math.isnan(said_before) else (times[i] - said_before) / pace[i]
         out[i] = (
             1.0,
             "?" in m.text,
@@ -334,7 +390,7 @@ def _self_features(
             bool(mentioned[i] - {author[i]}),
             math.log1p(max(gap_channel, 0.0)),
             math.log1p(min(max(gap_author, 0.0), cap)),
-            prev_same[i] < 0,
+            prev_same[i] < 0 and math.isnan(before[i]),
             bool(words) and words[0] in _GREETING,
             any(w in _ANYONE for w in words),
             math.log1p(len(words)),

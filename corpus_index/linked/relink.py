@@ -23,17 +23,30 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from corpus_index.hashing import value_digest
-from corpus_index.linked.conversations import by_channel, components, decode, joined
-from corpus_index.linked.features import FEATURES_VERSION, channel_features
-from corpus_index.linked.messages import Message
+from corpus_index.linked.conversations import (
+    OutOfWindow,
+    by_channel,
+    components,
+    decode,
+    joined,
+)
+from corpus_index.linked.features import (
+    FEATURES_VERSION,
+    PACE_GAPS,
+    Earlier,
+    author_key,
+    channel_features,
+)
+from corpus_index.linked.messages import Message, thread_subject
 from corpus_index.linked.model import LinkModel
 from corpus_index.linked.responses import RESPONSES_VERSION
-from corpus_index.linked.topic import FIRST_WEIGHED, Embed
+from corpus_index.linked.state import ConversationState
+from corpus_index.linked.topic import FIRST_WEIGHED, TOPIC_BLOCK, Embed
 
 
 class Link(NamedTuple):
@@ -63,6 +76,123 @@ LINK_SCHEMA = pa.schema(
 )
 # the columns a table of links has had from the start (``unit_id`` and ``timestamp`` came later)
 LINK_COLUMNS_FIRST = ("channel", "position", "fingerprint", "parent", "source_id", "tenant_id")
+# the schema metadata of a table of links that holds each channel's ChannelTail, as JSON:
+# {tenant: {channel: ChannelTail.to_json()}}; a deletion drops it with the rows it removes
+TAILS_KEY = b"channel_tails"
+
+
+@dataclass(slots=True)
+class ChannelTail:
+    """What deciding a channel's next messages reads of the messages a run linked, beyond the
+    channel's recent window itself (see the module's description).
+
+    Args:
+        size: the messages linked.
+        authors: each author (:func:`~corpus_index.linked.features.author_key`) by their
+            first and last message's positions and the last one's time, in the order they
+            first wrote.
+        tail: the conversation (the position of its first message) of each of the last
+            ``window`` messages.
+        conversations: each of those conversations by its last message's position, its size
+            and its authors.
+        subjects: each e-mail subject by the position of the latest message under it.
+    """
+
+    size: int = 0
+    authors: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    tail: list[int] = field(default_factory=list)
+    conversations: dict[int, tuple[int, int, list[str]]] = field(default_factory=dict)
+    subjects: dict[str, int] = field(default_factory=dict)
+
+    def before(self, lo: int) -> Earlier:
+        """What the features of a slice of the channel from message ``lo`` on read of the
+        messages before it: who had written, and when each last did."""
+        return Earlier(
+            authors=[k for k, (first, _, _) in self.authors.items() if first < lo],
+            last={k: t for k, (_, last, t) in self.authors.items() if last < lo},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "authors": [[k, *v] for k, v in self.authors.items()],
+            "tail": self.tail,
+            "conversations": [[c, *v] for c, v in self.conversations.items()],
+            "subjects": self.subjects,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChannelTail:
+        return cls(
+            size=int(data["size"]),
+            authors={str(k): (int(f), int(la), float(t)) for k, f, la, t in data["authors"]},
+            tail=[int(c) for c in data["tail"]],
+            conversations={
+                int(c): (int(la), int(n), [str(a) for a in who])
+                for c, la, n, who in data["conversations"]
+            },
+            subjects={str(k): int(v) for k, v in data["subjects"].items()},
+        )
+
+
+def tail_after(
+    prior: ChannelTail, channel: Sequence[Message], parents: Sequence[int], window: int
+) -> ChannelTail:
+    """The :class:`ChannelTail` of ``channel`` (in order, linked to ``parents``) from that of
+    its first ``prior.size`` messages, reading only the messages after them (all of them
+    from an empty ``prior``).
+
+    Raises:
+        ValueError: a message after them continues one before the prior tail.
+    """
+    start = prior.size
+    base = start - len(prior.tail)  # the position of the prior tail's first message
+    authors = dict(prior.authors)
+    subjects = dict(prior.subjects)
+    roots = list(prior.tail)  # each message's conversation from ``base`` on
+    grown: dict[int, tuple[int, int, set[str]]] = {
+        c: (last, n, set(who)) for c, (last, n, who) in prior.conversations.items()
+    }
+    for i in range(start, len(channel)):
+        m, parent = channel[i], parents[i]
+        if parent < base:
+            raise ValueError(f"message {i} continues {parent}, before the tail kept ({base})")
+        root = i if parent >= i else roots[parent - base]
+        roots.append(root)
+        _, n, who = grown.get(root, (i, 0, set()))
+        if not m.system and m.author:
+            key = author_key(m.author)
+            authors[key] = (authors[key][0] if key in authors else i, i, m.timestamp)
+            who.add(key)
+        grown[root] = (i, n + 1, who)
+        if m.title:
+            subject, _ = thread_subject(m.title)
+            if subject:
+                subjects[subject] = i
+    tail = roots[max(len(channel) - window, 0) - base :]
+    return ChannelTail(
+        size=len(channel),
+        authors=authors,
+        tail=tail,
+        conversations={c: (grown[c][0], grown[c][1], sorted(grown[c][2])) for c in set(tail)},
+        subjects=subjects,
+    )
+
+
+def read_tails(table: pa.Table | None) -> dict[str, dict[str, ChannelTail]]:
+    """The channel tails a table of links keeps (:data:`TAILS_KEY`), by tenant and channel;
+    none from a table without them (an earlier version's, or one a deletion rewrote) or
+    whose tails cannot be read."""
+    raw = (table.schema.metadata or {}).get(TAILS_KEY) if table is not None else None
+    if raw is None:
+        return {}
+    try:
+        return {
+            str(tenant): {str(name): ChannelTail.from_json(t) for name, t in channels.items()}
+            for tenant, channels in json.loads(raw).items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}  # damaged: they only spare work, so the channels are decided whole
 
 
 def fingerprint(m: Message, *, model: str = "") -> str:
@@ -86,13 +216,21 @@ def model_digest(model: LinkModel) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
-def links_table(links: Iterable[Link]) -> pa.Table:
-    """The links as a table of :data:`LINK_SCHEMA` (built column by column)."""
+def links_table(
+    links: Iterable[Link], tails: Mapping[str, Mapping[str, ChannelTail]] | None = None
+) -> pa.Table:
+    """The links as a table of :data:`LINK_SCHEMA` (built column by column), with the
+    channels' ``tails`` (by tenant and channel) in its metadata."""
     columns = list(zip(*links, strict=True)) or [() for _ in LINK_SCHEMA.names]
-    return pa.Table.from_arrays(
+    table = pa.Table.from_arrays(
         [pa.array(c, f.type) for c, f in zip(columns, LINK_SCHEMA, strict=True)],
         schema=LINK_SCHEMA,
     )
+    if not tails:
+        return table
+    data = {t: {c: x.to_json() for c, x in chans.items()} for t, chans in tails.items() if chans}
+    raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return table.replace_schema_metadata({TAILS_KEY: raw})
 
 
 def read_links(table: pa.Table | None) -> list[Link]:
@@ -156,6 +294,8 @@ class Relinker:
             (unit id -> the model digest it was made with, and it; see
             :mod:`corpus_index.unit_prints`), taken instead of hashing them where the digest
             is this model's.
+        history: the tenant's channels' tails the run of ``previous`` kept (by channel, see
+            :func:`read_tails`); a channel that only grew since is decided from its window.
     """
 
     previous: Sequence[Link] = ()
@@ -164,11 +304,14 @@ class Relinker:
     sources: dict[str, str] = field(default_factory=dict)
     tenant_id: str = ""
     prints: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    history: Mapping[str, ChannelTail] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
+    tails: dict[str, ChannelTail] = field(default_factory=dict)  # this run's, to keep
     model_key: str = ""  # the digest of the model :meth:`group` linked with (its prints read it)
     reused: int = 0  # messages whose parent was taken from the previous links
     relinked: int = 0  # messages decided again
     channels_relinked: int = 0
+    from_window: int = 0  # of those, channels decided from their recent window
 
     def group(self, messages: Sequence[Message]) -> list[list[str]]:
         """The conversations of ``messages`` (any channels): lists of unit ids in time order,
@@ -180,19 +323,32 @@ class Relinker:
         for link in sorted(mine, key=lambda x: (x.channel, x.position)):
             before.setdefault(link.channel, []).append(link)
         self.links, self.reused, self.relinked, self.channels_relinked = [], 0, 0, 0
+        self.tails, self.from_window = {}, 0
         out: list[list[str]] = []
         for name, channel in by_channel(messages).items():
             prints = [self._print(m, digest) for m in channel]
-            kept = _kept_parents(before.get(name, []), prints)
+            earlier = before.get(name, [])
+            kept = _kept_parents(earlier, prints)
+            prior = self.history.get(name)
             if len(kept) < len(channel):
                 start = len(kept)
-                features = channel_features(
-                    channel, window=model.window, embed=self.embed, start=start
-                )
-                parents = decode(channel, features, model, before=kept)
+                grew = prior is not None and prior.size == start == len(earlier)
+                windowed = self._from_window(channel, kept, prior, model) if grew else None
+                if windowed is not None and prior is not None:
+                    parents = windowed
+                    self.tails[name] = tail_after(prior, channel, parents, model.window)
+                    self.from_window += 1
+                else:
+                    features = channel_features(
+                        channel, window=model.window, embed=self.embed, start=start
+                    )
+                    parents = decode(channel, features, model, before=kept)
+                    self.tails[name] = tail_after(ChannelTail(), channel, parents, model.window)
                 self.channels_relinked += 1
             else:
                 parents = kept
+                if prior is not None and prior.size == len(channel):
+                    self.tails[name] = prior
             self.reused += len(kept)
             self.relinked += len(channel) - len(kept)
             self.links.extend(
@@ -210,6 +366,61 @@ class Relinker:
             )
             out.extend(components(channel, parents))
         return out
+
+    def _from_window(
+        self,
+        channel: Sequence[Message],
+        kept: list[int],
+        prior: ChannelTail | None,
+        model: LinkModel,
+    ) -> list[int] | None:
+        """The parents of ``channel``, whose first ``len(kept)`` messages are as ``prior``
+        left them, linked to ``kept``, decided from the channel's recent window; None where
+        the window does not hold what a new message reads (the channel is then decided from
+        the whole of it)."""
+        window, start = model.window, len(kept)
+        lo = start - window - TOPIC_BLOCK + 1  # the first message whose words weigh the new
+        if prior is None or lo < 0 or len(prior.tail) != window:
+            return None
+        part = channel[lo:]
+        if sum(not m.system for m in part[: start - lo]) < PACE_GAPS + 2:
+            return None  # too few messages in the slice to give the channel's pace
+        here = {m.unit_id for m in part}
+        for m in channel[start:]:
+            far = m.reply_to and m.reply_to not in here
+            if far and any(x.unit_id == m.reply_to for x in channel[:lo]):
+                return None  # an explicit reply to a message before the slice
+            subject, reply = thread_subject(m.title) if m.title else ("", False)
+            if reply and prior.subjects.get(subject, lo) < lo:
+                return None  # an e-mail thread whose latest message is before the slice
+        features = channel_features(
+            part, window=window, embed=self.embed, start=start - lo, earlier=prior.before(lo)
+        )
+        first = start - window - lo  # the tail's first message in the slice
+        names: dict[int, int] = {}  # each tail conversation's name in the slice
+        for k, c in enumerate(prior.tail):
+            names.setdefault(c, c - lo if c >= lo else first + k)
+        state = ConversationState.seeded(
+            features,
+            first,
+            [names[c] for c in prior.tail],
+            (
+                (names[c], last - lo, n, [features.ids[a] for a in who])
+                for c, (last, n, who) in prior.conversations.items()
+            ),
+        )
+        try:
+            local = decode(
+                part,
+                features,
+                model,
+                before=[p - lo for p in kept[lo:]],
+                state=state,
+                floor=first,
+            )
+        except OutOfWindow:
+            return None
+        return [*kept, *(p + lo for p in local[start - lo :])]
 
     def _print(self, m: Message, digest: str) -> str:
         known = self.prints.get(m.unit_id)

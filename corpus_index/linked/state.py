@@ -3,6 +3,8 @@ conversation-level pair features they give a candidate."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 
 from corpus_index.linked.features import CONVERSATION_COLUMNS, ChannelFeatures
@@ -69,3 +71,27 @@ class ConversationState:
         author = self._authors[i]
         if author >= 0:
             self._author_conversations.setdefault(author, set()).add(c)
+
+    @classmethod
+    def seeded(
+        cls,
+        features: ChannelFeatures,
+        first: int,
+        tail: Sequence[int],
+        conversations: Iterable[tuple[int, int, float, Iterable[int]]],
+    ) -> ConversationState:
+        """The state of a slice of a channel after its messages before ``first + len(tail)``,
+        known from the run that decided them: ``tail`` names the conversation of each of
+        the messages from ``first`` on (the last ones, the only ones a later message may
+        continue), and ``conversations`` gives each of theirs as (its name, its last message,
+        its size, the ids of its authors), a conversation being named by one of its messages
+        in the slice. What the messages before ``first`` joined is read by nothing a later
+        message decides."""
+        state = cls(features)
+        state._conversation[first : first + len(tail)] = tail
+        for c, last, size, authors in conversations:
+            state._last[c] = last
+            state._size[c] = size
+            for a in authors:
+                state._author_conversations.setdefault(a, set()).add(c)
+        return state

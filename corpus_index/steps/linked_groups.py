@@ -58,7 +58,14 @@ from corpus_index.linked.groups import Group
 from corpus_index.linked.lastrun import LastRun
 from corpus_index.linked.memo import MEMO_SCHEMA, Memo, memo_table
 from corpus_index.linked.messages import Message
-from corpus_index.linked.relink import LINK_SCHEMA, Relinker, links_table, read_links
+from corpus_index.linked.relink import (
+    LINK_SCHEMA,
+    ChannelTail,
+    Relinker,
+    links_table,
+    read_links,
+    read_tails,
+)
 from corpus_index.linked.reprocess import REPROCESS_WINDOWS
 from corpus_index.linked.settled import unmade_index
 from corpus_index.records import BLOCK_SCHEMA, MANIFEST_SCHEMA
@@ -116,6 +123,9 @@ class LinkedGroupsOutcome:
     reanchored: int = 0  # groups holding a unit whose mentions a merge moved
     sightings_path: str = ""  # the Parquet file an external identity system reads
     relinked: int = 0  # messages whose conversation link was decided again (the rest reused)
+    # channels decided again, and of those, the ones decided from their recent window
+    channels_relinked: int = 0
+    from_window: int = 0
     reused: int = 0  # questions scored and groups described as the last run did (memo)
     computed: int = 0  # questions scored and groups described anew
     # settled groups (every input as it was), whose rows were the last run's, carried over
@@ -262,7 +272,9 @@ def _grouped(
     if wake:  # a shift note finds its incident: re-evaluated now, with the wider windows
         linking = Linking(REPROCESS_WINDOWS, now)
     linker = Linker(linking)
-    previous = read_links(links_read.result())  # as written, see read_links
+    links_kept = links_read.result()
+    previous = read_links(links_kept)  # as written, see read_links
+    tails = read_tails(links_kept)  # what deciding a channel's next messages reads
     tenant_of = {u.message.unit_id: u.tenant_id for u in units}
     sources = {u.message.unit_id: f"{collection}/{u.doc_id}" for u in units}
     kept_memo = memo_read.result()  # with its units, read as written
@@ -283,7 +295,15 @@ def _grouped(
 
     def link(messages: Sequence[Message], **options: Any) -> list[Group]:
         tenant = tenant_of[messages[0].unit_id] if messages else ""
-        relinkers.append(Relinker(previous, sources=sources, tenant_id=tenant, prints=known.links))
+        relinkers.append(
+            Relinker(
+                previous,
+                sources=sources,
+                tenant_id=tenant,
+                prints=known.links,
+                history=tails.get(tenant, {}),
+            )
+        )
 
         def grouped(what: str, n: int) -> None:
             say(f"{tenant}: {n:,} {what} of {len(messages):,} units")
@@ -327,7 +347,10 @@ def _grouped(
     )
     io.stage(wh, GROUPS, at, tables.groups)
     io.stage(wh, MEMBERS, at, tables.members)
-    io.stage(wh, LINKS, at, links_table(x for r in relinkers for x in r.links))
+    kept_tails: dict[str, dict[str, ChannelTail]] = {}
+    for r in relinkers:
+        kept_tails.setdefault(r.tenant_id, {}).update(r.tails)
+    io.stage(wh, LINKS, at, links_table((x for r in relinkers for x in r.links), kept_tails))
     io.stage(wh, MEMO, at, memo_table(memos.values(), kept_memo))
     prints = _prints(units, digests, sources, memos, relinkers, states, lasts, linking, kept)
     io.stage(wh, PRINTS, at, prints)
@@ -355,6 +378,8 @@ def _grouped(
         reanchored=len(set(held["group_id"].to_pylist())),
         sightings_path=str(home.warehouse.path(identity_store.SIGHTINGS, collection)),
         relinked=sum(r.relinked for r in relinkers),
+        channels_relinked=sum(r.channels_relinked for r in relinkers),
+        from_window=sum(r.from_window for r in relinkers),
         reused=sum(m.reused for m in memos.values()),
         computed=sum(m.computed for m in memos.values()),
         carried=tables.carried,
