@@ -226,3 +226,23 @@ def test_the_sample_links_the_same_groups_from_an_earlier_run(tenant: str) -> No
     later = Relinker(earlier.links)
     assert link_units(units, relinker=later) == link_units(units)
     assert later.reused > 0 and later.relinked > 0
+
+
+def test_a_kept_link_names_the_document_its_message_comes_from_now(
+    long_stream: list[Message],
+) -> None:
+    """A message as it was, moved to another document: its link is kept (not decided again)
+    but names the new document, so deleting that document removes it; the other links are
+    the earlier ones."""
+    sources = {m.unit_id: "chat/a.jsonl" for m in long_stream}
+    first = Relinker(sources=sources)
+    first.group(long_stream)
+    moved = long_stream[len(long_stream) // 2].unit_id
+    again = Relinker(
+        read_links(links_table(first.links)), sources={**sources, moved: "chat/b.jsonl"}
+    )
+    assert canon(again.group(long_stream)) == canon(group_conversations(long_stream))
+    assert again.relinked == 0
+    changed = [(x, y) for x, y in zip(first.links, again.links, strict=True) if x != y]
+    assert [(y.unit_id, y.source_id) for _, y in changed] == [(moved, "chat/b.jsonl")]
+    assert changed[0][0]._replace(source_id="chat/b.jsonl") == changed[0][1]

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -319,9 +320,11 @@ class Relinker:
         model = self.model or LinkModel.load()
         digest = self.model_key = model_digest(model)
         before: dict[str, list[Link]] = {}
-        mine = (x for x in self.previous if x.tenant_id == self.tenant_id)
-        for link in sorted(mine, key=lambda x: (x.channel, x.position)):
-            before.setdefault(link.channel, []).append(link)
+        for link in self.previous:
+            if link.tenant_id == self.tenant_id:
+                before.setdefault(link.channel, []).append(link)
+        for links in before.values():  # in order as written: a pass each
+            links.sort(key=attrgetter("position"))
         self.links, self.reused, self.relinked, self.channels_relinked = [], 0, 0, 0
         self.tails, self.from_window = {}, 0
         out: list[list[str]] = []
@@ -351,21 +354,32 @@ class Relinker:
                     self.tails[name] = prior
             self.reused += len(kept)
             self.relinked += len(channel) - len(kept)
-            self.links.extend(
-                Link(
-                    name,
-                    i,
-                    p,
-                    parents[i],
-                    self.sources.get(m.unit_id, ""),
-                    self.tenant_id,
-                    m.unit_id,
-                    m.timestamp,
-                )
-                for i, (m, p) in enumerate(zip(channel, prints, strict=True))
-            )
+            self.links.extend(self._links(name, channel, prints, parents, earlier, len(kept)))
             out.extend(components(channel, parents))
         return out
+
+    def _links(
+        self,
+        name: str,
+        channel: Sequence[Message],
+        prints: Sequence[str],
+        parents: Sequence[int],
+        earlier: Sequence[Link],
+        kept: int,
+    ) -> Iterator[Link]:
+        """This run's links of a channel: for its first ``kept`` messages, whose links hold
+        as ``earlier`` left them (the same message at the same place, the same parent), the
+        earlier link itself where it names the same document and message (not one an
+        earlier version wrote without them); a new link elsewhere."""
+        sources, tenant = self.sources, self.tenant_id
+        for i, m in enumerate(channel):
+            source = sources.get(m.unit_id, "")
+            if i < kept:
+                x = earlier[i]
+                if x.source_id == source and x.unit_id == m.unit_id:
+                    yield x
+                    continue
+            yield Link(name, i, prints[i], parents[i], source, tenant, m.unit_id, m.timestamp)
 
     def _from_window(
         self,
