@@ -155,6 +155,33 @@ def test_a_channel_tail_reads_back_as_written() -> None:
     assert tail.size == sum(1 for x in run.links if x.channel == "discord_chat/#site-0")
 
 
+@pytest.mark.parametrize("damage", ["conversation", "author", "last", "root"])
+def test_a_tail_that_does_not_hold_decides_the_channel_whole(damage: str) -> None:
+    """A tail read back whole but not consistent (a conversation of the tail not described,
+    an author the channel never had, a last message outside the window, a conversation begun
+    after its message) is not used: the channel is decided whole, to the same links."""
+    messages = [m for m in _long() if m.channel != "#other"]
+    run = _first(messages)
+    ((name, tail),) = run.tails.items()
+    c = tail.tail[-1]
+    last, n, who = tail.conversations[c]
+    if damage == "conversation":
+        bad = replace(tail, conversations={k: v for k, v in tail.conversations.items() if k != c})
+    elif damage == "author":
+        bad = replace(tail, conversations={**tail.conversations, c: (last, n, [*who, "nobody"])})
+    elif damage == "last":
+        bad = replace(tail, conversations={**tail.conversations, c: (last - 500, n, who)})
+    else:  # the same conversation, named by a message after the channel's last
+        later = tail.size + 7
+        renamed = {(later if k == c else k): v for k, v in tail.conversations.items()}
+        bad = replace(tail, tail=[later if x == c else x for x in tail.tail], conversations=renamed)
+    run.tails = {name: bad}
+    last_message = messages[-1]
+    new = replace(last_message, unit_id="new", timestamp=last_message.timestamp + 60)
+    again = _again(run, [*messages, new])
+    assert again.channels_relinked == 1 and again.from_window == 0
+
+
 def test_a_deletion_drops_the_tails_with_the_links_it_removes(tmp_path: Path) -> None:
     source = tmp_path / "wattle"
     shutil.copytree(SAMPLE, source)

@@ -394,7 +394,7 @@ class Relinker:
         the whole of it)."""
         window, start = model.window, len(kept)
         lo = start - window - TOPIC_BLOCK + 1  # the first message whose words weigh the new
-        if prior is None or lo < 0 or len(prior.tail) != window:
+        if prior is None or lo < 0 or not _whole(prior, start, window):
             return None
         part = channel[lo:]
         if sum(not m.system for m in part[: start - lo]) < PACE_GAPS + 2:
@@ -410,6 +410,8 @@ class Relinker:
         features = channel_features(
             part, window=window, embed=self.embed, start=start - lo, earlier=prior.before(lo)
         )
+        if any(a not in features.ids for _, _, who in prior.conversations.values() for a in who):
+            return None  # a tail that names an author the channel does not have
         first = start - window - lo  # the tail's first message in the slice
         names: dict[int, int] = {}  # each tail conversation's name in the slice
         for k, c in enumerate(prior.tail):
@@ -441,6 +443,18 @@ class Relinker:
         return (
             known[1] if known is not None and known[0] == digest else fingerprint(m, model=digest)
         )
+
+
+def _whole(tail: ChannelTail, size: int, window: int) -> bool:
+    """Whether ``tail`` holds what deciding the messages after the first ``size`` of its
+    channel reads, consistently: the conversations of the last ``window`` of them, each
+    begun no later than its first message there and last written in the window."""
+    base = size - window
+    if tail.size != size or len(tail.tail) != window or set(tail.conversations) != set(tail.tail):
+        return False
+    if any(c > base + k for k, c in enumerate(tail.tail)):
+        return False
+    return all(base <= last < size for last, _, _ in tail.conversations.values())
 
 
 def _kept_parents(previous: list[Link], prints: list[str]) -> list[int]:
