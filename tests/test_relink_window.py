@@ -142,6 +142,20 @@ def test_an_email_reply_reaching_before_the_window_decides_the_channel_whole() -
         assert again.from_window == windowed
 
 
+def test_a_channel_without_a_tail_gets_one_though_nothing_changed() -> None:
+    """Links kept without tails (an earlier version's, or a deletion's): the next run keeps
+    every channel's tail, the whole channel's, changed or not, so the next message appended
+    to it is decided from its window."""
+    messages = _long()
+    run = _first(messages)
+    run.tails = {}
+    again = _again(run, messages)
+    assert again.relinked == 0 and len(again.tails) == 2
+    last = next(m for m in reversed(messages) if m.channel != "#other")
+    new = replace(last, unit_id="new", timestamp=last.timestamp + 60)
+    assert _again(again, [*messages, new]).from_window == 1
+
+
 def test_a_channel_tail_reads_back_as_written() -> None:
     run = _first(_long())
     (tail,) = [t for t in run.tails.values() if t.size > TOPIC_BLOCK]
@@ -197,7 +211,7 @@ def test_a_deletion_drops_the_tails_with_the_links_it_removes(tmp_path: Path) ->
     assert after is not None and 0 < after.num_rows < links.num_rows
     assert gone not in set(after["source_id"].to_pylist())
     assert TAILS_KEY not in (after.schema.metadata or {}) and read_tails(after) == {}
-    # the next run decides the channels whole again and keeps their tails anew
+    # the next run keeps the channels' tails anew
     again = link(settings)
     assert again.passed and again.from_window == 0
     kept = home.warehouse.read("conversation_links", ("wattle",))

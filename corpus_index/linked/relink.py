@@ -348,10 +348,13 @@ class Relinker:
                     parents = decode(channel, features, model, before=kept)
                     self.tails[name] = tail_after(ChannelTail(), channel, parents, model.window)
                 self.channels_relinked += 1
-            else:
+            else:  # as it was: its tail, or made once where none is kept (a deletion's)
                 parents = kept
-                if prior is not None and prior.size == len(channel):
-                    self.tails[name] = prior
+                self.tails[name] = (
+                    prior
+                    if prior is not None and prior.size == len(channel)
+                    else tail_after(ChannelTail(), channel, parents, model.window)
+                )
             self.reused += len(kept)
             self.relinked += len(channel) - len(kept)
             self.links.extend(self._links(name, channel, prints, parents, earlier, len(kept)))
