@@ -263,9 +263,9 @@ def channel_features(
     # written since the slice began (NaN: none, or no slice)
     before = np.full(n, np.nan)
     if earlier is not None:
-        for i in np.flatnonzero((prev_same < 0) & (author >= 0)).tolist():
-            if i >= start:
-                before[i] = earlier.last.get(author_key(messages[i].author), np.nan)
+        first_here = (prev_same[start:] < 0) & (author[start:] >= 0)
+        for i in (np.flatnonzero(first_here) + start).tolist():
+            before[i] = earlier.last.get(author_key(messages[i].author), np.nan)
     unit_index = {m.unit_id: i for i, m in enumerate(messages)}
     reply = np.array([unit_index.get(m.reply_to or "", -1) for m in messages], dtype=np.int64)
     topic = band_similarity([m.text for m in messages], window, embed=embed, start=start)

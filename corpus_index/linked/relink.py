@@ -335,11 +335,10 @@ class Relinker:
             prior = self.history.get(name)
             if len(kept) < len(channel):
                 start = len(kept)
-                grew = prior is not None and prior.size == start == len(earlier)
-                windowed = self._from_window(channel, kept, prior, model) if grew else None
-                if windowed is not None and prior is not None:
-                    parents = windowed
-                    self.tails[name] = tail_after(prior, channel, parents, model.window)
+                grew = prior is not None and start == len(earlier)  # only appended to
+                found = self._from_window(channel, kept, prior, model) if grew else None
+                if found is not None:
+                    parents, self.tails[name] = found
                     self.from_window += 1
                 else:
                     features = channel_features(
@@ -390,11 +389,11 @@ class Relinker:
         kept: list[int],
         prior: ChannelTail | None,
         model: LinkModel,
-    ) -> list[int] | None:
+    ) -> tuple[list[int], ChannelTail] | None:
         """The parents of ``channel``, whose first ``len(kept)`` messages are as ``prior``
-        left them, linked to ``kept``, decided from the channel's recent window; None where
-        the window does not hold what a new message reads (the channel is then decided from
-        the whole of it)."""
+        left them, linked to ``kept``, decided from the channel's recent window, and the
+        channel's tail after them; None where the window does not hold what a new message
+        reads (the channel is then decided from the whole of it)."""
         window, start = model.window, len(kept)
         lo = start - window - TOPIC_BLOCK + 1  # the first message whose words weigh the new
         if prior is None or lo < 0 or not _whole(prior, start, window):
@@ -439,7 +438,8 @@ class Relinker:
             )
         except OutOfWindow:
             return None
-        return [*kept, *(p + lo for p in local[start - lo :])]
+        parents = [*kept, *(p + lo for p in local[start - lo :])]
+        return parents, tail_after(prior, channel, parents, window)
 
     def _print(self, m: Message, digest: str) -> str:
         known = self.prints.get(m.unit_id)
