@@ -67,6 +67,7 @@ TOPIC_BOOST = 0.1  # a group's topic tags hold a word of the query
 DAY = "daily_context"
 TOPIC = "topic_cluster"
 DECISION = "decision_thread"
+CONVERSATION = "conversation"
 # a day at a place holds everything of that day, a topic cluster every thread on its topic: a
 # conversation, question or incident that matches as well is the more precise context, so
 # days and topics rank below it
@@ -379,7 +380,9 @@ def asks_decision(query: str) -> bool:
 def collapse(records: list[ContextRecord], *, decisions: bool = False) -> list[ContextRecord]:
     """Whole contexts, not fragments: a group whose members all show in a group ranked above
     it is left out, and a group holding all of a higher group's members takes that group's
-    place (a question with its answer inside the conversation it belongs to). A day at a
+    place (a question with its answer inside the conversation it belongs to); of two groups
+    of the very same members, the conversation is kept wherever either ranks (the list does
+    not change with what else a filter lets through). A day at a
     place and a topic cluster hold whole threads, so they neither hide nor replace anything;
     a topic cluster more than half of whose members already show above it is left out (it
     would repeat them).
@@ -415,6 +418,9 @@ def collapse(records: list[ContextRecord], *, decisions: bool = False) -> list[C
         apart = BROAD | ({DECISION} if decisions else set())
         peers = [i for i, r in enumerate(out) if r.type not in apart]
         if any(mine <= members(out[i]) for i in peers):
+            same = [i for i in peers if members(out[i]) == mine]
+            if rec.type == CONVERSATION and same and out[same[0]].type != CONVERSATION:
+                out[same[0]] = rec
             continue
         inside = [i for i in peers if members(out[i]) < mine]
         if inside:

@@ -69,7 +69,16 @@ def test_an_incident_comes_back_whole_with_its_shift_notes_people_and_provenance
     )
     top = found.records[0]
     assert top.type == "incident_context" and top.rank == 1
-    assert [m.unit_id for m in top.members] == ["wg-ir-001", "wg-sn-001", "wg-sn-002", "wg-sn-003"]
+    # the report, its shift notes, then the chat, calls and SMS about John that day
+    members = [m.unit_id for m in top.members]
+    assert members[:4] == ["wg-ir-001", "wg-sn-001", "wg-sn-002", "wg-sn-003"]
+    assert set(members[4:]) == {
+        "wg-dc-015",
+        "wg-dc-018",
+        "wg-call-001",
+        "wg-sms-001",
+        "wg-call-002",
+    }
     assert [m.order for m in top.members] == sorted(m.order for m in top.members)
     assert all(m.text and m.chunk_refs for m in top.members)
     names = {p.name: p.roles for p in top.participants}
@@ -327,6 +336,11 @@ def test_collapse_keeps_whole_contexts_and_never_lets_a_day_swallow_them() -> No
     other = record("other", "conversation", "x", "y")
     assert [r.id for r in collapse([qa, day, other, conv])] == ["conv", "day", "other"]
     assert [r.id for r in collapse([conv, qa])] == ["conv"]
+    # of a question and a conversation of the very same members, the conversation, whichever
+    # ranks first: a date filter that reorders them does not swap one for the other
+    whole = record("whole", "conversation", "a", "b")
+    assert [r.id for r in collapse([qa, whole])] == [r.id for r in collapse([whole, qa])]
+    assert [r.id for r in collapse([qa, whole])] == ["whole"]
 
 
 def test_collapse_keeps_a_decision_beside_its_conversation_when_asked_for() -> None:
