@@ -83,6 +83,7 @@ class Receipt:
     path: str = ""
     fragments: dict[str, list[int]] = field(default_factory=dict)
     fingerprints: dict[str, Any] = field(default_factory=dict)
+    units: dict[str, list[str]] = field(default_factory=dict)
 
     def removed(self, store: str, location: str, count: int, unit: str, **detail: Any) -> None:
         self.artifacts.append(
@@ -102,6 +103,9 @@ class Receipt:
             "pending_until_compaction": self.pending,
             "fragments_to_rewrite": self.fragments,
             "fingerprints": self.fingerprints,
+            # each source's unit ids (ids, as ``source_ids`` are; never their content): rows
+            # keyed by unit, not by source (a group's member, a queue item), name them
+            "units": self.units,
         }
 
     def held(self, table: str, fragments: set[int]) -> None:
@@ -160,7 +164,8 @@ def propagate_deletion(
     if not ids:
         return None
     tombstoned = set(ids)
-    times = _units_of(corpus, part, ids)
+    by_source = _units_of(corpus, part, ids)
+    times = {u: t for of_source in by_source.values() for u, t in of_source.items()}
     units = set(times)
     groups = _groups_holding(corpus, part, units)
     ids |= {f"{collection}/{g}" for g in groups}
@@ -171,6 +176,7 @@ def propagate_deletion(
         namespace=namespace,
         source_ids=sorted(tombstoned),
         started_at=_now(),
+        units={s: sorted(by_source[s]) for s in sorted(by_source)},
     )
     wh = corpus.warehouse
     blocks = wh.read("parsed_blocks", (part,))
@@ -373,20 +379,23 @@ def _sidecar_folders(corpus: Home, collection: str) -> list[tuple[str, Location]
     return [(p, f) for p in sorted(places) for f in sorted(places[p])]
 
 
-def _units_of(corpus: Home, collection: str, source_ids: set[str]) -> dict[str, float | None]:
-    """The unit ids of the blocks of ``source_ids`` (a message record's ``unit_id``), each
-    with its time (seconds since the epoch; None where its block has none)."""
+def _units_of(
+    corpus: Home, collection: str, source_ids: set[str]
+) -> dict[str, dict[str, float | None]]:
+    """The unit ids of the blocks of each of ``source_ids`` (a message record's ``unit_id``),
+    each with its time (seconds since the epoch; None where its block has none); a source
+    with no block is not listed."""
     blocks = corpus.warehouse.read(
         "parsed_blocks", (collection,), columns=["source_id", "metadata"]
     )
     if blocks is None:
         return {}
     gone = blocks.filter(pc.is_in(blocks["source_id"], pa.array(sorted(source_ids), pa.string())))
-    out: dict[str, float | None] = {}
+    out: dict[str, dict[str, float | None]] = {}
     for s, m in zip(gone["source_id"].to_pylist(), gone["metadata"].to_pylist(), strict=True):
         meta = json.loads(m) if m else {}
         unit = str(meta.get("unit_id", s.split("/", 1)[-1]))
-        out[unit] = _time_of(meta.get("timestamp"))
+        out.setdefault(s, {})[unit] = _time_of(meta.get("timestamp"))
     return out
 
 
@@ -785,13 +794,27 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
             remaining.append({"store": "exports", "path": str(path), "match": "source_id"})
     for leftover, match in _researcher_leftovers(corpus, collection_name, doc):
         remaining.append({"store": "exports", "path": leftover, "match": match})
+    units = _deleted_units(receipt, source_id)
+    wanted = pa.array(units, pa.string())
     warehouse = corpus.settings.warehouse
     for path in warehouse.rglob("*.parquet"):
         if path.is_file():
+            asset = path.relative_to(warehouse).parts[0]
             # a file it cannot read is named, with what to do: the audit cannot say what it holds
-            with damage(path.relative_to(warehouse).parts[0], path):
+            with damage(asset, path):
                 table = pq.read_table(path.path, filesystem=path.fs)
             cols = table.column_names
+            # unit ids are the collection's own: another collection's partition may reuse one
+            named = _rows_naming(table, asset, wanted) if _holds(path, collection_name) else None
+            if named is not None:
+                if "source_id" in cols:  # the rows the source's id names are counted below
+                    by_id = pc.equal(table["source_id"].combine_chunks(), source_id)
+                    named = pc.and_(named, pc.invert(by_id.fill_null(False)))
+                n = int(pc.sum(named).as_py() or 0)
+                if n:
+                    remaining.append(
+                        {"store": "warehouse", "path": str(path), "rows": n, "match": "unit"}
+                    )
             if "source_id" in cols:
                 n = int(pc.sum(pc.equal(table["source_id"], source_id)).as_py() or 0)
                 if n and "change" in cols:
@@ -813,16 +836,9 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
                     remaining.append(
                         {"store": "warehouse", "path": str(path), "rows": n, "match": "input_hash"}
                     )
-    collection, _, unit = source_id.partition("/")
-    if identity_store.sightings_of_unit(corpus, collection, unit):  # keyed by unit, not source
-        where_held = str(corpus.warehouse.path(identity_store.SIGHTINGS, collection))
-        remaining.append({"store": "warehouse", "path": where_held, "match": "unit"})
-    if any(q.item.anchor == unit for q in read_queue(corpus.warehouse, collection).items):
-        where_queued = str(corpus.warehouse.path(QUEUE, collection))
-        remaining.append({"store": "warehouse", "path": where_queued, "match": "unit"})
-    learned, details_status = _details_left(corpus, collection, receipt)
+    learned, details_status = _details_left(corpus, collection_name, receipt)
     if learned:
-        where_known = str(corpus.warehouse.path(identity_store.IDENTITIES, collection))
+        where_known = str(corpus.warehouse.path(identity_store.IDENTITIES, collection_name))
         remaining.append(
             {"store": "warehouse", "path": where_known, "rows": learned, "match": "address"}
         )
@@ -850,10 +866,63 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
         or None,
         "content_hashes": len(content_hashes),
         "input_hashes": len(input_hashes),
+        "units": len(units),
         "remaining": remaining,
         "shared": shared,
         "clean": not remaining,
     }
+
+
+# the column naming a unit in a partition that does not call it ``unit_id``: a sighting names
+# its unit as its source, a queue item as its anchor
+_UNIT_COLUMN_OF = {identity_store.SIGHTINGS: "source_id", QUEUE: "anchor"}
+_UNIT_LISTS = ("units",)  # list columns of unit ids: the units a grouping's kept result read
+
+
+def _deleted_units(receipt: dict[str, Any] | None, source_id: str) -> list[str]:
+    """The unit ids of ``source_id`` its deletion took out, as its receipt keeps them; for a
+    receipt that keeps none (written before receipts did, or none at all), the unit its id
+    names (a message record's id is its unit's)."""
+    kept = (receipt or {}).get("units")
+    if isinstance(kept, dict):
+        return sorted(u for u in kept.get(source_id, []) if u)
+    unit = source_id.partition("/")[2]
+    return [unit] if unit else []
+
+
+def _holds(path: Location, collection: str) -> bool:
+    """Whether the warehouse file ``path`` is a partition of ``collection`` (one of its
+    shards' included)."""
+    try:
+        return split_key(path.stem).collection == collection
+    except ValueError:  # not a partition key: no collection's
+        return False
+
+
+def _rows_naming(table: pa.Table, asset: str, units: pa.Array) -> pa.Array | None:
+    """Which rows of ``table`` (a partition of ``asset``) name one of ``units`` in a unit
+    column: a ``unit_id`` string column or one whose name ends in ``_unit_id`` (a group's
+    ``resolved_by_unit_id``), the partition's own (:data:`_UNIT_COLUMN_OF`), or a list
+    column of unit ids (:data:`_UNIT_LISTS`). None where it has no such column."""
+    named: pa.Array | None = None
+    for f in table.schema:
+        if pa.types.is_string(f.type) and (
+            f.name == "unit_id"
+            or f.name.endswith("_unit_id")
+            or f.name == _UNIT_COLUMN_OF.get(asset)
+        ):
+            hit = pc.is_in(table[f.name].combine_chunks(), value_set=units)
+        elif f.name in _UNIT_LISTS and pa.types.is_list(f.type):
+            column = table[f.name].combine_chunks()
+            rows = pc.list_parent_indices(column).filter(
+                pc.is_in(pc.list_flatten(column), value_set=units)
+            )
+            every = pa.array(range(table.num_rows), pa.int64())
+            hit = pc.is_in(every, value_set=rows.cast(pa.int64()))
+        else:
+            continue
+        named = hit if named is None else pc.or_(named, hit)
+    return named
 
 
 def _details_left(corpus: Home, collection: str, receipt: dict[str, Any] | None) -> tuple[int, str]:

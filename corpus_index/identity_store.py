@@ -358,11 +358,3 @@ def unit_texts(home: Home, collection: str, units: Iterable[str]) -> tuple[list[
         theirs.extend(t for t in table.filter(mine)[snippet].to_pylist() if t)
         others.extend(t for t in table.filter(pc.invert(mine))[snippet].to_pylist() if t)
     return theirs, others
-
-
-def sightings_of_unit(home: Home, collection: str, unit: str) -> int:
-    """How many sightings of ``collection`` still name ``unit`` as their source."""
-    table = home.warehouse.read(SIGHTINGS, (collection,), columns=["source_id"])
-    if table is None:
-        return 0
-    return int(pc.sum(pc.equal(table["source_id"], unit)).as_py() or 0)

@@ -1,6 +1,7 @@
 """A deleted e-mail of the messages sample leaves nothing the deletion audit finds, although
 its header (``author: Sarah Jones <sarah.jones@...>``) is in the identity snippets of many
-live units: only what the deleted unit alone held proves anything."""
+live units: only what the deleted unit alone held proves anything. A row keyed by the unit,
+not by the source (a group's member, a kept grouping result), that still names it is found."""
 
 from __future__ import annotations
 
@@ -8,24 +9,29 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import yaml
 
 from corpus_index.compaction import compact
 from corpus_index.config import Settings
 from corpus_index.deletion import audit_deletion
+from corpus_index.group_records import MEMBER_SCHEMA
 from corpus_index.home import Home
+from corpus_index.linked.memo import MEMO_SCHEMA
 from tests.searchkit import ROOT, build_home, messages_config
 
 GONE = "wg-em-002"
+COLLECTION = "wattle-messages"
 
 
-def test_a_deleted_email_leaves_nothing_the_audit_finds(tmp_path: Path) -> None:
+def _deleted(tmp_path: Path) -> Home:
+    """The wattle messages home after a sync that deleted the e-mail ``GONE`` and a compaction."""
     config_path = messages_config(tmp_path)
     config = yaml.safe_load(config_path.read_text())
     wattle = tmp_path / "wattle"
     shutil.copytree(ROOT / "sample_corpus" / "messages" / "wattle", wattle)
-    config["collections"] = {"wattle-messages": config["collections"]["wattle-messages"]}
-    config["collections"]["wattle-messages"]["path"] = str(wattle)
+    config["collections"] = {COLLECTION: config["collections"][COLLECTION]}
+    config["collections"][COLLECTION]["path"] = str(wattle)
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     corpus = build_home(Settings(config_path=config_path, home=tmp_path / "home"))
     email = wattle / "email.jsonl"
@@ -36,6 +42,46 @@ def test_a_deleted_email_leaves_nothing_the_audit_finds(tmp_path: Path) -> None:
     email.write_text("".join(json.dumps(r) + "\n" for r in records if r["id"] != GONE))
     build_home(corpus.settings)  # the sync: the deletion, then the rest again
     compact(Home(corpus.settings))
-    audit = audit_deletion(Home(corpus.settings), f"wattle-messages/{GONE}")
+    return Home(corpus.settings)
+
+
+def test_a_deleted_email_leaves_nothing_the_audit_finds(tmp_path: Path) -> None:
+    audit = audit_deletion(_deleted(tmp_path), f"{COLLECTION}/{GONE}")
     assert audit["clean"], audit["remaining"]
     assert audit["byte_scan"]["status"] == "done"
+    assert audit["units"] == 1  # the receipt keeps the deleted unit's id
+
+
+def test_a_row_left_naming_a_deleted_unit_is_found(tmp_path: Path) -> None:
+    """A group member and a kept grouping result that name the deleted unit, written back
+    after the deletion (a sync cut short, a restored backup), are named with their partition,
+    though neither row has a ``source_id``."""
+    home = _deleted(tmp_path)
+    wh = home.warehouse
+
+    def unit_findings() -> list[dict[str, object]]:
+        audit = audit_deletion(home, f"{COLLECTION}/{GONE}")
+        return [r for r in audit["remaining"] if r["match"] == "unit"]
+
+    assert unit_findings() == []
+    members = wh.read("group_members", (COLLECTION,))
+    assert members is not None and members.num_rows
+    kept = members.to_pylist()[0]  # a membership of a live group, left naming the deleted unit
+    left = pa.Table.from_pylist([{**kept, "unit_id": GONE}], schema=MEMBER_SCHEMA)
+    wh.write("group_members", (COLLECTION,), pa.concat_tables([members.cast(MEMBER_SCHEMA), left]))
+    assert unit_findings() == [
+        {
+            "store": "warehouse",
+            "path": str(wh.path("group_members", COLLECTION)),
+            "rows": 1,
+            "match": "unit",
+        }
+    ]
+
+    wh.write("group_members", (COLLECTION,), members)
+    memo = pa.Table.from_pylist(
+        [{"key": "k", "value": "v", "tenant_id": "t", "units": ["wg-em-001", GONE]}],
+        schema=MEMO_SCHEMA,
+    )
+    wh.write("group_memo", (COLLECTION,), memo)
+    assert [r["path"] for r in unit_findings()] == [str(wh.path("group_memo", COLLECTION))]
