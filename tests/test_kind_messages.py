@@ -710,6 +710,29 @@ def test_phone_call_in_speaker_turns_with_action_items(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "items",
+    [
+        "Action items: Sarah to update the roster",  # on the heading's line
+        "Action items:\n- Sarah to update the roster\n- Mike to ring the clinic",
+        "Action items:\n* Sarah to update\n  the roster\n\n* Mike to ring the clinic",
+        "ACTION ITEMS:\n1. Sarah to update the roster\n2) Mike to ring the clinic",
+    ],
+)
+def test_phone_call_action_items_on_their_line_or_listed_below(tmp_path: Path, items: str) -> None:
+    """Bulleted or numbered items under an ``Action items:`` line are the call's action
+    items, not words of the last speaker's turn; the list ends at a line that is not one."""
+    text = f"Sarah: Can you ring the clinic?\nMike: Yes.\n{items}\nSarah: Thanks, bye."
+    block = one(collection(tmp_path), record("c1", source="phone_call", text=text))
+    assert block.content["turns"] == [
+        {"speaker": "Sarah", "text": "Can you ring the clinic?"},
+        {"speaker": "Mike", "text": "Yes."},
+        {"speaker": "Sarah", "text": "Thanks, bye."},
+    ]
+    listed = ["Sarah to update the roster", "Mike to ring the clinic"]
+    assert block.content["action_items"] == (listed[:1] if "items: " in items else listed)
+
+
 def test_incident_reports_stay_whole_resource_docs_split_by_section(tmp_path: Path) -> None:
     report = "## What happened\nJohn fell in the kitchen.\n\nACTIONS TAKEN\nFirst aid given.\nDoctor called."
     coll = collection(tmp_path)

@@ -166,6 +166,11 @@ _SPEAKER = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*(?:\[[^\]]*\])?\s*:\s+(\S.
 _ACTION = re.compile(
     r"^\s*(?:[-*]\s*)?(?:action(?: item)?s?|todo|to do|follow[- ]up)\s*[:\-]\s*(\S.*)$", re.I
 )
+# "Action items:" alone on its line, the items bulleted or numbered below it
+_ACTION_HEADING = re.compile(
+    r"^\s*(?:action(?: item)?s?|todos?|to do|follow[- ]ups?)\s*:\s*$", re.I
+)
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+(\S.*)$")  # "- ", "* ", "1.", "2)"
 _PROMISE = re.compile(r"\b(?:I'll|I will|we'll|we will|I'm going to)\b[^.?!]*[.?!]?", re.I)
 _HEADER = (
     re.compile(r"^\s*#{1,6}\s+(\S.*?)\s*#*\s*$"),  # markdown
@@ -174,15 +179,45 @@ _HEADER = (
 )
 
 
+def _action_lines(lines: list[str]) -> dict[int, str]:
+    """The lines of ``lines`` that are action items, by index, each with its item: an
+    ``Action: ...`` line, and each bulleted or numbered line (``- ``, ``* ``, ``1.``) under an
+    ``Action items:`` line alone, its indented next lines joined to it. The heading and those
+    next lines are listed with "" (they belong to the items, not to anyone's turn). The list
+    ends at a line that is neither blank, a bullet nor an indented continuation."""
+    found: dict[int, str] = {}
+    listing = False  # under an "Action items:" heading
+    last: int | None = None  # the bullet an indented line continues
+    for i, line in enumerate(lines):
+        if _ACTION_HEADING.match(line):
+            found[i], listing, last = "", True, None
+        elif (m := _ACTION.match(line)) is not None:
+            found[i], last = m[1].strip(), None
+        elif not listing:
+            continue
+        elif not line.strip():
+            last = None  # a blank line between bullets; an indented paragraph after it is not one
+        elif (b := _BULLET.match(line)) is not None:
+            found[i], last = b[1].strip(), i
+        elif last is not None and line[:1].isspace():
+            found[last], found[i] = f"{found[last]} {line.strip()}", ""
+        else:
+            listing, last = False, None
+    return found
+
+
 def speaker_turns(
     text: str, *, default_speaker: str, skip_actions: bool = False
 ) -> list[dict[str, str]]:
     """Turns of a transcript: ``Name: words`` starts a turn, other lines continue it; text
-    before any speaker is ``default_speaker``'s. With ``skip_actions``, ``Action: ...`` lines
-    are left out (they are the unit's action items)."""
+    before any speaker is ``default_speaker``'s. With ``skip_actions``, the action items
+    (``Action: ...`` lines, and an ``Action items:`` line with the bullets under it) are left
+    out (they are the unit's action items, see :func:`action_items`)."""
+    lines = text.splitlines()
+    actions = _action_lines(lines)
     turns: list[dict[str, str]] = []
-    for line in text.splitlines():
-        action = _ACTION.match(line) is not None
+    for i, line in enumerate(lines):
+        action = i in actions
         if not line.strip() or (action and skip_actions):
             continue
         m = _SPEAKER.match(line)
@@ -196,12 +231,14 @@ def speaker_turns(
 
 
 def action_items(text: str) -> list[str]:
-    """Action items: ``Action: ...``/``TODO: ...`` lines, and promises (``I'll call her``)."""
+    """Action items: ``Action: ...``/``TODO: ...`` lines, the bulleted or numbered lines under
+    an ``Action items:`` line alone, and promises (``I'll call her``) in the other lines."""
+    lines = text.splitlines()
+    actions = _action_lines(lines)
     items: list[str] = []
-    for line in text.splitlines():
-        m = _ACTION.match(line)
-        if m is not None:
-            items.append(m[1].strip())
+    for i, line in enumerate(lines):
+        if i in actions:
+            items.extend([actions[i]] if actions[i] else [])
             continue
         items.extend(p.group(0).strip() for p in _PROMISE.finditer(line))
     return items
