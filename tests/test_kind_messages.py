@@ -132,8 +132,17 @@ def test_a_record_may_narrow_its_scope_never_widen_or_move_it(tmp_path: Path) ->
         ({"source": "irc_chat"}, "'source' must be one of"),
         ({"author": ""}, "'author' must be a non-empty string"),
         ({"channel": None}, "lacks 'channel'"),
-        ({"recipients": "Mike, Jane"}, None),  # one name as a string is a list of one
-        ({"recipients": [1]}, "'recipients' must be a list of names"),
+        # a string is not a list of people: "Mike, Jane" would become one person of that name
+        (
+            {"recipients": "Mike, Jane"},
+            r"'recipients' must be a list of strings, one name each \(got the string 'Mike, Jane'\)",
+        ),
+        (
+            {"cc": "Mike"},
+            r"'cc' must be a list of strings, one name each \(got the string 'Mike'\)",
+        ),
+        ({"recipients": [1]}, "'recipients' must be a list of strings, one name each"),
+        ({"cc": {"name": "Mike"}}, "'cc' must be a list of strings, one name each"),
         ({"text": None}, "'text' must be a string"),
         # a time every later step can turn back into a date: years 1900 to 9998 UTC
         ({"timestamp": "0001-01-01T00:00:00+14:00"}, "outside the supported years 1900 to 9998"),
@@ -165,10 +174,7 @@ def test_malformed_records_say_what_is_wrong(
     coll = collection(tmp_path)
     if problem is None:
         block = one(coll, record("m1", **fields))
-        if "reply_to" in fields:
-            assert block.metadata["reply_to"] == "7"
-        else:
-            assert block.metadata["recipients"] == ["Mike, Jane"]
+        assert block.metadata["reply_to"] == "7"
         return
     with pytest.raises(ParseError, match=problem) as info:
         one(coll, record("m1", **fields))

@@ -4,11 +4,12 @@ Q&A pairs and incident contexts (DESIGN §3, §10b).
 Two layouts, chosen by the collection's ``format``:
 
 - ``jsonl`` (the default): ``*.jsonl`` files under the root, one record a line with ``id``,
-  ``source``, ``channel`` (or ``thread``), ``author``, ``recipients``, ``cc``, ``timestamp``
-  (ISO 8601 with offset), ``location``, ``text`` and optional ``reply_to``, ``subject``,
-  ``title``, ``version``, ``acl``, ``tier``, ``tenant``. Each record is a document of its own
-  (``doc_id`` its ``id``: a non-blank string, or an integer read as its digits), so a bad record
-  is quarantined with its file and line while the rest of the file is indexed. A record may
+  ``source``, ``channel`` (or ``thread``), ``author``, ``recipients`` and ``cc`` (lists of
+  strings, a name each), ``timestamp`` (ISO 8601 with offset), ``location``, ``text`` and
+  optional ``reply_to``, ``subject``, ``title``, ``version``, ``acl``, ``tier``, ``tenant``.
+  Each record is a document of its own (``doc_id`` its ``id``: a non-blank string, or an
+  integer read as its digits), so a bad record is quarantined with its file and line while
+  the rest of the file is indexed. A record may
   narrow the collection's ACL groups, never widen them. Times fall in the years 1900 to 9998
   UTC (:func:`~corpus_index.linked.messages.supported_moment`), so every later step can turn
   them back into dates.
@@ -424,10 +425,16 @@ def _fields(
         return value
 
     def names(name: str) -> list[str]:
-        value = record.get(name) or []
-        value = [value] if isinstance(value, str) else value
+        value = record.get(name) or []  # absent, null or blank: no one
+        if isinstance(value, str):  # "Mike, Jane" is not a person: a list names each one
+            raise ParseError(
+                path,
+                f"'{name}' must be a list of strings, one name each (got the string "
+                f'{reprlib.repr(value)}); write a list, a string per person: ["Mike", "Jane"]',
+                line=line,
+            )
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ParseError(path, f"'{name}' must be a list of names", line=line)
+            raise ParseError(path, f"'{name}' must be a list of strings, one name each", line=line)
         for k, v in enumerate(value):
             _check_bounded(path, line, f"{name}[{k}]", v, limits)
         return [v.strip() for v in value if v.strip()]
