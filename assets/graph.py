@@ -202,6 +202,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 f"{earlier} documents still quarantined from earlier runs "
                 "(see the `quarantine` metadata)"
             )
+        for note in r.notes[:QUARANTINE_SHOWN]:
+            context.log.warning(f"note: {note['note']}")
+        if len(r.notes) > QUARANTINE_SHOWN:
+            context.log.warning(f"{len(r.notes) - QUARANTINE_SHOWN} more notes (see `notes`)")
         quarantine = r.quarantine.slice(0, QUARANTINE_SHOWN).to_pylist()
         quarantine_md = "\n".join(f"- `{q['source_id']}`: {q['error']}" for q in quarantine)
         if r.quarantined > QUARANTINE_SHOWN:
@@ -217,6 +221,9 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "quarantine": dg.MetadataValue.md(quarantine_md or "none"),
                 # the documents this run quarantined, each with its file and reason
                 "new_quarantine": dg.MetadataValue.json(r.new_quarantine),
+                # what the documents this run parsed hold that was read past (an unknown key
+                # of a message record), once per file: path, first line, documents, note
+                "notes": dg.MetadataValue.json(r.notes),
             },
             check_results=[
                 dg.AssetCheckResult(

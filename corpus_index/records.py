@@ -128,6 +128,9 @@ class Block:
     language: str = "en"
     event_date: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # what parsing noticed in the block's document and read past (an unknown key of a message
+    # record): reported with the parse outcome beside the quarantined documents, never stored
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def source_id(self) -> str:

@@ -13,6 +13,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -324,10 +325,17 @@ def _digest(doc: SourceDoc) -> str:
     return doc.sha256 if doc.sha256 is not None else sha256_hex(doc.raw)
 
 
-def _parse_rows(
-    collection: CollectionConfig, doc: SourceDoc, version: str
-) -> list[dict[str, object]]:
-    """The block rows of one document.
+class _Parsed(NamedTuple):
+    """One document's block rows, and what its parser read past (:attr:`Block.notes`), each
+    with the line of the block that bears it."""
+
+    rows: list[dict[str, object]]
+    notes: list[tuple[int, str]]
+
+
+def _parse_rows(collection: CollectionConfig, doc: SourceDoc, version: str) -> _Parsed:
+    """The block rows of one document, with its notes (a quarantined document's are not
+    reported: its error is).
 
     Raises:
         ParseError: the document could not be parsed, or a block is over
@@ -336,7 +344,9 @@ def _parse_rows(
     blocks: Iterable[Block] = parse_document(collection, doc, version)
     limit = collection.limits.max_block_chars
     rows = []
+    notes: list[tuple[int, str]] = []
     for block in blocks:
+        notes.extend((block.line, note) for note in block.notes)
         row = block.to_row()
         size = len(str(row["content"]))
         if size > limit:
@@ -347,7 +357,7 @@ def _parse_rows(
                 line=block.line,
             )
         rows.append(row)
-    return rows
+    return _Parsed(rows, notes)
 
 
 def _outside_scope(rows: pa.Table, docs: Iterable[str], collection: CollectionConfig) -> set[str]:
@@ -373,6 +383,18 @@ def _failure(doc: SourceDoc, reason: str) -> dict[str, object]:
     return {"path": doc.path, "line": doc.line, "error": f"{where}: {reason}"}
 
 
+def _note(path: str, note: str, line: int, documents: int) -> dict[str, object]:
+    """A row of :attr:`ParseSummary.notes`: ``note`` of the file at ``path``, at the first
+    ``line`` that bears it, with how many of the documents parsed do."""
+    also = f" (and in {documents - 1} more of this file's documents)" if documents > 1 else ""
+    return {
+        "path": path,
+        "line": line,
+        "documents": documents,
+        "note": f"{path}:{line}: {note}{also}",
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class ParseSummary:
     """What parsing a collection did; the blocks themselves went to the sink."""
@@ -386,6 +408,9 @@ class ParseSummary:
     stale: list[dict[str, object]]
     # one row per document this run quarantined: source_id, source_version, path, line, error
     new_quarantine: list[dict[str, object]]
+    # what parsing read past in the documents this run parsed (an unknown key of a message
+    # record), once per file and note: path, line (the first), documents, note (with both)
+    notes: list[dict[str, object]]
 
     @property
     def quarantined(self) -> int:
@@ -458,6 +483,10 @@ def parse_into(
     Blocks reach ``sink`` in ``(doc_id, block_key)`` order, PARSE_BATCH documents at a time:
     the new blocks of a range of documents merged with the carried blocks of the same range,
     read forward from ``previous``. Nothing holds the whole collection's blocks.
+
+    What the parsers read past (an unknown key of a message record) is reported in the
+    summary's ``notes``, once per file and note, at its first line: of the documents this run
+    parsed, as ``new_quarantine`` is of those it quarantined.
     """
     live = live_documents(manifest)
     parsed_version: dict[str, str] = {}
@@ -518,6 +547,7 @@ def parse_into(
     order = sorted(live)
     carry_ids = sorted(carry)
     parsed = written = 0
+    noted: dict[tuple[str, str], tuple[int, int]] = {}  # (path, note) -> first line, documents
     for start in range(0, len(order), PARSE_BATCH):
         first, last = order[start], order[min(start + PARSE_BATCH, len(order)) - 1]
         rows: list[dict[str, object]] = []
@@ -530,7 +560,11 @@ def parse_into(
                 if doc.error is not None:  # it could not be read
                     failure = {"path": doc.path, "line": doc.line, "error": doc.error}
                 else:
-                    rows.extend(_parse_rows(collection, doc, version))
+                    parsed_rows, notes = _parse_rows(collection, doc, version)
+                    rows.extend(parsed_rows)
+                    for line, note in notes:
+                        at, count = noted.get((doc.path, note), (line, 0))
+                        noted[doc.path, note] = (min(at, line), count + 1)
                     parsed += 1
             except ParseError as exc:
                 failure = {"path": exc.path, "line": exc.line, "error": str(exc)}
@@ -590,6 +624,7 @@ def parse_into(
             {k: r[k] for k in ("source_id", "source_version", "path", "line", "error")}
             for r in fresh
         ],
+        notes=[_note(path, note, *noted[path, note]) for path, note in sorted(noted)],
         block_rows=written,
         quarantine=pa.Table.from_pylist(quarantine_rows, schema=QUARANTINE_SCHEMA),
         parsed_documents=parsed,

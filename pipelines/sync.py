@@ -51,6 +51,9 @@ class SyncReport:
     stale: list[dict[str, Any]] = field(default_factory=list)
     # documents this sync quarantined: source_id, source_version, path, line, error
     newly_quarantined: list[dict[str, Any]] = field(default_factory=list)
+    # what the documents this sync parsed hold that was read past (an unknown key of a message
+    # record), once per file: path, line (the first), documents, note
+    notes: list[dict[str, Any]] = field(default_factory=list)
     # inputs the embedder's server refused, of every profile; the first of each run's with
     # their document: profile, source_id, path, block_key, error
     refused_inputs: int = 0
@@ -77,6 +80,7 @@ class SyncReport:
             "skipped_partitions": self.skipped_partitions,
             "stale": self.stale,
             "newly_quarantined": self.newly_quarantined,
+            "notes": self.notes,
             "refused_inputs": self.refused_inputs,
             "refused": self.refused,
             "orphaned_runs": self.orphaned_runs,
@@ -472,6 +476,7 @@ def run_sync(
             entry[k] += int(v)
         entry["deletion_receipt"] = manifest.get("deletion_receipt") or entry["deletion_receipt"]
         report.newly_quarantined.extend(blocks.get("new_quarantine") or [])
+        report.notes.extend(blocks.get("notes") or [])
     for name, keys in replaced.items():
         # every new partition scanned: what the dropped ones list and none of them does
         # went during the re-shard, and is deleted now, before the rows are written

@@ -234,6 +234,58 @@ def test_a_bad_record_is_quarantined_with_file_and_line_the_rest_indexed(tmp_pat
     assert errors[5] == f"{path}:5: id repeats chat/staff.jsonl:1; ids are unique in a collection"
 
 
+def test_an_unknown_key_is_read_past_and_noted_once_per_file_at_its_first_line(
+    tmp_path: Path,
+) -> None:
+    """Exports carry extra fields, so a key no field is read from does not quarantine its
+    record; but a typo (``recipents``) or an unsupported field (``bcc``) would otherwise vanish
+    unseen: the parse outcome notes each once per file, at its first line."""
+    coll = collection(tmp_path)
+    write(
+        tmp_path,
+        "chat/staff.jsonl",
+        [
+            record("m1"),
+            record("m2", recipents=["Mike"], bcc=["Jane"]),
+            record("m3", recipents=["Jane"]),
+            record("m4", recipents=["Jane"], timestamp="soon"),  # quarantined: its error tells
+        ],
+    )
+    write(tmp_path, "sms.jsonl", [record("s1", source="sms_message", recipents=["Mike"])])
+    result = parse_collection(coll, scan_manifest(coll, None).table, None, None)
+    assert sorted(result.blocks.column("doc_id").to_pylist()) == ["m1", "m2", "m3", "s1"]
+    assert [r["doc_id"] for r in result.quarantine.to_pylist()] == ["m4"]
+    staff, sms = tmp_path / "chat" / "staff.jsonl", tmp_path / "sms.jsonl"
+    keys = "acl, author, cc, channel, id, location, recipients, reply_to, source, subject"
+    assert result.notes == [
+        {
+            "path": str(staff),
+            "line": 2,
+            "documents": 1,
+            "note": f"{staff}:2: unknown key 'bcc' is not read; the keys read: {keys}, "
+            "tenant, text, thread, tier, timestamp, title, version",
+        },
+        {
+            "path": str(staff),
+            "line": 2,
+            "documents": 2,
+            "note": f"{staff}:2: unknown key 'recipents' is not read; did you mean "
+            "'recipients'? (and in 1 more of this file's documents)",
+        },
+        {
+            "path": str(sms),
+            "line": 1,
+            "documents": 1,
+            "note": f"{sms}:1: unknown key 'recipents' is not read; did you mean 'recipients'?",
+        },
+    ]
+    # read past: the block is as it would be without the key
+    doc = next(d for d in kinds.read_documents(coll) if d.doc_id == "m2")
+    (m2,) = kinds.parse_document(coll, doc, "0" * 16)
+    assert m2.metadata["recipients"] == [] and "recipents" not in json.dumps(m2.to_row())
+    assert m2.notes and not one(collection(tmp_path / "plain"), record("m2")).notes
+
+
 def test_a_file_whose_name_is_not_utf8_is_quarantined_by_that_name_the_rest_indexed(
     tmp_path: Path,
 ) -> None:

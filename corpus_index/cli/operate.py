@@ -100,6 +100,8 @@ def _sync(ctx: click.Context, settings: Settings, as_json: bool, *, retry_refuse
             click.echo(f"  {len(summary['skipped_partitions'])} unchanged shard partitions not run")
         for row in summary.get("newly_quarantined", []):
             click.echo(f"  QUARANTINED {row['source_id']}: {row['error']}", err=True)
+        for row in summary.get("notes", []):
+            click.echo(f"  NOTE {row['note']}", err=True)
         for row in summary.get("refused", []):
             click.echo(
                 f"  REFUSED {row['source_id']} ({row['profile']}): {row['error']}; held back, "

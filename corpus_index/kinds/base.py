@@ -284,10 +284,12 @@ def new_block(
     tier: str | None = None,
     event_date: str | None = None,
     metadata: dict[str, Any] | None = None,
+    notes: tuple[str, ...] = (),
 ) -> Block:
     """A block of ``doc`` with its identity derived from content and version (content_hash,
     chunk_ref) and the collection's scope, narrowed where ``acl_groups`` or ``tier`` say so
-    (``tier`` defaults to the kind's ``default_tier`` for the source type)."""
+    (``tier`` defaults to the kind's ``default_tier`` for the source type); ``notes``: what
+    parsing read past in the document, reported, not stored (see :attr:`Block.notes`)."""
     return Block(
         collection=collection.name,
         doc_id=doc.doc_id,
@@ -306,6 +308,7 @@ def new_block(
         line=line,
         event_date=event_date,
         metadata=metadata or {},
+        notes=notes,
     )
 
 

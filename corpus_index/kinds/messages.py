@@ -24,6 +24,7 @@ Every block's ``metadata`` holds what grouping reads: ``unit_id``, ``author``, `
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 import re
 import reprlib
@@ -66,6 +67,12 @@ if TYPE_CHECKING:
 SUFFIX = ".jsonl"
 _OPTIONAL_TEXT = ("location", "reply_to", "subject", "title", "version")
 _SUBJECTS = ("subject", "title")  # bounded by limits.max_subject_chars, the rest by max_name_chars
+# the keys a record's fields are read from (see the module's docstring); any other is read past
+# and noted (real exports carry extra fields; a typo such as 'recipents' would vanish unseen)
+KEYS = frozenset(
+    ("id", "source", "channel", "thread", "author", "recipients", "cc", "timestamp")
+    + ("location", "text", "reply_to", "subject", "title", "version", "acl", "tier", "tenant")
+)
 
 
 # -- reading: one document per record ---------------------------------------------------------
@@ -268,6 +275,9 @@ def parse_record(
             recipients and cc than ``limits.max_record_people``, or has one of those fields
             longer than ``limits.max_name_chars`` (``limits.max_subject_chars`` for a subject
             or title).
+
+    A key the record's fields are not read from (not in :data:`KEYS`) is read past and noted
+    on its first block (:attr:`~corpus_index.records.Block.notes`).
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
@@ -307,7 +317,8 @@ def parse_record(
     )
     metadata = _metadata(fields, profile, source, unit_id)
     event_date = fields["when"].date().isoformat()
-    blocks = []
+    notes = tuple(_unknown_key(key) for key in sorted(record.keys() - KEYS))
+    blocks: list[Block] = []
     for key, content in _contents(fields, profile):
         blocks.append(
             new_block(
@@ -324,9 +335,18 @@ def parse_record(
                 tier=tier,
                 event_date=event_date,
                 metadata=metadata,
+                notes=() if blocks else notes,  # the record's, once
             )
         )
     return blocks
+
+
+def _unknown_key(key: str) -> str:
+    """What a note says of a record's ``key`` that no field is read from."""
+    # close enough for a typo ('recipents', 'auther', 'Cc'), not for another field ('bcc')
+    near = difflib.get_close_matches(key.lower(), KEYS, n=1, cutoff=0.82)
+    hint = f"did you mean {near[0]!r}?" if near else f"the keys read: {', '.join(sorted(KEYS))}"
+    return f"unknown key {reprlib.repr(key)} is not read; {hint}"
 
 
 class _KeyGivenTwice(ValueError):

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import yaml
+from click.testing import CliRunner
 
+from corpus_index.cli import main
 from corpus_index.config import Settings
 from corpus_index.home import Home
 from tests.dagster.harness import Graph, check_outcomes, metadata
@@ -85,3 +87,44 @@ def test_message_collections_through_the_graph(tmp_path: Path) -> None:
     assert list(rows["m2"]["acl_groups"]) == ["care-leads"]
     assert json.loads(rows["m1"]["metadata"])["channel"] == "staff"
     assert "turns[1].speaker: Sarah" in rows["c1"]["text"]
+
+
+def test_sync_notes_an_unknown_key_once_per_file_and_indexes_its_records(tmp_path: Path) -> None:
+    """A key no field is read from (a typo, an unsupported ``bcc``) is read past, not
+    quarantined, and named where quarantined records are: ``NOTE`` lines, ``notes`` in
+    ``--json`` and in the ``parsed_blocks`` metadata; a sync notes the records it parsed."""
+    chat = tmp_path / "chat"
+    chat.mkdir()
+    typo = [{**RECORDS[0], "recipents": ["Jane"]}, {**RECORDS[1], "recipents": ["Sarah"]}]
+    stream = chat / "staff.jsonl"
+    stream.write_text("\n".join(json.dumps(r) for r in typo) + "\n", encoding="utf-8")
+    config = tmp_path / "corpus.yaml"
+    collection = {"kind": "messages", "tenant": "riverside", "namespace": "care", "path": "chat"}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "collections": {"care-chat": {**collection, "acl_groups": ["care-leads"]}},
+                "profiles": {"hash": {"embedder": "hash:v1-64", "namespace": "care"}},
+                "namespaces": {"care": {"eval_gate": "off"}},
+            }
+        )
+    )
+    base = ["--config", str(config), "--home", str(tmp_path / "home")]
+    text = CliRunner().invoke(main, [*base, "sync"])
+    assert text.exit_code == 0, text.output
+    assert "quarantined 0" in text.output
+    (line,) = [ln for ln in text.output.splitlines() if "NOTE" in ln]
+    assert line == (
+        f"  NOTE {stream}:1: unknown key 'recipents' is not read; did you mean 'recipients'? "
+        "(and in 1 more of this file's documents)"
+    )
+
+    added = {**RECORDS[2], "bcc": ["Karen"]}
+    stream.write_text(stream.read_text() + json.dumps(added) + "\n", encoding="utf-8")
+    again = CliRunner().invoke(main, [*base, "sync", "--json"])
+    assert again.exit_code == 0, again.output
+    summary = json.loads(again.stdout)
+    assert summary["collections"]["care-chat"]["documents"] == 3
+    (note,) = summary["notes"]  # the record this sync parsed; the others were carried
+    assert (note["path"], note["line"], note["documents"]) == (str(stream), 3, 1)
+    assert "unknown key 'bcc' is not read; the keys read: acl, author, cc," in note["note"]
