@@ -42,6 +42,7 @@ def sample(tenant: str) -> list[Message]:
         path=SAMPLE / tenant,
         tenant=tenant,
         acl_groups=(f"{tenant}-staff", f"{tenant}-managers", f"{tenant}-coordinators"),
+        timezone="Australia/Sydney",  # as corpus.yaml counts the sample's days
     )
     docs = read_documents(collection)
     return [message_of(b) for d in docs for b in parse_document(collection, d, "0" * 16)]

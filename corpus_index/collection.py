@@ -7,6 +7,7 @@ kinds, which read collections, sit below the configuration that names them.
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -52,6 +53,10 @@ class CollectionConfig:
     # (``grouping: false`` leaves the group and identity partitions empty; units are still
     # indexed on their own)
     grouping: bool = True
+    # the IANA time zone a grouped kind's days are counted in (``timezone: Australia/Sydney``):
+    # a message's event date, and the day it is grouped by, is its local date there; "" for
+    # the date in the record's own offset (see ``timezone_problem``)
+    timezone: str = ""
     # hash shards: the collection runs as this many partitions (``shards.partition_keys``)
     shards: int = 1
     # the one shard this view of the collection holds (``shard_view``); None: all of it
@@ -61,7 +66,9 @@ class CollectionConfig:
     def block_scope(self) -> str:
         """A digest of what the configuration gives every block beyond its document's bytes:
         the kind and its settings (``format``, ``processing``), the tenant, the ACL groups and
-        tier a document may only narrow, and the limits parsing checks. A document's version
+        tier a document may only narrow, the limits parsing checks, and the time zone its
+        units' days are counted in (where one is set: a collection without one keeps the
+        digest it had before the option was known). A document's version
         is of its bytes and of this (:func:`corpus_index.sources.document_version`), so
         narrowing the collection's ACL groups in the configuration parses every document
         again and rebuilds its index rows with the narrower scope (the texts, and so the
@@ -75,6 +82,8 @@ class CollectionConfig:
             "tier": self.tier,
             "limits": asdict(self.limits),
         }
+        if self.timezone:
+            scope["timezone"] = self.timezone
         return sha256_hex(canonical_json(scope))[:16]
 
     @property
@@ -108,6 +117,24 @@ class CollectionConfig:
     def shard_for(self, doc_id: str) -> int:
         """The shard of the collection that holds the document ``doc_id`` (0 unsharded)."""
         return _shards.shard_of(f"{self.name}/{doc_id}", self.shards) if self.shards > 1 else 0
+
+
+def timezone_problem(name: str) -> str | None:
+    """Why ``name`` is not an IANA time zone this machine knows (``Australia/Sydney``,
+    ``UTC``), or None.
+
+    The zones are those of the system or, where it has none, of the ``tzdata`` package;
+    ``localtime`` is refused, as it names whatever zone the machine runs in, so the same
+    configuration would count days differently on another machine.
+    """
+    hint = "give an IANA time zone name such as Australia/Sydney or UTC"
+    if name == "localtime":
+        return f"{name!r} is this machine's own zone, not a named one; {hint}"
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return f"unknown time zone {name!r}; {hint}"
+    return None
 
 
 def tenant_problem(tenant: str) -> str | None:

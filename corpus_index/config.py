@@ -23,7 +23,7 @@ from corpus_index.backend_specs import validate_backend_spec
 
 # re-exported: callers name CollectionConfig with the rest of the configuration
 from corpus_index.collection import CollectionConfig as CollectionConfig
-from corpus_index.collection import tenant_problem
+from corpus_index.collection import tenant_problem, timezone_problem
 from corpus_index.errors import ConfigError
 from corpus_index.identities import read_small_file
 from corpus_index.inputs import INPUT_FORMATS
@@ -285,7 +285,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
         extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
-        extra |= {"merges", "sidecars", "grouping", "shards"}
+        extra |= {"merges", "sidecars", "grouping", "timezone", "shards"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -321,10 +321,17 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             merges=_collection_file(spec, "merges", root, f"{key}.merges", path),
             sidecars=_choice(spec.get("sidecars", "home"), SIDECAR_PLACES, f"{key}.sidecars", path),
             grouping=_opt_bool(spec.get("grouping"), f"{key}.grouping", path) is not False,
+            timezone=_timezone(spec, f"{key}.timezone", path),
             shards=_int(spec.get("shards", 1), f"{key}.shards", path),
         )
         if "grouping" in spec and not KINDS[kind].grouped:
             raise _fail(path, f"{key}.grouping", f"the {kind} kind's units are never grouped")
+        if "timezone" in spec and not KINDS[kind].grouped:
+            raise _fail(
+                path,
+                f"{key}.timezone",
+                f"the {kind} kind's units have no time of day to count their days from",
+            )
         if collections[name].shards > MAX_SHARDS:
             raise _fail(path, f"{key}.shards", f"at most {MAX_SHARDS} (got {spec['shards']!r})")
         if collections[name].shards > 1 and not KINDS[kind].shardable:
@@ -462,6 +469,17 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
 
 def _fail(path: Path, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{path}: {key}: {problem}")
+
+
+def _timezone(spec: Mapping[str, Any], key: str, path: Path) -> str:
+    """A collection's ``timezone``: an IANA zone name (see
+    :func:`~corpus_index.collection.timezone_problem`), or "" where it sets none."""
+    if "timezone" not in spec:
+        return ""
+    name = _string(spec["timezone"], key, path)
+    if problem := timezone_problem(name):
+        raise _fail(path, key, problem)
+    return name
 
 
 def _limits(value: Any, base: Limits, key: str, path: Path) -> Limits:

@@ -525,3 +525,39 @@ def test_grouping_is_a_switch_of_grouped_kinds(
         return
     with pytest.raises(ConfigError, match=re.escape(error)):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "timezone", "error"),
+    [
+        ("messages", None, None),
+        ("messages", "Australia/Sydney", None),
+        ("messages", "UTC", None),
+        ("messages", "Mars/Olympus", "collections.care.timezone: unknown time zone 'Mars/Olympus'"),
+        (
+            "messages",
+            "australia/sydney",
+            "collections.care.timezone: unknown time zone 'australia/",
+        ),
+        ("messages", "Australia", "collections.care.timezone: unknown time zone 'Australia'"),
+        ("messages", "../etc/passwd", "collections.care.timezone: unknown time zone '../etc"),
+        ("messages", "/etc/localtime", "collections.care.timezone: unknown time zone '/etc/"),
+        ("messages", "localtime", "collections.care.timezone: 'localtime' is this machine's own"),
+        ("messages", "", "collections.care.timezone: is required and must be a non-empty"),
+        ("messages", 10, "collections.care.timezone: is required and must be a non-empty"),
+        ("documents", "UTC", "collections.care.timezone: the documents kind's units have no"),
+    ],
+)
+def test_timezone_names_an_iana_zone_of_a_grouped_kind(
+    tmp_path: Path, kind: str, timezone: Any, error: str | None
+) -> None:
+    (tmp_path / "conf" / "care").mkdir(parents=True)
+    care: dict[str, Any] = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"]}
+    if timezone is not None:
+        care["timezone"] = timezone
+    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    if error is None:
+        assert load_config(path).collections["care"].timezone == (timezone or "")
+        return
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'{path}: {error}')}"):
+        load_config(path)

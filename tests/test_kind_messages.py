@@ -3,9 +3,10 @@ layout, bad records quarantined with file and line, scope narrowed never widened
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,13 @@ import pytest
 from corpus_index import kinds
 from corpus_index.config import CollectionConfig, parse_config
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
+from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.kinds import message_profiles, messages
 from corpus_index.kinds.messages import MESSAGES, message_of
 from corpus_index.limits import Limits
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.irc import read_folder
+from corpus_index.linked.messages import day_of
 from corpus_index.records import Block
 from corpus_index.sources import ManifestResult, ParseResult, parse_collection, scan_manifest
 
@@ -107,6 +110,63 @@ def test_a_record_is_a_unit_with_what_grouping_reads(tmp_path: Path) -> None:
     message = message_of(block)
     assert (message.unit_id, message.channel, message.reply_to) == ("m1", "staff", "m0")
     assert message.mentions == ("Mike",) and message.timestamp == 1765369800.0
+
+
+@pytest.mark.parametrize(
+    ("stamp", "timezone", "day"),
+    [
+        ("2025-12-04T22:05:00Z", "Australia/Sydney", "2025-12-05"),  # 09:05 AEDT on the 5th
+        ("2025-12-04T22:05:00Z", "", "2025-12-04"),  # no zone: the record's own offset's day
+        ("2025-12-04T22:05:00+00:00", "Australia/Sydney", "2025-12-05"),
+        ("2025-12-05T09:05:00+11:00", "Australia/Sydney", "2025-12-05"),  # stamped in local time
+        ("2025-12-05T09:05:00+11:00", "", "2025-12-05"),
+        ("2025-12-05T09:05:00+11:00", "UTC", "2025-12-04"),
+        ("2025-12-05T12:59:00Z", "Australia/Sydney", "2025-12-05"),  # 23:59 AEDT (+11:00)
+        ("2025-12-05T13:00:00Z", "Australia/Sydney", "2025-12-06"),  # midnight AEDT
+        ("2025-06-04T13:59:00Z", "Australia/Sydney", "2025-06-04"),  # 23:59 AEST (+10:00)
+        ("2025-06-04T14:00:00Z", "Australia/Sydney", "2025-06-05"),  # midnight AEST
+    ],
+)
+def test_a_records_day_is_its_date_in_the_collections_timezone(
+    tmp_path: Path, stamp: str, timezone: str, day: str
+) -> None:
+    coll = collection(tmp_path, timezone=timezone)
+    block = one(coll, record("m1", timestamp=stamp))
+    assert block.event_date == day
+    message = message_of(block)
+    assert (message.event_date, day_of(message)) == (day, day)
+    assert block.metadata["timestamp"] == dt.datetime.fromisoformat(stamp).isoformat()
+
+
+def test_an_irc_lines_day_is_its_date_in_the_collections_timezone(tmp_path: Path) -> None:
+    for timezone, day in (("", "2004-11-15"), ("Australia/Sydney", "2004-11-16")):
+        irc = collection(tmp_path / "irc", format="irc", timezone=timezone)
+        (tmp_path / "irc" / "2004-11-15_03.ascii.txt").write_text(
+            "[23:30] <tom> hi\n", encoding="utf-8"
+        )
+        (doc,) = kinds.read_documents(irc)
+        (block,) = kinds.parse_document(irc, doc, "0" * 16)
+        assert block.event_date == day, timezone
+
+
+def test_the_timezone_is_in_the_block_scope_only_where_it_is_set(tmp_path: Path) -> None:
+    """Setting a zone parses every record again (their days may move); a collection without
+    one keeps the digest it had before the option was known, so its ids stay as they were."""
+    coll = collection(tmp_path)
+    before = {
+        "kind": coll.kind,
+        "format": coll.format,
+        "processing": coll.processing,
+        "tenant": coll.tenant,
+        "acl_groups": sorted(coll.acl_groups),
+        "tier": coll.tier,
+        "limits": asdict(coll.limits),
+    }
+    assert coll.block_scope == sha256_hex(canonical_json(before))[:16]
+    sydney = replace(coll, timezone="Australia/Sydney")
+    assert (
+        len({coll.block_scope, sydney.block_scope, replace(coll, timezone="UTC").block_scope}) == 3
+    )
 
 
 def test_a_record_may_narrow_its_scope_never_widen_or_move_it(tmp_path: Path) -> None:

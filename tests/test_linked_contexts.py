@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corpus_index.collection import CollectionConfig
+from corpus_index.config import load_config
 from corpus_index.identities import Identity, IdentityRegistry, identity_id, load_people
 from corpus_index.kinds import parse_document, read_documents
 from corpus_index.kinds.messages import message_of
@@ -445,12 +446,15 @@ def test_a_cut_group_input_leaves_out_the_last_members_only_when_none_else_fits(
 
 @cache
 def sample(tenant: str) -> tuple[Message, ...]:
+    """The tenant's units, their days counted in the zone corpus.yaml gives the sample."""
+    configured = load_config(SAMPLE.parents[1] / "corpus.yaml").collections
     collection = CollectionConfig(
         name=f"{tenant}-messages",
         kind="messages",
         path=SAMPLE / tenant,
         tenant=tenant,
         acl_groups=(f"{tenant}-staff", f"{tenant}-managers", f"{tenant}-coordinators"),
+        timezone=configured[f"{tenant}-messages"].timezone,
     )
     out: list[Message] = []
     for doc in read_documents(collection):
@@ -537,6 +541,25 @@ def test_sample_groups_never_span_tenants_and_every_member_exists() -> None:
             assert len(set(g.member_ids)) == len(g.members)
             assert [m.order for m in g.members] == list(range(1, len(g.members) + 1))
             assert g.title and g.summary and g.event_date and g.identity_anchors
+
+
+@pytest.mark.parametrize(
+    ("unit", "title"),
+    [
+        ("wg-call-001", "Picton SIL on 5 Dec 2025"),  # 2025-12-04T22:05Z: 09:05 on the 5th
+        ("wg-call-005", "Tahmoor SIL on 7 Jan 2026"),  # 2026-01-06T22:00Z: 09:00 on the 7th
+        ("wg-sn-003", "Picton SIL on 5 Dec 2025"),  # stamped in local time: there as before
+        ("wg-sn-011", "Tahmoor SIL on 7 Jan 2026"),
+    ],
+)
+def test_sample_calls_stamped_in_utc_are_in_their_local_days_context(unit: str, title: str) -> None:
+    """The phone system stamps its calls in UTC, the other sources in Sydney time; the sample's
+    collections count their days in Sydney (``timezone`` in corpus.yaml), so a morning call
+    is in its own day's context at its place, beside that day's notes."""
+    days = of_type(sample_groups("wattle", False), "daily_context")
+    (day,) = (g for g in days if unit in g.member_ids)
+    assert day.title == title
+    assert day.event_date == {m.unit_id: m for m in sample("wattle")}[unit].event_date
 
 
 def test_sample_titles_read_as_their_content() -> None:

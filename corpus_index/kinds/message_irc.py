@@ -4,7 +4,8 @@ grouping of the collection can be scored against the corpus's gold clusters.
 
 Chat and action lines are ``irc_chat`` units; ``===`` system lines (joins, quits, nick
 changes) are ``irc_system`` units, kept so every line has its unit but never embedded. The
-date comes from the file name, the time of day from the line, and both fall in the supported
+date comes from the file name, the time of day from the line (read as UTC; a unit's day is
+its date in the collection's ``timezone`` where one is set), and both fall in the supported
 years (:func:`~corpus_index.linked.messages.supported_time`); a line that starts with the
 nick of someone who has spoken earlier in the log mentions them.
 """
@@ -30,6 +31,7 @@ from corpus_index.linked.messages import (
     LAST_YEAR,
     SUPPORTED_YEARS,
     addressed_word,
+    local_day,
     supported_time,
 )
 from corpus_index.records import Block, SourceDoc, StreamCarry
@@ -89,7 +91,7 @@ def parse_log_blocks(
                 block_key=f"line/{index}",
                 content=content,
                 line=index + 1,
-                event_date=when.date().isoformat(),
+                event_date=local_day(when, collection.timezone),
                 metadata={
                     "unit_id": m.unit_id,
                     "source": CHAT,

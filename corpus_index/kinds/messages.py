@@ -12,7 +12,9 @@ Two layouts, chosen by the collection's ``format``:
   the rest of the file is indexed. A record may
   narrow the collection's ACL groups, never widen them. Times fall in the years 1900 to 9998
   UTC (:func:`~corpus_index.linked.messages.supported_moment`), so every later step can turn
-  them back into dates.
+  them back into dates. A record's day (its ``event_date``, the day it is grouped by) is its
+  date in its own offset, or in the collection's ``timezone`` where one is set
+  (:func:`~corpus_index.linked.messages.local_day`).
   Each source is cleaned and cut by its processing profile (:mod:`message_profiles`).
 - ``irc``: the irc-disentanglement logs (:mod:`message_irc`), one unit per line.
 
@@ -54,6 +56,7 @@ from corpus_index.kinds.message_profiles import PROFILES, ProcessingProfile, pro
 from corpus_index.linked.messages import (
     SUPPORTED_YEARS,
     Message,
+    local_day,
     supported_moment,
     thread_subject,
 )
@@ -316,7 +319,7 @@ def parse_record(
         what="record",
     )
     metadata = _metadata(fields, profile, source, unit_id)
-    event_date = fields["when"].date().isoformat()
+    event_date = local_day(fields["when"], collection.timezone)
     notes = tuple(_unknown_key(key) for key in sorted(record.keys() - KEYS))
     blocks: list[Block] = []
     for key, content in _contents(fields, profile):

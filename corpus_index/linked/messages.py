@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import zoneinfo
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ class Message:
     location: str = ""
     title: str = ""  # a subject or title line, where the source has one
     event_date: str = ""  # the local calendar date (ISO) it was written on, where known
+    # (in its collection's ``timezone`` where one is set, see ``local_day``)
 
 
 # The years a message's time may fall in (UTC). Its time is turned back into a date in many
@@ -57,6 +59,21 @@ def supported_moment(when: dt.datetime) -> bool:
     except OverflowError:  # before year 1 or after 9999 in UTC
         return False
     return FIRST_YEAR <= year <= LAST_YEAR
+
+
+def local_day(when: dt.datetime, timezone: str = "") -> str:
+    """The calendar date (ISO) of the aware time ``when``: in the IANA zone ``timezone`` (a
+    collection's ``timezone``) where one is given, else in ``when``'s own offset. A call
+    stamped ``2025-12-04T22:05:00Z`` is on 2025-12-05 in ``Australia/Sydney``, on 2025-12-04
+    without a zone.
+
+    Raises:
+        zoneinfo.ZoneInfoNotFoundError: ``timezone`` names no zone (the configuration
+            refuses one, see :func:`corpus_index.collection.timezone_problem`).
+    """
+    if timezone:
+        when = when.astimezone(zoneinfo.ZoneInfo(timezone))
+    return when.date().isoformat()
 
 
 def time_key(m: Message) -> tuple[float, str]:

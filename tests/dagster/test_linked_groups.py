@@ -39,6 +39,7 @@ def _config(
     for tenant in tenants:
         shutil.copytree(SAMPLE / tenant, root / tenant)
     common = {"kind": "messages", "tier": "restricted", "namespace": "messages"}
+    common["timezone"] = "Australia/Sydney"  # as corpus.yaml counts the sample's days
     collections = {
         "wattle-messages": {
             **common,
