@@ -25,7 +25,6 @@ from corpus_index.linked.group_input import group_input
 from corpus_index.linked.groups import Group, Windows, group_id, link_units
 from corpus_index.linked.messages import Message
 from corpus_index.linked.questions import question_of
-from corpus_index.linked.records import Member
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_corpus" / "messages"
 TENANTS = ("wattle", "bluegum")
@@ -400,45 +399,6 @@ def test_group_input_heads_with_title_people_place_dates_then_members_and_record
     assert text.startswith(short[:-1])
     with pytest.raises(ValueError, match="max_chars"):
         group_input(conv, by_id, max_chars=0)
-
-
-@pytest.mark.parametrize("room", [700, 1024, 1500])
-def test_a_cut_group_input_keeps_every_member_a_share_not_the_first_whole(room: int) -> None:
-    report = REPORT + "\n" + "Observations were taken every half hour and were normal. " * 40
-    units = [
-        msg("ir", "Mike Brennan", report, 0, source="incident_report", title="Seizure"),
-        note("n-mike", "Mike Brennan", "John: seizure at 7:40, recovery position.", 1.5),
-        note("n-jane", "Jane Okafor", "Late entry. John: I timed the seizure. " * 25, 14),
-    ]
-    by_id = {u.unit_id: u for u in units}
-    (ctx,) = of_type(link_units(units), "incident_context")
-    text, cut = group_input(ctx, by_id, max_chars=room)
-    assert cut and len(text) <= room
-    lines = text.splitlines()
-    members = lines[-3:]
-    assert [line.split(" (")[0] for line in members] == [
-        "Mike Brennan",
-        "Mike Brennan",
-        "Jane Okafor",
-    ]
-    # the short note whole; the long report and the long note cut alike, each ending in …
-    assert members[1].endswith("recovery position.")
-    assert members[0].endswith("…") and members[2].endswith("…")
-    assert abs(len(members[0]) - len(members[2])) <= 2
-    assert len(text) >= room - 3  # the room is used, not left
-
-
-def test_a_cut_group_input_leaves_out_the_last_members_only_when_none_else_fits() -> None:
-    units = [msg(f"m{i}", "Sarah J", f"message {i} " + "words " * 30, i) for i in range(20)]
-    by_id = {u.unit_id: u for u in units}
-    group = Group("conversation", "discord_chat", tuple(Member(f"m{i}", i + 1) for i in range(20)))
-    text, cut = group_input(group, by_id, max_chars=1024)
-    lines = [line for line in text.splitlines() if line.startswith("Sarah J (")]
-    assert cut and len(text) <= 1024
-    assert 1 < len(lines) < 20 and all(len(line) >= 120 for line in lines)
-    assert [line.split("UTC): ")[1].split()[1] for line in lines] == [
-        str(i) for i in range(len(lines))
-    ]
 
 
 # ---------------------------------------------------------------------- the sample
