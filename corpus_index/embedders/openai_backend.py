@@ -61,14 +61,33 @@ def _known_normalized(model: str) -> bool | None:
     return None
 
 
-def _import_openai() -> Any:
+def _import_openai(needed_by: str = "the openai: embedder") -> Any:
     try:
         import openai
     except ImportError:
-        raise ImportError(
-            "the openai: embedder needs the openai client: pip install openai"
-        ) from None
+        raise ImportError(f"{needed_by} needs the openai client: pip install openai") from None
     return openai
+
+
+def openai_client(
+    api_key: str, base_url: str, timeout: float, *, needed_by: str
+) -> tuple[Any, Any]:
+    """An ``openai.OpenAI`` client of ``base_url`` with its own retries off (each attempt is
+    made, bounded and counted by its caller), and the ``openai`` module, imported now
+    (``needed_by`` is named if it is not installed)."""
+    openai = _import_openai(needed_by)
+    client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+    return client, openai
+
+
+def backoff_s(attempt: int, retry_after: float | None, base: float, most: float) -> float:
+    """Seconds to wait before retry ``attempt`` + 1: what the server asked for (at most
+    ``_MAX_RETRY_AFTER_S``), else ``base`` doubled each attempt up to ``most``, half fixed,
+    half random, so that clients that failed together do not retry together."""
+    if retry_after is not None:
+        return min(retry_after, _MAX_RETRY_AFTER_S)
+    delay = min(base * 2.0**attempt, most)
+    return delay / 2 + random.uniform(0, delay / 2)
 
 
 def _token_counter(model: str) -> Callable[[str], int]:
@@ -319,14 +338,9 @@ class OpenAIEmbedder:
             yield batch
 
     def _client_and_module(self) -> tuple[Any, Any]:
-        if self._client is None:
-            openai = _import_openai()
-            self._openai = openai
-            self._client = openai.OpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=0,  # retried in _request, so every attempt is seen and counted
-                timeout=self.timeout,
+        if self._client is None:  # retried in _request, so every attempt is seen and counted
+            self._client, self._openai = openai_client(
+                self._api_key, self.base_url, self.timeout, needed_by="the openai: embedder"
             )
         return self._client, self._openai
 
@@ -390,11 +404,7 @@ class OpenAIEmbedder:
         ) from last_exc
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, _MAX_RETRY_AFTER_S)
-        delay = min(self.backoff_base * 2.0**attempt, _MAX_BACKOFF_S)
-        # half fixed, half random, so clients that failed together do not retry together
-        return delay / 2 + random.uniform(0, delay / 2)
+        return backoff_s(attempt, retry_after, self.backoff_base, _MAX_BACKOFF_S)
 
     def _permanent(self, status: int, message: str) -> EmbedderError:
         # a server may echo the request (its key included) in its message, and one that
