@@ -22,6 +22,17 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, slots=True)
+class VerifierConfig:
+    """The chat model that judges a question's chosen answer (``answer_verifier:``, see
+    :mod:`corpus_index.answer_verifier`): its name, the OpenAI-compatible API root (None:
+    OpenAI's) and the environment variable its key is read from (never the key itself)."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True, slots=True)
 class CollectionConfig:
     """A configured source root of one kind, owned by one tenant."""
 
@@ -57,6 +68,9 @@ class CollectionConfig:
     # a message's event date, and the day it is grouped by, is its local date there; "" for
     # the date in the record's own offset (see ``timezone_problem``)
     timezone: str = ""
+    # the chat model that may refuse a question's chosen answer (``answer_verifier:``); None,
+    # the default: answers are the scorer's alone and nothing is sent anywhere
+    answer_verifier: VerifierConfig | None = None
     # hash shards: the collection runs as this many partitions (``shards.partition_keys``)
     shards: int = 1
     # the one shard this view of the collection holds (``shard_view``); None: all of it

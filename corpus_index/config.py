@@ -23,7 +23,7 @@ from corpus_index.backend_specs import validate_backend_spec
 
 # re-exported: callers name CollectionConfig with the rest of the configuration
 from corpus_index.collection import CollectionConfig as CollectionConfig
-from corpus_index.collection import tenant_problem, timezone_problem
+from corpus_index.collection import VerifierConfig, tenant_problem, timezone_problem
 from corpus_index.errors import ConfigError
 from corpus_index.identities import read_small_file
 from corpus_index.inputs import INPUT_FORMATS
@@ -285,7 +285,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
         _require_mapping(spec, key, path)
         allowed = {"kind", "path", "tenant", "acl_groups", "tier", "namespace"}
         extra = {"limits", "follow_symlinks_outside_root", "format", "processing", "people"}
-        extra |= {"merges", "sidecars", "grouping", "timezone", "shards"}
+        extra |= {"merges", "sidecars", "grouping", "timezone", "shards", "answer_verifier"}
         _no_unknown(spec, allowed | extra, key, path)
         kind = _choice(spec.get("kind"), tuple(KINDS), f"{key}.kind", path)
         src = _string(spec.get("path"), f"{key}.path", path)
@@ -322,6 +322,7 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             sidecars=_choice(spec.get("sidecars", "home"), SIDECAR_PLACES, f"{key}.sidecars", path),
             grouping=_opt_bool(spec.get("grouping"), f"{key}.grouping", path) is not False,
             timezone=_timezone(spec, f"{key}.timezone", path),
+            answer_verifier=_answer_verifier(spec, f"{key}.answer_verifier", path),
             shards=_int(spec.get("shards", 1), f"{key}.shards", path),
         )
         if "grouping" in spec and not KINDS[kind].grouped:
@@ -331,6 +332,19 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
                 path,
                 f"{key}.timezone",
                 f"the {kind} kind's units have no time of day to count their days from",
+            )
+        if "answer_verifier" in spec and not KINDS[kind].grouped:
+            raise _fail(
+                path,
+                f"{key}.answer_verifier",
+                f"the {kind} kind's units are never grouped, so no answer is ever verified",
+            )
+        if "answer_verifier" in spec and not collections[name].grouping:
+            raise _fail(
+                path,
+                f"{key}.answer_verifier",
+                "grouping is off for this collection, so no answer is ever verified; remove "
+                "one of them",
             )
         if collections[name].shards > MAX_SHARDS:
             raise _fail(path, f"{key}.shards", f"at most {MAX_SHARDS} (got {spec['shards']!r})")
@@ -480,6 +494,50 @@ def _timezone(spec: Mapping[str, Any], key: str, path: Path) -> str:
     if problem := timezone_problem(name):
         raise _fail(path, key, problem)
     return name
+
+
+# an environment variable's name, as a shell writes one
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _answer_verifier(spec: Mapping[str, Any], key: str, path: Path) -> VerifierConfig | None:
+    """A collection's ``answer_verifier``: ``{model: NAME, base_url: URL, api_key_env: NAME}``
+    (the model required; the API root an http(s) URL, OpenAI's by default; the key read from
+    the variable named, ``OPENAI_API_KEY`` by default, when the ``linked_groups`` step starts),
+    or None where it sets none. A key written in the file is refused: it would travel with
+    every copy of the configuration."""
+    if "answer_verifier" not in spec:
+        return None
+    given = spec["answer_verifier"]
+    _require_mapping(given, key, path)
+    if "api_key" in given:
+        raise _fail(
+            path,
+            f"{key}.api_key",
+            "the key is never written in the configuration: put it in an environment "
+            "variable and name it with api_key_env",
+        )
+    _no_unknown(given, {"model", "base_url", "api_key_env"}, key, path)
+    model = _string(given.get("model"), f"{key}.model", path)
+    base_url = _opt_string(given.get("base_url"), f"{key}.base_url", path)
+    if base_url is not None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise _fail(
+                path,
+                f"{key}.base_url",
+                f"{base_url!r} is not an http(s) URL; give the API root, such as "
+                "http://localhost:8000/v1",
+            )
+    env = _string(given.get("api_key_env", "OPENAI_API_KEY"), f"{key}.api_key_env", path)
+    if not _ENV_NAME.fullmatch(env):
+        raise _fail(
+            path,
+            f"{key}.api_key_env",
+            f"{env!r} is not an environment variable's name (letters, digits and _, not "
+            "starting with a digit); name the variable that holds the key, not the key",
+        )
+    return VerifierConfig(model=model, base_url=base_url, api_key_env=env)
 
 
 def _limits(value: Any, base: Limits, key: str, path: Path) -> Limits:

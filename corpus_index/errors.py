@@ -91,6 +91,11 @@ class RefusedInputError(EmbedderError):
     input of it (too long, invalid for the model), not the server, is at fault."""
 
 
+class VerifierError(PermanentError, RuntimeError):
+    """The answer verifier's server refused it for good (a bad key, an unknown model or API
+    root): every answer would go unverified, so the grouping stops instead."""
+
+
 class RetryableError(CorpusError, RuntimeError):
     """A transient failure (I/O, rate limit, server error) that may succeed on retry."""
 

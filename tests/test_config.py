@@ -561,3 +561,51 @@ def test_timezone_names_an_iana_zone_of_a_grouped_kind(
         return
     with pytest.raises(ConfigError, match=f"^{re.escape(f'{path}: {error}')}"):
         load_config(path)
+
+
+_VERIFIER = "collections.care.answer_verifier"
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra", "error"),
+    [
+        ("messages", {"model": "m"}, None),
+        ("messages", {"model": "m", "base_url": "http://127.0.0.1:9/v1"}, None),
+        ("messages", {"model": "m", "api_key_env": "CARE_LLM_KEY"}, None),
+        ("messages", "gpt", f"{_VERIFIER}: expected a mapping, got str"),
+        ("messages", {}, f"{_VERIFIER}.model: is required and must be a non-empty string"),
+        ("messages", {"model": "m", "temperature": 0}, f"{_VERIFIER}.temperature: unknown key"),
+        ("messages", {"model": "m", "api_key": "sk-1"}, f"{_VERIFIER}.api_key: the key is never"),
+        ("messages", {"model": "m", "api_key_env": "sk-1"}, f"{_VERIFIER}.api_key_env: 'sk-1' is"),
+        ("messages", {"model": "m", "base_url": "localhost:8000"}, f"{_VERIFIER}.base_url: 'loc"),
+        ("documents", {"model": "m"}, f"{_VERIFIER}: the documents kind's units are never grouped"),
+    ],
+)
+def test_an_answer_verifier_names_a_model_and_the_variable_of_its_key(
+    tmp_path: Path, kind: str, extra: Any, error: str | None
+) -> None:
+    (tmp_path / "conf" / "care").mkdir(parents=True)
+    care: dict[str, Any] = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"]}
+    care["answer_verifier"] = extra
+    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    if error is None:
+        got = load_config(path).collections["care"].answer_verifier
+        assert got is not None and got.model == "m"
+        assert got.base_url == extra.get("base_url")
+        assert got.api_key_env == extra.get("api_key_env", "OPENAI_API_KEY")
+        return
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'{path}: {error}')}") as caught:
+        load_config(path)
+    if "api_key" in extra:  # a key written in the file is never echoed
+        assert "sk-1" not in str(caught.value)
+
+
+def test_no_answer_verifier_by_default_nor_with_grouping_off(tmp_path: Path) -> None:
+    (tmp_path / "conf" / "care").mkdir(parents=True)
+    care: dict[str, Any] = {"kind": "messages", "path": "care", "tenant": "t", "acl_groups": ["g"]}
+    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    assert load_config(path).collections["care"].answer_verifier is None
+    care |= {"grouping": False, "answer_verifier": {"model": "m"}}
+    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    with pytest.raises(ConfigError, match=re.escape(f"{_VERIFIER}: grouping is off")):
+        load_config(path)

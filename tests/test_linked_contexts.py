@@ -156,6 +156,8 @@ def test_an_unanswered_question_is_open_at_priority_8_then_times_out_after_a_wee
 class Refuses:
     """A verifier that refuses one answer and has no opinion on the rest."""
 
+    identity = "refuses"
+
     def __init__(self, refused: str) -> None:
         self.refused = refused
         self.asked: list[tuple[str, str]] = []

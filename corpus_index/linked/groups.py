@@ -197,7 +197,9 @@ def link_units(
         now: the time (seconds since the epoch) priorities and timeouts are judged at; the
             newest unit's time by default.
         windows: how far answers and shift notes are looked for.
-        verifier: may refuse a question-answer pair (none by default: no network).
+        verifier: may refuse a question-answer pair (none by default: no network); with
+            ``memo``, its verdicts are kept by its identity and the pair (see
+            :func:`~corpus_index.linked.questions.find_answers`).
         relinker: links the conversations from an earlier run's links, re-deciding only the
             channels' changed ends (see :mod:`corpus_index.linked.relink`); the groups are
             the same as without it.

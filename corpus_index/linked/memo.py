@@ -2,7 +2,8 @@
 from, so a run computes again only what changed (seed "Linked Context" §5 at scale).
 
 A key is the sha256 of the inputs of one computation: a question's scored answers (the
-question, its candidates, what their TF-IDF vectors are weighed by, the window), a group's
+question, its candidates, what their TF-IDF vectors are weighed by, the window), an answer
+verifier's verdict on a pair (the verifier's identity and the two messages), a group's
 description (the group, its members, their weighing, their identity anchors, the hints), and the
 code of this package; what a key reads of each unit is hashed once a run
 (:class:`UnitParts`), so a key holds one digest a member. A key found in the earlier run's

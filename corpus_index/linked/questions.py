@@ -128,7 +128,12 @@ def question_of(text: str) -> Question | None:
 
 class AnswerVerifier(Protocol):
     """Judges whether ``answer`` answers ``question`` (an LLM could): True, False, or None
-    for no opinion (the heuristic score then decides alone)."""
+    for no opinion (the heuristic score then decides alone). ``identity``: what its verdicts
+    depend on beyond the two messages (a model and its server, say); with a memo, verdicts
+    are kept by it and the pair (:func:`find_answers`)."""
+
+    @property
+    def identity(self) -> str: ...
 
     def verify(self, question: Message, answer: Message) -> bool | None: ...
 
@@ -458,7 +463,9 @@ def find_answers(
     Args:
         window_s: how long after a question its answer is looked for (an explicit reply is
             taken at any distance).
-        verifier: may refuse a pair before it is taken.
+        verifier: may refuse a pair before it is taken (the next best is then taken); its
+            verdicts are kept in ``memo`` by its identity and the pair, so an unchanged pair
+            is not asked again by the same verifier, and another verifier asks anew.
         memo: an earlier run's results: a question whose candidates and what their TF-IDF
             vectors are weighed by are unchanged keeps its scored answers (the pairs are then
             chosen again, over all questions, as without it).
@@ -522,7 +529,7 @@ def find_answers(
     for neg, _, qid, mid in scored:
         if qid in answer_of or mid in used:
             continue
-        if verifier is not None and verifier.verify(by_id[qid], by_id[mid]) is False:
+        if verifier is not None and _refused(verifier, memo, by_id[qid], by_id[mid]):
             continue
         answer_of[qid] = (mid, -neg)
         used.add(mid)
@@ -531,6 +538,24 @@ def find_answers(
         mid, score = answer_of.get(qid, ("", 0.0))
         out.append(QaLink(qid, mid or None, round(score, 4), q.text))
     return out
+
+
+def _refused(verifier: AnswerVerifier, memo: Memo | None, q: Message, m: Message) -> bool:
+    """Whether ``verifier`` refuses ``m`` as the answer to ``q``: what it said of the pair
+    before (``memo``: an earlier run's verdicts, kept by the verifier's identity and both
+    messages, so a change of either, or another verifier, asks again), else asked now. A
+    verdict is kept, no opinion (a reply it could not read, a server down) is not: asked
+    again next run."""
+    if memo is None:
+        return verifier.verify(q, m) is False
+    key = memo.key("verdict", verifier.identity, memo.fingerprint(q), memo.fingerprint(m))
+    kept = memo.get(key)
+    if kept is not None:
+        return kept is False
+    said = verifier.verify(q, m)
+    if said is not None:
+        memo.put(key, said, units=[q.unit_id, m.unit_id])
+    return said is False
 
 
 def qa_groups(

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_index import gates, identity_resume, identity_store
+from corpus_index.answer_verifier import OpenAIAnswerVerifier, answer_verifier
 from corpus_index.errors import DamagedWarehouseError
 from corpus_index.group_gates import (
     group_acl_within_members,
@@ -139,6 +140,10 @@ class LinkedGroupsOutcome:
     rows_not_decoded: int = 0
     # questions no change reached, whose scored answers were kept without reading candidates
     questions_unread: int = 0
+    # question-answer pairs put to the collection's answer verifier (the others' verdicts
+    # were the last run's), and of those, the ones it gave no clear verdict on
+    verified: int = 0
+    unverified: int = 0
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -168,7 +173,9 @@ def run(
         the checks' outcomes.
 
     Raises:
-        ConfigError: the collection's people or merges file is invalid.
+        ConfigError: the collection's people or merges file is invalid, or the environment
+            variable its ``answer_verifier`` reads the key from is not set.
+        VerifierError: the answer verifier's server refused its key, model or API root.
     """
     with _collector_paused():
         return _run(home, collection, _Progress(progress), dict(reprocessed or {}))
@@ -240,6 +247,7 @@ def _grouped(
     and the checks; they are published when the checks pass."""
     cfg = home.collection(collection)
     wh = home.warehouse
+    verifier = _verifier(home, cfg.name)  # a missing key fails the step before any work
     kept_read = io.read(lambda: _kept_prints(home, collection))  # needed first
     manifest_read = io.read(lambda: home.read("source_manifest", (collection,), MANIFEST_SCHEMA))
     queue_read = io.read(lambda: read_queue(wh, collection))
@@ -315,6 +323,7 @@ def _grouped(
             memo=memo_for(tenant),
             last=lasts[tenant],
             progress=grouped,
+            verifier=verifier,
             **options,
         )
 
@@ -387,6 +396,8 @@ def _grouped(
         prints_kept=known.units,
         rows_not_decoded=taken,
         questions_unread=sum(a.kept for a in lasts.values()),
+        verified=0 if verifier is None else verifier.asked,
+        unverified=0 if verifier is None else verifier.unclear,
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
@@ -403,7 +414,20 @@ def _grouped(
     else:
         failed = ", ".join(g.name for g in outcome.gates if not g.passed)
         say(f"checks failed ({failed}): the last good groups stay")
+    if verifier is not None:
+        verifier.close()
     return outcome
+
+
+def _verifier(home: Home, name: str) -> OpenAIAnswerVerifier | None:
+    """The answer verifier collection ``name`` configures (none by default), its key read
+    from the environment now: a missing one is a :class:`ConfigError` naming the variable
+    and where the configuration names it, before the step reads anything."""
+    config = home.config.collections[name].answer_verifier
+    if config is None:
+        return None
+    where = f"{home.config.path}: collections.{name}.answer_verifier"
+    return answer_verifier(config, where=where)
 
 
 def _identify(

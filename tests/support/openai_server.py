@@ -1,4 +1,5 @@
-"""A local HTTP server that speaks the OpenAI embeddings protocol, with scripted faults.
+"""A local HTTP server that speaks the OpenAI embeddings protocol (and, given ``reply``, the
+chat-completions one), with scripted faults.
 
 It listens on 127.0.0.1 only, on a free port, in a daemon thread, and stops when the
 ``serve()`` context exits. Vectors are deterministic per text (from the sha256 of the text), so
@@ -22,6 +23,10 @@ Faults are scripted per request: each request consumes the first entry of ``serv
 ``server.refuse`` maps a text to a message: a request with an input holding that text is
 answered 400 with the message, as OpenAI answers one with an input over the model's context
 length (the whole batch refused for one input).
+
+``serve(reply=...)`` answers ``POST /v1/chat/completions`` too: ``reply(messages)`` (the
+request's messages, role and content each) gives the assistant's reply; each request is in
+``server.chats``. Faults are scripted for it as for embeddings.
 
 ``serve(embed=...)`` backs the server with a real embedding function instead (for example the
 hash embedder or MiniLM), for tests that need vectors with meaning: a self-hosted model behind
@@ -76,6 +81,7 @@ class FakeOpenAIServer:
     script: list[dict[str, Any]] = field(default_factory=list)
     authorization: list[str | None] = field(default_factory=list)
     refuse: dict[str, str] = field(default_factory=dict)
+    chats: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
@@ -91,6 +97,7 @@ def _make_handler(
     default_dim: int,
     normalize: bool,
     embed: EmbedFn | None,
+    reply: ReplyFn | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -124,7 +131,8 @@ def _make_handler(
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/embeddings":
+            chat = reply is not None and self.path.rstrip("/") == "/v1/chat/completions"
+            if self.path.rstrip("/") != "/v1/embeddings" and not chat:
                 problem = f"Unknown path {self.path}"
                 self._send_json(404, _error_body(problem, "invalid_request_error"))
                 return
@@ -135,7 +143,7 @@ def _make_handler(
                 self._send_json(400, _error_body(problem, "invalid_request_error"))
                 return
             with lock:
-                state.requests.append(body)
+                (state.chats if chat else state.requests).append(body)
                 state.authorization.append(self.headers.get("Authorization"))
                 fault = state.script.pop(0) if state.script else {}
 
@@ -172,11 +180,32 @@ def _make_handler(
                 self._send_json(status, _error_body(message, kind), headers)
                 return
 
+            if chat:
+                self._send_json(200, self._chat(body))
+                return
             refusal, status, payload = self._embed(body, fault)
             if refusal:
                 self._send_json(status, _error_body(refusal, "invalid_request_error"))
             else:
                 self._send_json(200, payload)
+
+        def _chat(self, body: Any) -> dict[str, Any]:
+            assert reply is not None
+            content = reply(list(body.get("messages") or []))
+            return {
+                "id": "chatcmpl-local",
+                "object": "chat.completion",
+                "created": 0,
+                "model": str(body.get("model", "")),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
 
         def _embed(
             self, body: Any, fault: dict[str, Any]
@@ -244,6 +273,7 @@ def _make_handler(
 
 
 EmbedFn = Callable[[Sequence[str], int], Any]
+ReplyFn = Callable[[list[dict[str, Any]]], str]
 
 
 @contextmanager
@@ -253,6 +283,7 @@ def serve(
     default_dim: int = 1536,
     normalize: bool = True,
     embed: EmbedFn | None = None,
+    reply: ReplyFn | None = None,
 ) -> Iterator[FakeOpenAIServer]:
     """Run the server for the duration of the ``with`` block.
 
@@ -262,6 +293,7 @@ def serve(
         normalize: False returns vectors of norm 3 (a model that does not normalize).
         embed: ``embed(texts, dim)`` computes the vectors (a real model behind the endpoint);
             by default they are deterministic random unit vectors per text.
+        reply: ``reply(messages)`` answers chat completions (none: that path is unknown).
 
     Yields:
         The server's address, the JSON bodies it received and its mutable fault script.
@@ -277,6 +309,7 @@ def serve(
         default_dim=default_dim,
         normalize=normalize,
         embed=embed,
+        reply=reply,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
