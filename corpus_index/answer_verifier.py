@@ -36,7 +36,7 @@ from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.linked.messages import Message
 
 SYSTEM = (
-    "You check whether a message answers a question asked in a care team's chat. "
+    "You check whether a message answers a question asked in a team's messages. "
     "Reply with one word: yes or no."
 )
 MAX_TEXT_CHARS = 2000  # of each text sent: a long e-mail is judged by its opening
