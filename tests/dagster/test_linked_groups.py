@@ -156,6 +156,42 @@ def test_the_christmas_thread_is_one_conversation(built: Graph) -> None:
     assert {m["unit_id"] for m in members if m["group_id"] == gid} == CHRISTMAS
 
 
+def test_the_written_groups_link_the_samples_answers_and_incidents(built: Graph) -> None:
+    """The issue's two figures on what the graph wrote (not only on the library's groups):
+    at least 80% of the sample's answered questions linked to their answer, none of the
+    unanswered ones, and every incident with exactly its shift notes, complete."""
+    home = Home(built.settings)
+    truth = yaml.safe_load((SAMPLE / "truth.yaml").read_text(encoding="utf-8"))["tenants"]
+    linked = total = 0
+    for tenant in ("wattle", "bluegum"):
+        groups, members = _groups(home, f"{tenant}-messages")
+        first = {m["group_id"]: m["unit_id"] for m in members if m["order"] == 1}
+        held: dict[object, set[object]] = {}
+        for m in members:
+            held.setdefault(m["group_id"], set()).add(m["unit_id"])
+        answer_of = {
+            first[g["group_id"]]: g["resolved_by_unit_id"]
+            for g in groups
+            if g["group_type"] == "qa_pair"
+        }
+        for q in truth[tenant]["answered_questions"]:
+            total += 1
+            linked += answer_of.get(q["question"]) in q["answers"]
+        for q in truth[tenant]["unanswered_questions"]:
+            assert answer_of.get(q) is None, q
+        incidents = {
+            first[g["group_id"]]: g for g in groups if g["group_type"] == "incident_context"
+        }
+        for incident in truth[tenant]["incidents"]:
+            ctx = incidents[incident["incident"]]
+            mine = held[ctx["group_id"]]
+            # a shift note's id holds "-sn-" in both tenants' files
+            assert {u for u in mine if "-sn-" in str(u)} == set(incident["shift_notes"])
+            assert mine - {incident["incident"]} <= {*incident["shift_notes"], *incident["related"]}
+            assert ctx["completeness"] == "complete", incident["key"]
+    assert total == 41 and linked / total >= 0.8, f"{linked}/{total}"
+
+
 def test_the_run_log_tells_what_the_grouping_did(built: Graph) -> None:
     """What ``linked_groups`` has done reaches each run's log (the UI's run view): every run
     of the step ends with its checks, once; the sample's runs are shorter than a second, so

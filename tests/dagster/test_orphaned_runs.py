@@ -229,11 +229,13 @@ def test_a_run_the_daemon_launched_is_failed_after_dagster_dev_was_killed(
         with dagster_dev(settings, sensor_interval_s=5) as server:
             run = _tagged_run(instance, server)
             worker = Process.of_tag(run.tags[PROCESS_TAG])
+            # killed as soon as it is seen, the checks after: on a loaded machine the run could
+            # end while they are made (webserver, daemon, code server, run worker)
+            os.killpg(server.pid, signal.SIGKILL)
             assert worker is not None and worker.host == socket.gethostname()
-            assert worker.alive() and worker.pid not in (server.pid, os.getpid())
+            assert worker.pid not in (server.pid, os.getpid())
             # what an untagged run is judged by: Dagster's record of the worker it started
             assert started_worker(instance, run.run_id) == worker
-            os.killpg(server.pid, signal.SIGKILL)  # webserver, daemon, code server, run worker
             t0 = time.monotonic()
             while worker.alive() and time.monotonic() - t0 < LIMIT_S:
                 time.sleep(0.2)
