@@ -859,6 +859,11 @@ def test_incident_reports_stay_whole_resource_docs_split_by_section(tmp_path: Pa
         {"heading": "What happened", "text": "John fell in the kitchen."},
         {"heading": "ACTIONS TAKEN", "text": "First aid given.\nDoctor called."},
     ]
+    # a heading reads as a label, never run into the words below it ("What happened John")
+    words = (
+        "What happened: John fell in the kitchen. ACTIONS TAKEN: First aid given.\nDoctor called."
+    )
+    assert message_of(block).text == words
     policy = "Purpose:\nKeep people safe.\nProcedure:\nCall the on-call lead."
     write(
         tmp_path, "stream.jsonl", [record("p1", source="resource_doc", version="3.1", text=policy)]
@@ -867,6 +872,152 @@ def test_incident_reports_stay_whole_resource_docs_split_by_section(tmp_path: Pa
     assert [b.block_key for b in parts] == ["section/0", "section/1"]
     assert parts[1].content["heading"] == "Procedure" and parts[1].content["version"] == "3.1"
     assert {b.metadata["version"] for b in parts} == {"3.1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        pytest.param(  # inline, one after another's sentence
+            "John: slept well. Amelia: refused breakfast, ate at 10. Kevin Lam: out all day.",
+            [("John", "slept well."), ("Amelia", "refused breakfast, ate at 10."),
+             ("Kevin Lam", "out all day.")],
+            id="inline",
+        ),
+        pytest.param(  # one a line, a line that continues an entry, a lead line above them
+            "Late entry for 4 December.\nJohn: slept well.\nWoke at 6.\nDay hub: closed.",
+            [("", "Late entry for 4 December."), ("John", "slept well.\nWoke at 6."),
+             ("Day hub", "closed.")],
+            id="one-per-line",
+        ),
+        pytest.param(  # a time's colon has no name before it
+            "John: seizure at 7:40, about 3 minutes. Obs at 7:50. Amelia: in bed by 9:30.",
+            [("John", "seizure at 7:40, about 3 minutes. Obs at 7:50."),
+             ("Amelia", "in bed by 9:30.")],
+            id="time",
+        ),
+        pytest.param(  # labels that are no one, an address, a title's stop: no entry
+            "Late entry: written 5 Dec.\nJohn: chart at https://intranet.example/Forms: "
+            "seizure. Note: mum rang. Saw Dr. Lee: new meds. Update: fine.",
+            [("", "Late entry: written 5 Dec."),
+             ("John", "chart at https://intranet.example/Forms: seizure. Note: mum rang. "
+                      "Saw Dr. Lee: new meds. Update: fine.")],
+            id="late-entry-and-url",
+        ),
+        pytest.param(  # a name mid-sentence, a lower-case word mid-line: no entry
+            "Quiet night. Talked to Jane Okafor: all fine. Then the van: booked in.\nJohn: ok.",
+            [("", "Quiet night. Talked to Jane Okafor: all fine. Then the van: booked in."),
+             ("John", "ok.")],
+            id="not-entries",
+        ),
+        pytest.param(  # a heading above entries keeps its place
+            "AM SHIFT\nJohn: ok.\nAmelia: ok.",
+            [("AM SHIFT", ""), ("John", "ok."), ("Amelia", "ok.")],
+            id="under-a-heading",
+        ),
+    ],
+)  # fmt: skip
+def test_shift_notes_are_sections_by_participant(text: str, parts: list[tuple[str, str]]) -> None:
+    got = message_profiles.sections(text, by_participant=True)
+    assert [(p["heading"], p["text"]) for p in got] == parts
+
+
+def test_a_shift_note_record_is_one_block_its_sections_its_participants(tmp_path: Path) -> None:
+    """The note stays one block (one unit); its words read as written, ``John: ...``, so a
+    name never runs into the words after it. An override turns the split off."""
+    text = "Late entry.\nJohn: slept well. Amelia: ate well."
+    rec = record("n1", source="shift_note", text=text)
+    block = one(collection(tmp_path), rec)
+    assert block.block_key == "message/0" and block.metadata["unit_id"] == "n1"
+    assert block.content["sections"] == [
+        {"heading": "", "text": "Late entry."},
+        {"heading": "John", "text": "slept well."},
+        {"heading": "Amelia", "text": "ate well."},
+    ]
+    assert message_of(block).text == "Late entry. John: slept well. Amelia: ate well."
+    off = collection(tmp_path, processing={"shift_note": {"by_participant": False}})
+    assert one(off, rec).content["sections"] == [{"heading": "", "text": text}]
+
+
+@pytest.mark.parametrize(
+    ("text", "headings"),
+    [
+        # "3 Steps" (one level, no "." or ")") and "2.5 litres" (lower case) are no headings
+        ("1. Purpose\nKeep people safe.\n2.5 litres a day\n3 Steps\n\n2) Scope\nAll staff.\n"
+         "3.1 Steps\nCall the lead.", ["1. Purpose", "2) Scope", "3.1 Steps"]),
+        ("Title\nVersion 2\n1. Purpose\nKeep safe.\nRESPONSE\nCall.\n2. After\nReport it.",
+         ["", "1. Purpose", "RESPONSE", "2. After"]),
+        # a line next to the one numbered before or after it is a list's item, as is one that
+        # ends a sentence; a heading may sit right above a list
+        ("2. Procedure\n1. Call 000\n2. Stay with them\n3. Note the time\n\n3) After\n"
+         "Report it.", ["2. Procedure", "3) After"]),
+        ("1. Purpose\nKeep safe.\n2. Steps\n1. Call 000.\nThen wait.", ["1. Purpose", "2. Steps"]),
+    ],
+)  # fmt: skip
+def test_numbered_headings_start_sections(text: str, headings: list[str]) -> None:
+    assert [p["heading"] for p in message_profiles.sections(text)] == headings
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("Seizure Procedure\nVersion 3.2, effective 1 November 2025. Replaces version 3.1.", "3.2"),
+        ("Van checklist\nv2.1, reviewed March 2025\n1. Before every trip", "2.1"),
+        ("Version: 4\nAll staff.", "4"),
+        ("Hoist procedure\nReplaces version 2.2.\nVersion 2.3", "2.3"),  # not another's
+        ("Policy\n" + "Line.\n" * 5 + "Version 9", ""),  # too far down to be its own
+        ("The v2 roster is out.", ""),
+    ],
+)  # fmt: skip
+def test_a_documents_version_from_its_text(text: str, version: str) -> None:
+    assert message_profiles.text_version(text) == version
+
+
+def test_a_resource_doc_without_a_version_field_takes_its_texts(tmp_path: Path) -> None:
+    policy = "Hoist procedure\nVersion 2.3, effective 10 December 2025.\n\n1. Scope\nAll hoists."
+    coll = collection(tmp_path)
+    write(tmp_path, "s.jsonl", [
+        record("p1", source="resource_doc", text=policy),
+        record("p2", source="resource_doc", version="7", text=policy),
+        record("n1", source="shift_note", text=policy),  # only a document's text names one
+    ])  # fmt: skip
+    found = blocks_of(coll)
+    assert [(b.content["heading"], b.content["version"]) for b in found["p1"]] == [
+        ("", "2.3"),
+        ("1. Scope", "2.3"),
+    ]
+    assert {b.metadata["version"] for b in found["p1"]} == {"2.3"}
+    assert {b.metadata["version"] for b in found["p2"]} == {"7"}  # the field wins
+    assert "version" not in found["n1"][0].metadata
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_corpus" / "messages" / "wattle"
+
+
+def test_the_samples_shift_notes_and_policies_split_as_written(tmp_path: Path) -> None:
+    """A real shift note is a section per participant; a real policy a block per numbered
+    section, each with the version its text gives; every block of a record is its unit."""
+    coll = CollectionConfig(
+        name="wattle",
+        kind="messages",
+        path=SAMPLE,
+        tenant="wattle",
+        acl_groups=("wattle-staff", "wattle-managers", "wattle-coordinators"),
+    )
+    found = blocks_of(coll)
+    (note,) = found["wg-sn-001"]
+    assert [p["heading"] for p in note.content["sections"]] == ["John", "Amelia", "House"]
+    assert note.content["sections"][1]["text"].startswith("Ate well, level 6 dinner")
+    (late,) = found["wg-sn-003"]
+    assert [p["heading"] for p in late.content["sections"]] == ["", "John", "Amelia"]
+    assert "7:40pm" in late.content["sections"][1]["text"]  # a time is no entry
+    policy = found["wg-doc-001"]
+    assert [b.content["heading"] for b in policy] == [
+        "", "1. Purpose", "2. During a seizure", "3. Emergency medication",
+        "4. When to call 000", "5. After a seizure", "6. Recording",
+    ]  # fmt: skip
+    assert {(b.content["version"], b.metadata["version"]) for b in policy} == {("3.2", "3.2")}
+    assert {b.metadata["unit_id"] for b in policy} == {"wg-doc-001"}
+    assert len({b.block_key for b in policy}) == len(policy)
 
 
 def test_sms_without_a_channel_is_threaded_by_its_people(tmp_path: Path) -> None:

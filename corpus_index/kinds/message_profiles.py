@@ -8,8 +8,8 @@
 | ``email_thread`` | message | quoted replies and signatures stripped; CC'd people mentioned |
 | ``phone_call`` | turns | speaker turns, action items |
 | ``incident_report`` | sections | kept whole, with its section headers |
-| ``shift_note`` | sections | by participant (a participant's name heads a section) |
-| ``resource_doc`` | sections | one unit per section, with the document's version |
+| ``shift_note`` | sections | by participant (``John: ...`` entries, a section each) |
+| ``resource_doc`` | sections | one block per section, numbered headings too, with the document's version (its ``version``, else a ``Version 3.2`` line near the top) |
 | ``irc_chat`` | message | irc logs (the ``irc`` format) |
 """
 
@@ -39,7 +39,9 @@ class ProcessingProfile:
     cc_as_mentioned: bool = False  # CC'd people join the unit's mentions
     action_items: bool = False  # pick out action items (``Action: ...``, ``I'll ...``)
     thread_by_participants: bool = False  # no channel: the thread is its set of people
-    split_sections: bool = False  # one unit per section instead of one per record
+    split_sections: bool = False  # one block per section instead of one per record
+    by_participant: bool = False  # ``John: ...`` entries are sections headed by the name
+    version_from_text: bool = False  # no ``version``: a ``Version 3.2`` line near the top
 
 
 PROFILES: dict[str, ProcessingProfile] = {
@@ -52,8 +54,10 @@ PROFILES: dict[str, ProcessingProfile] = {
         ),
         ProcessingProfile("phone_call", structure="turns", action_items=True),
         ProcessingProfile("incident_report", structure="sections"),
-        ProcessingProfile("shift_note", structure="sections"),
-        ProcessingProfile("resource_doc", structure="sections", split_sections=True),
+        ProcessingProfile("shift_note", structure="sections", by_participant=True),
+        ProcessingProfile(
+            "resource_doc", structure="sections", split_sections=True, version_from_text=True
+        ),
         ProcessingProfile("irc_chat"),
     )
 }
@@ -244,12 +248,49 @@ def action_items(text: str) -> list[str]:
     return items
 
 
-def sections(text: str) -> list[dict[str, str]]:
-    """Headed parts of a report: a markdown heading, a ``Label:`` line or an upper-case line
-    starts a part; text before the first heading is a part with an empty heading."""
+# "1. Purpose", "2) Scope", "3.1 Steps": a number (one level needs its "." or ")"), then a
+# capitalised title of a few words that does not end as a sentence (a list item may)
+_NUMBERED = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,2})*)([.)]?)\s+([A-Z][^\n]{0,60}?)\s*$")
+_NUMBERED_ANY = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,2})*)[.)]?\s+\S")  # a numbered line at all
+_SENTENCE_END = (".", "!", "?", ",", ";", ":")
+
+
+def _number(line: str) -> tuple[int, ...] | None:
+    """A numbered line's number (``3.1`` is ``(3, 1)``), None when the line has none."""
+    m = _NUMBERED_ANY.match(line)
+    return None if m is None else tuple(int(n) for n in m[1].split("."))
+
+
+def _numbered_heading(lines: list[str], i: int) -> str | None:
+    """``lines[i]`` as a numbered heading (``1. Purpose``, ``2) Scope``, ``3.1 Steps``), or
+    None. A line next to the one numbered before or after it at its level is an item of a
+    list, not a heading (``1. Call 000`` above ``2. Stay with them``): headings have their
+    text between them (a heading may sit right above a list: ``2. Steps`` over ``1. ...``)."""
+    m = _NUMBERED.match(lines[i])
+    if m is None or not (m[2] or "." in m[1]) or m[3].endswith(_SENTENCE_END):
+        return None
+    number = tuple(int(n) for n in m[1].split("."))
+    for j, step in ((i - 1, -1), (i + 1, 1)):
+        other = _number(lines[j]) if 0 <= j < len(lines) else None
+        if other is not None and other == (*number[:-1], number[-1] + step):
+            return None
+    return lines[i].strip()
+
+
+def sections(text: str, *, by_participant: bool = False) -> list[dict[str, str]]:
+    """Headed parts of a report: a markdown heading, a ``Label:`` line, an upper-case line or
+    a numbered heading (:func:`_numbered_heading`) starts a part; text before the first
+    heading is a part with an empty heading.
+
+    ``by_participant``: each ``John: ...`` entry in a part (:func:`participant_entries`) is
+    a part of its own, headed by the name; the part's text before its first entry keeps the
+    part's heading."""
     parts: list[dict[str, str]] = []
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
         heading = next((m[1] for p in _HEADER if (m := p.match(line)) is not None), None)
+        if heading is None:
+            heading = _numbered_heading(lines, i)
         if heading is not None:
             parts.append({"heading": heading.strip(), "text": ""})
         elif line.strip():
@@ -257,4 +298,78 @@ def sections(text: str) -> list[dict[str, str]]:
                 parts.append({"heading": "", "text": ""})
             joined = f"{parts[-1]['text']}\n{line.strip()}" if parts[-1]["text"] else line.strip()
             parts[-1]["text"] = joined
-    return parts
+    if not by_participant:
+        return parts
+    split: list[dict[str, str]] = []
+    for part in parts:
+        entries = participant_entries(part["text"])
+        if not entries:
+            split.append(part)
+            continue
+        lead = entries.pop(0)[1] if not entries[0][0] else ""
+        if lead or part["heading"]:
+            split.append({"heading": part["heading"], "text": lead})
+        split.extend({"heading": name, "text": said} for name, said in entries)
+    return split
+
+
+# "<Name>: ..." at a line's start or after a sentence's end: one or two words, capitalised
+_ENTRY = re.compile(
+    r"(?m)(?:^|(?<=[ \t]))[ \t]*"
+    r"((?:[A-Z](?:[a-z]|'[A-Z])[A-Za-z'\-]*)(?:[ ](?:[A-Za-z](?:[a-z]|'[A-Z])[A-Za-z'\-]*))?)"
+    r"[ \t]*:(?=\s)"
+)
+_PERSON_WORD = re.compile(r"[A-Z](?:[a-z]|'[A-Z])[A-Za-z'\-]*")
+# labels written as "Label:" inside an entry (or above a note), not people
+NOT_PARTICIPANTS = frozenset(
+    {
+        *("note", "notes", "update", "updates", "late entry", "late note", "edit", "addendum"),
+        *("action", "actions", "action item", "action items", "todo", "to do", "follow up"),
+        *("follow-up", "reminder", "correction", "important", "also", "see", "re", "time"),
+        *("date", "location", "staff present", "link", "url", "email", "phone", "mobile"),
+    }
+)
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "st", "prof"})  # "Dr. Lee: ..." no end
+
+
+def participant_entries(text: str) -> list[tuple[str, str]]:
+    """``text`` as ``(name, what was written of them)`` entries: ``John: ...`` at the start
+    of the text, of a line, or after a sentence's end (``... bed at 9. Amelia: ...``) starts
+    one. The name is one or two words, capitalised (a second word may be lower case at a
+    line's start: ``Day hub:``), not a label (:data:`NOT_PARTICIPANTS`: ``Note:``,
+    ``Late entry:``); a time (``7:40``) or an address (``https://``) has no name before its
+    colon. Text before the first entry is an entry with an empty name; no entry at all: []."""
+    starts: list[tuple[int, int, str]] = []  # where an entry starts, where its text does, name
+    for m in _ENTRY.finditer(text):
+        name = m[1]
+        if name.lower() in NOT_PARTICIPANTS or name.split()[0].lower() in NOT_PARTICIPANTS:
+            continue
+        before = text[: m.start()].rstrip(" \t")
+        at_line = not before or before.endswith("\n")
+        if not at_line:
+            if not before.rstrip(")\"'").endswith((".", "!", "?")):
+                continue
+            last = before.rstrip(".!?)\"'").rsplit(maxsplit=1)[-1:]
+            if last and last[0].lower() in _TITLES:
+                continue
+            if not all(_PERSON_WORD.fullmatch(w) for w in name.split()):
+                continue
+        starts.append((m.start(), m.end(), name))
+    if not starts:
+        return []
+    entries = [("", text[: starts[0][0]].strip())] if text[: starts[0][0]].strip() else []
+    for k, (_, begin, name) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(text)
+        entries.append((name, text[begin:end].strip()))
+    return entries
+
+
+_VERSION = re.compile(r"^\s*(?:version|ver\.?|v)\s*:?\s*(\d{1,4}(?:\.\d{1,4}){0,3})\b", re.I)
+_VERSION_LINES = 5  # a document names its version in its first lines
+
+
+def text_version(text: str) -> str:
+    """The version a document gives itself on a line of its own near its top (``Version 3.2,
+    effective 1 November 2025``, ``v2.1, reviewed ...``, ``Version: 4``), "" where none does."""
+    lines = [line for line in text.splitlines() if line.strip()][:_VERSION_LINES]
+    return next((m[1] for line in lines if (m := _VERSION.match(line)) is not None), "")

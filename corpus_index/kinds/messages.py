@@ -491,6 +491,8 @@ def _fields(
         text=_cleaned(body, profile),
         channel=_channel(path, record, line, limits),
     )
+    if not fields["version"] and profile.version_from_text:
+        fields["version"] = message_profiles.text_version(fields["text"])
     if not fields["channel"]:
         fields["channel"] = _thread(fields, profile)
         if not fields["channel"]:
@@ -568,7 +570,7 @@ def _contents(
             content["action_items"] = message_profiles.action_items(body)
         return [("message/0", content)]
     if profile.structure == "sections":
-        parts = message_profiles.sections(body)
+        parts = message_profiles.sections(body, by_participant=profile.by_participant)
         if profile.split_sections and len(parts) > 1:
             extra = {"version": fields["version"]} if fields["version"] else {}
             return [(f"section/{i}", {**head, **extra, **part}) for i, part in enumerate(parts)]
@@ -601,7 +603,7 @@ def message_from(
         words = " ".join(f"{t['speaker']}: {t['text']}" for t in content["turns"])
     else:
         parts = content.get("sections") or [content]
-        words = " ".join(f"{p.get('heading', '')} {p.get('text', '')}".strip() for p in parts)
+        words = " ".join(_part_words(p) for p in parts)
     people = [*meta.get("recipients", []), *meta.get("mentions", [])]
     return Message(
         unit_id=str(meta.get("unit_id", doc_id)),
@@ -617,6 +619,13 @@ def message_from(
         title=str(meta.get("subject") or meta.get("title") or ""),
         event_date=event_date or "",
     )
+
+
+def _part_words(part: Mapping[str, Any]) -> str:
+    """A section's words as its writer put them: ``heading: text`` (``John: slept well``,
+    ``What happened: ...``), so a heading never runs into the words below it as one name."""
+    heading, text = str(part.get("heading", "")), str(part.get("text", ""))
+    return f"{heading}: {text}".strip() if heading else text.strip()
 
 
 class JsonlLayout:
