@@ -1,6 +1,6 @@
 """Questions, incidents and days on the messages sample: how many of the answered questions in
-``truth.yaml`` are linked to their answer, whether every incident finds exactly its shift notes,
-how many groups of each type, per tenant, without and with the tenant's people file.
+``truth.yaml`` are linked to their answer, whether every incident finds exactly its shift notes
+(and how much of the other content about its person, ``related``), how many groups of each type, per tenant, without and with the tenant's people file.
 
 Grouping reads only the records (through the ``messages`` kind); ``truth.yaml`` only scores.
 Targets: at least 80% of the answered questions linked; every incident with its shift notes.
@@ -52,7 +52,8 @@ def measure(with_people: bool) -> dict[str, Any]:
     """The figures over both tenants, each grouped on its own."""
     truth = yaml.safe_load((SAMPLE / "truth.yaml").read_text(encoding="utf-8"))["tenants"]
     out: dict[str, Any] = {"answered": 0, "linked": 0, "extra_pairs": 0, "open_left_open": 0}
-    out.update(incidents=0, incidents_exact=0, groups={}, seconds={})
+    out.update(incidents=0, incidents_exact=0, related=0, related_found=0, unrelated=0)
+    out.update(groups={}, seconds={})
     for tenant in TENANTS:
         units = sample(tenant)
         reg = (
@@ -69,10 +70,16 @@ def measure(with_people: bool) -> dict[str, Any]:
         out["extra_pairs"] += sum(1 for q, a in answer.items() if q not in gold and a)
         out["open_left_open"] += sum(answer.get(q) is None for q in truth[tenant]["unanswered_questions"])  # fmt: skip
         contexts = {g.members[0].unit_id: g for g in groups if g.group_type == "incident_context"}
+        notes = {u.unit_id for u in units if u.source == "shift_note"}
         for inc in truth[tenant]["incidents"]:
             out["incidents"] += 1
             found = set(contexts[inc["incident"]].member_ids[1:])
-            out["incidents_exact"] += found == set(inc["shift_notes"])
+            out["incidents_exact"] += found & notes == set(inc["shift_notes"])
+            # the other content about the person the incident is about (truth's ``related``)
+            other, related = found - notes, set(inc["related"])
+            out["related"] += len(related)
+            out["related_found"] += len(other & related)
+            out["unrelated"] += len(other - related)
     return out
 
 
@@ -132,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}: answered questions linked {r['linked']}/{r['answered']} "
             f"({r['linked'] / r['answered']:.1%}); other answered pairs {r['extra_pairs']}; "
             f"unanswered left open {r['open_left_open']}; incidents with exactly their notes "
-            f"{r['incidents_exact']}/{r['incidents']}; groups {r['groups']}; seconds {r['seconds']}"
+            f"{r['incidents_exact']}/{r['incidents']}, with {r['related_found']}/{r['related']} "
+            f"of the content about their person ({r['unrelated']} unrelated); "
+            f"groups {r['groups']}; seconds {r['seconds']}"
         )
     if args.scale:
         print(f"scale: {report['scale']}")
