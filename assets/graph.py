@@ -295,6 +295,10 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "units_as_they_were": r.prints_kept,
                 "rows_not_decoded": r.rows_not_decoded,
                 "questions_unread": r.questions_unread,
+                # pairs put to the collection's answer verifier (0 without one), and of those
+                # the ones it gave no clear verdict on
+                "answers_verified": r.verified,
+                "answers_unverified": r.unverified,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

@@ -32,6 +32,7 @@ from corpus_index.linked.groups import link_units
 from corpus_index.linked.memo import Memo, memo_table
 from corpus_index.records import BLOCK_SCHEMA
 from corpus_index.steps.linked_groups import GROUPS, read_units
+from tests.dagster.harness import Graph, metadata
 from tests.support.openai_server import FakeOpenAIServer, serve
 from tests.test_linked_contexts import msg, qa_of
 
@@ -263,3 +264,22 @@ def test_the_step_refuses_to_start_without_the_key(
     with pytest.raises(ConfigError, match=re.escape(f"{where}: the environment variable {ENV}")):
         steps.linked_groups.run(home, "care")
     assert not server.chats
+
+
+def test_the_asset_reports_what_the_verifier_was_asked(
+    server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the graph: the ``linked_groups`` materialization counts the pairs put to the
+    verifier, and the Q&A group written is the one it let through."""
+    monkeypatch.setenv(ENV, KEY)
+    spec = {"model": "judge-1", "base_url": server.base_url, "api_key_env": ENV}
+    settings = configure(tmp_path, spec)
+    graph = Graph(settings)
+    r = graph.ingest("care")
+    assert r.success
+    md = metadata(r, "linked_groups")
+    assert (md["answers_verified"], md["answers_unverified"]) == (2, 0) == (len(server.chats), 0)
+    rows = Home(settings).warehouse.read(GROUPS, ("care",))
+    assert rows is not None
+    (qa,) = [g for g in rows.to_pylist() if g["group_type"] == "qa_pair"]
+    assert qa["resolved_by_unit_id"] == "a2"
