@@ -26,10 +26,11 @@ from typing import Any
 from corpus_index.collection import VerifierConfig
 from corpus_index.embedders.openai_backend import (
     DEFAULT_BASE_URL,
-    _retry_after,
-    _server_message,
     backoff_s,
+    checked_api_key,
     openai_client,
+    retry_after,
+    server_message,
 )
 from corpus_index.errors import ConfigError, VerifierError
 from corpus_index.hashing import canonical_json, sha256_hex
@@ -97,13 +98,7 @@ class OpenAIAnswerVerifier:
         Raises:
             ConfigError: the key is empty or holds a character a header cannot carry.
         """
-        api_key = (api_key or "").strip()
-        if not (api_key.isascii() and api_key.isprintable()) or not api_key:
-            # never the key itself: an HTTP client's error for it would quote it whole
-            raise ConfigError(
-                f"answer verifier {model}: the API key in {api_key_env} is empty or holds a "
-                "character an HTTP header cannot carry; set it to the key alone"
-            )
+        api_key = checked_api_key(api_key, who=f"answer verifier {model}", api_key_env=api_key_env)
         self.model = model
         self.base_url = base_url or DEFAULT_BASE_URL
         self.max_retries = max_retries
@@ -168,10 +163,10 @@ class OpenAIAnswerVerifier:
             except oa.APIStatusError as exc:
                 status = int(exc.status_code)
                 if status in _FATAL_STATUSES:
-                    raise self._fatal(status, _server_message(exc)) from exc
+                    raise self._fatal(status, server_message(exc)) from exc
                 if status not in _RETRY_STATUSES and status < 500:
                     return None  # refused for what it holds: no opinion on this pair
-                wait = _retry_after(exc.response.headers)
+                wait = retry_after(exc.response.headers)
             except (oa.APITimeoutError, oa.APIConnectionError):
                 pass
             except (oa.OpenAIError, ValueError):  # a body that is no chat completion

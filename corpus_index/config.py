@@ -325,20 +325,9 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
             answer_verifier=_answer_verifier(spec, f"{key}.answer_verifier", path),
             shards=_int(spec.get("shards", 1), f"{key}.shards", path),
         )
-        if "grouping" in spec and not KINDS[kind].grouped:
-            raise _fail(path, f"{key}.grouping", f"the {kind} kind's units are never grouped")
-        if "timezone" in spec and not KINDS[kind].grouped:
-            raise _fail(
-                path,
-                f"{key}.timezone",
-                f"the {kind} kind's units have no time of day to count their days from",
-            )
-        if "answer_verifier" in spec and not KINDS[kind].grouped:
-            raise _fail(
-                path,
-                f"{key}.answer_verifier",
-                f"the {kind} kind's units are never grouped, so no answer is ever verified",
-            )
+        for option, why in _GROUPED_ONLY:
+            if option in spec and not KINDS[kind].grouped:
+                raise _fail(path, f"{key}.{option}", f"the {kind} kind's {why}")
         if "answer_verifier" in spec and not collections[name].grouping:
             raise _fail(
                 path,
@@ -483,6 +472,14 @@ def parse_config(raw: Any, *, path: Path) -> CorpusConfig:
 
 def _fail(path: Path, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{path}: {key}: {problem}")
+
+
+# a collection's options that only a grouped kind reads, each with why another kind refuses it
+_GROUPED_ONLY = (
+    ("grouping", "units are never grouped"),
+    ("timezone", "units have no time of day to count their days from"),
+    ("answer_verifier", "units are never grouped, so no answer is ever verified"),
+)
 
 
 def _timezone(spec: Mapping[str, Any], key: str, path: Path) -> str:

@@ -80,6 +80,24 @@ def openai_client(
     return client, openai
 
 
+def checked_api_key(api_key: str | None, *, who: str, api_key_env: str) -> str:
+    """``api_key`` without the whitespace around it, as a bearer header can carry it.
+
+    Raises:
+        ConfigError: it is empty, or holds a control or non-ASCII character (named by ``who``
+            and ``api_key_env``, never quoting the key: an HTTP client's error would).
+    """
+    key = (api_key or "").strip()
+    if not key:
+        raise ConfigError(f"{who}: the API key is empty; set {api_key_env}")
+    if not (key.isascii() and key.isprintable()):
+        raise ConfigError(
+            f"{who}: the API key in {api_key_env} holds a character an HTTP header cannot "
+            "carry (a control character or a non-ASCII one); set it to the key alone"
+        )
+    return key
+
+
 def backoff_s(attempt: int, retry_after: float | None, base: float, most: float) -> float:
     """Seconds to wait before retry ``attempt`` + 1: what the server asked for (at most
     ``_MAX_RETRY_AFTER_S``), else ``base`` doubled each attempt up to ``most``, half fixed,
@@ -114,7 +132,7 @@ def _token_counter(model: str) -> Callable[[str], int]:
     return count
 
 
-def _retry_after(headers: Any) -> float | None:
+def retry_after(headers: Any) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms`` or ``Retry-After``), if any."""
     if headers is None:
         return None
@@ -138,7 +156,7 @@ def _retry_after(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _server_message(exc: Any) -> str:
+def server_message(exc: Any) -> str:
     """The ``error.message`` the server sent, or the client's summary of the failure."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
@@ -193,16 +211,7 @@ class OpenAIEmbedder:
         """
         if not model:
             raise ConfigError("openai: needs a model name, e.g. openai:text-embedding-3-small")
-        api_key = (api_key or "").strip()
-        if not api_key:
-            raise ConfigError(f"openai:{model}: the API key is empty; set {api_key_env}")
-        if not (api_key.isascii() and api_key.isprintable()):
-            # never the key itself: an HTTP client's error for it would quote it whole
-            raise ConfigError(
-                f"openai:{model}: the API key in {api_key_env} holds a character an HTTP "
-                "header cannot carry (a control character or a non-ASCII one); set it to the "
-                "key alone"
-            )
+        api_key = checked_api_key(api_key, who=f"openai:{model}", api_key_env=api_key_env)
         if dimensions is not None:
             if dimensions < 1:
                 raise ConfigError(f"openai:{model}: dimensions must be >= 1 (got {dimensions})")
@@ -375,11 +384,11 @@ class OpenAIEmbedder:
                 return client.embeddings.create(**kwargs)
             except oa.APIStatusError as exc:
                 status = int(exc.status_code)
-                message = _server_message(exc)
+                message = server_message(exc)
                 if status not in _RETRY_STATUSES and status < 500:
                     raise self._permanent(status, message) from exc
                 last, last_exc = f"HTTP {status} ({message})", exc
-                wait = _retry_after(exc.response.headers)
+                wait = retry_after(exc.response.headers)
             except oa.APITimeoutError as exc:
                 last, last_exc = f"timeout: no response within {self.timeout:g}s", exc
             except oa.APIConnectionError as exc:
