@@ -274,6 +274,7 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 "groups_by_type": dg.MetadataValue.json(r.by_type),
                 "groups_not_indexed": r.unindexed,
                 "group_inputs_cut": r.cut,
+                "group_input_limit": r.input_limit,
                 "identities": r.identities,
                 "identities_discovered": r.discovered,
                 "identity_mentions": sum(r.mentions_by_role.values()),

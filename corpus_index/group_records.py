@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from corpus_index.hashing import canonical_json, chunk_ref, content_hash, input_hash, sha256_hex
 from corpus_index.linked.group_input import FORMAT as GROUP_V1
-from corpus_index.linked.group_input import group_input
+from corpus_index.linked.group_input import TextFit, WithinChars, group_input
 from corpus_index.linked.groups import Group, group_id
 from corpus_index.linked.memo import Memo
 from corpus_index.linked.messages import Message
@@ -35,8 +35,9 @@ from corpus_index.records import BLOCK_SCHEMA, INPUT_SCHEMA
 GROUP_KIND = "group"  # the ``kind`` of a group's row in a generation (units carry their kind's)
 GROUP_INPUT_FORMAT = GROUP_V1  # the format the linked library writes
 GROUP_BLOCK_KEY = "group"
-# the input limit of the smallest model we ship (all-MiniLM-L6-v2: 256 word pieces)
-GROUP_INPUT_TOKENS = 256
+# a group's text with no model's limit given: the input of the model we ship
+# (all-MiniLM-L6-v2: 256 word pieces) at 4 characters a token
+DEFAULT_FIT = WithinChars(256 * 4)
 TIERS = ("public", "restricted")  # least to most restrictive
 
 _ARROW_OF = {
@@ -143,6 +144,7 @@ def group_tables(
     previous: pa.Table | None = None,
     previous_members: pa.Table | None = None,
     resolving: Mapping[str, str] | None = None,
+    fit: TextFit = DEFAULT_FIT,
 ) -> GroupTables:
     """Group ``units`` by ``link`` one tenant at a time, and lay the groups out as tables.
 
@@ -160,6 +162,9 @@ def group_tables(
     time) too, a settled group (every input as it was: the group, its members, their
     weighing and scopes, the names, its timing) is returned undescribed and its rows are
     carried over as Arrow (never decoded). Only the other groups' rows are made anew.
+
+    ``fit`` makes each group's ``group-v1`` text fit the input of the models that embed it
+    (a row made under another fit is never carried).
 
     Returns:
         The groups (GROUP_SCHEMA) and their members (MEMBER_SCHEMA), each sorted by group id
@@ -189,7 +194,7 @@ def group_tables(
                 memo_for(tenant),
                 tenant,
                 collection,
-                ((resolving or {}).get(tenant, ""), _row_code()),
+                ((resolving or {}).get(tenant, ""), _row_code(), fit.key),
                 _scope_of(scope),
                 (before or set()) if whole else set(),
             )
@@ -206,7 +211,7 @@ def group_tables(
                 carried.append(gid)
                 carried_members.append(gid)
                 continue
-            group_rows.append(_group_row(collection, tenant, gid, group, scope, messages))
+            group_rows.append(_group_row(collection, tenant, gid, group, scope, messages, fit))
             if settled is not None:  # a first run's too: the next carries what stays
                 settled.settle(gid, group)
             member_rows.extend(
@@ -307,12 +312,13 @@ def _group_row(
     group: Group,
     scope: Mapping[str, Unit],
     messages: Mapping[str, Message],
+    fit: TextFit,
 ) -> dict[str, Any]:
     members = [scope[m] for m in group.member_ids]
     acl = set(members[0].acl_groups)
     for unit in members[1:]:
         acl &= set(unit.acl_groups)
-    text, cut = group_input(group, messages, max_chars=GROUP_INPUT_TOKENS * 4)
+    text, cut = group_input(group, messages, fit=fit)
     row: dict[str, Any] = {
         "group_id": gid,
         "collection": collection,

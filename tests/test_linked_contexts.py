@@ -21,7 +21,7 @@ from corpus_index.config import load_config
 from corpus_index.identities import Identity, IdentityRegistry, identity_id, load_people
 from corpus_index.kinds import parse_document, read_documents
 from corpus_index.kinds.messages import message_of
-from corpus_index.linked.group_input import group_input
+from corpus_index.linked.group_input import WithinChars, group_input
 from corpus_index.linked.groups import Group, Windows, group_id, link_units
 from corpus_index.linked.messages import Message
 from corpus_index.linked.questions import question_of
@@ -388,7 +388,7 @@ def test_group_input_heads_with_title_people_place_dates_then_members_and_record
     units = christmas()
     by_id = {u.unit_id: u for u in units}
     (conv,) = of_type(link_units(units), "conversation")
-    text, cut = group_input(conv, by_id, max_chars=10_000)
+    text, cut = group_input(conv, by_id, fit=WithinChars(10_000))
     lines = text.splitlines()
     assert lines[0] == f"title: {conv.title}"
     assert lines[2] == "participants: Sarah J, mikeb, Jane O."
@@ -396,11 +396,11 @@ def test_group_input_heads_with_title_people_place_dates_then_members_and_record
     assert lines[4] == "dates: 6 Dec 2025"
     assert [line.split(" (")[0] for line in lines[5:]] == ["Sarah J", "mikeb", "Jane O.", "Sarah J"]
     assert "yes pumpkin please" in lines[-1] and not cut
-    short, was_cut = group_input(conv, by_id, max_chars=120)
+    short, was_cut = group_input(conv, by_id, fit=WithinChars(120))
     assert was_cut and len(short) <= 120 and short.endswith("…")
     assert text.startswith(short[:-1])
     with pytest.raises(ValueError, match="max_chars"):
-        group_input(conv, by_id, max_chars=0)
+        WithinChars(1)
 
 
 # ---------------------------------------------------------------------- the sample

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from corpus_index.linked.describe import date_span, display
 from corpus_index.linked.messages import Message
@@ -24,23 +25,54 @@ class GroupInput(NamedTuple):
     cut: bool
 
 
+class TextFit(Protocol):
+    """How a group's text is made to fit the input of the model that embeds it: the text as
+    it fits (ending in :data:`CUT_MARK` when cut) and whether it was cut."""
+
+    @property
+    def key(self) -> str:
+        """What a fitted text depends on beyond the text (the limit, and what counts it): a
+        group made under another key is described anew."""
+        ...
+
+    def __call__(self, text: str) -> GroupInput: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WithinChars:
+    """A fit of at most ``max_chars`` characters (for a model whose tokens are estimated at
+    a number of characters each; the last kept line ends in :data:`CUT_MARK`)."""
+
+    max_chars: int
+
+    def __post_init__(self) -> None:
+        if self.max_chars <= len(CUT_MARK):
+            raise ValueError(f"max_chars must be more than {len(CUT_MARK)} (got {self.max_chars})")
+
+    @property
+    def key(self) -> str:
+        return f"chars:{self.max_chars}"
+
+    def __call__(self, text: str) -> GroupInput:
+        if len(text) <= self.max_chars:
+            return GroupInput(text, False)
+        return GroupInput(text[: self.max_chars - len(CUT_MARK)].rstrip() + CUT_MARK, True)
+
+
 def _member_line(m: Message) -> str:
     when = dt.datetime.fromtimestamp(m.timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M")
     what = " ".join(f"{m.title}: {m.text}".split()) if m.title else " ".join(m.text.split())
     return f"{display(m.author)} ({m.source or 'message'}, {when} UTC): {what}"
 
 
-def group_input(group: Group, units_by_id: Mapping[str, Message], *, max_chars: int) -> GroupInput:
+def group_input(group: Group, units_by_id: Mapping[str, Message], *, fit: TextFit) -> GroupInput:
     """``group``'s ``group-v1`` text: a header (title, participants, place, dates) and then
-    one line per member in ``order``, cut to ``max_chars`` characters (the last kept line
-    ending in ``…``) with ``cut`` True when anything was left out.
+    one line per member in ``order``, made to fit the model's input by ``fit`` (cut at the
+    end, the last kept line ending in ``…``), with ``cut`` True when anything was left out.
 
     Raises:
         KeyError: a member is not in ``units_by_id``.
-        ValueError: ``max_chars`` is not positive.
     """
-    if max_chars <= 0:
-        raise ValueError(f"max_chars must be positive (got {max_chars})")
     members = sorted(group.members, key=lambda m: m.order)
     units = [units_by_id[m.unit_id] for m in members]
     people = list(dict.fromkeys(display(u.author) for u in units if u.author))
@@ -55,8 +87,4 @@ def group_input(group: Group, units_by_id: Mapping[str, Message], *, max_chars: 
         f"dates: {date_span(group.event_date, group.event_date_end)}" if group.event_date else "",
         *(_member_line(u) for u in units),
     ]
-    text = "\n".join(line for line in lines if line)
-    if len(text) <= max_chars:
-        return GroupInput(text, False)
-    keep = max(max_chars - len(CUT_MARK), 0)
-    return GroupInput(text[:keep].rstrip() + CUT_MARK, True)
+    return fit("\n".join(line for line in lines if line))

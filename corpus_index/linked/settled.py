@@ -84,7 +84,7 @@ class Settled:
         memo: the tenant's memo (the last run's entries, and this run's).
         tenant_id, collection: whose groups (their ids are made from these).
         context: what every row of the tenant reads besides its members: the registry's and
-            its code's digest, the row code's.
+            its code's digest, the row code's, the key of the fit its text is cut by.
         scope: a unit's access scope as its group's row reads it (tier, ACL groups).
         known: the ids of the groups in the last run's tables (only these can be carried).
     """

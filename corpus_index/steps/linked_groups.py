@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_index import gates, identity_resume, identity_store
+from corpus_index import gates, identity_resume, identity_store, tokens
 from corpus_index.answer_verifier import OpenAIAnswerVerifier, answer_verifier
 from corpus_index.errors import DamagedWarehouseError
 from corpus_index.group_gates import (
@@ -109,6 +109,9 @@ class LinkedGroupsOutcome:
     by_type: dict[str, int] = field(default_factory=dict)
     unindexed: int = 0  # groups whose members share no ACL group (kept, never indexed)
     cut: int = 0  # groups whose input text was cut to the model's input limit
+    # what the groups' texts were cut to: the smallest input limit of the models embedding
+    # the collection (tokens.group_fit), described
+    input_limit: str = ""
     queued: int = 0  # items in the re-processing queue after this run
     woken: list[str] = field(default_factory=list)  # incidents a new shift note re-evaluated
     identities: int = 0
@@ -343,6 +346,7 @@ def _grouped(
     names = {t: display_names(r) for t, r in registries.items()}
     # what settles a group beside its members: the same registry, resolved by the same code
     resolving = {t: f"{r.digest()}:{identity_resume.code_digest()}" for t, r in registries.items()}
+    fit = tokens.group_fit(home.config, cfg.namespace)
     tables = group_tables(
         collection,
         units,
@@ -353,6 +357,7 @@ def _grouped(
         previous=groups_read.result() if remembered else None,
         previous_members=members_read.result() if remembered else None,
         resolving=resolving,
+        fit=fit,
     )
     io.stage(wh, GROUPS, at, tables.groups)
     io.stage(wh, MEMBERS, at, tables.members)
@@ -376,6 +381,7 @@ def _grouped(
         by_type=dict(sorted(Counter(tables.groups["group_type"].to_pylist()).items())),
         unindexed=sum(1 for a in tables.groups["acl_groups"].to_pylist() if not a),
         cut=sum(1 for c in tables.groups["input_cut"].to_pylist() if c),
+        input_limit=fit.describe(),
         identities=sum(len(f.registry) for f in found.values()),
         discovered=sum(1 for f in found.values() for p in f.registry if p.origin == "discovered"),
         mentions_by_role=dict(sorted(roles.items())),
