@@ -914,6 +914,34 @@ def test_incident_reports_stay_whole_resource_docs_split_by_section(tmp_path: Pa
             [("AM SHIFT", ""), ("John", "ok."), ("Amelia", "ok.")],
             id="under-a-heading",
         ),
+        pytest.param(  # a sentence adverb or connective before a name is not of it
+            "John: ok. Then Amelia: ate well.\nAfter that Kevin Lam: out. and then, Rosa: in.\n"
+            "Later on Jo: home. MEANWHILE Sam: fine.",
+            [("John", "ok."), ("Amelia", "ate well."), ("Kevin Lam", "out."), ("Rosa", "in."),
+             ("Jo", "home."), ("Sam", "fine.")],
+            id="leading-words",
+        ),
+        pytest.param(  # a leading word with no name after it, a name mid-sentence: no entry
+            "John: ok.\nFinally: all done. Next door: loud. Then Note: mum rang.\n"
+            "Saw Kevin and Amelia: both fine.",
+            [("John", "ok.\nFinally: all done. Next door: loud. Then Note: mum rang.\n"
+                      "Saw Kevin and Amelia: both fine.")],
+            id="leading-words-alone",
+        ),
+        pytest.param(  # a place or a room is a label: its words stay in the entry before it
+            "John: ok.\nHouse: quiet.\nKitchen: clean. Bathroom: mat out.\nRoom 3: window "
+            "stuck.\nUnit 4: fine.\nLiving room: tidy.\nKitchen bench: wiped.\nAmelia: ok.",
+            [("John", "ok.\nHouse: quiet.\nKitchen: clean. Bathroom: mat out.\nRoom 3: window "
+                      "stuck.\nUnit 4: fine.\nLiving room: tidy.\nKitchen bench: wiped."),
+             ("Amelia", "ok.")],
+            id="places",
+        ),
+        pytest.param(  # people stay people: two words, a title's name, a place word as a name
+            "Amelia Jones: ok. Then Dr. Lee: rang.\nVan Nguyen: ok.\nAndrew: ok.",
+            [("Amelia Jones", "ok. Then Dr. Lee: rang."), ("Van Nguyen", "ok."),
+             ("Andrew", "ok.")],
+            id="still-people",
+        ),
     ],
 )  # fmt: skip
 def test_shift_notes_are_sections_by_participant(text: str, parts: list[tuple[str, str]]) -> None:
@@ -1005,8 +1033,15 @@ def test_the_samples_shift_notes_and_policies_split_as_written(tmp_path: Path) -
     )
     found = blocks_of(coll)
     (note,) = found["wg-sn-001"]
-    assert [p["heading"] for p in note.content["sections"]] == ["John", "Amelia", "House"]
+    # "House: ..." is the house's, no one's: it stays with the entry above it
+    assert [p["heading"] for p in note.content["sections"]] == ["John", "Amelia"]
     assert note.content["sections"][1]["text"].startswith("Ate well, level 6 dinner")
+    assert note.content["sections"][1]["text"].endswith(
+        "\nHouse: Handover to Daniel at 10:30 about John's checks."
+    )
+    people = {"John", "Amelia", "Kevin", "Rosa"}  # no label ("Staff:", "Other:") nor place
+    notes = [b for bs in found.values() for b in bs if b.metadata["source"] == "shift_note"]
+    assert {p["heading"] for b in notes for p in b.content["sections"]} == {"", *people}
     (late,) = found["wg-sn-003"]
     assert [p["heading"] for p in late.content["sections"]] == ["", "John", "Amelia"]
     assert "7:40pm" in late.content["sections"][1]["text"]  # a time is no entry

@@ -313,9 +313,22 @@ def sections(text: str, *, by_participant: bool = False) -> list[dict[str, str]]
     return split
 
 
-# "<Name>: ..." at a line's start or after a sentence's end: one or two words, capitalised
+# sentence adverbs and connectives that may stand before a name ("Then Amelia: ..."), not of it
+LEADING_WORDS = frozenset(
+    {
+        *("then", "and", "also", "later", "later on", "after that", "afterwards", "meanwhile"),
+        *("next", "finally", "earlier"),
+    }
+)
+_LEADING_FIRST = frozenset(w.split()[0] for w in LEADING_WORDS)  # "After that:" is no one
+_LEADING = "|".join(  # longest first, so "later on" is not taken as "later"
+    w.replace(" ", r"[ \t]+") for w in sorted(LEADING_WORDS, key=lambda w: (-len(w), w))
+)
+# "<Name>: ..." at a line's start or after a sentence's end: one or two words, capitalised,
+# after up to two leading words (any case, a comma allowed: "And then, Amelia: ...")
 _ENTRY = re.compile(
     r"(?m)(?:^|(?<=[ \t]))[ \t]*"
+    rf"(?:(?i:{_LEADING}),?[ \t]+){{0,2}}"
     r"((?:[A-Z](?:[a-z]|'[A-Z])[A-Za-z'\-]*)(?:[ ](?:[A-Za-z](?:[a-z]|'[A-Z])[A-Za-z'\-]*))?)"
     r"[ \t]*:(?=\s)"
 )
@@ -327,22 +340,48 @@ NOT_PARTICIPANTS = frozenset(
         *("action", "actions", "action item", "action items", "todo", "to do", "follow up"),
         *("follow-up", "reminder", "correction", "important", "also", "see", "re", "time"),
         *("date", "location", "staff present", "link", "url", "email", "phone", "mobile"),
+        *("staff", "other", "general"),
+    }
+)
+# places, rooms and vehicles written as "House:" or "Kitchen bench:", not people; only alone
+# or before a lower-case word, as "Van Nguyen:" is someone ("Room 3:" has no name before it:
+# a name's words are letters)
+PLACE_LABELS = frozenset(
+    {
+        *("house", "home", "kitchen", "lounge", "living room", "dining room", "bathroom"),
+        *("toilet", "laundry", "garden", "yard", "backyard", "office", "bedroom", "hallway"),
+        *("garage", "room", "unit", "van", "car", "bus"),
     }
 )
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "st", "prof"})  # "Dr. Lee: ..." no end
+
+
+def _is_label(name: str) -> bool:
+    """Whether ``name`` (the words before an entry's colon) is a label, a place or a leading
+    word (``Note:``, ``House:``, ``Kitchen bench:``, ``Finally:``), not someone."""
+    words = name.lower().split()
+    if name.lower() in NOT_PARTICIPANTS or words[0] in NOT_PARTICIPANTS:
+        return True
+    # a leading word still first had no name after it (the name would have been taken)
+    if words[0] in _LEADING_FIRST or name.lower() in PLACE_LABELS:
+        return True
+    return words[0] in PLACE_LABELS and name.split()[-1].islower()
 
 
 def participant_entries(text: str) -> list[tuple[str, str]]:
     """``text`` as ``(name, what was written of them)`` entries: ``John: ...`` at the start
     of the text, of a line, or after a sentence's end (``... bed at 9. Amelia: ...``) starts
     one. The name is one or two words, capitalised (a second word may be lower case at a
-    line's start: ``Day hub:``), not a label (:data:`NOT_PARTICIPANTS`: ``Note:``,
-    ``Late entry:``); a time (``7:40``) or an address (``https://``) has no name before its
-    colon. Text before the first entry is an entry with an empty name; no entry at all: []."""
+    line's start: ``Day hub:``), without the leading words before it (:data:`LEADING_WORDS`:
+    ``Then Amelia:`` is Amelia's), not a label (:data:`NOT_PARTICIPANTS`: ``Note:``,
+    ``Late entry:``) nor a place (:data:`PLACE_LABELS`: ``House:``, ``Room 3:``), whose words
+    stay in the entry before it; a time (``7:40``) or an address (``https://``) has no name
+    before its colon. Text before the first entry is an entry with an empty name; no entry at
+    all: []."""
     starts: list[tuple[int, int, str]] = []  # where an entry starts, where its text does, name
     for m in _ENTRY.finditer(text):
         name = m[1]
-        if name.lower() in NOT_PARTICIPANTS or name.split()[0].lower() in NOT_PARTICIPANTS:
+        if _is_label(name):
             continue
         before = text[: m.start()].rstrip(" \t")
         at_line = not before or before.endswith("\n")
