@@ -394,9 +394,39 @@ def _units_of(
     out: dict[str, dict[str, float | None]] = {}
     for s, m in zip(gone["source_id"].to_pylist(), gone["metadata"].to_pylist(), strict=True):
         meta = json.loads(m) if m else {}
-        unit = str(meta.get("unit_id", s.split("/", 1)[-1]))
-        out.setdefault(s, {})[unit] = _time_of(meta.get("timestamp"))
+        out.setdefault(s, {})[_unit_of(s, meta)] = _time_of(meta.get("timestamp"))
     return out
+
+
+def _unit_of(source_id: str, meta: dict[str, Any]) -> str:
+    """The unit id of a block of ``source_id`` with metadata ``meta``: its ``unit_id``, or
+    the document its source id names (a block with none is its document's one unit)."""
+    return str(meta.get("unit_id", source_id.split("/", 1)[-1]))
+
+
+def _units_held(corpus: Home, collection: str, source_id: str, units: Set[str]) -> set[str]:
+    """Which of ``units`` a live source of ``collection`` other than ``source_id`` holds: a
+    block of it in the collection's current ``parsed_blocks`` (two irc logs of one file name
+    in two folders have the same unit ids, and the second is read once the first goes)."""
+    config = corpus.config.collections.get(collection)
+    partitions = config.partitions if config is not None else (collection,)
+    held: set[str] = set()
+    for part in partitions if units else ():
+        blocks = corpus.warehouse.read(
+            "parsed_blocks",
+            (part,),
+            where=pc.field("source_id") != source_id,
+            columns=["source_id", "metadata"],
+        )
+        if blocks is None:
+            continue
+        for s, m in zip(
+            blocks["source_id"].to_pylist(), blocks["metadata"].to_pylist(), strict=True
+        ):
+            unit = _unit_of(s, json.loads(m) if m else {})
+            if unit in units:
+                held.add(unit)
+    return held
 
 
 def _time_of(value: object) -> float | None:
@@ -720,7 +750,8 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     "clean"}``: ``remaining`` lists what still holds the deleted source (current or old table
     versions, cache entries no live source uses, sidecars, warehouse rows, and every file of the
     home whose bytes hold a fingerprint of its deleted texts or vectors); ``shared`` lists hashes
-    that a live source also has (identical text elsewhere), which are not the deleted source's to
+    that a live source also has (identical text elsewhere), and unit ids a live source of the
+    collection also holds (rows naming them are its), which are not the deleted source's to
     purge. ``byte_scan`` says what the byte scan looked for and what it cost.
 
     Raises:
@@ -795,7 +826,17 @@ def audit_deletion(corpus: Home, source_id: str) -> dict[str, Any]:
     for leftover, match in _researcher_leftovers(corpus, collection_name, doc):
         remaining.append({"store": "exports", "path": leftover, "match": match})
     units = _deleted_units(receipt, source_id)
-    wanted = pa.array(units, pa.string())
+    # a unit a live source holds too is its: the rows naming it are not the deleted source's
+    held = _units_held(corpus, collection_name, source_id, set(units))
+    if held:
+        shared.append(
+            {
+                "store": "warehouse",
+                "units": len(held),
+                "why": "unit ids a live source of the collection holds too; kept for it",
+            }
+        )
+    wanted = pa.array([u for u in units if u not in held], pa.string())
     warehouse = corpus.settings.warehouse
     for path in warehouse.rglob("*.parquet"):
         if path.is_file():

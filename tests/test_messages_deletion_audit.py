@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import yaml
+from click.testing import CliRunner
 
+from corpus_index.cli import main
 from corpus_index.compaction import compact
 from corpus_index.config import Settings
 from corpus_index.deletion import audit_deletion
@@ -85,3 +87,80 @@ def test_a_row_left_naming_a_deleted_unit_is_found(tmp_path: Path) -> None:
     )
     wh.write("group_memo", (COLLECTION,), memo)
     assert [r["path"] for r in unit_findings()] == [str(wh.path("group_memo", COLLECTION))]
+
+
+LOG = "[10:00] <alice> how do I mount a usb drive?\n[10:01] <carol> alice: /media\n"
+STEM = "2020-01-02_10"
+
+
+def test_a_unit_a_live_log_holds_is_not_a_finding(tmp_path: Path) -> None:
+    """Two irc logs of one file name in two folders: the first is read, the other refused
+    (their lines' unit ids are the same). Once the first is deleted the other is read, with
+    those unit ids; its groups are not the deleted log's leftovers."""
+    for folder in ("a", "b"):
+        (tmp_path / "irc" / folder).mkdir(parents=True)
+        (tmp_path / "irc" / folder / f"{STEM}.ascii.txt").write_text(LOG, encoding="utf-8")
+    config = tmp_path / "corpus.yaml"
+    collection = {
+        "kind": "messages",
+        "tenant": "t",
+        "namespace": "chat",
+        "format": "irc",
+        "acl_groups": ["staff"],
+    }
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "collections": {"irc": {**collection, "path": str(tmp_path / "irc")}},
+                "profiles": {"hash": {"embedder": "hash:v1-64", "namespace": "chat"}},
+                "namespaces": {"chat": {"eval_gate": "off"}},
+            }
+        )
+    )
+    home = build_home(Settings(config_path=config, home=tmp_path / "home"))
+    (tmp_path / "irc" / "a" / f"{STEM}.ascii.txt").unlink()
+    build_home(home.settings)
+    compact(Home(home.settings))
+    home = Home(home.settings)
+    blocks = home.warehouse.read("parsed_blocks", ("irc",))
+    assert blocks is not None and set(blocks["source_id"].to_pylist()) == {f"irc/b/{STEM}"}
+    members = home.warehouse.read("group_members", ("irc",))
+    assert members is not None and set(members["unit_id"].to_pylist()) == {f"{STEM}:0", f"{STEM}:1"}
+    audit = audit_deletion(home, f"irc/a/{STEM}")
+    assert audit["units"] == 2  # the deleted log's, which the live one holds too
+    assert audit["clean"], audit["remaining"]
+    assert {"store": "warehouse", "units": 2} in [
+        {k: v for k, v in s.items() if k != "why"} for s in audit["shared"]
+    ]
+    args = ["--config", str(config), "--home", str(home.settings.home)]
+    said = CliRunner().invoke(main, [*args, "audit-deletion", f"irc/a/{STEM}"])
+    assert said.exit_code == 0, said.output
+    assert "  shared: 2 unit ids (unit ids a live source of the collection holds too" in said.output
+
+
+def test_a_receipt_without_units_searches_the_unit_its_source_id_names(tmp_path: Path) -> None:
+    """A receipt written before receipts kept unit ids: the deleted e-mail's id is its unit's,
+    and a group member left naming it is found."""
+    home = _deleted(tmp_path)
+    tomb = home.registry.tombstone(f"{COLLECTION}/{GONE}")
+    assert tomb is not None
+    receipt = Path(tomb["receipt"])
+    older = json.loads(receipt.read_text(encoding="utf-8"))
+    del older["units"]
+    receipt.write_text(json.dumps(older), encoding="utf-8")
+    members = home.warehouse.read("group_members", (COLLECTION,))
+    assert members is not None and members.num_rows
+    left = pa.Table.from_pylist([{**members.to_pylist()[0], "unit_id": GONE}], schema=MEMBER_SCHEMA)
+    home.warehouse.write(
+        "group_members", (COLLECTION,), pa.concat_tables([members.cast(MEMBER_SCHEMA), left])
+    )
+    audit = audit_deletion(home, f"{COLLECTION}/{GONE}")
+    assert audit["units"] == 1
+    assert [r for r in audit["remaining"] if r["match"] == "unit"] == [
+        {
+            "store": "warehouse",
+            "path": str(home.warehouse.path("group_members", COLLECTION)),
+            "rows": 1,
+            "match": "unit",
+        }
+    ]

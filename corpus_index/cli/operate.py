@@ -506,7 +506,12 @@ def audit_deletion(ctx: click.Context, source_id: str, as_json: bool) -> None:
         )
         click.echo(f"  identity details: {report['identity_details']}")
         for s_ in report["shared"]:
-            click.echo(f"  shared: {s_['input_hashes']} input hashes ({s_['why']})")
+            what = (
+                f"{s_['input_hashes']} input hashes"
+                if "input_hashes" in s_
+                else f"{s_['units']} unit ids"
+            )
+            click.echo(f"  shared: {what} ({s_['why']})")
         click.echo("clean: nothing remains" if report["clean"] else "NOT clean")
     if not report["clean"]:
         sys.exit(EXIT_FAILED)
