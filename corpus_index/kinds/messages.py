@@ -76,6 +76,9 @@ KEYS = frozenset(
     ("id", "source", "channel", "thread", "author", "recipients", "cc", "timestamp")
     + ("location", "text", "reply_to", "subject", "title", "version", "acl", "tier", "tenant")
 )
+# notes naming a record's unknown keys, at most: an export with dozens of extra fields gets a
+# few named and a count, not a note for each on every record
+MAX_KEY_NOTES = 5
 
 
 # -- reading: one document per record ---------------------------------------------------------
@@ -280,7 +283,8 @@ def parse_record(
             or title).
 
     A key the record's fields are not read from (not in :data:`KEYS`) is read past and noted
-    on its first block (:attr:`~corpus_index.records.Block.notes`).
+    on its first block (:attr:`~corpus_index.records.Block.notes`): the first
+    :data:`MAX_KEY_NOTES` of them in key order, one note each, then one note counting the rest.
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
@@ -320,7 +324,7 @@ def parse_record(
     )
     metadata = _metadata(fields, profile, source, unit_id)
     event_date = local_day(fields["when"], collection.timezone)
-    notes = tuple(_unknown_key(key) for key in sorted(record.keys() - KEYS))
+    notes = _unknown_keys(record.keys() - KEYS)
     blocks: list[Block] = []
     for key, content in _contents(fields, profile):
         blocks.append(
@@ -342,6 +346,22 @@ def parse_record(
             )
         )
     return blocks
+
+
+def _unknown_keys(keys: Collection[str]) -> tuple[str, ...]:
+    """The notes on a record's ``keys`` that no field is read from: one for each of the first
+    :data:`MAX_KEY_NOTES` in key order, then one saying how many more there are."""
+    named = sorted(keys)
+    notes = [_unknown_key(key) for key in named[:MAX_KEY_NOTES]]
+    more = len(named) - MAX_KEY_NOTES
+    if more > 0:
+        last = reprlib.repr(named[MAX_KEY_NOTES - 1])
+        these = "1 more unknown key is" if more == 1 else f"{more} more unknown keys are"
+        notes.append(
+            f"{these} not read (in key order after {last}); "
+            f"the keys read: {', '.join(sorted(KEYS))}"
+        )
+    return tuple(notes)
 
 
 def _unknown_key(key: str) -> str:
