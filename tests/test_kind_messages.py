@@ -17,7 +17,7 @@ from corpus_index.config import CollectionConfig, parse_config
 from corpus_index.errors import ConfigError, LimitExceededError, ParseError
 from corpus_index.hashing import canonical_json, sha256_hex
 from corpus_index.kinds import message_profiles, messages
-from corpus_index.kinds.messages import MAX_KEY_NOTES, MESSAGES, message_of
+from corpus_index.kinds.messages import KEYS, MAX_KEY_NOTES, MESSAGES, message_of
 from corpus_index.limits import Limits
 from corpus_index.linked.conversations import group_conversations
 from corpus_index.linked.irc import read_folder
@@ -349,20 +349,26 @@ def test_an_unknown_key_is_read_past_and_noted_once_per_file_at_its_first_line(
 def test_a_record_of_many_unknown_keys_gets_a_few_notes_naming_them_and_a_count(
     tmp_path: Path,
 ) -> None:
-    """An export with 40 extra fields: five named, in key order, then one note for the rest."""
-    extra = {f"field_{n:02d}": n for n in range(40)}
-    block = one(collection(tmp_path), record("m1", **extra))
-    assert len(block.notes) == MAX_KEY_NOTES + 1 == 6
-    named = [f"unknown key 'field_{n:02d}' is not read; the keys read: " for n in range(5)]
-    assert [n.split("acl,")[0] for n in block.notes[:5]] == named
-    assert block.notes[5].startswith(
-        "35 more unknown keys are not read (in key order after 'field_04'); the keys read: acl, "
+    """An export with 40 extra fields: its typos named first, each with the key it is close
+    to, then one note naming five of the rest in key order and counting the others."""
+    extra: dict[str, Any] = {f"field_{n:02d}": n for n in range(40)}
+    block = one(collection(tmp_path), record("m1", **extra, recipents=["x"], Auther="y"))
+    assert block.notes == (
+        "unknown key 'Auther' is not read; did you mean 'author'?",
+        "unknown key 'recipents' is not read; did you mean 'recipients'?",
+        "unknown keys 'field_00', 'field_01', 'field_02', 'field_03', 'field_04' and 35 more "
+        f"are not read; the keys read: {', '.join(sorted(KEYS))}",
     )
     assert block.metadata["unit_id"] == "m1"  # read past: the record is indexed
     five = one(collection(tmp_path / "five"), record("m2", **dict(list(extra.items())[:5])))
-    assert len(five.notes) == 5 and "more unknown" not in " ".join(five.notes)
-    six = one(collection(tmp_path / "six"), record("m3", **dict(list(extra.items())[:6])))
-    assert six.notes[5].startswith("1 more unknown key is not read (in key order after 'field_04')")
+    assert five.notes == (
+        "unknown keys 'field_00', 'field_01', 'field_02', 'field_03', 'field_04' are not read; "
+        f"the keys read: {', '.join(sorted(KEYS))}",
+    )
+    typos = {f"{k}x": 1 for k in ("author", "channel", "source", "subject", "title", "text")}
+    many = one(collection(tmp_path / "typos"), record("m3", **typos))
+    assert len(many.notes) == MAX_KEY_NOTES + 1  # the sixth typo is one of the rest
+    assert many.notes[-1].startswith("unknown key 'titlex' is not read; the keys read: ")
 
 
 def test_a_file_whose_name_is_not_utf8_is_quarantined_by_that_name_the_rest_indexed(

@@ -283,8 +283,8 @@ def parse_record(
             or title).
 
     A key the record's fields are not read from (not in :data:`KEYS`) is read past and noted
-    on its first block (:attr:`~corpus_index.records.Block.notes`): the first
-    :data:`MAX_KEY_NOTES` of them in key order, one note each, then one note counting the rest.
+    on its first block (:attr:`~corpus_index.records.Block.notes`), a few notes at most (see
+    :func:`_unknown_keys`).
     """
     line = doc.line or 1
     record = _load(doc, collection, line)
@@ -349,27 +349,28 @@ def parse_record(
 
 
 def _unknown_keys(keys: Collection[str]) -> tuple[str, ...]:
-    """The notes on a record's ``keys`` that no field is read from: one for each of the first
-    :data:`MAX_KEY_NOTES` in key order, then one saying how many more there are."""
-    named = sorted(keys)
-    notes = [_unknown_key(key) for key in named[:MAX_KEY_NOTES]]
-    more = len(named) - MAX_KEY_NOTES
-    if more > 0:
-        last = reprlib.repr(named[MAX_KEY_NOTES - 1])
-        these = "1 more unknown key is" if more == 1 else f"{more} more unknown keys are"
-        notes.append(
-            f"{these} not read (in key order after {last}); "
-            f"the keys read: {', '.join(sorted(KEYS))}"
-        )
-    return tuple(notes)
+    """The notes on a record's ``keys`` that no field is read from: first one for each key
+    close to a key read (a typo: ``'recipents'``, did you mean ``'recipients'``?), at most
+    :data:`MAX_KEY_NOTES` of them, then one naming the rest (at most :data:`MAX_KEY_NOTES`
+    by name, in key order, and how many more) beside the keys read."""
+    typos: list[str] = []
+    others: list[str] = []
+    for key in sorted(keys):
+        near = difflib.get_close_matches(key.lower(), KEYS, n=1, cutoff=_TYPO)
+        if near and len(typos) < MAX_KEY_NOTES:
+            typos.append(f"unknown key {reprlib.repr(key)} is not read; did you mean {near[0]!r}?")
+        else:
+            others.append(reprlib.repr(key))
+    if not others:
+        return tuple(typos)
+    more = len(others) - MAX_KEY_NOTES
+    names = ", ".join(others[:MAX_KEY_NOTES]) + (f" and {more} more" if more > 0 else "")
+    these = f"key {names} is" if len(others) == 1 else f"keys {names} are"
+    return (*typos, f"unknown {these} not read; the keys read: {', '.join(sorted(KEYS))}")
 
 
-def _unknown_key(key: str) -> str:
-    """What a note says of a record's ``key`` that no field is read from."""
-    # close enough for a typo ('recipents', 'auther', 'Cc'), not for another field ('bcc')
-    near = difflib.get_close_matches(key.lower(), KEYS, n=1, cutoff=0.82)
-    hint = f"did you mean {near[0]!r}?" if near else f"the keys read: {', '.join(sorted(KEYS))}"
-    return f"unknown key {reprlib.repr(key)} is not read; {hint}"
+# close enough to a key read for a typo ('recipents', 'auther', 'Cc'), not another field ('bcc')
+_TYPO = 0.82
 
 
 class _KeyGivenTwice(ValueError):
