@@ -108,6 +108,9 @@ def test_groups_are_written_and_indexed_beside_their_units(built: Graph) -> None
     assert md["units_as_they_were"] == md["units"]  # linked by the build: nothing hashed again
     groups, members = _groups(home, "wattle-messages")
     assert md["groups"] == len(groups) > 10 and md["members"] == len(members)
+    # cut to the hash embedder's stand-in for the model we ship (tests/test_input_limits.py)
+    assert md["group_input_limit"] == "256 tokens of hash:v1-64, counted by 4 characters a token"
+    assert md["group_inputs_cut"] == sum(g["input_cut"] for g in groups) > 0
     # nor a question's candidates read again: its ingest's arrivals were seen by the sync, so
     # they wake nothing again, and no change reaches any question
     assert md["questions_unread"] == sum(g["group_type"] == "qa_pair" for g in groups) > 5
