@@ -240,10 +240,12 @@ def test_unit_only_search_returns_units_in_the_same_shape(searcher: Searcher) ->
 def test_with_fewer_groups_than_asked_units_follow_below_without_repeats(
     searcher: Searcher,
 ) -> None:
-    # on 12 December Wattle Grove has one group and one unit in no group
+    # on 12 December Wattle Grove has two groups (the Secret Santa call with two who took it,
+    # and the day at Picton) and one unit in no group (a shift note at Tahmoor)
     one_day = [Condition("event_date", "=", "2025-12-12")]
     found = search_contexts(searcher, "roster", principal=MANAGER, filters=one_day, as_of=AS_OF)
-    assert [r.is_group for r in found.records] == [True, False]  # the group, then the unit
+    # the groups, then the unit
+    assert [r.is_group for r in found.records] == [True, True, False]
     assert all(r.date == "2025-12-12" for r in found.records)
     shown = [m.unit_id for r in found.records for m in r.members if r.is_group]
     assert not {r.id for r in found.records if not r.is_group} & set(shown)

@@ -11,6 +11,7 @@ from corpus_index.linked.conversations import link_parents
 from corpus_index.linked.features import channel_features
 from corpus_index.linked.messages import Message
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.questions import question_of
 from corpus_index.linked.responses import Responses, alternatives, thread_subject
 
 T0 = 1_765_000_000.0
@@ -98,3 +99,37 @@ def test_an_answer_naming_an_alternative_joins_the_question() -> None:
     # a message naming nothing it offered is left to the model
     unrelated = [*messages[:3], chat("c", "Jane", "Amelia's physio moved to Friday", 0.1)]
     assert link_parents(unrelated)[3] == link_parents(unrelated, responses=False)[3]
+
+
+def test_a_call_for_people_is_a_who_question_without_its_question_mark() -> None:
+    calls = [
+        "Christmas roster is up. Still need someone for the 26th PM at Picton",
+        "Secret Santa, $20 limit. Say here if you don't want in.",
+        "Anyone free Saturday to take Kevin to the footy",
+        "Looking for a volunteer for the BBQ",
+    ]
+    assert [getattr(question_of(c), "kind", None) for c in calls] == ["who"] * 4
+    assert question_of("We need milk and bread") is None
+    assert question_of("Kevin needs someone with him at the dentist") is None  # no call: a fact
+
+
+def test_a_call_is_answered_by_each_who_takes_it() -> None:
+    """Everyone who answers a call for people names themselves ("in", "count me in"): each
+    joins the call's conversation, not only the first reply, and a one-word "in" is an
+    answer, not an acknowledgement."""
+    messages = [
+        chat("n", "Tom", "van's back from the mechanic", 0),
+        chat(
+            "c",
+            "Leanne",
+            "Secret Santa, $20 limit, names drawn Tuesday. Say here if you want in",
+            1,
+        ),
+        chat("r1", "Mike", "in", 1.5),
+        chat("r2", "Jane", "in! no more candles please", 1.9),
+    ]
+    assert link_parents(messages, responses=False)[2:] == [2, 3]  # the model alone: apart
+    assert link_parents(messages)[2:] == [1, 1]
+    # a reply that is not someone taking it is left to the model
+    other = [*messages[:2], chat("x", "Mike", "the bins are out", 1.5)]
+    assert link_parents(other)[2] == link_parents(other, responses=False)[2]

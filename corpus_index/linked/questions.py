@@ -70,11 +70,23 @@ _ASKS = re.compile(
     r"|any(?:one|body) (?:seen|got|know))\b",
     re.IGNORECASE,
 )
+# a call for people, asked without a question: "Still need someone for the 26th PM", "Say here
+# if you want in", "Anyone free Saturday": who answers it names themselves ("me", "in")
+_CALLS = re.compile(
+    r"\b(?:(?:still |we )?need (?:someone|somebody|anyone|a volunteer|volunteers|a hand)"
+    r"|looking for (?:someone|somebody|a volunteer|volunteers)|say (?:here|so) if"
+    r"|let (?:me|us) know if you(?:'re| are| can| want)|any takers"
+    r"|any(?:one|body) (?:free|keen|available|able|around))\b",
+    re.IGNORECASE,
+)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _WORD = re.compile(r"[a-z0-9']+")
 
 _YES_NO = re.compile(r"^(?:yes|yep|yeah|yup|no|nope|nah|sure|of course|definitely)\b", re.I)
-_SELF = re.compile(r"^(?:me\b|i'll\b|i will\b|i can\b|i'm on\b|i am on\b|we'll\b|count me)", re.I)
+_SELF = re.compile(
+    r"^(?:me\b|i'll\b|i will\b|i can\b|i'm on\b|i am on\b|we'll\b|count me|i'm in\b|in\b(?!\s+\w))",
+    re.I,
+)
 _FACT = re.compile(
     r"^(?:found|it's|its|it is|they're|they are|it was|in the|on the|top|under|behind|at|"
     r"from|since|closed|open|both|only|picked|arrived|fixed|done|booked|rang|\d)",
@@ -115,8 +127,9 @@ def question_of(text: str) -> Question | None:
         if not head:
             continue
         opens = _OPENS.match(sentence[:1].lower() + sentence[1:]) or _OPENS.match(sentence)
-        if sentence.endswith("?") or opens or _ASKS.search(sentence):
-            if any(w in ("who", "whose", "whom") for w in head):
+        call = _CALLS.search(sentence)
+        if sentence.endswith("?") or opens or _ASKS.search(sentence) or call:
+            if call or any(w in ("who", "whose", "whom") for w in head):
                 kind = "who"
             elif any(w in _WH for w in head):
                 kind = "wh"
@@ -220,13 +233,15 @@ class _Traits(NamedTuple):
 def _traits(text: str) -> _Traits:
     """The patterns :func:`answer_score` reads of ``text`` (an answer, greeting and
     addressee taken off), once per text."""
+    self_ = _SELF.match(text) is not None
     return _Traits(
         _YES_NO.match(text) is not None,
         _DOES.match(text) is not None,
-        _SELF.match(text) is not None,
+        self_,
         _FACT.match(text) is not None or re.search(r"\d", text[:30]) is not None,
         re.match(r"^(?:yes|yep|yeah|no|nope)\b", text, re.I) is not None,
-        _ACK.match(text) is not None or len(_WORD.findall(text.lower())) <= 1,
+        # one word is an acknowledgement, but for someone naming themselves ("me", "in")
+        _ACK.match(text) is not None or (len(_WORD.findall(text.lower())) <= 1 and not self_),
     )
 
 
@@ -271,7 +286,7 @@ def answer_score(q: Message, ask: Question, m: Message, *, first_reply: bool, si
     if ask.kind == "polar" and (traits.yes_no or traits.does):
         score += 0.3
     elif ask.kind == "who" and (traits.self_ or not traits.yes_no):
-        score += 0.25 if traits.self_ else 0.05
+        score += 0.35 if traits.self_ else 0.05
     elif traits.fact:
         score += 0.2
     if ask.kind != "polar" and traits.bare_yes_no:

@@ -14,7 +14,10 @@ signs of a reply are read there, each looking back only at earlier messages:
   (:data:`~corpus_index.linked.questions.ANSWER_WINDOW_S` at most, asked by someone else) that
   it answers by :func:`~corpus_index.linked.questions.answer_score` (answer patterns that fit
   the question, being addressed or named, being the first reply, topic similarity) at
-  :data:`RESPONSE_MIN_SCORE` or more, or the question it is the first reply to when it says
+  :data:`RESPONSE_MIN_SCORE` or more (a call for people, "Still need someone for the 26th
+  PM", "Say here if you want in", is a who-question, answered by each who takes it: a reply
+  is the first of its author's, not the first of all, and a one-word "in" or "me" names
+  someone), or the question it is the first reply to when it says
   it does not know ("no idea", "not me"): a reply that does not answer still belongs to the
   exchange; failing both, the latest question offering alternatives ("Chicken or pork?")
   whose alternatives it names ("Chicken is easier to mince for her"), the way such a question
@@ -44,7 +47,7 @@ from corpus_index.linked.topic import STOPWORDS, tokens
 # the rule pass's version, in the digest of the links it made (corpus_index.linked.relink): a
 # change to what it reads or decides must change it, so the links kept from a run are decided
 # again
-RESPONSES_VERSION = "responses-v1"
+RESPONSES_VERSION = "responses-v2"
 # an answer must score this by answer_score to join its question's conversation: above the
 # answer finder's own bar (0.3, where irc-disentanglement dev lost 2 points of F: a channel
 # answers many questions at once, and a pattern-only answer is often another's)
@@ -107,7 +110,13 @@ class Responses:
                 words = set(tokens(m.text)) if words is None else words
                 named = j if options & words else -1
             if ask is not None and q.author != m.author:
-                first = between <= {int(f.author[j])}
+                # a call for people ("who's on?", "say here if you want in") is answered by
+                # each who takes it: the first reply of its author, not the first reply
+                first = (
+                    int(f.author[i]) not in between
+                    if ask.kind == "who"
+                    else between <= {int(f.author[j])}
+                )
                 if first and not_an_answer(m.text):
                     return j  # "no idea": the first reply to it, not an answer
                 sim = float(f.topic[i, k - 1])
