@@ -13,6 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_index import steps
 from corpus_index.config import Settings, load_config
@@ -24,6 +26,7 @@ from corpus_index.tokens import (
     NO_MODEL,
     OPENAI_INPUT_TOKENS,
     CountingFit,
+    TokenizerFit,
     group_fit,
     input_limit,
     token_counter,
@@ -186,3 +189,33 @@ def test_a_groups_text_is_cut_to_its_models_limit_and_made_again_when_it_changes
 @pytest.mark.parametrize("embedder", [MINILM, OPENAI, "hash:v1-64"])
 def test_every_fit_leaves_a_short_text_as_it_is(embedder: str) -> None:
     assert input_limit(embedder)("roast pumpkin") == ("roast pumpkin", False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(
+        st.text(alphabet=st.characters(codec="utf-8"), max_size=12),
+        max_size=400,
+    ),
+    limit=st.integers(min_value=8, max_value=300),
+)
+def test_a_fit_never_passes_its_limit_and_keeps_the_texts_start(
+    words: list[str], limit: int
+) -> None:
+    """Any text (any script, emoji, control characters, empty words): the local model's fit
+    and a counting fit give at most ``limit`` tokens, the text's own start and the cut mark,
+    and a text that fits as it is."""
+    text = " ".join(words)
+    count, _ = token_counter(MINILM)
+    local = input_limit(MINILM).fit
+    assert isinstance(local, TokenizerFit)
+    for fit, counts in (
+        (TokenizerFit(limit, MINILM, local.tokenizer), count),
+        (CountingFit(limit, "words", lambda t: len(t.split())), lambda t: len(t.split())),
+    ):
+        cut, was_cut = fit(text)
+        assert counts(cut) <= limit or cut == CUT_MARK
+        if was_cut:
+            assert cut.endswith(CUT_MARK) and text.startswith(cut[: -len(CUT_MARK)].rstrip())
+        else:
+            assert cut == text and counts(text) <= limit
