@@ -80,6 +80,8 @@ class OpenAIAnswerVerifier:
         api_key: str,
         api_key_env: str = "OPENAI_API_KEY",
         base_url: str | None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
         max_retries: int = 2,
         timeout: float = 20.0,
         backoff_base: float = 0.5,
@@ -91,6 +93,8 @@ class OpenAIAnswerVerifier:
             api_key: the bearer token; whitespace around it is dropped.
             api_key_env: the environment variable the key came from, named in errors.
             base_url: the API root (``.../v1``); None means OpenAI's.
+            temperature, max_tokens: sent with each request when given (None: the
+                server's defaults).
             max_retries: retries of one request after a transient failure.
             timeout: seconds to wait for one response.
             backoff_base: first backoff in seconds; it doubles with every retry.
@@ -101,6 +105,12 @@ class OpenAIAnswerVerifier:
         api_key = checked_api_key(api_key, who=f"answer verifier {model}", api_key_env=api_key_env)
         self.model = model
         self.base_url = base_url or DEFAULT_BASE_URL
+        # what each request sends beside the model and the messages (only what was given)
+        self.options: dict[str, float | int] = {
+            k: v
+            for k, v in (("temperature", temperature), ("max_tokens", max_tokens))
+            if v is not None
+        }
         self.max_retries = max_retries
         self.timeout = timeout
         self.backoff_base = backoff_base
@@ -114,11 +124,12 @@ class OpenAIAnswerVerifier:
 
     @property
     def identity(self) -> str:
-        """What a verdict depends on beyond the pair: the model, the API root and what is
-        asked (never the key). Verdicts are kept by it, so another model or server asks
+        """What a verdict depends on beyond the pair: the model, the API root, what is asked
+        and the sampling options given (never the key). Verdicts are kept by it, so another model or server asks
         again (see :func:`corpus_index.linked.questions.find_answers`)."""
         what: dict[str, object] = {"model": self.model, "base_url": self.base_url}
         what |= {"system": SYSTEM, "max_chars": MAX_TEXT_CHARS, "asks": prompt(_EMPTY, _EMPTY)}
+        what |= self.options  # a verifier without options keeps the verdicts it had
         return sha256_hex(canonical_json(what))[:16]
 
     def __repr__(self) -> str:
@@ -159,7 +170,9 @@ class OpenAIAnswerVerifier:
         for attempt in range(self.max_retries + 1):
             wait: float | None = None
             try:
-                response = client.chat.completions.create(model=self.model, messages=messages)
+                response = client.chat.completions.create(
+                    model=self.model, messages=messages, **self.options
+                )
             except oa.APIStatusError as exc:
                 status = int(exc.status_code)
                 if status in _FATAL_STATUSES:
@@ -226,5 +239,10 @@ def answer_verifier(
             "answer_verifier to link answers without a model"
         )
     return OpenAIAnswerVerifier(
-        config.model, base_url=config.base_url, api_key=key, api_key_env=config.api_key_env
+        config.model,
+        base_url=config.base_url,
+        api_key=key,
+        api_key_env=config.api_key_env,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
     )

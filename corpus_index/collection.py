@@ -25,11 +25,16 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 class VerifierConfig:
     """The chat model that judges a question's chosen answer (``answer_verifier:``, see
     :mod:`corpus_index.answer_verifier`): its name, the OpenAI-compatible API root (None:
-    OpenAI's) and the environment variable its key is read from (never the key itself)."""
+    OpenAI's), the environment variable its key is read from (never the key itself), and the
+    sampling options each request carries."""
 
     model: str
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    # sent with each request when set (None: the server's default, which a reasoning model
+    # may insist on: it refuses any other temperature, and max_tokens)
+    temperature: float | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -498,10 +498,11 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _answer_verifier(spec: Mapping[str, Any], key: str, path: Path) -> VerifierConfig | None:
-    """A collection's ``answer_verifier``: ``{model: NAME, base_url: URL, api_key_env: NAME}``
-    (the model required; the API root an http(s) URL, OpenAI's by default; the key read from
-    the variable named, ``OPENAI_API_KEY`` by default, when the ``linked_groups`` step starts),
-    or None where it sets none. A key written in the file is refused: it would travel with
+    """A collection's ``answer_verifier``: ``{model: NAME, base_url: URL, api_key_env: NAME,
+    temperature: T, max_tokens: N}`` (the model required; the API root an http(s) URL,
+    OpenAI's by default; the key read from the variable named, ``OPENAI_API_KEY`` by default,
+    when the ``linked_groups`` step starts; a temperature from 0 to 2 and a positive
+    ``max_tokens`` sent with each request when given), or None where it sets none. A key written in the file is refused: it would travel with
     every copy of the configuration."""
     if "answer_verifier" not in spec:
         return None
@@ -514,7 +515,7 @@ def _answer_verifier(spec: Mapping[str, Any], key: str, path: Path) -> VerifierC
             "the key is never written in the configuration: put it in an environment "
             "variable and name it with api_key_env",
         )
-    _no_unknown(given, {"model", "base_url", "api_key_env"}, key, path)
+    _no_unknown(given, {"model", "base_url", "api_key_env", "temperature", "max_tokens"}, key, path)
     model = _string(given.get("model"), f"{key}.model", path)
     base_url = _opt_string(given.get("base_url"), f"{key}.base_url", path)
     if base_url is not None:
@@ -534,7 +535,16 @@ def _answer_verifier(spec: Mapping[str, Any], key: str, path: Path) -> VerifierC
             f"{env!r} is not an environment variable's name (letters, digits and _, not "
             "starting with a digit); name the variable that holds the key, not the key",
         )
-    return VerifierConfig(model=model, base_url=base_url, api_key_env=env)
+    temperature = given.get("temperature")
+    return VerifierConfig(
+        model=model,
+        base_url=base_url,
+        api_key_env=env,
+        temperature=None
+        if temperature is None
+        else _float(temperature, f"{key}.temperature", path, most=2.0),
+        max_tokens=_opt_int(given.get("max_tokens"), f"{key}.max_tokens", path),
+    )
 
 
 def _limits(value: Any, base: Limits, key: str, path: Path) -> Limits:

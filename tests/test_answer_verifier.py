@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def test_only_the_two_texts_and_the_instruction_are_sent_each_cut(
     link_units([UNITS[0], long, UNITS[2]], verifier=verifier(server))
     sent = server.chats[0]
     assert sent["model"] == "judge-1"
+    assert set(sent) == {"model", "messages"}  # no sampling option unless configured
     system, user = sent["messages"]
     assert system == {"role": "system", "content": SYSTEM}
     assert user["role"] == "user"
@@ -283,3 +285,22 @@ def test_the_asset_reports_what_the_verifier_was_asked(
     assert rows is not None
     (qa,) = [g for g in rows.to_pylist() if g["group_type"] == "qa_pair"]
     assert qa["resolved_by_unit_id"] == "a2"
+
+
+def test_sampling_options_are_sent_only_when_configured_and_keep_their_own_verdicts(
+    server: FakeOpenAIServer,
+) -> None:
+    """``temperature`` and ``max_tokens`` go with each request when the configuration gives
+    them (a reasoning model refuses both, so none is sent by default), and verdicts are kept
+    apart by them."""
+    config = VerifierConfig("judge-1", base_url=server.base_url, api_key_env=ENV)
+    plain = answer_verifier(config, where="w", environ={ENV: KEY})
+    steady = answer_verifier(
+        replace(config, temperature=0.0, max_tokens=8), where="w", environ={ENV: KEY}
+    )
+    link_units(UNITS, verifier=steady)
+    assert server.chats and all(
+        (c["temperature"], c["max_tokens"]) == (0.0, 8) for c in server.chats
+    )
+    assert plain.identity != steady.identity
+    assert plain.identity == answer_verifier(config, where="w", environ={ENV: KEY}).identity

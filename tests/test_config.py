@@ -574,7 +574,11 @@ _VERIFIER = "collections.care.answer_verifier"
         ("messages", {"model": "m", "api_key_env": "CARE_LLM_KEY"}, None),
         ("messages", "gpt", f"{_VERIFIER}: expected a mapping, got str"),
         ("messages", {}, f"{_VERIFIER}.model: is required and must be a non-empty string"),
-        ("messages", {"model": "m", "temperature": 0}, f"{_VERIFIER}.temperature: unknown key"),
+        ("messages", {"model": "m", "temperature": 0, "max_tokens": 8}, None),
+        ("messages", {"model": "m", "temperature": 2.5}, f"{_VERIFIER}.temperature: must be at"),
+        ("messages", {"model": "m", "temperature": "low"}, f"{_VERIFIER}.temperature: must be a"),
+        ("messages", {"model": "m", "max_tokens": 0}, f"{_VERIFIER}.max_tokens: must be a pos"),
+        ("messages", {"model": "m", "top_p": 1}, f"{_VERIFIER}.top_p: unknown key"),
         ("messages", {"model": "m", "api_key": "sk-1"}, f"{_VERIFIER}.api_key: the key is never"),
         ("messages", {"model": "m", "api_key_env": "sk-1"}, f"{_VERIFIER}.api_key_env: 'sk-1' is"),
         ("messages", {"model": "m", "base_url": "localhost:8000"}, f"{_VERIFIER}.base_url: 'loc"),
@@ -593,6 +597,10 @@ def test_an_answer_verifier_names_a_model_and_the_variable_of_its_key(
         assert got is not None and got.model == "m"
         assert got.base_url == extra.get("base_url")
         assert got.api_key_env == extra.get("api_key_env", "OPENAI_API_KEY")
+        assert (got.temperature, got.max_tokens) == (
+            extra.get("temperature"),
+            extra.get("max_tokens"),
+        )
         return
     with pytest.raises(ConfigError, match=f"^{re.escape(f'{path}: {error}')}") as caught:
         load_config(path)
