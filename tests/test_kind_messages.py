@@ -953,12 +953,12 @@ def test_incident_reports_stay_whole_resource_docs_split_by_section(tmp_path: Pa
                       "Saw Kevin and Amelia: both fine.")],
             id="leading-words-alone",
         ),
-        pytest.param(  # a place or a room is a label: its words stay in the entry before it
+        pytest.param(  # a place heads its own entry (not the person's above); a number no name
             "John: ok.\nHouse: quiet.\nKitchen: clean. Bathroom: mat out.\nRoom 3: window "
-            "stuck.\nUnit 4: fine.\nLiving room: tidy.\nKitchen bench: wiped.\nAmelia: ok.",
-            [("John", "ok.\nHouse: quiet.\nKitchen: clean. Bathroom: mat out.\nRoom 3: window "
-                      "stuck.\nUnit 4: fine.\nLiving room: tidy.\nKitchen bench: wiped."),
-             ("Amelia", "ok.")],
+            "stuck.\nUnit 4: fine.\nLiving room: tidy.\nAmelia: ok.",
+            [("John", "ok."), ("House", "quiet."), ("Kitchen", "clean."),
+             ("Bathroom", "mat out.\nRoom 3: window stuck.\nUnit 4: fine."),
+             ("Living room", "tidy."), ("Amelia", "ok.")],
             id="places",
         ),
         pytest.param(  # people stay people: two words, a title's name, a place word as a name
@@ -1058,13 +1058,12 @@ def test_the_samples_shift_notes_and_policies_split_as_written(tmp_path: Path) -
     )
     found = blocks_of(coll)
     (note,) = found["wg-sn-001"]
-    # "House: ..." is the house's, no one's: it stays with the entry above it
-    assert [p["heading"] for p in note.content["sections"]] == ["John", "Amelia"]
+    # "House: ..." is the house's: a part of its own, not Amelia's
+    assert [p["heading"] for p in note.content["sections"]] == ["John", "Amelia", "House"]
     assert note.content["sections"][1]["text"].startswith("Ate well, level 6 dinner")
-    assert note.content["sections"][1]["text"].endswith(
-        "\nHouse: Handover to Daniel at 10:30 about John's checks."
-    )
-    people = {"John", "Amelia", "Kevin", "Rosa"}  # no label ("Staff:", "Other:") nor place
+    assert note.content["sections"][2]["text"] == "Handover to Daniel at 10:30 about John's checks."
+    # people, and places and things that head their own part; no label ("Staff:", "Other:")
+    people = {"John", "Amelia", "Kevin", "Rosa", "House", "Van"}
     notes = [b for bs in found.values() for b in bs if b.metadata["source"] == "shift_note"]
     assert {p["heading"] for b in notes for p in b.content["sections"]} == {"", *people}
     (late,) = found["wg-sn-003"]

@@ -343,29 +343,19 @@ NOT_PARTICIPANTS = frozenset(
         *("staff", "other", "general"),
     }
 )
-# places, rooms and vehicles written as "House:" or "Kitchen bench:", not people; only alone
-# or before a lower-case word, as "Van Nguyen:" is someone ("Room 3:" has no name before it:
-# a name's words are letters)
-PLACE_LABELS = frozenset(
-    {
-        *("house", "home", "kitchen", "lounge", "living room", "dining room", "bathroom"),
-        *("toilet", "laundry", "garden", "yard", "backyard", "office", "bedroom", "hallway"),
-        *("garage", "room", "unit", "van", "car", "bus"),
-    }
-)
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "st", "prof"})  # "Dr. Lee: ..." no end
 
 
 def _is_label(name: str) -> bool:
-    """Whether ``name`` (the words before an entry's colon) is a label, a place or a leading
-    word (``Note:``, ``House:``, ``Kitchen bench:``, ``Finally:``), not someone."""
+    """Whether ``name`` (the words before an entry's colon) is a label or a leading word
+    (``Note:``, ``Late entry:``, ``Finally:``), not someone. A place (``House:``, ``Kitchen
+    bench:``) heads an entry as a person does: what is written of it is its own, not the
+    previous person's (no heading is read as a person)."""
     words = name.lower().split()
     if name.lower() in NOT_PARTICIPANTS or words[0] in NOT_PARTICIPANTS:
         return True
     # a leading word still first had no name after it (the name would have been taken)
-    if words[0] in _LEADING_FIRST or name.lower() in PLACE_LABELS:
-        return True
-    return words[0] in PLACE_LABELS and name.split()[-1].islower()
+    return words[0] in _LEADING_FIRST
 
 
 def participant_entries(text: str) -> list[tuple[str, str]]:
@@ -374,10 +364,10 @@ def participant_entries(text: str) -> list[tuple[str, str]]:
     one. The name is one or two words, capitalised (a second word may be lower case at a
     line's start: ``Day hub:``), without the leading words before it (:data:`LEADING_WORDS`:
     ``Then Amelia:`` is Amelia's), not a label (:data:`NOT_PARTICIPANTS`: ``Note:``,
-    ``Late entry:``) nor a place (:data:`PLACE_LABELS`: ``House:``, ``Room 3:``), whose words
-    stay in the entry before it; a time (``7:40``) or an address (``https://``) has no name
-    before its colon. Text before the first entry is an entry with an empty name; no entry at
-    all: []."""
+    ``Late entry:``), whose words stay in the entry before it; a place (``House:``) heads an
+    entry of its own; a time (``7:40``), a numbered room (``Room 3:``) or an address
+    (``https://``) has no name before its colon. Text before the first entry is an entry
+    with an empty name; no entry at all: []."""
     starts: list[tuple[int, int, str]] = []  # where an entry starts, where its text does, name
     for m in _ENTRY.finditer(text):
         name = m[1]
