@@ -264,6 +264,32 @@ def test_an_explicit_reply_wins_however_far_back() -> None:
     assert parents[80] == 2  # 78 messages back, beyond the model's window
 
 
+def test_a_conversation_silent_past_two_days_is_not_continued_by_the_models_choice() -> None:
+    """Someone addressed days after their last exchange is asked something new (the model,
+    trained on irc, where nobody is silent for days, would continue that exchange); an
+    explicit reply still continues it."""
+    day = 24 * 3600.0
+
+    def channel(gap_days: float, reply_to: str | None = None) -> list[Message]:
+        return [
+            Message("r1", "#house", "Sarah J", "Roster is up for next week, swaps to me", 0.0),
+            Message("r2", "#house", "DanK", "I can swap my Tuesday night", 600.0),
+            Message("r3", "#house", "Sarah J", "done, updated", 1200.0),
+            Message(
+                "m1",
+                "#house",
+                "DanK",
+                "Sarah the MAR for Amelia has a gap at 8pm, I've done the incident report",
+                1200.0 + gap_days * day,
+                reply_to=reply_to,
+            ),
+        ]
+
+    assert link_parents(channel(1.5))[3] != 3  # a day and a half: the model continues it
+    assert link_parents(channel(3))[3] == 3  # three days: a conversation of its own
+    assert link_parents(channel(3, reply_to="r3"))[3] == 2
+
+
 def test_named_people_in_mentions_link_messages_of_other_sources() -> None:
     messages = [
         Message("m1", "staff", "Sarah Jones", "Who is cooking on the 25th?", 0.0),

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from corpus_index.linked.conversations import link_parents
+from corpus_index.linked.conversations import IDLE_S, link_parents
 from corpus_index.linked.features import PACE_FLOOR_S, channel_pace
 from corpus_index.linked.groups import conversation_groups
 from corpus_index.linked.merging import merge_conversations
@@ -41,8 +41,9 @@ def test_the_linker_reads_a_slow_channel_as_it_reads_a_fast_one(slower: float) -
     """The same exchanges, their clock run ``slower`` times slower (minutes become hours): the
     model makes the same links, since every time it reads is in the channel's pace. The
     replies read by how people write (``responses``) keep human time: a question is open for
-    48 hours, so they agree while the exchange stays within that (600 times slower, "Amelia
-    can't do pork" comes 90 hours after the question it answers)."""
+    48 hours, and a conversation silent for 48 hours is not continued, so they agree while the
+    exchange stays within that (600 times slower, "Amelia can't do pork" comes 90 hours after
+    the question it answers)."""
     lines = [
         ("Sarah", "Christmas lunch planning, chicken or pork? who is on that day?", 0),
         ("Mike", "I'm on 7-3, pork with crackling gets my vote", 3),
@@ -61,11 +62,26 @@ def test_the_linker_reads_a_slow_channel_as_it_reads_a_fast_one(slower: float) -
     assert channel_pace(np.array([m.timestamp for m in fast]), np.zeros(11, bool))[2:].min() > (
         PACE_FLOOR_S
     )  # above the floor, or the fast channel would be read slower than it is
-    assert link_parents(slow, responses=False) == link_parents(fast, responses=False)
+    model_fast, model_slow = (
+        link_parents(fast, responses=False),
+        link_parents(slow, responses=False),
+    )
     if slower <= 60:
+        assert model_slow == model_fast
         assert link_parents(slow) == link_parents(fast)
-    else:
-        assert link_parents(slow)[2] == 2 != link_parents(fast)[2]
+        return
+    # 600 times slower, a minute is ten hours: a conversation silent past 48 hours of it is
+    # not continued (conversations.IDLE_S), so every link the fast channel makes and the slow
+    # one does not reaches a conversation idle that long
+    conversation = list(range(len(fast)))
+    for i, parent in enumerate(model_fast):
+        conversation[i] = conversation[parent]
+    cut = [i for i in range(len(fast)) if model_slow[i] != model_fast[i]]
+    assert cut  # the rule is met here
+    for i in cut:
+        last = max(j for j in range(i) if conversation[j] == conversation[model_fast[i]])
+        assert slow[i].timestamp - slow[last].timestamp > IDLE_S
+    assert link_parents(slow)[2] == 2 != link_parents(fast)[2]
 
 
 def _sample_like(gap_minutes: float) -> tuple[list[list[str]], dict[str, Message], Similarity]:

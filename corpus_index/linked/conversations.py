@@ -26,11 +26,20 @@ import numpy as np
 from corpus_index.linked.features import ChannelFeatures, channel_features
 from corpus_index.linked.messages import InTimeOrder, Message
 from corpus_index.linked.model import LinkModel
+from corpus_index.linked.questions import ANSWER_WINDOW_S
 from corpus_index.linked.responses import Responses
 from corpus_index.linked.state import ConversationState
 from corpus_index.linked.topic import Embed
 
 BLOCK = 2048  # messages whose pair features are held at once (about 12 MiB with a window of 50)
+# a conversation silent longer than an answer is looked for (48 hours) is not continued by the
+# model's choice: an explicit reply, an e-mail thread or an answer to an open question still
+# joins it (irc never pauses this long; a staff chat does, and someone addressed days later is
+# asked something new)
+IDLE_S = ANSWER_WINDOW_S
+# the decoding's version, in the digest of the links it decided (corpus_index.linked.relink):
+# a change to what it reads or decides must change it (v2: conversations idle past IDLE_S)
+DECODE_VERSION = "decode-v2"
 
 
 def by_channel(messages: Sequence[Message]) -> dict[str, list[Message]]:
@@ -123,6 +132,7 @@ def decode(
             else:
                 scores = state.fill(i, rows[i - start]) @ pair_w
                 scores = np.where(features.valid[i], scores, -np.inf)
+                scores[state.idle(i, len(scores), IDLE_S)] = -np.inf
                 best = int(np.argmax(scores))
                 parent = i - best - 1 if scores[best] > own[i] else i
                 if parent == i and replies is not None:

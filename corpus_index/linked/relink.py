@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from corpus_index.hashing import value_digest
 from corpus_index.linked.conversations import (
+    DECODE_VERSION,
     OutOfWindow,
     by_channel,
     components,
@@ -210,9 +211,10 @@ def model_digest(model: LinkModel) -> str:
     """First 16 hex of the sha256 of the weights, as their file writes them, of the version
     of the features they weigh (:data:`~corpus_index.linked.features.FEATURES_VERSION`) and
     of the rule pass that reads replies after the model
-    (:data:`~corpus_index.linked.responses.RESPONSES_VERSION`): links an earlier version
+    (:data:`~corpus_index.linked.responses.RESPONSES_VERSION`) and of the decoding
+    (:data:`~corpus_index.linked.conversations.DECODE_VERSION`): links an earlier version
     made are decided again."""
-    versions = [FEATURES_VERSION, RESPONSES_VERSION]
+    versions = [FEATURES_VERSION, RESPONSES_VERSION, DECODE_VERSION]
     raw = json.dumps([model.to_json(), *versions], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 

@@ -61,6 +61,14 @@ class ConversationState:
         row[ks, CONVERSATION_COLUMNS] = values
         return row
 
+    def idle(self, i: int, reach: int, seconds: float) -> np.ndarray:
+        """Which of ``i``'s candidates ``i - 1`` ... ``i - reach`` belong to a conversation
+        silent for more than ``seconds`` when ``i`` is written (bool ``[reach]``)."""
+        f = self.features
+        js = np.arange(i - 1, i - 1 - reach, -1)
+        last = self._last[self._conversation[np.maximum(js, 0)]]
+        return np.asarray(f.times[i] - f.times[last] > seconds)
+
     def join(self, i: int, parent: int) -> None:
         """``i`` continues the conversation of ``parent`` (itself: it starts one)."""
         c = int(self._conversation[parent]) if parent != i else i
