@@ -7,7 +7,9 @@ and its predecessors in the window under a :class:`~corpus_index.linked.model.Li
 which weighs mentions of a participant, the same author going on, the time and the messages
 since that message, the time since the last message of *that message's conversation* (as
 decided so far, message by message), whether its author has moved on, and topic similarity.
-System messages (joins and quits) are conversations of their own. Where the model would have a
+A conversation silent for :data:`IDLE_S` (48 hours) is no candidate: the model never saw
+such a pause on irc, where it was fitted. System messages (joins and quits) are
+conversations of their own. Where the model would have a
 message start a conversation, a reply it cannot see by those features (an e-mail ``Re:``, an
 answer to an open question hours later) still joins the conversation it answers
 (:mod:`corpus_index.linked.responses`).
