@@ -256,6 +256,12 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
         paced = PacedProgress(context.log.info)
         r = steps.linked_groups.run(corpus.open_home(), context.partition_key, progress=paced)
         paced.flush()
+        if r.verifier_refused:
+            context.log.warning(
+                f"answer verifier: its server refused {r.verifier_refused} of the "
+                f"{r.verified} pairs put to it, so the scorer's choice stood; the first: "
+                f"{r.verifier_refusal}"
+            )
         for refused in r.merges_refused:
             context.log.warning(
                 f"merge refused ({refused}): its merged identity was merged into another "
@@ -300,6 +306,8 @@ def build_assets(p: CorpusPartitions) -> list[dg.AssetsDefinition]:
                 # the ones it gave no clear verdict on
                 "answers_verified": r.verified,
                 "answers_unverified": r.unverified,
+                "answers_refused": r.verifier_refused,
+                "answer_verifier_refusal": r.verifier_refusal,
                 "written": r.passed,
             },
             check_results=_results(r.gates),

@@ -44,6 +44,8 @@ MAX_TEXT_CHARS = 2000  # of each text sent: a long e-mail is judged by its openi
 MAX_REPLY_CHARS = 200  # of a reply read (a chatty one is no clear verdict anyway)
 _RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
 _FATAL_STATUSES = frozenset({401, 403, 404})
+# of a server's message kept to say why a pair was refused (its text is never echoed whole)
+_MESSAGE_CHARS = 300
 _MAX_BACKOFF_S = 10.0
 # "yes", "No.", "Yes, it gives the code": a verdict; "no idea", "yes and no": none
 _VERDICT = re.compile(r"(yes|no)(?:[.!]?|[.!,;:]\s.*)", re.IGNORECASE | re.DOTALL)
@@ -116,6 +118,8 @@ class OpenAIAnswerVerifier:
         self.backoff_base = backoff_base
         self.asked = 0  # pairs put to the model
         self.unclear = 0  # of those, answered with no clear yes or no, or not answered
+        self.refused = 0  # of those, refused by the server for what was sent (a 4xx)
+        self.refusal = ""  # the first refusal, "HTTP 400: <the server's message>"
         self._api_key = api_key
         self._api_key_env = api_key_env
         self._down = False  # a transient failure outlasted the retries: not asked again
@@ -178,7 +182,15 @@ class OpenAIAnswerVerifier:
                 if status in _FATAL_STATUSES:
                     raise self._fatal(status, server_message(exc)) from exc
                 if status not in _RETRY_STATUSES and status < 500:
-                    return None  # refused for what it holds: no opinion on this pair
+                    # refused for what it holds: no opinion on this pair; the first refusal
+                    # is kept to say why (every pair refused alike is a misconfiguration: a
+                    # reasoning model refusing a temperature, say)
+                    self.refused += 1
+                    if not self.refusal:
+                        said = server_message(exc)
+                        cut = said if len(said) <= _MESSAGE_CHARS else said[:_MESSAGE_CHARS] + "…"
+                        self.refusal = f"HTTP {status}: {cut}"
+                    return None
                 wait = retry_after(exc.response.headers)
             except (oa.APITimeoutError, oa.APIConnectionError):
                 pass

@@ -287,6 +287,27 @@ def test_the_asset_reports_what_the_verifier_was_asked(
     assert qa["resolved_by_unit_id"] == "a2"
 
 
+def test_a_server_refusing_every_pair_says_why_through_the_asset(
+    server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verifier its server refuses (a 400 for each pair: a reasoning model given a
+    temperature, say) leaves the scorer's choice, and the materialization says how many pairs
+    were refused and the first refusal, its message cut."""
+    monkeypatch.setenv(ENV, KEY)
+    why = "Unsupported value: 'temperature' does not support 0 with this model." + " x" * 400
+    server.script = [{"status": 400, "message": why}] * 2
+    spec = {"model": "judge-1", "base_url": server.base_url, "api_key_env": ENV}
+    spec |= {"temperature": 0}
+    r = Graph(configure(tmp_path, spec)).ingest("care")
+    assert r.success
+    md = metadata(r, "linked_groups")
+    # no opinion on the scorer's pick: it stands, and no other candidate is asked
+    assert (md["answers_verified"], md["answers_unverified"], md["answers_refused"]) == (1, 1, 1)
+    refusal = md["answer_verifier_refusal"]
+    assert refusal.startswith("HTTP 400: Unsupported value: 'temperature'")
+    assert refusal.endswith("…") and len(refusal) < 320
+
+
 def test_sampling_options_are_sent_only_when_configured_and_keep_their_own_verdicts(
     server: FakeOpenAIServer,
 ) -> None:

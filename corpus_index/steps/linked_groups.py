@@ -147,6 +147,9 @@ class LinkedGroupsOutcome:
     # were the last run's), and of those, the ones it gave no clear verdict on
     verified: int = 0
     unverified: int = 0
+    # of those, refused by its server for what was sent, and the first refusal (why)
+    verifier_refused: int = 0
+    verifier_refusal: str = ""
     gates: list[gates.Gate] = field(default_factory=list)
 
     @property
@@ -404,6 +407,8 @@ def _grouped(
         questions_unread=sum(a.kept for a in lasts.values()),
         verified=0 if verifier is None else verifier.asked,
         unverified=0 if verifier is None else verifier.unclear,
+        verifier_refused=0 if verifier is None else verifier.refused,
+        verifier_refusal="" if verifier is None else verifier.refusal,
         gates=check(tables, [u for u in units if u.doc_id in live]),
     )
     if outcome.passed:
