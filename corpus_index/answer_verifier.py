@@ -44,17 +44,17 @@ MAX_TEXT_CHARS = 2000  # of each text sent: a long e-mail is judged by its openi
 MAX_REPLY_CHARS = 200  # of a reply read (a chatty one is no clear verdict anyway)
 _RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
 _FATAL_STATUSES = frozenset({401, 403, 404})
-# of a server's message kept to say why a pair was refused (its text is never echoed whole)
+# of a server's message quoted in an error or a refusal (its text is never echoed whole)
 _MESSAGE_CHARS = 300
 _MAX_BACKOFF_S = 10.0
 # "yes", "No.", "Yes, it gives the code": a verdict; "no idea", "yes and no": none
 _VERDICT = re.compile(r"(yes|no)(?:[.!]?|[.!,;:]\s.*)", re.IGNORECASE | re.DOTALL)
 
 
-def cut(text: str) -> str:
-    """``text`` within :data:`MAX_TEXT_CHARS` characters (an ellipsis marks a cut)."""
+def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` within ``limit`` characters (an ellipsis marks a cut)."""
     text = text.strip()
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def prompt(question: Message, answer: Message) -> str:
@@ -187,9 +187,7 @@ class OpenAIAnswerVerifier:
                     # reasoning model refusing a temperature, say)
                     self.refused += 1
                     if not self.refusal:
-                        said = server_message(exc)
-                        cut = said if len(said) <= _MESSAGE_CHARS else said[:_MESSAGE_CHARS] + "…"
-                        self.refusal = f"HTTP {status}: {cut}"
+                        self.refusal = f"HTTP {status}: {self._quoted(server_message(exc))}"
                     return None
                 wait = retry_after(exc.response.headers)
             except (oa.APITimeoutError, oa.APIConnectionError):
@@ -206,8 +204,14 @@ class OpenAIAnswerVerifier:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         return backoff_s(attempt, retry_after, self.backoff_base, _MAX_BACKOFF_S)
 
+    def _quoted(self, message: str) -> str:
+        """A server's ``message`` as quoted: its key named by its variable (a server may echo
+        the request), cut to :data:`_MESSAGE_CHARS` (one quoting a long text would fill the
+        log)."""
+        return cut(message.replace(self._api_key, f"<{self._api_key_env}>"), _MESSAGE_CHARS)
+
     def _fatal(self, status: int, message: str) -> VerifierError:
-        message = message.replace(self._api_key, f"<{self._api_key_env}>")[:300]
+        message = self._quoted(message)
         text = f"answer verifier {self.model}: {self.base_url} answered HTTP {status}: {message}"
         if status in (401, 403):
             text += f"; check the API key: set {self._api_key_env} to a valid key for this server"

@@ -502,6 +502,14 @@ def test_people_file_is_optional(tmp_path: Path) -> None:
     )
 
 
+def _care(tmp_path: Path, kind: str, keys: dict[str, Any]) -> Path:
+    """The configuration of one collection ``care`` of ``kind`` (its folder made) with
+    ``keys`` beside its own."""
+    (tmp_path / "conf" / "care").mkdir(parents=True)
+    care = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"], **keys}
+    return write(tmp_path, {"collections": {"care": care}, **PROFILE})
+
+
 @pytest.mark.parametrize(
     ("kind", "grouping", "error"),
     [
@@ -515,11 +523,7 @@ def test_people_file_is_optional(tmp_path: Path) -> None:
 def test_grouping_is_a_switch_of_grouped_kinds(
     tmp_path: Path, kind: str, grouping: Any, error: str | None
 ) -> None:
-    (tmp_path / "conf" / "care").mkdir(parents=True)
-    care: dict[str, Any] = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"]}
-    if grouping is not None:
-        care["grouping"] = grouping
-    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    path = _care(tmp_path, kind, {} if grouping is None else {"grouping": grouping})
     if error is None:
         assert load_config(path).collections["care"].grouping is (grouping is not False)
         return
@@ -551,11 +555,7 @@ def test_grouping_is_a_switch_of_grouped_kinds(
 def test_timezone_names_an_iana_zone_of_a_grouped_kind(
     tmp_path: Path, kind: str, timezone: Any, error: str | None
 ) -> None:
-    (tmp_path / "conf" / "care").mkdir(parents=True)
-    care: dict[str, Any] = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"]}
-    if timezone is not None:
-        care["timezone"] = timezone
-    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    path = _care(tmp_path, kind, {} if timezone is None else {"timezone": timezone})
     if error is None:
         assert load_config(path).collections["care"].timezone == (timezone or "")
         return
@@ -588,10 +588,7 @@ _VERIFIER = "collections.care.answer_verifier"
 def test_an_answer_verifier_names_a_model_and_the_variable_of_its_key(
     tmp_path: Path, kind: str, extra: Any, error: str | None
 ) -> None:
-    (tmp_path / "conf" / "care").mkdir(parents=True)
-    care: dict[str, Any] = {"kind": kind, "path": "care", "tenant": "t", "acl_groups": ["g"]}
-    care["answer_verifier"] = extra
-    path = write(tmp_path, {"collections": {"care": care}, **PROFILE})
+    path = _care(tmp_path, kind, {"answer_verifier": extra})
     if error is None:
         got = load_config(path).collections["care"].answer_verifier
         assert got is not None and got.model == "m"

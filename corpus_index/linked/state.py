@@ -9,6 +9,8 @@ import numpy as np
 
 from corpus_index.linked.features import CONVERSATION_COLUMNS, ChannelFeatures
 
+_NONE = np.zeros(0, dtype=np.int64)  # no position
+
 
 class ConversationState:
     """The conversations of a channel decided so far, as each message is: what the
@@ -63,11 +65,16 @@ class ConversationState:
 
     def idle(self, i: int, reach: int, seconds: float) -> np.ndarray:
         """Which of ``i``'s candidates ``i - 1`` ... ``i - reach`` belong to a conversation
-        silent for more than ``seconds`` when ``i`` is written (bool ``[reach]``)."""
+        silent for more than ``seconds`` when ``i`` is written, as positions in that order
+        (``k - 1`` for candidate ``i - k``)."""
         f = self.features
+        # a conversation's last message is at or after each of its messages: with the
+        # furthest candidate within ``seconds`` of ``i``, no conversation is (most messages)
+        if f.times[i] - f.times[max(i - reach, 0)] <= seconds:
+            return _NONE
         js = np.arange(i - 1, i - 1 - reach, -1)
         last = self._last[self._conversation[np.maximum(js, 0)]]
-        return np.asarray(f.times[i] - f.times[last] > seconds)
+        return np.flatnonzero(f.times[i] - f.times[last] > seconds)
 
     def join(self, i: int, parent: int) -> None:
         """``i`` continues the conversation of ``parent`` (itself: it starts one)."""
